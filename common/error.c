@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ferry_strerror(): errno descriptions, with Ferry's meaning for the domain errors. */
+#include <errno.h>
+#include <string.h>
+
+#include <ferry/common.h>
+
+const char *ferry_strerror(int err)
+{
+	const char *desc;
+
+	if (err < 0)
+		err = -err;
+	/* The errno values Ferry gives a domain meaning (style.md "Errors"). */
+	switch (err) {
+	case 0:
+		return "Success";
+	case ENOSPC:
+		return "No space left (store or disk full)";
+	case EPROTO:
+		return "Protocol error (malformed or unexpected message)";
+	case EACCES:
+		return "Permission denied (bad cluster token)";
+	case ECONNRESET:
+		return "Connection reset (peer gone)";
+	default:
+		break;
+	}
+	/* strerrordesc_np() returns static strings and is thread-safe, unlike strerror(3). */
+	desc = strerrordesc_np(err);
+	return desc ? desc : "Unknown error";
+}

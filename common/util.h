@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Small internal helpers shared by every subsystem: array sizes, alignment, clocks. */
+#ifndef FERRY_COMMON_UTIL_H
+#define FERRY_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define FERRY_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define FERRY_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+#define FERRY_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define FERRY_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define FERRY_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#define FERRY_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FERRY_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+static inline uint64_t ferry__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t ferry__now_ms(void)
+{
+	return ferry__now_ns() / 1000000u;
+}
+
+#endif

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ftest runner: registration, fork per test, timeouts, leak check, skip = 77.
+ *
+ * DESIGN: the parent forks one child per test; the child makes itself a process-group leader
+ * so that everything a test starts (servers, peers) is killed with it afterwards. The child
+ * reports through its exit status: 0 pass, 1 fail, 77 skip; a signal is a crash; SIGALRM
+ * (from the child's own alarm) is a timeout.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "ftest.h"
+
+#define MAX_TESTS 512
+#define EXIT_SKIP 77
+
+struct test {
+	const char *name;	/* function name */
+	void (*fn)(void);	/* the test */
+	const char *file;	/* source file */
+};
+
+static struct test tests[MAX_TESTS];
+static int test_count;
+static void remove_tree(const char *path);
+static int no_fork;
+static int leaks_allowed;
+static char tmpdir[64];
+
+void ftest__register(const char *name, void (*fn)(void), const char *file)
+{
+	if (test_count == MAX_TESTS) {
+		fprintf(stderr, "ftest: more than %d tests in one binary\n", MAX_TESTS);
+		exit(2);
+	}
+	tests[test_count++] = (struct test){name, fn, file};
+}
+
+void ftest__fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "  %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (tmpdir[0])
+		remove_tree(tmpdir);
+	exit(1);
+}
+
+void ftest_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  skip reason: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	exit(EXIT_SKIP);
+}
+
+void ftest_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+void ftest_allow_leaks(void)
+{
+	leaks_allowed = 1;
+}
+
+static void remove_tree(const char *path)
+{
+	DIR *dir = opendir(path);
+	struct dirent *de;
+
+	if (dir) {
+		while ((de = readdir(dir))) {
+			char child[PATH_MAX];
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+			if (de->d_type == DT_DIR)
+				remove_tree(child);
+			else
+				unlink(child);
+		}
+		closedir(dir);
+	}
+	rmdir(path);
+}
+
+const char *ftest_tmpdir(void)
+{
+	if (!tmpdir[0]) {
+		snprintf(tmpdir, sizeof(tmpdir), "/tmp/ftest-XXXXXX");
+		if (!mkdtemp(tmpdir))
+			FTEST__FAIL("mkdtemp: %s", strerror(errno));
+	}
+	return tmpdir;
+}
+
+/* Runs in the child (or in-process with --no-fork). Returns only on success. */
+static void run_body(const struct test *t)
+{
+	long live_before = ferry__alloc_live();
+	long live_after;
+
+	t->fn();
+	ferry__alloc_fail_after(-1);
+	live_after = ferry__alloc_live();
+	if (tmpdir[0])
+		remove_tree(tmpdir);
+	if (!leaks_allowed && live_after != live_before)
+		FTEST__FAIL("leak: %ld Ferry allocations live before the test, %ld after",
+			    live_before, live_after);
+}
+
+static int run_forked(const struct test *t, unsigned timeout_s, char *why, size_t why_size)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, why_size, "fork: %s", strerror(errno));
+		return 1;
+	}
+	if (pid == 0) {
+		setpgid(0, 0);
+		alarm(timeout_s);
+		run_body(t);
+		fflush(stdout);
+		exit(0);
+	}
+	setpgid(pid, pid);	/* also from the parent: no race with the kill below */
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			snprintf(why, why_size, "waitpid: %s", strerror(errno));
+			return 1;
+		}
+	}
+	kill(-pid, SIGKILL);	/* whatever the test left running */
+	if (WIFEXITED(status)) {
+		int code = WEXITSTATUS(status);
+
+		if (code == 0 || code == EXIT_SKIP)
+			return code;
+		snprintf(why, why_size, "exit status %d", code);
+		return 1;
+	}
+	if (WTERMSIG(status) == SIGALRM)
+		snprintf(why, why_size, "timed out after %u s", timeout_s);
+	else
+		snprintf(why, why_size, "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	return 1;
+}
+
+static int selected(const char *name, int argc, char **argv, int first)
+{
+	if (first >= argc)
+		return 1;
+	for (int i = first; i < argc; i++)
+		if (strcmp(argv[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned timeout_s = 30;
+	int passed = 0, failed = 0, skipped = 0, first = 1;
+	const char *env = getenv("FTEST_TIMEOUT");
+
+	if (env && atoi(env) > 0)
+		timeout_s = (unsigned)atoi(env);
+	for (; first < argc && argv[first][0] == '-'; first++) {
+		if (!strcmp(argv[first], "--no-fork")) {
+			no_fork = 1;
+		} else if (!strcmp(argv[first], "--list")) {
+			for (int i = 0; i < test_count; i++)
+				printf("%s\n", tests[i].name);
+			return 0;
+		} else if (!strcmp(argv[first], "--timeout") && first + 1 < argc) {
+			timeout_s = (unsigned)atoi(argv[++first]);
+		} else {
+			fprintf(stderr, "usage: %s [--no-fork] [--list] [--timeout S] [test...]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = 0; i < test_count; i++) {
+		const struct test *t = &tests[i];
+		char why[256] = "";
+		struct timespec t0, t1;
+		int r;
+
+		if (!selected(t->name, argc, argv, first))
+			continue;
+		printf("# %s\n", t->name);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (no_fork) {
+			run_body(t);
+			r = 0;
+		} else {
+			r = run_forked(t, timeout_s, why, sizeof(why));
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		if (r == 0) {
+			passed++;
+			printf("ok   %s (%.3f s)\n", t->name, secs);
+		} else if (r == EXIT_SKIP) {
+			skipped++;
+			printf("SKIP %s\n", t->name);
+		} else {
+			failed++;
+			printf("FAIL %s: %s\n", t->name, why);
+		}
+		fflush(stdout);
+	}
+	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+	if (failed)
+		return 1;
+	return passed == 0 && skipped > 0 ? EXIT_SKIP : 0;
+}
