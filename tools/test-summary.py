@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Sum the results of meson test runs into one closing line.
 
-Reads meson-logs/testlog.json of each build folder given. ftest binaries print their own
+Reads the meson test logs (testlog*.json) given on the command line. ftest binaries print their own
 "N passed, N failed, N skipped" line: those counts are used, so the total counts test cases, not
 binaries. Any other test counts as one case by meson's verdict. A binary that crashed or timed
 out before printing its line counts as one failure.
@@ -15,10 +15,10 @@ from pathlib import Path
 LINE = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.M)
 
 
-def main(dirs):
+def main(logs):
     passed = failed = skipped = 0
-    for d in dirs:
-        log = Path(d) / "meson-logs" / "testlog.json"
+    for d in logs:
+        log = Path(d)
         if not log.exists():
             print(f"{d}: no test log (build or test step did not run)")
             failed += 1
