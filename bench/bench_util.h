@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-namespace ferry_bench {
+namespace ferry_bench
+{
 
 inline uint64_t now_ns()
 {
@@ -37,7 +38,9 @@ class Latency
 		if (samples_.empty())
 			return;
 		std::sort(samples_.begin(), samples_.end());
-		auto at = [&](double q) { return (double)samples_[(size_t)(q * (double)(samples_.size() - 1))] / 1e3; };
+		auto at = [&](double q) {
+			return (double)samples_[(size_t)(q * (double)(samples_.size() - 1))] / 1e3;
+		};
 		state.counters["p50_us"] = at(0.50);
 		state.counters["p99_us"] = at(0.99);
 	}

@@ -14,7 +14,8 @@
 
 #include "bench_util.h"
 
-namespace {
+namespace
+{
 
 // memcpy from private memory into a prefaulted shared (memfd) mapping: the best a put can do.
 void BM_limits_memcpy(benchmark::State &state)
@@ -44,7 +45,13 @@ void BM_limits_memcpy(benchmark::State &state)
 	free(src);
 	close(fd);
 }
-BENCHMARK(BM_limits_memcpy)->Arg(8)->Arg(4096)->Arg(1 << 20)->Arg(64 << 20)->Arg(1 << 30)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_limits_memcpy)
+	->Arg(8)
+	->Arg(4096)
+	->Arg(1 << 20)
+	->Arg(64 << 20)
+	->Arg(1 << 30)
+	->Unit(benchmark::kMicrosecond);
 
 // A 64-byte ping-pong over a Unix stream socket between two processes (the store is a separate
 // process, so any request that needs the socket pays at least this).

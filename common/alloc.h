@@ -15,7 +15,7 @@
 #include <ferry/common.h>
 
 void *ferry__malloc(size_t size);
-void *ferry__calloc(size_t count, size_t size);	/* -> NULL on overflow too */
+void *ferry__calloc(size_t count, size_t size); /* -> NULL on overflow too */
 void *ferry__realloc(void *ptr, size_t size);	/* size 0 frees and returns NULL */
 void ferry__free(void *ptr);
 char *ferry__strdup(const char *s);

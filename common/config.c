@@ -20,23 +20,33 @@
 enum field_type { FIELD_SIZE, FIELD_U32, FIELD_PATH };
 
 struct field {
-	const char *name;	/* variable name without FERRY_ */
-	enum field_type type;	/* how to parse */
-	size_t offset;		/* in struct ferry_config */
-	uint64_t min, max;	/* inclusive range for numbers */
-	const char *help;	/* for error messages */
+	const char *name;     /* variable name without FERRY_ */
+	enum field_type type; /* how to parse */
+	size_t offset;	      /* in struct ferry_config */
+	uint64_t min, max;    /* inclusive range for numbers */
+	const char *help;     /* for error messages */
 };
 
-#define U32_FIELD(n, f, lo, hi, h) {n, FIELD_U32, offsetof(struct ferry_config, f), lo, hi, h}
-#define SIZE_FIELD(n, f, lo, hi, h) {n, FIELD_SIZE, offsetof(struct ferry_config, f), lo, hi, h}
-#define PATH_FIELD(n, f, h) {n, FIELD_PATH, offsetof(struct ferry_config, f), 0, 0, h}
+#define U32_FIELD(n, f, lo, hi, h)                                        \
+	{                                                                 \
+		n, FIELD_U32, offsetof(struct ferry_config, f), lo, hi, h \
+	}
+#define SIZE_FIELD(n, f, lo, hi, h)                                        \
+	{                                                                  \
+		n, FIELD_SIZE, offsetof(struct ferry_config, f), lo, hi, h \
+	}
+#define PATH_FIELD(n, f, h)                                              \
+	{                                                                \
+		n, FIELD_PATH, offsetof(struct ferry_config, f), 0, 0, h \
+	}
 
 static const struct field fields[] = {
 	SIZE_FIELD("PLASMA_MEMORY", plasma_memory_bytes, 0, 1ull << 44,
 		   "object store arena size, 0 for 30% of RAM"),
 	PATH_FIELD("PLASMA_SOCKET", plasma_socket, "object store socket path"),
 	PATH_FIELD("SPILL_DIR", spill_dir, "spill directory"),
-	U32_FIELD("SPILL_THRESHOLD", spill_threshold_pct, 1, 100, "store usage % that starts spilling"),
+	U32_FIELD("SPILL_THRESHOLD", spill_threshold_pct, 1, 100,
+		  "store usage % that starts spilling"),
 	U32_FIELD("GCS_PORT", gcs_port, 1, 65535, "GCS TCP port"),
 	U32_FIELD("HEARTBEAT_MS", heartbeat_ms, 1, 3600000, "heartbeat interval"),
 	U32_FIELD("NODE_TIMEOUT_MS", node_timeout_ms, 10, 86400000, "node death deadline"),
@@ -121,8 +131,8 @@ static int set_field(struct ferry_config *cfg, const struct field *f, const char
 		size_t len = strlen(value);
 
 		if (len == 0 || len >= FERRY_PATH_MAX) {
-			FLOG_ERROR("config", "FERRY_%s='%s': %s must be 1..%d characters",
-				   f->name, value, f->help, FERRY_PATH_MAX - 1);
+			FLOG_ERROR("config", "FERRY_%s='%s': %s must be 1..%d characters", f->name,
+				   value, f->help, FERRY_PATH_MAX - 1);
 			return -EINVAL;
 		}
 		memcpy(dst, value, len + 1);

@@ -18,8 +18,8 @@
 #include "common/hash.h"
 
 struct rng {
-	uint64_t s[4];	/* xoshiro256** state */
-	pid_t pid;	/* process that seeded it; 0 = unseeded */
+	uint64_t s[4]; /* xoshiro256** state */
+	pid_t pid;     /* process that seeded it; 0 = unseeded */
 };
 
 static __thread struct rng thread_rng;
@@ -133,7 +133,7 @@ int ferry_id_from_hex(const char *hex, void *id, size_t size)
 			return -EINVAL;
 		tmp[i] = (uint8_t)(hi << 4 | lo);
 	}
-	memcpy(id, tmp, size);	/* @id untouched on error */
+	memcpy(id, tmp, size); /* @id untouched on error */
 	return 0;
 }
 

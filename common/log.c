@@ -23,8 +23,8 @@
 #define COMPONENT_MAX 24
 
 struct override {
-	char component[COMPONENT_MAX];	/* NUL-terminated, immutable once published */
-	atomic_int level;		/* enum ferry_log_level */
+	char component[COMPONENT_MAX]; /* NUL-terminated, immutable once published */
+	atomic_int level;	       /* enum ferry_log_level */
 };
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
@@ -33,7 +33,7 @@ static atomic_int default_level = FERRY_LOG_WARN;
 static atomic_int min_level = FERRY_LOG_WARN;
 static struct override overrides[MAX_OVERRIDES];
 static atomic_int override_count;
-static ferry_log_fn handler;		/* NULL: stderr */
+static ferry_log_fn handler; /* NULL: stderr */
 static void *handler_arg;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
@@ -135,8 +135,10 @@ static int apply_spec(const char *spec)
 	recompute_min();
 	pthread_mutex_unlock(&config_lock);
 	if (ret < 0)
-		ferry__log(FERRY_LOG_ERROR, "log", "FERRY_LOG: cannot parse '%s' (want level or component=level, "
-			   "levels debug|info|warn|error|off): %s", spec, ferry_strerror(ret));
+		ferry__log(FERRY_LOG_ERROR, "log",
+			   "FERRY_LOG: cannot parse '%s' (want level or component=level, "
+			   "levels debug|info|warn|error|off): %s",
+			   spec, ferry_strerror(ret));
 	return ret;
 }
 
@@ -170,8 +172,8 @@ int ferry__log_enabled(enum ferry_log_level level, const char *component)
 	n = atomic_load_explicit(&override_count, memory_order_acquire);
 	for (int i = 0; i < n; i++)
 		if (strcmp(overrides[i].component, component) == 0)
-			return (int)level >= atomic_load_explicit(&overrides[i].level,
-								  memory_order_relaxed);
+			return (int)level >=
+			       atomic_load_explicit(&overrides[i].level, memory_order_relaxed);
 	return (int)level >= atomic_load_explicit(&default_level, memory_order_relaxed);
 }
 

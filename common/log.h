@@ -14,10 +14,10 @@ int ferry__log_enabled(enum ferry_log_level level, const char *component);
 __attribute__((format(printf, 3, 4))) void ferry__log(enum ferry_log_level level,
 						      const char *component, const char *fmt, ...);
 
-#define FLOG(level, comp, ...)                                                                    \
-	do {                                                                                      \
-		if (ferry__log_enabled((level), (comp)))                                          \
-			ferry__log((level), (comp), __VA_ARGS__);                                 \
+#define FLOG(level, comp, ...)                                    \
+	do {                                                      \
+		if (ferry__log_enabled((level), (comp)))          \
+			ferry__log((level), (comp), __VA_ARGS__); \
 	} while (0)
 #define FLOG_DEBUG(comp, ...) FLOG(FERRY_LOG_DEBUG, comp, __VA_ARGS__)
 #define FLOG_INFO(comp, ...) FLOG(FERRY_LOG_INFO, comp, __VA_ARGS__)

@@ -11,7 +11,8 @@
 #define FERRY_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
 #define FERRY_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define FERRY_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define FERRY_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+#define FERRY_CONTAINER_OF(ptr, type, member) \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 #define FERRY_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FERRY_UNLIKELY(x) __builtin_expect(!!(x), 0)
 

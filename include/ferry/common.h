@@ -64,10 +64,10 @@ FERRY_API int ferry_log_level_parse(const char *name);
  * return NULL on failure; Ferry turns that into -ENOMEM and never aborts.
  */
 struct ferry_allocator {
-	void *(*malloc)(void *arg, size_t size);		/* like malloc(3) */
-	void *(*realloc)(void *arg, void *ptr, size_t size);	/* like realloc(3) */
-	void (*free)(void *arg, void *ptr);			/* like free(3); ptr may be NULL */
-	void *arg;						/* passed to each call */
+	void *(*malloc)(void *arg, size_t size);	     /* like malloc(3) */
+	void *(*realloc)(void *arg, void *ptr, size_t size); /* like realloc(3) */
+	void (*free)(void *arg, void *ptr);		     /* like free(3); ptr may be NULL */
+	void *arg;					     /* passed to each call */
 };
 
 /* ferry_set_allocator() - install @a (copied), or the libc allocator when NULL. Call before

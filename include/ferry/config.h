@@ -20,16 +20,16 @@ extern "C" {
 #define FERRY_PATH_MAX 256
 
 struct ferry_config {
-	uint64_t plasma_memory_bytes;	/* FERRY_PLASMA_MEMORY: arena size ("4G", "512M"); 0 = 30% of RAM, capped */
-	char plasma_socket[FERRY_PATH_MAX];	/* FERRY_PLASMA_SOCKET: store's Unix socket path */
-	char spill_dir[FERRY_PATH_MAX];	/* FERRY_SPILL_DIR: where primary copies spill */
-	uint32_t spill_threshold_pct;	/* FERRY_SPILL_THRESHOLD: usage % that starts spilling */
-	uint32_t gcs_port;		/* FERRY_GCS_PORT: GCS TCP port */
-	uint32_t heartbeat_ms;		/* FERRY_HEARTBEAT_MS: node heartbeat interval */
-	uint32_t node_timeout_ms;	/* FERRY_NODE_TIMEOUT_MS: missed-heartbeat deadline */
-	uint32_t max_message_bytes;	/* FERRY_MAX_MESSAGE: largest control message accepted */
-	uint32_t transfer_timeout_ms;	/* FERRY_TRANSFER_TIMEOUT_MS: deadline of one pull */
-	char token_file[FERRY_PATH_MAX];	/* FERRY_TOKEN_FILE: cluster token */
+	uint64_t plasma_memory_bytes; /* FERRY_PLASMA_MEMORY: arena size; 0 = 30% of RAM, capped */
+	char plasma_socket[FERRY_PATH_MAX]; /* FERRY_PLASMA_SOCKET: store's Unix socket path */
+	char spill_dir[FERRY_PATH_MAX];	    /* FERRY_SPILL_DIR: where primary copies spill */
+	uint32_t spill_threshold_pct;	 /* FERRY_SPILL_THRESHOLD: usage % that starts spilling */
+	uint32_t gcs_port;		 /* FERRY_GCS_PORT: GCS TCP port */
+	uint32_t heartbeat_ms;		 /* FERRY_HEARTBEAT_MS: node heartbeat interval */
+	uint32_t node_timeout_ms;	 /* FERRY_NODE_TIMEOUT_MS: missed-heartbeat deadline */
+	uint32_t max_message_bytes;	 /* FERRY_MAX_MESSAGE: largest control message accepted */
+	uint32_t transfer_timeout_ms;	 /* FERRY_TRANSFER_TIMEOUT_MS: deadline of one pull */
+	char token_file[FERRY_PATH_MAX]; /* FERRY_TOKEN_FILE: cluster token */
 };
 
 /* ferry_config_defaults() - fill @cfg with the built-in defaults (no environment). */

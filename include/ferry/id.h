@@ -25,12 +25,24 @@ extern "C" {
 /* Hex text of the longest ID plus the terminating NUL. */
 #define FERRY_ID_HEX_MAX (2 * FERRY_OBJECT_ID_SIZE + 1)
 
-struct ferry_object_id { uint8_t bytes[FERRY_OBJECT_ID_SIZE]; };
-struct ferry_node_id { uint8_t bytes[FERRY_UNIQUE_ID_SIZE]; };
-struct ferry_worker_id { uint8_t bytes[FERRY_UNIQUE_ID_SIZE]; };
-struct ferry_job_id { uint8_t bytes[FERRY_UNIQUE_ID_SIZE]; };
-struct ferry_actor_id { uint8_t bytes[FERRY_UNIQUE_ID_SIZE]; };
-struct ferry_task_id { uint8_t bytes[FERRY_UNIQUE_ID_SIZE]; };
+struct ferry_object_id {
+	uint8_t bytes[FERRY_OBJECT_ID_SIZE];
+};
+struct ferry_node_id {
+	uint8_t bytes[FERRY_UNIQUE_ID_SIZE];
+};
+struct ferry_worker_id {
+	uint8_t bytes[FERRY_UNIQUE_ID_SIZE];
+};
+struct ferry_job_id {
+	uint8_t bytes[FERRY_UNIQUE_ID_SIZE];
+};
+struct ferry_actor_id {
+	uint8_t bytes[FERRY_UNIQUE_ID_SIZE];
+};
+struct ferry_task_id {
+	uint8_t bytes[FERRY_UNIQUE_ID_SIZE];
+};
 
 /*
  * Generic forms over (pointer, size); the typed forms below call them with sizeof(id->bytes).
@@ -68,7 +80,8 @@ FERRY_API void ferry_object_id_for_put(const struct ferry_task_id *task, uint32_
 	{                                                                                         \
 		return ferry_id_to_hex(id->bytes, sizeof(id->bytes), out, out_size);              \
 	}                                                                                         \
-	static inline int ferry_##type##_id_from_hex(const char *hex, struct ferry_##type##_id *id) \
+	static inline int ferry_##type##_id_from_hex(const char *hex,                             \
+						     struct ferry_##type##_id *id)                \
 	{                                                                                         \
 		return ferry_id_from_hex(hex, id->bytes, sizeof(id->bytes));                      \
 	}                                                                                         \

@@ -28,9 +28,9 @@
 #define EXIT_SKIP 77
 
 struct test {
-	const char *name;	/* function name */
-	void (*fn)(void);	/* the test */
-	const char *file;	/* source file */
+	const char *name; /* function name */
+	void (*fn)(void); /* the test */
+	const char *file; /* source file */
 };
 
 static struct test tests[MAX_TESTS];
@@ -161,14 +161,14 @@ static int run_forked(const struct test *t, unsigned timeout_s, char *why, size_
 		fflush(stdout);
 		exit(0);
 	}
-	setpgid(pid, pid);	/* also from the parent: no race with the kill below */
+	setpgid(pid, pid); /* also from the parent: no race with the kill below */
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			snprintf(why, why_size, "waitpid: %s", strerror(errno));
 			return 1;
 		}
 	}
-	kill(-pid, SIGKILL);	/* whatever the test left running */
+	kill(-pid, SIGKILL); /* whatever the test left running */
 	if (WIFEXITED(status)) {
 		int code = WEXITSTATUS(status);
 
@@ -236,7 +236,8 @@ int main(int argc, char **argv)
 			r = run_forked(t, timeout_s, why, sizeof(why));
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		double secs =
+			(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 		if (r == 0) {
 			passed++;
 			printf("ok   %s (%.3f s)\n", t->name, secs);

@@ -29,7 +29,7 @@ extern "C" {
 
 void ftest__register(const char *name, void (*fn)(void), const char *file);
 __attribute__((noreturn, format(printf, 3, 4))) void ftest__fail(const char *file, int line,
-								  const char *fmt, ...);
+								 const char *fmt, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void ftest_skip(const char *fmt, ...);
 /* Printed under the test's name, for context a reader needs (figures, seeds). */
 __attribute__((format(printf, 1, 2))) void ftest_log(const char *fmt, ...);
@@ -38,32 +38,32 @@ void ftest_allow_leaks(void);
 /* A fresh empty directory for this test, removed after it: "/tmp/ftest-XXXXXX". */
 const char *ftest_tmpdir(void);
 
-#define FTEST(name)                                                                               \
-	static void name(void);                                                                   \
-	__attribute__((constructor)) static void ftest__reg_##name(void)                          \
-	{                                                                                         \
-		ftest__register(#name, name, __FILE__);                                           \
-	}                                                                                         \
+#define FTEST(name)                                                      \
+	static void name(void);                                          \
+	__attribute__((constructor)) static void ftest__reg_##name(void) \
+	{                                                                \
+		ftest__register(#name, name, __FILE__);                  \
+	}                                                                \
 	static void name(void)
 
 #define FTEST__FAIL(...) ftest__fail(__FILE__, __LINE__, __VA_ARGS__)
 
-#define ftest_assert_true(cond)                                                                   \
-	do {                                                                                      \
-		if (!(cond))                                                                      \
-			FTEST__FAIL("expected true: %s", #cond);                                  \
+#define ftest_assert_true(cond)                                  \
+	do {                                                     \
+		if (!(cond))                                     \
+			FTEST__FAIL("expected true: %s", #cond); \
 	} while (0)
-#define ftest_assert_false(cond)                                                                  \
-	do {                                                                                      \
-		if (cond)                                                                         \
-			FTEST__FAIL("expected false: %s", #cond);                                 \
+#define ftest_assert_false(cond)                                  \
+	do {                                                      \
+		if (cond)                                         \
+			FTEST__FAIL("expected false: %s", #cond); \
 	} while (0)
 
-#define FTEST__CMP_INT(a, op, b)                                                                  \
-	do {                                                                                      \
-		long long ftest_a_ = (long long)(a), ftest_b_ = (long long)(b);                   \
-		if (!(ftest_a_ op ftest_b_))                                                      \
-			FTEST__FAIL("%s %s %s: %lld vs %lld", #a, #op, #b, ftest_a_, ftest_b_);   \
+#define FTEST__CMP_INT(a, op, b)                                                                \
+	do {                                                                                    \
+		long long ftest_a_ = (long long)(a), ftest_b_ = (long long)(b);                 \
+		if (!(ftest_a_ op ftest_b_))                                                    \
+			FTEST__FAIL("%s %s %s: %lld vs %lld", #a, #op, #b, ftest_a_, ftest_b_); \
 	} while (0)
 #define ftest_assert_int_eq(a, b) FTEST__CMP_INT(a, ==, b)
 #define ftest_assert_int_ne(a, b) FTEST__CMP_INT(a, !=, b)
@@ -72,12 +72,12 @@ const char *ftest_tmpdir(void);
 #define ftest_assert_int_gt(a, b) FTEST__CMP_INT(a, >, b)
 #define ftest_assert_int_ge(a, b) FTEST__CMP_INT(a, >=, b)
 
-#define FTEST__CMP_UINT(a, op, b)                                                                 \
-	do {                                                                                      \
-		unsigned long long ftest_a_ = (unsigned long long)(a);                            \
-		unsigned long long ftest_b_ = (unsigned long long)(b);                            \
-		if (!(ftest_a_ op ftest_b_))                                                      \
-			FTEST__FAIL("%s %s %s: %llu vs %llu", #a, #op, #b, ftest_a_, ftest_b_);   \
+#define FTEST__CMP_UINT(a, op, b)                                                               \
+	do {                                                                                    \
+		unsigned long long ftest_a_ = (unsigned long long)(a);                          \
+		unsigned long long ftest_b_ = (unsigned long long)(b);                          \
+		if (!(ftest_a_ op ftest_b_))                                                    \
+			FTEST__FAIL("%s %s %s: %llu vs %llu", #a, #op, #b, ftest_a_, ftest_b_); \
 	} while (0)
 #define ftest_assert_uint_eq(a, b) FTEST__CMP_UINT(a, ==, b)
 #define ftest_assert_uint_ne(a, b) FTEST__CMP_UINT(a, !=, b)
@@ -86,57 +86,59 @@ const char *ftest_tmpdir(void);
 #define ftest_assert_uint_gt(a, b) FTEST__CMP_UINT(a, >, b)
 #define ftest_assert_uint_ge(a, b) FTEST__CMP_UINT(a, >=, b)
 
-#define ftest_assert_ptr_eq(a, b)                                                                 \
-	do {                                                                                      \
-		const void *ftest_a_ = (a), *ftest_b_ = (b);                                      \
-		if (ftest_a_ != ftest_b_)                                                         \
-			FTEST__FAIL("%s == %s: %p vs %p", #a, #b, ftest_a_, ftest_b_);            \
+#define ftest_assert_ptr_eq(a, b)                                                      \
+	do {                                                                           \
+		const void *ftest_a_ = (a), *ftest_b_ = (b);                           \
+		if (ftest_a_ != ftest_b_)                                              \
+			FTEST__FAIL("%s == %s: %p vs %p", #a, #b, ftest_a_, ftest_b_); \
 	} while (0)
 #define ftest_assert_ptr_null(a) ftest_assert_ptr_eq(a, NULL)
-#define ftest_assert_ptr_notnull(a)                                                               \
-	do {                                                                                      \
-		if ((a) == NULL)                                                                  \
-			FTEST__FAIL("%s is NULL", #a);                                            \
+#define ftest_assert_ptr_notnull(a)                    \
+	do {                                           \
+		if ((a) == NULL)                       \
+			FTEST__FAIL("%s is NULL", #a); \
 	} while (0)
 
-#define ftest_assert_str_eq(a, b)                                                                 \
-	do {                                                                                      \
-		const char *ftest_a_ = (a), *ftest_b_ = (b);                                      \
-		if (!ftest_a_ || !ftest_b_ || strcmp(ftest_a_, ftest_b_) != 0)                    \
-			FTEST__FAIL("%s == %s: \"%s\" vs \"%s\"", #a, #b,                         \
-				    ftest_a_ ? ftest_a_ : "(null)", ftest_b_ ? ftest_b_ : "(null)");   \
+#define ftest_assert_str_eq(a, b)                                              \
+	do {                                                                   \
+		const char *ftest_a_ = (a), *ftest_b_ = (b);                   \
+		if (!ftest_a_ || !ftest_b_ || strcmp(ftest_a_, ftest_b_) != 0) \
+			FTEST__FAIL("%s == %s: \"%s\" vs \"%s\"", #a, #b,      \
+				    ftest_a_ ? ftest_a_ : "(null)",            \
+				    ftest_b_ ? ftest_b_ : "(null)");           \
 	} while (0)
 
 /* Compare @n bytes; on mismatch print the first differing offset and both bytes. */
-#define ftest_assert_mem_eq(a, b, n)                                                              \
-	do {                                                                                      \
-		const unsigned char *ftest_a_ = (const unsigned char *)(a);                       \
-		const unsigned char *ftest_b_ = (const unsigned char *)(b);                       \
-		size_t ftest_n_ = (n);                                                            \
-		for (size_t ftest_i_ = 0; ftest_i_ < ftest_n_; ftest_i_++)                        \
-			if (ftest_a_[ftest_i_] != ftest_b_[ftest_i_])                             \
-				FTEST__FAIL("%s == %s over %zu bytes: first difference at %zu: "  \
-					    "0x%02x vs 0x%02x", #a, #b, ftest_n_, ftest_i_,        \
-					    ftest_a_[ftest_i_], ftest_b_[ftest_i_]);               \
+#define ftest_assert_mem_eq(a, b, n)                                                             \
+	do {                                                                                     \
+		const unsigned char *ftest_a_ = (const unsigned char *)(a);                      \
+		const unsigned char *ftest_b_ = (const unsigned char *)(b);                      \
+		size_t ftest_n_ = (n);                                                           \
+		for (size_t ftest_i_ = 0; ftest_i_ < ftest_n_; ftest_i_++)                       \
+			if (ftest_a_[ftest_i_] != ftest_b_[ftest_i_])                            \
+				FTEST__FAIL("%s == %s over %zu bytes: first difference at %zu: " \
+					    "0x%02x vs 0x%02x",                                  \
+					    #a, #b, ftest_n_, ftest_i_, ftest_a_[ftest_i_],      \
+					    ftest_b_[ftest_i_]);                                 \
 	} while (0)
 
 /* @ret must be the negative errno @expected (e.g. -ENOENT); prints both as text. */
-#define ftest_assert_errno(ret, expected)                                                         \
-	do {                                                                                      \
-		long long ftest_r_ = (long long)(ret), ftest_e_ = (long long)(expected);          \
-		if (ftest_r_ != ftest_e_)                                                         \
-			FTEST__FAIL("%s: got %lld (%s), expected %lld (%s)", #ret, ftest_r_,      \
-				    ferry_strerror((int)ftest_r_), ftest_e_,                      \
-				    ferry_strerror((int)ftest_e_));                               \
+#define ftest_assert_errno(ret, expected)                                                    \
+	do {                                                                                 \
+		long long ftest_r_ = (long long)(ret), ftest_e_ = (long long)(expected);     \
+		if (ftest_r_ != ftest_e_)                                                    \
+			FTEST__FAIL("%s: got %lld (%s), expected %lld (%s)", #ret, ftest_r_, \
+				    ferry_strerror((int)ftest_r_), ftest_e_,                 \
+				    ferry_strerror((int)ftest_e_));                          \
 	} while (0)
 
 /* @ret must be >= 0 (success or a count). */
-#define ftest_assert_ok(ret)                                                                      \
-	do {                                                                                      \
-		long long ftest_r_ = (long long)(ret);                                            \
-		if (ftest_r_ < 0)                                                                 \
-			FTEST__FAIL("%s failed: %lld (%s)", #ret, ftest_r_,                       \
-				    ferry_strerror((int)ftest_r_));                               \
+#define ftest_assert_ok(ret)                                                \
+	do {                                                                \
+		long long ftest_r_ = (long long)(ret);                      \
+		if (ftest_r_ < 0)                                           \
+			FTEST__FAIL("%s failed: %lld (%s)", #ret, ftest_r_, \
+				    ferry_strerror((int)ftest_r_));         \
 	} while (0)
 
 #ifdef __cplusplus

@@ -36,7 +36,7 @@ FTEST(countdown_fails_exactly_the_nth)
 	ftest_assert_ptr_notnull(p[0]);
 	ftest_assert_ptr_notnull(p[1]);
 	ftest_assert_ptr_null(p[2]);
-	ftest_assert_ptr_notnull(p[3]);	/* fires once, then disarmed */
+	ftest_assert_ptr_notnull(p[3]); /* fires once, then disarmed */
 	ftest_assert_false(ferry__alloc_fail_pending());
 	for (int i = 0; i < 4; i++)
 		ferry__free(p[i]);

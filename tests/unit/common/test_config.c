@@ -46,7 +46,7 @@ FTEST(bad_values_are_rejected_and_logged)
 	ferry_log_set_handler(capture, NULL);
 	setenv("FERRY_GCS_PORT", "70000", 1);
 	ftest_assert_errno(ferry_config_load(&cfg), -EINVAL);
-	ftest_assert_uint_eq(cfg.gcs_port, 6380);	/* the default stays */
+	ftest_assert_uint_eq(cfg.gcs_port, 6380); /* the default stays */
 	ftest_assert_ptr_notnull(strstr(last_log, "FERRY_GCS_PORT"));
 	ftest_assert_ptr_notnull(strstr(last_log, "65535"));
 	ftest_assert_errno(ferry_config_set(&cfg, "heartbeat_ms", "12abc"), -EINVAL);

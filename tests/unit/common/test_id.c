@@ -39,7 +39,7 @@ FTEST(hex_rejects_bad_text)
 	ftest_assert_errno(ferry_task_id_from_hex("zz000000000000000000000000000000", &id),
 			   -EINVAL);
 	ftest_assert_errno(ferry_task_id_from_hex(NULL, &id), -EINVAL);
-	ftest_assert_uint_eq(id.bytes[0], 0xab);	/* untouched on error */
+	ftest_assert_uint_eq(id.bytes[0], 0xab); /* untouched on error */
 	ftest_assert_errno(ferry_task_id_to_hex(&id, small, sizeof(small)), -ENOSPC);
 	ftest_assert_ok(ferry_task_id_from_hex("00112233445566778899AABBCCDDEEFF", &id));
 	ftest_assert_uint_eq(id.bytes[15], 0xff);
@@ -88,7 +88,7 @@ FTEST(forked_child_gets_a_different_sequence)
 	int fds[2], status;
 	pid_t pid;
 
-	ferry_object_id_random(&parent);	/* seed the parent's generator */
+	ferry_object_id_random(&parent); /* seed the parent's generator */
 	ftest_assert_ok(pipe(fds));
 	pid = fork();
 	ftest_assert_int_ge(pid, 0);

@@ -43,7 +43,7 @@ FTEST(bad_spec_is_an_error_but_valid_parts_apply)
 {
 	ferry_log_set_handler(capture, NULL);
 	ftest_assert_errno(ferry_log_configure("nonsense,wire=debug"), -EINVAL);
-	ftest_assert_int_eq(lines, 1);	/* the complaint itself */
+	ftest_assert_int_eq(lines, 1); /* the complaint itself */
 	FLOG_DEBUG("wire", "x");
 	ftest_assert_int_eq(lines, 2);
 	ferry_log_set_handler(NULL, NULL);
