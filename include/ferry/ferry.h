@@ -5,6 +5,8 @@
 
 #include <ferry/common.h>
 #include <ferry/config.h>
+#include <ferry/gcs.h>
 #include <ferry/id.h>
+#include <ferry/plasma.h>
 
 #endif

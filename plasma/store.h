@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The store core: the arena, the control region with the object index, the allocator, client
+ * slots and chunks, deferred deletes and eviction, without any socket. The plasma server
+ * (ferry-plasma, or the node daemon) wraps it: it hands each client the two region fds over
+ * SCM_RIGHTS, calls client_add/client_remove as clients come and go, and turns requests into
+ * these calls. Clients do get/release/contains, create_local and seal themselves through the
+ * index (plasma/index.h).
+ *
+ * DESIGN
+ * Memory: objects created through the store get their own allocator block (store-private
+ * shadow per entry records it: the store never trusts offsets read back from shared memory to
+ * free). Small objects a client creates itself live in the client's chunk, one allocator block
+ * granted by chunk_grant; the chunk is freed when it is retired (its owner took a new chunk or
+ * died) and its last object is gone (shared live counter per chunk).
+ * Eviction: secondary copies (no F_PRIMARY) are listed in a CLOCK list and evicted when
+ * unpinned; primaries are never evicted (part 2 spills them to disk: the seam is in
+ * make_room()).
+ * Spill seam: make_room() is the one place that frees arena space for a create or a chunk.
+ *
+ * Thread model: one thread (the store's loop) calls everything here. Clients in other
+ * processes run the index's lock-free operations concurrently.
+ */
+#ifndef FERRY_PLASMA_STORE_H
+#define FERRY_PLASMA_STORE_H
+
+#include <stdint.h>
+
+#include <ferry/plasma.h>
+
+#include "plasma/arena.h"
+#include "plasma/index.h"
+
+#define FERRY__PLASMA_STORE_NO_PREFAULT 0x1u /* skip pre-faulting (tests, tiny stores) */
+#define FERRY__PLASMA_STORE_POISON 0x2u	     /* fill freed object memory with 0xdb */
+#define FERRY__PLASMA_STORE_SHM_FILE 0x4u    /* back the regions with /dev/shm files */
+
+#define FERRY__PLASMA_POISON_BYTE 0xdb
+
+struct ferry__plasma_store_opts {
+	uint64_t memory_bytes;		       /* arena; 0: ferry_plasma_default_memory_bytes() */
+	enum ferry_plasma_hugepages hugepages; /* arena page policy */
+	uint32_t max_objects;		       /* 0: one per 64 KiB of arena, 4096 .. 2^20 */
+	uint32_t max_clients;		       /* client slots incl. the store's; 0: 64 */
+	uint32_t pin_records;		       /* pin records per client; 0: 1024 */
+	uint32_t max_chunks;		       /* client chunks alive at once; 0: 4 per client */
+	unsigned flags;			       /* FERRY__PLASMA_STORE_* */
+};
+
+struct ferry__plasma_store;
+
+/* ferry__plasma_store_create() - create the regions, format the index, set up the allocator.
+ * @opts may be NULL. Returns 0, -EINVAL, -ENOMEM, -ENOSPC or -errno from the arena.
+ * *@out is written only on success. */
+int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
+			       struct ferry__plasma_store **out);
+
+/* ferry__plasma_store_destroy() - unmap and close everything (clients that still map the
+ * regions keep their mappings; the memory goes when the last one unmaps). Accepts NULL. */
+void ferry__plasma_store_destroy(struct ferry__plasma_store *s);
+
+/* The store's own view of the index, and the regions to hand to clients (fd and size). */
+struct ferry__plasma_index *ferry__plasma_store_index(struct ferry__plasma_store *s);
+const struct ferry__plasma_arena *ferry__plasma_store_arena(const struct ferry__plasma_store *s);
+const struct ferry__plasma_arena *ferry__plasma_store_control(const struct ferry__plasma_store *s);
+
+/* ferry__plasma_store_client_add() - a client slot for process @pid into *@slot.
+ * Returns 0 or -EUSERS. */
+int ferry__plasma_store_client_add(struct ferry__plasma_store *s, int pid, uint32_t *slot);
+
+/*
+ * ferry__plasma_store_client_remove() - the client in @slot is gone (its process exited): give
+ * back its pins, abort the objects it was creating, retire its chunks, free what that
+ * unblocked, and free the slot. Returns 0, -EINVAL (bad slot) or -EAGAIN (a live client held
+ * the writer lock too long: call again).
+ */
+int ferry__plasma_store_client_remove(struct ferry__plasma_store *s, uint32_t slot);
+
+/*
+ * ferry__plasma_store_object_create() - create @id for owner @slot with its own block, evicting
+ * secondaries if the arena is full; the owner writes the bytes, then seals through the index.
+ * @flags: FERRY__PLASMA_F_PRIMARY or 0 (a secondary copy: evictable once sealed).
+ * Returns 0, -E2BIG (larger than the arena), -EEXIST, -ENOSPC (no room after eviction, or the
+ * object table is full), -ENOMEM (allocator metadata), -EAGAIN (writer lock timeout),
+ * -EINVAL (bad slot).
+ */
+int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t slot,
+				      const struct ferry_object_id *id, uint64_t data_size,
+				      uint32_t metadata_size, unsigned flags,
+				      struct ferry__plasma_object *out);
+
+/* ferry__plasma_store_object_abort() - discard @obj, which @slot is creating.
+ * Returns 0, -EPERM (another client's) or -ENOENT (not being created). */
+int ferry__plasma_store_object_abort(struct ferry__plasma_store *s, uint32_t slot,
+				     const struct ferry__plasma_object *obj);
+
+/* ferry__plasma_store_object_delete() - delete sealed object @id. Returns 0 (freed), 1
+ * (pinned: freed when the last pin goes, see collect), -EBUSY (still being created),
+ * -ENOENT. Deleting an object already awaiting deletion returns 1. */
+int ferry__plasma_store_object_delete(struct ferry__plasma_store *s,
+				      const struct ferry_object_id *id);
+
+/* ferry__plasma_store_collect() - free deferred deletes whose pins are gone (call when a client
+ * reports that a release returned 1, and now and then). Returns the number freed. */
+int ferry__plasma_store_collect(struct ferry__plasma_store *s);
+
+/* ferry__plasma_store_evict() - evict unpinned sealed secondary copies, least recently used
+ * first, until @bytes of arena are freed or none is left. Returns the number evicted; the
+ * bytes freed (allocator blocks) go to *@freed if not NULL. */
+int ferry__plasma_store_evict(struct ferry__plasma_store *s, uint64_t bytes, uint64_t *freed);
+
+/*
+ * ferry__plasma_store_chunk_grant() - give client @slot a fresh chunk of @size bytes (rounded
+ * up to 64) for create_local, retiring its previous chunk. Returns 0, -EINVAL (bad slot or
+ * size), -ENOSPC (no room after eviction, or every chunk counter is in use), -ENOMEM.
+ */
+int ferry__plasma_store_chunk_grant(struct ferry__plasma_store *s, uint32_t slot, uint64_t size);
+
+/* ferry__plasma_store_stats() - current figures. */
+void ferry__plasma_store_stats(struct ferry__plasma_store *s, struct ferry_plasma_stats *out);
+
+#endif
