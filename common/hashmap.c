@@ -14,7 +14,8 @@ void ferry__hashmap_init(struct ferry__hashmap *m, size_t key_size, size_t value
 	memset(m, 0, sizeof(*m));
 	m->key_size = key_size;
 	m->value_size = value_size;
-	m->entry_size = (key_size + value_size + 7) & ~(size_t)7;
+	m->value_offset = (key_size + 7) & ~(size_t)7;
+	m->entry_size = (m->value_offset + value_size + 7) & ~(size_t)7;
 	m->seed = 0x5bd1e995u;
 }
 
@@ -60,7 +61,7 @@ void *ferry__hashmap_get(const struct ferry__hashmap *m, const void *key)
 		return NULL;
 	h = hash_key(m, key);
 	slot = probe(m, key, h);
-	return m->hashes[slot] ? entry(m, slot) + m->key_size : NULL;
+	return m->hashes[slot] ? entry(m, slot) + m->value_offset : NULL;
 }
 
 static int grow(struct ferry__hashmap *m)
@@ -99,7 +100,7 @@ int ferry__hashmap_put(struct ferry__hashmap *m, const void *key, void **value)
 	if (m->count) {
 		slot = probe(m, key, h);
 		if (m->hashes[slot]) {
-			*value = entry(m, slot) + m->key_size;
+			*value = entry(m, slot) + m->value_offset;
 			return 0;
 		}
 	}
@@ -114,7 +115,7 @@ int ferry__hashmap_put(struct ferry__hashmap *m, const void *key, void **value)
 	memcpy(entry(m, slot), key, m->key_size);
 	memset(entry(m, slot) + m->key_size, 0, m->entry_size - m->key_size);
 	m->count++;
-	*value = entry(m, slot) + m->key_size;
+	*value = entry(m, slot) + m->value_offset;
 	return 1;
 }
 
@@ -129,7 +130,7 @@ int ferry__hashmap_remove(struct ferry__hashmap *m, const void *key, void *value
 	if (!m->hashes[hole])
 		return -ENOENT;
 	if (value_out)
-		memcpy(value_out, entry(m, hole) + m->key_size, m->value_size);
+		memcpy(value_out, entry(m, hole) + m->value_offset, m->value_size);
 	/* Backward shift: pull each later entry of the run into the hole unless its home slot
 	 * lies cyclically in (hole, slot], where moving it would make it unreachable. */
 	for (slot = (hole + 1) & mask; m->hashes[slot]; slot = (slot + 1) & mask) {
@@ -152,7 +153,7 @@ int ferry__hashmap_next(const struct ferry__hashmap *m, size_t *cursor, void **k
 		if (!m->hashes[i])
 			continue;
 		*key = entry(m, i);
-		*value = entry(m, i) + m->key_size;
+		*value = entry(m, i) + m->value_offset;
 		*cursor = i + 1;
 		return 1;
 	}

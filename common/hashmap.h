@@ -14,14 +14,15 @@
 #include <stdint.h>
 
 struct ferry__hashmap {
-	uint64_t *hashes;  /* per slot: 0 = empty, else the key's hash with bit 63 set */
-	uint8_t *entries;  /* per slot: key_size bytes then value_size bytes */
-	size_t capacity;   /* slots, a power of two (0 before the first put) */
-	size_t count;	   /* live entries */
-	size_t key_size;   /* bytes compared and hashed */
-	size_t value_size; /* bytes of value after each key */
-	size_t entry_size; /* key_size + value_size rounded up to 8 */
-	uint64_t seed;	   /* hash seed */
+	uint64_t *hashes;    /* per slot: 0 = empty, else the key's hash with bit 63 set */
+	uint8_t *entries;    /* per slot: key, padding to 8, then the value */
+	size_t capacity;     /* slots, a power of two (0 before the first put) */
+	size_t count;	     /* live entries */
+	size_t key_size;     /* bytes compared and hashed */
+	size_t value_size;   /* bytes of value after each key */
+	size_t value_offset; /* key_size rounded up to 8: values holding pointers stay aligned */
+	size_t entry_size;   /* value_offset + value_size rounded up to 8 */
+	uint64_t seed;	     /* hash seed */
 };
 
 /* ferry__hashmap_init() - an empty map; allocates nothing. */

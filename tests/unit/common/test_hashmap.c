@@ -112,3 +112,24 @@ FTEST(iteration_visits_each_once)
 	ftest_assert_uint_eq(sum, 5050);
 	ferry__hashmap_fini(&m);
 }
+
+/* Keys whose size is not a multiple of 8 must still give 8-byte aligned values (values often
+ * hold pointers; UBSan flags a misaligned load). */
+FTEST(values_are_aligned_after_odd_keys)
+{
+	struct ferry__hashmap m;
+	uint8_t key[20] = {0};
+	void *v;
+
+	ferry__hashmap_init(&m, sizeof(key), sizeof(void *));
+	for (int i = 0; i < 100; i++) {
+		key[0] = (uint8_t)i;
+		ftest_assert_int_eq(ferry__hashmap_put(&m, key, &v), 1);
+		ftest_assert_uint_eq((uintptr_t)v % 8, 0);
+		*(void **)v = &m;
+	}
+	key[0] = 42;
+	v = ferry__hashmap_get(&m, key);
+	ftest_assert_ptr_eq(*(void **)v, &m);
+	ferry__hashmap_fini(&m);
+}
