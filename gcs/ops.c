@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* GCS mutation records: encoding and bounds-checked decoding (format in ops.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "gcs/ops.h"
+
+/* ---- encoding ---- */
+
+#define PUT_ID(w, id) ferry__gcs_put_raw((w), (id).bytes, sizeof((id).bytes))
+
+static void put_resources(struct ferry__gcs_writer *w, const struct ferry__gcs_resources *r)
+{
+	ferry__gcs_put_f64(w, r->cpu);
+	ferry__gcs_put_f64(w, r->gpu);
+	ferry__gcs_put_f64(w, r->memory_bytes);
+	ferry__gcs_put_u32(w, r->ncustom);
+	for (uint32_t i = 0; i < r->ncustom; i++) {
+		ferry__gcs_put_str(w, r->custom[i].name);
+		ferry__gcs_put_f64(w, r->custom[i].amount);
+	}
+}
+
+static void put_node(struct ferry__gcs_writer *w, const struct ferry__gcs_node *n)
+{
+	PUT_ID(w, n->id);
+	ferry__gcs_put_str(w, n->address);
+	put_resources(w, &n->total);
+	ferry__gcs_put_u32(w, n->nlabels);
+	for (uint32_t i = 0; i < n->nlabels; i++) {
+		ferry__gcs_put_str(w, n->labels[i].key);
+		ferry__gcs_put_str(w, n->labels[i].value);
+	}
+	ferry__gcs_put_u64(w, n->store_capacity_bytes);
+	ferry__gcs_put_u32(w, n->transports);
+	ferry__gcs_put_u8(w, (uint8_t)n->state);
+	ferry__gcs_put_u64(w, n->start_ms);
+	ferry__gcs_put_u64(w, n->end_ms);
+	ferry__gcs_put_u64(w, n->last_heartbeat_ms);
+	ferry__gcs_put_f64(w, n->avail_cpu);
+	ferry__gcs_put_f64(w, n->avail_gpu);
+	ferry__gcs_put_f64(w, n->avail_memory_bytes);
+	ferry__gcs_put_u32(w, n->queue_length);
+}
+
+static void put_heartbeat(struct ferry__gcs_writer *w, const struct ferry__gcs_heartbeat *hb)
+{
+	PUT_ID(w, hb->id);
+	ferry__gcs_put_u64(w, hb->time_ms);
+	ferry__gcs_put_f64(w, hb->avail_cpu);
+	ferry__gcs_put_f64(w, hb->avail_gpu);
+	ferry__gcs_put_f64(w, hb->avail_memory_bytes);
+	ferry__gcs_put_u32(w, hb->queue_length);
+}
+
+static void put_job(struct ferry__gcs_writer *w, const struct ferry__gcs_job *j)
+{
+	PUT_ID(w, j->id);
+	ferry__gcs_put_u8(w, (uint8_t)j->state);
+	PUT_ID(w, j->driver_node);
+	ferry__gcs_put_u32(w, j->driver_pid);
+	ferry__gcs_put_str(w, j->driver_address);
+	ferry__gcs_put_str(w, j->entrypoint);
+	ferry__gcs_put_u64(w, j->start_ms);
+	ferry__gcs_put_u64(w, j->end_ms);
+}
+
+static void put_worker(struct ferry__gcs_writer *w, const struct ferry__gcs_worker *k)
+{
+	PUT_ID(w, k->id);
+	PUT_ID(w, k->node);
+	PUT_ID(w, k->job);
+	ferry__gcs_put_u32(w, k->pid);
+	ferry__gcs_put_str(w, k->address);
+	ferry__gcs_put_u8(w, (uint8_t)k->state);
+	ferry__gcs_put_u8(w, (uint8_t)k->exit_type);
+	ferry__gcs_put_str(w, k->exit_message);
+	ferry__gcs_put_u64(w, k->start_ms);
+	ferry__gcs_put_u64(w, k->end_ms);
+}
+
+static void put_actor(struct ferry__gcs_writer *w, const struct ferry__gcs_actor *a)
+{
+	PUT_ID(w, a->id);
+	PUT_ID(w, a->job);
+	PUT_ID(w, a->owner);
+	ferry__gcs_put_str(w, a->name);
+	ferry__gcs_put_str(w, a->class_name);
+	ferry__gcs_put_u8(w, (uint8_t)a->state);
+	PUT_ID(w, a->node);
+	PUT_ID(w, a->worker);
+	ferry__gcs_put_u32(w, a->num_restarts);
+	ferry__gcs_put_u32(w, (uint32_t)a->max_restarts);
+	ferry__gcs_put_u8(w, (uint8_t)a->death_cause);
+	ferry__gcs_put_str(w, a->death_message);
+}
+
+static void put_actor_update(struct ferry__gcs_writer *w, const struct ferry__gcs_actor_update *u)
+{
+	PUT_ID(w, u->id);
+	ferry__gcs_put_u8(w, (uint8_t)u->state);
+	PUT_ID(w, u->node);
+	PUT_ID(w, u->worker);
+	ferry__gcs_put_u8(w, (uint8_t)u->death_cause);
+	ferry__gcs_put_str(w, u->death_message);
+}
+
+static void put_pg(struct ferry__gcs_writer *w, const struct ferry__gcs_pg *g)
+{
+	PUT_ID(w, g->id);
+	PUT_ID(w, g->job);
+	ferry__gcs_put_str(w, g->name);
+	ferry__gcs_put_u8(w, (uint8_t)g->strategy);
+	ferry__gcs_put_u8(w, (uint8_t)g->state);
+	ferry__gcs_put_u32(w, g->nbundles);
+	for (uint32_t i = 0; i < g->nbundles; i++) {
+		put_resources(w, &g->bundles[i].resources);
+		PUT_ID(w, g->bundles[i].node);
+	}
+}
+
+static void put_pg_update(struct ferry__gcs_writer *w, const struct ferry__gcs_pg_update *u)
+{
+	PUT_ID(w, u->id);
+	ferry__gcs_put_u8(w, (uint8_t)u->state);
+	ferry__gcs_put_u32(w, u->nnodes);
+	for (uint32_t i = 0; i < u->nnodes; i++)
+		PUT_ID(w, u->nodes[i]);
+}
+
+static void put_task_event(struct ferry__gcs_writer *w, const struct ferry__gcs_task_event *e)
+{
+	PUT_ID(w, e->task);
+	PUT_ID(w, e->job);
+	ferry__gcs_put_u32(w, e->attempt);
+	ferry__gcs_put_u8(w, (uint8_t)e->state);
+	PUT_ID(w, e->node);
+	PUT_ID(w, e->worker);
+	ferry__gcs_put_u64(w, e->time_ms);
+}
+
+static void put_error(struct ferry__gcs_writer *w, const struct ferry__gcs_error *e)
+{
+	PUT_ID(w, e->job);
+	ferry__gcs_put_u64(w, e->time_ms);
+	ferry__gcs_put_str(w, e->type);
+	ferry__gcs_put_str(w, e->message);
+}
+
+static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info *o)
+{
+	PUT_ID(w, o->id);
+	PUT_ID(w, o->owner_worker);
+	PUT_ID(w, o->owner_node);
+	ferry__gcs_put_u64(w, o->size_bytes);
+	ferry__gcs_put_u8(w, (uint8_t)o->state);
+	ferry__gcs_put_u8(w, o->owner_dead);
+	ferry__gcs_put_str(w, o->spill_url);
+	ferry__gcs_put_u32(w, o->nlocations);
+	for (uint32_t i = 0; i < o->nlocations; i++)
+		PUT_ID(w, o->locations[i]);
+}
+
+static void put_kv(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
+{
+	ferry__gcs_put_bytes(w, op->kv.ns.data, op->kv.ns.size);
+	ferry__gcs_put_bytes(w, op->kv.key.data, op->kv.key.size);
+	if (op->type != FERRY__GCS_OP_KV_PUT)
+		return;
+	ferry__gcs_put_bytes(w, op->kv.value.data, op->kv.value.size);
+	ferry__gcs_put_u8(w, op->kv.overwrite);
+}
+
+/* Ops whose body is a few fixed fields. */
+static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
+{
+	switch (op->type) {
+	case FERRY__GCS_OP_NODE_STATE:
+		PUT_ID(w, op->node_state.id);
+		ferry__gcs_put_u8(w, (uint8_t)op->node_state.state);
+		ferry__gcs_put_u64(w, op->node_state.time_ms);
+		break;
+	case FERRY__GCS_OP_JOB_FINISH:
+		PUT_ID(w, op->job_finish.id);
+		ferry__gcs_put_u64(w, op->job_finish.time_ms);
+		break;
+	case FERRY__GCS_OP_WORKER_DEAD:
+		PUT_ID(w, op->worker_exit.id);
+		ferry__gcs_put_u64(w, op->worker_exit.time_ms);
+		ferry__gcs_put_u8(w, (uint8_t)op->worker_exit.exit_type);
+		ferry__gcs_put_str(w, op->worker_exit.message);
+		break;
+	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
+	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
+		PUT_ID(w, op->obj_location.id);
+		PUT_ID(w, op->obj_location.node);
+		ferry__gcs_put_u64(w, op->obj_location.size_bytes);
+		break;
+	case FERRY__GCS_OP_OBJ_SPILLED:
+		PUT_ID(w, op->obj_spilled.id);
+		ferry__gcs_put_str(w, op->obj_spilled.url);
+		break;
+	case FERRY__GCS_OP_OBJ_REMOVE:
+		PUT_ID(w, op->obj_id);
+		break;
+	case FERRY__GCS_OP_OBJ_OWNER_DIED:
+		PUT_ID(w, op->owner);
+		break;
+	case FERRY__GCS_OP_RESTORE_DROPPED:
+		ferry__gcs_put_u64(w, op->dropped.task_events);
+		ferry__gcs_put_u64(w, op->dropped.errors);
+		break;
+	default:
+		w->err = w->err ? w->err : -EINVAL;
+		break;
+	}
+}
+
+void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
+{
+	ferry__gcs_put_u8(w, (uint8_t)op->type);
+	switch (op->type) {
+	case FERRY__GCS_OP_NODE_REGISTER:
+	case FERRY__GCS_OP_RESTORE_NODE:
+		put_node(w, &op->node);
+		break;
+	case FERRY__GCS_OP_NODE_HEARTBEAT:
+		put_heartbeat(w, &op->heartbeat);
+		break;
+	case FERRY__GCS_OP_JOB_ADD:
+	case FERRY__GCS_OP_RESTORE_JOB:
+		put_job(w, &op->job);
+		break;
+	case FERRY__GCS_OP_WORKER_ADD:
+	case FERRY__GCS_OP_RESTORE_WORKER:
+		put_worker(w, &op->worker);
+		break;
+	case FERRY__GCS_OP_ACTOR_REGISTER:
+	case FERRY__GCS_OP_RESTORE_ACTOR:
+		put_actor(w, &op->actor);
+		break;
+	case FERRY__GCS_OP_ACTOR_UPDATE:
+		put_actor_update(w, &op->actor_update);
+		break;
+	case FERRY__GCS_OP_PG_CREATE:
+	case FERRY__GCS_OP_RESTORE_PG:
+		put_pg(w, &op->pg);
+		break;
+	case FERRY__GCS_OP_PG_UPDATE:
+		put_pg_update(w, &op->pg_update);
+		break;
+	case FERRY__GCS_OP_TASK_EVENT:
+		put_task_event(w, &op->task_event);
+		break;
+	case FERRY__GCS_OP_ERROR:
+		put_error(w, &op->error);
+		break;
+	case FERRY__GCS_OP_KV_PUT:
+	case FERRY__GCS_OP_KV_DELETE:
+	case FERRY__GCS_OP_KV_DELETE_PREFIX:
+		put_kv(w, op);
+		break;
+	case FERRY__GCS_OP_OBJ_ADD:
+	case FERRY__GCS_OP_RESTORE_OBJ:
+		put_obj(w, &op->obj);
+		break;
+	default:
+		put_small(w, op);
+		break;
+	}
+}
+
+/* ---- decoding ---- */
+
+#define GET_ID(r, id) ferry__gcs_get_raw((r), (id).bytes, sizeof((id).bytes))
+#define TEXT(r) ferry__gcs_get_str((r), FERRY__GCS_TEXT_MAX)
+
+static uint32_t get_count(struct ferry__gcs_reader *r, uint32_t max)
+{
+	uint32_t n = ferry__gcs_get_u32(r);
+
+	if (n > max) {
+		r->err = r->err ? r->err : -EPROTO;
+		return 0;
+	}
+	return r->err ? 0 : n;
+}
+
+/* An array of @count elements owned by @op. Every element takes at least one byte of input, so
+ * a malformed count cannot make this allocate more than the record is long. */
+static void *op_array(struct ferry__gcs_op *op, struct ferry__gcs_reader *r, size_t count,
+		      size_t elem)
+{
+	struct ferry__gcs_op_block *b;
+
+	if (r->err || count == 0)
+		return NULL;
+	if (count > r->left) {
+		r->err = -EPROTO;
+		return NULL;
+	}
+	b = ferry__malloc(sizeof(*b) + count * elem);
+	if (!b) {
+		r->err = -ENOMEM;
+		return NULL;
+	}
+	memset(b->data, 0, count * elem);
+	b->next = op->owned;
+	op->owned = b;
+	return b->data;
+}
+
+/* IDs are byte arrays (alignment 1): an array of them can be used in place. */
+static const void *id_array(struct ferry__gcs_reader *r, uint32_t count, size_t size)
+{
+	const void *p = r->p;
+
+	if (r->err || count == 0)
+		return NULL;
+	if (r->left / size < count) {
+		r->err = -EPROTO;
+		return NULL;
+	}
+	r->p += count * size;
+	r->left -= count * size;
+	return p;
+}
+
+static void get_resources(struct ferry__gcs_reader *r, struct ferry__gcs_op *op,
+			  struct ferry__gcs_resources *res)
+{
+	struct ferry__gcs_custom_resource *c;
+
+	res->cpu = ferry__gcs_get_f64(r);
+	res->gpu = ferry__gcs_get_f64(r);
+	res->memory_bytes = ferry__gcs_get_f64(r);
+	res->ncustom = get_count(r, FERRY__GCS_MAX_CUSTOM);
+	c = op_array(op, r, res->ncustom, sizeof(*c));
+	for (uint32_t i = 0; i < res->ncustom && !r->err; i++) {
+		c[i].name = TEXT(r);
+		c[i].amount = ferry__gcs_get_f64(r);
+	}
+	res->custom = c;
+}
+
+static void get_node(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_node *n = &op->node;
+	struct ferry__gcs_label *labels;
+
+	GET_ID(r, n->id);
+	n->address = TEXT(r);
+	get_resources(r, op, &n->total);
+	n->nlabels = get_count(r, FERRY__GCS_MAX_LABELS);
+	labels = op_array(op, r, n->nlabels, sizeof(*labels));
+	for (uint32_t i = 0; i < n->nlabels && !r->err; i++) {
+		labels[i].key = TEXT(r);
+		labels[i].value = TEXT(r);
+	}
+	n->labels = labels;
+	n->store_capacity_bytes = ferry__gcs_get_u64(r);
+	n->transports = ferry__gcs_get_u32(r);
+	n->state = (enum ferry_gcs_node_state)ferry__gcs_get_u8(r);
+	n->start_ms = ferry__gcs_get_u64(r);
+	n->end_ms = ferry__gcs_get_u64(r);
+	n->last_heartbeat_ms = ferry__gcs_get_u64(r);
+	n->avail_cpu = ferry__gcs_get_f64(r);
+	n->avail_gpu = ferry__gcs_get_f64(r);
+	n->avail_memory_bytes = ferry__gcs_get_f64(r);
+	n->queue_length = ferry__gcs_get_u32(r);
+}
+
+static void get_heartbeat(struct ferry__gcs_reader *r, struct ferry__gcs_heartbeat *hb)
+{
+	GET_ID(r, hb->id);
+	hb->time_ms = ferry__gcs_get_u64(r);
+	hb->avail_cpu = ferry__gcs_get_f64(r);
+	hb->avail_gpu = ferry__gcs_get_f64(r);
+	hb->avail_memory_bytes = ferry__gcs_get_f64(r);
+	hb->queue_length = ferry__gcs_get_u32(r);
+}
+
+static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
+{
+	GET_ID(r, j->id);
+	j->state = (enum ferry_gcs_job_state)ferry__gcs_get_u8(r);
+	GET_ID(r, j->driver_node);
+	j->driver_pid = ferry__gcs_get_u32(r);
+	j->driver_address = TEXT(r);
+	j->entrypoint = TEXT(r);
+	j->start_ms = ferry__gcs_get_u64(r);
+	j->end_ms = ferry__gcs_get_u64(r);
+}
+
+static void get_worker(struct ferry__gcs_reader *r, struct ferry__gcs_worker *k)
+{
+	GET_ID(r, k->id);
+	GET_ID(r, k->node);
+	GET_ID(r, k->job);
+	k->pid = ferry__gcs_get_u32(r);
+	k->address = TEXT(r);
+	k->state = (enum ferry_gcs_worker_state)ferry__gcs_get_u8(r);
+	k->exit_type = (enum ferry_gcs_exit)ferry__gcs_get_u8(r);
+	k->exit_message = TEXT(r);
+	k->start_ms = ferry__gcs_get_u64(r);
+	k->end_ms = ferry__gcs_get_u64(r);
+}
+
+static void get_actor(struct ferry__gcs_reader *r, struct ferry__gcs_actor *a)
+{
+	GET_ID(r, a->id);
+	GET_ID(r, a->job);
+	GET_ID(r, a->owner);
+	a->name = TEXT(r);
+	a->class_name = TEXT(r);
+	a->state = (enum ferry_gcs_actor_state)ferry__gcs_get_u8(r);
+	GET_ID(r, a->node);
+	GET_ID(r, a->worker);
+	a->num_restarts = ferry__gcs_get_u32(r);
+	a->max_restarts = (int32_t)ferry__gcs_get_u32(r);
+	a->death_cause = (enum ferry_gcs_exit)ferry__gcs_get_u8(r);
+	a->death_message = TEXT(r);
+}
+
+static void get_actor_update(struct ferry__gcs_reader *r, struct ferry__gcs_actor_update *u)
+{
+	GET_ID(r, u->id);
+	u->state = (enum ferry_gcs_actor_state)ferry__gcs_get_u8(r);
+	GET_ID(r, u->node);
+	GET_ID(r, u->worker);
+	u->death_cause = (enum ferry_gcs_exit)ferry__gcs_get_u8(r);
+	u->death_message = TEXT(r);
+}
+
+static void get_pg(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_pg *g = &op->pg;
+	struct ferry__gcs_bundle *b;
+
+	GET_ID(r, g->id);
+	GET_ID(r, g->job);
+	g->name = TEXT(r);
+	g->strategy = (enum ferry_gcs_pg_strategy)ferry__gcs_get_u8(r);
+	g->state = (enum ferry_gcs_pg_state)ferry__gcs_get_u8(r);
+	g->nbundles = get_count(r, FERRY__GCS_MAX_BUNDLES);
+	b = op_array(op, r, g->nbundles, sizeof(*b));
+	for (uint32_t i = 0; i < g->nbundles && !r->err; i++) {
+		get_resources(r, op, &b[i].resources);
+		GET_ID(r, b[i].node);
+	}
+	g->bundles = b;
+}
+
+static void get_pg_update(struct ferry__gcs_reader *r, struct ferry__gcs_pg_update *u)
+{
+	GET_ID(r, u->id);
+	u->state = (enum ferry_gcs_pg_state)ferry__gcs_get_u8(r);
+	u->nnodes = get_count(r, FERRY__GCS_MAX_BUNDLES);
+	u->nodes = id_array(r, u->nnodes, sizeof(struct ferry_node_id));
+}
+
+static void get_task_event(struct ferry__gcs_reader *r, struct ferry__gcs_task_event *e)
+{
+	GET_ID(r, e->task);
+	GET_ID(r, e->job);
+	e->attempt = ferry__gcs_get_u32(r);
+	e->state = (enum ferry_gcs_task_state)ferry__gcs_get_u8(r);
+	GET_ID(r, e->node);
+	GET_ID(r, e->worker);
+	e->time_ms = ferry__gcs_get_u64(r);
+}
+
+static void get_error(struct ferry__gcs_reader *r, struct ferry__gcs_error *e)
+{
+	GET_ID(r, e->job);
+	e->time_ms = ferry__gcs_get_u64(r);
+	e->type = TEXT(r);
+	e->message = TEXT(r);
+}
+
+static void get_obj(struct ferry__gcs_reader *r, struct ferry__objdir_info *o)
+{
+	GET_ID(r, o->id);
+	GET_ID(r, o->owner_worker);
+	GET_ID(r, o->owner_node);
+	o->size_bytes = ferry__gcs_get_u64(r);
+	o->state = (enum ferry_gcs_object_state)ferry__gcs_get_u8(r);
+	o->owner_dead = ferry__gcs_get_u8(r) != 0;
+	o->spill_url = ferry__gcs_get_str(r, FERRY__OBJDIR_MAX_URL);
+	o->nlocations = get_count(r, FERRY__OBJDIR_MAX_LOCATIONS);
+	o->locations = id_array(r, o->nlocations, sizeof(struct ferry_node_id));
+}
+
+static void get_kv(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	op->kv.ns = ferry__gcs_get_bytes(r, UINT32_MAX);
+	op->kv.key = ferry__gcs_get_bytes(r, UINT32_MAX);
+	if (op->type != FERRY__GCS_OP_KV_PUT)
+		return;
+	op->kv.value = ferry__gcs_get_bytes(r, UINT32_MAX);
+	op->kv.overwrite = ferry__gcs_get_u8(r) != 0;
+}
+
+static void get_small(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	switch (op->type) {
+	case FERRY__GCS_OP_NODE_STATE:
+		GET_ID(r, op->node_state.id);
+		op->node_state.state = (enum ferry_gcs_node_state)ferry__gcs_get_u8(r);
+		op->node_state.time_ms = ferry__gcs_get_u64(r);
+		break;
+	case FERRY__GCS_OP_JOB_FINISH:
+		GET_ID(r, op->job_finish.id);
+		op->job_finish.time_ms = ferry__gcs_get_u64(r);
+		break;
+	case FERRY__GCS_OP_WORKER_DEAD:
+		GET_ID(r, op->worker_exit.id);
+		op->worker_exit.time_ms = ferry__gcs_get_u64(r);
+		op->worker_exit.exit_type = (enum ferry_gcs_exit)ferry__gcs_get_u8(r);
+		op->worker_exit.message = TEXT(r);
+		break;
+	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
+	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
+		GET_ID(r, op->obj_location.id);
+		GET_ID(r, op->obj_location.node);
+		op->obj_location.size_bytes = ferry__gcs_get_u64(r);
+		break;
+	case FERRY__GCS_OP_OBJ_SPILLED:
+		GET_ID(r, op->obj_spilled.id);
+		op->obj_spilled.url = ferry__gcs_get_str(r, FERRY__OBJDIR_MAX_URL);
+		break;
+	case FERRY__GCS_OP_OBJ_REMOVE:
+		GET_ID(r, op->obj_id);
+		break;
+	case FERRY__GCS_OP_OBJ_OWNER_DIED:
+		GET_ID(r, op->owner);
+		break;
+	case FERRY__GCS_OP_RESTORE_DROPPED:
+		op->dropped.task_events = ferry__gcs_get_u64(r);
+		op->dropped.errors = ferry__gcs_get_u64(r);
+		break;
+	default:
+		r->err = -EPROTO;
+		break;
+	}
+}
+
+static void get_body(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	switch (op->type) {
+	case FERRY__GCS_OP_NODE_REGISTER:
+	case FERRY__GCS_OP_RESTORE_NODE:
+		get_node(r, op);
+		break;
+	case FERRY__GCS_OP_NODE_HEARTBEAT:
+		get_heartbeat(r, &op->heartbeat);
+		break;
+	case FERRY__GCS_OP_JOB_ADD:
+	case FERRY__GCS_OP_RESTORE_JOB:
+		get_job(r, &op->job);
+		break;
+	case FERRY__GCS_OP_WORKER_ADD:
+	case FERRY__GCS_OP_RESTORE_WORKER:
+		get_worker(r, &op->worker);
+		break;
+	case FERRY__GCS_OP_ACTOR_REGISTER:
+	case FERRY__GCS_OP_RESTORE_ACTOR:
+		get_actor(r, &op->actor);
+		break;
+	case FERRY__GCS_OP_ACTOR_UPDATE:
+		get_actor_update(r, &op->actor_update);
+		break;
+	case FERRY__GCS_OP_PG_CREATE:
+	case FERRY__GCS_OP_RESTORE_PG:
+		get_pg(r, op);
+		break;
+	case FERRY__GCS_OP_PG_UPDATE:
+		get_pg_update(r, &op->pg_update);
+		break;
+	case FERRY__GCS_OP_TASK_EVENT:
+		get_task_event(r, &op->task_event);
+		break;
+	case FERRY__GCS_OP_ERROR:
+		get_error(r, &op->error);
+		break;
+	case FERRY__GCS_OP_KV_PUT:
+	case FERRY__GCS_OP_KV_DELETE:
+	case FERRY__GCS_OP_KV_DELETE_PREFIX:
+		get_kv(r, op);
+		break;
+	case FERRY__GCS_OP_OBJ_ADD:
+	case FERRY__GCS_OP_RESTORE_OBJ:
+		get_obj(r, &op->obj);
+		break;
+	default:
+		get_small(r, op);
+		break;
+	}
+}
+
+int ferry__gcs_op_decode(const void *data, size_t size, struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_reader r = {data, size, 0};
+
+	memset(op, 0, sizeof(*op));
+	op->type = (enum ferry__gcs_op_type)ferry__gcs_get_u8(&r);
+	get_body(&r, op);
+	if (!r.err && r.left)
+		r.err = -EPROTO;
+	if (r.err) {
+		if (r.err == -EPROTO)
+			FLOG_WARN("gcs", "ops: malformed record (type %d, %zu bytes)",
+				  (int)op->type, size);
+		ferry__gcs_op_release(op);
+		return r.err;
+	}
+	return 0;
+}
+
+void ferry__gcs_op_release(struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_op_block *b, *next;
+
+	for (b = op->owned; b; b = next) {
+		next = b->next;
+		ferry__free(b);
+	}
+	op->owned = NULL;
+}

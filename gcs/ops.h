@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GCS mutations as values: every change to the tables, the KV store and the object directory is
+ * a struct ferry__gcs_op, applied by gcs/state.c and, when durable, encoded into a WAL record.
+ * Snapshots are sequences of ops too (the RESTORE_* kinds put records back exactly).
+ *
+ * Record encoding (the WAL payload; little-endian, see gcs/codec.h for the primitives): one byte
+ * of op type, then the op's fields in the order of the structs in gcs/tables.h, gcs/objdir.h:
+ * IDs as raw bytes, enums as u8, counts as u32, amounts as f64, text as u32 length + bytes + NUL
+ * (NULL and "" are the same), byte strings as u32 length + bytes. A record has no trailing bytes.
+ * It may move to FlatBuffers with the rest of the wire format; the WAL version would then change.
+ *
+ * Thread model: pure functions.
+ */
+#ifndef FERRY_GCS_OPS_H
+#define FERRY_GCS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gcs/codec.h"
+#include "gcs/objdir.h"
+#include "gcs/tables.h"
+
+enum ferry__gcs_op_type {
+	FERRY__GCS_OP_NODE_REGISTER = 1,
+	FERRY__GCS_OP_NODE_HEARTBEAT = 2,
+	FERRY__GCS_OP_NODE_STATE = 3, /* DEAD cascades: workers on it, object locations */
+	FERRY__GCS_OP_JOB_ADD = 4,
+	FERRY__GCS_OP_JOB_FINISH = 5,
+	FERRY__GCS_OP_WORKER_ADD = 6,
+	FERRY__GCS_OP_WORKER_DEAD = 7, /* cascades: the objects it owns are lost */
+	FERRY__GCS_OP_ACTOR_REGISTER = 8,
+	FERRY__GCS_OP_ACTOR_UPDATE = 9,
+	FERRY__GCS_OP_PG_CREATE = 10,
+	FERRY__GCS_OP_PG_UPDATE = 11,
+	FERRY__GCS_OP_TASK_EVENT = 12,
+	FERRY__GCS_OP_ERROR = 13,
+	FERRY__GCS_OP_KV_PUT = 14,
+	FERRY__GCS_OP_KV_DELETE = 15,
+	FERRY__GCS_OP_KV_DELETE_PREFIX = 16, /* kv.key is the prefix */
+	FERRY__GCS_OP_OBJ_ADD = 17,
+	FERRY__GCS_OP_OBJ_ADD_LOCATION = 18,
+	FERRY__GCS_OP_OBJ_REMOVE_LOCATION = 19,
+	FERRY__GCS_OP_OBJ_SPILLED = 20,
+	FERRY__GCS_OP_OBJ_REMOVE = 21,
+	FERRY__GCS_OP_OBJ_OWNER_DIED = 22, /* an owner that is not a registered worker (driver) */
+	/* Snapshot records: put a record back exactly as it was. */
+	FERRY__GCS_OP_RESTORE_NODE = 64,
+	FERRY__GCS_OP_RESTORE_JOB = 65,
+	FERRY__GCS_OP_RESTORE_WORKER = 66,
+	FERRY__GCS_OP_RESTORE_ACTOR = 67,
+	FERRY__GCS_OP_RESTORE_PG = 68,
+	FERRY__GCS_OP_RESTORE_OBJ = 69,
+	FERRY__GCS_OP_RESTORE_DROPPED = 70,
+};
+
+/* An allocation a decoded op owns (its arrays). */
+struct ferry__gcs_op_block {
+	struct ferry__gcs_op_block *next; /* next block */
+	max_align_t data[];		  /* the array */
+};
+
+struct ferry__gcs_op {
+	enum ferry__gcs_op_type type; /* selects the union member */
+	union {
+		struct ferry__gcs_node node;	       /* NODE_REGISTER, RESTORE_NODE */
+		struct ferry__gcs_heartbeat heartbeat; /* NODE_HEARTBEAT */
+		struct {
+			struct ferry_node_id id;	 /* the node */
+			enum ferry_gcs_node_state state; /* new state */
+			uint64_t time_ms;		 /* when */
+		} node_state;				 /* NODE_STATE */
+		struct ferry__gcs_job job;		 /* JOB_ADD, RESTORE_JOB */
+		struct {
+			struct ferry_job_id id;		     /* the job */
+			uint64_t time_ms;		     /* when */
+		} job_finish;				     /* JOB_FINISH */
+		struct ferry__gcs_worker worker;	     /* WORKER_ADD, RESTORE_WORKER */
+		struct ferry__gcs_worker_exit worker_exit;   /* WORKER_DEAD */
+		struct ferry__gcs_actor actor;		     /* ACTOR_REGISTER, RESTORE_ACTOR */
+		struct ferry__gcs_actor_update actor_update; /* ACTOR_UPDATE */
+		struct ferry__gcs_pg pg;		     /* PG_CREATE, RESTORE_PG */
+		struct ferry__gcs_pg_update pg_update;	     /* PG_UPDATE */
+		struct ferry__gcs_task_event task_event;     /* TASK_EVENT */
+		struct ferry__gcs_error error;		     /* ERROR */
+		struct {
+			struct ferry__gcs_slice ns;    /* namespace */
+			struct ferry__gcs_slice key;   /* key, or prefix */
+			struct ferry__gcs_slice value; /* PUT: the value */
+			bool overwrite;		       /* PUT: replace an existing value */
+		} kv;				       /* KV_* */
+		struct ferry__objdir_info obj;	       /* OBJ_ADD, RESTORE_OBJ */
+		struct {
+			struct ferry_object_id id; /* the object */
+			struct ferry_node_id node; /* the copy's node */
+			uint64_t size_bytes;	   /* ADD: size, 0 = unknown */
+		} obj_location;			   /* OBJ_ADD/REMOVE_LOCATION */
+		struct {
+			struct ferry_object_id id; /* the object */
+			const char *url;	   /* spilled copy, NULL = none */
+		} obj_spilled;			   /* OBJ_SPILLED */
+		struct ferry_object_id obj_id;	   /* OBJ_REMOVE */
+		struct ferry_worker_id owner;	   /* OBJ_OWNER_DIED */
+		struct {
+			uint64_t task_events; /* task events dropped so far */
+			uint64_t errors;      /* errors dropped so far */
+		} dropped;		      /* RESTORE_DROPPED */
+	};
+	struct ferry__gcs_op_block *owned; /* decode: arrays it allocated; NULL otherwise */
+};
+
+/* ferry__gcs_op_encode() - append @op's record to @w (errors stick in @w->err). */
+void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w);
+
+/*
+ * ferry__gcs_op_decode() - parse one record. Text, byte strings and ID arrays borrow from @data
+ * (keep it alive while using @op); other arrays are allocated: ferry__gcs_op_release() frees
+ * them. Returns 0, -EPROTO (malformed: unknown type, short, trailing bytes, counts over the
+ * limits; logged), -ENOMEM. On error nothing needs releasing.
+ */
+int ferry__gcs_op_decode(const void *data, size_t size, struct ferry__gcs_op *op);
+void ferry__gcs_op_release(struct ferry__gcs_op *op);
+
+#endif

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GCS record helpers shared by the tables and the mutation codec: field validation (bad input
+ * gets -EINVAL and a log line naming the field) and one-allocation copies.
+ *
+ * Thread model: pure functions.
+ */
+#ifndef FERRY_GCS_RECORDS_H
+#define FERRY_GCS_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gcs/tables.h"
+
+/* ferry__gcs_text_check() - @s (NULL = absent) is at most @max bytes, and present if
+ * @required. 0 or -EINVAL (logged with @what). */
+int ferry__gcs_text_check(const char *s, size_t max, bool required, const char *what);
+/* ferry__gcs_amount_ok() - a resource amount: finite and >= 0. */
+bool ferry__gcs_amount_ok(double v);
+bool ferry__gcs_exit_ok(enum ferry_gcs_exit x);
+
+/* Whole-record checks: IDs not nil, enums known, strings and arrays within the limits of
+ * tables.h. 0 or -EINVAL (logged). */
+int ferry__gcs_node_check(const struct ferry__gcs_node *n);
+int ferry__gcs_job_check(const struct ferry__gcs_job *j);
+int ferry__gcs_worker_check(const struct ferry__gcs_worker *w);
+int ferry__gcs_actor_check(const struct ferry__gcs_actor *a);
+int ferry__gcs_pg_check(const struct ferry__gcs_pg *g);
+
+/*
+ * Copies in one ferry__malloc'd block (free with ferry__free), or NULL on -ENOMEM. Empty strings
+ * become NULL. The placement group copy takes its bundles' nodes from @nodes (one per bundle)
+ * when not NULL, or makes them nil when @clear_nodes.
+ */
+struct ferry__gcs_node *ferry__gcs_node_clone(const struct ferry__gcs_node *n);
+struct ferry__gcs_job *ferry__gcs_job_clone(const struct ferry__gcs_job *j);
+struct ferry__gcs_worker *ferry__gcs_worker_clone(const struct ferry__gcs_worker *w);
+struct ferry__gcs_actor *ferry__gcs_actor_clone(const struct ferry__gcs_actor *a);
+struct ferry__gcs_pg *ferry__gcs_pg_clone(const struct ferry__gcs_pg *g,
+					  const struct ferry_node_id *nodes, bool clear_nodes);
+struct ferry__gcs_error *ferry__gcs_error_clone(const struct ferry__gcs_error *e);
+
+#endif
