@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Framed connections on the io_uring loop: a TCP or Unix stream socket exchanging framed
+ * FlatBuffers messages (common/frame.h), each verified (ferry__wire_verify) before the user
+ * sees it, with a connection-level handshake, SCM_RIGHTS fd passing on Unix sockets and
+ * zero-copy sends for large payloads on TCP. Plus a server helper: listen, accept, handshake.
+ *
+ * Thread model: a connection and a server belong to their loop's thread; every function here
+ * must be called on it (or before the loop runs), and every callback runs on it.
+ *
+ * Lifetime: a connection exists from a successful connect/open/accept until its on_close
+ * callback returns; on_close is called exactly once and is the last callback. Closing is
+ * asynchronous: ferry__conn_close() never calls on_close itself. Messages are delivered only
+ * while the connection is open; after ferry__conn_close() none are.
+ *
+ * on_close errors: 0 after ferry__conn_close(); -ECONNRESET the peer closed or reset the
+ * connection (also at a frame boundary: a stream has no orderly "goodbye" of its own; a frame cut
+ * short is logged); -EPROTO a malformed frame or message, or a handshake breach; -EACCES the
+ * server refused our handshake token; -ECONNREFUSED / -ETIMEDOUT / -EHOSTUNREACH ... connect
+ * failed; -ENOMEM; -ECANCELED the loop was destroyed.
+ */
+#ifndef FERRY_COMMON_CONN_H
+#define FERRY_COMMON_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/loop.h"
+#include "common/wire.h"
+
+/* Most file descriptors one message can carry. */
+#define FERRY_CONN_MAX_FDS 8
+
+struct ferry__conn;
+struct ferry__conn_server;
+
+struct ferry__conn_callbacks {
+	/*
+	 * A verified message. @payload is valid only during the call. File descriptors sent with
+	 * it are taken with ferry__conn_take_fd(); those left are closed after the call.
+	 */
+	void (*on_message)(struct ferry__conn *conn, uint16_t type, const void *payload,
+			   size_t len);
+	/* Optional. The connection is usable: connected, and the handshake done if any.
+	 * Not called for connections a server accepted: on_accept is their start. */
+	void (*on_connect)(struct ferry__conn *conn);
+	/* The last callback; the connection is freed when it returns. See the header comment. */
+	void (*on_close)(struct ferry__conn *conn, int err);
+};
+
+/*
+ * Connection options; zeros are defaults except @cb. Payloads of @zerocopy_min_bytes or more go
+ * out with SEND_ZC on TCP (SIZE_MAX: never). A client @handshake is sent first and the
+ * connection is up once the server's HandshakeReply accepted it.
+ */
+struct ferry__conn_opts {
+	const struct ferry__conn_callbacks *cb;	       /* required; must outlive the connection */
+	void *data;				       /* ferry__conn_data() */
+	uint32_t max_message_bytes;		       /* largest payload either way, 0 = 16 MiB */
+	size_t zerocopy_min_bytes;		       /* 0 = 64 KiB */
+	unsigned connect_timeout_ms;		       /* connect + handshake deadline, 0 = 10 s */
+	const struct ferry__wire_handshake *handshake; /* client only; copied; NULL = none */
+};
+
+/*
+ * ferry__conn_connect_tcp() / ferry__conn_connect_unix() - start connecting. Returns 0 and sets
+ * *@out: on_connect or on_close follows. Messages sent before the connection is up are queued.
+ * Returns -EINVAL (bad options), -ENOMEM, or a resolution/socket error; no callback then.
+ * A host name (not a numeric address) is resolved synchronously.
+ */
+int ferry__conn_connect_tcp(struct ferry__loop *loop, const char *host, uint16_t port,
+			    const struct ferry__conn_opts *opts, struct ferry__conn **out);
+int ferry__conn_connect_unix(struct ferry__loop *loop, const char *path,
+			     const struct ferry__conn_opts *opts, struct ferry__conn **out);
+
+/*
+ * ferry__conn_open() - a connection on @fd, a connected stream socket (a socketpair end, ...).
+ * Takes ownership of @fd on success only. on_connect follows (after the handshake, if any).
+ */
+int ferry__conn_open(struct ferry__loop *loop, int fd, const struct ferry__conn_opts *opts,
+		     struct ferry__conn **out);
+
+/*
+ * ferry__conn_send() - queue a message; the payload is copied, frames go out in the order
+ * queued, partial writes are resumed. Returns 0, -EMSGSIZE (over max_message_bytes), -ENOMEM, or
+ * -ENOTCONN when the connection is closing. Delivery is not confirmed: a connection that dies
+ * drops what is queued.
+ */
+int ferry__conn_send(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len);
+
+/*
+ * ferry__conn_send_fds() - like ferry__conn_send(), with @nfds (1..FERRY_CONN_MAX_FDS) file
+ * descriptors attached (SCM_RIGHTS). Unix sockets only (-EOPNOTSUPP otherwise). The fds are
+ * duplicated: the caller keeps and may close its own at once. The receiver gets them with this
+ * message through ferry__conn_take_fd().
+ */
+int ferry__conn_send_fds(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len,
+			 const int *fds, unsigned nfds);
+
+/*
+ * ferry__conn_send_borrowed() - like ferry__conn_send() without the copy: @payload must stay
+ * valid and unchanged until @done(@arg, status) runs: status 0 once the kernel no longer reads it
+ * (after the zero-copy notification for large payloads on TCP), or the close error (-ECANCELED
+ * for a local close) if the connection closed first. @done runs exactly once if this returns 0,
+ * never otherwise, and never from inside this call.
+ */
+int ferry__conn_send_borrowed(struct ferry__conn *conn, uint16_t type, const void *payload,
+			      size_t len, void (*done)(void *arg, int status), void *arg);
+
+/* ferry__conn_take_fd() - inside on_message: the next fd that came with the message (the caller
+ * now owns it), or -ENOENT when there are no more. */
+int ferry__conn_take_fd(struct ferry__conn *conn);
+
+/* ferry__conn_close() - close asynchronously: drop what is queued, stop delivering messages,
+ * then on_close(conn, 0) from a later callback. No-op when already closing. */
+void ferry__conn_close(struct ferry__conn *conn);
+
+/* Change the callbacks and user data (e.g. in the server's on_accept). */
+void ferry__conn_set_callbacks(struct ferry__conn *conn, const struct ferry__conn_callbacks *cb,
+			       void *data);
+void *ferry__conn_data(const struct ferry__conn *conn);
+struct ferry__loop *ferry__conn_loop(const struct ferry__conn *conn);
+/* The peer as text ("127.0.0.1:4000", a Unix path, "fd 7"), for logs. */
+const char *ferry__conn_peer(const struct ferry__conn *conn);
+/* Bytes queued and not yet written: a caller can hold back when a peer reads slowly. */
+size_t ferry__conn_queued_bytes(const struct ferry__conn *conn);
+
+/* ---- server ---- */
+
+/* Server options; zeros are defaults except the callbacks. */
+struct ferry__conn_server_opts {
+	struct ferry__conn_opts conn; /* for accepted connections (cb may be set in on_accept) */
+	/*
+	 * A connection passed its handshake (@handshake: its verified Handshake payload, NULL with
+	 * FERRY_CONN_SERVER_NO_HANDSHAKE) and got its HandshakeReply. It starts with conn.cb and
+	 * conn.data; set others with ferry__conn_set_callbacks() or close it here.
+	 */
+	void (*on_accept)(struct ferry__conn_server *server, struct ferry__conn *conn,
+			  const void *handshake, size_t len);
+	/* Optional: a connection was refused before on_accept (-EACCES wrong token, -EPROTO
+	 * malformed or not a Handshake, -ETIMEDOUT no handshake in time, or its I/O error). */
+	void (*on_refused)(struct ferry__conn_server *server, int err);
+	/*
+	 * Optional: check a Handshake instead of ferry__wire_check_handshake() against @token and
+	 * FERRY_WIRE_PROTOCOL_VERSION. Returns 0, or -EACCES / -EPROTO to refuse.
+	 */
+	int (*check_handshake)(struct ferry__conn_server *server, const void *payload, size_t len);
+	void *data;				/* ferry__conn_server_data() */
+	const void *token;			/* cluster token a Handshake must carry (copied) */
+	size_t token_len;			/* its bytes */
+	uint8_t server_kind;			/* PeerKind sent in the HandshakeReply */
+	struct ferry__wire_unique_id server_id; /* sent in the HandshakeReply */
+	unsigned handshake_timeout_ms;		/* 0 = 10 s */
+	int backlog;				/* listen(2) backlog, 0 = SOMAXCONN */
+	unsigned flags;				/* FERRY_CONN_SERVER_* */
+};
+
+/* Accepted connections skip the handshake: on_accept right after accept. */
+#define FERRY_CONN_SERVER_NO_HANDSHAKE (1u << 0)
+
+/*
+ * ferry__conn_server_listen_tcp() / _unix() - listen and accept until closed. Port 0 picks a
+ * free port (ferry__conn_server_port()). A Unix path left by a dead server is replaced, and
+ * removed again at close. Returns 0 and *@out, or -EINVAL, -ENOMEM, -EADDRINUSE, ...
+ */
+int ferry__conn_server_listen_tcp(struct ferry__loop *loop, const char *host, uint16_t port,
+				  const struct ferry__conn_server_opts *opts,
+				  struct ferry__conn_server **out);
+int ferry__conn_server_listen_unix(struct ferry__loop *loop, const char *path,
+				   const struct ferry__conn_server_opts *opts,
+				   struct ferry__conn_server **out);
+
+/* The bound TCP port (0 for a Unix server). */
+uint16_t ferry__conn_server_port(const struct ferry__conn_server *server);
+void *ferry__conn_server_data(const struct ferry__conn_server *server);
+
+/*
+ * ferry__conn_server_close() - stop accepting and free the server asynchronously (connections
+ * still in their handshake are closed; accepted ones live on). If the loop is destroyed first,
+ * destroy frees the server. NULL is a no-op.
+ */
+void ferry__conn_server_close(struct ferry__conn_server *server);
+
+#endif

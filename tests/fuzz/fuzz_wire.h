@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The wire fuzz target's entry point, and what it saw (for the corpus replay's checks). */
+#ifndef FERRY_TEST_FUZZ_WIRE_H
+#define FERRY_TEST_FUZZ_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Nonzero for each message type of which at least one frame verified. */
+extern uint8_t fuzz_wire_verified[65536];
+
+#endif

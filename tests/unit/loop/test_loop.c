@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The loop core: create/destroy under OOM, timers (order, cancel, repeat), posts from many
+ * threads racing with stop, and destroy delivering -ECANCELED exactly once. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "common/alloc.h"
+#include "common/loop.h"
+#include "ftest.h"
+
+static struct ferry__loop *new_loop(void)
+{
+	struct ferry__loop *loop = NULL;
+
+	ftest_assert_ok(ferry__loop_create(NULL, &loop));
+	ftest_assert_ptr_notnull(loop);
+	return loop;
+}
+
+FTEST(create_destroy)
+{
+	struct ferry__loop_opts opts = {.queue_depth = 8};
+	struct ferry__loop *loop = NULL;
+
+	ftest_assert_ok(ferry__loop_create(&opts, &loop));
+	ferry__loop_destroy(loop);
+	ferry__loop_destroy(NULL);
+}
+
+FTEST(create_rejects_bad_options)
+{
+	struct ferry__loop_opts opts = {.flags = 1u << 7};
+	struct ferry__loop *loop = NULL;
+
+	ftest_assert_errno(ferry__loop_create(&opts, &loop), -EINVAL);
+	ftest_assert_ptr_null(loop);
+	opts = (struct ferry__loop_opts){.queue_depth = 1u << 20};
+	ftest_assert_errno(ferry__loop_create(&opts, &loop), -EINVAL);
+}
+
+/* Every allocation of create fails once in turn; each failure is clean and leaves nothing. */
+FTEST(create_under_allocation_failure)
+{
+	for (long n = 0;; n++) {
+		struct ferry__loop *loop = NULL;
+		long live = ferry__alloc_live();
+		bool fired;
+		int ret;
+
+		ferry__alloc_fail_after(n);
+		ret = ferry__loop_create(NULL, &loop);
+		fired = !ferry__alloc_fail_pending();
+		ferry__alloc_fail_after(-1);
+		if (ret == 0) {
+			ferry__loop_destroy(loop);
+			if (!fired)
+				break;
+			continue;
+		}
+		ftest_assert_errno(ret, -ENOMEM);
+		ftest_assert_ptr_null(loop);
+		ftest_assert_int_eq(ferry__alloc_live(), live);
+	}
+}
+
+FTEST(stop_before_run_returns_at_once)
+{
+	struct ferry__loop *loop = new_loop();
+
+	ferry__loop_stop(loop);
+	ftest_assert_ok(ferry__loop_run(loop));
+	ferry__loop_destroy(loop);
+}
+
+/* ---- timers ---- */
+
+struct order {
+	struct ferry__loop_timer timers[8]; /* the timers under test */
+	int fired[16];			    /* indexes in firing order */
+	int count;			    /* entries in fired */
+	struct ferry__loop *loop;	    /* to stop */
+	int stop_after;			    /* stop once this many fired */
+};
+
+static void on_order(struct ferry__loop_timer *t, int status)
+{
+	struct order *o = t->data;
+
+	ftest_assert_int_eq(status, 0);
+	o->fired[o->count++] = (int)(t - o->timers);
+	if (o->count == o->stop_after)
+		ferry__loop_stop(o->loop);
+}
+
+/* Timers fire by deadline, ties by start order. The oracle is each timer's recorded deadline
+ * (a slow machine, valgrind, may take milliseconds between the starts). */
+FTEST(timers_fire_in_deadline_then_start_order)
+{
+	static const unsigned delays[] = {30, 10, 20, 10, 0, 20};
+	struct order o = {.loop = new_loop(), .stop_after = 6};
+	uint64_t due[6], seq[6];
+
+	for (int i = 0; i < 6; i++) {
+		o.timers[i].data = &o;
+		ftest_assert_ok(
+			ferry__loop_timer_start(o.loop, &o.timers[i], delays[i], 0, on_order));
+		due[i] = o.timers[i].due_ns;
+		seq[i] = o.timers[i].seq;
+	}
+	ftest_assert_ok(ferry__loop_run(o.loop));
+	ftest_assert_int_eq(o.count, 6);
+	for (int k = 1; k < 6; k++) {
+		int p = o.fired[k - 1], i = o.fired[k];
+
+		ftest_assert_true(due[p] < due[i] || (due[p] == due[i] && seq[p] < seq[i]));
+	}
+	for (int i = 0; i < 6; i++)
+		ftest_assert_false(ferry__loop_timer_active(&o.timers[i]));
+	ferry__loop_destroy(o.loop);
+}
+
+FTEST(timer_stop_prevents_callback)
+{
+	struct order o = {.loop = new_loop(), .stop_after = 2};
+
+	for (int i = 0; i < 3; i++) {
+		o.timers[i].data = &o;
+		ftest_assert_ok(ferry__loop_timer_start(o.loop, &o.timers[i], 5u * (unsigned)i, 0,
+							on_order));
+	}
+	ftest_assert_ok(ferry__loop_timer_stop(&o.timers[1]));
+	ftest_assert_errno(ferry__loop_timer_stop(&o.timers[1]), -ENOENT);
+	ftest_assert_ok(ferry__loop_run(o.loop));
+	ftest_assert_int_eq(o.count, 2);
+	ftest_assert_int_eq(o.fired[0], 0);
+	ftest_assert_int_eq(o.fired[1], 2);
+	ferry__loop_destroy(o.loop);
+}
+
+struct repeat {
+	struct ferry__loop_timer timer; /* repeating */
+	struct ferry__loop_timer other; /* one-shot, restarted from the repeating callback */
+	int ticks;			/* repeating callbacks */
+	int others;			/* one-shot callbacks */
+	struct ferry__loop *loop;	/* to stop */
+};
+
+static void on_other(struct ferry__loop_timer *t, int status)
+{
+	struct repeat *r = t->data;
+
+	ftest_assert_int_eq(status, 0);
+	r->others++;
+}
+
+static void on_tick(struct ferry__loop_timer *t, int status)
+{
+	struct repeat *r = t->data;
+
+	ftest_assert_int_eq(status, 0);
+	ftest_assert_true(ferry__loop_timer_active(t));
+	if (++r->ticks == 5) {
+		ftest_assert_ok(ferry__loop_timer_stop(t));
+		ferry__loop_stop(r->loop);
+		return;
+	}
+	ftest_assert_ok(ferry__loop_timer_start(r->loop, &r->other, 0, 0, on_other));
+}
+
+/* A 0 ms repeating timer must not starve the rest: each pass fires it once. */
+FTEST(repeating_timer_and_restart_from_callback)
+{
+	struct repeat r = {.loop = new_loop()};
+
+	r.timer.data = r.other.data = &r;
+	ftest_assert_ok(ferry__loop_timer_start(r.loop, &r.timer, 1, 0, on_tick));
+	ftest_assert_ok(ferry__loop_timer_start(r.loop, &r.timer, 1, 1, on_tick)); /* restart */
+	ftest_assert_ok(ferry__loop_run(r.loop));
+	ftest_assert_int_eq(r.ticks, 5);
+	ftest_assert_false(ferry__loop_timer_active(&r.timer));
+	ftest_assert_int_ge(r.others, 3);
+	ftest_assert_int_le(r.others, 4);
+	ferry__loop_destroy(r.loop);
+}
+
+static void on_restart_self(struct ferry__loop_timer *t, int status)
+{
+	struct repeat *r = t->data;
+
+	ftest_assert_int_eq(status, 0);
+	r->ticks++;
+	ftest_assert_ok(ferry__loop_timer_start(r->loop, t, 0, 0, on_restart_self));
+}
+
+static void on_quit(struct ferry__loop_timer *t, int status)
+{
+	struct repeat *r = t->data;
+
+	ftest_assert_int_eq(status, 0);
+	r->others++;
+	ferry__loop_stop(r->loop);
+}
+
+/* A timer restarting itself with 0 ms fires once per pass, so the loop still reaches the
+ * kernel and other timers (this test would hang otherwise). */
+FTEST(self_restarting_zero_timer_does_not_starve_others)
+{
+	struct repeat r = {.loop = new_loop()};
+
+	r.timer.data = r.other.data = &r;
+	ftest_assert_ok(ferry__loop_timer_start(r.loop, &r.timer, 0, 0, on_restart_self));
+	ftest_assert_ok(ferry__loop_timer_start(r.loop, &r.other, 2, 0, on_quit));
+	ftest_assert_ok(ferry__loop_run(r.loop));
+	ftest_assert_int_eq(r.others, 1);
+	ftest_assert_int_gt(r.ticks, 1);
+	ftest_assert_ok(ferry__loop_timer_stop(&r.timer));
+	ferry__loop_destroy(r.loop);
+}
+
+/* Random starts, restarts and stops; the heap must fire exactly the active timers, in
+ * (deadline, start order) order. Deadlines span a few ms so that many tie. */
+struct model {
+	struct ferry__loop_timer timers[300]; /* under test */
+	uint64_t due[300];		      /* deadline recorded at the last start */
+	uint64_t seq[300];		      /* start order recorded at the last start */
+	int fired[300];			      /* indexes in firing order */
+	int count;			      /* fired so far */
+	int expected;			      /* active timers */
+	struct ferry__loop *loop;	      /* to stop */
+};
+
+static void on_model(struct ferry__loop_timer *t, int status)
+{
+	struct model *m = t->data;
+
+	ftest_assert_int_eq(status, 0);
+	m->fired[m->count++] = (int)(t - m->timers);
+	if (m->count == m->expected)
+		ferry__loop_stop(m->loop);
+}
+
+FTEST(timer_heap_random_model)
+{
+	static struct model m;
+	enum { N = 300 };
+	bool active[N] = {false};
+
+	m.loop = new_loop();
+	srand(42);
+	for (int step = 0; step < 3 * N; step++) {
+		int i = rand() % N;
+
+		if (active[i] && rand() % 3 == 0) {
+			ftest_assert_ok(ferry__loop_timer_stop(&m.timers[i]));
+			active[i] = false;
+			continue;
+		}
+		m.timers[i].data = &m;
+		ftest_assert_ok(ferry__loop_timer_start(m.loop, &m.timers[i],
+							(uint64_t)(rand() % 5), 0, on_model));
+		m.due[i] = m.timers[i].due_ns;
+		m.seq[i] = m.timers[i].seq;
+		active[i] = true;
+	}
+	for (int i = 0; i < N; i++)
+		m.expected += active[i];
+	ftest_assert_int_gt(m.expected, 0);
+	ftest_assert_ok(ferry__loop_run(m.loop));
+	ftest_assert_int_eq(m.count, m.expected);
+	for (int k = 0; k < m.count; k++) {
+		int i = m.fired[k];
+
+		ftest_assert_true(active[i]);
+		active[i] = false; /* each fires once */
+		if (k > 0) {
+			int p = m.fired[k - 1];
+
+			ftest_assert_true(m.due[p] < m.due[i] ||
+					  (m.due[p] == m.due[i] && m.seq[p] < m.seq[i]));
+		}
+	}
+	ferry__loop_destroy(m.loop);
+}
+
+/* ---- posts ---- */
+
+enum { POST_THREADS = 6, POSTS_PER_THREAD = 2000 };
+
+struct post_item {
+	atomic_int calls;  /* times the callback ran */
+	atomic_int status; /* the status it ran with */
+};
+
+struct post_race {
+	struct ferry__loop *loop;				 /* shared */
+	struct post_item items[POST_THREADS * POSTS_PER_THREAD]; /* one per post */
+	atomic_int accepted[POST_THREADS * POSTS_PER_THREAD];	 /* post returned 0 */
+	atomic_int posters_left;				 /* threads still posting */
+	int base[POST_THREADS];					 /* first item per thread */
+};
+
+static struct post_race *race;
+
+static void on_post(void *arg, int status)
+{
+	struct post_item *item = arg;
+
+	atomic_store(&item->status, status);
+	atomic_fetch_add(&item->calls, 1);
+}
+
+static void *poster(void *arg)
+{
+	int base = *(int *)arg;
+
+	for (int i = 0; i < POSTS_PER_THREAD; i++) {
+		int ret = ferry__loop_post(race->loop, on_post, &race->items[base + i]);
+
+		atomic_store(&race->accepted[base + i], ret == 0);
+		if (ret != 0 && ret != -ENOMEM)
+			abort();
+	}
+	atomic_fetch_sub(&race->posters_left, 1);
+	return NULL;
+}
+
+static void *stopper(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&race->posters_left) > 0)
+		ferry__loop_stop(race->loop);
+	ferry__loop_stop(race->loop); /* the main thread's last run returns */
+	return NULL;
+}
+
+/* Many threads post while another keeps stopping the loop and the main thread keeps re-running
+ * it; then destroy. Every accepted post runs exactly once: with 0 if a run reached it, else with
+ * -ECANCELED from destroy. */
+FTEST(posts_from_many_threads_racing_with_stop)
+{
+	pthread_t threads[POST_THREADS], stop_thread;
+	int ran = 0, cancelled = 0;
+
+	race = calloc(1, sizeof(*race));
+	ftest_assert_ptr_notnull(race);
+	race->loop = new_loop();
+	atomic_store(&race->posters_left, POST_THREADS);
+	for (int t = 0; t < POST_THREADS; t++) {
+		race->base[t] = t * POSTS_PER_THREAD;
+		ftest_assert_int_eq(pthread_create(&threads[t], NULL, poster, &race->base[t]), 0);
+	}
+	ftest_assert_int_eq(pthread_create(&stop_thread, NULL, stopper, NULL), 0);
+	while (atomic_load(&race->posters_left) > 0)
+		ftest_assert_ok(ferry__loop_run(race->loop));
+	for (int t = 0; t < POST_THREADS; t++)
+		pthread_join(threads[t], NULL);
+	pthread_join(stop_thread, NULL);
+	ferry__loop_destroy(race->loop);
+	for (int i = 0; i < POST_THREADS * POSTS_PER_THREAD; i++) {
+		struct post_item *item = &race->items[i];
+
+		ftest_assert_true(atomic_load(&race->accepted[i]));
+		ftest_assert_int_eq(atomic_load(&item->calls), 1);
+		if (atomic_load(&item->status) == 0)
+			ran++;
+		else
+			cancelled += atomic_load(&item->status) == -ECANCELED;
+	}
+	ftest_log("%d posts ran, %d were cancelled by destroy", ran, cancelled);
+	ftest_assert_int_eq(ran + cancelled, POST_THREADS * POSTS_PER_THREAD);
+	free(race);
+}
+
+struct post_chain {
+	struct ferry__loop *loop; /* to post on */
+	int count;		  /* on_chain calls */
+	int refused;		  /* result of a post made during destroy */
+};
+
+static void on_chain(void *arg, int status);
+
+static void on_chain_last(void *arg, int status)
+{
+	struct post_chain *c = arg;
+
+	ftest_assert_int_eq(status, -ECANCELED);
+	/* Destroy has begun: new posts are refused and never run. */
+	c->refused = ferry__loop_post(c->loop, on_chain, c);
+}
+
+static void on_chain(void *arg, int status)
+{
+	struct post_chain *c = arg;
+
+	ftest_assert_int_eq(status, 0);
+	if (++c->count < 3) {
+		ftest_assert_ok(ferry__loop_post(c->loop, on_chain, c));
+	} else {
+		ferry__loop_stop(c->loop);
+		ftest_assert_ok(ferry__loop_post(c->loop, on_chain_last, c));
+	}
+}
+
+/* Posts made before run run in it; a post from a callback runs in a later pass; a post left
+ * when the loop stops is cancelled by destroy, and a post from that callback is refused. */
+FTEST(post_before_run_chain_and_destroy)
+{
+	struct post_chain c = {.loop = new_loop()};
+
+	ftest_assert_ok(ferry__loop_post(c.loop, on_chain, &c));
+	ftest_assert_ok(ferry__loop_run(c.loop));
+	ftest_assert_int_eq(c.count, 3);
+	ferry__loop_destroy(c.loop);
+	ftest_assert_errno(c.refused, -ECANCELED);
+}
+
+FTEST(post_under_allocation_failure)
+{
+	struct post_chain c = {.loop = new_loop()};
+
+	ferry__alloc_fail_after(0);
+	ftest_assert_errno(ferry__loop_post(c.loop, on_chain, &c), -ENOMEM);
+	ferry__loop_destroy(c.loop);
+	ftest_assert_int_eq(c.count, 0);
+}
