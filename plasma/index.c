@@ -335,6 +335,8 @@ int ferry__plasma_index_get(struct ferry__plasma_index *ix, uint32_t slot,
 		case FERRY__PLASMA_EVICTING:
 			sched_yield(); /* the store decides within microseconds */
 			continue;
+		case FERRY__PLASMA_SPILLED:
+			return -ENODATA;
 		default:
 			return -ENOENT;
 		}
@@ -395,8 +397,10 @@ int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 	struct packed_id p = pack_id(id);
 	uint64_t w;
 
-	return probe(ix, &p, home_of(ix, id), &w) >= 0 &&
-	       ferry__plasma_word_state(w) == FERRY__PLASMA_SEALED;
+	if (probe(ix, &p, home_of(ix, id), &w) < 0)
+		return 0;
+	return ferry__plasma_word_state(w) == FERRY__PLASMA_SEALED ||
+	       ferry__plasma_word_state(w) == FERRY__PLASMA_SPILLED;
 }
 
 int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t slot,
@@ -491,6 +495,19 @@ int ferry__plasma_index_read(const struct ferry__plasma_index *ix, uint32_t inde
 
 	fill(ix, index & ix->mask, w, out);
 	return out->state;
+}
+
+void ferry__plasma_index_read_id(const struct ferry__plasma_index *ix, uint32_t index,
+				 struct ferry_object_id *out)
+{
+	const struct ferry__plasma_entry *e = &ix->entries[index & ix->mask];
+	uint64_t lo = atomic_load_explicit(&e->id_lo, memory_order_relaxed);
+	uint64_t mid = atomic_load_explicit(&e->id_mid, memory_order_relaxed);
+	uint32_t hi = atomic_load_explicit(&e->id_hi, memory_order_relaxed);
+
+	memcpy(out->bytes, &lo, 8);
+	memcpy(out->bytes + 8, &mid, 8);
+	memcpy(out->bytes + 16, &hi, 4);
 }
 
 bool ferry__plasma_index_pinned(const struct ferry__plasma_index *ix, uint32_t index)

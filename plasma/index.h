@@ -127,8 +127,9 @@ int ferry__plasma_index_open(struct ferry__plasma_index *ix, void *region, uint6
 /*
  * ferry__plasma_index_get() - find sealed object @id and pin it for client @slot; fill @out.
  * Returns 0, -ENOENT (absent or being deleted), -EINPROGRESS (created but not sealed yet:
- * wait through the store), -EAGAIN (kept changing under us: ask the store), -ENOSPC (the
- * slot's pin records are full: pin through the store), -EINVAL (bad slot).
+ * wait through the store), -ENODATA (spilled to disk: the store restores it), -EAGAIN (kept
+ * changing under us: ask the store), -ENOSPC (the slot's pin records are full: pin through
+ * the store), -EINVAL (bad slot).
  */
 int ferry__plasma_index_get(struct ferry__plasma_index *ix, uint32_t slot,
 			    const struct ferry_object_id *id, struct ferry__plasma_object *out);
@@ -141,7 +142,8 @@ int ferry__plasma_index_get(struct ferry__plasma_index *ix, uint32_t slot,
 int ferry__plasma_index_release(struct ferry__plasma_index *ix, uint32_t slot,
 				const struct ferry__plasma_object *obj);
 
-/* ferry__plasma_index_contains() - 1 if @id is sealed here, 0 if not (a snapshot). */
+/* ferry__plasma_index_contains() - 1 if @id is sealed here (in memory or spilled to disk), 0 if
+ * not (a snapshot). */
 int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 				 const struct ferry_object_id *id);
 
@@ -182,6 +184,11 @@ int ferry__plasma_index_insert(struct ferry__plasma_index *ix,
 int ferry__plasma_index_find(const struct ferry__plasma_index *ix, const struct ferry_object_id *id,
 			     struct ferry__plasma_object *out);
 
+/* ferry__plasma_index_read_id() - the ID held by entry @index (valid from CREATING on, while
+ * the entry cannot change: store only). */
+void ferry__plasma_index_read_id(const struct ferry__plasma_index *ix, uint32_t index,
+				 struct ferry_object_id *out);
+
 /* ferry__plasma_index_read() - entry @index into @out (fields valid from CREATING on).
  * Returns its state (>= 0). */
 int ferry__plasma_index_read(const struct ferry__plasma_index *ix, uint32_t index,
@@ -201,6 +208,24 @@ int ferry__plasma_index_delete(struct ferry__plasma_index *ix, uint32_t index, u
  * caller frees, then free_slot), -EPERM (another owner) or -ENOENT (not CREATING at @gen). */
 int ferry__plasma_index_abort(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
 			      uint32_t slot);
+
+/*
+ * ferry__plasma_index_set_state() - CAS entry @index at generation @gen from state @from to
+ * @to, for the transitions of spilling (EVICTING -> SPILLED once the bytes are on disk and
+ * freed, SPILLED -> DELETING). Returns 0 or -ENOENT (not @from at @gen).
+ */
+int ferry__plasma_index_set_state(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
+				  unsigned from, unsigned to);
+
+/*
+ * ferry__plasma_index_restore() - spilled entry @index is back in memory at @offset: record
+ * the offset, then publish SEALED (release: a reader that pins it sees the new offset and the
+ * bytes). Nobody reads the offset of a SPILLED entry (no pins), so writing it is safe.
+ * Returns 0, -EINVAL (the bytes would not fit the arena there) or -ENOENT (not SPILLED at
+ * @gen).
+ */
+int ferry__plasma_index_restore(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
+				uint64_t offset);
 
 /* ferry__plasma_index_pinned() - does any client pin entry @index? (seq_cst) */
 bool ferry__plasma_index_pinned(const struct ferry__plasma_index *ix, uint32_t index);

@@ -44,9 +44,10 @@ static inline uint32_t home_of(const struct ferry__plasma_index *ix,
 	return (uint32_t)ferry_id_hash(id->bytes, sizeof(id->bytes)) & ix->mask;
 }
 
+/* Holds an ID that lookups find and inserts collide with: CREATING..SPILLED. */
 static inline bool visible(unsigned state)
 {
-	return state >= FERRY__PLASMA_CREATING && state <= FERRY__PLASMA_EVICTING;
+	return state >= FERRY__PLASMA_CREATING && state <= FERRY__PLASMA_SPILLED;
 }
 
 static inline void fill(const struct ferry__plasma_index *ix, uint32_t i, uint64_t w,

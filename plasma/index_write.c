@@ -309,6 +309,29 @@ int ferry__plasma_index_delete(struct ferry__plasma_index *ix, uint32_t index, u
 	}
 }
 
+int ferry__plasma_index_set_state(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
+				  unsigned from, unsigned to)
+{
+	uint64_t w;
+
+	return transition(ix, index, gen, from, to, &w);
+}
+
+int ferry__plasma_index_restore(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
+				uint64_t offset)
+{
+	struct ferry__plasma_entry *e = &ix->entries[index & ix->mask];
+	uint64_t w = atomic_load(&e->word), size = e->data_size + e->metadata_size;
+
+	if (ferry__plasma_word_gen(w) != gen ||
+	    ferry__plasma_word_state(w) != FERRY__PLASMA_SPILLED)
+		return -ENOENT;
+	if (offset > ix->arena_size || size > ix->arena_size - offset)
+		return -EINVAL;
+	e->offset = offset;
+	return transition(ix, index, gen, FERRY__PLASMA_SPILLED, FERRY__PLASMA_SEALED, &w);
+}
+
 int ferry__plasma_index_abort(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
 			      uint32_t slot)
 {

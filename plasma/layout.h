@@ -28,7 +28,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "plasma needs lock-free 64-bit atomi
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "plasma needs lock-free 32-bit atomics");
 
 #define FERRY__PLASMA_MAGIC 0x31414d53414c5046ull /* "FPLASMA1" */
-#define FERRY__PLASMA_LAYOUT_VERSION 1u
+#define FERRY__PLASMA_LAYOUT_VERSION 2u
 #define FERRY__PLASMA_MAX_CLIENTS 128u /* bits in an entry's pin mask */
 #define FERRY__PLASMA_STORE_SLOT 0u    /* the store's own client slot */
 
@@ -40,6 +40,9 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "plasma needs lock-free 32-bit atomics
  *   CREATING -> DELETING                  the store (abort, or the owner died)
  *   SEALED -> DELETING | EVICTING         the store, lock-free CAS
  *   EVICTING -> SEALED                    the store, when a pin raced the eviction
+ *   EVICTING -> SPILLED                   the store, once the bytes are on disk and freed
+ *   SPILLED -> SEALED                     the store, after reading them back (new offset)
+ *   SPILLED -> DELETING                   the store (delete of a spilled object)
  *   DELETING|EVICTING|CLAIMED -> TOMB     the store, after freeing the memory
  *   TOMB -> FREE                          writer-lock holder, only when the next slot is FREE
  */
@@ -51,6 +54,7 @@ enum ferry__plasma_state {
 	FERRY__PLASMA_SEALED = 4,   /* immutable; readers pin it */
 	FERRY__PLASMA_DELETING = 5, /* no new pins; freed once no client pins it */
 	FERRY__PLASMA_EVICTING = 6, /* the store checks for pins: back to SEALED, or freed */
+	FERRY__PLASMA_SPILLED = 7,  /* on disk only: offset invalid, no pins; get asks the store */
 };
 
 #define FERRY__PLASMA_F_PRIMARY 0x1u /* the primary copy (not evictable; spilled instead) */

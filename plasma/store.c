@@ -12,53 +12,19 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "plasma/allocator.h"
-#include "plasma/lru.h"
-#include "plasma/store.h"
+#include "plasma/store_int.h"
 
-#define NO_BLOCK UINT64_MAX
 #define LOCK_TIMEOUT_MS 100 /* a client stuck in the writer lock must not stall the store */
 #define DEFAULT_CLIENTS 64u
 #define DEFAULT_PIN_RECORDS 1024u
 #define OBJECT_PER_BYTES (64u << 10)
 #define MIN_DEFAULT_OBJECTS 4096u
 #define MAX_DEFAULT_OBJECTS (1u << 20)
+#define NO_BLOCK FERRY__STORE_NO_BLOCK
+#define DEFAULT_SPILL_THRESHOLD 80u
+#define DEFAULT_SPILL_BATCH (64ull << 20)
 
 static const char comp[] = "plasma";
-
-/* What the store knows of an entry's memory; valid while gen matches the entry's. */
-struct shadow {
-	uint64_t block;	       /* allocator block holding the bytes; NO_BLOCK: chunk-backed */
-	uint32_t gen;	       /* entry generation this describes; 0: none */
-	uint32_t deferred_pos; /* position in the deferred list + 1; 0: not deferred */
-};
-
-enum chunk_state { CHUNK_FREE, CHUNK_ACTIVE, CHUNK_RETIRED };
-
-struct chunk {
-	uint64_t offset;	/* allocator block */
-	uint64_t size;		/* bytes */
-	uint32_t owner;		/* client slot */
-	enum chunk_state state; /* FREE: counter unused */
-};
-
-struct ferry__plasma_store {
-	struct ferry__plasma_arena arena;      /* object bytes */
-	struct ferry__plasma_arena control;    /* the index */
-	struct ferry__plasma_index ix;	       /* the store's view of the index */
-	struct ferry__plasma_allocator *alloc; /* blocks of the arena */
-	struct ferry__plasma_lru lru;	       /* evictable (secondary) entries */
-	struct shadow *shadow;		       /* per entry slot */
-	struct chunk *chunks;		       /* per chunk counter */
-	uint32_t *deferred;		       /* entries deleted while pinned */
-	uint32_t deferred_count;	       /* ... how many */
-	uint32_t max_chunks;		       /* chunk counters */
-	uint64_t chunk_count;		       /* chunks not FREE */
-	uint64_t chunk_bytes;		       /* their bytes */
-	uint64_t evicted_objects;	       /* since start */
-	uint64_t evicted_bytes;		       /* since start */
-	unsigned flags;			       /* FERRY__PLASMA_STORE_* */
-};
 
 static void resolve(const struct ferry__plasma_store_opts *in, uint64_t arena_size,
 		    struct ferry__plasma_index_params *p)
@@ -114,6 +80,26 @@ err_destroy_arena:
 	return r;
 }
 
+static int spill_setup(struct ferry__plasma_store *s, const struct ferry__plasma_store_opts *o)
+{
+	struct ferry__plasma_spill_opts so = {o->spill_dir, o->spill_max_bytes};
+	int r;
+
+	ferry__hashmap_init(&s->spilled, sizeof(uint32_t), sizeof(struct ferry__store_spilled));
+	s->spill_threshold_pct = o->spill_threshold_pct ? FERRY_MIN(o->spill_threshold_pct, 100u)
+							: DEFAULT_SPILL_THRESHOLD;
+	s->spill_batch_bytes = o->spill_batch_bytes
+				       ? o->spill_batch_bytes
+				       : FERRY_MIN(DEFAULT_SPILL_BATCH, s->arena.size / 8);
+	if (!o->spill_dir)
+		return 0;
+	r = ferry__plasma_spill_create(&so, &s->spill);
+	if (r == 0)
+		FLOG_INFO(comp, "store: spilling primaries to %s past %u%% usage", o->spill_dir,
+			  s->spill_threshold_pct);
+	return r;
+}
+
 int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
 			       struct ferry__plasma_store **out)
 {
@@ -148,6 +134,9 @@ int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
 	s->deferred = ferry__calloc(slots, sizeof(*s->deferred));
 	if (!s->deferred)
 		goto err_free_chunks;
+	r = spill_setup(s, &o);
+	if (r < 0)
+		goto err_free_deferred;
 	FLOG_INFO(comp,
 		  "store: %" PRIu64 " MiB arena, %u objects, %u client slots, %" PRIu64
 		  " KiB index",
@@ -155,6 +144,8 @@ int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
 	*out = s;
 	return 0;
 
+err_free_deferred:
+	ferry__free(s->deferred);
 err_free_chunks:
 	ferry__free(s->chunks);
 err_free_shadow:
@@ -175,6 +166,8 @@ void ferry__plasma_store_destroy(struct ferry__plasma_store *s)
 {
 	if (!s)
 		return;
+	ferry__plasma_spill_destroy(s->spill);
+	ferry__hashmap_fini(&s->spilled);
 	ferry__free(s->deferred);
 	ferry__free(s->chunks);
 	ferry__free(s->shadow);
@@ -211,17 +204,17 @@ static void poison(struct ferry__plasma_store *s, uint64_t offset, uint64_t size
 
 static void free_chunk(struct ferry__plasma_store *s, uint32_t k)
 {
-	struct chunk *c = &s->chunks[k];
+	struct ferry__store_chunk *c = &s->chunks[k];
 
 	ferry__plasma_allocator_free(s->alloc, c->offset);
 	s->chunk_count--;
 	s->chunk_bytes -= c->size;
-	*c = (struct chunk){0};
+	*c = (struct ferry__store_chunk){0};
 }
 
 static void retire_chunk(struct ferry__plasma_store *s, uint32_t k)
 {
-	s->chunks[k].state = CHUNK_RETIRED;
+	s->chunks[k].state = FERRY__STORE_CHUNK_RETIRED;
 	if (atomic_load(&s->ix.chunk_live[k]) == 0)
 		free_chunk(s, k);
 }
@@ -231,15 +224,16 @@ static void retire_chunk(struct ferry__plasma_store *s, uint32_t k)
 static void chunk_object_gone(struct ferry__plasma_store *s, uint32_t k,
 			      const struct ferry__plasma_object *o)
 {
-	struct chunk *c = k < s->max_chunks ? &s->chunks[k] : NULL;
+	struct ferry__store_chunk *c = k < s->max_chunks ? &s->chunks[k] : NULL;
 
-	if (!c || c->state == CHUNK_FREE || o->offset < c->offset ||
+	if (!c || c->state == FERRY__STORE_CHUNK_FREE || o->offset < c->offset ||
 	    o->offset - c->offset >= c->size) {
 		FLOG_ERROR(comp, "store: entry %u names chunk %u it is not in; leaking it",
 			   o->index, k + 1);
 		return;
 	}
-	if (atomic_fetch_sub(&s->ix.chunk_live[k], 1) == 1 && c->state == CHUNK_RETIRED)
+	if (atomic_fetch_sub(&s->ix.chunk_live[k], 1) == 1 &&
+	    c->state == FERRY__STORE_CHUNK_RETIRED)
 		free_chunk(s, k);
 }
 
@@ -256,11 +250,9 @@ static void undefer(struct ferry__plasma_store *s, uint32_t index)
 	s->shadow[index].deferred_pos = 0;
 }
 
-/* Free the memory of entry @index (DELETING, EVICTING, or aborted) and make it a tombstone.
- * Returns the allocator bytes freed (0 for chunk-backed objects). */
-static uint64_t finalize(struct ferry__plasma_store *s, uint32_t index)
+uint64_t ferry__store_release_bytes(struct ferry__plasma_store *s, uint32_t index)
 {
-	struct shadow *sh = &s->shadow[index];
+	struct ferry__store_shadow *sh = &s->shadow[index];
 	struct ferry__plasma_object o;
 	uint64_t freed = 0;
 
@@ -270,12 +262,26 @@ static uint64_t finalize(struct ferry__plasma_store *s, uint32_t index)
 			poison(s, sh->block, freed);
 			ferry__plasma_allocator_free(s->alloc, sh->block);
 		}
+		sh->block = NO_BLOCK;
 	} else if (s->ix.ext[index].chunk) {
 		poison(s, o.offset, FERRY_ALIGN_UP(o.data_size + o.metadata_size, 64u));
 		chunk_object_gone(s, s->ix.ext[index].chunk - 1, &o);
+		s->ix.ext[index].chunk = 0;
+	} else {
+		ferry__store_spill_forget(s, index);
 	}
+	return freed;
+}
+
+/* Free the memory of entry @index (DELETING, EVICTING, or aborted) and make it a tombstone.
+ * Returns the allocator bytes freed (0 for chunk-backed and spilled objects). */
+uint64_t ferry__store_finalize(struct ferry__plasma_store *s, uint32_t index)
+{
+	struct ferry__store_shadow *sh = &s->shadow[index];
+	uint64_t freed = ferry__store_release_bytes(s, index);
+
 	undefer(s, index);
-	*sh = (struct shadow){.block = NO_BLOCK};
+	*sh = (struct ferry__store_shadow){.block = NO_BLOCK};
 	ferry__plasma_lru_remove(&s->lru, index);
 	ferry__plasma_index_free_slot(&s->ix, index);
 	return freed;
@@ -315,7 +321,7 @@ int ferry__plasma_store_evict(struct ferry__plasma_store *s, uint64_t bytes, uin
 			ferry__plasma_lru_push(&s->lru, i, s->lru.nodes[i].seen);
 			continue;
 		}
-		n = finalize(s, i);
+		n = ferry__store_finalize(s, i);
 		got += n;
 		evicted++;
 		s->evicted_objects++;
@@ -326,17 +332,22 @@ int ferry__plasma_store_evict(struct ferry__plasma_store *s, uint64_t bytes, uin
 	return evicted;
 }
 
-/* A block of @size: allocate, evicting secondaries while that makes progress. Part 2 spills
- * primaries here when eviction is not enough. */
-static int make_room(struct ferry__plasma_store *s, uint64_t size, uint64_t *offset)
+int ferry__store_make_room(struct ferry__plasma_store *s, uint64_t size, unsigned flags,
+			   uint64_t *offset)
 {
 	int r;
 
 	for (;;) {
 		r = ferry__plasma_allocator_alloc(s->alloc, size, offset);
-		if (r != -ENOSPC)
+		if (r != -ENOSPC || (flags & FERRY__PLASMA_CREATE_NO_EVICT))
 			return r;
-		if (ferry__plasma_store_evict(s, size, NULL) == 0)
+		if (ferry__plasma_store_evict(s, size, NULL) > 0)
+			continue;
+		/* Each spill turns its victims into SPILLED entries for good, so this ends. */
+		r = ferry__plasma_store_spill(s, size, NULL);
+		if (r == -ENOMEM)
+			return r;
+		if (r <= 0)
 			return -ENOSPC;
 	}
 }
@@ -365,7 +376,7 @@ int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t sl
 		return -EINVAL;
 	if (total < data_size || total > s->arena.size)
 		return -E2BIG;
-	r = make_room(s, FERRY_MAX(total, 1u), &offset);
+	r = ferry__store_make_room(s, FERRY_MAX(total, 1u), flags, &offset);
 	if (r < 0)
 		return r;
 	r = ferry__plasma_index_insert(&s->ix,
@@ -382,7 +393,7 @@ int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t sl
 		ferry__plasma_allocator_free(s->alloc, offset);
 		return r;
 	}
-	s->shadow[out->index] = (struct shadow){.block = offset, .gen = out->gen};
+	s->shadow[out->index] = (struct ferry__store_shadow){.block = offset, .gen = out->gen};
 	if (!(flags & FERRY__PLASMA_F_PRIMARY)) {
 		ferry__plasma_lru_push(&s->lru, out->index,
 				       atomic_load(&s->ix.ext[out->index].lru_stamp));
@@ -399,7 +410,7 @@ int ferry__plasma_store_object_abort(struct ferry__plasma_store *s, uint32_t slo
 
 	if (r < 0)
 		return r;
-	finalize(s, obj->index);
+	ferry__store_finalize(s, obj->index);
 	return 0;
 }
 
@@ -411,11 +422,19 @@ int ferry__plasma_store_object_delete(struct ferry__plasma_store *s,
 
 	if (r < 0)
 		return r;
+	if (o.state == FERRY__PLASMA_SPILLED) {
+		/* No pins on a spilled object: it goes at once. */
+		if (ferry__plasma_index_set_state(&s->ix, o.index, o.gen, FERRY__PLASMA_SPILLED,
+						  FERRY__PLASMA_DELETING) < 0)
+			return -ENOENT;
+		ferry__store_finalize(s, o.index);
+		return 0;
+	}
 	r = ferry__plasma_index_delete(&s->ix, o.index, o.gen);
 	if (r == -EALREADY)
 		return 1;
 	if (r == 0) {
-		finalize(s, o.index);
+		ferry__store_finalize(s, o.index);
 	} else if (r == 1 && !s->shadow[o.index].deferred_pos) {
 		s->deferred[s->deferred_count++] = o.index;
 		s->shadow[o.index].deferred_pos = s->deferred_count;
@@ -432,7 +451,7 @@ int ferry__plasma_store_collect(struct ferry__plasma_store *s)
 		uint32_t i = s->deferred[k];
 
 		if (!ferry__plasma_index_pinned(&s->ix, i)) {
-			finalize(s, i);
+			ferry__store_finalize(s, i);
 			freed++;
 		}
 	}
@@ -446,7 +465,7 @@ int ferry__plasma_store_client_add(struct ferry__plasma_store *s, int pid, uint3
 	return ferry__plasma_index_client_open(&s->ix, pid, slot);
 }
 
-int ferry__plasma_store_client_remove(struct ferry__plasma_store *s, uint32_t slot)
+int ferry__plasma_store_client_retire(struct ferry__plasma_store *s, uint32_t slot)
 {
 	int r;
 
@@ -460,14 +479,22 @@ int ferry__plasma_store_client_remove(struct ferry__plasma_store *s, uint32_t sl
 
 		if (ferry__plasma_index_read(&s->ix, i, &o) == FERRY__PLASMA_CREATING &&
 		    o.owner == slot && ferry__plasma_index_abort(&s->ix, i, o.gen, slot) == 0)
-			finalize(s, i);
+			ferry__store_finalize(s, i);
 	}
 	for (uint32_t k = 0; k < s->max_chunks; k++)
-		if (s->chunks[k].state == CHUNK_ACTIVE && s->chunks[k].owner == slot)
+		if (s->chunks[k].state == FERRY__STORE_CHUNK_ACTIVE && s->chunks[k].owner == slot)
 			retire_chunk(s, k);
 	ferry__plasma_store_collect(s);
-	ferry__plasma_index_client_close(&s->ix, slot);
 	return 0;
+}
+
+int ferry__plasma_store_client_remove(struct ferry__plasma_store *s, uint32_t slot)
+{
+	int r = ferry__plasma_store_client_retire(s, slot);
+
+	if (r == 0)
+		ferry__plasma_index_client_close(&s->ix, slot);
+	return r;
 }
 
 int ferry__plasma_store_chunk_grant(struct ferry__plasma_store *s, uint32_t slot, uint64_t size)
@@ -480,17 +507,17 @@ int ferry__plasma_store_chunk_grant(struct ferry__plasma_store *s, uint32_t slot
 	if (!live_slot(s, slot) || slot == FERRY__PLASMA_STORE_SLOT || !size ||
 	    size > s->arena.size)
 		return -EINVAL;
-	for (k = 0; k < s->max_chunks && s->chunks[k].state != CHUNK_FREE; k++)
+	for (k = 0; k < s->max_chunks && s->chunks[k].state != FERRY__STORE_CHUNK_FREE; k++)
 		;
 	if (k == s->max_chunks) {
 		FLOG_WARN(comp, "store: all %u chunk counters in use", s->max_chunks);
 		return -ENOSPC;
 	}
 	size = FERRY_ALIGN_UP(size, 64u);
-	r = make_room(s, size, &offset);
+	r = ferry__store_make_room(s, size, 0, &offset);
 	if (r < 0)
 		return r;
-	s->chunks[k] = (struct chunk){offset, size, slot, CHUNK_ACTIVE};
+	s->chunks[k] = (struct ferry__store_chunk){offset, size, slot, FERRY__STORE_CHUNK_ACTIVE};
 	s->chunk_count++;
 	s->chunk_bytes += size;
 	atomic_store(&s->ix.chunk_live[k], 0);
@@ -501,7 +528,7 @@ int ferry__plasma_store_chunk_grant(struct ferry__plasma_store *s, uint32_t slot
 	atomic_store(&c->chunk_used, 0);
 	/* Release: the client reads offset and size after it sees the new chunk number. */
 	atomic_store_explicit(&c->chunk, k + 1, memory_order_release);
-	if (old && old <= s->max_chunks && s->chunks[old - 1].state == CHUNK_ACTIVE &&
+	if (old && old <= s->max_chunks && s->chunks[old - 1].state == FERRY__STORE_CHUNK_ACTIVE &&
 	    s->chunks[old - 1].owner == slot)
 		retire_chunk(s, old - 1);
 	return 0;
@@ -509,10 +536,13 @@ int ferry__plasma_store_chunk_grant(struct ferry__plasma_store *s, uint32_t slot
 
 void ferry__plasma_store_stats(struct ferry__plasma_store *s, struct ferry_plasma_stats *out)
 {
+	struct ferry__plasma_spill_stats sp = {0};
 	struct ferry__plasma_alloc_stats a;
 	uint64_t clients = 0;
 
 	ferry__plasma_allocator_stats(s->alloc, &a);
+	if (s->spill)
+		ferry__plasma_spill_stats(s->spill, &sp);
 	for (uint32_t k = 0; k < s->ix.max_clients; k++)
 		clients += atomic_load(&ferry__plasma_index_client(&s->ix, k)->state) ==
 			   FERRY__PLASMA_CLIENT_LIVE;
@@ -532,6 +562,14 @@ void ferry__plasma_store_stats(struct ferry__plasma_store *s, struct ferry_plasm
 		.deferred_deletes = s->deferred_count,
 		.evicted_objects = s->evicted_objects,
 		.evicted_bytes = s->evicted_bytes,
+		.spilled_objects = ferry__hashmap_count(&s->spilled),
+		.spilled_bytes = s->spilled_bytes,
+		.spilled_total_objects = s->spilled_total_objects,
+		.spilled_total_bytes = s->spilled_total_bytes,
+		.restored_objects = s->restored_objects,
+		.restored_bytes = s->restored_bytes,
+		.spill_files = sp.files,
+		.spill_disk_bytes = sp.disk_bytes,
 		.page_size_bytes = s->arena.page_size,
 		.pages = s->arena.pages,
 	};

@@ -14,9 +14,15 @@
  * granted by chunk_grant; the chunk is freed when it is retired (its owner took a new chunk or
  * died) and its last object is gone (shared live counter per chunk).
  * Eviction: secondary copies (no F_PRIMARY) are listed in a CLOCK list and evicted when
- * unpinned; primaries are never evicted (part 2 spills them to disk: the seam is in
- * make_room()).
- * Spill seam: make_room() is the one place that frees arena space for a create or a chunk.
+ * unpinned; primaries are never evicted.
+ * Spilling (store_spill.c, with a spill directory): sealed, unpinned primaries are written to
+ * disk (plasma/spill.h), least recently used first, and their memory freed; the entry stays in
+ * the index as SPILLED (its ID stays taken, contains() still sees it, get() is told -ENODATA
+ * and asks the store, which restores it into a new block). Two triggers: make_room(), the one
+ * place that finds arena space for a create, a chunk or a restore (evict secondaries first,
+ * then spill, then -ENOSPC), and tick(), which spills while usage is past the threshold. The
+ * bytes are on disk before the entry leaves SEALED, and a pin that races the spill wins (the
+ * disk copy is dropped).
  *
  * Thread model: one thread (the store's loop) calls everything here. Clients in other
  * processes run the index's lock-free operations concurrently.
@@ -45,7 +51,14 @@ struct ferry__plasma_store_opts {
 	uint32_t pin_records;		       /* pin records per client; 0: 1024 */
 	uint32_t max_chunks;		       /* client chunks alive at once; 0: 4 per client */
 	unsigned flags;			       /* FERRY__PLASMA_STORE_* */
+	const char *spill_dir;		       /* spill primaries here; NULL: never spill */
+	uint32_t spill_threshold_pct;	       /* tick() spills past this usage; 0: 80 */
+	uint64_t spill_max_bytes;	       /* spill space allowed; 0: the disk's */
+	uint64_t spill_batch_bytes; /* least bytes a spill writes; 0: 64 MiB, <= arena/8 */
 };
+
+/* object_create flag: fail with -ENOSPC rather than evict or spill to make room. */
+#define FERRY__PLASMA_CREATE_NO_EVICT 0x100u
 
 struct ferry__plasma_store;
 
@@ -77,12 +90,21 @@ int ferry__plasma_store_client_add(struct ferry__plasma_store *s, int pid, uint3
 int ferry__plasma_store_client_remove(struct ferry__plasma_store *s, uint32_t slot);
 
 /*
+ * ferry__plasma_store_client_retire() - client_remove() except that the slot stays DEAD (not
+ * given to a new client): for a client whose connection closed while its process may still be
+ * running and writing to its slot. Call client_remove() once the process is gone (it reclaims
+ * again whatever the process did meanwhile). Same returns.
+ */
+int ferry__plasma_store_client_retire(struct ferry__plasma_store *s, uint32_t slot);
+
+/*
  * ferry__plasma_store_object_create() - create @id for owner @slot with its own block, evicting
  * secondaries if the arena is full; the owner writes the bytes, then seals through the index.
- * @flags: FERRY__PLASMA_F_PRIMARY or 0 (a secondary copy: evictable once sealed).
- * Returns 0, -E2BIG (larger than the arena), -EEXIST, -ENOSPC (no room after eviction, or the
- * object table is full), -ENOMEM (allocator metadata), -EAGAIN (writer lock timeout),
- * -EINVAL (bad slot).
+ * @flags: FERRY__PLASMA_F_PRIMARY or 0 (a secondary copy: evictable once sealed), plus
+ * FERRY__PLASMA_CREATE_NO_EVICT.
+ * Returns 0, -E2BIG (larger than the arena), -EEXIST, -ENOSPC (no room after eviction and
+ * spilling, or the object table is full), -ENOMEM, -EAGAIN (writer lock timeout), -EINVAL
+ * (bad slot).
  */
 int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t slot,
 				      const struct ferry_object_id *id, uint64_t data_size,
@@ -94,7 +116,7 @@ int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t sl
 int ferry__plasma_store_object_abort(struct ferry__plasma_store *s, uint32_t slot,
 				     const struct ferry__plasma_object *obj);
 
-/* ferry__plasma_store_object_delete() - delete sealed object @id. Returns 0 (freed), 1
+/* ferry__plasma_store_object_delete() - delete sealed (or spilled) object @id. Returns 0 (freed), 1
  * (pinned: freed when the last pin goes, see collect), -EBUSY (still being created),
  * -ENOENT. Deleting an object already awaiting deletion returns 1. */
 int ferry__plasma_store_object_delete(struct ferry__plasma_store *s,
@@ -115,6 +137,29 @@ int ferry__plasma_store_evict(struct ferry__plasma_store *s, uint64_t bytes, uin
  * size), -ENOSPC (no room after eviction, or every chunk counter is in use), -ENOMEM.
  */
 int ferry__plasma_store_chunk_grant(struct ferry__plasma_store *s, uint32_t slot, uint64_t size);
+
+/*
+ * ferry__plasma_store_spill() - spill sealed, unpinned primaries (least recently used first) in
+ * one batch of at least @bytes (and at least the batch size). Objects in a chunk that its
+ * owner still creates in are left alone. Returns the number spilled (0: nothing to spill, or no
+ * spill directory), -ENOSPC (disk full or spill limit), -ENOMEM or -EIO; the bytes freed in the
+ * arena go to *@freed if not NULL.
+ */
+int ferry__plasma_store_spill(struct ferry__plasma_store *s, uint64_t bytes, uint64_t *freed);
+
+/*
+ * ferry__plasma_store_restore() - read spilled entry @index (generation @gen) back into a new
+ * block (making room as for a create) and make it SEALED again. Returns 0, -ENOENT (not
+ * spilled at @gen), -ENOSPC, -ENOMEM, or the read's -errno (it stays spilled).
+ */
+int ferry__plasma_store_restore(struct ferry__plasma_store *s, uint32_t index, uint32_t gen);
+
+/* ferry__plasma_store_tick() - periodic work: collect() and, past the spill threshold, spill
+ * down to 5 points below it. Returns the number of objects spilled, or -errno. */
+int ferry__plasma_store_tick(struct ferry__plasma_store *s);
+
+/* The spill area (tests inject faults through it), NULL without a spill directory. */
+struct ferry__plasma_spill *ferry__plasma_store_spill_area(struct ferry__plasma_store *s);
 
 /* ferry__plasma_store_stats() - current figures. */
 void ferry__plasma_store_stats(struct ferry__plasma_store *s, struct ferry_plasma_stats *out);

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: Apache-2.0
+// The GCS server: KV get/put ops/s with 1 and 50 clients, one request in flight or 16
+// pipelined; pub/sub messages/s delivered to 1, 10 and 100 subscribers; publish-to-receive
+// latency p50/p99. The server runs in this process on its own loop thread; clients are lean
+// raw-socket clients (as redis-benchmark is for Redis), so the figures are the server's.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+
+extern "C" {
+#include "common/alloc.h"
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "common/wire.h"
+#include "gcs/ops.h"
+#include "gcs/server.h"
+}
+
+namespace
+{
+
+const char kToken[] = "bench-token";
+
+// The server on its own loop thread, for the life of the process.
+struct Server {
+	ferry__loop *loop = nullptr;
+	ferry__gcs_server *srv = nullptr;
+	uint16_t port = 0;
+	std::thread thread;
+
+	Server()
+	{
+		ferry__gcs_server_opts o = {};
+
+		ferry_log_configure("warn");
+		o.token = kToken;
+		o.token_len = sizeof(kToken) - 1;
+		o.max_buffered_bytes = 64u << 20;
+		if (ferry__loop_create(nullptr, &loop) < 0 ||
+		    ferry__gcs_server_create(loop, &o, &srv) < 0)
+			abort(); // a benchmark without its server has nothing to measure
+		port = ferry__gcs_server_port(srv);
+		thread = std::thread([this] { ferry__loop_run(loop); });
+	}
+};
+
+Server &server()
+{
+	static Server *s = new Server(); // never torn down: the process exits
+	return *s;
+}
+
+// A blocking client socket speaking frames.
+class Conn
+{
+      public:
+	explicit Conn(uint16_t port)
+	{
+		sockaddr_in sa = {};
+		int one = 1;
+
+		fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons(port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (connect(fd_, (sockaddr *)&sa, sizeof(sa)) < 0)
+			abort();
+		setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ferry__frame_parser_init(&parser_, 64u << 20);
+		ferry__wire_handshake hs = {};
+		hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
+		hs.token = (const uint8_t *)kToken;
+		hs.token_count = sizeof(kToken) - 1;
+		ferry__wire_handshake_build(&fb_, &hs);
+		queue(FERRY__WIRE_MSG_HANDSHAKE);
+		flush();
+		ferry__frame f;
+		next(&f);
+	}
+	~Conn()
+	{
+		ferry__frame_parser_fini(&parser_);
+		ferry__fb_builder_fini(&fb_);
+		close(fd_);
+	}
+	ferry__fb_builder *builder()
+	{
+		return &fb_;
+	}
+	// Append the message just built to the output.
+	void queue(uint16_t type)
+	{
+		const uint8_t *frame;
+		size_t size;
+
+		ferry__frame_finish(&fb_, type, &frame, &size);
+		out_.insert(out_.end(), frame, frame + size);
+	}
+	void flush()
+	{
+		size_t done = 0;
+
+		while (done < out_.size()) {
+			ssize_t n = write(fd_, out_.data() + done, out_.size() - done);
+			if (n <= 0)
+				abort();
+			done += (size_t)n;
+		}
+		out_.clear();
+	}
+	// The next frame (blocking).
+	void next(ferry__frame *f)
+	{
+		while (ferry__frame_parser_next(&parser_, f) != 1) {
+			uint8_t *space;
+			size_t size;
+
+			if (ferry__frame_parser_space(&parser_, &space, &size) < 0)
+				abort();
+			ssize_t n = read(fd_, space, size);
+			if (n <= 0)
+				abort();
+			ferry__frame_parser_commit(&parser_, (size_t)n);
+		}
+	}
+
+      private:
+	int fd_;
+	ferry__frame_parser parser_;
+	ferry__fb_builder fb_ = {};
+	std::vector<uint8_t> out_;
+};
+
+std::atomic<uint64_t> g_seq{1};
+
+void queue_op(Conn &c, const ferry__gcs_op &op)
+{
+	ferry__gcs_buf rec = {};
+	ferry__gcs_writer w = {&rec, 0};
+	ferry__wire_gcs_request m = {};
+
+	ferry__gcs_op_encode(&op, &w);
+	m.seq = g_seq++;
+	m.op = rec.data;
+	m.op_count = rec.size;
+	ferry__wire_gcs_request_build(c.builder(), &m);
+	c.queue(FERRY__WIRE_MSG_GCS_REQUEST);
+	ferry__gcs_buf_fini(&rec);
+}
+
+void queue_put(Conn &c, const std::string &key, const std::string &value)
+{
+	ferry__gcs_op op = {};
+
+	op.type = FERRY__GCS_OP_KV_PUT;
+	op.kv.key = {key.data(), key.size()};
+	op.kv.value = {value.data(), value.size()};
+	op.kv.overwrite = true;
+	queue_op(c, op);
+}
+
+void queue_get(Conn &c, const std::string &key)
+{
+	ferry__wire_gcs_kv_get m = {};
+
+	m.seq = g_seq++;
+	m.key = (const uint8_t *)key.data();
+	m.key_count = key.size();
+	ferry__wire_gcs_kv_get_build(c.builder(), &m);
+	c.queue(FERRY__WIRE_MSG_GCS_KV_GET);
+}
+
+void queue_publish(Conn &c, uint64_t n)
+{
+	ferry__gcs_op op = {};
+
+	op.type = FERRY__GCS_OP_ERROR;
+	op.error.job.bytes[0] = 1;
+	op.error.time_ms = n;
+	op.error.type = "bench";
+	op.error.message = "a 3-byte value in Redis, a small error record here";
+	queue_op(c, op);
+}
+
+// One client's share of a KV run: @ops requests, @depth in flight.
+void kv_client(uint16_t port, bool put, size_t ops, size_t depth, int id)
+{
+	Conn c(port);
+	std::string key = "key:" + std::to_string(id), value = "xxx";
+	ferry__frame f;
+
+	if (!put) {
+		queue_put(c, key, value);
+		c.flush();
+		c.next(&f);
+	}
+	for (size_t done = 0; done < ops; done += depth) {
+		for (size_t i = 0; i < depth; i++)
+			put ? queue_put(c, key, value) : queue_get(c, key);
+		c.flush();
+		for (size_t i = 0; i < depth; i++)
+			c.next(&f);
+	}
+}
+
+// Args: put (0/1), clients, depth.
+void BM_gcs_kv(benchmark::State &state)
+{
+	uint16_t port = server().port;
+	bool put = state.range(0);
+	size_t clients = (size_t)state.range(1), depth = (size_t)state.range(2);
+	size_t per_client = (20000 / clients + depth - 1) / depth * depth; // 20000 ops per run
+
+	for (auto _ : state) {
+		std::vector<std::thread> t;
+		for (size_t i = 0; i < clients; i++)
+			t.emplace_back(kv_client, port, put, per_client, depth, (int)i);
+		for (auto &x : t)
+			x.join();
+	}
+	state.SetItemsProcessed((int64_t)(state.iterations() * per_client * clients));
+}
+BENCHMARK(BM_gcs_kv)
+	->ArgsProduct({{0, 1}, {1, 50}, {1, 16}})
+	->UseRealTime()
+	->Unit(benchmark::kMillisecond);
+
+void subscribe_errors(Conn &c)
+{
+	ferry__wire_gcs_subscribe m = {};
+	ferry__frame f;
+
+	m.seq = g_seq++;
+	m.channel = FERRY_GCS_CH_ERRORS;
+	ferry__wire_gcs_subscribe_build(c.builder(), &m);
+	c.queue(FERRY__WIRE_MSG_GCS_SUBSCRIBE);
+	c.flush();
+	c.next(&f); // the reply
+}
+
+// Items of one frame that are deltas (a GcsReply counts 0).
+size_t deltas_in(const ferry__frame &f)
+{
+	if (f.type != FERRY__WIRE_MSG_GCS_PUBLISH)
+		return 0;
+	auto v = ferry__wire_gcs_publish_root_verified(f.payload);
+	size_t n = 0;
+	for (uint32_t i = 0; i < ferry__wire_gcs_publish_items_count(v); i++)
+		n += ferry__wire_gcs_pub_item_kind(ferry__wire_gcs_publish_items_at(v, i)) == 0;
+	return n;
+}
+
+// Args: subscribers. Each iteration publishes kPublishes messages (16 in flight) and waits
+// until every subscriber got all of them.
+void BM_gcs_pubsub(benchmark::State &state)
+{
+	const size_t kPublishes = 2000, depth = 16;
+	uint16_t port = server().port;
+	size_t nsubs = (size_t)state.range(0);
+	std::vector<std::unique_ptr<Conn>> subs;
+	Conn pub(port);
+	ferry__frame f;
+
+	for (size_t i = 0; i < nsubs; i++) {
+		subs.emplace_back(new Conn(port));
+		subscribe_errors(*subs.back());
+	}
+	for (auto _ : state) {
+		std::vector<std::thread> readers;
+		for (auto &s : subs)
+			readers.emplace_back([&s] {
+				ferry__frame rf;
+				for (size_t got = 0; got < kPublishes;) {
+					s->next(&rf);
+					got += deltas_in(rf);
+				}
+			});
+		for (size_t done = 0; done < kPublishes; done += depth) {
+			for (size_t i = 0; i < depth; i++)
+				queue_publish(pub, done + i);
+			pub.flush();
+			for (size_t i = 0; i < depth; i++)
+				pub.next(&f);
+		}
+		for (auto &r : readers)
+			r.join();
+	}
+	state.SetItemsProcessed((int64_t)(state.iterations() * kPublishes * nsubs));
+}
+BENCHMARK(BM_gcs_pubsub)->Arg(1)->Arg(10)->Arg(100)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Publish-to-receive latency with one subscriber: one publish at a time.
+void BM_gcs_pubsub_latency(benchmark::State &state)
+{
+	uint16_t port = server().port;
+	Conn pub(port), sub(port);
+	ferry_bench::Latency lat;
+	ferry__frame f;
+	uint64_t n = 0;
+
+	subscribe_errors(sub);
+	for (auto _ : state) {
+		uint64_t t0 = ferry_bench::now_ns();
+		queue_publish(pub, n++);
+		pub.flush();
+		for (size_t got = 0; got < 1;) {
+			sub.next(&f);
+			got += deltas_in(f);
+		}
+		lat.add(ferry_bench::now_ns() - t0);
+		pub.next(&f); // the publisher's reply
+	}
+	lat.publish(state);
+}
+BENCHMARK(BM_gcs_pubsub_latency)->Unit(benchmark::kMicrosecond);
+
+} // namespace

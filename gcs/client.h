@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GCS client's internal side (the public API is in include/ferry/gcs.h): the request path
+ * shared by the public wrappers in gcs/client_api.c, plus calls for code inside libferry and
+ * tests that speak GCS records (struct ferry__gcs_op) directly.
+ *
+ * Thread model: as the public client: any thread but the client's loop thread.
+ */
+#ifndef FERRY_GCS_CLIENT_H
+#define FERRY_GCS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/gcs.h>
+
+#include "gcs/ops.h"
+
+/* What a blocking call got back. */
+struct ferry__gcs_result {
+	int status;	/* the server's status, or a local error */
+	void *value;	/* ferry__malloc'd copy of the reply's value, or NULL */
+	size_t size;	/* its bytes */
+	uint64_t epoch; /* subscribe: the server's pub/sub epoch */
+};
+
+struct ferry__gcs_csub;
+
+/* The next request seq (unique per client). */
+uint64_t ferry__gcs_client_next_seq(struct ferry_gcs_client *c);
+unsigned ferry__gcs_client_nshards(const struct ferry_gcs_client *c);
+
+/*
+ * ferry__gcs_client_call() - send @payload (a built message of @type carrying @seq; ownership
+ * taken, ferry__malloc'd, freed on every path) to @shard and wait for the reply. With
+ * @sub (ownership taken; NULL for other requests) the request is a GcsSubscribe and @sub is
+ * remembered for resubscribing once the request reaches the loop. Returns the status (also in @res), -ETIMEDOUT, -ENOMEM, -ECANCELED.
+ */
+int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
+			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
+			   struct ferry__gcs_result *res);
+
+/* ferry__gcs_client_apply() - a mutation, blocking: the apply result or an error. */
+int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
+			    const struct ferry__gcs_op *op);
+
+#endif

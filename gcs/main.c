@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ferry-gcs: the Global Control Store server process. Parses the command line, reads the
+ * cluster token, runs the server on one io_uring loop until SIGINT or SIGTERM.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "gcs/server.h"
+
+#define COMP "gcs"
+#define TOKEN_MAX 4096
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: ferry-gcs --port P --token-file F [--wal DIR] [--shard I/N]\n"
+			"                 [--host ADDR] [--node-deadline-ms MS]\n");
+}
+
+/* The token file's bytes, without one trailing newline. */
+static int read_token(const char *path, char *buf, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0) {
+		FLOG_ERROR(COMP, "cannot open token file %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = read(fd, buf, TOKEN_MAX);
+	close(fd);
+	if (n > 0 && buf[n - 1] == '\n')
+		n--;
+	if (n <= 0) {
+		FLOG_ERROR(COMP, "token file %s is empty or unreadable", path);
+		return -EINVAL;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o,
+		      const char **token_file)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint32_t n;
+
+		if (!v)
+			return -EINVAL;
+		i++;
+		if (!strcmp(a, "--port") && parse_u32(v, &n) == 0 && n <= 65535)
+			o->port = (uint16_t)n;
+		else if (!strcmp(a, "--token-file"))
+			*token_file = v;
+		else if (!strcmp(a, "--wal"))
+			o->wal_dir = v;
+		else if (!strcmp(a, "--host"))
+			o->host = v;
+		else if (!strcmp(a, "--node-deadline-ms") && parse_u32(v, &n) == 0)
+			o->node_deadline_ms = n;
+		else if (!strcmp(a, "--shard") &&
+			 sscanf(v, "%u/%u", &o->shard_index, &o->shard_count) == 2)
+			continue;
+		else
+			return -EINVAL;
+	}
+	return *token_file ? 0 : -EINVAL;
+}
+
+static void on_signal(struct ferry__loop_req *req, int result)
+{
+	struct signalfd_siginfo si;
+
+	if (result >= 0 && read(req->fd, &si, sizeof(si)) > 0)
+		FLOG_INFO(COMP, "signal %u: stopping", si.ssi_signo);
+	ferry__loop_stop(req->data);
+}
+
+static int run(const struct ferry__gcs_server_opts *opts)
+{
+	struct ferry__loop_req sig_req = {0};
+	struct ferry__gcs_server *srv = NULL;
+	struct ferry__loop *loop;
+	sigset_t mask;
+	int sfd, ret;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (sfd < 0)
+		return -errno;
+	ret = ferry__loop_create(NULL, &loop);
+	if (ret < 0)
+		goto err_close_sfd;
+	ret = ferry__gcs_server_create(loop, opts, &srv);
+	if (ret < 0)
+		goto err_destroy_loop;
+	sig_req.data = loop;
+	ret = ferry__loop_poll(loop, &sig_req, sfd, POLLIN, false, on_signal);
+	if (ret == 0) {
+		/* Tests wait for this line to know the port. */
+		printf("ferry-gcs listening on port %u\n", ferry__gcs_server_port(srv));
+		fflush(stdout);
+		ret = ferry__loop_run(loop);
+	}
+err_destroy_loop:
+	ferry__loop_destroy(loop);
+	ferry__gcs_server_destroy(srv);
+err_close_sfd:
+	close(sfd);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct ferry__gcs_server_opts opts = {0};
+	const char *token_file = NULL;
+	char token[TOKEN_MAX];
+	int ret;
+
+	if (parse_args(argc, argv, &opts, &token_file) < 0) {
+		usage();
+		return 2;
+	}
+	ret = read_token(token_file, token, &opts.token_len);
+	if (ret < 0)
+		return 1;
+	opts.token = token;
+	ret = run(&opts);
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "exiting: %s", strerror(-ret));
+		return 1;
+	}
+	return 0;
+}

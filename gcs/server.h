@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GCS server: the GCS state (gcs/state.h) and the pub/sub engine (gcs/pubsub.h) served over
+ * framed TCP connections (common/conn.h) on one io_uring loop. ferry-gcs (gcs/main.c) is a thin
+ * shell around it; tests may run it in process too.
+ *
+ * Thread model: not thread-safe; everything runs on the loop's thread (create before the loop
+ * runs or on it).
+ */
+#ifndef FERRY_GCS_SERVER_H
+#define FERRY_GCS_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/loop.h"
+#include "gcs/codec.h"
+
+#define FERRY__GCS_DEFAULT_DEADLINE_MS 1000 /* a node silent this long is dead */
+
+/* Options; zeros are the defaults except the token. */
+struct ferry__gcs_server_opts {
+	const char *host;	    /* listen address, NULL = "127.0.0.1" */
+	uint16_t port;		    /* 0 = any free port */
+	const void *token;	    /* cluster token (copied), required */
+	size_t token_len;	    /* its bytes, > 0 */
+	const char *wal_dir;	    /* NULL: in memory only */
+	uint32_t shard_index;	    /* this server's object directory shard */
+	uint32_t shard_count;	    /* shards in all, 0 = 1 */
+	uint32_t node_deadline_ms;  /* 0 = FERRY__GCS_DEFAULT_DEADLINE_MS */
+	uint32_t max_message_bytes; /* largest request, 0 = 4 MiB */
+	size_t max_subscriptions;   /* per connection, 0 = 10000 */
+	size_t max_buffered_bytes;  /* per connection (pub/sub queue and socket), 0 = 8 MiB */
+};
+
+struct ferry__gcs_server;
+
+/*
+ * ferry__gcs_server_create() - open the state (restoring @opts->wal_dir) and listen. Returns 0,
+ * -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or the WAL's error.
+ */
+int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_server_opts *opts,
+			     struct ferry__gcs_server **out);
+uint16_t ferry__gcs_server_port(const struct ferry__gcs_server *srv);
+
+/*
+ * ferry__gcs_server_destroy() - close every connection and free the server. Connections close
+ * asynchronously, so call it only after ferry__loop_destroy() (which ends them) or from a loop
+ * that will never run again. NULL is a no-op.
+ */
+void ferry__gcs_server_destroy(struct ferry__gcs_server *srv);
+
+/*
+ * ferry__gcs_record_encode() - @record as published on @channel (a struct ferry__gcs_node, _job,
+ * _worker, _actor, _error or ferry__objdir_entry) in the gcs/ops.h encoding (a RESTORE_* record,
+ * ERROR for errors), appended to @out; @scratch is a work buffer. 0, -ENOMEM, -EINVAL.
+ */
+int ferry__gcs_record_encode(int channel, const void *record, struct ferry__gcs_buf *scratch,
+			     struct ferry__gcs_buf *out);
+
+/* ferry__gcs_request_check() - the server's request decoder alone (fuzz target): 0 if @payload
+ * is a valid message of @type for a GCS server, else -EPROTO. */
+int ferry__gcs_request_check(uint16_t type, const void *payload, size_t len);
+
+#endif

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GCS server's pub/sub side: every change the state reports is encoded once (the record in
+ * the gcs/ops.h encoding) and published on its channel; subscribers are connections, and their
+ * batches go out as one GcsPublish each.
+ *
+ * DESIGN
+ * - Publishing happens inside apply (the change callback); delivery does not: the engine's
+ *   ready callback posts one drain per loop turn, so a burst of changes goes out as one batch
+ *   per subscriber (batching without a timer).
+ * - Flow control: a subscriber whose socket holds more than max_buffered_bytes unsent is not
+ *   drained; its engine queue then grows until the engine's own bound turns it into a resync
+ *   (snapshot + deltas). Held-back drains are retried by a short one-shot timer.
+ * - Snapshots come from the live tables through the engine's snapshot callback, encoded the
+ *   same way as deltas, so a client applies both with one decoder.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "gcs/server_int.h"
+
+#define COMP "gcs"
+#define DRAIN_RETRY_MS 5
+
+static int encode_object(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
+			 struct ferry__gcs_writer *w)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_OBJ};
+	struct ferry_node_id *locs;
+	uint32_t n = 0;
+
+	scratch->size = 0;
+	locs = ferry__gcs_buf_grow(scratch, (e->nlocations ? e->nlocations : 1) * sizeof(*locs));
+	if (!locs)
+		return -ENOMEM;
+	for (const struct ferry__objdir_loc *l = e->locations; l; l = l->obj_next)
+		locs[n++] = l->node;
+	op.obj.id = e->id;
+	op.obj.owner_worker = e->owner_worker;
+	op.obj.owner_node = e->owner_node;
+	op.obj.size_bytes = e->size_bytes;
+	op.obj.state = e->state;
+	op.obj.owner_dead = e->owner_dead;
+	op.obj.spill_url = e->spill_url;
+	op.obj.nlocations = n;
+	op.obj.locations = locs;
+	ferry__gcs_op_encode(&op, w);
+	return w->err;
+}
+
+int ferry__gcs_record_encode(int channel, const void *record, struct ferry__gcs_buf *scratch,
+			     struct ferry__gcs_buf *out)
+{
+	struct ferry__gcs_writer w = {out, 0};
+	struct ferry__gcs_op op = {0};
+
+	switch (channel) {
+	case FERRY_GCS_CH_NODES:
+		op.type = FERRY__GCS_OP_RESTORE_NODE;
+		op.node = *(const struct ferry__gcs_node *)record;
+		break;
+	case FERRY_GCS_CH_JOBS:
+		op.type = FERRY__GCS_OP_RESTORE_JOB;
+		op.job = *(const struct ferry__gcs_job *)record;
+		break;
+	case FERRY_GCS_CH_WORKERS:
+		op.type = FERRY__GCS_OP_RESTORE_WORKER;
+		op.worker = *(const struct ferry__gcs_worker *)record;
+		break;
+	case FERRY_GCS_CH_ACTORS:
+		op.type = FERRY__GCS_OP_RESTORE_ACTOR;
+		op.actor = *(const struct ferry__gcs_actor *)record;
+		break;
+	case FERRY_GCS_CH_ERRORS:
+		op.type = FERRY__GCS_OP_ERROR;
+		op.error = *(const struct ferry__gcs_error *)record;
+		break;
+	case FERRY_GCS_CH_OBJECT_LOCATIONS:
+		return encode_object(record, scratch, &w);
+	default:
+		return -EINVAL;
+	}
+	ferry__gcs_op_encode(&op, &w);
+	return w.err;
+}
+
+void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
+{
+	struct ferry__gcs_server *srv = arg;
+	int ret = 0;
+
+	srv->out.size = 0;
+	if (c->record)
+		ret = ferry__gcs_record_encode(c->channel, c->record, &srv->scratch, &srv->out);
+	if (ret == 0)
+		ret = ferry__ps_publish(srv->ps, c->channel, c->key, c->key_size, srv->out.data,
+					srv->out.size, NULL);
+	/* A change that cannot be published is not lost for subscribers for good: the next
+	 * resync (reconnect, slow subscriber) carries the current state. */
+	if (ret < 0)
+		FLOG_WARN(COMP, "publishing a change on channel %d failed: %s", c->channel,
+			  strerror(-ret));
+}
+
+/* ---- snapshots ---- */
+
+static int snap_one(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap, int channel,
+		    const void *key, size_t key_size, const void *rec)
+{
+	int ret;
+
+	if (!rec)
+		return 0;
+	srv->out.size = 0;
+	ret = ferry__gcs_record_encode(channel, rec, &srv->scratch, &srv->out);
+	if (ret < 0)
+		return ret;
+	return ferry__ps_snap_add(snap, key, key_size, srv->out.data, srv->out.size);
+}
+
+static const void *keyed_get(struct ferry__gcs_server *srv, int channel, const void *key)
+{
+	struct ferry__gcs_tables *t = ferry__gcs_state_tables(srv->state);
+
+	switch (channel) {
+	case FERRY_GCS_CH_NODES:
+		return ferry__gcs_node_get(t, key);
+	case FERRY_GCS_CH_JOBS:
+		return ferry__gcs_job_get(t, key);
+	case FERRY_GCS_CH_WORKERS:
+		return ferry__gcs_worker_get(t, key);
+	case FERRY_GCS_CH_ACTORS:
+		return ferry__gcs_actor_get(t, key);
+	case FERRY_GCS_CH_OBJECT_LOCATIONS:
+		return ferry__objdir_get(ferry__gcs_state_objdir(srv->state), key);
+	default:
+		return NULL;
+	}
+}
+
+static int snap_channel(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap, int channel)
+{
+	static const int tables[] = {
+		[FERRY_GCS_CH_NODES] = FERRY__GCS_T_NODES,
+		[FERRY_GCS_CH_JOBS] = FERRY__GCS_T_JOBS,
+		[FERRY_GCS_CH_WORKERS] = FERRY__GCS_T_WORKERS,
+		[FERRY_GCS_CH_ACTORS] = FERRY__GCS_T_ACTORS,
+	};
+	size_t cursor = 0;
+	const void *rec;
+	int ret = 0;
+
+	if (channel == FERRY_GCS_CH_OBJECT_LOCATIONS) {
+		struct ferry__objdir *od = ferry__gcs_state_objdir(srv->state);
+		const struct ferry__objdir_entry *e;
+
+		while (ret == 0 && (e = ferry__objdir_next(od, &cursor)))
+			ret = snap_one(srv, snap, channel, e->id.bytes, sizeof(e->id.bytes), e);
+		return ret;
+	}
+	if (channel > FERRY_GCS_CH_ACTORS)
+		return 0; /* errors and logs are streams: no state to snapshot */
+	while (ret == 0 && (rec = ferry__gcs_tables_next(ferry__gcs_state_tables(srv->state),
+							 tables[channel], &cursor)))
+		ret = snap_one(srv, snap, channel, rec, FERRY_UNIQUE_ID_SIZE, rec);
+	return ret;
+}
+
+static int on_snapshot(void *arg, struct ferry__ps_snap *snap, enum ferry_gcs_channel channel,
+		       const void *key, size_t key_size)
+{
+	struct ferry__gcs_server *srv = arg;
+
+	if (!key_size)
+		return snap_channel(srv, snap, channel);
+	return snap_one(srv, snap, channel, key, key_size, keyed_get(srv, channel, key));
+}
+
+/* ---- delivery ---- */
+
+static int send_batch(struct ferry__gcs_sconn *c, const struct ferry__ps_batch *b)
+{
+	struct ferry__gcs_server *srv = c->srv;
+	struct ferry__wire_gcs_publish p = {0};
+	struct ferry__wire_gcs_pub_item *items;
+	int ret;
+
+	items = ferry__calloc(b->count ? b->count : 1, sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->count; i++) {
+		const struct ferry__ps_msg *m = b->msgs[i];
+
+		items[i] = (struct ferry__wire_gcs_pub_item){
+			m->kind, m->channel, m->key, m->key_size, m->seq, m->data, m->size};
+	}
+	p.epoch = b->epoch;
+	p.items = items;
+	p.items_count = b->count;
+	p.watermarks = b->watermarks;
+	p.watermarks_count = FERRY_GCS_CH_COUNT;
+	ret = ferry__wire_gcs_publish_build(&srv->fb, &p);
+	if (ret == 0)
+		ret = ferry__conn_send(c->conn, FERRY__WIRE_MSG_GCS_PUBLISH,
+				       ferry__fb_builder_data(&srv->fb),
+				       ferry__fb_builder_size(&srv->fb));
+	ferry__free(items);
+	return ret;
+}
+
+/* Drain one subscriber. Returns 1 when it was held back and needs a retry. */
+static int drain_one(struct ferry__gcs_sconn *c)
+{
+	struct ferry__gcs_server *srv = c->srv;
+	size_t limit = srv->opts.max_buffered_bytes ? srv->opts.max_buffered_bytes : 8u << 20;
+	struct ferry__ps_batch batch;
+	int ret;
+
+	if (!c->sub || !ferry__ps_pending(c->sub))
+		return 0;
+	if (ferry__conn_queued_bytes(c->conn) > limit)
+		return 1;
+	ret = ferry__ps_drain(c->sub, &batch);
+	if (ret < 0)
+		return 1;
+	ret = send_batch(c, &batch);
+	ferry__ps_batch_release(&batch);
+	/* A batch that could not be sent is gone: closing makes the client resume, which replays
+	 * it from the history or resyncs. */
+	if (ret < 0 && ret != -ENOTCONN) {
+		FLOG_WARN(COMP, "publishing to %s failed: %s", ferry__conn_peer(c->conn),
+			  strerror(-ret));
+		ferry__conn_close(c->conn);
+	}
+	return 0;
+}
+
+static void on_drain_timer(struct ferry__loop_timer *t, int status);
+
+static void drain_all(struct ferry__gcs_server *srv)
+{
+	bool retry = false;
+
+	for (struct ferry__gcs_sconn *c = srv->conns; c; c = c->next)
+		retry |= drain_one(c) > 0;
+	if (retry && !ferry__loop_timer_active(&srv->drain_retry))
+		ferry__loop_timer_start(srv->loop, &srv->drain_retry, DRAIN_RETRY_MS, 0,
+					on_drain_timer);
+}
+
+static void on_drain_post(void *arg, int status)
+{
+	struct ferry__gcs_server *srv = arg;
+
+	srv->drain_posted = false;
+	if (status == 0)
+		drain_all(srv);
+}
+
+static void on_drain_timer(struct ferry__loop_timer *t, int status)
+{
+	if (status == 0)
+		drain_all(t->data);
+}
+
+static void on_ready(void *arg, struct ferry__ps_sub *sub)
+{
+	struct ferry__gcs_server *srv = arg;
+
+	(void)sub;
+	if (!srv->drain_posted && ferry__loop_post(srv->loop, on_drain_post, srv) == 0)
+		srv->drain_posted = true;
+}
+
+/* ---- subscriptions ---- */
+
+static int sub_get(struct ferry__gcs_sconn *c, struct ferry__ps_sub **out)
+{
+	struct ferry__gcs_server *srv = c->srv;
+	struct ferry__ps_sub_opts so = {0};
+	int ret;
+
+	if (!c->sub) {
+		so.max_subscriptions = srv->opts.max_subscriptions;
+		so.max_buffered_bytes = srv->opts.max_buffered_bytes;
+		so.ready = on_ready;
+		so.arg = srv;
+		ret = ferry__ps_sub_create(srv->ps, &so, &c->sub);
+		if (ret < 0)
+			return ret;
+	}
+	*out = c->sub;
+	return 0;
+}
+
+int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload)
+{
+	struct ferry__wire_gcs_subscribe_view v = ferry__wire_gcs_subscribe_root_verified(payload);
+	uint64_t seq = ferry__wire_gcs_subscribe_seq(v);
+	unsigned channel = ferry__wire_gcs_subscribe_channel(v);
+	const uint8_t *key = ferry__wire_gcs_subscribe_key_data(v);
+	size_t key_size = ferry__wire_gcs_subscribe_key_count(v);
+	bool resume = ferry__wire_gcs_subscribe_resume(v);
+	struct ferry__ps_sub *sub;
+	int ret;
+
+	if (channel >= FERRY_GCS_CH_COUNT || key_size > FERRY__PS_KEY_MAX) {
+		FLOG_WARN(COMP, "subscribe to channel %u with a %zu-byte key refused", channel,
+			  key_size);
+		return -EPROTO;
+	}
+	ret = sub_get(c, &sub);
+	if (ret == 0)
+		ret = ferry__ps_subscribe(sub, channel, key, key_size,
+					  resume ? 0 : FERRY__PS_WANT_SNAPSHOT);
+	if (ret >= 0 && resume)
+		ret = ferry__ps_resume(sub, channel, ferry__wire_gcs_subscribe_epoch(v),
+				       ferry__wire_gcs_subscribe_last_seq(v));
+	ferry__gcs_srv_reply(c, seq, ret < 0 ? ret : 0, NULL, 0, ferry__ps_epoch(c->srv->ps));
+	if (ret >= 0)
+		on_ready(c->srv, sub);
+	return 0;
+}
+
+int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv)
+{
+	struct ferry__ps_opts po = {0};
+
+	po.max_subscriptions = srv->opts.max_subscriptions;
+	po.max_buffered_bytes = srv->opts.max_buffered_bytes;
+	po.snapshot = on_snapshot;
+	po.snapshot_arg = srv;
+	srv->drain_retry.data = srv;
+	return ferry__ps_create(&po, &srv->ps);
+}
+
+void ferry__gcs_srv_pubsub_fini(struct ferry__gcs_server *srv)
+{
+	if (ferry__loop_timer_active(&srv->drain_retry))
+		ferry__loop_timer_stop(&srv->drain_retry);
+	for (struct ferry__gcs_sconn *c = srv->conns; c; c = c->next) {
+		ferry__ps_sub_destroy(c->sub);
+		c->sub = NULL;
+	}
+	ferry__ps_destroy(srv->ps);
+	srv->ps = NULL;
+}

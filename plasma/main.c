@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ferry-plasma: the object store as a process of its own. Serves the store on a Unix socket
+ * until SIGINT or SIGTERM, then closes every connection and removes the socket; the shared
+ * memory goes with the last client's mapping (memfds: nothing stale is left behind).
+ * Settings come from FERRY_* variables (ferry_config_load()) with the flags on top.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ferry/config.h>
+
+#include "plasma/server.h"
+#include "plasma/store.h"
+
+static const char usage[] =
+	"usage: ferry-plasma [--socket PATH] [--memory SIZE] [--spill-dir DIR | --no-spill]\n"
+	"                    [--spill-threshold PCT] [--spill-max SIZE] [--hugepages MODE]\n"
+	"                    [--max-clients N] [--no-prefault] [--log SPEC]\n"
+	"  --socket PATH          Unix socket to serve (FERRY_PLASMA_SOCKET)\n"
+	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30%% of RAM)\n"
+	"  --spill-dir DIR        where primaries spill under pressure (FERRY_SPILL_DIR)\n"
+	"  --no-spill             never spill: a full store answers -ENOSPC\n"
+	"  --spill-threshold PCT  usage that starts spilling (FERRY_SPILL_THRESHOLD)\n"
+	"  --spill-max SIZE       spill space allowed (default: the disk's)\n"
+	"  --hugepages MODE       auto, off or require (default auto)\n"
+	"  --max-clients N        client slots, at most 127 (default 63)\n"
+	"  --no-prefault          leave arena pages to first touch (faster start, slower puts)\n"
+	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n";
+
+struct args {
+	struct ferry_config cfg;	       /* defaults and FERRY_* */
+	struct ferry__plasma_server_opts opts; /* what the server gets */
+	bool no_spill;			       /* --no-spill */
+};
+
+static int parse_hugepages(const char *mode, enum ferry_plasma_hugepages *out)
+{
+	if (!strcmp(mode, "auto"))
+		*out = FERRY_PLASMA_HUGEPAGES_AUTO;
+	else if (!strcmp(mode, "off"))
+		*out = FERRY_PLASMA_HUGEPAGES_OFF;
+	else if (!strcmp(mode, "require"))
+		*out = FERRY_PLASMA_HUGEPAGES_REQUIRE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_option(struct args *a, int opt, const char *arg)
+{
+	char *end;
+	unsigned long n;
+
+	switch (opt) {
+	case 's':
+		return ferry_config_set(&a->cfg, "plasma_socket", arg);
+	case 'm':
+		return ferry_config_set(&a->cfg, "plasma_memory", arg);
+	case 'd':
+		return ferry_config_set(&a->cfg, "spill_dir", arg);
+	case 'n':
+		a->no_spill = true;
+		return 0;
+	case 't':
+		return ferry_config_set(&a->cfg, "spill_threshold", arg);
+	case 'x':
+		return ferry_parse_size(arg, &a->opts.spill_max_bytes);
+	case 'h':
+		return parse_hugepages(arg, &a->opts.hugepages);
+	case 'c':
+		n = strtoul(arg, &end, 10);
+		if (*end || n < 1 || n > 127)
+			return -EINVAL;
+		a->opts.max_clients = (uint32_t)n + 1; /* plus the store's own slot */
+		return 0;
+	case 'p':
+		a->opts.store_flags |= FERRY__PLASMA_STORE_NO_PREFAULT;
+		return 0;
+	case 'l':
+		return ferry_log_configure(arg);
+	default:
+		return -EINVAL;
+	}
+}
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option longopts[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"memory", required_argument, NULL, 'm'},
+		{"spill-dir", required_argument, NULL, 'd'},
+		{"no-spill", no_argument, NULL, 'n'},
+		{"spill-threshold", required_argument, NULL, 't'},
+		{"spill-max", required_argument, NULL, 'x'},
+		{"hugepages", required_argument, NULL, 'h'},
+		{"max-clients", required_argument, NULL, 'c'},
+		{"no-prefault", no_argument, NULL, 'p'},
+		{"log", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, '?'},
+		{NULL, 0, NULL, 0},
+	};
+	int opt;
+
+	if (ferry_config_load(&a->cfg) < 0)
+		return -EINVAL; /* the log said which variable */
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == '?' || parse_option(a, opt, optarg) < 0) {
+			if (opt != '?')
+				fprintf(stderr, "ferry-plasma: bad value for --%s: %s\n",
+					argv[optind - 1] + 2, optarg);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ferry-plasma: unexpected argument %s\n", argv[optind]);
+		return -EINVAL;
+	}
+	a->opts.socket_path = a->cfg.plasma_socket;
+	a->opts.memory_bytes = a->cfg.plasma_memory_bytes;
+	a->opts.spill_dir = a->no_spill ? NULL : a->cfg.spill_dir;
+	a->opts.spill_threshold_pct = a->cfg.spill_threshold_pct;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = {0};
+	struct ferry__plasma_server *srv;
+	sigset_t stop;
+	int sig, r;
+
+	if (parse_args(argc, argv, &a) < 0) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	/* Blocked in every thread (the loop's inherits the mask): main takes them in sigwait. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	r = ferry__plasma_server_start_new(&a.opts, &srv);
+	if (r < 0) {
+		fprintf(stderr, "ferry-plasma: cannot start: %s\n", ferry_strerror(r));
+		return 1;
+	}
+	/* Readiness for whoever started us: the socket accepts connections from now on. */
+	printf("ferry-plasma: serving %s (pid %d, %" PRIu64 " MiB arena)\n", a.opts.socket_path,
+	       (int)getpid(),
+	       ferry__plasma_store_arena(ferry__plasma_server_store(srv))->size >> 20);
+	fflush(stdout);
+	do
+		r = sigwait(&stop, &sig);
+	while (r == EINTR);
+	ferry__plasma_server_destroy(srv);
+	return 0;
+}

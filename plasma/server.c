@@ -1,0 +1,499 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plasma store server: lifecycle, the Unix socket, clients coming and going, request
+ * dispatch and the periodic tick.
+ *
+ * DESIGN
+ * Threads: one. The loop thread (started by ferry__plasma_server_start(), or the thread that
+ * calls ferry__plasma_server_run()) runs every callback and every store call. Clients in other
+ * processes meanwhile get, release, create small objects and seal through shared memory.
+ *
+ * Protocol (schema/plasma.fbs): a client connects, sends PlasmaConnect, and gets
+ * PlasmaConnectReply with the arena and index fds (SCM_RIGHTS), its client slot and an arena
+ * chunk. From then on the socket carries only what must block or change the store's layout:
+ * creates too large for the chunk (or that refill it), aborts, gets and waits for objects not
+ * sealed yet (answered when they are, or at their timeout), deletes, evictions, listings and
+ * figures, and notices (seq 0, no reply) of seals and releases made in shared memory. There is
+ * no handshake frame: the socket's file permissions are the access control, and the layout
+ * version in the reply guards against a mismatched client. Requests on one connection are
+ * answered in order, except gets and waits, which are answered when satisfied.
+ *
+ * Failure: a malformed frame or message (the connection layer verifies every payload) or a
+ * request that breaks the protocol (before PlasmaConnect, a reply type, another subsystem's
+ * message) is logged and closes that connection; the store keeps serving the others. When a
+ * connection closes for any reason, the store gives back the pins it held for the client,
+ * drops its waits, and reclaims its slot: its pins in shared memory are cleared, the objects it
+ * was creating are aborted and its chunk retired (ferry__plasma_store_client_retire()). The slot
+ * is given to a newcomer only once the client said goodbye (PlasmaDisconnect) or its process is
+ * gone (or a zombie): a live process whose connection closed may still write to its slot.
+ * Reclaim needs the index's writer lock; if a live client holds it too long, it is retried on
+ * the next tick, as is the check for the process.
+ *
+ * Tick (every tick_ms): free deferred deletes (a client whose release emptied a deleted
+ * object's pins may not have told us), spill past the threshold, finish parked slots, re-check
+ * pending waits if any seal happened since the last look (a safety net: sealers notify).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "plasma/server_int.h"
+
+#define DEFAULT_TICK_MS 100u
+#define DEFAULT_CHUNK_BYTES (1ull << 20)
+#define MIN_CHUNK_BYTES (16ull << 10)
+
+static const char comp[] = "plasma";
+
+/* ---- replies ---- */
+
+int ferry__plasma_send(struct ferry__plasma_pclient *c, uint16_t type, int built)
+{
+	struct ferry__fb_builder *fb = &c->srv->fb;
+	int r = built;
+
+	if (r == 0 && c->conn)
+		r = ferry__conn_send(c->conn, type, ferry__fb_builder_data(fb),
+				     ferry__fb_builder_size(fb));
+	if (r < 0) {
+		FLOG_ERROR(comp, "server: cannot send %s to pid %d: %s",
+			   ferry__wire_message_name(type), c->pid, ferry_strerror(r));
+		c->closing = true;
+		if (c->conn)
+			ferry__conn_close(c->conn);
+		return r;
+	}
+	c->replies++;
+	return 0;
+}
+
+void ferry__plasma_reply_status(struct ferry__plasma_pclient *c, uint64_t seq, int status)
+{
+	struct ferry__wire_plasma_status_reply m = {.seq = seq, .status = status};
+
+	ferry__plasma_send(c, FERRY__WIRE_MSG_PLASMA_STATUS_REPLY,
+			   ferry__wire_plasma_status_reply_build(&c->srv->fb, &m));
+}
+
+void ferry__plasma_fail(struct ferry__plasma_pclient *c, const char *why)
+{
+	FLOG_ERROR(comp, "server: client %s (pid %d): %s; closing the connection",
+		   c->conn ? ferry__conn_peer(c->conn) : "(test)", c->pid, why);
+	c->closing = true;
+	if (c->conn)
+		ferry__conn_close(c->conn);
+}
+
+/* ---- dispatch ---- */
+
+typedef void (*handler_fn)(struct ferry__plasma_pclient *c, const void *payload);
+
+static handler_fn handler_for(uint16_t type)
+{
+	switch (type) {
+	case FERRY__WIRE_MSG_PLASMA_CONNECT:
+		return ferry__plasma_on_connect;
+	case FERRY__WIRE_MSG_PLASMA_DISCONNECT:
+		return ferry__plasma_on_disconnect;
+	case FERRY__WIRE_MSG_PLASMA_CREATE:
+		return ferry__plasma_on_create;
+	case FERRY__WIRE_MSG_PLASMA_SEAL:
+		return ferry__plasma_on_seal;
+	case FERRY__WIRE_MSG_PLASMA_ABORT:
+		return ferry__plasma_on_abort;
+	case FERRY__WIRE_MSG_PLASMA_RELEASE:
+		return ferry__plasma_on_release;
+	case FERRY__WIRE_MSG_PLASMA_DELETE:
+		return ferry__plasma_on_delete;
+	case FERRY__WIRE_MSG_PLASMA_CONTAINS:
+		return ferry__plasma_on_contains;
+	case FERRY__WIRE_MSG_PLASMA_GET:
+		return ferry__plasma_on_get;
+	case FERRY__WIRE_MSG_PLASMA_WAIT:
+		return ferry__plasma_on_wait;
+	case FERRY__WIRE_MSG_PLASMA_EVICT:
+		return ferry__plasma_on_evict;
+	case FERRY__WIRE_MSG_PLASMA_LIST:
+		return ferry__plasma_on_list;
+	case FERRY__WIRE_MSG_PLASMA_STATS:
+		return ferry__plasma_on_stats;
+	default:
+		return NULL;
+	}
+}
+
+void ferry__plasma_handle(struct ferry__plasma_pclient *c, uint16_t type, const void *payload,
+			  size_t len)
+{
+	handler_fn fn = handler_for(type);
+	char why[96];
+
+	(void)len;
+	if (c->closing)
+		return;
+	if (type == FERRY__WIRE_MSG_PLASMA_SUBSCRIBE) {
+		struct ferry__wire_plasma_subscribe_view v =
+			ferry__wire_plasma_subscribe_root_verified(payload);
+
+		ferry__plasma_reply_status(c, ferry__wire_plasma_subscribe_seq(v), -EOPNOTSUPP);
+		return;
+	}
+	if (!fn) {
+		snprintf(why, sizeof(why), "%s (type %u) is not a plasma request",
+			 ferry__wire_message_name(type), type);
+		ferry__plasma_fail(c, why);
+		return;
+	}
+	if ((c->slot == FERRY__PLASMA_NO_SLOT) != (type == FERRY__WIRE_MSG_PLASMA_CONNECT)) {
+		snprintf(why, sizeof(why), "%s %s PlasmaConnect", ferry__wire_message_name(type),
+			 c->slot == FERRY__PLASMA_NO_SLOT ? "before" : "after");
+		ferry__plasma_fail(c, why);
+		return;
+	}
+	fn(c, payload);
+}
+
+/* ---- clients ---- */
+
+struct ferry__plasma_pclient *ferry__plasma_client_new(struct ferry__plasma_server *srv,
+						       struct ferry__conn *conn)
+{
+	struct ferry__plasma_pclient *c = ferry__calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->srv = srv;
+	c->conn = conn;
+	c->slot = FERRY__PLASMA_NO_SLOT;
+	ferry__hashmap_init(&c->pins, sizeof(struct ferry_object_id),
+			    sizeof(struct ferry__plasma_store_pin));
+	c->next = srv->clients;
+	if (srv->clients)
+		srv->clients->prev = c;
+	srv->clients = c;
+	return c;
+}
+
+/* Is process @pid gone, or a zombie (it runs no code any more)? */
+static bool process_gone(int pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the state follows the command name, which may hold anything */
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static void park(struct ferry__plasma_server *srv, struct ferry__plasma_parked p)
+{
+	struct ferry__plasma_parked *grown =
+		ferry__realloc(srv->parked, (srv->nparked + 1) * sizeof(*grown));
+
+	if (!grown) {
+		FLOG_ERROR(comp, "server: client slot %u leaked (no memory to track it)", p.slot);
+		return;
+	}
+	srv->parked = grown;
+	srv->parked[srv->nparked++] = p;
+}
+
+/* One step for a parked slot. Returns true when it is done with. */
+static bool unpark(struct ferry__plasma_server *srv, struct ferry__plasma_parked *p)
+{
+	int r = 0;
+
+	if (!p->retired) {
+		r = ferry__plasma_store_client_retire(srv->store, p->slot);
+		p->retired = r == 0;
+	}
+	if (p->retired && (p->clean || process_gone(p->pid)))
+		r = ferry__plasma_store_client_remove(srv->store, p->slot);
+	else if (p->retired)
+		return false; /* its process still runs */
+	if (r != -EAGAIN)
+		return p->retired || r < 0;
+	FLOG_WARN(comp, "server: client slot %u: writer lock busy, reclaim retried later",
+		  p->slot);
+	return false;
+}
+
+/*
+ * Give a departed client's slot back. Its pins and unsealed objects are reclaimed at once; the
+ * slot itself is reused only once the client left cleanly or its process is gone: a process
+ * whose connection we closed (say, for a malformed request) may still write to its slot, and
+ * must not share it with a newcomer. Lock timeouts and live processes are retried on the tick.
+ */
+static void release_slot(struct ferry__plasma_server *srv, uint32_t slot, int pid, bool clean)
+{
+	struct ferry__plasma_parked p = {.slot = slot, .pid = pid, .clean = clean};
+
+	if (!unpark(srv, &p))
+		park(srv, p);
+}
+
+void ferry__plasma_client_leave(struct ferry__plasma_pclient *c, bool clean)
+{
+	ferry__plasma_waits_cancel(c);
+	ferry__plasma_unpin_all(c);
+	if (c->slot != FERRY__PLASMA_NO_SLOT)
+		release_slot(c->srv, c->slot, c->pid, clean || !c->conn);
+	c->slot = FERRY__PLASMA_NO_SLOT;
+}
+
+void ferry__plasma_client_free(struct ferry__plasma_pclient *c)
+{
+	struct ferry__plasma_server *srv = c->srv;
+
+	ferry__plasma_client_leave(c, false);
+	ferry__hashmap_fini(&c->pins);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	ferry__free(c);
+}
+
+static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
+{
+	ferry__plasma_handle(ferry__conn_data(conn), type, payload, len);
+}
+
+static void on_close(struct ferry__conn *conn, int err)
+{
+	struct ferry__plasma_pclient *c = ferry__conn_data(conn);
+
+	if (c->slot != FERRY__PLASMA_NO_SLOT)
+		FLOG_INFO(comp, "server: client pid %d (slot %u) gone: %s", c->pid, c->slot,
+			  err ? ferry_strerror(err) : "closed");
+	ferry__plasma_client_free(c);
+}
+
+static const struct ferry__conn_callbacks client_callbacks = {
+	.on_message = on_message,
+	.on_close = on_close,
+};
+
+static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
+		      const void *handshake, size_t len)
+{
+	struct ferry__plasma_pclient *c =
+		ferry__plasma_client_new(ferry__conn_server_data(server), conn);
+
+	(void)handshake;
+	(void)len;
+	if (!c) {
+		FLOG_ERROR(comp, "server: no memory for a new client");
+		ferry__conn_close(conn);
+		return;
+	}
+	ferry__conn_set_callbacks(conn, &client_callbacks, c);
+}
+
+/* ---- tick ---- */
+
+static void on_tick(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__plasma_server *srv = timer->data;
+	uint64_t seals;
+
+	if (status < 0)
+		return;
+	ferry__plasma_store_tick(srv->store);
+	for (uint32_t i = 0; i < srv->nparked;) {
+		if (unpark(srv, &srv->parked[i]))
+			srv->parked[i] = srv->parked[--srv->nparked];
+		else
+			i++;
+	}
+	seals = atomic_load_explicit(&srv->ix->hdr->seal_seq, memory_order_relaxed);
+	if (srv->waits && seals != srv->waits_seal_seq) {
+		srv->waits_seal_seq = seals;
+		ferry__plasma_waits_recheck(srv);
+	}
+}
+
+/* ---- lifecycle ---- */
+
+static int check_opts(const struct ferry__plasma_server_opts *o)
+{
+	if (o->socket_path && (!o->socket_path[0] || strlen(o->socket_path) >= 108)) {
+		FLOG_ERROR(comp, "server: socket path \"%s\" is empty or longer than 107 bytes",
+			   o->socket_path);
+		return -EINVAL;
+	}
+	if (o->spill_threshold_pct > 100) {
+		FLOG_ERROR(comp, "server: spill threshold %u%% is over 100%%",
+			   o->spill_threshold_pct);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int create_store(struct ferry__plasma_server *srv, const struct ferry__plasma_server_opts *o)
+{
+	struct ferry__plasma_store_opts so = {
+		.memory_bytes = o->memory_bytes,
+		.hugepages = o->hugepages,
+		.max_objects = o->max_objects,
+		.max_clients = o->max_clients,
+		.flags = o->store_flags,
+		.spill_dir = o->spill_dir,
+		.spill_threshold_pct = o->spill_threshold_pct,
+		.spill_max_bytes = o->spill_max_bytes,
+	};
+	uint64_t arena;
+	int r = ferry__plasma_store_create(&so, &srv->store);
+
+	if (r < 0)
+		return r;
+	srv->ix = ferry__plasma_store_index(srv->store);
+	arena = ferry__plasma_store_arena(srv->store)->size;
+	srv->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK_BYTES;
+	srv->chunk_bytes = FERRY_ALIGN_UP(
+		FERRY_MAX(FERRY_MIN(srv->chunk_bytes, arena / 256), MIN_CHUNK_BYTES), 64u);
+	return 0;
+}
+
+static int listen_socket(struct ferry__plasma_server *srv)
+{
+	struct ferry__conn_server_opts so = {
+		.conn = {.cb = &client_callbacks},
+		.on_accept = on_accept,
+		.data = srv,
+		.server_kind = FERRY__WIRE_PEER_KIND_PLASMA_STORE,
+		.server_id = srv->id,
+		.flags = FERRY_CONN_SERVER_NO_HANDSHAKE,
+	};
+	int r;
+
+	if (!srv->socket_path)
+		return 0;
+	r = ferry__conn_server_listen_unix(srv->loop, srv->socket_path, &so, &srv->listener);
+	if (r < 0)
+		FLOG_ERROR(comp, "server: cannot listen on %s: %s", srv->socket_path,
+			   ferry_strerror(r));
+	return r;
+}
+
+int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
+				struct ferry__plasma_server **out)
+{
+	struct ferry__plasma_server *srv;
+	int r = check_opts(opts);
+
+	if (r < 0)
+		return r;
+	srv = ferry__calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	ferry_id_random(srv->id.bytes, sizeof(srv->id.bytes));
+	srv->tick_ms = opts->tick_ms ? opts->tick_ms : DEFAULT_TICK_MS;
+	r = -ENOMEM;
+	if (opts->socket_path && !(srv->socket_path = ferry__strdup(opts->socket_path)))
+		goto err_free_srv;
+	r = create_store(srv, opts);
+	if (r < 0)
+		goto err_free_path;
+	r = ferry__loop_create(NULL, &srv->loop);
+	if (r < 0)
+		goto err_destroy_store;
+	srv->tick.data = srv;
+	r = ferry__loop_timer_start(srv->loop, &srv->tick, srv->tick_ms, srv->tick_ms, on_tick);
+	if (r < 0)
+		goto err_destroy_loop;
+	r = listen_socket(srv);
+	if (r < 0)
+		goto err_destroy_loop;
+	if (srv->socket_path)
+		FLOG_INFO(comp, "server: serving on %s", srv->socket_path);
+	*out = srv;
+	return 0;
+
+err_destroy_loop:
+	ferry__loop_destroy(srv->loop);
+err_destroy_store:
+	ferry__plasma_store_destroy(srv->store);
+err_free_path:
+	ferry__free(srv->socket_path);
+err_free_srv:
+	ferry__free(srv);
+	return r;
+}
+
+static void *loop_thread(void *arg)
+{
+	struct ferry__plasma_server *srv = arg;
+	int r = ferry__loop_run(srv->loop);
+
+	if (r < 0)
+		FLOG_ERROR(comp, "server: loop failed: %s", ferry_strerror(r));
+	return NULL;
+}
+
+int ferry__plasma_server_start(struct ferry__plasma_server *srv)
+{
+	int r = pthread_create(&srv->thread, NULL, loop_thread, srv);
+
+	if (r) {
+		FLOG_ERROR(comp, "server: cannot start its thread: %s", ferry_strerror(-r));
+		return -r;
+	}
+	srv->threaded = true;
+	return 0;
+}
+
+int ferry__plasma_server_run(struct ferry__plasma_server *srv)
+{
+	return ferry__loop_run(srv->loop);
+}
+
+void ferry__plasma_server_stop(struct ferry__plasma_server *srv)
+{
+	ferry__loop_stop(srv->loop);
+	if (srv->threaded) {
+		pthread_join(srv->thread, NULL);
+		srv->threaded = false;
+	}
+}
+
+void ferry__plasma_server_destroy(struct ferry__plasma_server *srv)
+{
+	if (!srv)
+		return;
+	ferry__plasma_server_stop(srv);
+	/* Closes every connection: their on_close cleans each client up against the store. */
+	ferry__loop_destroy(srv->loop);
+	while (srv->clients)
+		ferry__plasma_client_free(srv->clients); /* clients without a connection */
+	ferry__fb_builder_fini(&srv->fb);
+	ferry__plasma_store_destroy(srv->store);
+	ferry__free(srv->parked);
+	ferry__free(srv->socket_path);
+	ferry__free(srv);
+}
+
+struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv)
+{
+	return srv->store;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plasma store server: the store core (plasma/store.h) behind a Unix socket, on its own
+ * io_uring loop. ferry-plasma (plasma/main.c) runs one; the node daemon embeds one.
+ *
+ * Thread model: create/start/stop/destroy from one controlling thread. While started, the
+ * server's own thread runs the loop and every store call; nothing else touches the store.
+ */
+#ifndef FERRY_PLASMA_SERVER_H
+#define FERRY_PLASMA_SERVER_H
+
+#include <stdint.h>
+
+#include <ferry/plasma.h>
+
+struct ferry__plasma_server;
+
+struct ferry__plasma_server_opts {
+	const char *socket_path;	       /* Unix socket; NULL: no listener (tests, fuzz) */
+	uint64_t memory_bytes;		       /* arena; 0: ferry_plasma_default_memory_bytes() */
+	enum ferry_plasma_hugepages hugepages; /* arena page policy */
+	const char *spill_dir;		       /* spill primaries here; NULL: never spill */
+	uint32_t spill_threshold_pct;	       /* usage that starts spilling; 0: 80 */
+	uint64_t spill_max_bytes;	       /* spill space allowed; 0: the disk's */
+	uint32_t max_clients;		       /* client slots incl. the store's; 0: 64 */
+	uint32_t max_objects;		       /* 0: one per 64 KiB of arena, 4096 .. 2^20 */
+	uint64_t chunk_bytes;		       /* default client chunk; 0: 1 MiB, <= arena/256 */
+	uint32_t tick_ms;		       /* collect / spill check period; 0: 100 */
+	unsigned store_flags;		       /* FERRY__PLASMA_STORE_* (tests: NO_PREFAULT) */
+};
+
+/*
+ * ferry__plasma_server_create() - create the store and the loop and start listening (the socket
+ * path is replaced if a dead server left it). Nothing is served until start() or run().
+ * Returns 0, -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or -errno from the store or
+ * the loop. *@out is written only on success.
+ */
+int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
+				struct ferry__plasma_server **out);
+
+/* ferry__plasma_server_start() - run the loop on a new thread. Returns 0 or -errno. */
+int ferry__plasma_server_start(struct ferry__plasma_server *srv);
+
+/* ferry__plasma_server_run() - run the loop on this thread until ferry__plasma_server_stop().
+ * Returns 0 or -errno from the loop. */
+int ferry__plasma_server_run(struct ferry__plasma_server *srv);
+
+/* ferry__plasma_server_stop() - make run() return (any thread, async-signal-unsafe), or stop
+ * and join the thread of start(). */
+void ferry__plasma_server_stop(struct ferry__plasma_server *srv);
+
+/*
+ * ferry__plasma_server_destroy() - stop if running, close every connection (their clients are
+ * cleaned up as if they had died), unlink the socket, free the store: no shared memory
+ * remains once the clients unmap it. Accepts NULL.
+ */
+void ferry__plasma_server_destroy(struct ferry__plasma_server *srv);
+
+/* Convenience: create + start. */
+static inline int ferry__plasma_server_start_new(const struct ferry__plasma_server_opts *opts,
+						 struct ferry__plasma_server **out)
+{
+	struct ferry__plasma_server *srv;
+	int r = ferry__plasma_server_create(opts, &srv);
+
+	if (r < 0)
+		return r;
+	r = ferry__plasma_server_start(srv);
+	if (r < 0) {
+		ferry__plasma_server_destroy(srv);
+		return r;
+	}
+	*out = srv;
+	return 0;
+}
+
+/* The store (tests only: touch it only while the server is not running). */
+struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
+
+#endif

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Private state of the plasma server, shared by server.c (lifecycle, connections, dispatch,
+ * client cleanup), server_ops.c (the request handlers) and server_wait.c (gets and waits that
+ * block until objects are sealed). Tests and the fuzz target use the client hooks at the end to
+ * drive requests without a socket.
+ */
+#ifndef FERRY_PLASMA_SERVER_INT_H
+#define FERRY_PLASMA_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "common/conn.h"
+#include "common/hashmap.h"
+#include "common/loop.h"
+#include "common/wire.h"
+#include "plasma/server.h"
+#include "plasma/store.h"
+
+#define FERRY__PLASMA_NO_SLOT UINT32_MAX
+
+/* Pins the store holds on a client's behalf (a get that went through the socket), by ID. */
+struct ferry__plasma_store_pin {
+	uint32_t index; /* entry slot */
+	uint32_t gen;	/* entry generation */
+	uint32_t count; /* pins held for this client */
+};
+
+/* One connected client. */
+struct ferry__plasma_pclient {
+	struct ferry__plasma_server *srv;   /* owner */
+	struct ferry__conn *conn;	    /* its socket; NULL for a test or fuzz client */
+	struct ferry__plasma_pclient *prev; /* in the server's client list */
+	struct ferry__plasma_pclient *next; /* same */
+	struct ferry__hashmap pins;	    /* ObjectID -> struct ferry__plasma_store_pin */
+	uint32_t slot;			    /* index client slot; NO_SLOT before PlasmaConnect */
+	int pid;			    /* its process, as it said (logs) */
+	bool closing;			    /* a protocol error closed it: ignore what follows */
+	uint64_t replies;		    /* messages sent to it (tests) */
+};
+
+/* One object of a pending get or wait. */
+struct ferry__plasma_wait_item {
+	struct ferry_object_id id;	 /* requested ID */
+	int status;			 /* 1 pending; 0 done (pinned for a get); or -errno */
+	struct ferry__plasma_object obj; /* get: what was pinned */
+};
+
+/* A PlasmaGet or PlasmaWait that waits for seals. */
+struct ferry__plasma_wait {
+	struct ferry__plasma_wait *prev;	/* in the server's list */
+	struct ferry__plasma_wait *next;	/* same */
+	struct ferry__plasma_pclient *client;	/* who asked */
+	struct ferry__loop_timer timer;		/* its timeout, if any */
+	uint64_t seq;				/* request seq, echoed */
+	uint16_t type;				/* FERRY__WIRE_MSG_PLASMA_GET or _WAIT */
+	uint32_t n;				/* items */
+	uint32_t pending;			/* items still waiting */
+	uint32_t want;				/* wait: answer once this many are sealed */
+	bool counted;				/* counted in the index's seal_waiters */
+	struct ferry__plasma_wait_item items[]; /* n of them */
+};
+
+/* The slot of a departed client, not reusable yet (server.c, release_slot()). */
+struct ferry__plasma_parked {
+	uint32_t slot; /* client slot */
+	int pid;       /* its process */
+	bool clean;    /* it said goodbye: reuse once reclaimed, whatever the process does */
+	bool retired;  /* its pins and objects are reclaimed */
+};
+
+struct ferry__plasma_server {
+	char *socket_path;		       /* copied; NULL: no listener */
+	struct ferry__plasma_store *store;     /* the store core */
+	struct ferry__plasma_index *ix;	       /* its index */
+	struct ferry__loop *loop;	       /* everything runs on it */
+	struct ferry__conn_server *listener;   /* Unix socket server */
+	struct ferry__loop_timer tick;	       /* collect, spill, parked slots, wait re-checks */
+	struct ferry__fb_builder fb;	       /* replies are built here */
+	struct ferry__plasma_pclient *clients; /* connected clients */
+	struct ferry__plasma_wait *waits;      /* pending gets and waits */
+	struct ferry__plasma_parked *parked;   /* departed clients' slots not reusable yet */
+	uint32_t nparked;		       /* entries in parked */
+	uint64_t chunk_bytes;		       /* default chunk for a client */
+	uint64_t waits_seal_seq;	       /* the index's seal_seq at the last re-check */
+	uint32_t tick_ms;		       /* tick period */
+	struct ferry__wire_unique_id id;       /* this store instance */
+	pthread_t thread;		       /* start(): the loop's thread */
+	bool threaded;			       /* thread is running */
+};
+
+/* server.c */
+
+/* Send what srv->fb holds as @type (@built: the build's result). Returns 0 or -errno (the
+ * client is then closed). */
+int ferry__plasma_send(struct ferry__plasma_pclient *c, uint16_t type, int built);
+/* A request broke the protocol: log it with @why and close the client. */
+void ferry__plasma_fail(struct ferry__plasma_pclient *c, const char *why);
+void ferry__plasma_reply_status(struct ferry__plasma_pclient *c, uint64_t seq, int status);
+
+/* Client hooks (also for tests and the fuzz target: @conn NULL drops the replies). */
+struct ferry__plasma_pclient *ferry__plasma_client_new(struct ferry__plasma_server *srv,
+						       struct ferry__conn *conn);
+/* Give back everything the client holds (pins, waits, slot); it stays, unconnected. @clean: it
+ * said goodbye (its slot may be reused at once). */
+void ferry__plasma_client_leave(struct ferry__plasma_pclient *c, bool clean);
+/* Leave, then free it. */
+void ferry__plasma_client_free(struct ferry__plasma_pclient *c);
+/* Handle one request whose payload ferry__wire_verify() accepted. */
+void ferry__plasma_handle(struct ferry__plasma_pclient *c, uint16_t type, const void *payload,
+			  size_t len);
+
+/* server_ops.c: one handler per request type (payload verified). */
+void ferry__plasma_on_connect(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_disconnect(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_create(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_seal(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_abort(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_release(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_delete(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_contains(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_evict(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_stats(struct ferry__plasma_pclient *c, const void *payload);
+/* Drop @n pins the store holds for @c on @id. Returns 0 or -ENOENT (it holds fewer). */
+int ferry__plasma_unpin(struct ferry__plasma_pclient *c, const struct ferry_object_id *id,
+			uint32_t n);
+/* Give back every pin the store holds for @c. */
+void ferry__plasma_unpin_all(struct ferry__plasma_pclient *c);
+
+/* server_wait.c */
+void ferry__plasma_on_get(struct ferry__plasma_pclient *c, const void *payload);
+void ferry__plasma_on_wait(struct ferry__plasma_pclient *c, const void *payload);
+/* Object @id was sealed: answer the waits it completes. */
+void ferry__plasma_waits_sealed(struct ferry__plasma_server *srv, const struct ferry_object_id *id);
+/* Look at every pending item again (a seal we were not told about; from the tick). */
+void ferry__plasma_waits_recheck(struct ferry__plasma_server *srv);
+/* Drop @c's waits without answering (it is going away). */
+void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c);
+/* Pin @id through the store's slot for @c. Returns 0, -ENOENT, -EINPROGRESS, -ENODATA, ... */
+int ferry__plasma_pin_for(struct ferry__plasma_pclient *c, const struct ferry_object_id *id,
+			  struct ferry__plasma_object *out);
+
+#endif

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Spill files: where the store writes sealed primary copies when memory runs short, and where
+ * it reads them back from when a client asks for one.
+ *
+ * DESIGN
+ * Files are anonymous (O_TMPFILE, or created and unlinked at once) in the spill directory, so
+ * they vanish with the store even when it crashes: nothing stale is left on disk. One write
+ * batch becomes one file: small objects are fused, packed at 64-byte boundaries (the gaps are
+ * written as zeros so that the file is one contiguous stream). The stream goes out as gathered
+ * writes (IORING_OP_WRITEV, at most 1024 iovecs and 8 MiB each), up to 32 in flight on the
+ * module's own io_uring, then one fdatasync: a batch is on disk when the call returns, which is
+ * also what the benchmark's disk limit measures. The file's pages are then dropped from the page
+ * cache (POSIX_FADV_DONTNEED): spilled bytes must really leave memory. The file's space is
+ * reserved first with fallocate, so a full disk is found before any byte is written.
+ * A dropped object's range is punched out of its file (best effort); the file is closed, and
+ * its space given back, when its last object is dropped.
+ *
+ * The calls are synchronous: the store's thread waits for the disk. Clients keep reading and
+ * creating through shared memory meanwhile; only requests that need the store wait.
+ *
+ * Thread model: one thread (the store's) calls everything.
+ */
+#ifndef FERRY_PLASMA_SPILL_H
+#define FERRY_PLASMA_SPILL_H
+
+#include <stdint.h>
+
+struct ferry__plasma_spill;
+
+struct ferry__plasma_spill_opts {
+	const char *dir;    /* directory of the spill files (created if missing) */
+	uint64_t max_bytes; /* spill space allowed (a quota); 0: as much as the disk has */
+};
+
+/* One object of a write batch. */
+struct ferry__plasma_spill_item {
+	const void *data; /* in: its bytes (data then metadata) */
+	uint64_t size;	  /* in: how many */
+	uint32_t file;	  /* out: the file that holds it */
+	uint64_t offset;  /* out: where in the file */
+};
+
+struct ferry__plasma_spill_stats {
+	uint64_t files;		/* open spill files */
+	uint64_t disk_bytes;	/* their total size (counted against max_bytes) */
+	uint64_t live_objects;	/* objects in them not dropped yet */
+	uint64_t live_bytes;	/* their bytes */
+	uint64_t written_bytes; /* object bytes written since start */
+	uint64_t read_bytes;	/* object bytes read back since start */
+	uint64_t batches;	/* write batches since start */
+	uint64_t errors;	/* failed batches and reads since start */
+};
+
+/*
+ * ferry__plasma_spill_create() - a spill area in @opts->dir (created with mode 0700 if
+ * missing) with its own io_uring. Returns 0, -EINVAL (no directory given, logged), -ENOMEM,
+ * or -errno from mkdir/io_uring_queue_init (logged). *@out is written only on success.
+ */
+int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,
+			       struct ferry__plasma_spill **out);
+
+/* ferry__plasma_spill_destroy() - close every file (their space goes back). Accepts NULL. */
+void ferry__plasma_spill_destroy(struct ferry__plasma_spill *sp);
+
+/*
+ * ferry__plasma_spill_write() - write @n items into one new file, durably (fdatasync), and
+ * fill in each item's file and offset. The data must not change during the call.
+ * Returns 0, or on failure nothing is kept (the file is closed): -ENOSPC (disk full, quota, or
+ * max_bytes reached; logged), -ENOMEM, -EINVAL (@n is 0), -EIO or another -errno of the write.
+ */
+int ferry__plasma_spill_write(struct ferry__plasma_spill *sp,
+			      struct ferry__plasma_spill_item *items, uint32_t n);
+
+/*
+ * ferry__plasma_spill_read() - read @size bytes at @offset of @file into @dst.
+ * Returns 0, -EINVAL (no such file or range, logged), -EIO (short file) or -errno of the read.
+ */
+int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
+			     void *dst, uint64_t size);
+
+/* ferry__plasma_spill_drop() - the object at @offset (@size bytes) of @file is no longer
+ * needed (restored or deleted). The file closes when its last object goes. */
+void ferry__plasma_spill_drop(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
+			      uint64_t size);
+
+void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
+			       struct ferry__plasma_spill_stats *out);
+
+/* ferry__plasma_spill_inject() - tests: the next write batch fails with @write_err and the
+ * next read with @read_err (negative errnos; 0 leaves that one alone). Once each. */
+void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err);
+
+#endif

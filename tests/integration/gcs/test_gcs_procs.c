@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Integration tests of the GCS: the real ferry-gcs process (path in FERRY_GCS_BIN) and clients
+ * over loopback TCP: KV, pub/sub between clients, a killed subscriber, a GCS restarted on its
+ * WAL under live clients, node death, two shards, a wrong token and a malformed frame.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <ferry/gcs.h>
+
+#include "common/alloc.h"
+#include "common/frame.h"
+#include "common/wire.h"
+#include "tests/harness/ftest.h"
+
+#define TOKEN "integration-token"
+
+struct gcs_proc {
+	pid_t pid;     /* the server */
+	uint16_t port; /* where it listens */
+};
+
+static const char *token_file(void)
+{
+	static char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
+	f = fopen(path, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs(TOKEN "\n", f);
+	fclose(f);
+	return path;
+}
+
+/* Start ferry-gcs with @extra arguments (NULL-terminated); its port line, or 0 if it exited. */
+static struct gcs_proc gcs_try_start(uint16_t port, const char *const *extra)
+{
+	const char *bin = getenv("FERRY_GCS_BIN");
+	const char *argv[16];
+	char port_s[16], line[128];
+	struct gcs_proc p = {0};
+	int out[2], n = 0, status;
+	FILE *f;
+
+	if (!bin)
+		ftest_skip("FERRY_GCS_BIN not set");
+	snprintf(port_s, sizeof(port_s), "%u", port);
+	argv[n++] = bin;
+	argv[n++] = "--port";
+	argv[n++] = port_s;
+	argv[n++] = "--token-file";
+	argv[n++] = token_file();
+	for (; extra && *extra; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	ftest_assert_ok(pipe(out));
+	p.pid = fork();
+	ftest_assert_int_ge(p.pid, 0);
+	if (p.pid == 0) {
+		char *cargv[16];
+
+		for (int i = 0; i <= n; i++)
+			cargv[i] = argv[i] ? strdup(argv[i]) : NULL;
+		dup2(out[1], 1);
+		close(out[0]);
+		execv(bin, cargv);
+		_exit(127);
+	}
+	close(out[1]);
+	f = fdopen(out[0], "r");
+	if (!fgets(line, sizeof(line), f) ||
+	    sscanf(line, "ferry-gcs listening on port %hu", &p.port) != 1) {
+		waitpid(p.pid, &status, 0);
+		p.port = 0;
+	}
+	fclose(f);
+	return p;
+}
+
+/* Start it; on a fixed port, retry while the port is still held by the previous incarnation's
+ * connections (a restarted server, or a client's reconnect racing for the port). */
+static struct gcs_proc gcs_start(uint16_t port, const char *const *extra)
+{
+	struct gcs_proc p = gcs_try_start(port, extra);
+
+	for (int i = 0; i < 100 && !p.port && port; i++) {
+		usleep(50 * 1000);
+		p = gcs_try_start(port, extra);
+	}
+	ftest_assert_uint_ne(p.port, 0);
+	return p;
+}
+
+static void gcs_stop(struct gcs_proc *p, int sig)
+{
+	int status;
+
+	kill(p->pid, sig);
+	ftest_assert_int_eq(waitpid(p->pid, &status, 0), p->pid);
+	if (sig == SIGTERM)
+		ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static struct ferry_gcs_client *client_for(const struct gcs_proc *procs, size_t n,
+					   const char *token)
+{
+	char addrs[4][64];
+	const char *list[4];
+	struct ferry_gcs_client_opts o = {0};
+	struct ferry_gcs_client *c = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%u", procs[i].port);
+		list[i] = addrs[i];
+	}
+	o.addresses = list;
+	o.naddresses = n;
+	o.token = token;
+	o.token_len = strlen(token);
+	o.timeout_ms = 5000;
+	o.reconnect_ms = 50;
+	ftest_assert_ok(ferry_gcs_client_connect(&o, &c));
+	return c;
+}
+
+/* ---- event collection ---- */
+
+struct events {
+	pthread_mutex_t lock; /* guards the rest */
+	pthread_cond_t cond;  /* signalled on each event */
+	unsigned deltas;      /* DELTA events */
+	unsigned resyncs;     /* RESYNC markers */
+	unsigned snapshots;   /* SNAPSHOT items */
+	unsigned dead_nodes;  /* node records in state DEAD */
+	uint64_t last_seq;    /* of the last delta */
+	char last_value[64];  /* node address of the last node event */
+};
+
+static void events_init(struct events *e)
+{
+	memset(e, 0, sizeof(*e));
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+}
+
+static void on_event(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct events *e = arg;
+	struct ferry_gcs_node_info n;
+
+	pthread_mutex_lock(&e->lock);
+	if (ev->kind == FERRY_GCS_EVENT_DELTA) {
+		e->deltas++;
+		e->last_seq = ev->seq;
+	} else if (ev->kind == FERRY_GCS_EVENT_RESYNC) {
+		e->resyncs++;
+	} else {
+		e->snapshots++;
+	}
+	if (ev->channel == FERRY_GCS_CH_NODES && ferry_gcs_event_node(ev, &n) == 0) {
+		snprintf(e->last_value, sizeof(e->last_value), "%s", n.address ? n.address : "");
+		if (n.state == FERRY_GCS_NODE_DEAD)
+			e->dead_nodes++;
+	}
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Wait (at most 10 s: a hang, not a speed check) until *@counter >= @want. */
+static unsigned events_wait(struct events *e, const unsigned *counter, unsigned want)
+{
+	struct timespec ts;
+	unsigned got;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&e->lock);
+	while (*counter < want && pthread_cond_timedwait(&e->cond, &e->lock, &ts) == 0)
+		;
+	got = *counter;
+	pthread_mutex_unlock(&e->lock);
+	return got;
+}
+
+static void node_register(struct ferry_gcs_client *c, struct ferry_node_id *id, const char *addr)
+{
+	struct ferry_gcs_node_info n = {0};
+
+	ferry_node_id_random(id);
+	n.id = *id;
+	n.address = addr;
+	n.cpu = 4;
+	ftest_assert_int_ge(ferry_gcs_node_register(c, &n), 0);
+}
+
+/* ---- tests ---- */
+
+FTEST(kv_roundtrip)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *c = client_for(&p, 1, TOKEN);
+	void *v = NULL;
+	size_t n = 0;
+
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, "ns", 2, "k", 1, "value", 5, false), 1);
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, "ns", 2, "k", 1, "other", 5, false), 0);
+	ftest_assert_ok(ferry_gcs_kv_get(c, "ns", 2, "k", 1, &v, &n));
+	ftest_assert_uint_eq(n, 5);
+	ftest_assert_mem_eq(v, "value", 5);
+	ferry_gcs_free(v);
+	ftest_assert_int_eq(ferry_gcs_kv_exists(c, "ns", 2, "k", 1), 1);
+	ftest_assert_int_eq(ferry_gcs_kv_delete(c, "ns", 2, "k", 1), 1);
+	ftest_assert_errno(ferry_gcs_kv_get(c, "ns", 2, "k", 1, &v, &n), -ENOENT);
+	ftest_assert_int_eq(ferry_gcs_kv_exists(c, "ns", 2, "k", 1), 0);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(pubsub_between_clients)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *sub = client_for(&p, 1, TOKEN);
+	struct ferry_gcs_client *pub = client_for(&p, 1, TOKEN);
+	struct ferry_node_id first, second;
+	struct events e;
+
+	events_init(&e);
+	node_register(pub, &first, "10.0.0.1:1");
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_NODES, NULL, 0, on_event, &e));
+	/* The snapshot carries the node registered before the subscription. */
+	ftest_assert_uint_ge(events_wait(&e, &e.snapshots, 1), 1);
+	node_register(pub, &second, "10.0.0.2:1");
+	ftest_assert_uint_ge(events_wait(&e, &e.deltas, 1), 1);
+	pthread_mutex_lock(&e.lock);
+	ftest_assert_str_eq(e.last_value, "10.0.0.2:1");
+	pthread_mutex_unlock(&e.lock);
+	ferry_gcs_client_destroy(pub);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(killed_subscriber_does_not_disturb)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *pub, *sub;
+	struct ferry_node_id id;
+	struct events e;
+	int status;
+	pid_t child;
+
+	child = fork();
+	ftest_assert_int_ge(child, 0);
+	if (child == 0) {
+		struct ferry_gcs_client *c = client_for(&p, 1, TOKEN);
+		struct events ce;
+
+		events_init(&ce);
+		ferry_gcs_subscribe(c, FERRY_GCS_CH_NODES, NULL, 0, on_event, &ce);
+		pause(); /* killed below with its subscription live */
+		_exit(0);
+	}
+	sub = client_for(&p, 1, TOKEN);
+	pub = client_for(&p, 1, TOKEN);
+	events_init(&e);
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_NODES, NULL, 0, on_event, &e));
+	node_register(pub, &id, "10.0.0.3:1");
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	for (int i = 0; i < 20; i++)
+		node_register(pub, &id, "10.0.0.4:1");
+	ftest_assert_uint_ge(events_wait(&e, &e.deltas, 21), 21);
+	ferry_gcs_client_destroy(pub);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(restart_on_wal_keeps_acknowledged_writes)
+{
+	char wal[512];
+	const char *args[] = {"--wal", wal, NULL};
+	struct gcs_proc p;
+	struct ferry_gcs_client *c, *sub;
+	struct ferry_node_id id;
+	struct events e;
+	char key[32];
+
+	snprintf(wal, sizeof(wal), "%s/wal", ftest_tmpdir());
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	sub = client_for(&p, 1, TOKEN);
+	events_init(&e);
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_NODES, NULL, 0, on_event, &e));
+	ftest_assert_uint_ge(events_wait(&e, &e.resyncs, 1), 1);
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		ftest_assert_int_eq(
+			ferry_gcs_kv_put(c, NULL, 0, key, strlen(key), key, strlen(key), true), 1);
+	}
+	/* A crash, not a clean stop: only what the log made durable survives. */
+	gcs_stop(&p, SIGKILL);
+	p = gcs_start(p.port, args);
+	/* The clients reconnect on their own; every acknowledged write is there. */
+	for (int i = 0; i < 200; i++) {
+		void *v = NULL;
+		size_t n = 0;
+
+		snprintf(key, sizeof(key), "key-%d", i);
+		ftest_assert_ok(ferry_gcs_kv_get(c, NULL, 0, key, strlen(key), &v, &n));
+		ftest_assert_mem_eq(v, key, n);
+		ferry_gcs_free(v);
+	}
+	/* The subscriber resubscribed: a new server epoch means a resync, then deltas flow. */
+	ftest_assert_uint_ge(events_wait(&e, &e.resyncs, 2), 2);
+	node_register(c, &id, "10.0.0.5:1");
+	ftest_assert_uint_ge(events_wait(&e, &e.deltas, 1), 1);
+	ferry_gcs_client_destroy(sub);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(node_death_detected)
+{
+	const char *args[] = {"--node-deadline-ms", "300", NULL};
+	struct gcs_proc p = gcs_start(0, args);
+	struct ferry_gcs_client *c = client_for(&p, 1, TOKEN);
+	struct ferry_gcs_object_info info;
+	struct ferry_object_id obj;
+	struct ferry_worker_id owner;
+	struct ferry_node_id node, other;
+	struct events e;
+
+	events_init(&e);
+	ftest_assert_ok(ferry_gcs_subscribe(c, FERRY_GCS_CH_NODES, NULL, 0, on_event, &e));
+	node_register(c, &node, "10.0.0.6:1");
+	node_register(c, &other, "10.0.0.7:1");
+	ferry_object_id_random(&obj);
+	ferry_worker_id_random(&owner);
+	ftest_assert_int_eq(ferry_gcs_object_add(c, &obj, &owner, &other, 64), 1);
+	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &obj, &node, 64), 1);
+	/* "other" keeps heartbeating; "node" goes silent and must be declared dead. */
+	for (int i = 0; i < 40 && events_wait(&e, &e.dead_nodes, 0) == 0; i++) {
+		ftest_assert_int_ge(ferry_gcs_node_heartbeat(c, &other, 1, 0, 0), 0);
+		usleep(50 * 1000);
+	}
+	ftest_assert_uint_eq(events_wait(&e, &e.dead_nodes, 1), 1);
+	ftest_assert_ok(ferry_gcs_object_lookup(c, &obj, &info));
+	ftest_assert_uint_eq(info.nlocations, 0); /* the copy on the dead node was dropped */
+	ferry_gcs_free(info.locations);
+	ftest_assert_errno(ferry_gcs_node_heartbeat(c, &node, 1, 0, 0), -ENOENT);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(two_shards_route_objects)
+{
+	const char *a0[] = {"--shard", "0/2", NULL}, *a1[] = {"--shard", "1/2", NULL};
+	struct gcs_proc p[2] = {gcs_start(0, a0), gcs_start(0, a1)};
+	struct gcs_proc swapped[2] = {p[1], p[0]};
+	struct ferry_gcs_client *c = client_for(p, 2, TOKEN);
+	struct ferry_gcs_client *wrong = client_for(swapped, 2, TOKEN);
+	struct ferry_object_id ids[16];
+	struct ferry_worker_id owner;
+	struct ferry_node_id node;
+	unsigned per_shard[2] = {0};
+
+	ferry_worker_id_random(&owner);
+	ferry_node_id_random(&node);
+	for (int i = 0; i < 16; i++) {
+		struct ferry_gcs_object_info info;
+
+		ferry_object_id_random(&ids[i]);
+		per_shard[ferry_gcs_object_shard(&ids[i], 2)]++;
+		ftest_assert_int_eq(ferry_gcs_object_add(c, &ids[i], &owner, &node, 8), 1);
+		ftest_assert_ok(ferry_gcs_object_lookup(c, &ids[i], &info));
+		ftest_assert_mem_eq(info.id.bytes, ids[i].bytes, sizeof(ids[i].bytes));
+		ferry_gcs_free(info.locations);
+		/* Routed to the other shard, the object is unknown: each lives on one shard. */
+		ftest_assert_errno(ferry_gcs_object_lookup(wrong, &ids[i], &info), -ENOENT);
+		/* and the other shard refuses to hold it */
+		ftest_assert_errno(ferry_gcs_object_add(wrong, &ids[i], &owner, &node, 8), -EXDEV);
+	}
+	ftest_log("objects per shard: %u / %u", per_shard[0], per_shard[1]);
+	ferry_gcs_client_destroy(wrong);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p[0], SIGTERM);
+	gcs_stop(&p[1], SIGTERM);
+}
+
+FTEST(wrong_token_refused)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client_opts o = {0};
+	struct ferry_gcs_client *c = NULL;
+	char addr[64];
+	const char *list[1] = {addr};
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p.port);
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = "not-the-token";
+	o.token_len = 13;
+	o.timeout_ms = 5000;
+	ftest_assert_errno(ferry_gcs_client_connect(&o, &c), -EACCES);
+	ftest_assert_ptr_null(c);
+	/* The server keeps serving. */
+	c = client_for(&p, 1, TOKEN);
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, NULL, 0, "a", 1, "b", 1, true), 1);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+static int raw_connect(uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	return fd;
+}
+
+static void raw_send(int fd, uint16_t type, const void *payload, size_t len)
+{
+	uint8_t *frame;
+	size_t size;
+
+	ftest_assert_ok(ferry__frame_pack(type, payload, len, &frame, &size));
+	ftest_assert_int_eq(write(fd, frame, size), (ssize_t)size);
+	ferry__free(frame);
+}
+
+/* Read until EOF (the server closed us); fails the test after 10 s. */
+static void expect_closed(int fd)
+{
+	struct timeval tv = {10, 0};
+	char buf[4096];
+	ssize_t n;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	ftest_assert_int_le(n, 0);
+	ftest_assert_true(n == 0 || errno == ECONNRESET);
+}
+
+FTEST(malformed_request_closes_only_that_connection)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry__wire_handshake hs = {0};
+	struct ferry__wire_gcs_request req = {0};
+	struct ferry__fb_builder b = {0};
+	static const uint8_t junk[] = {0xee, 1, 2, 3, 4, 5};
+	struct ferry_gcs_client *c;
+	int fd = raw_connect(p.port);
+
+	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
+	hs.token = (const uint8_t *)TOKEN;
+	hs.token_count = strlen(TOKEN);
+	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
+	raw_send(fd, FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
+		 ferry__fb_builder_size(&b));
+	/* A well-formed frame whose GCS record is garbage (unknown op type). */
+	req.seq = 1;
+	req.op = junk;
+	req.op_count = sizeof(junk);
+	ftest_assert_ok(ferry__wire_gcs_request_build(&b, &req));
+	raw_send(fd, FERRY__WIRE_MSG_GCS_REQUEST, ferry__fb_builder_data(&b),
+		 ferry__fb_builder_size(&b));
+	ferry__fb_builder_fini(&b);
+	expect_closed(fd);
+	close(fd);
+	/* Garbage instead of a frame header. */
+	fd = raw_connect(p.port);
+	ftest_assert_int_eq(write(fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	expect_closed(fd);
+	close(fd);
+	c = client_for(&p, 1, TOKEN);
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, NULL, 0, "a", 1, "b", 1, true), 1);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+/* Every allocation of a client's life failing in turn (connect, a write, a read, destroy):
+ * each call fails cleanly or succeeds, nothing leaks (the harness counts), nothing crashes. */
+FTEST(client_allocation_failures)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client_opts o = {0};
+	char addr[64];
+	const char *list[1] = {addr};
+	int completed = 0;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p.port);
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = TOKEN;
+	o.token_len = strlen(TOKEN);
+	o.timeout_ms = 2000;
+	o.reconnect_ms = 10;
+	for (long n = 0; n < 200 && !completed; n++) {
+		struct ferry_gcs_client *c = NULL;
+		void *v = NULL;
+		size_t size;
+		int ret;
+
+		ferry__alloc_fail_after(n);
+		ret = ferry_gcs_client_connect(&o, &c);
+		if (ret == 0) {
+			ret = ferry_gcs_kv_put(c, NULL, 0, "k", 1, "v", 1, true);
+			if (ret >= 0 && ferry_gcs_kv_get(c, NULL, 0, "k", 1, &v, &size) == 0)
+				ferry_gcs_free(v);
+			ferry_gcs_client_destroy(c);
+		}
+		completed =
+			ferry__alloc_fail_pending(); /* the whole path ran without reaching it */
+		ferry__alloc_fail_after(-1);
+	}
+	ftest_assert_true(completed);
+	gcs_stop(&p, SIGTERM);
+}

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The client API against a store in a child process: put/get/release byte-exact on both the
+ * shared-memory path and the socket path, every documented error, gets that wait for a seal,
+ * waits, deletes, eviction, a full store, spilling and restoring, listings, clean disconnects,
+ * many threads on one client, and the allocation fault injector through connect/create/get.
+ */
+#include <pthread.h>
+
+#include "common/alloc.h"
+#include "client_test.h"
+
+#define KIB (1ull << 10)
+#define MIB (1ull << 20)
+
+static struct ferry__plasma_server_opts opts(uint64_t memory)
+{
+	return (struct ferry__plasma_server_opts){.memory_bytes = memory, .max_objects = 4096};
+}
+
+FTEST(put_get_release_round_trip)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id id = oid(1), missing = oid(99);
+
+	store_spawn(&t, opts(64 * MIB));
+	c = client_connect(&t);
+	client_put(c, 1, 100);	   /* in the chunk: no round trip */
+	client_put(c, 2, 3 * MIB); /* through the store */
+	client_put(c, 3, 0);	   /* empty */
+	client_check(c, 1, 100, 0);
+	client_check(c, 2, 3 * MIB, 0);
+	client_check(c, 3, 0, 0);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &id), 1);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &missing), 0);
+	ftest_assert_uint_eq(client_stats(c).objects, 3);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+FTEST(another_client_reads_in_place)
+{
+	struct test_store t;
+	struct ferry_plasma_client *a, *b;
+	struct ferry_object_id id = oid(5);
+	struct ferry_plasma_view v1, v2;
+
+	store_spawn(&t, opts(64 * MIB));
+	a = client_connect(&t);
+	b = client_connect(&t);
+	client_put(a, 5, 4096);
+	ftest_assert_ok(ferry_plasma_client_get(b, &id, 1, 0, &v1));
+	ftest_assert_ok(ferry_plasma_client_get(b, &id, 1, 0, &v2)); /* a second pin */
+	ftest_assert_ptr_eq(v1.data, v2.data);
+	ftest_assert_true(pattern_intact(v1.data, 4096, 5));
+	ftest_assert_ok(ferry_plasma_client_release(b, &v1));
+	ftest_assert_errno(ferry_plasma_client_release(b, &v1), -ENOENT); /* cleared */
+	ftest_assert_ok(ferry_plasma_client_release(b, &v2));
+	ferry_plasma_client_disconnect(b);
+	ferry_plasma_client_disconnect(a);
+	store_stop(&t);
+}
+
+FTEST(create_seal_abort_errors)
+{
+	struct test_store t;
+	struct ferry_plasma_client *a, *b;
+	struct ferry_object_id small = oid(1), large = oid(2), other = oid(3);
+	void *d;
+
+	store_spawn(&t, opts(16 * MIB));
+	a = client_connect(&t);
+	b = client_connect(&t);
+	ftest_assert_ok(ferry_plasma_client_create(a, &small, 10, NULL, 0, &d));
+	ftest_assert_ok(ferry_plasma_client_create(a, &large, 4 * MIB, NULL, 0, &d));
+	ftest_assert_errno(ferry_plasma_client_create(a, &small, 10, NULL, 0, &d), -EEXIST);
+	ftest_assert_errno(ferry_plasma_client_create(b, &large, 4 * MIB, NULL, 0, &d), -EEXIST);
+	ftest_assert_errno(ferry_plasma_client_create(b, &small, 4 * MIB, NULL, 0, &d), -EEXIST);
+	ftest_assert_errno(ferry_plasma_client_create(a, &other, 17 * MIB, NULL, 0, &d), -E2BIG);
+	ftest_assert_errno(ferry_plasma_client_create(a, &other, UINT64_MAX, "m", 1, &d), -E2BIG);
+	ftest_assert_errno(ferry_plasma_client_seal(a, &other), -ENOENT);
+	ftest_assert_errno(ferry_plasma_client_abort(a, &other), -ENOENT);
+	ftest_assert_errno(ferry_plasma_client_seal(b, &small), -EPERM);
+	ftest_assert_errno(ferry_plasma_client_abort(b, &large), -EPERM);
+	ftest_assert_ok(ferry_plasma_client_seal(a, &small));
+	ftest_assert_errno(ferry_plasma_client_seal(a, &small), -EALREADY);
+	ftest_assert_errno(ferry_plasma_client_abort(a, &small), -ENOENT);
+	ftest_assert_ok(ferry_plasma_client_abort(a, &large));
+	ftest_assert_int_eq(ferry_plasma_client_contains(b, &large), 0);
+	ftest_assert_ok(ferry_plasma_client_create(b, &large, 100, NULL, 0, &d)); /* free again */
+	ftest_assert_ok(ferry_plasma_client_seal(b, &large));
+	ferry_plasma_client_disconnect(b);
+	ferry_plasma_client_disconnect(a);
+	store_stop(&t);
+}
+
+FTEST(get_times_out_for_missing_objects)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id ids[2] = {oid(1), oid(2)};
+	struct ferry_plasma_view v[2];
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	client_put(c, 1, 64);
+	for (int64_t timeout = 0; timeout <= 20; timeout += 20) {
+		ftest_assert_errno(ferry_plasma_client_get(c, ids, 2, timeout, v), -ETIMEDOUT);
+		ftest_assert_int_eq(v[0].status, 0);
+		ftest_assert_true(pattern_intact(v[0].data, 64, 1));
+		ftest_assert_errno(v[1].status, -ETIMEDOUT);
+		ftest_assert_ptr_null(v[1].data);
+		ftest_assert_ok(ferry_plasma_client_release(c, &v[0]));
+		ftest_assert_errno(ferry_plasma_client_release(c, &v[1]), -ENOENT);
+	}
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+struct waiter {
+	struct ferry_plasma_client *c; /* client to get with */
+	uint32_t n;		       /* object */
+	uint64_t size;		       /* its size */
+};
+
+static void *wait_and_check(void *arg)
+{
+	struct waiter *w = arg;
+
+	client_check(w->c, w->n, w->size, -1);
+	return NULL;
+}
+
+/* The object exists (being created) before the get starts, so the get must wait for its seal:
+ * no polling, the seal's notice wakes it. */
+FTEST(get_waits_for_the_seal)
+{
+	static const uint64_t sizes[] = {100, 2 * MIB};
+	struct test_store t;
+	struct ferry_plasma_client *a, *b;
+
+	store_spawn(&t, opts(16 * MIB));
+	a = client_connect(&t);
+	b = client_connect(&t);
+	for (uint32_t n = 0; n < 2; n++) {
+		struct waiter w = {b, n, sizes[n]};
+		struct ferry_object_id id = oid(n);
+		pthread_t th;
+		void *d;
+
+		ftest_assert_ok(ferry_plasma_client_create(a, &id, sizes[n], &n, sizeof(n), &d));
+		ftest_assert_int_eq(pthread_create(&th, NULL, wait_and_check, &w), 0);
+		fill_pattern(d, sizes[n], n);
+		ftest_assert_ok(ferry_plasma_client_seal(a, &id));
+		ftest_assert_int_eq(pthread_join(th, NULL), 0);
+	}
+	ferry_plasma_client_disconnect(b);
+	ferry_plasma_client_disconnect(a);
+	store_stop(&t);
+}
+
+FTEST(wait_counts_sealed_objects)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id ids[3] = {oid(1), oid(2), oid(3)};
+	bool ready[3];
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	client_put(c, 1, 10);
+	client_put(c, 3, 10);
+	ftest_assert_int_eq(ferry_plasma_client_wait(c, ids, 3, 2, -1, ready), 2);
+	ftest_assert_true(ready[0] && !ready[1] && ready[2]);
+	ftest_assert_int_eq(ferry_plasma_client_wait(c, ids, 3, 0, 10, ready), 2);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+FTEST(delete_waits_for_the_last_pin)
+{
+	struct test_store t;
+	struct ferry_plasma_client *a, *b;
+	struct ferry_object_id ids[3] = {oid(1), oid(2), oid(3)};
+	struct ferry_plasma_view v;
+	int st[3];
+	void *d;
+
+	store_spawn(&t, opts(16 * MIB));
+	a = client_connect(&t);
+	b = client_connect(&t);
+	client_put(a, 1, MIB);
+	ftest_assert_ok(ferry_plasma_client_create(a, &ids[2], 10, NULL, 0, &d));
+	ftest_assert_ok(ferry_plasma_client_get(b, ids, 1, 0, &v));
+	ftest_assert_errno(ferry_plasma_client_delete(a, ids, 3, st), -ENOENT);
+	ftest_assert_int_eq(st[0], 0);
+	ftest_assert_errno(st[1], -ENOENT);
+	ftest_assert_errno(st[2], -EBUSY);
+	ftest_assert_int_eq(ferry_plasma_client_contains(a, &ids[0]), 0);
+	ftest_assert_true(pattern_intact(v.data, MIB, 1)); /* still readable by its pinner */
+	ftest_assert_uint_eq(client_stats(a).deferred_deletes, 1);
+	ftest_assert_ok(ferry_plasma_client_release(b, &v)); /* the last pin: freed now */
+	ftest_assert_uint_eq(client_stats(a).deferred_deletes, 0);
+	ferry_plasma_client_disconnect(b);
+	ferry_plasma_client_disconnect(a);
+	store_stop(&t);
+}
+
+FTEST(evict_frees_secondary_copies)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id id;
+	uint64_t freed;
+	void *d;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	for (uint32_t n = 0; n < 4; n++) {
+		id = oid(n);
+		ftest_assert_ok(ferry_plasma_client_create_ex(c, &id, MIB, NULL, 0,
+							      FERRY_PLASMA_CREATE_SECONDARY, &d));
+		ftest_assert_ok(ferry_plasma_client_seal(c, &id));
+	}
+	client_put(c, 9, MIB); /* a primary: not evicted */
+	ftest_assert_int_eq(ferry_plasma_client_evict(c, 2 * MIB, &freed), 2);
+	ftest_assert_uint_eq(freed, 2 * MIB);
+	ftest_assert_uint_eq(client_stats(c).evicted_objects, 2);
+	ftest_assert_int_eq(ferry_plasma_client_evict(c, 64 * MIB, &freed), 2);
+	id = oid(9);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &id), 1);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+FTEST(a_full_store_without_spilling_gives_enospc)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id id = oid(100);
+	void *d;
+	int r = 0;
+
+	store_spawn(&t, opts(8 * MIB));
+	c = client_connect(&t);
+	for (uint32_t n = 0; r == 0; n++) {
+		id = oid(n);
+		r = ferry_plasma_client_create(c, &id, MIB, NULL, 0, &d);
+		if (r == 0)
+			ftest_assert_ok(ferry_plasma_client_seal(c, &id));
+	}
+	ftest_assert_errno(r, -ENOSPC);
+	ftest_assert_errno(ferry_plasma_client_create_ex(c, &id, MIB, NULL, 0,
+							 FERRY_PLASMA_CREATE_NO_EVICT, &d),
+			   -ENOSPC);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+FTEST(spilled_objects_come_back_byte_exact)
+{
+	struct ferry__plasma_server_opts o = opts(8 * MIB);
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_plasma_stats st;
+
+	o.spill_dir = ftest_tmpdir();
+	store_spawn(&t, o);
+	c = client_connect(&t);
+	/* Three times the memory, small and large: spills as it goes. */
+	for (uint32_t n = 0; n < 24; n++)
+		client_put(c, n, n % 2 ? MIB : 1000 + n);
+	for (uint32_t round = 0; round < 2; round++)
+		for (uint32_t n = 0; n < 24; n++)
+			client_check(c, n, n % 2 ? MIB : 1000 + n, 0);
+	st = client_stats(c);
+	ftest_assert_uint_gt(st.spilled_total_objects, 0);
+	ftest_assert_uint_gt(st.restored_objects, 0);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+FTEST(list_shows_objects_in_id_order)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_plasma_object_info *objs;
+	struct ferry_object_id id = oid(7);
+	size_t n;
+	void *d;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	for (uint32_t k = 0; k < 5; k++)
+		client_put(c, k, 100 * k);
+	ftest_assert_ok(ferry_plasma_client_create(c, &id, 10, NULL, 0, &d));
+	ftest_assert_ok(ferry_plasma_client_list(c, false, &objs, &n));
+	ftest_assert_uint_eq(n, 5);
+	for (size_t k = 1; k < n; k++)
+		ftest_assert_int_lt(ferry_object_id_cmp(&objs[k - 1].id, &objs[k].id), 0);
+	for (size_t k = 0; k < n; k++) {
+		ftest_assert_int_eq(objs[k].state, FERRY_PLASMA_OBJECT_SEALED);
+		ftest_assert_true(objs[k].primary);
+		ftest_assert_uint_eq(objs[k].metadata_size, 4);
+	}
+	ferry_plasma_list_free(objs);
+	ftest_assert_ok(ferry_plasma_client_list(c, true, &objs, &n));
+	ftest_assert_uint_eq(n, 6);
+	ferry_plasma_list_free(objs);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+FTEST(disconnect_gives_pins_and_unsealed_objects_back)
+{
+	struct test_store t;
+	struct ferry_plasma_client *a, *b;
+	struct ferry_object_id ids[3] = {oid(1), oid(2), oid(3)};
+	struct ferry_plasma_view v;
+	void *d;
+
+	store_spawn(&t, opts(16 * MIB));
+	a = client_connect(&t);
+	b = client_connect(&t);
+	client_put(b, 1, MIB);
+	ftest_assert_ok(ferry_plasma_client_get(a, ids, 1, 0, &v));
+	ftest_assert_ok(ferry_plasma_client_create(a, &ids[1], 10, NULL, 0, &d));
+	ftest_assert_ok(ferry_plasma_client_create(a, &ids[2], 2 * MIB, NULL, 0, &d));
+	ftest_assert_ok(ferry_plasma_client_delete(b, ids, 1, NULL));
+	ferry_plasma_client_disconnect(a); /* holding a pin and two unsealed objects */
+	ftest_assert_uint_eq(client_stats(b).objects, 0);
+	ftest_assert_uint_eq(client_stats(b).clients, 2); /* the store and b */
+	ferry_plasma_client_disconnect(b);
+	store_stop(&t);
+}
+
+FTEST(many_small_puts_refill_the_chunk)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	for (uint32_t n = 0; n < 2000; n++)
+		client_put(c, n, 500);
+	for (uint32_t n = 0; n < 2000; n += 7)
+		client_check(c, n, 500, 0);
+	ftest_assert_uint_eq(client_stats(c).objects, 2000);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+struct worker {
+	struct ferry_plasma_client *c; /* shared client */
+	uint32_t base;		       /* first object number */
+};
+
+static void *put_get_loop(void *arg)
+{
+	struct worker *w = arg;
+
+	for (uint32_t n = w->base; n < w->base + 200; n++) {
+		client_put(w->c, n, n % 3 ? 64 : 100 * KIB);
+		client_check(w->c, n, n % 3 ? 64 : 100 * KIB, 0);
+	}
+	return NULL;
+}
+
+FTEST(threads_share_one_client)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct worker w[4];
+	pthread_t th[4], waiter_th;
+	struct waiter late;
+
+	store_spawn(&t, opts(64 * MIB));
+	c = client_connect(&t);
+	/* One thread blocks in a get meanwhile: the others' requests must not wait for it. */
+	late = (struct waiter){c, 9999, 10};
+	ftest_assert_int_eq(pthread_create(&waiter_th, NULL, wait_and_check, &late), 0);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){c, (uint32_t)i * 1000};
+		ftest_assert_int_eq(pthread_create(&th[i], NULL, put_get_loop, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		ftest_assert_int_eq(pthread_join(th[i], NULL), 0);
+	client_put(c, 9999, 10);
+	ftest_assert_int_eq(pthread_join(waiter_th, NULL), 0);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+/* One pass of the API; every step may fail with -ENOMEM, and then must have cleaned up. */
+static int api_pass(const struct test_store *t)
+{
+	struct ferry_object_id small = oid(1), large = oid(2);
+	struct ferry_object_id ids[2] = {small, large};
+	struct ferry_plasma_client *c;
+	struct ferry_plasma_view v[2];
+	void *d;
+	int r;
+
+	r = ferry_plasma_client_connect(t->path, NULL, &c);
+	if (r < 0)
+		return r;
+	r = ferry_plasma_client_create(c, &small, 100, "meta", 4, &d);
+	if (r == 0)
+		r = ferry_plasma_client_seal(c, &small);
+	if (r == 0)
+		r = ferry_plasma_client_create(c, &large, 2 * MIB, NULL, 0, &d);
+	if (r == 0)
+		r = ferry_plasma_client_seal(c, &large);
+	if (r == 0)
+		r = ferry_plasma_client_get(c, ids, 2, 0, v);
+	if (r == 0) {
+		ferry_plasma_client_release(c, &v[0]);
+		ferry_plasma_client_release(c, &v[1]);
+	}
+	if (r == 0)
+		r = ferry_plasma_client_delete(c, ids, 2, NULL);
+	ferry_plasma_client_disconnect(c);
+	return r;
+}
+
+FTEST(allocation_failures_are_clean_through_the_api)
+{
+	struct test_store t;
+	long live = ferry__alloc_live(), k;
+	int r, failures = 0;
+
+	store_spawn(&t, opts(16 * MIB));
+	for (k = 0;; k++) {
+		bool fired;
+
+		ferry__alloc_fail_after(k);
+		r = api_pass(&t);
+		fired = !ferry__alloc_fail_pending();
+		ferry__alloc_fail_after(-1);
+		ftest_assert_int_eq(ferry__alloc_live(), live);
+		if (!fired)
+			break;
+		failures++;
+		/* A failed create may leave its object (sealed or aborted by the store): any
+		 * other error than these would be a bug. */
+		ftest_assert_true(r == 0 || r == -ENOMEM || r == -EEXIST || r == -ENOENT);
+		if (r < 0) {
+			/* Start the next pass from an empty store. */
+			struct ferry_plasma_client *c = client_connect(&t);
+			struct ferry_object_id ids[2] = {oid(1), oid(2)};
+
+			ferry_plasma_client_delete(c, ids, 2, NULL);
+			ferry_plasma_client_disconnect(c);
+		}
+	}
+	ftest_assert_ok(r);
+	ftest_assert_int_gt(failures, 5);
+	store_stop(&t);
+}

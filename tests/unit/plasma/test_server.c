@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plasma server itself: embedded in the test process (start, serve, destroy: the socket is
+ * removed and a connected client sees the store go), and its protocol rules, driven through a
+ * client without a socket and through raw sockets sending what a broken client would: requests
+ * before PlasmaConnect, messages of other subsystems, malformed frames. Each is refused and
+ * closed while the store keeps serving a well-behaved client.
+ */
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "client_test.h"
+#include "common/frame.h"
+#include "plasma/server_int.h"
+
+#define MIB (1ull << 20)
+
+static struct ferry__plasma_server *embedded(const char *path)
+{
+	struct ferry__plasma_server_opts o = {
+		.socket_path = path,
+		.memory_bytes = 16 * MIB,
+		.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT,
+	};
+	struct ferry__plasma_server *srv = NULL;
+
+	ftest_assert_ok(ferry__plasma_server_start_new(&o, &srv));
+	return srv;
+}
+
+FTEST(embedded_server_serves_and_cleans_up)
+{
+	char path[256];
+	struct ferry__plasma_server *srv;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id id = oid(1);
+	struct stat st;
+	void *d;
+
+	snprintf(path, sizeof(path), "%s/s.sock", ftest_tmpdir());
+	srv = embedded(path);
+	ftest_assert_ok(ferry_plasma_client_connect(path, NULL, &c));
+	client_put(c, 1, 5000);
+	client_check(c, 1, 5000, 0);
+	ferry__plasma_server_destroy(srv);
+	ftest_assert_int_ne(stat(path, &st), 0); /* the socket is gone */
+	/* The store is gone: requests fail, the mapping we hold stays readable. */
+	ftest_assert_errno(ferry_plasma_client_create(c, &id, 10 * MIB, NULL, 0, &d), -ECONNRESET);
+	ferry_plasma_client_disconnect(c);
+}
+
+FTEST(connect_waits_for_a_starting_store)
+{
+	char path[256];
+	struct ferry_plasma_connect_opts co = {.wait_ms = 1};
+	struct ferry_plasma_client *c;
+
+	snprintf(path, sizeof(path), "%s/none.sock", ftest_tmpdir());
+	ftest_assert_errno(ferry_plasma_client_connect(path, &co, &c), -ENOENT);
+}
+
+/* ---- protocol rules, without a socket ---- */
+
+static void handle_built(struct ferry__plasma_pclient *c, struct ferry__fb_builder *b,
+			 uint16_t type, int built)
+{
+	ftest_assert_ok(built);
+	ftest_assert_ok(
+		ferry__wire_verify(type, ferry__fb_builder_data(b), ferry__fb_builder_size(b)));
+	ferry__plasma_handle(c, type, ferry__fb_builder_data(b), ferry__fb_builder_size(b));
+}
+
+FTEST(requests_before_connect_close_the_client)
+{
+	struct ferry__plasma_server_opts o = {.memory_bytes = 4 * MIB,
+					      .store_flags = FERRY__PLASMA_STORE_NO_PREFAULT};
+	struct ferry__plasma_server *srv;
+	struct ferry__plasma_pclient *c;
+	struct ferry__fb_builder b = {0};
+	struct ferry__wire_plasma_stats stats = {.seq = 1};
+	struct ferry__wire_plasma_connect conn = {.seq = 2, .pid = 1};
+
+	ftest_assert_ok(ferry__plasma_server_create(&o, &srv));
+	c = ferry__plasma_client_new(srv, NULL);
+	ftest_assert_ptr_notnull(c);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_STATS,
+		     ferry__wire_plasma_stats_build(&b, &stats));
+	ftest_assert_true(c->closing);
+	ftest_assert_uint_eq(c->replies, 0);
+	/* Closed: nothing more is handled. */
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_CONNECT,
+		     ferry__wire_plasma_connect_build(&b, &conn));
+	ftest_assert_uint_eq(c->slot, FERRY__PLASMA_NO_SLOT);
+	ferry__plasma_client_free(c);
+
+	c = ferry__plasma_client_new(srv, NULL);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_CONNECT,
+		     ferry__wire_plasma_connect_build(&b, &conn));
+	ftest_assert_uint_ne(c->slot, FERRY__PLASMA_NO_SLOT);
+	ftest_assert_uint_eq(c->replies, 1);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_CONNECT,
+		     ferry__wire_plasma_connect_build(&b, &conn));
+	ftest_assert_true(c->closing); /* twice */
+	ferry__plasma_client_free(c);
+	ferry__fb_builder_fini(&b);
+	ferry__plasma_server_destroy(srv);
+}
+
+FTEST(other_messages_close_the_client)
+{
+	struct ferry__plasma_server_opts o = {.memory_bytes = 4 * MIB,
+					      .store_flags = FERRY__PLASMA_STORE_NO_PREFAULT};
+	struct ferry__plasma_server *srv;
+	struct ferry__plasma_pclient *c;
+	struct ferry__fb_builder b = {0};
+	struct ferry__wire_plasma_status_reply reply = {.seq = 1};
+
+	ftest_assert_ok(ferry__plasma_server_create(&o, &srv));
+	c = ferry__plasma_client_new(srv, NULL);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_STATUS_REPLY,
+		     ferry__wire_plasma_status_reply_build(&b, &reply));
+	ftest_assert_true(c->closing);
+	ferry__plasma_client_free(c);
+	ferry__fb_builder_fini(&b);
+	ferry__plasma_server_destroy(srv);
+}
+
+/* ---- raw sockets ---- */
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ftest_assert_int_ge(fd, 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ftest_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* The store closes @fd: a read sees EOF (or a reset) instead of a reply. */
+static void expect_closed(int fd)
+{
+	char buf[256];
+	ssize_t n;
+
+	do
+		n = read(fd, buf, sizeof(buf));
+	while (n > 0);
+	ftest_assert_int_le(n, 0);
+	close(fd);
+}
+
+FTEST(malformed_requests_close_only_their_connection)
+{
+	static const uint8_t garbage[] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8};
+	uint8_t frame[FERRY_FRAME_HEADER_SIZE + 16];
+	struct test_store t;
+	struct ferry_plasma_client *good;
+	int fd;
+
+	store_spawn(&t, (struct ferry__plasma_server_opts){.memory_bytes = 16 * MIB});
+	good = client_connect(&t);
+	client_put(good, 1, 100);
+	/* Not a frame at all. */
+	fd = raw_connect(t.path);
+	ftest_assert_int_eq(write(fd, garbage, sizeof(garbage)), sizeof(garbage));
+	expect_closed(fd);
+	/* A PlasmaCreate frame whose payload is not a FlatBuffer. */
+	fd = raw_connect(t.path);
+	ferry__frame_header_encode(frame, FERRY__WIRE_MSG_PLASMA_CREATE, 16);
+	memset(frame + FERRY_FRAME_HEADER_SIZE, 0xff, 16);
+	ftest_assert_int_eq(write(fd, frame, sizeof(frame)), sizeof(frame));
+	expect_closed(fd);
+	/* A peer that dies in the middle of a frame. */
+	fd = raw_connect(t.path);
+	ftest_assert_int_eq(write(fd, frame, 5), 5);
+	close(fd);
+	/* The store still serves the well-behaved client. */
+	client_check(good, 1, 100, 0);
+	client_put(good, 2, 2 * MIB);
+	client_check(good, 2, 2 * MIB, 0);
+	ferry_plasma_client_disconnect(good);
+	store_stop(&t);
+}

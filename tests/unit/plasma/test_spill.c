@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Spilling, through the store core: primaries written to disk and read back byte-exact
+ * (small ones fused into one file, large ones in pieces), creates that spill to make room,
+ * pinned objects left alone, deletes of spilled objects, the threshold tick, and every way the
+ * disk can fail: the spill limit, a real full file system (tmpfs, where mounting is allowed),
+ * write and read errors. A failed spill never loses an object.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/util.h"
+#include "plasma/spill.h"
+#include "plasma_test.h"
+
+#define KIB (1ull << 10)
+#define MIB (1ull << 20)
+
+static struct ferry__plasma_store *spill_store(uint64_t memory, const char *dir, uint64_t max_bytes,
+					       uint32_t threshold)
+{
+	struct ferry__plasma_store_opts o = {
+		.memory_bytes = memory,
+		.max_objects = 1024,
+		.max_clients = 8,
+		.pin_records = 64,
+		.max_chunks = 8,
+		.flags = FERRY__PLASMA_STORE_NO_PREFAULT | FERRY__PLASMA_STORE_POISON,
+		.spill_dir = dir,
+		.spill_max_bytes = max_bytes,
+		.spill_threshold_pct = threshold,
+		.spill_batch_bytes = 64,
+	};
+	struct ferry__plasma_store *s = NULL;
+
+	ftest_assert_ok(ferry__plasma_store_create(&o, &s));
+	return s;
+}
+
+static struct ferry_plasma_stats stats(struct ferry__plasma_store *s)
+{
+	struct ferry_plasma_stats st;
+
+	ferry__plasma_store_stats(s, &st);
+	return st;
+}
+
+static int state_of(struct ferry__plasma_store *s, uint32_t n, struct ferry__plasma_object *o)
+{
+	struct ferry_object_id id = oid(n);
+
+	return ferry__plasma_index_find(ferry__plasma_store_index(s), &id, o);
+}
+
+static int count_spilled(struct ferry__plasma_store *s, uint32_t objects)
+{
+	struct ferry__plasma_object o;
+	int n = 0;
+
+	for (uint32_t k = 0; k < objects; k++)
+		n += state_of(s, k, &o) == FERRY__PLASMA_SPILLED;
+	return n;
+}
+
+/* Object @n is back in memory (restoring it if spilled) and holds its pattern. */
+static void check_object(struct ferry__plasma_store *s, uint32_t n)
+{
+	struct ferry__plasma_index *ix = ferry__plasma_store_index(s);
+	struct ferry_object_id id = oid(n);
+	struct ferry__plasma_object o;
+
+	if (state_of(s, n, &o) == FERRY__PLASMA_SPILLED) {
+		ftest_assert_errno(ferry__plasma_index_get(ix, 0, &id, &o), -ENODATA);
+		ftest_assert_ok(ferry__plasma_store_restore(s, o.index, o.gen));
+	}
+	ftest_assert_ok(ferry__plasma_index_get(ix, 0, &id, &o));
+	ftest_assert_true(object_intact(&o, n));
+	ftest_assert_ok(ferry__plasma_index_release(ix, 0, &o));
+}
+
+FTEST(spill_and_restore_are_byte_exact)
+{
+	static const uint64_t sizes[] = {0, 1, 100, 4096, 65 * KIB, 300 * KIB, 9 * MIB + 3};
+	struct ferry__plasma_store *s = spill_store(16 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry__plasma_object o;
+	uint64_t freed;
+
+	for (uint32_t n = 0; n < FERRY_ARRAY_SIZE(sizes); n++)
+		put_object(s, 0, n, sizes[n], FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(ferry__plasma_store_spill(s, 64 * MIB, &freed), 7);
+	ftest_assert_uint_eq(stats(s).allocated_bytes, 0);
+	ftest_assert_uint_eq(stats(s).spilled_objects, 7);
+	ftest_assert_uint_eq(stats(s).spill_files, 1); /* one batch, one file */
+	for (uint32_t n = 0; n < FERRY_ARRAY_SIZE(sizes); n++) {
+		struct ferry_object_id id = oid(n);
+
+		ftest_assert_int_eq(state_of(s, n, &o), FERRY__PLASMA_SPILLED);
+		ftest_assert_int_eq(ferry__plasma_index_contains(ferry__plasma_store_index(s), &id),
+				    1);
+	}
+	for (uint32_t n = FERRY_ARRAY_SIZE(sizes); n-- > 0;)
+		check_object(s, n);
+	ftest_assert_uint_eq(stats(s).restored_objects, 7);
+	ftest_assert_uint_eq(stats(s).spilled_objects, 0);
+	ftest_assert_uint_eq(stats(s).spill_files, 0); /* its last object came back */
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(a_full_store_spills_to_create)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry__plasma_object o;
+
+	for (uint32_t n = 0; n < 4; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	/* Full of primaries: without spilling this is -ENOSPC (test_store.c size_limits). */
+	put_object(s, 0, 4, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(count_spilled(s, 5), 1);
+	ftest_assert_int_eq(state_of(s, 4, &o), FERRY__PLASMA_SEALED);
+	/* Bringing them all back in turn spills others; every byte survives. */
+	for (uint32_t round = 0; round < 2; round++)
+		for (uint32_t n = 0; n < 5; n++)
+			check_object(s, n);
+	ftest_assert_uint_ge(stats(s).spilled_total_objects, 5);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(pinned_and_unsealed_objects_stay_in_memory)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry__plasma_index *ix = ferry__plasma_store_index(s);
+	struct ferry_object_id pinned = oid(0), creating = oid(1);
+	struct ferry__plasma_object g, c;
+
+	put_object(s, 0, 0, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_ok(ferry__plasma_store_object_create(s, 0, &creating, MIB, 0,
+							  FERRY__PLASMA_F_PRIMARY, &c));
+	put_object(s, 0, 2, MIB, 0, NULL); /* a secondary: evicted, never spilled */
+	ftest_assert_ok(ferry__plasma_index_get(ix, 0, &pinned, &g));
+	ftest_assert_int_eq(ferry__plasma_store_spill(s, 64 * MIB, NULL), 0);
+	ftest_assert_int_eq(state_of(s, 0, &g), FERRY__PLASMA_SEALED);
+	ftest_assert_ok(ferry__plasma_index_release(ix, 0, &g));
+	ftest_assert_int_eq(ferry__plasma_store_spill(s, 64 * MIB, NULL), 1);
+	ftest_assert_int_eq(state_of(s, 0, &g), FERRY__PLASMA_SPILLED);
+	ftest_assert_int_eq(state_of(s, 1, &c), FERRY__PLASMA_CREATING);
+	ftest_assert_int_eq(state_of(s, 2, &g), FERRY__PLASMA_SEALED);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(deleting_spilled_objects_frees_their_files)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry_object_id id;
+
+	for (uint32_t n = 0; n < 3; n++)
+		put_object(s, 0, n, 256 * KIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(ferry__plasma_store_spill(s, 64 * MIB, NULL), 3);
+	ftest_assert_uint_eq(stats(s).spill_disk_bytes, 3 * 256 * KIB);
+	for (uint32_t n = 0; n < 3; n++) {
+		id = oid(n);
+		ftest_assert_int_eq(ferry__plasma_store_object_delete(s, &id), 0);
+	}
+	ftest_assert_uint_eq(stats(s).spill_files, 0);
+	ftest_assert_uint_eq(stats(s).spill_disk_bytes, 0);
+	ftest_assert_uint_eq(stats(s).objects, 0);
+	/* The IDs are free again. */
+	put_object(s, 0, 1, 100, FERRY__PLASMA_F_PRIMARY, NULL);
+	check_object(s, 1);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(a_spilled_id_is_still_taken)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry_object_id id = oid(0);
+	struct ferry__plasma_object o;
+
+	put_object(s, 0, 0, 4096, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(ferry__plasma_store_spill(s, 1, NULL), 1);
+	ftest_assert_errno(ferry__plasma_store_object_create(s, 0, &id, 10, 0, 0, &o), -EEXIST);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(the_tick_spills_past_the_threshold)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 50);
+
+	put_object(s, 0, 0, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(ferry__plasma_store_tick(s), 0); /* 25%: below */
+	for (uint32_t n = 1; n < 3; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_gt(ferry__plasma_store_tick(s), 0); /* 75%: spill down to 45% */
+	ftest_assert_uint_le(stats(s).allocated_bytes, 45 * 4 * MIB / 100);
+	for (uint32_t n = 0; n < 3; n++)
+		check_object(s, n);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(the_spill_limit_gives_enospc_and_loses_nothing)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 2 * MIB, 0);
+	struct ferry_object_id id = oid(9);
+	struct ferry__plasma_object o;
+
+	for (uint32_t n = 0; n < 4; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	/* Room for one more spill of 1 MiB... */
+	put_object(s, 0, 4, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	put_object(s, 0, 5, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	/* ...then the limit: full after eviction and spilling. */
+	ftest_assert_errno(
+		ferry__plasma_store_object_create(s, 0, &id, MIB, 0, FERRY__PLASMA_F_PRIMARY, &o),
+		-ENOSPC);
+	ftest_assert_int_eq(count_spilled(s, 6), 2);
+	/* Nothing was lost: make room by deleting what is in memory, then read the rest back. */
+	for (uint32_t n = 0, deleted = 0; n < 6; n++) {
+		if (state_of(s, n, &o) != FERRY__PLASMA_SEALED)
+			continue;
+		check_object(s, n);
+		if (deleted++ < 2) {
+			id = oid(n);
+			ftest_assert_int_eq(ferry__plasma_store_object_delete(s, &id), 0);
+		}
+	}
+	for (uint32_t n = 0; n < 6; n++)
+		if (state_of(s, n, &o) > 0)
+			check_object(s, n);
+	ftest_assert_int_eq(count_spilled(s, 6), 0);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(write_and_read_errors_keep_objects_safe)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry__plasma_spill *sp = ferry__plasma_store_spill_area(s);
+	struct ferry_object_id id = oid(9);
+	struct ferry__plasma_object o;
+	uint32_t victim;
+
+	for (uint32_t n = 0; n < 4; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ferry__plasma_spill_inject(sp, -EIO, 0);
+	ftest_assert_errno(
+		ferry__plasma_store_object_create(s, 0, &id, MIB, 0, FERRY__PLASMA_F_PRIMARY, &o),
+		-ENOSPC);
+	for (uint32_t n = 0; n < 4; n++)
+		ftest_assert_int_eq(state_of(s, n, &o), FERRY__PLASMA_SEALED);
+	ftest_assert_int_eq(ferry__plasma_store_spill(s, MIB, NULL), 1);
+	for (victim = 0; state_of(s, victim, &o) != FERRY__PLASMA_SPILLED; victim++)
+		ftest_assert_uint_lt(victim, 3);
+	ferry__plasma_spill_inject(sp, 0, -EIO);
+	ftest_assert_errno(ferry__plasma_store_restore(s, o.index, o.gen), -EIO);
+	ftest_assert_int_eq(state_of(s, victim, &o), FERRY__PLASMA_SPILLED);
+	ftest_assert_uint_eq(stats(s).free_bytes, MIB); /* the failed restore gave its block back */
+	check_object(s, victim);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(allocation_failures_while_spilling_are_clean)
+{
+	struct ferry__plasma_store *s = spill_store(4 * MIB, ftest_tmpdir(), 0, 0);
+
+	for (uint32_t n = 0; n < 4; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	/* Fail each allocation of a spill in turn, until one runs without failing. */
+	for (long k = 0;; k++) {
+		int r, fired;
+
+		ferry__alloc_fail_after(k);
+		r = ferry__plasma_store_spill(s, MIB, NULL);
+		fired = !ferry__alloc_fail_pending();
+		ferry__alloc_fail_after(-1);
+		ftest_assert_true(r >= 0 || r == -ENOMEM);
+		if (!fired)
+			break;
+	}
+	ftest_assert_int_ge(count_spilled(s, 4), 1);
+	for (uint32_t n = 0; n < 4; n++)
+		check_object(s, n);
+	ferry__plasma_store_destroy(s);
+}
+
+/* A real full disk: a 1 MiB tmpfs in a private mount namespace (needs CAP_SYS_ADMIN). */
+FTEST(a_full_disk_gives_enospc_and_loses_nothing)
+{
+	char dir[512];
+	struct ferry__plasma_store *s;
+	struct ferry_object_id id = oid(9);
+	struct ferry__plasma_object o;
+
+	snprintf(dir, sizeof(dir), "%s/small", ftest_tmpdir());
+	ftest_assert_int_eq(mkdir(dir, 0700), 0);
+	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0)
+		ftest_skip("cannot mount a small tmpfs here (%s)", strerror(errno));
+	s = spill_store(4 * MIB, dir, 0, 0);
+	for (uint32_t n = 0; n < 4; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_errno(ferry__plasma_store_object_create(s, 0, &id, 2 * MIB, 0,
+							     FERRY__PLASMA_F_PRIMARY, &o),
+			   -ENOSPC);
+	for (uint32_t n = 0; n < 4; n++)
+		check_object(s, n);
+	ferry__plasma_store_destroy(s);
+	umount(dir);
+}
