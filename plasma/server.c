@@ -231,8 +231,7 @@ static bool unpark(struct ferry__plasma_server *srv, struct ferry__plasma_parked
 		return false; /* its process still runs */
 	if (r != -EAGAIN)
 		return p->retired || r < 0;
-	FLOG_WARN(comp, "server: client slot %u: writer lock busy, reclaim retried later",
-		  p->slot);
+	FLOG_WARN(comp, "server: client slot %u: writer lock busy, reclaim retried later", p->slot);
 	return false;
 }
 

@@ -16,7 +16,8 @@
 #include "wt_schema_interop.h"
 #include "wt_schema_testgen.h"
 
-namespace {
+namespace
+{
 
 constexpr uint32_t kSeeds = 150;
 
@@ -40,8 +41,8 @@ void both_ways(const Table &t, const Ops &ops, uint32_t seed, ferry__fb_builder 
 	// C -> C++
 	ftest_assert_ok(t.build(b, sp.value));
 	if (!ops.verify(ferry__fb_builder_data(b), ferry__fb_builder_size(b)))
-		FTEST__FAIL("%s seed %u: flatbuffers::Verifier refuses the C codec's buffer", t.name,
-			    seed);
+		FTEST__FAIL("%s seed %u: flatbuffers::Verifier refuses the C codec's buffer",
+			    t.name, seed);
 	bad = ops.check(ferry__fb_builder_data(b), sp.value);
 	if (bad)
 		FTEST__FAIL("%s seed %u: C++ reads %s differently", t.name, seed, bad);
@@ -68,7 +69,8 @@ FTEST(every_message_both_ways)
 	for (size_t i = 0; i < ferry__wire_test_table_count; i++)
 		for (uint32_t seed = 0; seed < kSeeds; seed++)
 			both_ways<ferry__wire_test_table, ferry__wire_test_pool>(
-				ferry__wire_test_tables[i], ferry__wire_interop::tables[i], seed, &b);
+				ferry__wire_test_tables[i], ferry__wire_interop::tables[i], seed,
+				&b);
 	ferry__fb_builder_fini(&b);
 }
 
@@ -93,16 +95,16 @@ FTEST(handshake_written_by_hand_in_cpp_is_accepted_by_c)
 	w::UniqueId peer;
 
 	peer.mutable_bytes()->Mutate(3, 0x33);
-	fbb.Finish(w::CreateHandshake(fbb, FERRY_WIRE_PROTOCOL_VERSION,
-				      fbb.CreateVector(token, sizeof(token)),
-				      w::PeerKind_PlasmaClient, &peer, 4242,
-				      fbb.CreateString("hand-made")));
+	fbb.Finish(w::CreateHandshake(
+		fbb, FERRY_WIRE_PROTOCOL_VERSION, fbb.CreateVector(token, sizeof(token)),
+		w::PeerKind_PlasmaClient, &peer, 4242, fbb.CreateString("hand-made")));
 	ftest_assert_ok(ferry__wire_verify(FERRY__WIRE_MSG_HANDSHAKE, fbb.GetBufferPointer(),
 					   fbb.GetSize()));
 	ftest_assert_ok(ferry__wire_check_handshake(fbb.GetBufferPointer(), fbb.GetSize(), token,
 						    sizeof(token), FERRY_WIRE_PROTOCOL_VERSION));
 	auto v = ferry__wire_handshake_root_verified(fbb.GetBufferPointer());
-	ftest_assert_uint_eq(ferry__wire_handshake_peer_kind(v), FERRY__WIRE_PEER_KIND_PLASMA_CLIENT);
+	ftest_assert_uint_eq(ferry__wire_handshake_peer_kind(v),
+			     FERRY__WIRE_PEER_KIND_PLASMA_CLIENT);
 	ftest_assert_uint_eq(ferry__wire_handshake_peer_id(v).bytes[3], 0x33);
 	ftest_assert_int_eq(ferry__wire_handshake_pid(v), 4242);
 	ftest_assert_str_eq(ferry__wire_handshake_name(v), "hand-made");
