@@ -21,15 +21,15 @@
 
 static const char usage[] =
 	"usage: ferry-plasma [--socket PATH] [--memory SIZE] [--spill-dir DIR | --no-spill]\n"
-	"                    [--spill-threshold PCT] [--spill-max SIZE] [--hugepages MODE]\n"
+	"                    [--spill-threshold PCT] [--spill-max SIZE] [--hugepages[=MODE]]\n"
 	"                    [--max-clients N] [--no-prefault] [--log SPEC]\n"
 	"  --socket PATH          Unix socket to serve (FERRY_PLASMA_SOCKET)\n"
-	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30%% of RAM)\n"
+	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30% of RAM)\n"
 	"  --spill-dir DIR        where primaries spill under pressure (FERRY_SPILL_DIR)\n"
 	"  --no-spill             never spill: a full store answers -ENOSPC\n"
 	"  --spill-threshold PCT  usage that starts spilling (FERRY_SPILL_THRESHOLD)\n"
 	"  --spill-max SIZE       spill space allowed (default: the disk's)\n"
-	"  --hugepages MODE       auto, off or require (default auto)\n"
+	"  --hugepages[=MODE]     require (alone), auto (the default: if available) or off\n"
 	"  --max-clients N        client slots, at most 127 (default 63)\n"
 	"  --no-prefault          leave arena pages to first touch (faster start, slower puts)\n"
 	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n";
@@ -42,12 +42,12 @@ struct args {
 
 static int parse_hugepages(const char *mode, enum ferry_plasma_hugepages *out)
 {
-	if (!strcmp(mode, "auto"))
+	if (!mode || !strcmp(mode, "require"))
+		*out = FERRY_PLASMA_HUGEPAGES_REQUIRE;
+	else if (!strcmp(mode, "auto"))
 		*out = FERRY_PLASMA_HUGEPAGES_AUTO;
 	else if (!strcmp(mode, "off"))
 		*out = FERRY_PLASMA_HUGEPAGES_OFF;
-	else if (!strcmp(mode, "require"))
-		*out = FERRY_PLASMA_HUGEPAGES_REQUIRE;
 	else
 		return -EINVAL;
 	return 0;
@@ -99,7 +99,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"no-spill", no_argument, NULL, 'n'},
 		{"spill-threshold", required_argument, NULL, 't'},
 		{"spill-max", required_argument, NULL, 'x'},
-		{"hugepages", required_argument, NULL, 'h'},
+		{"hugepages", optional_argument, NULL, 'h'},
 		{"max-clients", required_argument, NULL, 'c'},
 		{"no-prefault", no_argument, NULL, 'p'},
 		{"log", required_argument, NULL, 'l'},
@@ -113,8 +113,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == '?' || parse_option(a, opt, optarg) < 0) {
 			if (opt != '?')
-				fprintf(stderr, "ferry-plasma: bad value for --%s: %s\n",
-					argv[optind - 1] + 2, optarg);
+				fprintf(stderr, "ferry-plasma: bad value for %s\n",
+					argv[optind - 1]);
 			return -EINVAL;
 		}
 	}

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +46,14 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "plasma/server_int.h"
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND() RUNNING_ON_VALGRIND
+#else
+#define UNDER_VALGRIND() 0
+#endif
+#define VALGRIND_TICK_MS 5u
 
 #define DEFAULT_TICK_MS 100u
 #define DEFAULT_CHUNK_BYTES (1ull << 20)
@@ -318,6 +327,11 @@ static void on_tick(struct ferry__loop_timer *timer, int status)
 
 	if (status < 0)
 		return;
+	/* Valgrind runs one thread at a time and does not let go while a thread sleeps in
+	 * io_uring_enter: yield, or the threads of this process (an embedding application's,
+	 * a client's in the same process) would wait for us forever. */
+	if (UNDER_VALGRIND())
+		sched_yield();
 	ferry__plasma_store_tick(srv->store);
 	for (uint32_t i = 0; i < srv->nparked;) {
 		if (unpark(srv, &srv->parked[i]))
@@ -408,6 +422,8 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 		return -ENOMEM;
 	ferry_id_random(srv->id.bytes, sizeof(srv->id.bytes));
 	srv->tick_ms = opts->tick_ms ? opts->tick_ms : DEFAULT_TICK_MS;
+	if (UNDER_VALGRIND())
+		srv->tick_ms = FERRY_MIN(srv->tick_ms, VALGRIND_TICK_MS); /* see on_tick() */
 	r = -ENOMEM;
 	if (opts->socket_path && !(srv->socket_path = ferry__strdup(opts->socket_path)))
 		goto err_free_srv;

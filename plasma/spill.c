@@ -49,6 +49,7 @@ struct ferry__plasma_spill {
 	struct ferry__plasma_spill_stats st; /* figures */
 	int inject_write;		     /* tests: fail the next batch with this */
 	int inject_read;		     /* tests: fail the next read with this */
+	bool made_dir;			     /* we created dir: remove it at the end if empty */
 };
 
 /* One request: a gathered write of consecutive iovecs, or a plain read. */
@@ -69,25 +70,27 @@ int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,
 			       struct ferry__plasma_spill **out)
 {
 	struct ferry__plasma_spill *sp;
+	bool made;
 	int r;
 
 	if (!opts || !opts->dir || !opts->dir[0]) {
 		FLOG_ERROR(comp, "spill: no directory given");
 		return -EINVAL;
 	}
-	if (mkdir(opts->dir, 0700) < 0 && errno != EEXIST) {
+	made = mkdir(opts->dir, 0700) == 0;
+	if (!made && errno != EEXIST) {
 		r = -errno;
 		FLOG_ERROR(comp, "spill: cannot create %s: %s", opts->dir, ferry_strerror(r));
 		return r;
 	}
+	r = -ENOMEM;
 	sp = ferry__calloc(1, sizeof(*sp));
 	if (!sp)
-		return -ENOMEM;
+		goto err_rmdir;
+	sp->made_dir = made;
 	sp->dir = ferry__strdup(opts->dir);
-	if (!sp->dir) {
-		r = -ENOMEM;
+	if (!sp->dir)
 		goto err_free_sp;
-	}
 	r = io_uring_queue_init(RING_DEPTH, &sp->ring, 0);
 	if (r < 0) {
 		FLOG_ERROR(comp, "spill: io_uring_queue_init: %s", ferry_strerror(r));
@@ -101,6 +104,9 @@ err_free_dir:
 	ferry__free(sp->dir);
 err_free_sp:
 	ferry__free(sp);
+err_rmdir:
+	if (made)
+		rmdir(opts->dir);
 	return r;
 }
 
@@ -112,6 +118,8 @@ void ferry__plasma_spill_destroy(struct ferry__plasma_spill *sp)
 		if (sp->files[i].fd >= 0)
 			close(sp->files[i].fd);
 	io_uring_queue_exit(&sp->ring);
+	if (sp->made_dir)
+		rmdir(sp->dir); /* only if empty: files are anonymous, so it should be */
 	ferry__free(sp->files);
 	ferry__free(sp->dir);
 	ferry__free(sp);
@@ -170,12 +178,22 @@ static int read_rest(int fd, uint8_t *p, uint64_t len, uint64_t off)
 
 static int finish_job(int fd, const struct job *j, bool write, int res)
 {
+	int r;
+
 	if (res < 0)
 		return res;
+	if (write) {
+		r = (uint64_t)res == j->len
+			    ? 0
+			    : write_rest(fd, j->iov, j->iovs, j->off, (uint64_t)res);
+		/* Start writeback of this piece now: the disk works while we copy the rest, and
+		 * the final fdatasync waits for less. */
+		if (r == 0)
+			sync_file_range(fd, (off_t)j->off, (off_t)j->len, SYNC_FILE_RANGE_WRITE);
+		return r;
+	}
 	if ((uint64_t)res == j->len)
 		return 0;
-	if (write)
-		return write_rest(fd, j->iov, j->iovs, j->off, (uint64_t)res);
 	if (res == 0)
 		return -EIO;
 	return read_rest(fd, j->buf + res, j->len - (uint64_t)res, j->off + (uint64_t)res);

@@ -54,7 +54,7 @@ struct ferry__plasma_spill_stats {
 
 /*
  * ferry__plasma_spill_create() - a spill area in @opts->dir (created with mode 0700 if
- * missing) with its own io_uring. Returns 0, -EINVAL (no directory given, logged), -ENOMEM,
+ * missing, and then removed again by destroy) with its own io_uring. Returns 0, -EINVAL (no directory given, logged), -ENOMEM,
  * or -errno from mkdir/io_uring_queue_init (logged). *@out is written only on success.
  */
 int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,

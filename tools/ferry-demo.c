@@ -29,6 +29,7 @@
 #define SMALL_PER_PROC 2000
 #define SMALL_SIZE 64
 #define LARGE_SIZE (256 * MIB)
+#define TRIES 3 /* large copies: the best of a few (the machine may be busy) */
 
 struct demo {
 	char dir[64];	/* private temp directory: socket, log, spill files */
@@ -240,9 +241,9 @@ static int run_clients(const struct demo *d)
 static double memcpy_gbps(const void *src, uint64_t size)
 {
 	int fd = memfd_create("ferry-demo", 0);
+	double s, best = 0;
 	void *dst;
 	uint64_t t0;
-	double s;
 
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
 		return 0;
@@ -251,11 +252,14 @@ static double memcpy_gbps(const void *src, uint64_t size)
 	if (dst == MAP_FAILED)
 		return 0;
 	memset(dst, 0, size);
-	t0 = now_ns();
-	memcpy(dst, src, size);
-	s = (double)(now_ns() - t0) / 1e9;
+	for (int i = 0; i < TRIES; i++) {
+		t0 = now_ns();
+		memcpy(dst, src, size);
+		s = (double)(now_ns() - t0) / 1e9;
+		best = i && best < s ? best : s;
+	}
 	munmap(dst, size);
-	return (double)size / s / 1e9;
+	return (double)size / best / 1e9;
 }
 
 static double uds_rtt_us(void)
@@ -299,19 +303,27 @@ static int large_object(const struct demo *d, const uint8_t *src, double memcpy_
 	struct ferry_plasma_client *c;
 	struct ferry_plasma_view v;
 	uint64_t t0, freed = 0;
-	double put_s, spill_s, restore_s;
+	double put_s = 0, spill_s, restore_s;
 	void *buf;
-	int r;
+	int r = 0;
 
 	if (ferry_plasma_client_connect(d->sock, &o, &c) < 0)
 		return -1;
-	t0 = now_ns();
-	r = ferry_plasma_client_create(c, &id, LARGE_SIZE, NULL, 0, &buf);
-	if (r == 0) {
-		memcpy(buf, src, LARGE_SIZE);
-		r = ferry_plasma_client_seal(c, &id);
+	/* The best of a few puts; the last one stays for the spill. */
+	for (int i = 0; i < TRIES && r == 0; i++) {
+		double s;
+
+		if (i)
+			ferry_plasma_client_delete(c, &id, 1, NULL);
+		t0 = now_ns();
+		r = ferry_plasma_client_create(c, &id, LARGE_SIZE, NULL, 0, &buf);
+		if (r == 0) {
+			memcpy(buf, src, LARGE_SIZE);
+			r = ferry_plasma_client_seal(c, &id);
+		}
+		s = (double)(now_ns() - t0) / 1e9;
+		put_s = i && put_s < s ? put_s : s;
 	}
-	put_s = (double)(now_ns() - t0) / 1e9;
 	t0 = now_ns();
 	if (r == 0)
 		r = ferry_plasma_client_evict(c, LARGE_SIZE, &freed);

@@ -7,8 +7,10 @@
  */
 #include <pthread.h>
 
-#include "common/alloc.h"
 #include "client_test.h"
+#include "common/alloc.h"
+#include "common/frame.h"
+#include "plasma/client_int.h"
 
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
@@ -332,6 +334,39 @@ FTEST(disconnect_gives_pins_and_unsealed_objects_back)
 	ftest_assert_uint_eq(client_stats(b).objects, 0);
 	ftest_assert_uint_eq(client_stats(b).clients, 2); /* the store and b */
 	ferry_plasma_client_disconnect(b);
+	store_stop(&t);
+}
+
+/* A live process whose connection the store closed (here: for a malformed request) loses its
+ * pins at once, but its slot is not given to anyone else while the process runs. */
+FTEST(a_cut_off_live_client_keeps_its_slot_out_of_use)
+{
+	uint8_t frame[FERRY_FRAME_HEADER_SIZE + 8];
+	struct test_store t;
+	struct ferry_plasma_client *a, *b, *c;
+	struct ferry_object_id id = oid(1);
+	struct ferry_plasma_view v;
+	uint32_t slot_a;
+
+	store_spawn(&t, opts(16 * MIB));
+	a = client_connect(&t);
+	slot_a = a->slot;
+	client_put(a, 1, 1000);
+	ftest_assert_ok(ferry_plasma_client_get(a, &id, 1, 0, &v));
+	ferry__frame_header_encode(frame, FERRY__WIRE_MSG_PLASMA_CREATE, 8);
+	memset(frame + FERRY_FRAME_HEADER_SIZE, 0xee, 8);
+	ftest_assert_int_eq(write(a->fd, frame, sizeof(frame)), sizeof(frame));
+	b = client_connect(&t);
+	while (client_stats(b).clients != 2) /* the store and b: a's slot is dead */
+		usleep(1000);
+	ftest_assert_ok(ferry_plasma_client_delete(b, &id, 1, NULL));
+	ftest_assert_uint_eq(client_stats(b).deferred_deletes, 0); /* a's pin went */
+	c = client_connect(&t);
+	ftest_assert_uint_ne(c->slot, slot_a);
+	ftest_assert_uint_ne(b->slot, slot_a);
+	ferry_plasma_client_disconnect(c);
+	ferry_plasma_client_disconnect(b);
+	ferry_plasma_client_disconnect(a); /* its socket is closed: just frees it */
 	store_stop(&t);
 }
 

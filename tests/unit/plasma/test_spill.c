@@ -295,7 +295,8 @@ FTEST(a_full_disk_gives_enospc_and_loses_nothing)
 
 	snprintf(dir, sizeof(dir), "%s/small", ftest_tmpdir());
 	ftest_assert_int_eq(mkdir(dir, 0700), 0);
-	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
 	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0)
 		ftest_skip("cannot mount a small tmpfs here (%s)", strerror(errno));
 	s = spill_store(4 * MIB, dir, 0, 0);
