@@ -5,7 +5,7 @@
  * then decode the GCS record of a GcsRequest), and every record that decodes is applied to an
  * in-memory GCS state, as the server would.
  *
- * Built with FUZZ_GCS_REPLAY, it is its own corpus replay (suite fuzz):
+ * Built with FUZZ_GCS_REPLAY and replay.c, it replays its corpus (suite fuzz):
  *   fuzz_gcs_replay DIR|FILE...        run each input, fail on a leak or an empty corpus
  *   fuzz_gcs_replay --make-corpus DIR  write the seed inputs (ninja -C BUILD gcs-corpus)
  */
@@ -23,7 +23,7 @@
 
 #define FUZZ_MAX_LENGTH (1u << 20)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_replay.h"
 
 static void apply(struct ferry__gcs_state *s, const struct ferry__frame *f)
 {
@@ -66,8 +66,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_GCS_REPLAY
-#include <dirent.h>
-#include <sys/stat.h>
 
 /* ---- seeds ---- */
 
@@ -159,7 +157,7 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	return ret;
 }
 
-static int make_corpus(const char *dir)
+int fuzz_make_corpus(const char *dir)
 {
 	static const char *const names[] = {"seed-ops", "seed-reads"};
 	struct ferry__fb_builder b = {0};
@@ -183,80 +181,4 @@ static int make_corpus(const char *dir)
 	return bad;
 }
 
-/* ---- replay ---- */
-
-static int run_file(const char *path)
-{
-	long before = ferry__alloc_live(), size;
-	FILE *f = fopen(path, "rb");
-	uint8_t *data;
-
-	if (!f) {
-		perror(path);
-		return -1;
-	}
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	data = malloc(size > 0 ? (size_t)size : 1);
-	if (!data || fread(data, 1, (size_t)size, f) != (size_t)size) {
-		fclose(f);
-		free(data);
-		return -1;
-	}
-	fclose(f);
-	LLVMFuzzerTestOneInput(data, (size_t)size);
-	free(data);
-	if (ferry__alloc_live() != before) {
-		fprintf(stderr, "%s: leaked %ld allocations\n", path, ferry__alloc_live() - before);
-		return -1;
-	}
-	return 0;
-}
-
-static int run_path(const char *path, int *files)
-{
-	struct dirent **names;
-	struct stat st;
-	int n, bad = 0;
-
-	if (stat(path, &st) != 0) {
-		perror(path);
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		(*files)++;
-		return run_file(path);
-	}
-	n = scandir(path, &names, NULL, alphasort);
-	if (n < 0)
-		return -1;
-	for (int i = 0; i < n; i++) {
-		char full[4096];
-
-		if (names[i]->d_name[0] != '.') {
-			snprintf(full, sizeof(full), "%s/%s", path, names[i]->d_name);
-			bad |= run_path(full, files);
-		}
-		free(names[i]);
-	}
-	free(names);
-	return bad;
-}
-
-int main(int argc, char **argv)
-{
-	int files = 0, bad = 0;
-
-	if (argc == 3 && !strcmp(argv[1], "--make-corpus"))
-		return make_corpus(argv[2]);
-	for (int i = 1; i < argc; i++)
-		bad |= run_path(argv[i], &files);
-	printf("replayed %d inputs\n", files);
-	if (!files) {
-		fprintf(stderr, "no inputs\n");
-		return 1;
-	}
-	return bad ? 1 : 0;
-}
 #endif

@@ -24,7 +24,7 @@
 
 #define FUZZ_MAX_LENGTH (1u << 20)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_replay.h"
 
 static struct ferry__plasma_pclient *connected_client(struct ferry__plasma_server *srv)
 {
@@ -96,72 +96,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_PLASMA_REPLAY
-#include <dirent.h>
-#include <sys/stat.h>
-
-/* ---- replay ---- */
-
-static int run_file(const char *path)
-{
-	long before = ferry__alloc_live(), size;
-	FILE *f = fopen(path, "rb");
-	uint8_t *data;
-
-	if (!f) {
-		perror(path);
-		return -1;
-	}
-	fseek(f, 0, SEEK_END);
-	size = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	data = malloc(size > 0 ? (size_t)size : 1);
-	if (!data || fread(data, 1, (size_t)size, f) != (size_t)size) {
-		fprintf(stderr, "%s: cannot read\n", path);
-		fclose(f);
-		free(data);
-		return -1;
-	}
-	fclose(f);
-	LLVMFuzzerTestOneInput(data, (size_t)size);
-	free(data);
-	if (ferry__alloc_live() != before) {
-		fprintf(stderr, "%s: leaked %ld allocations\n", path, ferry__alloc_live() - before);
-		return -1;
-	}
-	return 0;
-}
-
-static int run_path(const char *path, int *files)
-{
-	struct dirent **names;
-	struct stat st;
-	int n, bad = 0;
-
-	if (stat(path, &st) != 0) {
-		perror(path);
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		(*files)++;
-		return run_file(path);
-	}
-	n = scandir(path, &names, NULL, alphasort);
-	if (n < 0) {
-		perror(path);
-		return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		char full[4096];
-
-		if (names[i]->d_name[0] != '.') {
-			snprintf(full, sizeof(full), "%s/%s", path, names[i]->d_name);
-			bad |= run_path(full, files);
-		}
-		free(names[i]);
-	}
-	free(names);
-	return bad;
-}
 
 /* ---- seeds ---- */
 
@@ -248,7 +182,7 @@ static void seed_admin(struct seed *s, struct ferry__fb_builder *b)
 	EMIT(s, b, plasma_stats, PLASMA_STATS, {.seq = 9});
 }
 
-static int make_corpus(const char *dir)
+int fuzz_make_corpus(const char *dir)
 {
 	static const struct {
 		const char *name;					 /* file */
@@ -277,19 +211,4 @@ static int make_corpus(const char *dir)
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	int files = 0, bad = 0;
-
-	if (argc == 3 && !strcmp(argv[1], "--make-corpus"))
-		return make_corpus(argv[2]);
-	for (int i = 1; i < argc; i++)
-		bad |= run_path(argv[i], &files);
-	printf("replayed %d inputs\n", files);
-	if (!files) {
-		fprintf(stderr, "no inputs\n");
-		return 1;
-	}
-	return bad ? 1 : 0;
-}
 #endif

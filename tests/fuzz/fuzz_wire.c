@@ -7,6 +7,7 @@
  * Input: a byte stream as a socket would deliver it (corpus files are frames).
  */
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "common/frame.h"
 #include "common/wire.h"
@@ -67,4 +68,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	ferry__frame_parser_fini(&p);
 	return 0;
+}
+
+/* The replay's check: the corpus must hold a valid frame of every message type. */
+int fuzz_replay_check(void)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < ferry__wire_message_count; i++) {
+		if (!fuzz_wire_verified[ferry__wire_messages[i].type]) {
+			fprintf(stderr, "no valid %s frame in the corpus\n",
+				ferry__wire_messages[i].name);
+			bad = 1;
+		}
+	}
+	return bad;
 }

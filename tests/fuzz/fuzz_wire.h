@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_replay.h"
 
 /* Nonzero for each message type of which at least one frame verified. */
 extern uint8_t fuzz_wire_verified[65536];
