@@ -2,4 +2,19 @@
 // ferry-bench entry point (Google Benchmark's own flags apply).
 #include <benchmark/benchmark.h>
 
-BENCHMARK_MAIN();
+#include <cstring>
+
+// transport_bench.cc: `ferry-bench transport ...` (two-host mode, --1gib).
+int ferry_bench_transport_main(int argc, char **argv);
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "transport"))
+		return ferry_bench_transport_main(argc - 1, argv + 1);
+	benchmark::Initialize(&argc, argv);
+	if (benchmark::ReportUnrecognizedArguments(argc, argv))
+		return 1;
+	benchmark::RunSpecifiedBenchmarks();
+	benchmark::Shutdown();
+	return 0;
+}

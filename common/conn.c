@@ -16,10 +16,16 @@
  * ferry__wire_verify() and delivered in place, zero copy. See loop.c for why no provided-buffer
  * ring.
  *
- * Send: messages queue in order. Small ones go out gathered, up to CONN_TX_IOV iovecs per
- * sendmsg. A large TCP payload goes alone with SENDMSG_ZC; the next send may start at its
- * result, while the message stays allocated until its notification. Partial writes resume
- * where they stopped (MSG_WAITALL makes them rare).
+ * Send: messages queue in order. Small copied ones (up to CONN_PACK_MAX) are packed, header
+ * and payload, into shared chunks of CONN_PACK_BYTES: one allocation and one iovec for dozens
+ * of replies. A chunk may grow while a send of its first bytes is in flight (its buffer never
+ * moves; the send covers only what was there when it was posted). Sending is deferred to one
+ * kick per loop pass (a 0 ms timer: timers run just before the loop submits), so everything a
+ * pass produced for a connection (every reply to a pipelined batch, a pub/sub batch) leaves in
+ * one sendmsg. Queued nodes go out gathered, up to CONN_TX_IOV iovecs per sendmsg. A large TCP
+ * payload goes alone with SENDMSG_ZC; the next send may start at its result, while the message
+ * stays allocated until its notification. Partial writes resume where they stopped
+ * (MSG_WAITALL makes them rare).
  *
  * fd passing: a message with fds goes alone in its sendmsg, from its first byte, so on the
  * receiving side the fds arrive in the read that holds the start of that frame (the kernel stops
@@ -49,6 +55,7 @@
 
 static void on_timer(struct ferry__loop_timer *timer, int status);
 static void tx_kick(struct ferry__conn *conn);
+static void tx_schedule(struct ferry__conn *conn);
 
 /* ---- close ---- */
 
@@ -87,6 +94,7 @@ static void conn_release(struct ferry__conn *conn)
 	struct conn_tx *node, *next;
 
 	(void)ferry__loop_timer_stop(&conn->timer);
+	(void)ferry__loop_timer_stop(&conn->tx_timer);
 	for (node = conn->tx_head; node; node = next) {
 		next = node->next;
 		node->queued = false;
@@ -204,14 +212,20 @@ static int tx_error(int err)
 	return err == -EPIPE ? -ECONNRESET : err;
 }
 
+/* Bytes of node->header that go out: a packed chunk carries its frames' headers in data[]. */
+static size_t tx_hdr(const struct conn_tx *node)
+{
+	return node->packed ? 0 : FERRY_FRAME_HEADER_SIZE;
+}
+
 static unsigned tx_iovs(const struct conn_tx *node, struct iovec *iov, unsigned n)
 {
-	size_t off;
+	size_t hdr = tx_hdr(node), off;
 
-	if (node->done < FERRY_FRAME_HEADER_SIZE)
+	if (node->done < hdr)
 		iov[n++] = (struct iovec){(void *)(uintptr_t)(node->header + node->done),
-					  FERRY_FRAME_HEADER_SIZE - node->done};
-	off = node->done > FERRY_FRAME_HEADER_SIZE ? node->done - FERRY_FRAME_HEADER_SIZE : 0;
+					  hdr - node->done};
+	off = node->done > hdr ? node->done - hdr : 0;
 	if (off < node->len)
 		iov[n++] =
 			(struct iovec){(void *)(uintptr_t)(node->payload + off), node->len - off};
@@ -302,7 +316,7 @@ static void tx_advance(struct ferry__conn *conn, size_t bytes)
 	struct conn_tx *node;
 
 	while (bytes && (node = conn->tx_head)) {
-		size_t left = FERRY_FRAME_HEADER_SIZE + node->len - node->done;
+		size_t left = tx_hdr(node) + node->len - node->done;
 		size_t n = bytes < left ? bytes : left;
 
 		node->done += n;
@@ -314,8 +328,10 @@ static void tx_advance(struct ferry__conn *conn, size_t bytes)
 		if (n < left)
 			break;
 		conn->tx_head = node->next;
-		if (!conn->tx_head)
+		if (!conn->tx_head) {
 			conn->tx_tail = &conn->tx_head;
+			conn->tx_last = NULL;
+		}
 		node->queued = false;
 		tx_release(node, 0);
 	}
@@ -327,7 +343,27 @@ static void tx_next(struct ferry__conn *conn)
 	if (conn->state == CONN_FLUSHING && !conn->tx_head && !conn->tx_busy)
 		shutdown(conn->fd, SHUT_WR);
 	else
-		tx_kick(conn);
+		tx_schedule(conn);
+}
+
+static void on_tx_timer(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__conn *conn = timer->data;
+
+	if (status < 0)
+		return; /* the loop is being destroyed: the close path owns the connection */
+	tx_kick(conn);
+	conn_finalize(conn);
+}
+
+/* Kick the send at the end of this loop pass (see DESIGN), unless one is in flight: its
+ * completion schedules the next. */
+static void tx_schedule(struct ferry__conn *conn)
+{
+	if (conn->tx_busy || !conn->tx_head || ferry__loop_timer_active(&conn->tx_timer))
+		return;
+	if (ferry__loop_timer_start(conn->loop, &conn->tx_timer, 0, 0, on_tx_timer) < 0)
+		tx_kick(conn); /* destroy began: the kick fails and closes */
 }
 
 static void on_tx(struct ferry__loop_req *req, int result)
@@ -404,6 +440,38 @@ static int dup_fds(int *dst, const int *fds, unsigned nfds)
 	return 0;
 }
 
+static void tx_link(struct ferry__conn *conn, struct conn_tx *node)
+{
+	node->conn = conn;
+	node->zc_req.data = node;
+	node->queued = true;
+	*conn->tx_tail = node;
+	conn->tx_tail = &node->next;
+	conn->tx_last = node;
+}
+
+/* Append a small frame to the newest chunk, or to a new one. 0 or -ENOMEM. */
+static int tx_pack(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
+{
+	struct conn_tx *node = conn->tx_last;
+	size_t need = FERRY_FRAME_HEADER_SIZE + len;
+
+	if (!node || !node->packed || CONN_PACK_BYTES - node->len < need) {
+		node = ferry__malloc(sizeof(*node) + CONN_PACK_BYTES);
+		if (!node)
+			return -ENOMEM;
+		memset(node, 0, sizeof(*node));
+		node->payload = node->data;
+		node->packed = true;
+		tx_link(conn, node);
+	}
+	ferry__frame_header_encode(node->data + node->len, type, (uint32_t)len);
+	if (len)
+		memcpy(node->data + node->len + FERRY_FRAME_HEADER_SIZE, payload, len);
+	node->len += need;
+	return 0;
+}
+
 static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len,
 		      bool copy, const int *fds, unsigned nfds, void (*done)(void *, int),
 		      void *arg)
@@ -418,6 +486,11 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 			   len, conn->max_message);
 		return -EMSGSIZE;
 	}
+	if (copy && !nfds && len <= CONN_PACK_MAX &&
+	    (conn->family == AF_UNIX || len < conn->zc_min)) {
+		ret = tx_pack(conn, type, payload, len);
+		goto out;
+	}
 	node = ferry__malloc(sizeof(*node) + (copy ? len : 0));
 	if (!node)
 		return -ENOMEM;
@@ -430,20 +503,27 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 	if (copy && len)
 		memcpy(node->data, payload, len);
 	node->payload = copy ? node->data : payload;
-	node->conn = conn;
-	node->zc_req.data = node;
 	node->len = len;
 	node->nfds = nfds;
 	node->done_cb = done;
 	node->done_arg = arg;
 	node->zc = conn->family != AF_UNIX && len >= conn->zc_min && !nfds;
-	node->queued = true;
 	ferry__frame_header_encode(node->header, type, (uint32_t)len);
-	*conn->tx_tail = node;
-	conn->tx_tail = &node->next;
-	conn->tx_bytes += FERRY_FRAME_HEADER_SIZE + len;
+	tx_link(conn, node);
+out:
+	if (ret == 0) {
+		conn->tx_bytes += FERRY_FRAME_HEADER_SIZE + len;
+		tx_schedule(conn);
+	}
+	return ret;
+}
+
+void ferry__conn_flush(struct ferry__conn *conn)
+{
+	if (conn->tx_busy || !conn->tx_head || conn->state == CONN_CLOSING)
+		return;
+	(void)ferry__loop_timer_stop(&conn->tx_timer);
 	tx_kick(conn);
-	return 0;
 }
 
 int ferry__conn_send(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
@@ -512,6 +592,7 @@ int ferry__conn_new(struct ferry__loop *loop, const struct ferry__conn_opts *opt
 	conn->zc_min = opts->zerocopy_min_bytes ? opts->zerocopy_min_bytes : DEFAULT_ZC_MIN;
 	conn->timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
 	conn->timer.data = conn;
+	conn->tx_timer.data = conn;
 	conn->connect_req.data = conn->close_req.data = conn;
 	conn->rx_req.data = conn->tx_req.data = conn;
 	conn->tx_tail = &conn->tx_head;
@@ -526,6 +607,7 @@ static void conn_discard(struct ferry__conn *conn)
 {
 	struct conn_tx *node, *next;
 
+	(void)ferry__loop_timer_stop(&conn->tx_timer);
 	for (node = conn->tx_head; node; node = next) {
 		next = node->next;
 		ferry__conn_close_fds(node->fds, node->nfds);

@@ -107,6 +107,13 @@ int ferry__conn_send_fds(struct ferry__conn *conn, uint16_t type, const void *pa
 int ferry__conn_send_borrowed(struct ferry__conn *conn, uint16_t type, const void *payload,
 			      size_t len, void (*done)(void *arg, int status), void *arg);
 
+/*
+ * ferry__conn_flush() - start sending what is queued now instead of at the end of this loop pass
+ * (where sends are batched by default). For code that runs from a timer, after which the batch
+ * would wait one more pass. No-op when a send is in flight or nothing is queued.
+ */
+void ferry__conn_flush(struct ferry__conn *conn);
+
 /* ferry__conn_take_fd() - inside on_message: the next fd that came with the message (the caller
  * now owns it), or -ENOENT when there are no more. */
 int ferry__conn_take_fd(struct ferry__conn *conn);

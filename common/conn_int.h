@@ -15,8 +15,10 @@
 #include "common/loop.h"
 
 #define CONN_LOG "conn"
-#define CONN_TX_IOV 32	  /* iovecs per gathered sendmsg: 16 small messages */
-#define CONN_FD_BATCHES 4 /* reads with fds whose message has not been parsed yet */
+#define CONN_TX_IOV 32	       /* iovecs per gathered sendmsg: 16 small messages */
+#define CONN_FD_BATCHES 4      /* reads with fds whose message has not been parsed yet */
+#define CONN_PACK_BYTES 16384u /* small copied messages are packed into chunks this big */
+#define CONN_PACK_MAX 2048u    /* largest payload that is packed */
 
 enum conn_state {
 	CONN_CONNECTING, /* connect in flight; sends are queued */
@@ -47,6 +49,7 @@ struct conn_tx {
 	unsigned nfds;				 /* entries in fds (0 once sent) */
 	bool zc;				 /* goes out with SENDMSG_ZC */
 	bool queued;				 /* still in the conn's queue */
+	bool packed;				 /* data[] holds whole frames, header unused */
 	uint8_t header[FERRY_FRAME_HEADER_SIZE]; /* the frame header */
 	uint8_t data[];				 /* the copied payload */
 };
@@ -95,9 +98,11 @@ struct ferry__conn {
 	unsigned msg_nfds;			       /* entries in msg_fds */
 	unsigned msg_fd_next;			       /* next for ferry__conn_take_fd() */
 	/* send */
-	struct conn_tx *tx_head;	  /* queue, oldest first */
-	struct conn_tx **tx_tail;	  /* where the next message is linked */
-	size_t tx_bytes;		  /* header + payload bytes queued, not written */
+	struct conn_tx *tx_head;	   /* queue, oldest first */
+	struct conn_tx **tx_tail;	   /* where the next message is linked */
+	struct conn_tx *tx_last;	   /* the newest queued message, NULL when none */
+	struct ferry__loop_timer tx_timer; /* kicks the send once per loop pass */
+	size_t tx_bytes;		   /* header + payload bytes queued, not written */
 	bool tx_busy;			  /* a send is in flight (or a zc send awaits its result) */
 	struct conn_tx *tx_zc;		  /* the message whose zc send awaits its result */
 	unsigned zc_outstanding;	  /* zc sends whose notification has not come */

@@ -11,9 +11,9 @@
  * - Reconnect: a connection that drops is retried every reconnect_ms. Once connected again,
  *   the client first resubscribes (resume from the epoch and per-channel watermark of the last
  *   batch it delivered: the server replays what was missed, or sends RESYNC + snapshot), then
- *   resends every request without a reply. Mutations are idempotent where it matters (a
- *   re-registration or a repeated location add returns 0), so a resend after a crash that lost
- *   an unacknowledged write applies it once more at worst.
+ *   resends every request without a reply. Mutations carry the client's random ID and their
+ *   seq; the server answers a resent one with its first result instead of applying it twice
+ *   (also across a GCS restart on its WAL: see ferry__gcs_state_apply_request).
  * - Events are dispatched on the loop thread to every subscription whose channel and key match.
  */
 #include <errno.h>
@@ -399,6 +399,7 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
 	c->reconnect_ms = o->reconnect_ms ? o->reconnect_ms : 100;
 	atomic_init(&c->next_seq, 1);
+	ferry_id_random(c->id.bytes, sizeof(c->id.bytes));
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	memcpy(c->token, o->token, o->token_len);

@@ -36,9 +36,9 @@ static void *take_payload(struct ferry__fb_builder *b, int ret, size_t *len)
 	return p;
 }
 
-static int call(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
-		struct ferry__fb_builder *b, int built, uint64_t seq, struct ferry__gcs_csub *sub,
-		struct ferry__gcs_result *res)
+int ferry__gcs_client_call_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
+				 struct ferry__fb_builder *b, int built, uint64_t seq,
+				 struct ferry__gcs_csub *sub, struct ferry__gcs_result *res)
 {
 	size_t len = 0;
 	void *p = take_payload(b, built, &len);
@@ -71,9 +71,11 @@ int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
 	m.seq = ferry__gcs_client_next_seq(c);
 	m.op = rec.data;
 	m.op_count = rec.size;
+	m.client = c->id;
 	ret = ferry__wire_gcs_request_build(&b, &m);
 	ferry__gcs_buf_fini(&rec);
-	ret = call(c, shard, FERRY__WIRE_MSG_GCS_REQUEST, &b, ret, m.seq, NULL, &res);
+	ret = ferry__gcs_client_call_built(c, shard, FERRY__WIRE_MSG_GCS_REQUEST, &b, ret, m.seq,
+					   NULL, &res);
 	ferry__free(res.value);
 	return ret;
 }
@@ -117,8 +119,8 @@ static int kv_read(struct ferry_gcs_client *c, const void *ns, size_t ns_size, c
 	m.key = key;
 	m.key_count = key_size;
 	m.op = kind;
-	return call(c, 0, FERRY__WIRE_MSG_GCS_KV_GET, &b, ferry__wire_gcs_kv_get_build(&b, &m),
-		    m.seq, NULL, res);
+	return ferry__gcs_client_call_built(c, 0, FERRY__WIRE_MSG_GCS_KV_GET, &b,
+					    ferry__wire_gcs_kv_get_build(&b, &m), m.seq, NULL, res);
 }
 
 int ferry_gcs_kv_get(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
@@ -278,8 +280,9 @@ int ferry_gcs_object_lookup(struct ferry_gcs_client *c, const struct ferry_objec
 		return -EINVAL;
 	m.seq = ferry__gcs_client_next_seq(c);
 	m.object_id = *id;
-	ret = call(c, object_shard(c, id), FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP, &b,
-		   ferry__wire_gcs_object_lookup_build(&b, &m), m.seq, NULL, &res);
+	ret = ferry__gcs_client_call_built(
+		c, object_shard(c, id), FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP, &b,
+		ferry__wire_gcs_object_lookup_build(&b, &m), m.seq, NULL, &res);
 	if (ret >= 0)
 		ret = decode_object(res.value, res.size, out);
 	ferry__free(res.value);
@@ -299,8 +302,9 @@ static int subscribe_shard(struct ferry_gcs_client *c, unsigned shard, struct fe
 	m.channel = sub->channel;
 	m.key = sub->key_size ? sub->key : NULL;
 	m.key_count = sub->key_size;
-	ret = call(c, shard, FERRY__WIRE_MSG_GCS_SUBSCRIBE, &b,
-		   ferry__wire_gcs_subscribe_build(&b, &m), m.seq, sub, &res);
+	ret = ferry__gcs_client_call_built(c, shard, FERRY__WIRE_MSG_GCS_SUBSCRIBE, &b,
+					   ferry__wire_gcs_subscribe_build(&b, &m), m.seq, sub,
+					   &res);
 	ferry__free(res.value);
 	return ret;
 }

@@ -14,6 +14,7 @@
 
 #include "common/fb.h"
 #include "common/loop.h"
+#include "common/wire.h"
 #include "gcs/client.h"
 
 #define FERRY__GCS_TOKEN_MAX 4096
@@ -76,6 +77,7 @@ struct ferry_gcs_client {
 	unsigned timeout_ms;		     /* connect and blocking calls */
 	unsigned reconnect_ms;		     /* between attempts */
 	atomic_uint_fast64_t next_seq;	     /* request seqs */
+	struct ferry__wire_unique_id id;     /* random: the server deduplicates (id, seq) */
 	struct ferry__gcs_csub *subs;	     /* loop: subscriptions */
 	struct ferry__fb_builder fb;	     /* loop: resubscribe messages */
 	uint8_t token[FERRY__GCS_TOKEN_MAX]; /* cluster token */
@@ -83,6 +85,12 @@ struct ferry_gcs_client {
 	unsigned nshards;		     /* length of shards */
 	struct shard shards[];		     /* one per GCS shard */
 };
+
+/* gcs/client_api.c: ferry__gcs_client_call() on the message built in @b (@built: the build's
+ * result; @b is finished here either way). */
+int ferry__gcs_client_call_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
+				 struct ferry__fb_builder *b, int built, uint64_t seq,
+				 struct ferry__gcs_csub *sub, struct ferry__gcs_result *res);
 
 /* gcs/client_api.c, loop thread: deliver a verified GcsPublish from @s. */
 void ferry__gcs_client_deliver(struct shard *s, const void *payload);

@@ -21,8 +21,9 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: ferry-gcs --port P --token-file F [--wal DIR] [--shard I/N]\n"
-			"                 [--host ADDR] [--node-deadline-ms MS]\n");
+	fprintf(stderr,
+		"usage: ferry-gcs --port P --token-file F [--wal DIR] [--shard I/N]\n"
+		"                 [--shard0 HOST:PORT] [--host ADDR] [--node-deadline-ms MS]\n");
 }
 
 /* The token file's bytes, without one trailing newline. */
@@ -76,6 +77,8 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o,
 			*token_file = v;
 		else if (!strcmp(a, "--wal"))
 			o->wal_dir = v;
+		else if (!strcmp(a, "--shard0"))
+			o->shard0_address = v;
 		else if (!strcmp(a, "--host"))
 			o->host = v;
 		else if (!strcmp(a, "--node-deadline-ms") && parse_u32(v, &n) == 0)

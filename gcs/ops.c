@@ -208,6 +208,14 @@ static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *o
 	case FERRY__GCS_OP_OBJ_OWNER_DIED:
 		PUT_ID(w, op->owner);
 		break;
+	case FERRY__GCS_OP_OBJ_NODE_DIED:
+		PUT_ID(w, op->node_id);
+		break;
+	case FERRY__GCS_OP_REQUEST_DONE:
+		ferry__gcs_put_raw(w, op->request_done.client, sizeof(op->request_done.client));
+		ferry__gcs_put_u64(w, op->request_done.seq);
+		ferry__gcs_put_u32(w, (uint32_t)op->request_done.status);
+		break;
 	case FERRY__GCS_OP_RESTORE_DROPPED:
 		ferry__gcs_put_u64(w, op->dropped.task_events);
 		ferry__gcs_put_u64(w, op->dropped.errors);
@@ -536,6 +544,14 @@ static void get_small(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		break;
 	case FERRY__GCS_OP_OBJ_OWNER_DIED:
 		GET_ID(r, op->owner);
+		break;
+	case FERRY__GCS_OP_OBJ_NODE_DIED:
+		GET_ID(r, op->node_id);
+		break;
+	case FERRY__GCS_OP_REQUEST_DONE:
+		ferry__gcs_get_raw(r, op->request_done.client, sizeof(op->request_done.client));
+		op->request_done.seq = ferry__gcs_get_u64(r);
+		op->request_done.status = (int32_t)ferry__gcs_get_u32(r);
 		break;
 	case FERRY__GCS_OP_RESTORE_DROPPED:
 		op->dropped.task_events = ferry__gcs_get_u64(r);

@@ -46,6 +46,8 @@ enum ferry__gcs_op_type {
 	FERRY__GCS_OP_OBJ_SPILLED = 20,
 	FERRY__GCS_OP_OBJ_REMOVE = 21,
 	FERRY__GCS_OP_OBJ_OWNER_DIED = 22, /* an owner that is not a registered worker (driver) */
+	FERRY__GCS_OP_REQUEST_DONE = 23,   /* a client request's result, for deduplication */
+	FERRY__GCS_OP_OBJ_NODE_DIED = 24, /* another shard declared node_id dead: drop its copies */
 	/* Snapshot records: put a record back exactly as it was. */
 	FERRY__GCS_OP_RESTORE_NODE = 64,
 	FERRY__GCS_OP_RESTORE_JOB = 65,
@@ -103,6 +105,12 @@ struct ferry__gcs_op {
 		} obj_spilled;			   /* OBJ_SPILLED */
 		struct ferry_object_id obj_id;	   /* OBJ_REMOVE */
 		struct ferry_worker_id owner;	   /* OBJ_OWNER_DIED */
+		struct ferry_node_id node_id;	   /* OBJ_NODE_DIED */
+		struct {
+			uint8_t client[16]; /* the client's random ID */
+			uint64_t seq;	    /* its request seq */
+			int32_t status;	    /* the result it got */
+		} request_done;		    /* REQUEST_DONE (server-made only) */
 		struct {
 			uint64_t task_events; /* task events dropped so far */
 			uint64_t errors;      /* errors dropped so far */

@@ -10,8 +10,8 @@
  *   a GcsRequest's record is decoded by the WAL's own decoder: anything malformed closes that
  *   connection with -EPROTO and the server carries on.
  * - Writes: decode, apply (the change callback publishes at once), then reply when durable.
- *   With a WAL, replies wait in a FIFO ordered by LSN; a flush is posted once per loop turn
- *   (group commit) and the durable callback releases the replies the log has caught up with.
+ *   With a WAL, replies wait in a FIFO ordered by LSN; a flush runs once per loop pass (a 0 ms
+ *   timer: group commit) and the durable callback releases the replies the log has caught up with.
  *   A connection that closes first leaves its entries behind with a NULL connection.
  * - Liveness: the last time each node registered or heartbeat is kept here (monotonic clock,
  *   not in the WAL: after a restart every node gets a full deadline from the restart). A timer
@@ -107,12 +107,11 @@ static int hold_reply(struct ferry__gcs_server *srv, struct ferry__gcs_sconn *c,
 	return 0;
 }
 
-static void on_flush(void *arg, int status)
+static void on_flush(struct ferry__loop_timer *timer, int status)
 {
-	struct ferry__gcs_server *srv = arg;
+	struct ferry__gcs_server *srv = timer->data;
 	int ret;
 
-	srv->flush_posted = false;
 	if (status < 0)
 		return;
 	ret = ferry__gcs_state_flush(srv->state);
@@ -121,12 +120,11 @@ static void on_flush(void *arg, int status)
 	release_replies(srv);
 }
 
-static void want_flush(struct ferry__gcs_server *srv)
+void ferry__gcs_srv_want_flush(struct ferry__gcs_server *srv)
 {
-	if (srv->flush_posted || !srv->opts.wal_dir)
+	if (!srv->opts.wal_dir || ferry__loop_timer_active(&srv->flush))
 		return;
-	if (ferry__loop_post(srv->loop, on_flush, srv) == 0)
-		srv->flush_posted = true;
+	(void)ferry__loop_timer_start(srv->loop, &srv->flush, 0, 0, on_flush);
 }
 
 static void on_durable(void *arg, uint64_t lsn, int err)
@@ -167,6 +165,7 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 	struct ferry__gcs_server *srv = c->srv;
 	struct ferry__wire_gcs_request_view v = ferry__wire_gcs_request_root_verified(payload);
 	uint64_t seq = ferry__wire_gcs_request_seq(v), lsn = 0;
+	struct ferry__wire_unique_id client;
 	struct ferry__gcs_op op;
 	int ret;
 
@@ -177,7 +176,13 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 		return ferry__gcs_srv_reply(c, seq, -ENOMEM, NULL, 0, 0) < 0 ? 0 : 0;
 	if (ret < 0)
 		return ret; /* malformed: the caller closes the connection */
-	ret = ferry__gcs_state_apply(srv->state, &op, &lsn);
+	if (op.type == FERRY__GCS_OP_REQUEST_DONE) {
+		FLOG_WARN(COMP, "%s sent a server-internal record", ferry__conn_peer(c->conn));
+		ret = -EINVAL;
+	} else {
+		client = ferry__wire_gcs_request_client(v);
+		ret = ferry__gcs_state_apply_request(srv->state, client.bytes, seq, &op, &lsn);
+	}
 	if (ret >= 0 && op.type == FERRY__GCS_OP_NODE_REGISTER)
 		node_seen(srv, &op.node.id);
 	if (ret >= 0 && op.type == FERRY__GCS_OP_NODE_HEARTBEAT)
@@ -192,11 +197,11 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 		ferry__conn_close(c->conn);
 		return 0;
 	}
-	want_flush(srv);
+	ferry__gcs_srv_want_flush(srv);
 	return 0;
 }
 
-static void handle_kv_get(struct ferry__gcs_sconn *c, const void *payload)
+static int handle_kv_get(struct ferry__gcs_sconn *c, const void *payload)
 {
 	struct ferry__wire_gcs_kv_get_view v = ferry__wire_gcs_kv_get_root_verified(payload);
 	struct ferry__gcs_slice ns = {ferry__wire_gcs_kv_get_ns_data(v),
@@ -208,12 +213,24 @@ static void handle_kv_get(struct ferry__gcs_sconn *c, const void *payload)
 	uint64_t seq = ferry__wire_gcs_kv_get_seq(v);
 	int ret;
 
-	if (ferry__wire_gcs_kv_get_op(v) == 1) {
-		ret = ferry__kv_exists(kv, ns, key);
-	} else {
+	switch (ferry__wire_gcs_kv_get_op(v)) {
+	case 0:
 		ret = ferry__kv_get(kv, ns, key, &value);
+		break;
+	case 1:
+		ret = ferry__kv_exists(kv, ns, key);
+		break;
+	case 2:
+		ferry__gcs_srv_kv_keys(c, seq, ns, key);
+		return 0;
+	case 3:
+		return ferry__gcs_srv_kv_multi_get(c, seq, ns, key);
+	default:
+		ret = -EINVAL;
+		break;
 	}
 	ferry__gcs_srv_reply(c, seq, ret, value.data, value.size, 0);
+	return 0;
 }
 
 static void reply_record(struct ferry__gcs_sconn *c, uint64_t seq, int channel, const void *rec)
@@ -226,7 +243,8 @@ static void reply_record(struct ferry__gcs_sconn *c, uint64_t seq, int channel, 
 		return;
 	}
 	srv->out.size = 0;
-	ret = ferry__gcs_record_encode(channel, rec, &srv->scratch, &srv->out);
+	ret = channel < 0 ? ferry__gcs_srv_table_record(FERRY__GCS_T_PGS, rec, &srv->out)
+			  : ferry__gcs_record_encode(channel, rec, &srv->scratch, &srv->out);
 	ferry__gcs_srv_reply(c, seq, ret, srv->out.data, ret < 0 ? 0 : srv->out.size, 0);
 }
 
@@ -246,10 +264,15 @@ static void handle_table_get(struct ferry__gcs_sconn *c, const void *payload)
 	struct ferry__wire_unique_id id = ferry__wire_gcs_table_get_id(v);
 	struct ferry__gcs_tables *t = ferry__gcs_state_tables(c->srv->state);
 	uint64_t seq = ferry__wire_gcs_table_get_seq(v);
+	unsigned table = ferry__wire_gcs_table_get_table(v);
 	const void *rec = NULL;
 	int channel = -1;
 
-	switch (ferry__wire_gcs_table_get_table(v)) {
+	if (ferry__wire_gcs_table_get_list(v) && table < FERRY__GCS_T_COUNT) {
+		ferry__gcs_srv_table_list(c, seq, (int)table);
+		return;
+	}
+	switch (table) {
 	case FERRY__GCS_T_NODES:
 		rec = ferry__gcs_node_get(t, (const struct ferry_node_id *)id.bytes);
 		channel = FERRY_GCS_CH_NODES;
@@ -266,6 +289,9 @@ static void handle_table_get(struct ferry__gcs_sconn *c, const void *payload)
 		rec = ferry__gcs_actor_get(t, (const struct ferry_actor_id *)id.bytes);
 		channel = FERRY_GCS_CH_ACTORS;
 		break;
+	case FERRY__GCS_T_PGS:
+		rec = ferry__gcs_pg_get(t, (const struct ferry_placement_group_id *)id.bytes);
+		break;
 	default:
 		ferry__gcs_srv_reply(c, seq, -EINVAL, NULL, 0, 0);
 		return;
@@ -275,6 +301,7 @@ static void handle_table_get(struct ferry__gcs_sconn *c, const void *payload)
 
 int ferry__gcs_request_check(uint16_t type, const void *payload, size_t len)
 {
+	struct ferry__wire_gcs_kv_get_view kv;
 	struct ferry__wire_gcs_request_view v;
 	struct ferry__gcs_op op;
 	int ret;
@@ -291,6 +318,11 @@ int ferry__gcs_request_check(uint16_t type, const void *payload, size_t len)
 			ferry__gcs_op_release(&op);
 		return ret == -ENOMEM ? 0 : ret;
 	case FERRY__WIRE_MSG_GCS_KV_GET:
+		kv = ferry__wire_gcs_kv_get_root_verified(payload);
+		if (ferry__wire_gcs_kv_get_op(kv) != 3)
+			return 0;
+		return ferry__gcs_srv_key_list_check((struct ferry__gcs_slice){
+			ferry__wire_gcs_kv_get_key_data(kv), ferry__wire_gcs_kv_get_key_count(kv)});
 	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP:
 	case FERRY__WIRE_MSG_GCS_TABLE_GET:
 	case FERRY__WIRE_MSG_GCS_SUBSCRIBE:
@@ -311,7 +343,7 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 		ret = handle_request(c, payload, len);
 		break;
 	case FERRY__WIRE_MSG_GCS_KV_GET:
-		handle_kv_get(c, payload);
+		ret = handle_kv_get(c, payload);
 		break;
 	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP:
 		handle_lookup(c, payload);
@@ -462,7 +494,7 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 		ferry__hashmap_remove(&srv->last_seen, dead[i].bytes, NULL);
 	}
 	if (n)
-		want_flush(srv);
+		ferry__gcs_srv_want_flush(srv);
 	if (ferry__gcs_state_maybe_snapshot(srv->state) < 0)
 		FLOG_WARN(COMP, "snapshot failed to start");
 }
@@ -557,6 +589,7 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 		opts->node_deadline_ms ? opts->node_deadline_ms : FERRY__GCS_DEFAULT_DEADLINE_MS;
 	if (srv->deadline_ms < 10)
 		srv->deadline_ms = 10;
+	srv->flush.data = srv;
 	ferry__hashmap_init(&srv->last_seen, sizeof(struct ferry_node_id), sizeof(uint64_t));
 	ret = ferry__gcs_srv_pubsub_init(srv);
 	if (ret < 0)
@@ -564,9 +597,13 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 	ret = open_state(srv);
 	if (ret < 0)
 		goto err_pubsub;
+	ret = ferry__gcs_srv_peer_init(srv);
+	if (ret < 0)
+		goto err_io;
 	ret = start_io(srv);
 	if (ret < 0)
 		goto err_io;
+	ferry__gcs_srv_peer_start(srv);
 	FLOG_INFO(COMP, "serving on port %u (shard %u/%u%s)", ferry__gcs_server_port(srv),
 		  opts->shard_index, opts->shard_count ? opts->shard_count : 1,
 		  opts->wal_dir ? ", with a WAL" : ", in memory");
@@ -592,6 +629,7 @@ void ferry__gcs_server_destroy(struct ferry__gcs_server *srv)
 {
 	if (!srv)
 		return;
+	(void)ferry__loop_timer_stop(&srv->flush);
 	ferry__gcs_state_close(srv->state);
 	ferry__gcs_srv_pubsub_fini(srv);
 	ferry__hashmap_fini(&srv->last_seen);

@@ -31,6 +31,8 @@ struct ferry__gcs_server_opts {
 	uint32_t max_message_bytes; /* largest request, 0 = 4 MiB */
 	size_t max_subscriptions;   /* per connection, 0 = 10000 */
 	size_t max_buffered_bytes;  /* per connection (pub/sub queue and socket), 0 = 8 MiB */
+	const char *shard0_address; /* shards > 0: "host:port" of shard 0, whose node deaths drop
+				       copies here too; NULL = not followed */
 };
 
 struct ferry__gcs_server;

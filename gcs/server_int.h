@@ -44,21 +44,44 @@ struct ferry__gcs_server {
 	struct ferry__loop_req wal_req;	      /* poll on the WAL's event fd */
 	struct ferry__loop_timer liveness;    /* node deadlines, snapshots */
 	struct ferry__loop_timer drain_retry; /* retries drains held back by full sockets */
+	struct ferry__loop_timer drain_now;   /* the drain at the end of this loop pass */
 	struct ferry__hashmap last_seen;      /* node ID -> monotonic ms of its last sign */
 	uint32_t deadline_ms;		      /* node heartbeat deadline */
 	struct held_reply *held;	      /* replies waiting for durability (FIFO) */
 	size_t held_head;		      /* first live entry */
 	size_t held_count;		      /* entries used */
 	size_t held_cap;		      /* entries allocated */
-	bool flush_posted;		      /* a WAL flush is posted for this turn */
-	bool drain_posted;		      /* a pub/sub drain is posted for this turn */
+	struct ferry__loop_timer flush;	      /* the WAL flush at the end of this loop pass */
 	struct ferry__fb_builder fb;	      /* reused for every outgoing message */
 	struct ferry__gcs_buf scratch;	      /* record encoding work space */
 	struct ferry__gcs_buf out;	      /* an encoded record */
+	struct ferry__conn *peer;	      /* shards > 0: the connection to shard 0 */
+	struct ferry__loop_timer peer_retry;  /* its reconnect */
+	char peer_host[256];		      /* shard 0's host */
+	uint16_t peer_port;		      /* and port */
 };
 
 int ferry__gcs_srv_reply(struct ferry__gcs_sconn *c, uint64_t seq, int status, const void *value,
 			 size_t size, uint64_t epoch);
+
+/* Flush the WAL at the end of this loop pass (no-op without one). */
+void ferry__gcs_srv_want_flush(struct ferry__gcs_server *srv);
+
+/* gcs/server_peer.c: follow node deaths on shard 0 (shards > 0 given its address): init checks
+ * the address (0, -EINVAL), start connects (failures retry on a timer). */
+int ferry__gcs_srv_peer_init(struct ferry__gcs_server *srv);
+void ferry__gcs_srv_peer_start(struct ferry__gcs_server *srv);
+
+/* gcs/server_read.c: multi-record reads (replies sent; multi_get: -EPROTO to close). */
+void ferry__gcs_srv_kv_keys(struct ferry__gcs_sconn *c, uint64_t seq, struct ferry__gcs_slice ns,
+			    struct ferry__gcs_slice prefix);
+int ferry__gcs_srv_kv_multi_get(struct ferry__gcs_sconn *c, uint64_t seq,
+				struct ferry__gcs_slice ns, struct ferry__gcs_slice list);
+void ferry__gcs_srv_table_list(struct ferry__gcs_sconn *c, uint64_t seq, int table);
+/* A multi-get's key list is well-formed: 0 or -EPROTO (for the fuzz target). */
+int ferry__gcs_srv_key_list_check(struct ferry__gcs_slice list);
+/* One record of @table (a RESTORE_* record) appended to @out. 0, -ENOMEM. */
+int ferry__gcs_srv_table_record(int table, const void *rec, struct ferry__gcs_buf *out);
 
 /* gcs/server_pubsub.c */
 int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv);

@@ -6,8 +6,9 @@
  *
  * DESIGN
  * - Publishing happens inside apply (the change callback); delivery does not: the engine's
- *   ready callback posts one drain per loop turn, so a burst of changes goes out as one batch
- *   per subscriber (batching without a timer).
+ *   ready callback arms one drain per loop pass (a 0 ms timer: timers run before the loop
+ *   submits, and unlike a post it needs no eventfd write), so a burst of changes goes out as
+ *   one batch per subscriber.
  * - Flow control: a subscriber whose socket holds more than max_buffered_bytes unsent is not
  *   drained; its engine queue then grows until the engine's own bound turns it into a resync
  *   (snapshot + deltas). Held-back drains are retried by a short one-shot timer.
@@ -26,66 +27,36 @@
 #define COMP "gcs"
 #define DRAIN_RETRY_MS 5
 
-static int encode_object(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
-			 struct ferry__gcs_writer *w)
-{
-	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_OBJ};
-	struct ferry_node_id *locs;
-	uint32_t n = 0;
-
-	scratch->size = 0;
-	locs = ferry__gcs_buf_grow(scratch, (e->nlocations ? e->nlocations : 1) * sizeof(*locs));
-	if (!locs)
-		return -ENOMEM;
-	for (const struct ferry__objdir_loc *l = e->locations; l; l = l->obj_next)
-		locs[n++] = l->node;
-	op.obj.id = e->id;
-	op.obj.owner_worker = e->owner_worker;
-	op.obj.owner_node = e->owner_node;
-	op.obj.size_bytes = e->size_bytes;
-	op.obj.state = e->state;
-	op.obj.owner_dead = e->owner_dead;
-	op.obj.spill_url = e->spill_url;
-	op.obj.nlocations = n;
-	op.obj.locations = locs;
-	ferry__gcs_op_encode(&op, w);
-	return w->err;
-}
-
 int ferry__gcs_record_encode(int channel, const void *record, struct ferry__gcs_buf *scratch,
 			     struct ferry__gcs_buf *out)
 {
 	struct ferry__gcs_writer w = {out, 0};
 	struct ferry__gcs_op op = {0};
+	int ret = 0;
 
+	_Static_assert(FERRY_GCS_CH_NODES == (int)FERRY__GCS_T_NODES &&
+			       FERRY_GCS_CH_ACTORS == (int)FERRY__GCS_T_ACTORS,
+		       "the keyed channels are numbered as their tables");
 	switch (channel) {
 	case FERRY_GCS_CH_NODES:
-		op.type = FERRY__GCS_OP_RESTORE_NODE;
-		op.node = *(const struct ferry__gcs_node *)record;
-		break;
 	case FERRY_GCS_CH_JOBS:
-		op.type = FERRY__GCS_OP_RESTORE_JOB;
-		op.job = *(const struct ferry__gcs_job *)record;
-		break;
 	case FERRY_GCS_CH_WORKERS:
-		op.type = FERRY__GCS_OP_RESTORE_WORKER;
-		op.worker = *(const struct ferry__gcs_worker *)record;
-		break;
 	case FERRY_GCS_CH_ACTORS:
-		op.type = FERRY__GCS_OP_RESTORE_ACTOR;
-		op.actor = *(const struct ferry__gcs_actor *)record;
+		ferry__gcs_restore_op(&op, (enum ferry__gcs_table)channel, record);
 		break;
 	case FERRY_GCS_CH_ERRORS:
 		op.type = FERRY__GCS_OP_ERROR;
 		op.error = *(const struct ferry__gcs_error *)record;
 		break;
 	case FERRY_GCS_CH_OBJECT_LOCATIONS:
-		return encode_object(record, scratch, &w);
+		ret = ferry__gcs_object_op(record, scratch, &op);
+		break;
 	default:
 		return -EINVAL;
 	}
-	ferry__gcs_op_encode(&op, &w);
-	return w.err;
+	if (ret == 0)
+		ferry__gcs_op_encode(&op, &w);
+	return ret < 0 ? ret : w.err;
 }
 
 void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
@@ -229,6 +200,8 @@ static int drain_one(struct ferry__gcs_sconn *c)
 		return 1;
 	ret = send_batch(c, &batch);
 	ferry__ps_batch_release(&batch);
+	if (ret == 0) /* drains run from a timer: send in this pass, not the next */
+		ferry__conn_flush(c->conn);
 	/* A batch that could not be sent is gone: closing makes the client resume, which replays
 	 * it from the history or resyncs. */
 	if (ret < 0 && ret != -ENOTCONN) {
@@ -252,15 +225,6 @@ static void drain_all(struct ferry__gcs_server *srv)
 					on_drain_timer);
 }
 
-static void on_drain_post(void *arg, int status)
-{
-	struct ferry__gcs_server *srv = arg;
-
-	srv->drain_posted = false;
-	if (status == 0)
-		drain_all(srv);
-}
-
 static void on_drain_timer(struct ferry__loop_timer *t, int status)
 {
 	if (status == 0)
@@ -272,8 +236,8 @@ static void on_ready(void *arg, struct ferry__ps_sub *sub)
 	struct ferry__gcs_server *srv = arg;
 
 	(void)sub;
-	if (!srv->drain_posted && ferry__loop_post(srv->loop, on_drain_post, srv) == 0)
-		srv->drain_posted = true;
+	if (!ferry__loop_timer_active(&srv->drain_now))
+		ferry__loop_timer_start(srv->loop, &srv->drain_now, 0, 0, on_drain_timer);
 }
 
 /* ---- subscriptions ---- */
@@ -335,13 +299,14 @@ int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv)
 	po.snapshot = on_snapshot;
 	po.snapshot_arg = srv;
 	srv->drain_retry.data = srv;
+	srv->drain_now.data = srv;
 	return ferry__ps_create(&po, &srv->ps);
 }
 
 void ferry__gcs_srv_pubsub_fini(struct ferry__gcs_server *srv)
 {
-	if (ferry__loop_timer_active(&srv->drain_retry))
-		ferry__loop_timer_stop(&srv->drain_retry);
+	(void)ferry__loop_timer_stop(&srv->drain_retry);
+	(void)ferry__loop_timer_stop(&srv->drain_now);
 	for (struct ferry__gcs_sconn *c = srv->conns; c; c = c->next) {
 		ferry__ps_sub_destroy(c->sub);
 		c->sub = NULL;

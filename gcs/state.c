@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "gcs/dedup.h"
 #include "gcs/state.h"
 
 struct ferry__gcs_state {
@@ -17,6 +18,7 @@ struct ferry__gcs_state {
 	struct ferry__kv *kv;		    /* namespaced KV */
 	struct ferry__objdir *objdir;	    /* object directory */
 	struct ferry__wal *wal;		    /* NULL: in memory only */
+	struct ferry__gcs_dedup dedup;	    /* results of recent client requests */
 	uint64_t last_lsn;		    /* without a WAL: ops applied */
 	bool quiet;			    /* replaying: no change reports */
 	enum ferry__gcs_op_type current_op; /* the op being applied (for cascade reports) */
@@ -162,6 +164,8 @@ static int apply_objdir(struct ferry__gcs_state *s, const struct ferry__gcs_op *
 						 op->obj_spilled.url);
 	case FERRY__GCS_OP_OBJ_REMOVE:
 		return ferry__objdir_remove(s->objdir, &op->obj_id);
+	case FERRY__GCS_OP_OBJ_NODE_DIED:
+		return ferry__objdir_node_died(s->objdir, &op->node_id);
 	default:
 		return ferry__objdir_owner_died(s->objdir, &op->owner);
 	}
@@ -222,7 +226,11 @@ static int execute(struct ferry__gcs_state *s, const struct ferry__gcs_op *op)
 	case FERRY__GCS_OP_OBJ_SPILLED:
 	case FERRY__GCS_OP_OBJ_REMOVE:
 	case FERRY__GCS_OP_OBJ_OWNER_DIED:
+	case FERRY__GCS_OP_OBJ_NODE_DIED:
 		return apply_objdir(s, op);
+	case FERRY__GCS_OP_REQUEST_DONE:
+		return ferry__gcs_dedup_remember(&s->dedup, op->request_done.client,
+						 op->request_done.seq, op->request_done.status);
 	default:
 		return apply_restore(s, op);
 	}
@@ -262,6 +270,43 @@ int ferry__gcs_state_apply(struct ferry__gcs_state *s, const struct ferry__gcs_o
 		return ret;
 	}
 	ferry__wal_commit(s->wal, lsn);
+	return ret;
+}
+
+static bool client_id_zero(const uint8_t *client)
+{
+	for (size_t i = 0; i < FERRY__GCS_CLIENT_ID_SIZE; i++)
+		if (client[i])
+			return false;
+	return true;
+}
+
+int ferry__gcs_state_apply_request(struct ferry__gcs_state *s, const uint8_t *client, uint64_t seq,
+				   const struct ferry__gcs_op *op, uint64_t *lsn)
+{
+	struct ferry__gcs_op done = {.type = FERRY__GCS_OP_REQUEST_DONE};
+	uint64_t done_lsn = 0;
+	int32_t status;
+	int ret;
+
+	if (!client || client_id_zero(client))
+		return ferry__gcs_state_apply(s, op, lsn);
+	if (ferry__gcs_dedup_find(&s->dedup, client, seq, &status)) {
+		/* Applied before: answer once everything applied so far is durable. */
+		if (lsn)
+			*lsn = ferry__gcs_state_last_lsn(s);
+		return status;
+	}
+	ret = ferry__gcs_state_apply(s, op, lsn);
+	if (ret < 0)
+		return ret; /* nothing changed: a resend may apply it */
+	memcpy(done.request_done.client, client, sizeof(done.request_done.client));
+	done.request_done.seq = seq;
+	done.request_done.status = ret;
+	/* Logged after the op, so whenever the record survives a crash the op does too; the reply
+	 * waits for it. Failing to remember (no memory) only loses the deduplication. */
+	if (ferry__gcs_state_apply(s, &done, &done_lsn) >= 0 && lsn)
+		*lsn = done_lsn;
 	return ret;
 }
 
@@ -306,7 +351,7 @@ static int cmp_node(const void *a, const void *b)
 	return memcmp(a, b, sizeof(struct ferry_node_id));
 }
 
-static void set_restore(struct ferry__gcs_op *op, enum ferry__gcs_table table, const void *rec)
+void ferry__gcs_restore_op(struct ferry__gcs_op *op, enum ferry__gcs_table table, const void *rec)
 {
 	static const enum ferry__gcs_op_type types[FERRY__GCS_T_COUNT] = {
 		FERRY__GCS_OP_RESTORE_NODE, FERRY__GCS_OP_RESTORE_JOB, FERRY__GCS_OP_RESTORE_WORKER,
@@ -347,7 +392,7 @@ static int emit_table(struct ferry__gcs_state *s, enum ferry__gcs_table table, e
 		i++;
 	qsort(recs, n, sizeof(*recs), cmp_id16);
 	for (i = 0; i < n && ret == 0; i++) {
-		set_restore(&op, table, recs[i]);
+		ferry__gcs_restore_op(&op, table, recs[i]);
 		ret = emit(ctx, &op);
 	}
 	ferry__free(recs);
@@ -397,11 +442,10 @@ static int emit_kv_entry(void *arg, struct ferry__gcs_slice ns, struct ferry__gc
 }
 
 /* One RESTORE_OBJ for @e, its locations sorted (their order carries no meaning). */
-static int emit_object(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
-		       emit_fn emit, void *ctx)
+int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
+			 struct ferry__gcs_op *op)
 {
 	struct ferry_node_id *locs;
-	struct ferry__gcs_op op = {0};
 	uint32_t n = 0;
 
 	scratch->size = 0;
@@ -411,17 +455,27 @@ static int emit_object(const struct ferry__objdir_entry *e, struct ferry__gcs_bu
 	for (const struct ferry__objdir_loc *l = e->locations; l; l = l->obj_next)
 		locs[n++] = l->node;
 	qsort(locs, n, sizeof(*locs), cmp_node);
-	op.type = FERRY__GCS_OP_RESTORE_OBJ;
-	op.obj.id = e->id;
-	op.obj.owner_worker = e->owner_worker;
-	op.obj.owner_node = e->owner_node;
-	op.obj.size_bytes = e->size_bytes;
-	op.obj.state = e->state;
-	op.obj.owner_dead = e->owner_dead;
-	op.obj.spill_url = e->spill_url;
-	op.obj.nlocations = n;
-	op.obj.locations = locs;
-	return emit(ctx, &op);
+	memset(op, 0, sizeof(*op));
+	op->type = FERRY__GCS_OP_RESTORE_OBJ;
+	op->obj.id = e->id;
+	op->obj.owner_worker = e->owner_worker;
+	op->obj.owner_node = e->owner_node;
+	op->obj.size_bytes = e->size_bytes;
+	op->obj.state = e->state;
+	op->obj.owner_dead = e->owner_dead;
+	op->obj.spill_url = e->spill_url;
+	op->obj.nlocations = n;
+	op->obj.locations = locs;
+	return 0;
+}
+
+static int emit_object(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
+		       emit_fn emit, void *ctx)
+{
+	struct ferry__gcs_op op;
+	int ret = ferry__gcs_object_op(e, scratch, &op);
+
+	return ret < 0 ? ret : emit(ctx, &op);
 }
 
 static int emit_objdir(struct ferry__gcs_state *s, emit_fn emit, void *ctx)
@@ -443,6 +497,22 @@ static int emit_objdir(struct ferry__gcs_state *s, emit_fn emit, void *ctx)
 	return ret;
 }
 
+/* Remembered request results, oldest first (replaying them rebuilds the same FIFO). */
+static int emit_dedup(struct ferry__gcs_state *s, emit_fn emit, void *ctx)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_REQUEST_DONE};
+	struct ferry__gcs_dedup_key k;
+	size_t cursor = 0;
+	int ret = 0;
+
+	while (ret == 0 && ferry__gcs_dedup_next(&s->dedup, &cursor, &k, &op.request_done.status)) {
+		memcpy(op.request_done.client, k.client, sizeof(k.client));
+		op.request_done.seq = k.seq;
+		ret = emit(ctx, &op);
+	}
+	return ret;
+}
+
 /* Every record of the state, in the canonical order. */
 static int emit_all(struct ferry__gcs_state *s, emit_fn emit, void *ctx)
 {
@@ -458,6 +528,8 @@ static int emit_all(struct ferry__gcs_state *s, emit_fn emit, void *ctx)
 				     (struct ferry__gcs_slice){NULL, 0}, emit_kv_entry, &k);
 	if (ret >= 0)
 		ret = emit_objdir(s, emit, ctx);
+	if (ret >= 0)
+		ret = emit_dedup(s, emit, ctx);
 	return ret < 0 ? ret : 0;
 }
 
@@ -538,6 +610,7 @@ static int open_parts(struct ferry__gcs_state *s)
 	ret = ferry__objdir_create(&od, &s->objdir);
 	if (ret < 0)
 		goto err_destroy_kv;
+	ferry__gcs_dedup_init(&s->dedup, 0);
 	return 0;
 
 err_destroy_kv:
@@ -549,6 +622,7 @@ err_destroy_tables:
 
 static void close_parts(struct ferry__gcs_state *s)
 {
+	ferry__gcs_dedup_fini(&s->dedup);
 	ferry__objdir_destroy(s->objdir);
 	ferry__kv_destroy(s->kv);
 	ferry__gcs_tables_destroy(s->tables);

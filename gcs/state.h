@@ -86,6 +86,17 @@ void ferry__gcs_state_close(struct ferry__gcs_state *s);
 int ferry__gcs_state_apply(struct ferry__gcs_state *s, const struct ferry__gcs_op *op,
 			   uint64_t *lsn);
 
+/*
+ * ferry__gcs_state_apply_request() - apply @op for request @seq of client @client (16 bytes;
+ * NULL or all zeros: no deduplication, as ferry__gcs_state_apply). A request applied before
+ * (also before a restart on the WAL: results are logged as REQUEST_DONE records and kept in
+ * snapshots; a window of recent seqs per client is remembered: gcs/dedup.h) is not applied again:
+ * its first result is returned, with *@lsn the last LSN applied so far. Failed requests are not
+ * remembered (they changed nothing).
+ */
+int ferry__gcs_state_apply_request(struct ferry__gcs_state *s, const uint8_t *client, uint64_t seq,
+				   const struct ferry__gcs_op *op, uint64_t *lsn);
+
 /* LSNs: the last applied, and the last durable (equal without a WAL). */
 uint64_t ferry__gcs_state_last_lsn(const struct ferry__gcs_state *s);
 uint64_t ferry__gcs_state_durable_lsn(const struct ferry__gcs_state *s);
@@ -107,6 +118,16 @@ int ferry__gcs_state_maybe_snapshot(struct ferry__gcs_state *s);
 /* ferry__gcs_state_dump() - append the canonical records (u32 length + record each) to @out.
  * 0 or -ENOMEM. */
 int ferry__gcs_state_dump(struct ferry__gcs_state *s, struct ferry__gcs_buf *out);
+
+/*
+ * Records as published and snapshotted (shared by snapshots, pub/sub and table reads):
+ * ferry__gcs_restore_op() - @op becomes the RESTORE_* op of @rec, a record of @table (borrowed).
+ * ferry__gcs_object_op() - @op becomes the RESTORE_OBJ op of @e, its locations sorted in
+ * @scratch (borrowed by @op). 0 or -ENOMEM.
+ */
+void ferry__gcs_restore_op(struct ferry__gcs_op *op, enum ferry__gcs_table table, const void *rec);
+int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
+			 struct ferry__gcs_op *op);
 
 /* Read access to the parts (borrowed; do not mutate them directly when a WAL is in use). */
 struct ferry__gcs_tables *ferry__gcs_state_tables(const struct ferry__gcs_state *s);

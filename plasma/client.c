@@ -111,6 +111,7 @@ static void client_free(struct ferry_plasma_client *c)
 	ferry__plasma_arena_destroy(&c->arena);
 	if (c->fd >= 0)
 		close(c->fd);
+	ferry__free(c->socket_path);
 	ferry__pc_io_fini(c);
 	ferry__hashmap_fini(&c->creating);
 	pthread_cond_destroy(&c->io_cond);
@@ -141,7 +142,9 @@ int ferry_plasma_client_connect(const char *socket_path,
 		ferry__free(c);
 		return r;
 	}
-	r = c->fd = ferry__pc_socket(socket_path, o.wait_ms);
+	c->socket_path = ferry__strdup(socket_path);
+	r = c->socket_path ? ferry__pc_socket(socket_path, o.wait_ms) : -ENOMEM;
+	c->fd = r;
 	if (r >= 0)
 		r = ferry__pc_hello(c, o.name ? o.name : "client", o.chunk_bytes, &reply, &len, fds,
 				    &nfds);

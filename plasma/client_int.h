@@ -46,6 +46,7 @@ struct ferry__pc_pending {
 
 struct ferry_plasma_client {
 	int fd;				    /* socket to the store */
+	char *socket_path;		    /* its path (subscriptions connect again) */
 	struct ferry__plasma_arena arena;   /* object bytes, mapped */
 	struct ferry__plasma_arena control; /* the index, mapped */
 	struct ferry__plasma_index ix;	    /* view over both */
@@ -69,6 +70,9 @@ struct ferry_plasma_client {
 /* A connected Unix socket to @path, retrying up to @wait_ms while it is missing or refusing.
  * Returns the fd or -errno. */
 int ferry__pc_socket(const char *path, unsigned wait_ms);
+
+/* Write all @len bytes to socket @fd. Returns 0, -ECONNRESET (peer gone) or -errno. */
+int ferry__pc_write_all(int fd, const uint8_t *p, size_t len);
 
 /* Before the client is shared: send PlasmaConnect and read its reply and the fds passed with
  * it (*@fds, *@nfds; the caller closes them). *@reply: the verified payload, ferry__malloc'd.

@@ -65,7 +65,7 @@ int ferry__pc_socket(const char *path, unsigned wait_ms)
 
 /* ---- frames out ---- */
 
-static int write_all(int fd, const uint8_t *p, size_t len)
+int ferry__pc_write_all(int fd, const uint8_t *p, size_t len)
 {
 	while (len) {
 		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
@@ -89,7 +89,7 @@ static int send_frame(struct ferry_plasma_client *c, uint16_t type, struct ferry
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->send_lock);
-	r = write_all(c->fd, frame, size);
+	r = ferry__pc_write_all(c->fd, frame, size);
 	pthread_mutex_unlock(&c->send_lock);
 	return r;
 }

@@ -391,6 +391,66 @@ int ferry__plasma_index_release(struct ferry__plasma_index *ix, uint32_t slot,
 	return 0;
 }
 
+/* Whether a sealed entry in word @w may take a new pin: 0, or get()'s error. */
+static int pinnable(uint64_t w)
+{
+	switch (ferry__plasma_word_state(w)) {
+	case FERRY__PLASMA_SEALED:
+		return 0;
+	case FERRY__PLASMA_CREATING:
+		return -EINPROGRESS;
+	case FERRY__PLASMA_EVICTING:
+		return -EAGAIN;
+	case FERRY__PLASMA_SPILLED:
+		return -ENODATA;
+	default:
+		return -ENOENT;
+	}
+}
+
+int ferry__plasma_index_pin_bit(struct ferry__plasma_index *ix, uint32_t slot,
+				const struct ferry_object_id *id, struct ferry__plasma_object *out)
+{
+	struct packed_id p = pack_id(id);
+	uint64_t bit = 1ull << (slot & 63);
+
+	if (!slot_ok(ix, slot))
+		return -EINVAL;
+	for (int attempt = 0; attempt < GET_ATTEMPTS; attempt++) {
+		uint64_t w;
+		int64_t i = probe(ix, &p, home_of(ix, id), &w);
+		struct ferry__plasma_entry *e;
+		int r = i < 0 ? -ENOENT : pinnable(w);
+
+		if (r == -EAGAIN)
+			continue; /* being evicted: pinned or gone in a moment */
+		if (r < 0)
+			return r;
+		e = &ix->entries[i];
+		/* As first_pin(), without a record: seq_cst set, then re-read the entry. */
+		atomic_fetch_or(pin_word(e, slot), bit);
+		if (atomic_load(&e->word) != w || !id_matches(e, &p)) {
+			atomic_fetch_and(pin_word(e, slot), ~bit);
+			continue;
+		}
+		stamp(ix, (uint32_t)i);
+		fill(ix, (uint32_t)i, w, out);
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+int ferry__plasma_index_unpin_bit(struct ferry__plasma_index *ix, uint32_t slot, uint32_t index)
+{
+	struct ferry__plasma_entry *e = &ix->entries[index & ix->mask];
+
+	stamp(ix, index & ix->mask);
+	/* seq_cst clear then load, as release() does. */
+	atomic_fetch_and(pin_word(e, slot), ~(1ull << (slot & 63)));
+	return ferry__plasma_word_state(atomic_load(&e->word)) == FERRY__PLASMA_DELETING &&
+	       !ferry__plasma_index_pinned(ix, index);
+}
+
 int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 				 const struct ferry_object_id *id)
 {

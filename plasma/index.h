@@ -227,6 +227,19 @@ int ferry__plasma_index_set_state(struct ferry__plasma_index *ix, uint32_t index
 int ferry__plasma_index_restore(struct ferry__plasma_index *ix, uint32_t index, uint32_t gen,
 				uint64_t offset);
 
+/*
+ * ferry__plasma_index_pin_bit() - pin sealed @id for @slot by its bit in the pin mask alone,
+ * with no pin record: for the store, which counts the pins it holds for its clients itself
+ * (so their number is not bounded by the records of one slot). The caller must not hold the
+ * bit already. Store only. Returns as ferry__plasma_index_get().
+ */
+int ferry__plasma_index_pin_bit(struct ferry__plasma_index *ix, uint32_t slot,
+				const struct ferry_object_id *id, struct ferry__plasma_object *out);
+
+/* ferry__plasma_index_unpin_bit() - drop the bit of pin_bit() on entry @index. Store only.
+ * Returns 1 if this emptied the pin mask of an object being deleted, else 0. */
+int ferry__plasma_index_unpin_bit(struct ferry__plasma_index *ix, uint32_t slot, uint32_t index);
+
 /* ferry__plasma_index_pinned() - does any client pin entry @index? (seq_cst) */
 bool ferry__plasma_index_pinned(const struct ferry__plasma_index *ix, uint32_t index);
 

@@ -4,9 +4,10 @@
  * dispatch and the periodic tick.
  *
  * DESIGN
- * Threads: one. The loop thread (started by ferry__plasma_server_start(), or the thread that
- * calls ferry__plasma_server_run()) runs every callback and every store call. Clients in other
- * processes meanwhile get, release, create small objects and seal through shared memory.
+ * Threads: one for the requests. The loop thread (started by ferry__plasma_server_start(), or
+ * the thread that calls ferry__plasma_server_run()) runs every callback and every store call.
+ * Clients in other processes meanwhile get, release, create small objects and seal through
+ * shared memory.
  *
  * Protocol (schema/plasma.fbs): a client connects, sends PlasmaConnect, and gets
  * PlasmaConnectReply with the arena and index fds (SCM_RIGHTS), its client slot and an arena
@@ -16,7 +17,9 @@
  * figures, and notices (seq 0, no reply) of seals and releases made in shared memory. There is
  * no handshake frame: the socket's file permissions are the access control, and the layout
  * version in the reply guards against a mismatched client. Requests on one connection are
- * answered in order, except gets and waits, which are answered when satisfied.
+ * answered in order, except gets and waits, which are answered when satisfied. A connection
+ * may instead send PlasmaSubscribe as its first and only request: it then only receives
+ * PlasmaNotify batches (server_events.c). Requests are dispatched through one table by type.
  *
  * Failure: a malformed frame or message (the connection layer verifies every payload) or a
  * request that breaks the protocol (before PlasmaConnect, a reply type, another subsystem's
@@ -30,8 +33,13 @@
  * the next tick, as is the check for the process.
  *
  * Tick (every tick_ms): free deferred deletes (a client whose release emptied a deleted
- * object's pins may not have told us), spill past the threshold, finish parked slots, re-check
- * pending waits if any seal happened since the last look (a safety net: sealers notify).
+ * object's pins may not have told us), spill past the threshold (in the background: the
+ * store's spill thread waits for the disk and hands the batch back through a loop post),
+ * finish parked slots, re-check pending waits if any seal happened since the last look (a
+ * safety net: sealers notify), flush held-back subscriber batches, end quiet miss episodes.
+ *
+ * Threads besides the loop's: the store's background spill thread (plasma/store.h), which
+ * only posts to the loop; destroy stops it before the loop goes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -104,69 +112,60 @@ void ferry__plasma_fail(struct ferry__plasma_pclient *c, const char *why)
 
 typedef void (*handler_fn)(struct ferry__plasma_pclient *c, const void *payload);
 
-static handler_fn handler_for(uint16_t type)
-{
-	switch (type) {
-	case FERRY__WIRE_MSG_PLASMA_CONNECT:
-		return ferry__plasma_on_connect;
-	case FERRY__WIRE_MSG_PLASMA_DISCONNECT:
-		return ferry__plasma_on_disconnect;
-	case FERRY__WIRE_MSG_PLASMA_CREATE:
-		return ferry__plasma_on_create;
-	case FERRY__WIRE_MSG_PLASMA_SEAL:
-		return ferry__plasma_on_seal;
-	case FERRY__WIRE_MSG_PLASMA_ABORT:
-		return ferry__plasma_on_abort;
-	case FERRY__WIRE_MSG_PLASMA_RELEASE:
-		return ferry__plasma_on_release;
-	case FERRY__WIRE_MSG_PLASMA_DELETE:
-		return ferry__plasma_on_delete;
-	case FERRY__WIRE_MSG_PLASMA_CONTAINS:
-		return ferry__plasma_on_contains;
-	case FERRY__WIRE_MSG_PLASMA_GET:
-		return ferry__plasma_on_get;
-	case FERRY__WIRE_MSG_PLASMA_WAIT:
-		return ferry__plasma_on_wait;
-	case FERRY__WIRE_MSG_PLASMA_EVICT:
-		return ferry__plasma_on_evict;
-	case FERRY__WIRE_MSG_PLASMA_LIST:
-		return ferry__plasma_on_list;
-	case FERRY__WIRE_MSG_PLASMA_STATS:
-		return ferry__plasma_on_stats;
-	default:
-		return NULL;
-	}
-}
+enum when {
+	AFTER_CONNECT = 0, /* only once the client has a slot */
+	FIRST,		   /* only before: PlasmaConnect */
+	ANYTIME,	   /* the handler checks (PlasmaSubscribe answers on any connection) */
+};
+
+/* Every request the store takes, by message type (schema/messages.fbs, plasma: 32-127). */
+#define FIRST_TYPE FERRY__WIRE_MSG_PLASMA_CONNECT
+#define AT(type) [FERRY__WIRE_MSG_##type - FIRST_TYPE]
+static const struct handler {
+	handler_fn fn;	/* NULL: a type the store does not take */
+	enum when when; /* when it may come */
+} handlers[] = {
+	AT(PLASMA_CONNECT) = {ferry__plasma_on_connect, FIRST},
+	AT(PLASMA_DISCONNECT) = {ferry__plasma_on_disconnect, AFTER_CONNECT},
+	AT(PLASMA_CREATE) = {ferry__plasma_on_create, AFTER_CONNECT},
+	AT(PLASMA_SEAL) = {ferry__plasma_on_seal, AFTER_CONNECT},
+	AT(PLASMA_ABORT) = {ferry__plasma_on_abort, AFTER_CONNECT},
+	AT(PLASMA_RELEASE) = {ferry__plasma_on_release, AFTER_CONNECT},
+	AT(PLASMA_DELETE) = {ferry__plasma_on_delete, AFTER_CONNECT},
+	AT(PLASMA_CONTAINS) = {ferry__plasma_on_contains, AFTER_CONNECT},
+	AT(PLASMA_GET) = {ferry__plasma_on_get, AFTER_CONNECT},
+	AT(PLASMA_WAIT) = {ferry__plasma_on_wait, AFTER_CONNECT},
+	AT(PLASMA_SUBSCRIBE) = {ferry__plasma_on_subscribe, ANYTIME},
+	AT(PLASMA_EVICT) = {ferry__plasma_on_evict, AFTER_CONNECT},
+	AT(PLASMA_LIST) = {ferry__plasma_on_list, AFTER_CONNECT},
+	AT(PLASMA_STATS) = {ferry__plasma_on_stats, AFTER_CONNECT},
+};
+#undef AT
 
 void ferry__plasma_handle(struct ferry__plasma_pclient *c, uint16_t type, const void *payload,
 			  size_t len)
 {
-	handler_fn fn = handler_for(type);
+	unsigned k = (unsigned)type - FIRST_TYPE;
+	const struct handler *h = k < FERRY_ARRAY_SIZE(handlers) ? &handlers[k] : NULL;
+	bool connected = c->slot != FERRY__PLASMA_NO_SLOT;
 	char why[96];
 
 	(void)len;
 	if (c->closing)
 		return;
-	if (type == FERRY__WIRE_MSG_PLASMA_SUBSCRIBE) {
-		struct ferry__wire_plasma_subscribe_view v =
-			ferry__wire_plasma_subscribe_root_verified(payload);
-
-		ferry__plasma_reply_status(c, ferry__wire_plasma_subscribe_seq(v), -EOPNOTSUPP);
-		return;
-	}
-	if (!fn) {
+	if (!h || !h->fn) {
 		snprintf(why, sizeof(why), "%s (type %u) is not a plasma request",
 			 ferry__wire_message_name(type), type);
 		ferry__plasma_fail(c, why);
-		return;
-	}
-	if ((c->slot == FERRY__PLASMA_NO_SLOT) != (type == FERRY__WIRE_MSG_PLASMA_CONNECT)) {
+	} else if (c->sub) {
+		ferry__plasma_fail(c, "a subscriber connection sent a request");
+	} else if (h->when != ANYTIME && connected != (h->when == AFTER_CONNECT)) {
 		snprintf(why, sizeof(why), "%s %s PlasmaConnect", ferry__wire_message_name(type),
-			 c->slot == FERRY__PLASMA_NO_SLOT ? "before" : "after");
+			 connected ? "after" : "before");
 		ferry__plasma_fail(c, why);
-		return;
+	} else {
+		h->fn(c, payload);
 	}
-	fn(c, payload);
 }
 
 /* ---- clients ---- */
@@ -260,17 +259,27 @@ static void release_slot(struct ferry__plasma_server *srv, uint32_t slot, int pi
 
 void ferry__plasma_client_leave(struct ferry__plasma_pclient *c, bool clean)
 {
+	struct ferry__plasma_server *srv = c->srv;
+
 	ferry__plasma_waits_cancel(c);
 	ferry__plasma_unpin_all(c);
-	if (c->slot != FERRY__PLASMA_NO_SLOT)
-		release_slot(c->srv, c->slot, c->pid, clean || !c->conn);
+	if (c->slot == FERRY__PLASMA_NO_SLOT)
+		return;
+	/* Seals whose notice it did not send (it died in between) are reported now, before
+	 * its sealed objects pass to the store's slot. */
+	ferry__plasma_events_client_gone(srv, c->slot);
+	release_slot(srv, c->slot, c->pid, clean || !c->conn);
 	c->slot = FERRY__PLASMA_NO_SLOT;
+	/* Objects it was creating are gone: waits for them may now wait for absent objects. */
+	if (srv->waits)
+		ferry__plasma_waits_recheck(srv);
 }
 
 void ferry__plasma_client_free(struct ferry__plasma_pclient *c)
 {
 	struct ferry__plasma_server *srv = c->srv;
 
+	ferry__plasma_sub_free(c);
 	ferry__plasma_client_leave(c, false);
 	ferry__hashmap_fini(&c->pins);
 	if (c->prev)
@@ -344,6 +353,7 @@ static void on_tick(struct ferry__loop_timer *timer, int status)
 		srv->waits_seal_seq = seals;
 		ferry__plasma_waits_recheck(srv);
 	}
+	ferry__plasma_events_tick(srv);
 }
 
 /* ---- lifecycle ---- */
@@ -363,9 +373,21 @@ static int check_opts(const struct ferry__plasma_server_opts *o)
 	return 0;
 }
 
+/* The store's background spill hands its batches back through the loop (any thread). */
+static int post_to_loop(void *arg, void (*fn)(void *fn_arg, int status), void *fn_arg)
+{
+	struct ferry__plasma_server *srv = arg;
+
+	return ferry__loop_post(srv->loop, fn, fn_arg);
+}
+
 static int create_store(struct ferry__plasma_server *srv, const struct ferry__plasma_server_opts *o)
 {
 	struct ferry__plasma_store_opts so = {
+		.on_removed = ferry__plasma_events_removed,
+		.hook_arg = srv,
+		.post = post_to_loop,
+		.post_arg = srv,
 		.memory_bytes = o->memory_bytes,
 		.hugepages = o->hugepages,
 		.max_objects = o->max_objects,
@@ -381,6 +403,11 @@ static int create_store(struct ferry__plasma_server *srv, const struct ferry__pl
 	if (r < 0)
 		return r;
 	srv->ix = ferry__plasma_store_index(srv->store);
+	srv->held = ferry__calloc(srv->ix->mask + 1, sizeof(*srv->held));
+	if (!srv->held) {
+		ferry__plasma_store_destroy(srv->store);
+		return -ENOMEM;
+	}
 	arena = ferry__plasma_store_arena(srv->store)->size;
 	srv->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK_BYTES;
 	srv->chunk_bytes = FERRY_ALIGN_UP(
@@ -430,9 +457,12 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 	r = create_store(srv, opts);
 	if (r < 0)
 		goto err_free_path;
+	r = ferry__plasma_events_init(srv, opts);
+	if (r < 0)
+		goto err_fini_events;
 	r = ferry__loop_create(NULL, &srv->loop);
 	if (r < 0)
-		goto err_destroy_store;
+		goto err_fini_events;
 	srv->tick.data = srv;
 	r = ferry__loop_timer_start(srv->loop, &srv->tick, srv->tick_ms, srv->tick_ms, on_tick);
 	if (r < 0)
@@ -447,7 +477,9 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 
 err_destroy_loop:
 	ferry__loop_destroy(srv->loop);
-err_destroy_store:
+err_fini_events:
+	ferry__plasma_events_fini(srv);
+	ferry__free(srv->held);
 	ferry__plasma_store_destroy(srv->store);
 err_free_path:
 	ferry__free(srv->socket_path);
@@ -497,12 +529,18 @@ void ferry__plasma_server_destroy(struct ferry__plasma_server *srv)
 	if (!srv)
 		return;
 	ferry__plasma_server_stop(srv);
+	/* No background spill may post to the loop once it is gone (its batch is taken back by
+	 * the store's destroy). */
+	ferry__plasma_store_quiesce(srv->store);
 	/* Closes every connection: their on_close cleans each client up against the store. */
 	ferry__loop_destroy(srv->loop);
+	srv->loop = NULL; /* events of the clients freed below post nothing */
 	while (srv->clients)
 		ferry__plasma_client_free(srv->clients); /* clients without a connection */
 	ferry__fb_builder_fini(&srv->fb);
+	ferry__plasma_events_fini(srv);
 	ferry__plasma_store_destroy(srv->store);
+	ferry__free(srv->held);
 	ferry__free(srv->parked);
 	ferry__free(srv->socket_path);
 	ferry__free(srv);

@@ -5,10 +5,26 @@
  *
  * Thread model: create/start/stop/destroy from one controlling thread. While started, the
  * server's own thread runs the loop and every store call; nothing else touches the store.
+ *
+ * Hooks (for the node daemon's object manager): called on the server's thread, in the order
+ * things happen. They must not block and must not call into this server or its store: post
+ * the work to another loop. Each may be NULL.
+ *  - on_miss: a client's get or wait (through the socket, or a shared-memory get that fell
+ *    back to waiting) found @id absent (not created, not spilled) and waits for it. Once per
+ *    episode: not again for other waiters, or for the same client asking again, until the
+ *    object is sealed here or nobody has waited for it for miss_quiet_ms. An object
+ *    created here and then aborted while waited for is not reported again in that episode.
+ *  - on_sealed: once per sealed object, whoever sealed it (also clients sealing in shared
+ *    memory: with a hook set, every sealer tells the store at once; a client that dies
+ *    between its seal and that notice is caught when its connection closes).
+ *  - on_removed: a sealed object left the store (deleted, or a secondary copy evicted), after
+ *    its on_sealed. Spilling and restoring are not removals; aborts of unsealed objects are
+ *    not reported. An object deleted before the store heard of its seal gets neither call.
  */
 #ifndef FERRY_PLASMA_SERVER_H
 #define FERRY_PLASMA_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ferry/plasma.h>
@@ -27,6 +43,12 @@ struct ferry__plasma_server_opts {
 	uint64_t chunk_bytes;		       /* default client chunk; 0: 1 MiB, <= arena/256 */
 	uint32_t tick_ms;		       /* collect / spill check period; 0: 100 */
 	unsigned store_flags;		       /* FERRY__PLASMA_STORE_* (tests: NO_PREFAULT) */
+	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* see above */
+	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+			  uint32_t metadata_size, bool primary);	 /* see above */
+	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* see above */
+	void *hook_arg;							 /* for the hooks */
+	uint32_t miss_quiet_ms; /* on_miss episode ends this long after its last wait; 0: 1000 */
 };
 
 /*

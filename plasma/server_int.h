@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Private state of the plasma server, shared by server.c (lifecycle, connections, dispatch,
- * client cleanup), server_ops.c (the request handlers) and server_wait.c (gets and waits that
- * block until objects are sealed). Tests and the fuzz target use the client hooks at the end to
+ * client cleanup), server_ops.c (the request handlers), server_wait.c (gets and waits that
+ * block until objects are sealed) and server_events.c (hooks, subscribers, misses). Tests and the fuzz target use the client hooks at the end to
  * drive requests without a socket.
  */
 #ifndef FERRY_PLASMA_SERVER_INT_H
@@ -20,11 +20,37 @@
 
 #define FERRY__PLASMA_NO_SLOT UINT32_MAX
 
+/* Pins the store holds on one entry for all its clients: one bit in the entry's pin mask (the
+ * store's slot), counted here rather than in the slot's pin records, which would bound them. */
+struct ferry__plasma_held {
+	uint32_t gen;	/* entry generation pinned */
+	uint32_t count; /* pins; 0: the bit is clear */
+};
+
 /* Pins the store holds on a client's behalf (a get that went through the socket), by ID. */
 struct ferry__plasma_store_pin {
 	uint32_t index; /* entry slot */
 	uint32_t gen;	/* entry generation */
 	uint32_t count; /* pins held for this client */
+};
+
+/* A subscriber connection's bounded queue of events not sent yet. */
+struct ferry__plasma_sub {
+	struct ferry__wire_plasma_event *ring; /* cap events */
+	uint32_t cap;			       /* events it holds at most */
+	uint32_t head;			       /* oldest queued */
+	uint32_t count;			       /* queued */
+	uint32_t mask;			       /* 1 << PlasmaEventKind per wanted kind */
+	uint64_t missed;		       /* dropped since the last batch sent */
+	uint64_t notify_seq;		       /* seq of the last PlasmaNotify sent */
+	uint32_t index;			       /* position in the server's subs */
+};
+
+/* What the server reported to on_miss (value of its missing map, by ObjectID). */
+struct ferry__plasma_miss {
+	uint32_t episode;    /* number of this report, so that old waits do not count */
+	uint32_t waits;	     /* parked waits that still want it */
+	uint64_t idle_since; /* ms when waits reached 0 */
 };
 
 /* One connected client. */
@@ -37,6 +63,7 @@ struct ferry__plasma_pclient {
 	uint32_t slot;			    /* index client slot; NO_SLOT before PlasmaConnect */
 	int pid;			    /* its process, as it said (logs) */
 	bool closing;			    /* a protocol error closed it: ignore what follows */
+	struct ferry__plasma_sub *sub;	    /* a subscriber connection: its queue; else NULL */
 	uint64_t replies;		    /* messages sent to it (tests) */
 };
 
@@ -44,6 +71,7 @@ struct ferry__plasma_pclient {
 struct ferry__plasma_wait_item {
 	struct ferry_object_id id;	 /* requested ID */
 	int status;			 /* 1 pending; 0 done (pinned for a get); or -errno */
+	uint32_t miss_episode;		 /* counted in the missing map under it; 0: not */
 	struct ferry__plasma_object obj; /* get: what was pinned */
 };
 
@@ -74,6 +102,7 @@ struct ferry__plasma_server {
 	char *socket_path;		       /* copied; NULL: no listener */
 	struct ferry__plasma_store *store;     /* the store core */
 	struct ferry__plasma_index *ix;	       /* its index */
+	struct ferry__plasma_held *held;       /* per entry: pins the store holds */
 	struct ferry__loop *loop;	       /* everything runs on it */
 	struct ferry__conn_server *listener;   /* Unix socket server */
 	struct ferry__loop_timer tick;	       /* collect, spill, parked slots, wait re-checks */
@@ -88,6 +117,21 @@ struct ferry__plasma_server {
 	struct ferry__wire_unique_id id;       /* this store instance */
 	pthread_t thread;		       /* start(): the loop's thread */
 	bool threaded;			       /* thread is running */
+	/* events (server_events.c) */
+	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
+	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+			  uint32_t metadata_size, bool primary);	 /* hook or NULL */
+	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
+	void *hook_arg;							 /* for the hooks */
+	uint32_t *announced;	       /* per entry: generation whose seal was reported */
+	uint32_t announce_refs;	       /* hooks (1) + subscribers: > 0, every sealer notifies */
+	struct ferry__hashmap missing; /* ObjectID -> struct ferry__plasma_miss */
+	uint32_t miss_episodes;	       /* episodes reported so far */
+	uint32_t miss_quiet_ms;	       /* an episode nobody waits for ends after this */
+	struct ferry__plasma_pclient **subs; /* subscriber connections */
+	uint32_t nsubs;			     /* ... how many */
+	uint32_t subs_cap;		     /* ... room in subs */
+	bool flush_posted;		     /* a flush of the subscribers' queues is posted */
 };
 
 /* server.c */
@@ -141,5 +185,35 @@ void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c);
 /* Pin @id through the store's slot for @c. Returns 0, -ENOENT, -EINPROGRESS, -ENODATA, ... */
 int ferry__plasma_pin_for(struct ferry__plasma_pclient *c, const struct ferry_object_id *id,
 			  struct ferry__plasma_object *out);
+/* Drop one pin the store holds on entry @index (generation @gen). Returns 1 if deferred
+ * deletes may now be collected, else 0. */
+int ferry__plasma_store_unpin(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen);
+
+/* server_events.c */
+
+/* Set up from @o (hooks; announcing seals from the start if any is set). Returns 0 or
+ * -ENOMEM. fini accepts a server whose init failed or never ran (zeroed fields). */
+int ferry__plasma_events_init(struct ferry__plasma_server *srv,
+			      const struct ferry__plasma_server_opts *o);
+void ferry__plasma_events_fini(struct ferry__plasma_server *srv);
+/* The object @id (entry @o, read by the caller) is sealed: report it once (hook, subscribers),
+ * and end its miss episode. */
+void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
+				 const struct ferry__plasma_object *o,
+				 const struct ferry_object_id *id);
+/* The store's on_removed hook (arg: the server). */
+void ferry__plasma_events_removed(void *arg, uint32_t index, uint32_t gen, bool evicted);
+/* Client slot @slot is going away: report seals it made whose notice never came. */
+void ferry__plasma_events_client_gone(struct ferry__plasma_server *srv, uint32_t slot);
+/* A parked wait wants @it, which is absent: report the miss unless already reported. */
+void ferry__plasma_miss_note(struct ferry__plasma_server *srv, struct ferry__plasma_wait_item *it);
+/* @it no longer waits (answered, timed out, or its client left). */
+void ferry__plasma_miss_done(struct ferry__plasma_server *srv, struct ferry__plasma_wait_item *it);
+/* From the tick: flush subscribers that were held back, forget quiet misses. */
+void ferry__plasma_events_tick(struct ferry__plasma_server *srv);
+/* PlasmaSubscribe (its own connection, before anything else). */
+void ferry__plasma_on_subscribe(struct ferry__plasma_pclient *c, const void *payload);
+/* Drop @c's subscription, if it has one. */
+void ferry__plasma_sub_free(struct ferry__plasma_pclient *c);
 
 #endif

@@ -174,6 +174,7 @@ static int seal(struct ferry__plasma_pclient *c, const struct ferry_object_id *i
 	default:
 		return -ENOENT;
 	}
+	ferry__plasma_events_sealed(c->srv, &o, id);
 	ferry__plasma_waits_sealed(c->srv, id);
 	return 0;
 }
@@ -198,6 +199,9 @@ void ferry__plasma_on_abort(struct ferry__plasma_pclient *c, const void *payload
 
 	if (r >= 0)
 		r = ferry__plasma_store_object_abort(c->srv->store, c->slot, &o);
+	/* Waits for it now wait for an absent object (a miss to report). */
+	if (r == 0)
+		ferry__plasma_waits_sealed(c->srv, &id);
 	ferry__plasma_reply_status(c, ferry__wire_plasma_abort_seq(v), r);
 }
 
@@ -207,15 +211,12 @@ int ferry__plasma_unpin(struct ferry__plasma_pclient *c, const struct ferry_obje
 			uint32_t n)
 {
 	struct ferry__plasma_store_pin *p = ferry__hashmap_get(&c->pins, id);
-	struct ferry__plasma_object o;
 	bool collect = false;
 
 	if (!p || p->count < n)
 		return -ENOENT;
-	o = (struct ferry__plasma_object){.index = p->index, .gen = p->gen};
 	for (uint32_t i = 0; i < n; i++)
-		collect |=
-			ferry__plasma_index_release(c->srv->ix, FERRY__PLASMA_STORE_SLOT, &o) == 1;
+		collect |= ferry__plasma_store_unpin(c->srv, p->index, p->gen) == 1;
 	p->count -= n;
 	if (!p->count)
 		ferry__hashmap_remove(&c->pins, id, NULL);
@@ -253,13 +254,9 @@ void ferry__plasma_unpin_all(struct ferry__plasma_pclient *c)
 
 	if (!ferry__hashmap_count(&c->pins))
 		return;
-	while (ferry__hashmap_next(&c->pins, &cursor, (void **)&id, (void **)&p)) {
-		struct ferry__plasma_object o = {.index = p->index, .gen = p->gen};
-
+	while (ferry__hashmap_next(&c->pins, &cursor, (void **)&id, (void **)&p))
 		for (uint32_t i = 0; i < p->count; i++)
-			collect |= ferry__plasma_index_release(c->srv->ix, FERRY__PLASMA_STORE_SLOT,
-							       &o) == 1;
-	}
+			collect |= ferry__plasma_store_unpin(c->srv, p->index, p->gen) == 1;
 	ferry__hashmap_fini(&c->pins);
 	ferry__hashmap_init(&c->pins, sizeof(struct ferry_object_id),
 			    sizeof(struct ferry__plasma_store_pin));
@@ -362,25 +359,72 @@ static bool listable(int state, bool unsealed)
 	       (unsealed && (state == FERRY__PLASMA_CREATING || state == FERRY__PLASMA_DELETING));
 }
 
-/* Entries after @after, sorted by ID, into *@out (allocated). Returns the count or -ENOMEM. */
-static int64_t collect_listed(struct ferry__plasma_server *srv, const struct ferry_object_id *after,
-			      bool unsealed, struct listed **out)
+/* Restore the max-heap (by ID) below position @i of @h (@n entries). */
+static void sift_down(struct listed *h, uint32_t n, uint32_t i)
 {
-	uint32_t live = atomic_load(&srv->ix->hdr->live_objects), n = 0;
-	struct listed *l = ferry__calloc(FERRY_MAX(live, 1u), sizeof(*l));
-	struct ferry__plasma_object o;
+	for (;;) {
+		uint32_t big = i, l = 2 * i + 1, r = l + 1;
+		struct listed t;
 
-	if (!l)
+		if (l < n && by_id(&h[l], &h[big]) > 0)
+			big = l;
+		if (r < n && by_id(&h[r], &h[big]) > 0)
+			big = r;
+		if (big == i)
+			return;
+		t = h[i];
+		h[i] = h[big];
+		h[big] = t;
+		i = big;
+	}
+}
+
+static void sift_up(struct listed *h, uint32_t i)
+{
+	while (i && by_id(&h[(i - 1) / 2], &h[i]) < 0) {
+		struct listed t = h[i];
+
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+/*
+ * The first @max entries after @after in ID order into *@out (allocated), and whether more
+ * follow. One pass over the index keeping the @max smallest IDs in a max-heap: memory is
+ * bounded by the page, not by the number of objects. Returns the count or -ENOMEM.
+ */
+static int64_t collect_listed(struct ferry__plasma_server *srv, const struct ferry_object_id *after,
+			      bool unsealed, uint32_t max, struct listed **out, bool *more)
+{
+	struct listed *h = ferry__calloc(max + 1, sizeof(*h)), c;
+	struct ferry__plasma_object o;
+	uint32_t n = 0;
+
+	if (!h)
 		return -ENOMEM;
-	for (uint32_t i = 0; i <= srv->ix->mask && n < live; i++) {
+	*more = false;
+	for (uint32_t i = 0; i <= srv->ix->mask; i++) {
 		if (!listable(ferry__plasma_index_read(srv->ix, i, &o), unsealed))
 			continue;
-		ferry__plasma_index_read_id(srv->ix, i, &l[n].id);
-		if (memcmp(l[n].id.bytes, after->bytes, sizeof(after->bytes)) > 0)
-			l[n++].index = i;
+		ferry__plasma_index_read_id(srv->ix, i, &c.id);
+		c.index = i;
+		if (memcmp(c.id.bytes, after->bytes, sizeof(after->bytes)) <= 0)
+			continue;
+		if (n < max) {
+			h[n] = c;
+			sift_up(h, n++);
+			continue;
+		}
+		*more = true;
+		if (by_id(&c, &h[0]) < 0) {
+			h[0] = c;
+			sift_down(h, n, 0);
+		}
 	}
-	qsort(l, n, sizeof(*l), by_id);
-	*out = l;
+	qsort(h, n, sizeof(*h), by_id);
+	*out = h;
 	return n;
 }
 
@@ -399,7 +443,8 @@ static void fill_info(struct ferry__plasma_server *srv, const struct listed *l,
 		.offset = state == FERRY__PLASMA_SPILLED ? 0 : o.offset,
 		.data_size = o.data_size,
 		.metadata_size = o.metadata_size,
-		.pin_count = (uint32_t)ferry__plasma_index_pin_count(srv->ix, l->index),
+		.pin_count = (uint32_t)ferry__plasma_index_pin_count(srv->ix, l->index) +
+			     (srv->held[l->index].gen == o.gen ? srv->held[l->index].count : 0),
 		.owner_slot = state == FERRY__PLASMA_CREATING ? o.owner : -1,
 		.lru_stamp = atomic_load(&srv->ix->ext[l->index].lru_stamp),
 	};
@@ -413,17 +458,19 @@ void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload)
 	uint32_t max = ferry__wire_plasma_list_max_objects(v);
 	struct ferry__wire_plasma_object_info *infos = NULL;
 	struct listed *l = NULL;
+	bool more;
 	int64_t n;
 
 	max = max ? FERRY_MIN(max, LIST_MAX_OBJECTS) : LIST_MAX_OBJECTS;
-	n = collect_listed(c->srv, &after, ferry__wire_plasma_list_include_unsealed(v), &l);
+	n = collect_listed(c->srv, &after, ferry__wire_plasma_list_include_unsealed(v), max, &l,
+			   &more);
 	if (n >= 0)
-		infos = ferry__calloc(FERRY_MIN((uint64_t)n, max) + 1, sizeof(*infos));
+		infos = ferry__calloc((uint64_t)n + 1, sizeof(*infos));
 	if (!infos) {
 		m.status = -ENOMEM;
 	} else {
-		m.objects_count = FERRY_MIN((uint64_t)n, max);
-		m.more = (uint64_t)n > max;
+		m.objects_count = (uint64_t)n;
+		m.more = more;
 		for (size_t i = 0; i < m.objects_count; i++)
 			fill_info(c->srv, &l[i], &infos[i]);
 		m.objects = infos;

@@ -20,18 +20,50 @@
 
 static const char comp[] = "plasma";
 
+/* One more pin of the store's on @id: the count if it holds the bit, else the bit. */
+static int store_pin(struct ferry__plasma_server *srv, const struct ferry_object_id *id,
+		     struct ferry__plasma_object *out)
+{
+	struct ferry__plasma_held *h;
+	int state = ferry__plasma_index_find(srv->ix, id, out), r;
+
+	h = state >= 0 ? &srv->held[out->index] : NULL;
+	if (h && h->count && h->gen == out->gen) {
+		/* Pinned by us: the entry cannot go, but a deleted one takes no new pins. */
+		if (state == FERRY__PLASMA_DELETING)
+			return -ENOENT;
+		h->count++;
+		return 0;
+	}
+	r = ferry__plasma_index_pin_bit(srv->ix, FERRY__PLASMA_STORE_SLOT, id, out);
+	if (r < 0)
+		return r;
+	srv->held[out->index] = (struct ferry__plasma_held){out->gen, 1};
+	return 0;
+}
+
+int ferry__plasma_store_unpin(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen)
+{
+	struct ferry__plasma_held *h = &srv->held[index & srv->ix->mask];
+
+	if (!h->count || h->gen != gen)
+		return 0; /* not ours (a bug: logged by the caller's accounting) */
+	if (--h->count)
+		return 0;
+	return ferry__plasma_index_unpin_bit(srv->ix, FERRY__PLASMA_STORE_SLOT, index);
+}
+
 int ferry__plasma_pin_for(struct ferry__plasma_pclient *c, const struct ferry_object_id *id,
 			  struct ferry__plasma_object *out)
 {
-	struct ferry__plasma_index *ix = c->srv->ix;
 	struct ferry__plasma_store_pin *p;
-	int r = ferry__plasma_index_get(ix, FERRY__PLASMA_STORE_SLOT, id, out);
+	int r = store_pin(c->srv, id, out);
 
 	if (r < 0)
 		return r;
 	r = ferry__hashmap_put(&c->pins, id, (void **)&p);
 	if (r < 0) {
-		if (ferry__plasma_index_release(ix, FERRY__PLASMA_STORE_SLOT, out) == 1)
+		if (ferry__plasma_store_unpin(c->srv, out->index, out->gen) == 1)
 			ferry__plasma_store_collect(c->srv->store);
 		return r;
 	}
@@ -77,9 +109,21 @@ static bool done(const struct ferry__plasma_wait *w)
 	return w->type == FERRY__WIRE_MSG_PLASMA_GET ? w->pending == 0 : ready(w) >= w->want;
 }
 
-/* Try the pending items (those with @id, or all when @id is NULL). */
+/* Not in the index at all, or on its way out: something must bring it here. */
+static bool absent(const struct ferry__plasma_index *ix, const struct ferry_object_id *id)
+{
+	struct ferry__plasma_object o;
+	int state = ferry__plasma_index_find(ix, id, &o);
+
+	return state < 0 || state == FERRY__PLASMA_DELETING;
+}
+
+/* Try the pending items (those with @id, or all when @id is NULL). Parked, an item for an
+ * absent object is a miss. */
 static void resolve(struct ferry__plasma_wait *w, const struct ferry_object_id *id)
 {
+	struct ferry__plasma_pclient *c = w->client;
+
 	for (uint32_t i = 0; i < w->n && !done(w); i++) {
 		struct ferry__plasma_wait_item *it = &w->items[i];
 
@@ -89,6 +133,9 @@ static void resolve(struct ferry__plasma_wait *w, const struct ferry_object_id *
 		it->status = try_item(w, it);
 		if (it->status != PENDING)
 			w->pending--;
+		else if (w->counted && c->srv->on_miss && !it->miss_episode &&
+			 absent(c->srv->ix, &it->id))
+			ferry__plasma_miss_note(c->srv, it);
 	}
 }
 
@@ -106,6 +153,8 @@ static void unlink_wait(struct ferry__plasma_wait *w)
 		w->next->prev = w->prev;
 	atomic_fetch_sub(&srv->ix->hdr->seal_waiters, 1);
 	w->counted = false;
+	for (uint32_t i = 0; i < w->n; i++)
+		ferry__plasma_miss_done(srv, &w->items[i]);
 	if (ferry__loop_timer_active(&w->timer))
 		ferry__loop_timer_stop(&w->timer);
 }

@@ -46,9 +46,12 @@ struct ferry__plasma_spill {
 	struct spill_file *files;	     /* by file id */
 	uint32_t nfiles;		     /* slots in files */
 	uint64_t max_bytes;		     /* quota; 0: none */
+	uint64_t inflight_bytes;	     /* file bytes of the batches being written */
+	uint32_t inflight;		     /* batches being written */
 	struct ferry__plasma_spill_stats st; /* figures */
 	int inject_write;		     /* tests: fail the next batch with this */
 	int inject_read;		     /* tests: fail the next read with this */
+	int inject_hold;		     /* tests: the next batch waits for a byte here */
 	bool made_dir;			     /* we created dir: remove it at the end if empty */
 };
 
@@ -203,8 +206,7 @@ static int finish_job(int fd, const struct job *j, bool write, int res)
  * Run @n jobs on @fd, INFLIGHT at a time. Every submitted request is reaped even after an
  * error (the kernel may still be using the buffers). Returns 0 or the first error.
  */
-static int run_jobs(struct ferry__plasma_spill *sp, int fd, const struct job *jobs, uint32_t n,
-		    bool write)
+static int run_jobs(struct io_uring *ring, int fd, const struct job *jobs, uint32_t n, bool write)
 {
 	uint32_t next = 0, inflight = 0;
 	int err = 0;
@@ -214,7 +216,7 @@ static int run_jobs(struct ferry__plasma_spill *sp, int fd, const struct job *jo
 		int r;
 
 		while (next < n && inflight < INFLIGHT && !err) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&sp->ring);
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 			const struct job *j = &jobs[next];
 
 			if (!sqe)
@@ -228,20 +230,20 @@ static int run_jobs(struct ferry__plasma_spill *sp, int fd, const struct job *jo
 		}
 		if (!inflight)
 			break;
-		r = io_uring_submit_and_wait(&sp->ring, 1);
+		r = io_uring_submit_and_wait(ring, 1);
 		if (r < 0 && r != -EINTR) {
 			err = err ? err : r;
-			if (io_uring_peek_cqe(&sp->ring, &cqe) != 0) {
+			if (io_uring_peek_cqe(ring, &cqe) != 0) {
 				/* The ring is broken: nothing more will complete. */
 				FLOG_ERROR(comp, "spill: io_uring_enter: %s", ferry_strerror(r));
 				return err;
 			}
 		}
-		while (io_uring_peek_cqe(&sp->ring, &cqe) == 0) {
+		while (io_uring_peek_cqe(ring, &cqe) == 0) {
 			const struct job *j = &jobs[cqe->user_data];
 			int res = cqe->res;
 
-			io_uring_cqe_seen(&sp->ring, cqe);
+			io_uring_cqe_seen(ring, cqe);
 			inflight--;
 			res = finish_job(fd, j, write, res);
 			if (res < 0 && !err)
@@ -251,9 +253,9 @@ static int run_jobs(struct ferry__plasma_spill *sp, int fd, const struct job *jo
 	return err;
 }
 
-static int ring_fdatasync(struct ferry__plasma_spill *sp, int fd)
+static int ring_fdatasync(struct io_uring *ring, int fd)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&sp->ring);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 	struct io_uring_cqe *cqe;
 	int r;
 
@@ -261,30 +263,30 @@ static int ring_fdatasync(struct ferry__plasma_spill *sp, int fd)
 		return fdatasync(fd) < 0 ? -errno : 0;
 	io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
 	io_uring_sqe_set_data64(sqe, 0);
-	r = io_uring_submit(&sp->ring);
+	r = io_uring_submit(ring);
 	if (r < 0)
 		return r;
 	do
-		r = io_uring_wait_cqe(&sp->ring, &cqe);
+		r = io_uring_wait_cqe(ring, &cqe);
 	while (r == -EINTR);
 	if (r < 0)
 		return r;
 	r = cqe->res;
-	io_uring_cqe_seen(&sp->ring, cqe);
+	io_uring_cqe_seen(ring, cqe);
 	return r;
 }
 
 /* ---- files ---- */
 
-static int open_file(const struct ferry__plasma_spill *sp)
+static int open_file_in(const char *dir)
 {
 	char path[4096];
-	int fd = open(sp->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 
 	if (fd >= 0)
 		return fd;
 	/* No O_TMPFILE on this file system: create, then unlink at once. */
-	if ((size_t)snprintf(path, sizeof(path), "%s/ferry-spill-XXXXXX", sp->dir) >= sizeof(path))
+	if ((size_t)snprintf(path, sizeof(path), "%s/ferry-spill-XXXXXX", dir) >= sizeof(path))
 		return -ENAMETOOLONG;
 	fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0)
@@ -312,17 +314,22 @@ static int64_t file_slot(struct ferry__plasma_spill *sp)
 	return old;
 }
 
-static int reserve(struct ferry__plasma_spill *sp, int fd, uint64_t total)
+/* Would @total more bytes exceed the spill limit (counting batches in flight)? */
+static int check_quota(const struct ferry__plasma_spill *sp, uint64_t total)
+{
+	uint64_t used = sp->st.disk_bytes + sp->inflight_bytes;
+
+	if (!sp->max_bytes || (used <= sp->max_bytes && total <= sp->max_bytes - used))
+		return 0;
+	FLOG_WARN(comp, "spill: %" PRIu64 " more bytes would exceed the spill limit of %" PRIu64,
+		  total, sp->max_bytes);
+	return -ENOSPC;
+}
+
+static int reserve(int fd, uint64_t total)
 {
 	int r;
 
-	if (sp->max_bytes &&
-	    (sp->st.disk_bytes > sp->max_bytes || total > sp->max_bytes - sp->st.disk_bytes)) {
-		FLOG_WARN(comp,
-			  "spill: %" PRIu64 " more bytes would exceed the spill limit of %" PRIu64,
-			  total, sp->max_bytes);
-		return -ENOSPC;
-	}
 	do
 		r = fallocate(fd, 0, 0, (off_t)total) < 0 ? -errno : 0;
 	while (r == -EINTR);
@@ -390,75 +397,150 @@ static int64_t plan(struct ferry__plasma_spill_item *items, uint32_t n, uint64_t
 	return nj;
 }
 
-static int write_file(struct ferry__plasma_spill *sp, int fd,
-		      struct ferry__plasma_spill_item *items, uint32_t n, uint64_t *total)
+/* One write batch: planned on the store's thread, written on any thread, adopted back. */
+struct ferry__plasma_spill_batch {
+	struct ferry__plasma_spill_item *items; /* borrowed from the caller */
+	uint32_t n;				/* items */
+	struct iovec *iov;			/* the stream, cut in pieces */
+	struct job *jobs;			/* gathered writes */
+	uint32_t njobs;				/* how many */
+	uint64_t total;				/* file bytes */
+	const char *dir;			/* the spill directory (the area's copy) */
+	int fd;					/* the written file; -1 until then */
+	int result;				/* 0 or -errno of the write */
+	int hold;				/* tests: read a byte here first; -1: no */
+};
+
+int ferry__plasma_spill_batch_new(struct ferry__plasma_spill *sp,
+				  struct ferry__plasma_spill_item *items, uint32_t n,
+				  struct ferry__plasma_spill_batch **out)
 {
-	struct iovec *iov = NULL;
-	struct job *jobs = NULL;
-	int64_t nj = plan(items, n, total, &iov, &jobs);
+	struct ferry__plasma_spill_batch *b;
+	int64_t nj;
 	int r;
-
-	if (nj < 0)
-		return (int)nj;
-	r = reserve(sp, fd, *total);
-	if (r == 0)
-		r = run_jobs(sp, fd, jobs, (uint32_t)nj, true);
-	if (r == 0)
-		r = ring_fdatasync(sp, fd);
-	if (r == 0)
-		posix_fadvise(fd, 0, (off_t)*total, POSIX_FADV_DONTNEED);
-	ferry__free(jobs);
-	ferry__free(iov);
-	return r;
-}
-
-int ferry__plasma_spill_write(struct ferry__plasma_spill *sp,
-			      struct ferry__plasma_spill_item *items, uint32_t n)
-{
-	uint64_t total = 0, bytes = 0;
-	int64_t slot;
-	int fd, r;
 
 	if (!n)
 		return -EINVAL;
 	if (sp->inject_write) {
 		r = sp->inject_write;
 		sp->inject_write = 0;
-		goto err_count;
+		sp->st.errors++;
+		return r;
 	}
-	slot = file_slot(sp);
-	if (slot < 0)
-		return (int)slot;
-	fd = open_file(sp);
-	if (fd < 0) {
-		r = fd;
-		FLOG_ERROR(comp, "spill: cannot create a file in %s: %s", sp->dir,
-			   ferry_strerror(r));
-		goto err_count;
-	}
-	r = write_file(sp, fd, items, n, &total);
+	b = ferry__calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*b = (struct ferry__plasma_spill_batch){
+		.items = items, .n = n, .dir = sp->dir, .fd = -1, .hold = sp->inject_hold - 1};
+	sp->inject_hold = 0;
+	nj = plan(items, n, &b->total, &b->iov, &b->jobs);
+	r = nj < 0 ? (int)nj : check_quota(sp, b->total);
 	if (r < 0) {
-		close(fd);
-		FLOG_WARN(comp, "spill: writing %u objects to %s failed: %s", n, sp->dir,
+		ferry__plasma_spill_batch_free(b);
+		return r;
+	}
+	b->njobs = (uint32_t)nj;
+	sp->inflight_bytes += b->total;
+	sp->inflight++;
+	*out = b;
+	return 0;
+}
+
+static int write_batch(struct ferry__plasma_spill_batch *b, struct io_uring *ring)
+{
+	int r = reserve(b->fd, b->total);
+
+	if (r == 0)
+		r = run_jobs(ring, b->fd, b->jobs, b->njobs, true);
+	if (r == 0)
+		r = ring_fdatasync(ring, b->fd);
+	if (r == 0)
+		posix_fadvise(b->fd, 0, (off_t)b->total, POSIX_FADV_DONTNEED);
+	return r;
+}
+
+void ferry__plasma_spill_batch_run(struct ferry__plasma_spill_batch *b, struct io_uring *ring)
+{
+	bool own_ring = !ring;
+	struct io_uring own;
+	uint8_t byte;
+	int r;
+
+	/* Tests: say that we are here, then wait to be let go. */
+	byte = 1;
+	if (b->hold >= 0 && (write(b->hold, &byte, 1) != 1 || read(b->hold, &byte, 1) != 1))
+		FLOG_WARN(comp, "spill: test hold: %s", ferry_strerror(-errno));
+	if (own_ring) {
+		r = io_uring_queue_init(RING_DEPTH, &own, 0);
+		if (r < 0) {
+			b->result = r;
+			return;
+		}
+		ring = &own;
+	}
+	r = open_file_in(b->dir);
+	if (r >= 0) {
+		b->fd = r;
+		r = write_batch(b, ring);
+	}
+	if (own_ring)
+		io_uring_queue_exit(&own);
+	b->result = r;
+}
+
+void ferry__plasma_spill_batch_free(struct ferry__plasma_spill_batch *b)
+{
+	if (!b)
+		return;
+	if (b->fd >= 0)
+		close(b->fd);
+	ferry__free(b->jobs);
+	ferry__free(b->iov);
+	ferry__free(b);
+}
+
+int ferry__plasma_spill_batch_finish(struct ferry__plasma_spill *sp,
+				     struct ferry__plasma_spill_batch *b)
+{
+	int64_t slot = b->result == 0 ? file_slot(sp) : b->result;
+	uint64_t bytes = 0;
+	int r = (int)FERRY_MIN(slot, 0);
+
+	sp->inflight_bytes -= b->total;
+	sp->inflight--;
+	if (r < 0) {
+		FLOG_WARN(comp, "spill: writing %u objects to %s failed: %s", b->n, sp->dir,
 			  ferry_strerror(r));
-		goto err_count;
+		sp->st.errors++;
+		ferry__plasma_spill_batch_free(b);
+		return r == -EDQUOT || r == -EFBIG ? -ENOSPC : r;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		items[i].file = (uint32_t)slot;
-		bytes += items[i].size;
+	for (uint32_t i = 0; i < b->n; i++) {
+		b->items[i].file = (uint32_t)slot;
+		bytes += b->items[i].size;
 	}
-	sp->files[slot] = (struct spill_file){fd, total, n, bytes};
+	sp->files[slot] = (struct spill_file){b->fd, b->total, b->n, bytes};
+	b->fd = -1; /* the area's now */
 	sp->st.files++;
-	sp->st.disk_bytes += total;
-	sp->st.live_objects += n;
+	sp->st.disk_bytes += b->total;
+	sp->st.live_objects += b->n;
 	sp->st.live_bytes += bytes;
 	sp->st.written_bytes += bytes;
 	sp->st.batches++;
+	ferry__plasma_spill_batch_free(b);
 	return 0;
+}
 
-err_count:
-	sp->st.errors++;
-	return r == -EDQUOT || r == -EFBIG ? -ENOSPC : r;
+int ferry__plasma_spill_write(struct ferry__plasma_spill *sp,
+			      struct ferry__plasma_spill_item *items, uint32_t n)
+{
+	struct ferry__plasma_spill_batch *b;
+	int r = ferry__plasma_spill_batch_new(sp, items, n, &b);
+
+	if (r < 0)
+		return r;
+	ferry__plasma_spill_batch_run(b, &sp->ring);
+	return ferry__plasma_spill_batch_finish(sp, b);
 }
 
 /* ---- read, drop ---- */
@@ -500,7 +582,7 @@ int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint
 				.off = offset + done, .len = len, .buf = (uint8_t *)dst + done};
 			done += len;
 		}
-		r = run_jobs(sp, f->fd, jobs, n, false);
+		r = run_jobs(&sp->ring, f->fd, jobs, n, false);
 	}
 	if (r < 0) {
 		sp->st.errors++;
@@ -546,4 +628,9 @@ void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, i
 {
 	sp->inject_write = write_err;
 	sp->inject_read = read_err;
+}
+
+void ferry__plasma_spill_inject_hold(struct ferry__plasma_spill *sp, int fd)
+{
+	sp->inject_hold = fd + 1;
 }

@@ -16,10 +16,14 @@
  * A dropped object's range is punched out of its file (best effort); the file is closed, and
  * its space given back, when its last object is dropped.
  *
- * The calls are synchronous: the store's thread waits for the disk. Clients keep reading and
- * creating through shared memory meanwhile; only requests that need the store wait.
+ * ferry__plasma_spill_write() is synchronous: the calling thread waits for the disk. A batch
+ * can also be split so that the disk is waited for elsewhere: batch_new (plan, quota) on the
+ * store's thread, batch_run (open, reserve, write, fdatasync) on any thread with its own ring,
+ * batch_finish (adopt the file, or count the failure) back on the store's thread. Quotas count
+ * the batches in flight.
  *
- * Thread model: one thread (the store's) calls everything.
+ * Thread model: one thread (the store's) calls everything but batch_run, which touches only
+ * its batch (and the immutable directory name).
  */
 #ifndef FERRY_PLASMA_SPILL_H
 #define FERRY_PLASMA_SPILL_H
@@ -27,6 +31,8 @@
 #include <stdint.h>
 
 struct ferry__plasma_spill;
+struct ferry__plasma_spill_batch;
+struct io_uring;
 
 struct ferry__plasma_spill_opts {
 	const char *dir;    /* directory of the spill files (created if missing) */
@@ -73,6 +79,30 @@ int ferry__plasma_spill_write(struct ferry__plasma_spill *sp,
 			      struct ferry__plasma_spill_item *items, uint32_t n);
 
 /*
+ * ferry__plasma_spill_batch_new() - plan a write of @n items (borrowed, with their bytes, until
+ * batch_finish or batch_free) into *@out. Returns 0, -EINVAL (@n is 0), -ENOMEM, -ENOSPC (the
+ * spill limit, counting the batches in flight) or an injected error.
+ */
+int ferry__plasma_spill_batch_new(struct ferry__plasma_spill *sp,
+				  struct ferry__plasma_spill_item *items, uint32_t n,
+				  struct ferry__plasma_spill_batch **out);
+
+/* ferry__plasma_spill_batch_run() - write the batch to a new file, durably; any thread. @ring:
+ * an io_uring to use, or NULL for one of its own. The result waits in the batch. */
+void ferry__plasma_spill_batch_run(struct ferry__plasma_spill_batch *b, struct io_uring *ring);
+
+/* ferry__plasma_spill_batch_finish() - after run: keep the file and fill in each item's file
+ * and offset, or count the failure. Frees @b. Returns 0 or the -errno of
+ * ferry__plasma_spill_write(). */
+int ferry__plasma_spill_batch_finish(struct ferry__plasma_spill *sp,
+				     struct ferry__plasma_spill_batch *b);
+
+/* ferry__plasma_spill_batch_free() - free a batch that never ran (or whose result is not
+ * wanted: its file is closed). batch_finish also frees. Accepts NULL. The area still counts
+ * it in flight unless finished: only for batches of an area being destroyed. */
+void ferry__plasma_spill_batch_free(struct ferry__plasma_spill_batch *b);
+
+/*
  * ferry__plasma_spill_read() - read @size bytes at @offset of @file into @dst.
  * Returns 0, -EINVAL (no such file or range, logged), -EIO (short file) or -errno of the read.
  */
@@ -90,5 +120,10 @@ void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 /* ferry__plasma_spill_inject() - tests: the next write batch fails with @write_err and the
  * next read with @read_err (negative errnos; 0 leaves that one alone). Once each. */
 void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err);
+
+/* ferry__plasma_spill_inject_hold() - tests: the next batch planned, before it writes, sends a
+ * byte to @fd (a socket pair) and waits for one back (a batch in the background holds only its
+ * thread). */
+void ferry__plasma_spill_inject_hold(struct ferry__plasma_spill *sp, int fd);
 
 #endif

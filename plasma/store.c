@@ -4,6 +4,7 @@
  * (which block an entry's bytes are in), client chunks, the deferred-delete list and the
  * eviction order. Everything here runs on the store's single thread (store.h DESIGN).
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -113,6 +114,10 @@ int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
 	if (!s)
 		return -ENOMEM;
 	s->flags = o.flags;
+	s->on_removed = o.on_removed;
+	s->hook_arg = o.hook_arg;
+	s->post = o.post;
+	s->post_arg = o.post_arg;
 	r = create_regions(s, &o, &p);
 	if (r < 0)
 		goto err_free_store;
@@ -166,6 +171,8 @@ void ferry__plasma_store_destroy(struct ferry__plasma_store *s)
 {
 	if (!s)
 		return;
+	ferry__store_spill_stop(s);
+	ferry__store_spill_settle(s);
 	ferry__plasma_spill_destroy(s->spill);
 	ferry__hashmap_fini(&s->spilled);
 	ferry__free(s->deferred);
@@ -278,13 +285,28 @@ uint64_t ferry__store_release_bytes(struct ferry__plasma_store *s, uint32_t inde
 uint64_t ferry__store_finalize(struct ferry__plasma_store *s, uint32_t index)
 {
 	struct ferry__store_shadow *sh = &s->shadow[index];
-	uint64_t freed = ferry__store_release_bytes(s, index);
+	uint64_t freed;
+
+	assert(!sh->spilling); /* a background spill still reads its bytes */
+	freed = ferry__store_release_bytes(s, index);
 
 	undefer(s, index);
 	*sh = (struct ferry__store_shadow){.block = NO_BLOCK};
 	ferry__plasma_lru_remove(&s->lru, index);
 	ferry__plasma_index_free_slot(&s->ix, index);
 	return freed;
+}
+
+/* finalize() for a sealed entry leaving the store: tell the hook first. */
+static uint64_t drop(struct ferry__plasma_store *s, uint32_t index, bool evicted)
+{
+	struct ferry__plasma_object o;
+
+	if (s->on_removed) {
+		ferry__plasma_index_read(&s->ix, index, &o);
+		s->on_removed(s->hook_arg, index, o.gen, evicted);
+	}
+	return ferry__store_finalize(s, index);
 }
 
 /* ---- eviction ---- */
@@ -321,7 +343,7 @@ int ferry__plasma_store_evict(struct ferry__plasma_store *s, uint64_t bytes, uin
 			ferry__plasma_lru_push(&s->lru, i, s->lru.nodes[i].seen);
 			continue;
 		}
-		n = ferry__store_finalize(s, i);
+		n = drop(s, i, true);
 		got += n;
 		evicted++;
 		s->evicted_objects++;
@@ -347,7 +369,8 @@ int ferry__store_make_room(struct ferry__plasma_store *s, uint64_t size, unsigne
 		r = ferry__plasma_store_spill(s, size, NULL);
 		if (r == -ENOMEM)
 			return r;
-		if (r <= 0)
+		/* The victims may all be in the background batch: wait for it. */
+		if (r <= 0 && !ferry__store_spill_settle(s))
 			return -ENOSPC;
 	}
 }
@@ -427,18 +450,24 @@ int ferry__plasma_store_object_delete(struct ferry__plasma_store *s,
 		if (ferry__plasma_index_set_state(&s->ix, o.index, o.gen, FERRY__PLASMA_SPILLED,
 						  FERRY__PLASMA_DELETING) < 0)
 			return -ENOENT;
-		ferry__store_finalize(s, o.index);
+		drop(s, o.index, false);
 		return 0;
 	}
 	r = ferry__plasma_index_delete(&s->ix, o.index, o.gen);
 	if (r == -EALREADY)
 		return 1;
-	if (r == 0) {
-		ferry__store_finalize(s, o.index);
-	} else if (r == 1 && !s->shadow[o.index].deferred_pos) {
+	if (r == 0 && !s->shadow[o.index].spilling) {
+		drop(s, o.index, false);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	/* Pinned, or a background spill reads it: freed by collect() later. */
+	if (!s->shadow[o.index].deferred_pos) {
 		s->deferred[s->deferred_count++] = o.index;
 		s->shadow[o.index].deferred_pos = s->deferred_count;
 	}
+	return 1;
 	return r;
 }
 
@@ -450,8 +479,8 @@ int ferry__plasma_store_collect(struct ferry__plasma_store *s)
 	for (uint32_t k = s->deferred_count; k-- > 0;) {
 		uint32_t i = s->deferred[k];
 
-		if (!ferry__plasma_index_pinned(&s->ix, i)) {
-			ferry__store_finalize(s, i);
+		if (!ferry__plasma_index_pinned(&s->ix, i) && !s->shadow[i].spilling) {
+			drop(s, i, false);
 			freed++;
 		}
 	}

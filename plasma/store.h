@@ -23,6 +23,12 @@
  * then spill, then -ENOSPC), and tick(), which spills while usage is past the threshold. The
  * bytes are on disk before the entry leaves SEALED, and a pin that races the spill wins (the
  * disk copy is dropped).
+ * Background spills (with opts.post): tick() hands its batch to a worker thread and returns;
+ * the store keeps serving. The victims are marked spilling in their shadow: their memory must
+ * stay while the worker reads it, so a delete of one is deferred (as for a pinned object) and
+ * no other spill picks it. When the batch is on disk, the store takes it back (posted call, or
+ * the next tick) and commits each victim as a synchronous spill does. make_room() that finds
+ * nothing else to spill waits for the batch in flight. One batch is in flight at a time.
  *
  * Thread model: one thread (the store's loop) calls everything here. Clients in other
  * processes run the index's lock-free operations concurrently.
@@ -55,6 +61,17 @@ struct ferry__plasma_store_opts {
 	uint32_t spill_threshold_pct;	       /* tick() spills past this usage; 0: 80 */
 	uint64_t spill_max_bytes;	       /* spill space allowed; 0: the disk's */
 	uint64_t spill_batch_bytes; /* least bytes a spill writes; 0: 64 MiB, <= arena/8 */
+	/* Optional, on the store's thread: sealed entry @index (generation @gen) is about to
+	 * leave, deleted or (@evicted) evicted; it is still readable (ID, sizes). Not called for
+	 * aborts, spills or restores. Must not call back into the store. */
+	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted);
+	void *hook_arg; /* for on_removed */
+	/* Optional: have @fn(@fn_arg, status) run on the store's thread soon; called from another
+	 * thread; returns 0 or -errno. With it, tick() spills in the background: a worker thread
+	 * waits for the disk, and the store takes the batch back through a posted call (or the
+	 * next tick). Without it, tick() spills synchronously. */
+	int (*post)(void *arg, void (*fn)(void *fn_arg, int status), void *fn_arg);
+	void *post_arg; /* for post */
 };
 
 /* object_create flag: fail with -ENOSPC rather than evict or spill to make room. */
@@ -157,6 +174,11 @@ int ferry__plasma_store_restore(struct ferry__plasma_store *s, uint32_t index, u
 /* ferry__plasma_store_tick() - periodic work: collect() and, past the spill threshold, spill
  * down to 5 points below it. Returns the number of objects spilled, or -errno. */
 int ferry__plasma_store_tick(struct ferry__plasma_store *s);
+
+/* ferry__plasma_store_quiesce() - stop the background spill thread (after its batch is
+ * written): from then on nothing calls opts.post. The batch is taken back by the next tick,
+ * make_room or destroy; a later background spill starts the thread again. */
+void ferry__plasma_store_quiesce(struct ferry__plasma_store *s);
 
 /* The spill area (tests inject faults through it), NULL without a spill directory. */
 struct ferry__plasma_spill *ferry__plasma_store_spill_area(struct ferry__plasma_store *s);

@@ -6,6 +6,10 @@
 #ifndef FERRY_PLASMA_STORE_INT_H
 #define FERRY_PLASMA_STORE_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #include "common/hashmap.h"
 #include "plasma/allocator.h"
 #include "plasma/lru.h"
@@ -19,6 +23,7 @@ struct ferry__store_shadow {
 	uint64_t block;	       /* allocator block holding the bytes; NO_BLOCK: chunk or disk */
 	uint32_t gen;	       /* entry generation this describes; 0: none */
 	uint32_t deferred_pos; /* position in the deferred list + 1; 0: not deferred */
+	bool spilling;	       /* a background spill reads its bytes: keep them */
 };
 
 enum ferry__store_chunk_state {
@@ -42,6 +47,21 @@ struct ferry__store_spilled {
 	uint32_t gen;	 /* entry generation */
 };
 
+/* The background spill (store_spill.c): one batch at a time. */
+struct ferry__store_spiller {
+	pthread_t thread;			 /* the worker */
+	pthread_mutex_t lock;			 /* todo, stop, and waits for done */
+	pthread_cond_t cond;			 /* todo set, stop set, or done set */
+	struct ferry__plasma_spill_batch *todo;	 /* handed to the worker */
+	bool stop;				 /* the worker exits when idle */
+	bool started;				 /* thread (and lock, cond) exist */
+	_Atomic bool done;			 /* the worker wrote batch */
+	struct ferry__plasma_spill_batch *batch; /* in flight; NULL: none */
+	struct ferry__plasma_spill_item *items;	 /* its items */
+	uint32_t *victims;			 /* their entries */
+	uint32_t n;				 /* how many */
+};
+
 struct ferry__plasma_store {
 	struct ferry__plasma_arena arena;      /* object bytes */
 	struct ferry__plasma_arena control;    /* the index */
@@ -58,6 +78,11 @@ struct ferry__plasma_store {
 	uint64_t evicted_objects;	       /* since start */
 	uint64_t evicted_bytes;		       /* since start */
 	unsigned flags;			       /* FERRY__PLASMA_STORE_* */
+	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted); /* or NULL */
+	void *hook_arg; /* for on_removed */
+	int (*post)(void *arg, void (*fn)(void *fn_arg, int status), void *fn_arg); /* or NULL */
+	void *post_arg;								    /* for post */
+	struct ferry__store_spiller bg; /* the background spill */
 	/* spilling (store_spill.c) */
 	struct ferry__plasma_spill *spill; /* NULL: primaries are never spilled */
 	struct ferry__hashmap spilled;	   /* entry index -> struct ferry__store_spilled */
@@ -68,6 +93,7 @@ struct ferry__plasma_store {
 	uint64_t spilled_total_bytes;	   /* since start */
 	uint64_t restored_objects;	   /* since start */
 	uint64_t restored_bytes;	   /* since start */
+	uint32_t spill_cursor;		   /* index slot where the next victim search starts */
 	uint64_t idle_allocated;	   /* tick found nothing to spill at this usage */
 	uint64_t idle_seals;		   /* ... and this seal count */
 };
@@ -90,5 +116,10 @@ uint64_t ferry__store_finalize(struct ferry__plasma_store *s, uint32_t index);
 
 /* Drop the spill record of entry @index, if it has one. */
 void ferry__store_spill_forget(struct ferry__plasma_store *s, uint32_t index);
+/* Wait for the background batch in flight, if any, and take it back. Returns true if there
+ * was one (memory may have been freed). */
+bool ferry__store_spill_settle(struct ferry__plasma_store *s);
+/* Stop the background worker (after its batch is written). The batch stays to be taken back. */
+void ferry__store_spill_stop(struct ferry__plasma_store *s);
 
 #endif

@@ -2,7 +2,8 @@
 /*
  * The store's spilling: pick sealed, unpinned primaries least recently used first, write them
  * to disk in one batch (plasma/spill.h), free their memory and mark them SPILLED; read them back
- * on demand; spill on a tick while usage is past the threshold. Design: store.h (DESIGN).
+ * on demand; spill on a tick while usage is past the threshold, in the background when the
+ * store can be posted to (a worker thread waits for the disk). Design: store.h (DESIGN).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +15,8 @@
 #include "plasma/store_int.h"
 
 static const char comp[] = "plasma";
+
+#define PICK_MIN_SCAN 4096u /* index slots a victim search looks at, at least */
 
 struct victim {
 	uint32_t stamp; /* the entry's lru_stamp: older first */
@@ -35,7 +38,8 @@ static bool spillable(struct ferry__plasma_store *s, uint32_t i, struct ferry__p
 {
 	uint32_t chunk;
 
-	if (ferry__plasma_index_read(&s->ix, i, o) != FERRY__PLASMA_SEALED ||
+	if (s->shadow[i].spilling ||
+	    ferry__plasma_index_read(&s->ix, i, o) != FERRY__PLASMA_SEALED ||
 	    !(o->flags & FERRY__PLASMA_F_PRIMARY) || ferry__plasma_index_pinned(&s->ix, i))
 		return false;
 	if (s->shadow[i].gen == o->gen && s->shadow[i].block != FERRY__STORE_NO_BLOCK)
@@ -45,22 +49,58 @@ static bool spillable(struct ferry__plasma_store *s, uint32_t i, struct ferry__p
 	       s->chunks[chunk - 1].state == FERRY__STORE_CHUNK_RETIRED;
 }
 
-/* The oldest spillable entries adding up to @want bytes into *@out (allocated). Returns how
- * many, or -ENOMEM. */
+/* Candidates from the scan window: *@v grown as needed. Returns 0 or -ENOMEM. */
+static int add_candidate(struct victim **v, uint32_t *n, uint32_t *cap, struct victim c)
+{
+	if (*n == *cap) {
+		uint32_t grown_cap = FERRY_MAX(2 * *cap, 256u);
+		struct victim *grown = ferry__realloc(*v, grown_cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		*v = grown;
+		*cap = grown_cap;
+	}
+	(*v)[(*n)++] = c;
+	return 0;
+}
+
+/*
+ * The oldest spillable entries adding up to @want bytes into *@out (allocated). Returns how
+ * many, or -ENOMEM. Not a scan of the whole index each time: the scan starts where the last
+ * one stopped and ends once it has looked at PICK_MIN_SCAN slots and found twice @want in
+ * candidates (or every live entry, or went all the way round), so the cost follows the bytes
+ * to spill. Victims are
+ * the least recently used of that window: exact LRU for small tables, an approximation (as
+ * Redis samples) for large ones.
+ */
 static int64_t pick(struct ferry__plasma_store *s, uint64_t want, struct victim **out)
 {
-	uint32_t live = atomic_load(&s->ix.hdr->live_objects), n = 0, k = 0;
+	uint32_t slots = s->ix.mask + 1, n = 0, k = 0, cap = 0, scanned;
+	uint32_t live = atomic_load(&s->ix.hdr->live_objects); /* no more candidates than this */
 	struct ferry__plasma_object o;
-	struct victim *v;
-	uint64_t sum = 0;
+	struct victim *v = NULL;
+	uint64_t sum = 0, found = 0;
 
-	v = ferry__calloc(FERRY_MAX(live, 1u), sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	/* Bounded by the count seen first: clients may add entries while we scan. */
-	for (uint32_t i = 0; i <= s->ix.mask && n < live; i++)
-		if (spillable(s, i, &o))
-			v[n++] = (struct victim){atomic_load(&s->ix.ext[i].lru_stamp), i};
+	for (scanned = 0; scanned < slots && n < live; scanned++) {
+		uint32_t i = (s->spill_cursor + scanned) & s->ix.mask;
+
+		if (scanned >= PICK_MIN_SCAN && found / 2 >= want)
+			break;
+		if (!spillable(s, i, &o))
+			continue;
+		if (add_candidate(&v, &n, &cap,
+				  (struct victim){atomic_load(&s->ix.ext[i].lru_stamp), i}) < 0) {
+			ferry__free(v);
+			return -ENOMEM;
+		}
+		found += o.data_size + o.metadata_size;
+	}
+	s->spill_cursor = (s->spill_cursor + scanned) & s->ix.mask;
+	if (!n) {
+		*out = NULL;
+		return 0;
+	}
 	qsort(v, n, sizeof(*v), by_stamp);
 	while (k < n && sum < want) {
 		ferry__plasma_index_read(&s->ix, v[k++].index, &o);
@@ -101,47 +141,231 @@ err_drop:
 	return 0;
 }
 
-int ferry__plasma_store_spill(struct ferry__plasma_store *s, uint64_t bytes, uint64_t *freed)
+/* Victims for @bytes (at least a batch) and their items: *@victims, *@items (allocated).
+ * Returns how many (0: none, nothing allocated) or -ENOMEM. */
+static int64_t choose(struct ferry__plasma_store *s, uint64_t bytes, uint32_t **victims,
+		      struct ferry__plasma_spill_item **items)
 {
-	struct ferry__plasma_spill_item *items;
-	uint64_t got = 0;
 	struct victim *v;
 	int64_t n;
-	int r, spilled = 0;
 
-	if (freed)
-		*freed = 0;
-	if (!s->spill)
-		return 0;
 	/* A new clock value, as for eviction: uses from now on look newer than every victim. */
 	atomic_fetch_add_explicit(&s->ix.hdr->lru_clock, 1, memory_order_relaxed);
 	n = pick(s, FERRY_MAX(bytes, s->spill_batch_bytes), &v);
 	if (n <= 0) {
 		if (n == 0)
 			ferry__free(v);
-		return (int)n;
+		return n;
 	}
-	items = ferry__calloc((size_t)n, sizeof(*items));
-	r = -ENOMEM;
-	if (!items)
-		goto out_free_victims;
+	*items = ferry__calloc((size_t)n, sizeof(**items));
+	*victims = ferry__calloc((size_t)n, sizeof(**victims));
+	if (!*items || !*victims) {
+		ferry__free(*items);
+		ferry__free(*victims);
+		ferry__free(v);
+		return -ENOMEM;
+	}
 	for (int64_t k = 0; k < n; k++) {
 		struct ferry__plasma_object o;
 
 		ferry__plasma_index_read(&s->ix, v[k].index, &o);
-		items[k] = (struct ferry__plasma_spill_item){.data = o.data,
-							     .size = o.data_size + o.metadata_size};
+		(*items)[k] = (struct ferry__plasma_spill_item){
+			.data = o.data, .size = o.data_size + o.metadata_size};
+		(*victims)[k] = v[k].index;
 	}
-	r = ferry__plasma_spill_write(s->spill, items, (uint32_t)n);
-	for (int64_t k = 0; r == 0 && k < n; k++)
-		spilled += commit(s, v[k].index, &items[k], &got);
-	FLOG_DEBUG(comp, "store: spilled %d objects, %" PRIu64 " arena bytes freed", spilled, got);
-	ferry__free(items);
-out_free_victims:
 	ferry__free(v);
+	return n;
+}
+
+/* The batch of @victims is written (@r: how it went): commit each. Returns how many spilled. */
+static int commit_all(struct ferry__plasma_store *s, int r, const uint32_t *victims,
+		      const struct ferry__plasma_spill_item *items, uint32_t n, uint64_t *got)
+{
+	int spilled = 0;
+
+	for (uint32_t k = 0; r == 0 && k < n; k++)
+		spilled += commit(s, victims[k], &items[k], got);
+	FLOG_DEBUG(comp, "store: spilled %d objects, %" PRIu64 " arena bytes freed", spilled, *got);
+	return spilled;
+}
+
+int ferry__plasma_store_spill(struct ferry__plasma_store *s, uint64_t bytes, uint64_t *freed)
+{
+	struct ferry__plasma_spill_item *items = NULL;
+	uint32_t *victims = NULL;
+	uint64_t got = 0;
+	int64_t n;
+	int r, spilled;
+
+	if (freed)
+		*freed = 0;
+	if (!s->spill)
+		return 0;
+	n = choose(s, bytes, &victims, &items);
+	if (n <= 0)
+		return (int)n;
+	r = ferry__plasma_spill_write(s->spill, items, (uint32_t)n);
+	spilled = commit_all(s, r, victims, items, (uint32_t)n, &got);
+	ferry__free(items);
+	ferry__free(victims);
 	if (freed)
 		*freed = got;
 	return r < 0 ? r : spilled;
+}
+
+/* ---- in the background ---- */
+
+static void *spiller_main(void *arg);
+
+static void on_spilled(void *arg, int status)
+{
+	if (status == 0)
+		ferry__store_spill_settle(arg);
+}
+
+static int spiller_start(struct ferry__plasma_store *s)
+{
+	struct ferry__store_spiller *bg = &s->bg;
+	int r;
+
+	if (bg->started)
+		return 0;
+	if (pthread_mutex_init(&bg->lock, NULL))
+		return -ENOMEM;
+	if (pthread_cond_init(&bg->cond, NULL)) {
+		pthread_mutex_destroy(&bg->lock);
+		return -ENOMEM;
+	}
+	r = pthread_create(&bg->thread, NULL, spiller_main, s);
+	if (r) {
+		pthread_cond_destroy(&bg->cond);
+		pthread_mutex_destroy(&bg->lock);
+		FLOG_WARN(comp, "store: no spill thread (%s): spilling in the store's thread",
+			  ferry_strerror(-r));
+		return -r;
+	}
+	bg->started = true;
+	return 0;
+}
+
+static void *spiller_main(void *arg)
+{
+	struct ferry__plasma_store *s = arg;
+	struct ferry__store_spiller *bg = &s->bg;
+
+	pthread_mutex_lock(&bg->lock);
+	for (;;) {
+		struct ferry__plasma_spill_batch *b;
+
+		while (!bg->todo && !bg->stop)
+			pthread_cond_wait(&bg->cond, &bg->lock);
+		if (!bg->todo)
+			break;
+		b = bg->todo;
+		bg->todo = NULL;
+		pthread_mutex_unlock(&bg->lock);
+		ferry__plasma_spill_batch_run(b, NULL);
+		pthread_mutex_lock(&bg->lock);
+		atomic_store(&bg->done, true);
+		pthread_cond_broadcast(&bg->cond);
+		/* If the post fails, the store's next tick takes the batch back. */
+		s->post(s->post_arg, on_spilled, s);
+	}
+	pthread_mutex_unlock(&bg->lock);
+	return NULL;
+}
+
+/* Hand a batch of at least @bytes to the worker. Returns the number of victims (0: nothing to
+ * spill) or -errno (nothing was started). */
+static int spill_background(struct ferry__plasma_store *s, uint64_t bytes)
+{
+	struct ferry__store_spiller *bg = &s->bg;
+	struct ferry__plasma_spill_item *items = NULL;
+	uint32_t *victims = NULL;
+	int64_t n;
+	int r = spiller_start(s);
+
+	if (r < 0)
+		return r;
+	n = choose(s, bytes, &victims, &items);
+	if (n <= 0)
+		return (int)n;
+	r = ferry__plasma_spill_batch_new(s->spill, items, (uint32_t)n, &bg->batch);
+	if (r < 0) {
+		ferry__free(items);
+		ferry__free(victims);
+		return r;
+	}
+	for (int64_t k = 0; k < n; k++)
+		s->shadow[victims[k]].spilling = true;
+	bg->items = items;
+	bg->victims = victims;
+	bg->n = (uint32_t)n;
+	atomic_store(&bg->done, false);
+	pthread_mutex_lock(&bg->lock);
+	bg->todo = bg->batch;
+	pthread_cond_signal(&bg->cond);
+	pthread_mutex_unlock(&bg->lock);
+	return (int)n;
+}
+
+/* Take back the batch in flight if it is written (@wait: wait until it is). */
+static bool take_back(struct ferry__plasma_store *s, bool wait)
+{
+	struct ferry__store_spiller *bg = &s->bg;
+	uint64_t got = 0;
+	int r;
+
+	if (!bg->batch)
+		return false;
+	if (wait && !atomic_load(&bg->done)) {
+		pthread_mutex_lock(&bg->lock);
+		while (!atomic_load(&bg->done))
+			pthread_cond_wait(&bg->cond, &bg->lock);
+		pthread_mutex_unlock(&bg->lock);
+	}
+	if (!atomic_load(&bg->done))
+		return false;
+	r = ferry__plasma_spill_batch_finish(s->spill, bg->batch);
+	bg->batch = NULL;
+	for (uint32_t k = 0; k < bg->n; k++)
+		s->shadow[bg->victims[k]].spilling = false;
+	commit_all(s, r, bg->victims, bg->items, bg->n, &got);
+	ferry__free(bg->items);
+	ferry__free(bg->victims);
+	bg->items = NULL;
+	bg->victims = NULL;
+	bg->n = 0;
+	/* Victims deleted meanwhile were deferred: they can go now. */
+	ferry__plasma_store_collect(s);
+	return true;
+}
+
+bool ferry__store_spill_settle(struct ferry__plasma_store *s)
+{
+	return take_back(s, true);
+}
+
+void ferry__store_spill_stop(struct ferry__plasma_store *s)
+{
+	struct ferry__store_spiller *bg = &s->bg;
+
+	if (!bg->started)
+		return;
+	pthread_mutex_lock(&bg->lock);
+	bg->stop = true;
+	pthread_cond_broadcast(&bg->cond);
+	pthread_mutex_unlock(&bg->lock);
+	pthread_join(bg->thread, NULL);
+	pthread_cond_destroy(&bg->cond);
+	pthread_mutex_destroy(&bg->lock);
+	bg->started = false;
+	bg->stop = false;
+}
+
+void ferry__plasma_store_quiesce(struct ferry__plasma_store *s)
+{
+	ferry__store_spill_stop(s);
 }
 
 void ferry__store_spill_forget(struct ferry__plasma_store *s, uint32_t index)
@@ -195,6 +419,9 @@ int ferry__plasma_store_tick(struct ferry__plasma_store *s)
 	ferry__plasma_store_collect(s);
 	if (!s->spill || s->spill_threshold_pct >= 100)
 		return 0;
+	take_back(s, false);
+	if (s->bg.batch)
+		return 0; /* one batch in flight at a time */
 	ferry__plasma_allocator_stats(s->alloc, &a);
 	limit = a.capacity_bytes / 100 * s->spill_threshold_pct;
 	seals = atomic_load_explicit(&s->ix.hdr->seal_seq, memory_order_relaxed);
@@ -203,7 +430,11 @@ int ferry__plasma_store_tick(struct ferry__plasma_store *s)
 		return 0;
 	target = a.capacity_bytes / 100 *
 		 (s->spill_threshold_pct - FERRY_MIN(5u, s->spill_threshold_pct));
-	r = ferry__plasma_store_spill(s, a.allocated_bytes - target, NULL);
+	r = -EAGAIN;
+	if (s->post)
+		r = spill_background(s, a.allocated_bytes - target);
+	if (r < 0 && r != -ENOSPC) /* no thread: wait for the disk here */
+		r = ferry__plasma_store_spill(s, a.allocated_bytes - target, NULL);
 	/* Nothing could go: do not scan again until something is allocated or sealed. */
 	s->idle_allocated = r == 0 ? a.allocated_bytes : 0;
 	s->idle_seals = seals;

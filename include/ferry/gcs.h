@@ -160,7 +160,11 @@ FERRY_API void ferry_gcs_free(void *p);
 /*
  * Blocking calls. Each returns once the GCS answered (writes: once durable), or -ETIMEDOUT
  * after timeout_ms (a write may still be applied later), -ENOMEM, or the server's error.
- * Byte strings are borrowed for the call. Namespaces may be empty.
+ * A write may also fail with -ENOBUFS: the GCS's write-ahead log is too far behind the disk
+ * (nothing was applied; retry later), and -E2BIG: a record or a reply over the GCS's limits.
+ * A write resent by the client after a reconnect or a GCS restart is applied once: the server
+ * answers the resend with the first result. Byte strings are borrowed for the call.
+ * Namespaces may be empty.
  *
  * kv_put: 1 added, 0 existed (replaced when @overwrite). kv_get: 0 and *@value (ferry_gcs_free)
  * / *@size, or -ENOENT. kv_delete: 1 removed, 0 absent. kv_exists: 1 or 0.
@@ -175,6 +179,30 @@ FERRY_API int ferry_gcs_kv_delete(struct ferry_gcs_client *c, const void *ns, si
 FERRY_API int ferry_gcs_kv_exists(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 				  const void *key, size_t key_size);
 
+/* A byte string (a KV key or value). */
+struct ferry_gcs_bytes {
+	const void *data; /* NULL: absent (multi-get) */
+	size_t size;	  /* bytes */
+};
+
+/*
+ * ferry_gcs_kv_multi_get() - look up @n (1..4096) keys of @ns in one round trip. Returns how
+ * many were found and sets *@values to @n entries in the order of @keys, data NULL for a missing
+ * key; entries and data are one allocation: ferry_gcs_free(*@values).
+ * ferry_gcs_kv_keys() - the keys of @ns starting with @prefix (empty: all), in byte order. Returns
+ * the count and *@keys, one allocation (ferry_gcs_free), or -E2BIG when they do not fit a reply.
+ * ferry_gcs_kv_delete_prefix() - remove every key of @ns starting with @prefix (empty: the whole
+ * namespace). Returns how many were removed.
+ */
+FERRY_API int ferry_gcs_kv_multi_get(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				     const struct ferry_gcs_bytes *keys, size_t n,
+				     struct ferry_gcs_bytes **values);
+FERRY_API int ferry_gcs_kv_keys(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				const void *prefix, size_t prefix_size,
+				struct ferry_gcs_bytes **keys);
+FERRY_API int ferry_gcs_kv_delete_prefix(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+					 const void *prefix, size_t prefix_size);
+
 /* A node as registered (the node table lives on shard 0). */
 struct ferry_gcs_node_info {
 	struct ferry_node_id id;	 /* the node */
@@ -183,7 +211,7 @@ struct ferry_gcs_node_info {
 	double gpu;			 /* GPUs */
 	double memory_bytes;		 /* memory */
 	uint64_t store_capacity_bytes;	 /* plasma arena size */
-	enum ferry_gcs_node_state state; /* events only: alive, draining, dead */
+	enum ferry_gcs_node_state state; /* events and lists: alive, draining, dead */
 };
 
 /* ferry_gcs_node_register() - add @node (alive). 1 added, 0 re-registered, -EEXIST (dead). */
@@ -194,6 +222,129 @@ FERRY_API int ferry_gcs_node_register(struct ferry_gcs_client *c,
 FERRY_API int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node_id *id,
 				       double avail_cpu, double avail_gpu,
 				       double avail_memory_bytes);
+
+/*
+ * ferry_gcs_node_list() - every node the GCS knows (dead ones included), with state and address.
+ * Returns the count and *@nodes, one allocation with the address strings (ferry_gcs_free).
+ * ferry_gcs_node_drain() - the node takes no new work (ALIVE -> DRAINING): 1 changed, 0 already
+ * draining, -ENOENT unknown, -EINVAL dead. ferry_gcs_node_unregister() - the node leaves for
+ * good: declared DEAD now (its workers die, its object copies are dropped on every shard that
+ * follows shard 0), 1, 0 already dead, -ENOENT.
+ */
+FERRY_API int ferry_gcs_node_list(struct ferry_gcs_client *c, struct ferry_gcs_node_info **nodes);
+FERRY_API int ferry_gcs_node_drain(struct ferry_gcs_client *c, const struct ferry_node_id *id);
+FERRY_API int ferry_gcs_node_unregister(struct ferry_gcs_client *c, const struct ferry_node_id *id);
+
+/* A job. add: id, driver_node, driver_pid, entrypoint, start_ms are used (state is RUNNING). */
+struct ferry_gcs_job_info {
+	struct ferry_job_id id;		  /* the job */
+	enum ferry_gcs_job_state state;	  /* running, finished */
+	struct ferry_node_id driver_node; /* node the driver runs on */
+	uint32_t driver_pid;		  /* driver's process ID */
+	const char *entrypoint;		  /* what was run, or NULL */
+	uint64_t start_ms;		  /* submission time (caller's clock) */
+	uint64_t end_ms;		  /* finish time, 0 while running */
+};
+
+/* Jobs (shard 0). add: 1, -EEXIST. finish: 1, 0 already finished, -ENOENT. list: the count and
+ * *@jobs, one allocation with the strings (ferry_gcs_free). */
+FERRY_API int ferry_gcs_job_add(struct ferry_gcs_client *c, const struct ferry_gcs_job_info *job);
+FERRY_API int ferry_gcs_job_finish(struct ferry_gcs_client *c, const struct ferry_job_id *id);
+FERRY_API int ferry_gcs_job_list(struct ferry_gcs_client *c, struct ferry_gcs_job_info **jobs);
+
+/* A worker. add: every field but state, exit_type, exit_message, end_ms is used. */
+struct ferry_gcs_worker_info {
+	struct ferry_worker_id id;	   /* the worker */
+	struct ferry_node_id node;	   /* where it runs */
+	struct ferry_job_id job;	   /* job it serves (nil: a pooled worker) */
+	uint32_t pid;			   /* its process ID */
+	const char *address;		   /* where it listens, or NULL */
+	enum ferry_gcs_worker_state state; /* alive, dead */
+	enum ferry_gcs_exit exit_type;	   /* why it ended */
+	const char *exit_message;	   /* details, or NULL */
+	uint64_t start_ms;		   /* registration time */
+	uint64_t end_ms;		   /* death time, 0 while alive */
+};
+
+/* Workers (shard 0). add: 1, -EEXIST. dead: 1, 0 already dead, -ENOENT (the objects it owns are
+ * marked lost). list: count and *@workers, one allocation (ferry_gcs_free). */
+FERRY_API int ferry_gcs_worker_add(struct ferry_gcs_client *c,
+				   const struct ferry_gcs_worker_info *worker);
+FERRY_API int ferry_gcs_worker_dead(struct ferry_gcs_client *c, const struct ferry_worker_id *id,
+				    enum ferry_gcs_exit exit_type, const char *message);
+FERRY_API int ferry_gcs_worker_list(struct ferry_gcs_client *c,
+				    struct ferry_gcs_worker_info **workers);
+
+/* An actor. register: id, job, owner, name, class_name, max_restarts are used (PENDING). */
+struct ferry_gcs_actor_info {
+	struct ferry_actor_id id;	  /* the actor */
+	struct ferry_job_id job;	  /* job that created it */
+	struct ferry_worker_id owner;	  /* worker or driver that created it */
+	const char *name;		  /* registered name, or NULL */
+	const char *class_name;		  /* its class */
+	enum ferry_gcs_actor_state state; /* see enum ferry_gcs_actor_state */
+	struct ferry_node_id node;	  /* where it runs (alive), else nil */
+	struct ferry_worker_id worker;	  /* the worker hosting it (alive), else nil */
+	uint32_t num_restarts;		  /* restarts so far */
+	int32_t max_restarts;		  /* restarts allowed, < 0 = unlimited */
+	enum ferry_gcs_exit death_cause;  /* why it died */
+	const char *death_message;	  /* details, or NULL */
+};
+
+/*
+ * Actors (shard 0). register: 1, -EEXIST. update: move to @state (the legal transitions are
+ * listed at enum ferry_gcs_actor_state; others -EINVAL): ALIVE needs @node and @worker, DEAD
+ * takes @cause and @message (NULL ok); 1 changed, 0 already there, -ENOENT. get: 0 and *@out,
+ * one allocation (ferry_gcs_free), -ENOENT. list: count and *@actors (ferry_gcs_free).
+ */
+FERRY_API int ferry_gcs_actor_register(struct ferry_gcs_client *c,
+				       const struct ferry_gcs_actor_info *actor);
+FERRY_API int ferry_gcs_actor_update(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+				     enum ferry_gcs_actor_state state,
+				     const struct ferry_node_id *node,
+				     const struct ferry_worker_id *worker,
+				     enum ferry_gcs_exit cause, const char *message);
+FERRY_API int ferry_gcs_actor_get(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+				  struct ferry_gcs_actor_info **out);
+FERRY_API int ferry_gcs_actor_list(struct ferry_gcs_client *c,
+				   struct ferry_gcs_actor_info **actors);
+
+/* A placement group's bundle: what it reserves (custom resources are not in this API) and where
+ * it is placed (nil until the group is CREATED). */
+struct ferry_gcs_bundle {
+	double cpu;		   /* CPUs */
+	double gpu;		   /* GPUs */
+	double memory_bytes;	   /* memory */
+	struct ferry_node_id node; /* its node, or nil */
+};
+
+/* A placement group. create: id, job, name, strategy, nbundles, bundles (demand) are used. */
+struct ferry_gcs_pg_info {
+	struct ferry_placement_group_id id;	/* the group */
+	struct ferry_job_id job;		/* job that created it */
+	const char *name;			/* or NULL */
+	enum ferry_gcs_pg_strategy strategy;	/* pack, spread, ... */
+	enum ferry_gcs_pg_state state;		/* see enum ferry_gcs_pg_state */
+	uint32_t nbundles;			/* length of bundles, 1..1024 */
+	const struct ferry_gcs_bundle *bundles; /* the bundles */
+};
+
+/*
+ * Placement groups (shard 0). create: PENDING, 1, -EEXIST, -EINVAL. update: move to @state (the
+ * legal transitions are listed at enum ferry_gcs_pg_state; others -EINVAL); CREATED needs
+ * @nnodes == nbundles @nodes, the node of each bundle; 1 changed, 0 already there, -ENOENT. get:
+ * 0 and *@out, list: count and *@pgs; each one allocation with its bundles and strings
+ * (ferry_gcs_free).
+ */
+FERRY_API int ferry_gcs_pg_create(struct ferry_gcs_client *c, const struct ferry_gcs_pg_info *pg);
+FERRY_API int ferry_gcs_pg_update(struct ferry_gcs_client *c,
+				  const struct ferry_placement_group_id *id,
+				  enum ferry_gcs_pg_state state, const struct ferry_node_id *nodes,
+				  uint32_t nnodes);
+FERRY_API int ferry_gcs_pg_get(struct ferry_gcs_client *c,
+			       const struct ferry_placement_group_id *id,
+			       struct ferry_gcs_pg_info **out);
+FERRY_API int ferry_gcs_pg_list(struct ferry_gcs_client *c, struct ferry_gcs_pg_info **pgs);
 
 /* An object directory entry. */
 struct ferry_gcs_object_info {
@@ -206,7 +357,9 @@ struct ferry_gcs_object_info {
 	struct ferry_node_id *locations;     /* copies; lookup: free with ferry_gcs_free */
 };
 
-/* Object directory calls, routed to shard ferry_gcs_object_shard(id, nshards).
+/* Object directory calls, routed to shard ferry_gcs_object_shard(id, nshards). Only shard 0
+ * tracks nodes; when it declares a node dead, every shard drops that node's copies (shards > 0
+ * follow shard 0's node deaths: ferry-gcs --shard I/N --shard0 HOST:PORT).
  * object_add: 1, -EEXIST. add/remove_location: 1 changed, 0 nothing to do, -ENOENT.
  * object_lookup: 0 and *@out (free out->locations), -ENOENT. */
 FERRY_API int ferry_gcs_object_add(struct ferry_gcs_client *c, const struct ferry_object_id *id,

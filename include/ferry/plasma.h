@@ -261,6 +261,79 @@ FERRY_API void ferry_plasma_list_free(struct ferry_plasma_object_info *objects);
 FERRY_API int ferry_plasma_client_stats(struct ferry_plasma_client *c,
 					struct ferry_plasma_stats *out);
 
+/* ---- notifications ---- */
+
+/*
+ * A subscription tells of objects sealed in the store and of sealed objects leaving it, in the
+ * order the store saw them, through a connection of its own (Ray's model): poll its fd, then
+ * read. The store buffers a bounded number of events per subscriber (max_pending); a
+ * subscriber that reads too slowly loses the events that do not fit and is told how many
+ * (never does the store's memory grow with a slow reader).
+ *
+ * What is reported: every seal made after the subscription started (by any client, in shared
+ * memory or through the socket); a seal concurrent with ferry_plasma_client_subscribe() may
+ * or may not be. A removal (delete, eviction) is reported for every object sealed while the
+ * subscription runs or already sealed when it started, except for an object deleted before
+ * the store heard of its seal (then neither event comes). Spills and restores are not
+ * reported: a spilled object is still in the store.
+ *
+ * Thread model: a subscription is independent of its client (it may outlive it) and is used
+ * by one thread at a time.
+ */
+enum ferry_plasma_event_kind {
+	FERRY_PLASMA_EVENT_SEALED = 0,	/* an object was sealed */
+	FERRY_PLASMA_EVENT_DELETED = 1, /* a sealed object was deleted */
+	FERRY_PLASMA_EVENT_EVICTED = 2, /* a sealed secondary copy was evicted */
+};
+
+struct ferry_plasma_event {
+	struct ferry_object_id id; /* the object */
+	uint64_t data_size;	   /* data bytes */
+	uint32_t metadata_size;	   /* metadata bytes */
+	uint8_t kind;		   /* enum ferry_plasma_event_kind */
+	bool primary;		   /* the primary copy (else a secondary) */
+};
+
+/* Subscribe options; all zeros is the default. */
+struct ferry_plasma_subscribe_opts {
+	unsigned events;      /* 1 << FERRY_PLASMA_EVENT_* per kind wanted; 0: every kind */
+	uint32_t max_pending; /* events the store holds for us; 0: 4096; 16 .. 65536 */
+};
+
+struct ferry_plasma_subscription;
+
+/*
+ * ferry_plasma_client_subscribe() - open a subscription to the store @c is connected to.
+ * @opts may be NULL. Returns 0 and *@out, or -ENOMEM, -ECONNRESET / -ENOENT (the store is
+ * gone), -EPROTO, or another -errno. Any thread.
+ */
+FERRY_API int ferry_plasma_client_subscribe(struct ferry_plasma_client *c,
+					    const struct ferry_plasma_subscribe_opts *opts,
+					    struct ferry_plasma_subscription **out);
+
+/*
+ * ferry_plasma_subscription_fd() - a file descriptor that polls readable (POLLIN) when events
+ * may be waiting. Events already received are kept in the subscription: after a wake-up, call
+ * ferry_plasma_subscription_read() with timeout 0 until it returns 0 before polling again.
+ * The fd belongs to the subscription (do not read it or close it).
+ */
+FERRY_API int ferry_plasma_subscription_fd(const struct ferry_plasma_subscription *s);
+
+/*
+ * ferry_plasma_subscription_read() - up to @max events into @events, waiting up to
+ * @timeout_ms for the first (0: do not wait; < 0: forever). *@missed (may be NULL) gets the
+ * number of events lost since the previous read because we read too slowly (the events
+ * returned come after the loss). Returns the number of events (0: none within the timeout, or
+ * only a loss to report),
+ * -ECONNRESET (the store went away), -EPROTO (a malformed message), -ENOMEM, or -errno.
+ */
+FERRY_API int ferry_plasma_subscription_read(struct ferry_plasma_subscription *s,
+					     struct ferry_plasma_event *events, size_t max,
+					     int64_t timeout_ms, uint64_t *missed);
+
+/* ferry_plasma_subscription_close() - end the subscription and free it. Accepts NULL. */
+FERRY_API void ferry_plasma_subscription_close(struct ferry_plasma_subscription *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,10 @@ static int seed_ops(FILE *f, struct ferry__fb_builder *b)
 	op.node_state.id = node;
 	op.node_state.state = FERRY_GCS_NODE_DEAD;
 	ret |= write_op(f, b, &op);
+	memset(&op, 0, sizeof(op));
+	op.type = FERRY__GCS_OP_OBJ_NODE_DIED;
+	op.node_id = node;
+	ret |= write_op(f, b, &op);
 	return ret;
 }
 
@@ -144,6 +148,11 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	struct ferry__wire_gcs_object_lookup ol = {.seq = 3, .object_id = {{9, 8, 7}}};
 	struct ferry__wire_gcs_table_get tg = {.seq = 4, .table = 0, .id = {{1, 2, 3}}};
 	struct ferry__wire_gcs_subscribe sub = {.seq = 5, .channel = FERRY_GCS_CH_NODES};
+	/* multi-get (op 3): u32 count, then u32 length + bytes per key */
+	static const uint8_t keys[] = {2, 0, 0, 0, 1, 0, 0, 0, 'a', 3, 0, 0, 0, 'k', 'e', 'y'};
+	struct ferry__wire_gcs_kv_get mg = {
+		.seq = 6, .key = keys, .key_count = sizeof(keys), .op = 3};
+	struct ferry__wire_gcs_table_get list = {.seq = 7, .table = 4, .list = true};
 	int ret = 0;
 
 	ret |= ferry__wire_gcs_kv_get_build(b, &kv) ||
@@ -154,6 +163,10 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
 	ret |= ferry__wire_gcs_subscribe_build(b, &sub) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_SUBSCRIBE);
+	ret |= ferry__wire_gcs_kv_get_build(b, &mg) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_KV_GET);
+	ret |= ferry__wire_gcs_table_get_build(b, &list) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
 	return ret;
 }
 

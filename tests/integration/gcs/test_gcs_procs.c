@@ -23,117 +23,7 @@
 #include "common/frame.h"
 #include "common/wire.h"
 #include "tests/harness/ftest.h"
-
-#define TOKEN "integration-token"
-
-struct gcs_proc {
-	pid_t pid;     /* the server */
-	uint16_t port; /* where it listens */
-};
-
-static const char *token_file(void)
-{
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
-	f = fopen(path, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs(TOKEN "\n", f);
-	fclose(f);
-	return path;
-}
-
-/* Start ferry-gcs with @extra arguments (NULL-terminated); its port line, or 0 if it exited. */
-static struct gcs_proc gcs_try_start(uint16_t port, const char *const *extra)
-{
-	const char *bin = getenv("FERRY_GCS_BIN");
-	const char *argv[16];
-	char port_s[16], line[128];
-	struct gcs_proc p = {0};
-	int out[2], n = 0, status;
-	FILE *f;
-
-	if (!bin)
-		ftest_skip("FERRY_GCS_BIN not set");
-	snprintf(port_s, sizeof(port_s), "%u", port);
-	argv[n++] = bin;
-	argv[n++] = "--port";
-	argv[n++] = port_s;
-	argv[n++] = "--token-file";
-	argv[n++] = token_file();
-	for (; extra && *extra; extra++)
-		argv[n++] = *extra;
-	argv[n] = NULL;
-	ftest_assert_ok(pipe(out));
-	p.pid = fork();
-	ftest_assert_int_ge(p.pid, 0);
-	if (p.pid == 0) {
-		char *cargv[16];
-
-		for (int i = 0; i <= n; i++)
-			cargv[i] = argv[i] ? strdup(argv[i]) : NULL;
-		dup2(out[1], 1);
-		close(out[0]);
-		execv(bin, cargv);
-		_exit(127);
-	}
-	close(out[1]);
-	f = fdopen(out[0], "r");
-	if (!fgets(line, sizeof(line), f) ||
-	    sscanf(line, "ferry-gcs listening on port %hu", &p.port) != 1) {
-		waitpid(p.pid, &status, 0);
-		p.port = 0;
-	}
-	fclose(f);
-	return p;
-}
-
-/* Start it; on a fixed port, retry while the port is still held by the previous incarnation's
- * connections (a restarted server, or a client's reconnect racing for the port). */
-static struct gcs_proc gcs_start(uint16_t port, const char *const *extra)
-{
-	struct gcs_proc p = gcs_try_start(port, extra);
-
-	for (int i = 0; i < 100 && !p.port && port; i++) {
-		usleep(50 * 1000);
-		p = gcs_try_start(port, extra);
-	}
-	ftest_assert_uint_ne(p.port, 0);
-	return p;
-}
-
-static void gcs_stop(struct gcs_proc *p, int sig)
-{
-	int status;
-
-	kill(p->pid, sig);
-	ftest_assert_int_eq(waitpid(p->pid, &status, 0), p->pid);
-	if (sig == SIGTERM)
-		ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
-static struct ferry_gcs_client *client_for(const struct gcs_proc *procs, size_t n,
-					   const char *token)
-{
-	char addrs[4][64];
-	const char *list[4];
-	struct ferry_gcs_client_opts o = {0};
-	struct ferry_gcs_client *c = NULL;
-
-	for (size_t i = 0; i < n; i++) {
-		snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%u", procs[i].port);
-		list[i] = addrs[i];
-	}
-	o.addresses = list;
-	o.naddresses = n;
-	o.token = token;
-	o.token_len = strlen(token);
-	o.timeout_ms = 5000;
-	o.reconnect_ms = 50;
-	ftest_assert_ok(ferry_gcs_client_connect(&o, &c));
-	return c;
-}
+#include "tests/integration/gcs/gcs_procs.h"
 
 /* ---- event collection ---- */
 
@@ -421,27 +311,6 @@ FTEST(wrong_token_refused)
 	gcs_stop(&p, SIGTERM);
 }
 
-static int raw_connect(uint16_t port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ftest_assert_int_ge(fd, 0);
-	ftest_assert_ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	return fd;
-}
-
-static void raw_send(int fd, uint16_t type, const void *payload, size_t len)
-{
-	uint8_t *frame;
-	size_t size;
-
-	ftest_assert_ok(ferry__frame_pack(type, payload, len, &frame, &size));
-	ftest_assert_int_eq(write(fd, frame, size), (ssize_t)size);
-	ferry__free(frame);
-}
-
 /* Read until EOF (the server closed us); fails the test after 10 s. */
 static void expect_closed(int fd)
 {
@@ -493,7 +362,7 @@ FTEST(malformed_request_closes_only_that_connection)
 	gcs_stop(&p, SIGTERM);
 }
 
-/* Every allocation of a client's life failing in turn (connect, a write, a read, destroy):
+/* Every allocation of a client's life failing in turn (connect, a write, reads, lists, destroy):
  * each call fails cleanly or succeeds, nothing leaks (the harness counts), nothing crashes. */
 FTEST(client_allocation_failures)
 {
@@ -512,6 +381,8 @@ FTEST(client_allocation_failures)
 	o.reconnect_ms = 10;
 	for (long n = 0; n < 200 && !completed; n++) {
 		struct ferry_gcs_client *c = NULL;
+		struct ferry_gcs_bytes one = {"k", 1}, *keys;
+		struct ferry_gcs_node_info *nodes;
 		void *v = NULL;
 		size_t size;
 		int ret;
@@ -522,6 +393,12 @@ FTEST(client_allocation_failures)
 			ret = ferry_gcs_kv_put(c, NULL, 0, "k", 1, "v", 1, true);
 			if (ret >= 0 && ferry_gcs_kv_get(c, NULL, 0, "k", 1, &v, &size) == 0)
 				ferry_gcs_free(v);
+			if (ret >= 0 && ferry_gcs_kv_keys(c, NULL, 0, "k", 1, &keys) >= 0)
+				ferry_gcs_free(keys);
+			if (ret >= 0 && ferry_gcs_kv_multi_get(c, NULL, 0, &one, 1, &keys) >= 0)
+				ferry_gcs_free(keys);
+			if (ret >= 0 && ferry_gcs_node_list(c, &nodes) >= 0)
+				ferry_gcs_free(nodes);
 			ferry_gcs_client_destroy(c);
 		}
 		completed =

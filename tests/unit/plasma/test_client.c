@@ -402,6 +402,55 @@ static void *put_get_loop(void *arg)
 	return NULL;
 }
 
+/* More pins than a client slot has records: the rest are held by the store, without a cap of
+ * its own slot's records either. The listing takes two pages. */
+FTEST(thousands_of_pins_through_the_store)
+{
+	enum { N = 5000 };
+	struct ferry__plasma_server_opts o = opts(16 * MIB);
+	static struct ferry_plasma_view v[N];
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_plasma_object_info *objs;
+	struct ferry_object_id id;
+	uint64_t pins = 0;
+	size_t count;
+
+	o.max_objects = 2 * N;
+	store_spawn(&t, o);
+	c = client_connect(&t);
+	for (uint32_t n = 0; n < N; n++)
+		client_put(c, n, 8);
+	for (uint32_t n = 0; n < N; n++) {
+		id = oid(n);
+		ftest_assert_ok(ferry_plasma_client_get(c, &id, 1, 0, &v[n]));
+		ftest_assert_true(pattern_intact(v[n].data, 8, n));
+	}
+	ftest_assert_ok(ferry_plasma_client_list(c, false, &objs, &count));
+	ftest_assert_uint_eq(count, N);
+	for (size_t k = 0; k < count; k++) {
+		pins += objs[k].pin_count;
+		if (k)
+			ftest_assert_int_lt(memcmp(objs[k - 1].id.bytes, objs[k].id.bytes,
+						   sizeof(objs[k].id.bytes)),
+					    0);
+	}
+	ftest_assert_uint_eq(pins, N);
+	ferry_plasma_list_free(objs);
+	/* Deleted while pinned: each goes with its last release, store-held or not. */
+	for (uint32_t n = 0; n < N; n++) {
+		id = oid(n);
+		ftest_assert_ok(ferry_plasma_client_delete(c, &id, 1, NULL));
+	}
+	ftest_assert_uint_eq(client_stats(c).deferred_deletes, N);
+	for (uint32_t n = 0; n < N; n++)
+		ftest_assert_ok(ferry_plasma_client_release(c, &v[n]));
+	ftest_assert_uint_eq(client_stats(c).deferred_deletes, 0);
+	ftest_assert_uint_eq(client_stats(c).objects, 0);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
 FTEST(threads_share_one_client)
 {
 	struct test_store t;

@@ -13,6 +13,7 @@
 #include "client_test.h"
 #include "common/frame.h"
 #include "plasma/server_int.h"
+#include "plasma/spill.h"
 
 #define MIB (1ull << 20)
 
@@ -124,6 +125,87 @@ FTEST(other_messages_close_the_client)
 	ferry__plasma_client_free(c);
 	ferry__fb_builder_fini(&b);
 	ferry__plasma_server_destroy(srv);
+}
+
+FTEST(subscribe_only_on_a_connection_of_its_own)
+{
+	struct ferry__plasma_server_opts o = {.memory_bytes = 4 * MIB,
+					      .store_flags = FERRY__PLASMA_STORE_NO_PREFAULT};
+	struct ferry__plasma_server *srv;
+	struct ferry__plasma_pclient *c;
+	struct ferry__fb_builder b = {0};
+	struct ferry__wire_plasma_subscribe sub = {.seq = 1};
+	struct ferry__wire_plasma_connect conn = {.seq = 2, .pid = 1};
+
+	ftest_assert_ok(ferry__plasma_server_create(&o, &srv));
+	/* On a client connection: refused (answered), the connection stays. */
+	c = ferry__plasma_client_new(srv, NULL);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_CONNECT,
+		     ferry__wire_plasma_connect_build(&b, &conn));
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_SUBSCRIBE,
+		     ferry__wire_plasma_subscribe_build(&b, &sub));
+	ftest_assert_false(c->closing);
+	ftest_assert_ptr_null(c->sub);
+	ftest_assert_uint_eq(c->replies, 2);
+	ferry__plasma_client_free(c);
+	/* A subscriber that then sends anything is closed. */
+	c = ferry__plasma_client_new(srv, NULL);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_SUBSCRIBE,
+		     ferry__wire_plasma_subscribe_build(&b, &sub));
+	ftest_assert_ptr_notnull(c->sub);
+	ftest_assert_uint_eq(srv->nsubs, 1);
+	ftest_assert_uint_eq(atomic_load(&srv->ix->hdr->seal_waiters), 1);
+	handle_built(c, &b, FERRY__WIRE_MSG_PLASMA_SUBSCRIBE,
+		     ferry__wire_plasma_subscribe_build(&b, &sub));
+	ftest_assert_true(c->closing);
+	ferry__plasma_client_free(c);
+	ftest_assert_uint_eq(srv->nsubs, 0);
+	ftest_assert_uint_eq(atomic_load(&srv->ix->hdr->seal_waiters), 0);
+	ferry__fb_builder_fini(&b);
+	ferry__plasma_server_destroy(srv);
+}
+
+/* A background spill holds only its thread: the store answers meanwhile. */
+FTEST(requests_are_answered_while_a_spill_is_written)
+{
+	char path[256], dir[256];
+	struct ferry__plasma_server_opts o = {
+		.socket_path = path,
+		.memory_bytes = 16 * MIB,
+		.max_objects = 1024,
+		.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT,
+		.spill_dir = dir,
+		.spill_threshold_pct = 10,
+		.tick_ms = 5,
+	};
+	struct ferry__plasma_server *srv;
+	struct ferry_plasma_client *c;
+	int hold[2];
+	char b;
+
+	snprintf(path, sizeof(path), "%s/s.sock", ftest_tmpdir());
+	snprintf(dir, sizeof(dir), "%s/spill", ftest_tmpdir());
+	ftest_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hold), 0);
+	ftest_assert_ok(ferry__plasma_server_create(&o, &srv));
+	ferry__plasma_spill_inject_hold(
+		ferry__plasma_store_spill_area(ferry__plasma_server_store(srv)), hold[1]);
+	ftest_assert_ok(ferry__plasma_server_start(srv));
+	ftest_assert_ok(ferry_plasma_client_connect(path, NULL, &c));
+	for (uint32_t n = 0; n < 4; n++)
+		client_put(c, n, MIB);		      /* 25%: past the threshold */
+	ftest_assert_int_eq(read(hold[0], &b, 1), 1); /* the batch is being written */
+	/* The store answers through the socket, and nothing is on disk yet. */
+	ftest_assert_uint_eq(client_stats(c).spilled_objects, 0);
+	client_check(c, 1, MIB, 0);
+	ftest_assert_int_eq(write(hold[0], &b, 1), 1);
+	while (client_stats(c).spilled_objects == 0)
+		usleep(1000);
+	for (uint32_t n = 0; n < 4; n++)
+		client_check(c, n, MIB, 0);
+	ferry_plasma_client_disconnect(c);
+	ferry__plasma_server_destroy(srv);
+	close(hold[0]);
+	close(hold[1]);
 }
 
 /* ---- raw sockets ---- */

@@ -6,6 +6,7 @@
  * disk can fail: the spill limit, a real full file system (tmpfs, where mounting is allowed),
  * write and read errors. A failed spill never loses an object.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <sys/mount.h>
@@ -21,10 +22,10 @@
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
 
-static struct ferry__plasma_store *spill_store(uint64_t memory, const char *dir, uint64_t max_bytes,
-					       uint32_t threshold)
+static struct ferry__plasma_store_opts spill_opts(uint64_t memory, const char *dir,
+						  uint64_t max_bytes, uint32_t threshold)
 {
-	struct ferry__plasma_store_opts o = {
+	return (struct ferry__plasma_store_opts){
 		.memory_bytes = memory,
 		.max_objects = 1024,
 		.max_clients = 8,
@@ -36,6 +37,12 @@ static struct ferry__plasma_store *spill_store(uint64_t memory, const char *dir,
 		.spill_threshold_pct = threshold,
 		.spill_batch_bytes = 64,
 	};
+}
+
+static struct ferry__plasma_store *spill_store(uint64_t memory, const char *dir, uint64_t max_bytes,
+					       uint32_t threshold)
+{
+	struct ferry__plasma_store_opts o = spill_opts(memory, dir, max_bytes, threshold);
 	struct ferry__plasma_store *s = NULL;
 
 	ftest_assert_ok(ferry__plasma_store_create(&o, &s));
@@ -198,6 +205,102 @@ FTEST(the_tick_spills_past_the_threshold)
 	ftest_assert_uint_le(stats(s).allocated_bytes, 45 * 4 * MIB / 100);
 	for (uint32_t n = 0; n < 3; n++)
 		check_object(s, n);
+	ferry__plasma_store_destroy(s);
+}
+
+/* ---- in the background ---- */
+
+/* A stand-in for the server's loop: the spill worker's post is kept, and the test runs it as
+ * the store's thread would, when it chooses. */
+static struct {
+	pthread_mutex_t lock;	 /* everything here */
+	pthread_cond_t cond;	 /* a post came */
+	void (*fn)(void *, int); /* the posted call */
+	void *arg;		 /* its argument */
+	int posts;		 /* posted, not run yet */
+} loop = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0};
+
+static int fake_post(void *arg, void (*fn)(void *fn_arg, int status), void *fn_arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&loop.lock);
+	loop.fn = fn;
+	loop.arg = fn_arg;
+	loop.posts++;
+	pthread_cond_broadcast(&loop.cond);
+	pthread_mutex_unlock(&loop.lock);
+	return 0;
+}
+
+/* Wait for the worker's post and run it. */
+static void run_post(void)
+{
+	pthread_mutex_lock(&loop.lock);
+	while (!loop.posts)
+		pthread_cond_wait(&loop.cond, &loop.lock);
+	loop.posts = 0;
+	pthread_mutex_unlock(&loop.lock);
+	loop.fn(loop.arg, 0);
+}
+
+static struct ferry__plasma_store *background_store(uint64_t memory, const char *dir)
+{
+	struct ferry__plasma_store_opts o = spill_opts(memory, dir, 0, 10);
+	struct ferry__plasma_store *s = NULL;
+
+	o.post = fake_post;
+
+	ftest_assert_ok(ferry__plasma_store_create(&o, &s));
+	return s;
+}
+
+FTEST(the_tick_spills_in_the_background)
+{
+	struct ferry__plasma_store *s = background_store(4 * MIB, ftest_tmpdir());
+	struct ferry__plasma_index *ix = ferry__plasma_store_index(s);
+	struct ferry_object_id deleted = oid(0), pinned = oid(1);
+	struct ferry__plasma_object o, p;
+
+	for (uint32_t n = 0; n < 3; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	/* The batch goes to the worker; nothing is taken back until the "loop" runs the post. */
+	ftest_assert_int_eq(ferry__plasma_store_tick(s), 3);
+	ftest_assert_uint_eq(stats(s).allocated_bytes, 3 * MIB);
+	/* Meanwhile: a victim is deleted (its bytes stay: the worker reads them) and another
+	 * pinned (it stays in memory). */
+	ftest_assert_int_eq(ferry__plasma_store_object_delete(s, &deleted), 1);
+	ftest_assert_int_eq(state_of(s, 0, &o), FERRY__PLASMA_DELETING);
+	ftest_assert_true(object_intact(&o, 0));
+	ftest_assert_ok(ferry__plasma_index_get(ix, 0, &pinned, &p));
+	ftest_assert_int_eq(ferry__plasma_store_tick(s), 0); /* one batch at a time */
+	run_post();
+	ftest_assert_errno(state_of(s, 0, &o), -ENOENT);
+	ftest_assert_int_eq(state_of(s, 1, &o), FERRY__PLASMA_SEALED);
+	ftest_assert_int_eq(state_of(s, 2, &o), FERRY__PLASMA_SPILLED);
+	ftest_assert_uint_eq(stats(s).deferred_deletes, 0);
+	ftest_assert_uint_eq(stats(s).allocated_bytes, MIB);
+	ftest_assert_ok(ferry__plasma_index_release(ix, 0, &p));
+	check_object(s, 1);
+	check_object(s, 2);
+	ferry__plasma_store_destroy(s);
+}
+
+FTEST(a_create_waits_for_the_background_batch_and_destroy_takes_it_back)
+{
+	struct ferry__plasma_store *s = background_store(4 * MIB, ftest_tmpdir());
+	struct ferry__plasma_object o;
+
+	for (uint32_t n = 0; n < 4; n++)
+		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(ferry__plasma_store_tick(s), 4);
+	/* Full, and every candidate is in flight: the create waits for the batch. */
+	put_object(s, 0, 4, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
+	ftest_assert_int_eq(count_spilled(s, 4), 4);
+	for (uint32_t n = 0; n < 4; n++)
+		check_object(s, n);
+	ftest_assert_int_eq(state_of(s, 4, &o), FERRY__PLASMA_SEALED);
+	/* Another batch in flight when the store goes: nothing leaks. */
+	ftest_assert_int_gt(ferry__plasma_store_tick(s), 0);
 	ferry__plasma_store_destroy(s);
 }
 

@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pulls between two nodes: bandwidth and latency (p50/p99) by object size, 8 B to 64 MiB (and
+// 1 GiB with `ferry-bench transport --1gib`), one object and several in flight, per backend:
+// TCP, shared memory, RDMA where a device exists. Each benchmark runs a GCS and two nodes (store
+// + object manager, registered like ferry-node) inside this process; node B pulls node A's
+// objects through the object manager, the way a remote get does. Read the figures beside
+// iperf3, ucx_perftest and perftest: bench/compare transport runs them in the same go.
+//
+// Two hosts, like perftest: `ferry-bench transport --server --ip A --token-file F` holds the
+// objects and prints the client's command; `ferry-bench transport --client A:PORT --token-file
+// F [--ip B] [benchmark flags]` pulls them (BM_transport_remote_pull/SIZE/IN_FLIGHT).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "ferry_config.h"
+
+#if FERRY_HAVE_RDMA
+#include <infiniband/verbs.h>
+#endif
+
+extern "C" {
+#include "tools/cluster_embed.h"
+}
+
+namespace
+{
+
+constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t GiB = 1ull << 30;
+constexpr int64_t MANY = 8; // objects in flight in the "many" runs
+const char TOKEN[] = "ferry-bench-transport";
+
+bool g_1gib = false; // --1gib: 1 GiB objects too (stores sized for them)
+
+uint64_t store_bytes()
+{
+	return g_1gib ? 2560 * MiB : 1152 * MiB;
+}
+
+// Objects are named by size and index (the two-host client and server agree on them) and, in
+// the local mode, by the benchmark run: a run never meets the previous run's copies, whose
+// deletion may still be on its way (a pinned object goes when its last pin does).
+ferry_object_id object_id(uint64_t size, uint64_t index, uint32_t run = 0)
+{
+	ferry_object_id id;
+
+	memset(id.bytes, 0x7e, sizeof(id.bytes));
+	id.bytes[0] = (uint8_t)(index * 17 + 3);
+	memcpy(id.bytes + 1, &run, 3);
+	memcpy(id.bytes + 4, &size, sizeof(size));
+	memcpy(id.bytes + 12, &index, sizeof(index));
+	return id;
+}
+
+uint32_t g_run; // local-mode benchmark runs so far
+
+const char *transport_name(unsigned t)
+{
+	switch (t) {
+	case FERRY_GCS_TRANSPORT_TCP:
+		return "tcp";
+	case FERRY_GCS_TRANSPORT_SHM:
+		return "shm";
+	case FERRY_GCS_TRANSPORT_RDMA:
+		return "rdma";
+	default:
+		return t ? "?" : "local";
+	}
+}
+
+// A GCS and two nodes in this process. A serves, B pulls; both speak @transports.
+class Pair
+{
+      public:
+	int start(unsigned transports, const char *ip)
+	{
+		char gcs[64];
+		int ret = ferry__embed_gcs_start("127.0.0.1", 0, TOKEN, sizeof(TOKEN) - 1, &gcs_);
+
+		if (ret < 0)
+			return ret;
+		snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", ferry__embed_gcs_port(gcs_));
+		ferry__embed_node_opts o = {};
+		o.gcs = gcs;
+		o.token = TOKEN;
+		o.token_len = sizeof(TOKEN) - 1;
+		o.ip = ip;
+		o.memory_bytes = store_bytes();
+		o.transports = transports;
+		o.name = "A";
+		ret = ferry__embed_node_start(&o, &a_);
+		o.name = "B";
+		if (ret == 0)
+			ret = ferry__embed_node_start(&o, &b_);
+		return ret;
+	}
+	~Pair()
+	{
+		ferry__embed_node_stop(b_);
+		ferry__embed_node_stop(a_);
+		ferry__embed_gcs_stop(gcs_);
+	}
+	ferry__embed_node *a() const
+	{
+		return a_;
+	}
+	ferry__embed_node *b() const
+	{
+		return b_;
+	}
+
+      private:
+	ferry__embed_gcs *gcs_ = nullptr;
+	ferry__embed_node *a_ = nullptr, *b_ = nullptr;
+};
+
+// One pair at a time, kept while consecutive benchmarks use the same backend.
+std::unique_ptr<Pair> g_pair;
+unsigned g_pair_transports = ~0u;
+std::string g_pair_error;
+
+Pair *pair_for(unsigned transports, const char *ip)
+{
+	if (g_pair && g_pair_transports == transports)
+		return g_pair.get();
+	g_pair.reset();
+	g_pair_transports = transports;
+	auto p = std::make_unique<Pair>();
+	int ret = p->start(transports, ip);
+	if (ret < 0) {
+		g_pair_error =
+			std::string("cannot start the GCS and two nodes: ") + ferry_strerror(ret);
+		g_pair.reset(); // p frees what started
+		return nullptr;
+	}
+	g_pair = std::move(p);
+	return g_pair.get();
+}
+
+// The timed loop shared by the local and two-host modes: each iteration pulls @ids on @puller
+// concurrently (timed), then drops the copies (untimed: manual time).
+void pull_loop(benchmark::State &state, ferry__embed_node *puller,
+	       const std::vector<ferry_object_id> &ids, uint64_t size, unsigned want_transport)
+{
+	std::vector<ferry__objmgr_result> res(ids.size());
+	ferry_bench::Latency lat;
+	bool checked = false;
+
+	for (auto _ : state) {
+		uint64_t t0 = ferry_bench::now_ns();
+		int ret = ferry__embed_pull_all(puller, ids.data(), ids.size(), res.data());
+		uint64_t t1 = ferry_bench::now_ns();
+
+		if (ret < 0) {
+			state.SkipWithError(
+				(std::string("pull failed: ") + ferry_strerror(ret)).c_str());
+			break;
+		}
+		state.SetIterationTime((double)(t1 - t0) / 1e9);
+		if (ids.size() == 1)
+			lat.add(t1 - t0);
+		else
+			for (auto &r : res)
+				lat.add(r.micros * 1000);
+		if (want_transport && res[0].transport != want_transport) {
+			state.SkipWithError((std::string("pulled over ") +
+					     transport_name(res[0].transport) + ", not " +
+					     transport_name(want_transport))
+						    .c_str());
+			break;
+		}
+		if (!checked) { // the bytes are right (once: the check reads the whole object)
+			for (auto &id : ids)
+				if ((ret = ferry__embed_check(puller, &id, size)) < 0)
+					break;
+			if (ret < 0) {
+				state.SkipWithError("pulled bytes differ from the source");
+				break;
+			}
+			checked = true;
+		}
+		ret = ferry__embed_drop(puller, ids.data(), ids.size());
+		if (ret < 0) {
+			state.SkipWithError(
+				(std::string("drop failed: ") + ferry_strerror(ret)).c_str());
+			break;
+		}
+	}
+	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(size * ids.size()));
+	state.counters["in_flight"] = (double)ids.size();
+	lat.publish(state);
+}
+
+const char *rdma_missing()
+{
+#if FERRY_HAVE_RDMA
+	int n = 0;
+	ibv_device **list = ibv_get_device_list(&n);
+
+	if (list)
+		ibv_free_device_list(list);
+	if (n == 0)
+		return "no RDMA device here (run it in tools/softroce-vm)";
+	return nullptr;
+#else
+	return "built without libibverbs/librdmacm";
+#endif
+}
+
+// Local mode: A puts @in_flight objects of @size, B pulls them.
+void BM_transport_pull(benchmark::State &state, unsigned transports)
+{
+	const uint64_t size = (uint64_t)state.range(0);
+	const uint64_t n = (uint64_t)state.range(1);
+	const char *ip = "127.0.0.1";
+	std::vector<ferry_object_id> ids;
+
+	if (transports == FERRY_GCS_TRANSPORT_RDMA) {
+		if (const char *why = rdma_missing()) {
+			state.SkipWithError(why);
+			return;
+		}
+		ip = getenv("FERRY_BENCH_RDMA_IP") ? getenv("FERRY_BENCH_RDMA_IP") : ip;
+	}
+	Pair *p = pair_for(transports, ip);
+	if (!p && transports == FERRY_GCS_TRANSPORT_RDMA) {
+		// Today's object manager refuses an RDMA-only node: say so rather than just EINVAL.
+		state.SkipWithError(("no RDMA pulls: " + g_pair_error).c_str());
+		return;
+	}
+	if (!p) {
+		state.SkipWithError(g_pair_error.c_str());
+		return;
+	}
+	if (transports == FERRY_GCS_TRANSPORT_RDMA &&
+	    !strstr(ferry__embed_node_address(p->a()), "rdma=")) {
+		state.SkipWithError("the object manager serves no RDMA pulls yet");
+		return;
+	}
+	g_run++;
+	for (uint64_t i = 0; i < n; i++) {
+		ids.push_back(object_id(size, i, g_run));
+		int ret = ferry__embed_put(p->a(), &ids.back(), size);
+		if (ret < 0) {
+			state.SkipWithError(
+				(std::string("put on A: ") + ferry_strerror(ret)).c_str());
+			return;
+		}
+	}
+	pull_loop(state, p->b(), ids, size,
+		  transports == (FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM)
+			  ? FERRY_GCS_TRANSPORT_SHM
+			  : transports);
+	// Free A's store for the next size (the directory entries stay; a later put republishes).
+	ferry_plasma_client_delete(ferry__embed_node_client(p->a()), ids.data(), ids.size(),
+				   nullptr);
+}
+
+void sizes(benchmark::internal::Benchmark *b, bool big)
+{
+	for (int64_t size : {8l, 4096l, 65536l, (int64_t)MiB, (int64_t)(64 * MiB)}) {
+		b->Args({size, 1});
+		b->Args({size, MANY});
+	}
+	if (big)
+		b->Args({(int64_t)GiB, 1});
+	b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+void register_local(bool big)
+{
+	const char *suffix = big ? "_1GiB" : "";
+	struct {
+		const char *name;
+		unsigned transports;
+	} backends[] = {
+		{"tcp", FERRY_GCS_TRANSPORT_TCP},
+		{"shm", FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM},
+		{"rdma", FERRY_GCS_TRANSPORT_RDMA},
+	};
+	for (auto &be : backends) {
+		std::string name = std::string("BM_transport_") + be.name + "_pull" + suffix;
+		auto *b = benchmark::RegisterBenchmark(name.c_str(), BM_transport_pull,
+						       be.transports);
+		if (!big) {
+			sizes(b, false);
+		} else {
+			b->Args({(int64_t)GiB, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
+		}
+	}
+}
+
+[[maybe_unused]] const bool g_registered = (register_local(false), true);
+
+// ---- two hosts ----
+
+struct remote_args {
+	bool server = false;	      // --server
+	const char *client = nullptr; // --client HOST:PORT
+	const char *ip = nullptr;     // --ip ADDR: where this side listens
+	unsigned port = 6390;	      // --port: the server's GCS
+	const char *token_file = nullptr;
+	unsigned transports = 0; // --transport tcp|rdma|auto
+	std::string token;
+};
+
+int read_token(remote_args &a)
+{
+	if (!a.token_file) {
+		fprintf(stderr, "ferry-bench transport: --token-file F is required\n");
+		return -EINVAL;
+	}
+	FILE *f = fopen(a.token_file, "r");
+	char buf[4096];
+	size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+	if (f)
+		fclose(f);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (!n) {
+		fprintf(stderr, "ferry-bench transport: token file %s empty or unreadable\n",
+			a.token_file);
+		return -EINVAL;
+	}
+	a.token.assign(buf, n);
+	return 0;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> remote_objects()
+{
+	std::vector<std::pair<uint64_t, uint64_t>> v; // (size, index)
+	for (uint64_t size : {uint64_t{8}, uint64_t{4096}, uint64_t{65536}, MiB, 64 * MiB})
+		for (uint64_t i = 0; i < (uint64_t)MANY; i++)
+			v.emplace_back(size, i);
+	if (g_1gib)
+		v.emplace_back(GiB, 0);
+	return v;
+}
+
+int run_server(remote_args &a)
+{
+	const char *ip = a.ip ? a.ip : "127.0.0.1";
+	ferry__embed_gcs *gcs = nullptr;
+	ferry__embed_node *node = nullptr;
+	char addr[64];
+	sigset_t set;
+	int sig, ret;
+
+	ret = ferry__embed_gcs_start(ip, (uint16_t)a.port, a.token.data(), a.token.size(), &gcs);
+	if (ret < 0) {
+		fprintf(stderr, "ferry-bench transport: GCS on %s:%u: %s\n", ip, a.port,
+			ferry_strerror(ret));
+		return 1;
+	}
+	snprintf(addr, sizeof(addr), "%s:%u", ip, ferry__embed_gcs_port(gcs));
+	ferry__embed_node_opts o = {};
+	o.gcs = addr;
+	o.token = a.token.data();
+	o.token_len = a.token.size();
+	o.ip = ip;
+	o.memory_bytes = store_bytes();
+	o.transports = a.transports;
+	o.name = "server";
+	ret = ferry__embed_node_start(&o, &node);
+	for (auto &so : remote_objects()) {
+		ferry_object_id id = object_id(so.first, so.second);
+		if (ret == 0)
+			ret = ferry__embed_put(node, &id, so.first);
+	}
+	if (ret == 0) {
+		// Block the signals before saying ready, so that a quick ^C is not lost.
+		sigemptyset(&set);
+		sigaddset(&set, SIGINT);
+		sigaddset(&set, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &set, nullptr);
+		printf("ferry-bench transport server ready: node %s\n"
+		       "on the other host run: ferry-bench transport --client %s --token-file %s\n",
+		       ferry__embed_node_address(node), addr, a.token_file);
+		fflush(stdout);
+		sigwait(&set, &sig);
+	} else {
+		fprintf(stderr, "ferry-bench transport: server setup: %s\n", ferry_strerror(ret));
+	}
+	ferry__embed_node_stop(node);
+	ferry__embed_gcs_stop(gcs);
+	return ret < 0 ? 1 : 0;
+}
+
+ferry__embed_node *g_remote_node;
+
+void BM_transport_remote_pull(benchmark::State &state)
+{
+	const uint64_t size = (uint64_t)state.range(0);
+	std::vector<ferry_object_id> ids;
+
+	for (int64_t i = 0; i < state.range(1); i++)
+		ids.push_back(object_id(size, (uint64_t)i));
+	pull_loop(state, g_remote_node, ids, size, 0);
+}
+
+int run_client(remote_args &a, int argc, char **argv)
+{
+	ferry__embed_node_opts o = {};
+	o.gcs = a.client;
+	o.token = a.token.data();
+	o.token_len = a.token.size();
+	o.ip = a.ip;
+	o.memory_bytes = store_bytes();
+	o.transports = a.transports;
+	o.name = "client";
+	int ret = ferry__embed_node_start(&o, &g_remote_node);
+	if (ret < 0) {
+		fprintf(stderr, "ferry-bench transport: cannot join %s: %s\n", a.client,
+			ferry_strerror(ret));
+		return 1;
+	}
+	auto *b =
+		benchmark::RegisterBenchmark("BM_transport_remote_pull", BM_transport_remote_pull);
+	sizes(b, g_1gib);
+	benchmark::Initialize(&argc, argv);
+	benchmark::RunSpecifiedBenchmarks();
+	benchmark::Shutdown();
+	ferry__embed_node_stop(g_remote_node);
+	return 0;
+}
+
+unsigned parse_transport(const char *s)
+{
+	if (!strcmp(s, "tcp"))
+		return FERRY_GCS_TRANSPORT_TCP;
+	if (!strcmp(s, "rdma"))
+		return FERRY_GCS_TRANSPORT_RDMA;
+	if (!strcmp(s, "auto"))
+		return 0;
+	return ~0u;
+}
+
+} // namespace
+
+// `ferry-bench transport [--1gib] [--server | --client HOST:PORT] ...`; other arguments go to
+// Google Benchmark. Called by main.cc with argv[0] = "transport".
+int ferry_bench_transport_main(int argc, char **argv)
+{
+	remote_args a;
+	std::vector<char *> rest = {argv[0]};
+
+	for (int i = 1; i < argc; i++) {
+		std::string f = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
+		bool takes = f == "--client" || f == "--ip" || f == "--port" ||
+			     f == "--token-file" || f == "--transport";
+		if (takes && !v) {
+			fprintf(stderr, "ferry-bench transport: %s needs a value\n", f.c_str());
+			return 2;
+		}
+		if (f == "--1gib")
+			g_1gib = true;
+		else if (f == "--server")
+			a.server = true;
+		else if (f == "--client")
+			a.client = v;
+		else if (f == "--ip")
+			a.ip = v;
+		else if (f == "--port")
+			a.port = (unsigned)atoi(v);
+		else if (f == "--token-file")
+			a.token_file = v;
+		else if (f == "--transport" && (a.transports = parse_transport(v)) == ~0u) {
+			fprintf(stderr, "ferry-bench transport: --transport tcp, rdma or auto\n");
+			return 2;
+		} else if (f != "--transport")
+			rest.push_back(argv[i]);
+		if (takes)
+			i++;
+	}
+	std::string filter = std::string("--benchmark_filter=") +
+			     (a.client ? "BM_transport_remote_" : "BM_transport_");
+	bool has_filter = false;
+	for (char *r : rest)
+		has_filter |= !strncmp(r, "--benchmark_filter", 18);
+	if (!has_filter) // this suite only, unless asked otherwise
+		rest.push_back(&filter[0]);
+	argc = (int)rest.size();
+	rest.push_back(nullptr);
+	if (a.server || a.client) {
+		if (a.server && a.client) {
+			fprintf(stderr, "ferry-bench transport: --server or --client, not both\n");
+			return 2;
+		}
+		if (read_token(a) < 0)
+			return 2;
+		return a.server ? run_server(a) : run_client(a, argc, rest.data());
+	}
+	if (g_1gib)
+		register_local(true);
+	benchmark::Initialize(&argc, rest.data());
+	benchmark::RunSpecifiedBenchmarks();
+	benchmark::Shutdown();
+	g_pair.reset();
+	return 0;
+}

@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node daemon's body: compose the plasma store, the object manager and a GCS client;
+ * register, heartbeat, keep the object directory in step with the store.
+ *
+ * DESIGN
+ * - Threads: the store's loop thread (plasma/server.h) runs the store and calls our hooks;
+ *   the object manager has its own (transport/objmgr.h); the GCS client its own; and the node
+ *   adds two: a heartbeat thread (ferry_gcs_node_heartbeat every heartbeat_ms) and a directory
+ *   thread that turns store events into GCS calls (the hooks must not block).
+ * - Store hooks: on_miss (a local client waits for an absent object) starts a pull; on_sealed
+ *   of a primary copy queues "object_add + add_location" (pulled secondary copies are recorded
+ *   by the object manager itself); on_removed queues remove_location.
+ * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
+ *   node->lock so that stop can clear node->om under the same lock).
+ * - Stop: heartbeat and directory threads, then the object manager (its pulls end), the GCS
+ *   client (its subscription callbacks end), the object manager's memory, the store (its
+ *   socket is unlinked and its memory unmapped).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ferry/gcs.h>
+#include <ferry/plasma.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "node/node.h"
+#include "plasma/server.h"
+#include "transport/objmgr.h"
+
+#define COMP "node"
+
+enum dir_kind {
+	DIR_SEALED = 1,	 /* a primary copy sealed: object_add + add_location */
+	DIR_REMOVED = 2, /* a copy left: remove_location */
+};
+
+struct dir_item {
+	enum dir_kind kind;	   /* what to tell the GCS */
+	struct ferry_object_id id; /* the object */
+	uint64_t size;		   /* its data bytes */
+	struct dir_item *next;	   /* queue */
+};
+
+struct ferry__node {
+	struct ferry__node_opts opts;	    /* copied; strings point into this struct */
+	uint8_t token[256];		    /* cluster token */
+	char socket_path[108];		    /* the store's socket */
+	char address[FERRY__NODE_ADDR_MAX]; /* advertised */
+	struct ferry_node_id id;	    /* this node */
+	struct ferry__plasma_server *store; /* the embedded store */
+	struct ferry_gcs_client *gcs;	    /* GCS client */
+	struct ferry__objmgr *om;	    /* object manager; NULL before start / after stop */
+	pthread_mutex_t lock;		    /* below, and om for the hooks */
+	pthread_cond_t cond;		    /* stopping, queue, queue drained */
+	struct dir_item *queue;		    /* directory updates to make */
+	struct dir_item *queue_tail;	    /* last */
+	unsigned dir_busy;		    /* items taken and not done */
+	int dir_error;			    /* first error since the last sync */
+	bool stopping;			    /* threads leave */
+	pthread_t heartbeat;		    /* heartbeat thread */
+	pthread_t dir_thread;		    /* directory thread */
+	unsigned threads;		    /* started: 1 heartbeat, 2 both */
+};
+
+int ferry__node_read_token(const char *path, void *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0) {
+		FLOG_ERROR(COMP, "cannot open token file %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = read(fd, buf, size);
+	close(fd);
+	if (n > 0 && ((char *)buf)[n - 1] == '\n')
+		n--;
+	if (n <= 0) {
+		FLOG_ERROR(COMP, "token file %s is empty or unreadable", path);
+		return -EINVAL;
+	}
+	return (int)n;
+}
+
+/* ---- store hooks (store thread) ---- */
+
+static void miss_done(void *arg, const struct ferry__objmgr_result *res)
+{
+	char hex[2 * FERRY_OBJECT_ID_SIZE + 1];
+
+	(void)arg;
+	if (res->status < 0) {
+		ferry_object_id_to_hex(&res->id, hex, sizeof(hex));
+		FLOG_INFO(COMP, "pull of %s for a local get failed: %s", hex,
+			  strerror(-res->status));
+	}
+}
+
+static void on_miss(void *arg, const struct ferry_object_id *id)
+{
+	struct ferry__node *node = arg;
+
+	pthread_mutex_lock(&node->lock);
+	if (node->om && !node->stopping)
+		(void)ferry__objmgr_pull(node->om, id, miss_done, node);
+	pthread_mutex_unlock(&node->lock);
+}
+
+static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct ferry_object_id *id,
+		    uint64_t size)
+{
+	struct dir_item *it = ferry__calloc(1, sizeof(*it));
+
+	if (!it) {
+		FLOG_WARN(COMP, "out of memory: a directory update is lost");
+		return;
+	}
+	it->kind = kind;
+	it->id = *id;
+	it->size = size;
+	pthread_mutex_lock(&node->lock);
+	if (node->queue_tail)
+		node->queue_tail->next = it;
+	else
+		node->queue = it;
+	node->queue_tail = it;
+	pthread_cond_broadcast(&node->cond);
+	pthread_mutex_unlock(&node->lock);
+}
+
+static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+		      uint32_t metadata_size, bool primary)
+{
+	(void)metadata_size;
+	if (primary)
+		enqueue(arg, DIR_SEALED, id, data_size);
+}
+
+static void on_removed(void *arg, const struct ferry_object_id *id)
+{
+	enqueue(arg, DIR_REMOVED, id, 0);
+}
+
+/* ---- node threads ---- */
+
+static int dir_apply(struct ferry__node *node, const struct dir_item *it)
+{
+	struct ferry_worker_id owner;
+	int ret;
+
+	if (it->kind == DIR_REMOVED) {
+		ret = ferry_gcs_object_remove_location(node->gcs, &it->id, &node->id);
+		return ret == -ENOENT ? 0 : ret;
+	}
+	/* A primary sealed by a plain store client has no known owner here: the node owns it
+	 * (a worker id equal to the node id; the GCS refuses a nil owner). An owner that added
+	 * the object first keeps it (-EEXIST). */
+	memcpy(owner.bytes, node->id.bytes, sizeof(owner.bytes));
+	ret = ferry_gcs_object_add(node->gcs, &it->id, &owner, &node->id, it->size);
+	if (ret < 0 && ret != -EEXIST)
+		return ret;
+	ret = ferry_gcs_object_add_location(node->gcs, &it->id, &node->id, it->size);
+	return ret < 0 ? ret : 0;
+}
+
+static void *dir_main(void *arg)
+{
+	struct ferry__node *node = arg;
+	struct dir_item *it;
+	int ret;
+
+	pthread_mutex_lock(&node->lock);
+	for (;;) {
+		while (!node->queue && !node->stopping)
+			pthread_cond_wait(&node->cond, &node->lock);
+		if (!(it = node->queue))
+			break;
+		node->queue = it->next;
+		if (!node->queue)
+			node->queue_tail = NULL;
+		node->dir_busy++;
+		pthread_mutex_unlock(&node->lock);
+		ret = dir_apply(node, it);
+		if (ret < 0)
+			FLOG_WARN(COMP, "directory update failed: %s", strerror(-ret));
+		ferry__free(it);
+		pthread_mutex_lock(&node->lock);
+		if (ret < 0 && !node->dir_error)
+			node->dir_error = ret;
+		node->dir_busy--;
+		pthread_cond_broadcast(&node->cond);
+	}
+	pthread_mutex_unlock(&node->lock);
+	return NULL;
+}
+
+static void *heartbeat_main(void *arg)
+{
+	struct ferry__node *node = arg;
+	struct timespec until;
+	int ret;
+
+	pthread_mutex_lock(&node->lock);
+	while (!node->stopping) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)node->opts.heartbeat_ms * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		ret = 0;
+		while (!node->stopping && ret == 0)
+			ret = pthread_cond_timedwait(&node->cond, &node->lock, &until);
+		if (node->stopping)
+			break;
+		pthread_mutex_unlock(&node->lock);
+		ret = ferry_gcs_node_heartbeat(node->gcs, &node->id, 0, 0,
+					       (double)node->opts.memory_bytes);
+		if (ret < 0 && ret != -ETIMEDOUT)
+			FLOG_WARN(COMP, "heartbeat refused: %s", strerror(-ret));
+		pthread_mutex_lock(&node->lock);
+	}
+	pthread_mutex_unlock(&node->lock);
+	return NULL;
+}
+
+int ferry__node_sync(struct ferry__node *node)
+{
+	int ret;
+
+	pthread_mutex_lock(&node->lock);
+	while ((node->queue || node->dir_busy) && !node->stopping)
+		pthread_cond_wait(&node->cond, &node->lock);
+	ret = node->dir_error;
+	node->dir_error = 0;
+	pthread_mutex_unlock(&node->lock);
+	return ret;
+}
+
+/* ---- start / stop ---- */
+
+/* The node id from @path (hex), or a new one written there; a new one if @path is NULL. */
+static int load_node_id(const char *path, struct ferry_node_id *id)
+{
+	char hex[2 * FERRY_UNIQUE_ID_SIZE + 2];
+	FILE *f;
+
+	if (path && (f = fopen(path, "re"))) {
+		size_t n = fread(hex, 1, sizeof(hex) - 1, f);
+
+		fclose(f);
+		hex[n] = '\0';
+		if (n && hex[n - 1] == '\n')
+			hex[n - 1] = '\0';
+		if (ferry_node_id_from_hex(hex, id) == 0)
+			return 0;
+		FLOG_ERROR(COMP, "node id file %s does not hold a node id", path);
+		return -EINVAL;
+	}
+	ferry_node_id_random(id);
+	if (!path)
+		return 0;
+	ferry_node_id_to_hex(id, hex, sizeof(hex));
+	f = fopen(path, "we");
+	if (!f || fprintf(f, "%s\n", hex) < 0 || fclose(f) != 0) {
+		FLOG_ERROR(COMP, "cannot write node id file %s", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int check_opts(const struct ferry__node_opts *o)
+{
+	if (!o || !o->gcs_address || !o->token || !o->token_len || o->token_len > 256) {
+		FLOG_ERROR(COMP, "a GCS address and a token of 1..256 bytes are required");
+		return -EINVAL;
+	}
+	if (o->socket_path && strlen(o->socket_path) >= 108) {
+		FLOG_ERROR(COMP, "store socket path too long");
+		return -EINVAL;
+	}
+	if (o->transport == FERRY__NODE_TRANSPORT_RDMA) {
+		FLOG_ERROR(COMP,
+			   "--transport rdma: the object manager does not pull over RDMA yet");
+		return -EOPNOTSUPP;
+	}
+	if (o->transport != FERRY__NODE_TRANSPORT_AUTO &&
+	    o->transport != FERRY__NODE_TRANSPORT_TCP) {
+		FLOG_ERROR(COMP, "unknown transport %d", (int)o->transport);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void set_opts(struct ferry__node *node, const struct ferry__node_opts *o)
+{
+	static atomic_uint counter;
+	const char *tmp = getenv("TMPDIR");
+
+	node->opts = *o;
+	memcpy(node->token, o->token, o->token_len);
+	node->opts.token = node->token;
+	if (o->socket_path)
+		snprintf(node->socket_path, sizeof(node->socket_path), "%s", o->socket_path);
+	else
+		snprintf(node->socket_path, sizeof(node->socket_path), "%s/ferry-node-%d-%u.sock",
+			 tmp && *tmp && strlen(tmp) < 60 ? tmp : "/tmp", (int)getpid(),
+			 atomic_fetch_add(&counter, 1));
+	node->opts.socket_path = node->socket_path;
+	if (!node->opts.heartbeat_ms)
+		node->opts.heartbeat_ms = 100;
+	if (o->transport == FERRY__NODE_TRANSPORT_AUTO)
+		FLOG_WARN(COMP, "transport auto: tcp (no RDMA pulls in this object manager yet), "
+				"shm with nodes on this host");
+}
+
+static int start_store(struct ferry__node *node)
+{
+	struct ferry__plasma_server_opts so = {0};
+
+	so.socket_path = node->socket_path;
+	so.memory_bytes = node->opts.memory_bytes;
+	so.spill_dir = node->opts.spill_dir;
+	so.store_flags = node->opts.store_flags;
+	so.on_miss = on_miss;
+	so.on_sealed = on_sealed;
+	so.on_removed = on_removed;
+	so.hook_arg = node;
+	return ferry__plasma_server_start_new(&so, &node->store);
+}
+
+static int start_gcs(struct ferry__node *node)
+{
+	struct ferry_gcs_client_opts go = {0};
+	const char *addrs[1] = {node->opts.gcs_address};
+
+	go.addresses = addrs;
+	go.naddresses = 1;
+	go.token = node->token;
+	go.token_len = node->opts.token_len;
+	return ferry_gcs_client_connect(&go, &node->gcs);
+}
+
+static int start_objmgr(struct ferry__node *node)
+{
+	struct ferry__objmgr_opts oo = {0};
+	struct ferry__objmgr *om;
+	int ret;
+
+	oo.store_socket = node->socket_path;
+	oo.gcs = node->gcs;
+	oo.node_id = node->id;
+	oo.token = node->token;
+	oo.token_len = node->opts.token_len;
+	oo.ip = node->opts.ip;
+	oo.port = node->opts.port;
+	oo.transports = FERRY_GCS_TRANSPORT_TCP | (node->opts.no_shm ? 0 : FERRY_GCS_TRANSPORT_SHM);
+	oo.timeout_ms = node->opts.pull_timeout_ms;
+	oo.max_bytes_in_flight = node->opts.max_bytes_in_flight;
+	ret = ferry__objmgr_create(&oo, &om);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&node->lock);
+	node->om = om;
+	pthread_mutex_unlock(&node->lock);
+	ret = ferry__objmgr_address(om, node->address, sizeof(node->address));
+	return ret < 0 ? ret : 0;
+}
+
+static int register_node(struct ferry__node *node)
+{
+	struct ferry_gcs_node_info info = {0};
+	int ret;
+
+	info.id = node->id;
+	info.address = node->address;
+	info.memory_bytes = (double)ferry__objmgr_store_capacity(node->om);
+	info.store_capacity_bytes = ferry__objmgr_store_capacity(node->om);
+	ret = ferry_gcs_node_register(node->gcs, &info);
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "node registration failed: %s", strerror(-ret));
+		return ret;
+	}
+	ret = -pthread_create(&node->heartbeat, NULL, heartbeat_main, node);
+	if (ret == 0) {
+		node->threads = 1;
+		ret = -pthread_create(&node->dir_thread, NULL, dir_main, node);
+		node->threads += ret == 0;
+	}
+	return ret;
+}
+
+int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **out)
+{
+	struct ferry__node *node;
+	int ret = check_opts(opts);
+
+	if (ret < 0)
+		return ret;
+	node = ferry__calloc(1, sizeof(*node));
+	if (!node)
+		return -ENOMEM;
+	set_opts(node, opts);
+	pthread_mutex_init(&node->lock, NULL);
+	pthread_cond_init(&node->cond, NULL);
+	ret = load_node_id(opts->node_id_file, &node->id);
+	if (ret == 0)
+		ret = start_store(node);
+	if (ret == 0)
+		ret = start_gcs(node);
+	if (ret == 0)
+		ret = start_objmgr(node);
+	if (ret == 0)
+		ret = register_node(node);
+	if (ret < 0) {
+		ferry__node_stop(node); /* undoes what started: each part is NULL/0 otherwise */
+		return ret;
+	}
+	*out = node;
+	return 0;
+}
+
+void ferry__node_stop(struct ferry__node *node)
+{
+	struct ferry__objmgr *om;
+	struct dir_item *it;
+
+	if (!node)
+		return;
+	pthread_mutex_lock(&node->lock);
+	node->stopping = true;
+	pthread_cond_broadcast(&node->cond);
+	pthread_mutex_unlock(&node->lock);
+	if (node->threads >= 1)
+		pthread_join(node->heartbeat, NULL);
+	if (node->threads >= 2)
+		pthread_join(node->dir_thread, NULL);
+	ferry__objmgr_stop(node->om);
+	ferry_gcs_client_destroy(node->gcs);
+	pthread_mutex_lock(&node->lock);
+	om = node->om;
+	node->om = NULL;
+	pthread_mutex_unlock(&node->lock);
+	ferry__objmgr_destroy(om);
+	ferry__plasma_server_destroy(node->store);
+	while ((it = node->queue)) {
+		node->queue = it->next;
+		ferry__free(it);
+	}
+	pthread_cond_destroy(&node->cond);
+	pthread_mutex_destroy(&node->lock);
+	ferry__free(node);
+}
+
+const struct ferry_node_id *ferry__node_id(const struct ferry__node *node)
+{
+	return &node->id;
+}
+
+const char *ferry__node_address(const struct ferry__node *node)
+{
+	return node->address;
+}
+
+const char *ferry__node_socket(const struct ferry__node *node)
+{
+	return node->socket_path;
+}
+
+struct ferry__objmgr *ferry__node_objmgr(const struct ferry__node *node)
+{
+	return node->om;
+}

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer target for the TCP engine's frame decoder and receive path: the input is the byte
+ * stream a peer sends on an established endpoint (headers, payloads, garbage). An endpoint
+ * adopted over a socketpair expects three transfers into buffers fenced by canaries; the input
+ * is written to the other end, which is then closed, and the loop runs until the endpoint
+ * closes. A canary that changed (a write outside a buffer), a transfer callback that ran twice
+ * or after on_close, or a missing on_close aborts. Every 24-byte window of the input also goes
+ * through the header decoder.
+ *
+ * Built with FUZZ_TCP_REPLAY and replay.c, it replays its corpus (suite fuzz):
+ *   fuzz_tcp_replay DIR|FILE...        run each input, fail on a leak or an empty corpus
+ *   fuzz_tcp_replay --make-corpus DIR  write the seed inputs (ninja -C BUILD tcp-corpus)
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ferry/common.h>
+
+#include "common/loop.h"
+#include "fuzz_replay.h"
+#include "transport/tcp_int.h"
+
+#define MAX_INPUT (64u << 10) /* fits a socketpair's buffer: written before the loop runs */
+#define FENCE 64
+#define CANARY 0xA5
+
+static const struct {
+	uint64_t id;
+	size_t len;
+} expects[] = {{1, 4096}, {2, 100}, {7, 1}};
+
+struct run {
+	struct ferry__loop *loop; /* per input */
+	uint8_t *area[3];	  /* FENCE + buffer + FENCE per expect */
+	int calls[3];		  /* transfer callbacks */
+	int closes;		  /* on_close calls */
+};
+
+static struct run *cur;
+static volatile uint8_t sink; /* keeps the message reads */
+
+static void on_xfer(void *arg, int status)
+{
+	int *calls = arg;
+
+	(void)status;
+	if (++*calls > 1 || cur->closes)
+		abort();
+}
+
+static void on_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	for (size_t i = 0; i < len; i++) /* the whole message must be readable */
+		sink ^= ((const uint8_t *)buf)[i];
+}
+
+static void on_connect(struct ferry__tcp_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	(void)status;
+	(void)arg;
+	abort(); /* adopted endpoints are never reported */
+}
+
+static void on_close(struct ferry__tcp_ep *ep, int reason, void *arg)
+{
+	(void)ep;
+	(void)reason;
+	(void)arg;
+	cur->closes++;
+	ferry__loop_stop(cur->loop);
+}
+
+static const struct ferry__tcp_ep_cbs cbs = {on_connect, on_message, on_close};
+
+static void decode_windows(const uint8_t *data, size_t size)
+{
+	struct ferry__tcp_hdr h;
+
+	for (size_t i = 0; i + FERRY__TCP_HDR_SIZE <= size; i++)
+		(void)ferry__tcp_hdr_decode(data + i, 1u << 16, &h);
+}
+
+static void check_fences(const struct run *r)
+{
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < FENCE; i++)
+			if (r->area[k][i] != CANARY ||
+			    r->area[k][FENCE + expects[k].len + i] != CANARY)
+				abort();
+}
+
+static void feed(int fd, const uint8_t *data, size_t size)
+{
+	while (size) {
+		ssize_t n = send(fd, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n <= 0)
+			break; /* the endpoint already closed its end */
+		data += n;
+		size -= (size_t)n;
+	}
+	shutdown(fd, SHUT_WR);
+}
+
+static void run_input(struct run *r, const uint8_t *data, size_t size)
+{
+	struct ferry__tcp_ctx_opts o = {0};
+	struct ferry__tcp_ctx *ctx = NULL;
+	struct ferry__tcp_ep *ep = NULL;
+	int sv[2];
+
+	if (ferry__loop_create(NULL, &r->loop) < 0)
+		abort();
+	o.loop = r->loop;
+	o.max_msg = 1u << 16;
+	if (ferry__tcp_ctx_create(&o, &ctx) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    ferry__tcp_ep_adopt(ctx, &sv[0], 1, &cbs, NULL, &ep) < 0)
+		abort();
+	for (size_t k = 0; k < 3; k++)
+		if (ferry__tcp_expect(ep, expects[k].id, r->area[k] + FENCE, expects[k].len,
+				      on_xfer, &r->calls[k]) < 0)
+			abort();
+	feed(sv[1], data, size);
+	ferry__loop_run(r->loop);
+	if (r->closes != 1)
+		abort();
+	for (size_t k = 0; k < 3; k++)
+		if (r->calls[k] != 1)
+			abort();
+	ferry__tcp_ep_destroy(ep);
+	ferry__tcp_ctx_destroy(ctx);
+	ferry__loop_destroy(r->loop);
+	close(sv[1]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bool quiet;
+	struct run r = {0};
+
+	if (!quiet) {
+		ferry_log_configure("off");
+		quiet = true;
+	}
+	if (size > MAX_INPUT)
+		size = MAX_INPUT;
+	decode_windows(data, size);
+	for (size_t k = 0; k < 3; k++) {
+		r.area[k] = malloc(expects[k].len + 2 * FENCE);
+		if (!r.area[k])
+			abort();
+		memset(r.area[k], CANARY, expects[k].len + 2 * FENCE);
+	}
+	cur = &r;
+	run_input(&r, data, size);
+	check_fences(&r);
+	cur = NULL;
+	for (size_t k = 0; k < 3; k++)
+		free(r.area[k]);
+	return 0;
+}
+
+#ifdef FUZZ_TCP_REPLAY
+
+/* ---- seeds ---- */
+
+struct seed {
+	uint8_t buf[16384]; /* the stream */
+	size_t len;	    /* bytes in it */
+};
+
+static void put_frame(struct seed *s, uint8_t kind, uint32_t len, uint64_t a, uint64_t b)
+{
+	struct ferry__tcp_hdr h = {.kind = kind, .len = len, .a = a, .b = b};
+
+	ferry__tcp_hdr_encode(s->buf + s->len, &h);
+	s->len += FERRY__TCP_HDR_SIZE;
+	for (uint32_t i = 0; i < len; i++)
+		s->buf[s->len++] = (uint8_t)(i * 7 + a);
+}
+
+static int write_seed(const char *dir, const char *name, const struct seed *s)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(s->buf, 1, s->len, f) != s->len) {
+		perror(path);
+		if (f)
+			fclose(f);
+		return 1;
+	}
+	return fclose(f) ? 1 : 0;
+}
+
+int fuzz_make_corpus(const char *dir)
+{
+	struct seed s;
+	int bad = 0;
+
+	/* every transfer completed in pieces, with messages between them */
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_MSG, 5, 0, 0);
+	put_frame(&s, FERRY__TCP_DATA, 1000, 1, 0);
+	put_frame(&s, FERRY__TCP_DATA, 3096, 1, 1000);
+	put_frame(&s, FERRY__TCP_MSG, 0, 0, 0);
+	put_frame(&s, FERRY__TCP_DATA, 100, 2, 0);
+	put_frame(&s, FERRY__TCP_DATA, 1, 7, 0);
+	bad |= write_seed(dir, "seed-complete", &s);
+	/* a transfer nobody expects, drained, then a good one */
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_DATA, 5000, 99, 0);
+	put_frame(&s, FERRY__TCP_DATA, 100, 2, 0);
+	bad |= write_seed(dir, "seed-unexpected", &s);
+	/* data past the end of the expected buffer */
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_DATA, 60, 2, 50);
+	bad |= write_seed(dir, "seed-overrun", &s);
+	/* a frame cut short */
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_DATA, 4096, 1, 0);
+	s.len -= 2000;
+	bad |= write_seed(dir, "seed-truncated", &s);
+	/* handshake frames where data belongs */
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_HELLO, 4, 1, 1ull << 32);
+	bad |= write_seed(dir, "seed-hello", &s);
+	return bad;
+}
+
+#endif

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `ferry` command as an operator uses it: start a head (GCS + node) and a second node on
+ * this host, see both alive in `ferry status`, crash one (it turns dead), stop, and check that no
+ * process and no run file is left. Also its answers to bad flags and to a GCS that is not there.
+ * Programs: FERRY_CLI_BIN, FERRY_GCS_BIN, FERRY_NODE_BIN (the test skips without a node).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/harness/ftest.h"
+
+static char run_dir[256];
+
+static const char *cli_bin(void)
+{
+	const char *bin = getenv("FERRY_CLI_BIN");
+
+	if (!bin)
+		ftest_skip("FERRY_CLI_BIN not set");
+	return bin;
+}
+
+/* Run `ferry ARGS` (a shell word list) with the test's run dir; its exit code and output. */
+__attribute__((format(printf, 3, 4))) static int cli(char *out, size_t size, const char *fmt, ...)
+{
+	char args[1024], cmd[2048];
+	size_t n = 0;
+	va_list ap;
+	FILE *p;
+	int status;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "FERRY_RUN_DIR='%s' '%s' %s 2>&1", run_dir, cli_bin(), args);
+	p = popen(cmd, "r");
+	ftest_assert_ptr_notnull(p);
+	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
+		n += strlen(out + n);
+	out[n] = '\0';
+	status = pclose(p);
+	ftest_log("$ ferry %s -> %d\n%s", args, WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void stop_all(void)
+{
+	char out[4096];
+
+	if (*run_dir)
+		cli(out, sizeof(out), "stop --timeout 5");
+}
+
+static uint16_t free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_ok(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	ftest_assert_ok(getsockname(fd, (struct sockaddr *)&a, &len));
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static pid_t pid_in(const char *file)
+{
+	char path[512];
+	FILE *f;
+	int pid = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", run_dir, file);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_int_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	return pid;
+}
+
+/* Running, not a zombie (daemons are reparented; their reaper may lag). */
+static int running(pid_t pid)
+{
+	char path[64], buf[256];
+	FILE *f;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	p = p ? strrchr(buf, ')') : NULL;
+	return p && p[2] != 'Z' && p[2] != 'X';
+}
+
+static int count(const char *text, const char *word)
+{
+	int n = 0;
+
+	for (const char *p = strstr(text, word); p; p = strstr(p + 1, word))
+		n++;
+	return n;
+}
+
+static void use_run_dir(void)
+{
+	snprintf(run_dir, sizeof(run_dir), "%s/run", ftest_tmpdir());
+	atexit(stop_all); /* a failed assert must not leave daemons behind (they left our group) */
+}
+
+FTEST(cli_head_node_status_stop)
+{
+	char out[8192], token[512], expect[128];
+	uint16_t port = free_port();
+	pid_t gcs, node1, node2;
+	struct stat st;
+
+	cli_bin();
+	if (!getenv("FERRY_NODE_BIN") || access(getenv("FERRY_NODE_BIN"), X_OK) < 0)
+		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
+	use_run_dir();
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20",
+				port),
+			    0);
+	snprintf(expect, sizeof(expect), "cluster address 127.0.0.1:%u", port);
+	ftest_assert_ptr_notnull(strstr(out, expect));
+	snprintf(token, sizeof(token), "%s/token", run_dir);
+	ftest_assert_ok(stat(token, &st));
+	ftest_assert_uint_eq(st.st_mode & 0777, 0600);
+
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --address 127.0.0.1:%u --token-file %s --ip 127.0.0.1 "
+				"--memory 64M --timeout 20",
+				port, token),
+			    0);
+	gcs = pid_in("gcs.pid");
+	node1 = pid_in("node-1/node.pid");
+	node2 = pid_in("node-2/node.pid");
+	ftest_assert_true(running(gcs) && running(node1) && running(node2));
+
+	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
+	ftest_assert_int_eq(count(out, " alive "), 2);
+	ftest_assert_ptr_notnull(strstr(out, "2 nodes, 2 alive"));
+
+	/* A node that crashes: the GCS declares it dead, and stop copes with its stale pid. */
+	ftest_assert_ok(kill(node2, SIGKILL));
+	for (int i = 0; i < 100; i++) {
+		ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
+		if (strstr(out, "2 nodes, 1 alive"))
+			break;
+		usleep(100 * 1000);
+	}
+	ftest_assert_ptr_notnull(strstr(out, "2 nodes, 1 alive"));
+	ftest_assert_int_eq(count(out, " dead "), 1);
+
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+	ftest_assert_int_eq(count(out, "stopped"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "was not running"));
+	for (int i = 0; i < 100 && (running(gcs) || running(node1) || running(node2)); i++)
+		usleep(20 * 1000);
+	ftest_assert_false(running(gcs));
+	ftest_assert_false(running(node1));
+	ftest_assert_false(running(node2));
+	ftest_assert_int_eq(access(run_dir, F_OK), -1); /* run files removed */
+
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "nothing was running"));
+}
+
+FTEST(cli_bad_flags)
+{
+	char out[4096];
+
+	use_run_dir();
+	ftest_assert_int_eq(cli(out, sizeof(out), "launch"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "unknown command"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --transport carrier-pigeon"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "--transport is rdma, tcp or auto"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --port 70000"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --address nocolon"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --memory lots"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop --head"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "exactly one of --head or --address"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --address 127.0.0.1:1"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "--token-file"));
+}
+
+FTEST(cli_unreachable_gcs)
+{
+	char out[4096], token[512];
+	FILE *f;
+
+	use_run_dir();
+	snprintf(token, sizeof(token), "%s/token", ftest_tmpdir());
+	f = fopen(token, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs("secret\n", f);
+	fclose(f);
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"status --address 127.0.0.1:%u --token-file %s --timeout 1",
+				free_port(), token),
+			    1);
+	ftest_assert_ptr_notnull(strstr(out, "cannot reach the GCS at 127.0.0.1:"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "no cluster started"));
+}

@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Integration tests of the object manager: a real ferry-gcs and two or three nodes on
+ * loopback (embedded, or ferry-node processes for the kill tests). Objects of 0 B to 64 MiB
+ * move byte-exact over TCP and over shm; concurrent pulls of one object move it once; a dead
+ * or stalled source fails over to another location or ends in -ECONNRESET / -ETIMEDOUT with no
+ * half-written object; a full store says -ENOSPC; an absent object -ENOENT; a local get of a
+ * remote object pulls it (the store's miss hook).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "plasma/server.h"
+#include "plasma/store.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/transport/transport_util.h"
+
+static const uint64_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
+
+static void move_sizes(bool no_shm, unsigned want_transport)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 160, no_shm, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 160, no_shm, 0);
+	struct ferry_object_id ids[5];
+
+	for (size_t i = 0; i < 5; i++) {
+		ferry_object_id_random(&ids[i]);
+		tt_put(ferry__node_socket(a), &ids[i], sizes[i], i);
+	}
+	ftest_assert_ok(ferry__node_sync(a));
+	for (size_t i = 0; i < 5; i++) {
+		struct ferry__objmgr_result res;
+
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[i], &res));
+		ftest_assert_uint_eq(res.transport, want_transport);
+		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(res.bytes, sizes[i] + 3);
+		tt_check(ferry__node_socket(b), &ids[i], sizes[i], i);
+		ftest_log("%llu bytes over %s in %llu us", (unsigned long long)sizes[i],
+			  want_transport == FERRY_GCS_TRANSPORT_TCP ? "tcp" : "shm",
+			  (unsigned long long)res.micros);
+	}
+	/* A second pull finds it local; the pulled copy is in the directory. */
+	{
+		struct ferry__objmgr_result res;
+		struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[3], &res));
+		ftest_assert_uint_eq(res.transport, 0);
+		tt_wait_location(c, &ids[3], 2);
+		ferry_gcs_client_destroy(c);
+	}
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+FTEST(sizes_over_tcp)
+{
+	move_sizes(true, FERRY_GCS_TRANSPORT_TCP);
+}
+
+FTEST(sizes_over_shm)
+{
+	move_sizes(false, FERRY_GCS_TRANSPORT_SHM);
+}
+
+struct puller {
+	struct ferry__objmgr *om;	 /* where */
+	struct ferry_object_id id;	 /* what */
+	struct ferry__objmgr_result res; /* how it went */
+};
+
+static void *pull_main(void *arg)
+{
+	struct puller *p = arg;
+
+	ferry__objmgr_pull_wait(p->om, &p->id, &p->res);
+	return NULL;
+}
+
+FTEST(concurrent_pulls_move_once)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry__objmgr_stats sa, sb;
+	struct puller p[8];
+	pthread_t t[8];
+	struct ferry_object_id id;
+	const uint64_t size = 8u << 20;
+
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, size, 7);
+	ftest_assert_ok(ferry__node_sync(a));
+	for (int i = 0; i < 8; i++) {
+		p[i].om = ferry__node_objmgr(b);
+		p[i].id = id;
+		ftest_assert_ok(pthread_create(&t[i], NULL, pull_main, &p[i]));
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		ftest_assert_ok(p[i].res.status);
+	}
+	tt_check(ferry__node_socket(b), &id, size, 7);
+	ferry__objmgr_get_stats(ferry__node_objmgr(a), &sa);
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &sb);
+	/* The bytes crossed once, whether late callers joined or found the copy sealed. */
+	ftest_assert_uint_eq(sa.bytes_served, size);
+	ftest_assert_uint_eq(sb.pulls_ok, sb.pulls_started);
+	ftest_assert_uint_eq(sb.pulls_started + sb.pulls_joined, 8);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+FTEST(absent_object)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_worker_id w;
+	struct ferry_object_id id;
+
+	/* Not in the directory at all. */
+	ferry_worker_id_random(&w);
+	ferry_object_id_random(&id);
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL), -ENOENT);
+	/* Listed at A, but A does not have it: A answers -ENOENT, never reads anything. */
+	ftest_assert_int_eq(ferry_gcs_object_add(c, &id, &w, ferry__node_id(a), 100), 1);
+	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &id, ferry__node_id(a), 100), 1);
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL), -ENOENT);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+FTEST(store_full_on_puller)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 128, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_object_id filler, id;
+	struct ferry__objmgr_stats st;
+
+	/* B's store is mostly held by a primary copy (no spill dir: it cannot move). */
+	ferry_object_id_random(&filler);
+	tt_put(ferry__node_socket(b), &filler, 48u << 20, 1);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 32u << 20, 2);
+	ftest_assert_ok(ferry__node_sync(a));
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL), -ENOSPC);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &st);
+	ftest_assert_uint_eq(st.bytes_in_flight, 0);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+FTEST(dead_location_fails_over)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a1 = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *a2 = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry__objmgr_result res;
+	struct ferry_node_id a2_id = *ferry__node_id(a2);
+	struct ferry_object_id id;
+
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a1), &id, 3u << 20, 5);
+	tt_put(ferry__node_socket(a2), &id, 3u << 20, 5);
+	ftest_assert_ok(ferry__node_sync(a1));
+	ftest_assert_ok(ferry__node_sync(a2));
+	tt_wait_location(c, &id, 2);
+	/* A2 goes away (its record stays in the directory for now): B must use A1. */
+	ferry__node_stop(a2);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+	ftest_assert_false(ferry_node_id_eq(&res.source, &a2_id));
+	tt_check(ferry__node_socket(b), &id, 3u << 20, 5);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a1);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* A large object at two locations comes in parts from both at once. */
+FTEST(large_pull_uses_two_sources)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a1 = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry__node *a2 = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry__objmgr_stats s1, s2;
+	struct ferry_object_id id;
+	const uint64_t size = 40u << 20;
+
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a1), &id, size, 21);
+	tt_put(ferry__node_socket(a2), &id, size, 21);
+	ftest_assert_ok(ferry__node_sync(a1));
+	ftest_assert_ok(ferry__node_sync(a2));
+	tt_wait_location(c, &id, 2);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL));
+	tt_check(ferry__node_socket(b), &id, size, 21);
+	ferry__objmgr_get_stats(ferry__node_objmgr(a1), &s1);
+	ferry__objmgr_get_stats(ferry__node_objmgr(a2), &s2);
+	ftest_log("served: %llu + %llu bytes, requests %llu + %llu, pulls %llu + %llu",
+		  (unsigned long long)s1.bytes_served, (unsigned long long)s2.bytes_served,
+		  (unsigned long long)s1.requests_served, (unsigned long long)s2.requests_served,
+		  (unsigned long long)s1.pulls_started, (unsigned long long)s2.pulls_started);
+	ftest_assert_uint_eq(s1.bytes_served + s2.bytes_served, size);
+	ftest_assert_uint_gt(s1.bytes_served, 0);
+	ftest_assert_uint_gt(s2.bytes_served, 0);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a2);
+	ferry__node_stop(a1);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* A listed source that lacks the object: as the main source it is skipped; as a helper its
+ * part is fetched again from the main one. Either way the copy is whole. */
+FTEST(large_pull_with_a_false_location)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a1 = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry__node *a2 = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_object_id id;
+	const uint64_t size = 40u << 20;
+
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a1), &id, size, 22);
+	ftest_assert_ok(ferry__node_sync(a1));
+	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &id, ferry__node_id(a2), size), 1);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL));
+	tt_check(ferry__node_socket(b), &id, size, 22);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a2);
+	ferry__node_stop(a1);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* A stalled source (SIGSTOP): the deadline ends the attempt; with a second location the pull
+ * succeeds there, with none it fails -ETIMEDOUT and leaves nothing behind. */
+FTEST(stalled_source_times_out)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct tt_proc a = tt_node_proc_start(gcs.port, "96M", "a");
+	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 500);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id, id2;
+	struct ferry__node *a2;
+
+	ferry_object_id_random(&id);
+	ferry_object_id_random(&id2);
+	tt_put(a.socket, &id, 2u << 20, 9);
+	tt_put(a.socket, &id2, 2u << 20, 10);
+	tt_wait_location(c, &id, 1);
+	tt_wait_location(c, &id2, 1);
+	a2 = tt_node_start(gcs.port, 64, true, 0);
+	tt_put(ferry__node_socket(a2), &id2, 2u << 20, 10);
+	ftest_assert_ok(ferry__node_sync(a2));
+	tt_proc_signal(&a, SIGSTOP);
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res), -ETIMEDOUT);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id2, &res));
+	tt_check(ferry__node_socket(b), &id2, 2u << 20, 10);
+	tt_proc_signal(&a, SIGKILL);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(a2);
+	ferry__node_stop(b);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+struct killer {
+	struct ferry__objmgr *om; /* the puller's */
+	struct tt_proc *victim;	  /* the source */
+};
+
+static void *kill_main(void *arg)
+{
+	struct killer *k = arg;
+	struct ferry__objmgr_stats st;
+
+	/* Kill the source once the copy was created and its bytes are streaming (mid-transfer). */
+	for (int i = 0; i < 20000; i++) {
+		ferry__objmgr_get_stats(k->om, &st);
+		if (st.bytes_in_flight > 0 || st.pulls_ok + st.pulls_failed > 0)
+			break;
+		usleep(500);
+	}
+	kill(k->victim->pid, SIGKILL);
+	return NULL;
+}
+
+FTEST(source_killed_mid_transfer)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct tt_proc a = tt_node_proc_start(gcs.port, "160M", "a");
+	struct ferry__node *b = tt_node_start(gcs.port, 160, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry__objmgr_result res;
+	struct killer k = {ferry__node_objmgr(b), &a};
+	struct ferry_object_id id;
+	pthread_t t;
+	int ret, status;
+
+	ferry_object_id_random(&id);
+	tt_put(a.socket, &id, 64u << 20, 11);
+	tt_wait_location(c, &id, 1);
+	ftest_assert_ok(pthread_create(&t, NULL, kill_main, &k));
+	ret = ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res);
+	pthread_join(t, NULL);
+	waitpid(a.pid, &status, 0);
+	ftest_log("pull with its source killed: %s", ret ? strerror(-ret) : "finished first");
+	if (ret == 0) {
+		tt_check(ferry__node_socket(b), &id, 64u << 20, 11);
+	} else {
+		ftest_assert_errno(ret, -ECONNRESET);
+		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+	}
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* A plain client's get on B of an object that only A has: the store's miss hook pulls it. */
+FTEST(local_get_pulls)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_plasma_client *cb = NULL;
+	struct ferry_plasma_view v;
+	struct ferry_object_id id;
+
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 100000, 12);
+	ftest_assert_ok(ferry__node_sync(a));
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(b), NULL, &cb));
+	ftest_assert_ok(ferry_plasma_client_get(cb, &id, 1, 10000, &v));
+	ftest_assert_uint_eq(v.data_size, 100000);
+	ftest_assert_ok(ferry_plasma_client_release(cb, &v));
+	ferry_plasma_client_disconnect(cb);
+	tt_check(ferry__node_socket(b), &id, 100000, 12);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* The node address decoder: what nodes advertise parses back; anything off is refused. */
+FTEST(node_address_strict)
+{
+	static const char *const bad[] = {
+		"",
+		"ip=10.0.0.1;host=ab",			 /* no transport */
+		"tcp=7;host=ab",			 /* no ip */
+		"ip=10.0.0.1;tcp=7",			 /* no host */
+		"ip=10.0.0.1;tcp=7;host=ab;",		 /* trailing ';' */
+		"ip=10.0.0.1;tcp=0;host=ab",		 /* port 0 */
+		"ip=10.0.0.1;tcp=65536;host=ab",	 /* port range */
+		"ip=10.0.0.1;tcp=07;host=ab",		 /* leading zero */
+		"ip=10.0.0.1;tcp=7;tcp=8;host=ab",	 /* repeated key */
+		"ip=host.example;tcp=7;host=ab",	 /* not numeric */
+		"ip=10.0.0.1;shm=relative.sock;host=ab", /* relative path */
+		"ip=10.0.0.1;shm=/a b;host=ab",		 /* space in path */
+		"ip=10.0.0.1;tcp=7;host=zz",		 /* not a boot id */
+		"ip=10.0.0.1;tcp=7;host=ab;color=red",	 /* unknown key */
+		"ip=10.0.0.1;tcp=7;;host=ab",		 /* empty pair */
+		"ip=10.0.0.1;tcp=7;host",		 /* no '=' */
+	};
+	struct ferry__node_addr a, b;
+	char text[FERRY__NODE_ADDR_MAX];
+	const char *good = "host=0b6e-AF;shm=/run/f/plasma.sock;ip=::1;rdma=7002;tcp=7001";
+	int n;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ftest_assert_errno(ferry__node_addr_parse(bad[i], strlen(bad[i]), &a), -EINVAL);
+	ftest_assert_ok(ferry__node_addr_parse(good, strlen(good), &a));
+	ftest_assert_str_eq(a.ip, "::1");
+	ftest_assert_uint_eq(a.tcp_port, 7001);
+	ftest_assert_uint_eq(a.rdma_port, 7002);
+	ftest_assert_str_eq(a.shm_path, "/run/f/plasma.sock");
+	ftest_assert_uint_eq(ferry__node_addr_transports(&a), FERRY_GCS_TRANSPORT_ALL);
+	n = ferry__node_addr_format(&a, text, sizeof(text));
+	ftest_assert_int_gt(n, 0);
+	ftest_assert_ok(ferry__node_addr_parse(text, (size_t)n, &b));
+	ftest_assert_mem_eq(&a, &b, sizeof(a));
+	ftest_assert_errno(ferry__node_addr_format(&a, text, 20), -ENOSPC);
+	/* Embedded NULs are not part of any valid address. */
+	ftest_assert_errno(ferry__node_addr_parse("ip=1.2.3.4\0;tcp=1;host=a", 24, &a), -EINVAL);
+}
+
+/* A store in a child process (the allocation countdown is per process: only our side fails). */
+static pid_t store_child(const char *sock)
+{
+	struct ferry_plasma_client *c = NULL;
+	pid_t pid = fork();
+
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct ferry__plasma_server_opts so = {0};
+		struct ferry__plasma_server *srv = NULL;
+
+		so.socket_path = sock;
+		so.memory_bytes = 64u << 20;
+		so.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
+		if (ferry__plasma_server_start_new(&so, &srv) < 0)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	{
+		struct ferry_plasma_connect_opts co = {.wait_ms = 10000};
+
+		ftest_assert_ok(ferry_plasma_client_connect(sock, &co, &c));
+		ferry_plasma_client_disconnect(c);
+	}
+	return pid;
+}
+
+/* Every allocation of create (and the pulls' threads' start-up) failing in turn: each ends in
+ * an error with nothing leaked (the harness checks), then one succeeds. */
+FTEST(objmgr_create_alloc_failures)
+{
+	struct ferry__objmgr_opts oo = {0};
+	struct ferry__objmgr *om = NULL;
+	char sock[256];
+	int ret = -ENOMEM, status;
+	pid_t store;
+	long n;
+
+	snprintf(sock, sizeof(sock), "%s/store.sock", ftest_tmpdir());
+	store = store_child(sock);
+	oo.store_socket = sock;
+	oo.token = TT_TOKEN;
+	oo.token_len = strlen(TT_TOKEN);
+	ferry_node_id_random(&oo.node_id);
+	for (n = 0; n < 2000; n++) {
+		bool unused;
+
+		ferry__alloc_fail_after(n);
+		ret = ferry__objmgr_create(&oo, &om);
+		unused = ferry__alloc_fail_pending();
+		ferry__alloc_fail_after(-1);
+		if (ret == 0 && unused)
+			break;	/* every allocation of create was failed once */
+		if (ret == 0) { /* the failure hit another thread (the store's, a pull thread) */
+			ferry__objmgr_destroy(om);
+			continue;
+		}
+		ftest_assert_true(ret == -ENOMEM || ret == -ECONNRESET || ret == -EPROTO);
+	}
+	ftest_assert_ok(ret);
+	ftest_log("create succeeded after %ld failed allocations", n);
+	ftest_assert_uint_ne(ferry__objmgr_port(om), 0);
+	ferry__objmgr_destroy(om);
+	kill(store, SIGTERM);
+	waitpid(store, &status, 0);
+}
+
+/* ferry-node: its ready line names a usable address; SIGTERM stops it with status 0 and
+ * leaves no store socket behind. */
+FTEST(node_process_stops_clean)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a");
+	struct ferry__node_addr addr;
+
+	ftest_assert_ok(ferry__node_addr_parse(a.address, strlen(a.address), &addr));
+	ftest_assert_uint_ne(addr.tcp_port, 0);
+	ftest_assert_str_eq(addr.shm_path, a.socket);
+	ftest_assert_int_eq(access(a.socket, F_OK), 0);
+	tt_proc_signal(&a, SIGTERM);
+	ftest_assert_int_eq(access(a.socket, F_OK), -1);
+	tt_proc_signal(&gcs, SIGTERM);
+}

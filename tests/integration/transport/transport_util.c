@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers of the transport integration tests (see transport_util.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plasma/store.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/transport/transport_util.h"
+
+static const char *token_file(void)
+{
+	static char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
+	f = fopen(path, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs(TT_TOKEN "\n", f);
+	fclose(f);
+	return path;
+}
+
+/* fork + exec @argv with stdout on a pipe; the first line into @line. */
+static pid_t spawn(const char *const *argv, char *line, size_t size)
+{
+	int out[2];
+	pid_t pid;
+	FILE *f;
+
+	ftest_assert_ok(pipe(out));
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char *cargv[24];
+		int n = 0;
+
+		for (; argv[n] && n < 23; n++)
+			cargv[n] = strdup(argv[n]);
+		cargv[n] = NULL;
+		dup2(out[1], 1);
+		close(out[0]);
+		execv(cargv[0], cargv);
+		_exit(127);
+	}
+	close(out[1]);
+	f = fdopen(out[0], "r");
+	if (!fgets(line, (int)size, f))
+		line[0] = '\0';
+	fclose(f);
+	return pid;
+}
+
+struct tt_proc tt_gcs_start(void)
+{
+	const char *bin = getenv("FERRY_GCS_BIN");
+	struct tt_proc p = {0};
+	char line[256];
+
+	if (!bin)
+		ftest_skip("FERRY_GCS_BIN not set");
+	{
+		const char *argv[] = {bin, "--port", "0", "--token-file", token_file(), NULL};
+
+		p.pid = spawn(argv, line, sizeof(line));
+	}
+	if (sscanf(line, "ferry-gcs listening on port %hu", &p.port) != 1)
+		ftest_assert_true(!"ferry-gcs did not start");
+	return p;
+}
+
+struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const char *name)
+{
+	const char *bin = getenv("FERRY_NODE_BIN");
+	struct tt_proc p = {0};
+	char gcs[64], line[512];
+	char *at;
+
+	if (!bin)
+		ftest_skip("FERRY_NODE_BIN not set");
+	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", gcs_port);
+	snprintf(p.socket, sizeof(p.socket), "%s/%s.sock", ftest_tmpdir(), name);
+	{
+		const char *argv[] = {bin,	    "--gcs",	   gcs,	   "--token-file",
+				      token_file(), "--memory",	   memory, "--socket",
+				      p.socket,	    "--transport", "tcp",  NULL};
+
+		p.pid = spawn(argv, line, sizeof(line));
+	}
+	at = strstr(line, "address=");
+	ftest_assert_ptr_notnull(at);
+	sscanf(at, "address=%255s", p.address);
+	return p;
+}
+
+void tt_proc_signal(struct tt_proc *p, int sig)
+{
+	int status;
+
+	kill(p->pid, sig);
+	if (sig == SIGTERM || sig == SIGKILL) {
+		ftest_assert_int_eq(waitpid(p->pid, &status, 0), p->pid);
+		if (sig == SIGTERM)
+			ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		p->pid = 0;
+	}
+}
+
+struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
+				  uint32_t timeout_ms)
+{
+	static unsigned counter;
+	struct ferry__node_opts o = {0};
+	struct ferry__node *node = NULL;
+	char gcs[64], sock[256];
+
+	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", gcs_port);
+	snprintf(sock, sizeof(sock), "%s/node%u.sock", ftest_tmpdir(), counter++);
+	o.gcs_address = gcs;
+	o.token = TT_TOKEN;
+	o.token_len = strlen(TT_TOKEN);
+	o.memory_bytes = (uint64_t)memory_mib << 20;
+	o.transport = FERRY__NODE_TRANSPORT_TCP;
+	o.no_shm = no_shm;
+	o.socket_path = sock;
+	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
+	o.pull_timeout_ms = timeout_ms;
+	ftest_assert_ok(ferry__node_start(&o, &node));
+	return node;
+}
+
+struct ferry_gcs_client *tt_gcs_client(uint16_t gcs_port)
+{
+	struct ferry_gcs_client_opts o = {0};
+	struct ferry_gcs_client *c = NULL;
+	char addr[64];
+	const char *list[1] = {addr};
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", gcs_port);
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = TT_TOKEN;
+	o.token_len = strlen(TT_TOKEN);
+	ftest_assert_ok(ferry_gcs_client_connect(&o, &c));
+	return c;
+}
+
+void tt_put(const char *socket, const struct ferry_object_id *id, uint64_t size, uint64_t seed)
+{
+	struct ferry_plasma_client *c = NULL;
+	uint8_t *data;
+
+	ftest_assert_ok(ferry_plasma_client_connect(socket, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_create(c, id, size, "md!", 3, (void **)&data));
+	for (uint64_t i = 0; i < size; i++)
+		data[i] = tt_byte(seed, i);
+	ftest_assert_ok(ferry_plasma_client_seal(c, id));
+	ferry_plasma_client_disconnect(c);
+}
+
+void tt_check(const char *socket, const struct ferry_object_id *id, uint64_t size, uint64_t seed)
+{
+	struct ferry_plasma_client *c = NULL;
+	struct ferry_plasma_view v;
+	const uint8_t *d;
+
+	ftest_assert_ok(ferry_plasma_client_connect(socket, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_get(c, id, 1, 0, &v));
+	ftest_assert_uint_eq(v.data_size, size);
+	ftest_assert_uint_eq(v.metadata_size, 3);
+	ftest_assert_mem_eq(v.metadata, "md!", 3);
+	d = v.data;
+	for (uint64_t i = 0; i < size; i++)
+		if (d[i] != tt_byte(seed, i))
+			ftest_assert_uint_eq(d[i], tt_byte(seed, i));
+	ftest_assert_ok(ferry_plasma_client_release(c, &v));
+	ferry_plasma_client_disconnect(c);
+}
+
+int tt_present(const char *socket, const struct ferry_object_id *id)
+{
+	struct ferry_plasma_client *c = NULL;
+	struct ferry_plasma_object_info *objs = NULL;
+	size_t n = 0;
+	int found = 0;
+
+	ftest_assert_ok(ferry_plasma_client_connect(socket, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_list(c, true, &objs, &n));
+	for (size_t i = 0; i < n; i++)
+		found |= ferry_object_id_eq(&objs[i].id, id);
+	ferry_plasma_list_free(objs);
+	ferry_plasma_client_disconnect(c);
+	return found;
+}
+
+void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc)
+{
+	struct ferry_gcs_object_info info;
+
+	for (int i = 0; i < 1000; i++) {
+		if (ferry_gcs_object_lookup(c, id, &info) == 0) {
+			uint32_t n = info.nlocations;
+
+			ferry_gcs_free(info.locations);
+			if (n >= nloc)
+				return;
+		}
+		usleep(10 * 1000);
+	}
+	ftest_assert_true(!"the object never reached the directory");
+}

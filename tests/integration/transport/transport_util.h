@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Shared helpers of the transport integration tests: a real ferry-gcs process, nodes embedded
+ * in the test process (node/node.h) or run as ferry-node processes, objects with a checkable
+ * byte pattern.
+ */
+#ifndef FERRY_TESTS_TRANSPORT_UTIL_H
+#define FERRY_TESTS_TRANSPORT_UTIL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ferry/gcs.h>
+#include <ferry/plasma.h>
+
+#include "node/node.h"
+#include "transport/objmgr.h"
+
+#define TT_TOKEN "transport-token"
+
+struct tt_proc {
+	pid_t pid;	   /* the process */
+	uint16_t port;	   /* ferry-gcs: its port */
+	char socket[108];  /* ferry-node: its store socket */
+	char address[256]; /* ferry-node: its advertised address */
+};
+
+/* Start ferry-gcs (FERRY_GCS_BIN); skips the test without it. */
+struct tt_proc tt_gcs_start(void);
+/* Start ferry-node (FERRY_NODE_BIN) against @gcs_port with @memory ("256M") and a store
+ * socket named @name in the test's directory. */
+struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const char *name);
+/* Send @sig and, for SIGTERM/SIGKILL, reap it. */
+void tt_proc_signal(struct tt_proc *p, int sig);
+
+/* An embedded node: @memory_mib of store, TCP only when @no_shm, pull deadline @timeout_ms
+ * (0: default). */
+struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
+				  uint32_t timeout_ms);
+/* A test-side GCS client. */
+struct ferry_gcs_client *tt_gcs_client(uint16_t gcs_port);
+
+/* The byte of object @seed at @i. */
+static inline uint8_t tt_byte(uint64_t seed, uint64_t i)
+{
+	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+
+	return (uint8_t)(x ^ (x >> 29) ^ (x >> 47));
+}
+
+/* Put @size bytes of pattern @seed (+ 3 bytes of metadata) as @id into the store at @socket. */
+void tt_put(const char *socket, const struct ferry_object_id *id, uint64_t size, uint64_t seed);
+/* Check that @id is sealed in the store at @socket with @size bytes of pattern @seed. */
+void tt_check(const char *socket, const struct ferry_object_id *id, uint64_t size, uint64_t seed);
+/* 1 if @id exists in the store at @socket in any state (sealed or being created), else 0. */
+int tt_present(const char *socket, const struct ferry_object_id *id);
+/* Wait (10 s at most: a hang guard) until the directory lists @id at @nloc or more nodes. */
+void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc);
+
+#endif

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The server's hooks for the node daemon (on_sealed, on_removed, on_miss) against a store in a
+ * child process whose hooks write one record per call into a pipe that the test reads, in
+ * order: seals made in shared memory and through the socket by other processes, a seal whose
+ * notice never came (its client died), deletes and evictions (spills and restores are not
+ * removals), and one miss per episode however many clients wait or poll.
+ */
+#include <sys/wait.h>
+
+#include "client_test.h"
+#include "plasma/client_int.h"
+
+#define KIB (1ull << 10)
+#define MIB (1ull << 20)
+
+enum { REC_SEALED = 1, REC_REMOVED, REC_MISS };
+
+struct rec {
+	uint8_t kind;		   /* REC_* */
+	bool primary;		   /* sealed: primary copy */
+	uint32_t metadata_size;	   /* sealed */
+	uint64_t data_size;	   /* sealed */
+	struct ferry_object_id id; /* the object */
+};
+
+static int rec_fd = -1; /* the store process writes records here */
+
+static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t data_size,
+		    uint32_t metadata_size, bool primary)
+{
+	struct rec r;
+
+	memset(&r, 0, sizeof(r)); /* padding too: it goes through a pipe */
+	r.kind = kind;
+	r.primary = primary;
+	r.metadata_size = metadata_size;
+	r.data_size = data_size;
+	r.id = *id;
+	/* One write of less than PIPE_BUF: atomic. The test checks what arrives. */
+	if (write(rec_fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		_exit(5);
+}
+
+static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+		      uint32_t metadata_size, bool primary)
+{
+	(void)arg;
+	put_rec(REC_SEALED, id, data_size, metadata_size, primary);
+}
+
+static void on_removed(void *arg, const struct ferry_object_id *id)
+{
+	(void)arg;
+	put_rec(REC_REMOVED, id, 0, 0, false);
+}
+
+static void on_miss(void *arg, const struct ferry_object_id *id)
+{
+	(void)arg;
+	put_rec(REC_MISS, id, 0, 0, false);
+}
+
+/* A store with hooks; the test reads their records from the returned fd. */
+static int spawn_hooked(struct test_store *t, uint64_t memory, const char *spill_dir)
+{
+	struct ferry__plasma_server_opts o = {
+		.memory_bytes = memory,
+		.max_objects = 4096,
+		.spill_dir = spill_dir,
+		.on_sealed = on_sealed,
+		.on_removed = on_removed,
+		.on_miss = on_miss,
+		.miss_quiet_ms = 600000, /* no episode ends by time in these tests */
+	};
+	int p[2];
+
+	ftest_assert_int_eq(pipe(p), 0);
+	rec_fd = p[1];
+	store_spawn(t, o);
+	close(p[1]);
+	return p[0];
+}
+
+static struct rec next_rec(int fd)
+{
+	struct rec r;
+
+	ftest_assert_int_eq(read(fd, &r, sizeof(r)), (int)sizeof(r));
+	return r;
+}
+
+static void expect(int fd, int kind, uint32_t n)
+{
+	struct rec r = next_rec(fd);
+	struct ferry_object_id id = oid(n);
+
+	ftest_assert_int_eq(r.kind, kind);
+	ftest_assert_mem_eq(r.id.bytes, id.bytes, sizeof(id.bytes));
+}
+
+static void expect_sealed(int fd, uint32_t n, uint64_t size, uint32_t meta, bool primary)
+{
+	struct rec r = next_rec(fd);
+	struct ferry_object_id id = oid(n);
+
+	ftest_assert_int_eq(r.kind, REC_SEALED);
+	ftest_assert_mem_eq(r.id.bytes, id.bytes, sizeof(id.bytes));
+	ftest_assert_uint_eq(r.data_size, size);
+	ftest_assert_uint_eq(r.metadata_size, meta);
+	ftest_assert_int_eq(r.primary, primary);
+}
+
+/* Run @fn in a child process (it must exit 0) and wait for it. */
+static void in_child(void (*fn)(const struct test_store *t, uint32_t n), const struct test_store *t,
+		     uint32_t n)
+{
+	int status;
+	pid_t pid = fork();
+
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		fn(t, n);
+		_exit(0);
+	}
+	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void put_small_large_secondary(const struct test_store *t, uint32_t n)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+	struct ferry_object_id id = oid(n + 2);
+	void *d;
+
+	client_put(c, n, 100);	       /* in the client's chunk: shared memory only */
+	client_put(c, n + 1, 2 * MIB); /* created through the socket */
+	ftest_assert_ok(ferry_plasma_client_create_ex(c, &id, 300, NULL, 0,
+						      FERRY_PLASMA_CREATE_SECONDARY, &d));
+	ftest_assert_ok(ferry_plasma_client_seal(c, &id));
+	ferry_plasma_client_disconnect(c);
+}
+
+FTEST(sealed_hook_sees_every_seal_of_another_process)
+{
+	struct test_store t;
+	int fd = spawn_hooked(&t, 32 * MIB, NULL);
+
+	in_child(put_small_large_secondary, &t, 10);
+	expect_sealed(fd, 10, 100, 4, true);
+	expect_sealed(fd, 11, 2 * MIB, 4, true);
+	expect_sealed(fd, 12, 300, 0, false);
+	store_stop(&t);
+	close(fd);
+}
+
+/* Seal in shared memory without the notice, then die: only the closed connection tells. */
+static void seal_silently_and_die(const struct test_store *t, uint32_t n)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+	struct ferry_object_id id = oid(n);
+	struct ferry__plasma_object *o;
+	void *d;
+
+	ftest_assert_ok(ferry_plasma_client_create(c, &id, 64, NULL, 0, &d));
+	o = ferry__hashmap_get(&c->creating, &id);
+	ftest_assert_ptr_notnull(o);
+	ftest_assert_int_eq(ferry__plasma_index_seal(&c->ix, c->slot, o), 1); /* "tell the store" */
+	_exit(0);
+}
+
+FTEST(a_seal_whose_notice_never_came_is_reported_when_its_client_goes)
+{
+	struct test_store t;
+	int fd = spawn_hooked(&t, 16 * MIB, NULL);
+
+	in_child(seal_silently_and_die, &t, 7);
+	expect_sealed(fd, 7, 64, 0, true);
+	store_stop(&t);
+	close(fd);
+}
+
+FTEST(removed_hook_for_deletes_and_evictions_not_spills)
+{
+	struct test_store t;
+	int fd = spawn_hooked(&t, 16 * MIB, ftest_tmpdir());
+	struct ferry_plasma_client *c;
+	struct ferry_object_id id = oid(2);
+	struct ferry_plasma_stats st;
+	uint64_t freed;
+	int status;
+	void *d;
+
+	c = client_connect(&t);
+	client_put(c, 1, 1000);
+	ftest_assert_ok(ferry_plasma_client_create_ex(c, &id, MIB, NULL, 0,
+						      FERRY_PLASMA_CREATE_SECONDARY, &d));
+	ftest_assert_ok(ferry_plasma_client_seal(c, &id));
+	client_put(c, 3, 4 * MIB);
+	expect(fd, REC_SEALED, 1);
+	expect(fd, REC_SEALED, 2);
+	expect(fd, REC_SEALED, 3);
+	id = oid(1);
+	ftest_assert_ok(ferry_plasma_client_delete(c, &id, 1, &status));
+	ftest_assert_ok(status);
+	expect(fd, REC_REMOVED, 1);
+	/* The secondary goes first, then primaries are spilled: only the eviction is a removal. */
+	ftest_assert_int_ge(ferry_plasma_client_evict(c, 5 * MIB, &freed), 2);
+	st = client_stats(c);
+	ftest_assert_uint_ge(st.spilled_objects, 1);
+	expect(fd, REC_REMOVED, 2);
+	client_check(c, 3, 4 * MIB, 0); /* restored */
+	id = oid(3);
+	ftest_assert_ok(ferry_plasma_client_delete(c, &id, 1, &status));
+	expect(fd, REC_REMOVED, 3);
+	client_put(c, 4, 10); /* a marker: nothing came in between */
+	expect(fd, REC_SEALED, 4);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+	close(fd);
+}
+
+/* Wait up to 300 ms for object @n (not there: times out). */
+static void wait_for_absent(const struct test_store *t, uint32_t n)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+	struct ferry_object_id id = oid(n);
+	struct ferry_plasma_view v;
+
+	ftest_assert_errno(ferry_plasma_client_get(c, &id, 1, 300, &v), -ETIMEDOUT);
+	ferry_plasma_client_disconnect(c);
+}
+
+static void put_one(const struct test_store *t, uint32_t n)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+
+	client_put(c, n, 5000);
+	ferry_plasma_client_disconnect(c);
+}
+
+FTEST(miss_hook_once_per_episode)
+{
+	struct test_store t;
+	int fd = spawn_hooked(&t, 16 * MIB, NULL);
+	struct ferry_plasma_client *c;
+	struct ferry_object_id x = oid(1), y = oid(2);
+	struct ferry_plasma_view v;
+	pid_t pids[3];
+	int status;
+
+	/* Three processes wait for x at once, then this one polls for it. */
+	for (int k = 0; k < 3; k++) {
+		pids[k] = fork();
+		ftest_assert_int_ge(pids[k], 0);
+		if (pids[k] == 0) {
+			wait_for_absent(&t, 1);
+			_exit(0);
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		ftest_assert_int_eq(waitpid(pids[k], &status, 0), pids[k]);
+		ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	c = client_connect(&t);
+	for (int k = 0; k < 3; k++)
+		ftest_assert_errno(ferry_plasma_client_get(c, &x, 1, 20, &v), -ETIMEDOUT);
+	/* A get that does not wait is no miss. */
+	ftest_assert_errno(ferry_plasma_client_get(c, &y, 1, 0, &v), -ETIMEDOUT);
+	client_put(c, 100, 10);
+	expect(fd, REC_MISS, 1);
+	expect(fd, REC_SEALED, 100);
+	/* x arrives, goes, and is waited for again: a new episode. (The child is forked holding
+	 * no client of ours: valgrind would call the copy lost.) */
+	ferry_plasma_client_disconnect(c);
+	in_child(put_one, &t, 1);
+	c = client_connect(&t);
+	expect(fd, REC_SEALED, 1);
+	ftest_assert_ok(ferry_plasma_client_delete(c, &x, 1, &status));
+	expect(fd, REC_REMOVED, 1);
+	ftest_assert_errno(ferry_plasma_client_get(c, &x, 1, 20, &v), -ETIMEDOUT);
+	expect(fd, REC_MISS, 1);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+	close(fd);
+}
+
+/* A get parked for x is answered when another process puts it; its miss was reported. */
+FTEST(a_waiting_get_reports_its_miss_and_gets_the_object)
+{
+	struct test_store t;
+	int fd = spawn_hooked(&t, 16 * MIB, NULL);
+	struct ferry_plasma_client *c;
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		c = client_connect(&t);
+		client_check(c, 5, 5000, -1);
+		ferry_plasma_client_disconnect(c);
+		_exit(0);
+	}
+	expect(fd, REC_MISS, 5); /* it waits: now put it */
+	in_child(put_one, &t, 5);
+	expect(fd, REC_SEALED, 5);
+	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	store_stop(&t);
+	close(fd);
+}

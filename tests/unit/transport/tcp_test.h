@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers for the TCP engine tests: a loop and a context with a listener on loopback, endpoint
+ * callbacks that record what they saw, transfer completions, patterned buffers, "run until",
+ * and a raw peer that speaks the wire format by hand (to send garbage, stop mid-frame, stall).
+ */
+#ifndef FERRY_TEST_TCP_TEST_H
+#define FERRY_TEST_TCP_TEST_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/loop.h"
+#include "common/util.h"
+#include "ftest.h"
+#include "transport/tcp.h"
+#include "transport/tcp_int.h"
+
+#define TOKEN "cluster-token"
+
+/* What one endpoint's callbacks saw. */
+struct side {
+	struct ferry__tcp_ep *ep; /* the endpoint (accepted ones are set in on_connect) */
+	int connects;		  /* on_connect calls */
+	int connect_status;	  /* the last on_connect status */
+	int closes;		  /* on_close calls */
+	int close_reason;	  /* on_close's reason */
+	int xfers_open;		  /* transfer callbacks not yet run when on_close came */
+	uint64_t msgs;		  /* control messages received */
+	int bad_msgs;		  /* messages out of order or corrupt */
+	int *pending;		  /* transfers of this side not yet completed (checked at close) */
+	void (*on_msg)(struct side *s, const uint8_t *buf, size_t len); /* extra handling */
+	void *user;							/* for on_msg */
+};
+
+/* A test-side transfer completion. */
+struct done {
+	int calls;    /* callback runs */
+	int status;   /* its status */
+	int *pending; /* shared countdown, or NULL */
+};
+
+static inline void done_cb(void *arg, int status)
+{
+	struct done *d = arg;
+
+	d->calls++;
+	d->status = status;
+	if (d->pending)
+		(*d->pending)--;
+}
+
+static inline uint8_t pattern(uint64_t seed, size_t i)
+{
+	return (uint8_t)((i * 131u + seed * 7u + (i >> 12)) & 0xff);
+}
+
+static inline void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = pattern(seed, i);
+}
+
+/* Index of the first byte that is not the pattern, or @len. */
+static inline size_t check_fill(const uint8_t *buf, size_t len, uint64_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != pattern(seed, i))
+			return i;
+	return len;
+}
+
+/* Control message @seq: 8 bytes of seq then a pattern of (seq * 37) % 3000 bytes. */
+static inline size_t msg_len(uint64_t seq)
+{
+	return 8 + (size_t)(seq * 37) % 3000;
+}
+
+static inline void side_on_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)
+{
+	struct side *s = arg;
+	const uint8_t *p = buf;
+	uint64_t seq;
+
+	ftest_assert_ptr_eq(ep, s->ep);
+	if (s->on_msg) {
+		s->on_msg(s, p, len);
+		return;
+	}
+	if (len < 8) {
+		s->bad_msgs++;
+		return;
+	}
+	memcpy(&seq, p, 8);
+	if (seq != s->msgs || len != msg_len(seq) || check_fill(p + 8, len - 8, seq) != len - 8)
+		s->bad_msgs++;
+	s->msgs++;
+}
+
+static inline void side_on_connect(struct ferry__tcp_ep *ep, int status, void *arg)
+{
+	struct side *s = arg;
+
+	s->connects++;
+	s->connect_status = status;
+	if (!s->ep)
+		s->ep = ep;
+}
+
+static inline void side_on_close(struct ferry__tcp_ep *ep, int reason, void *arg)
+{
+	struct side *s = arg;
+
+	ftest_assert_ptr_eq(ep, s->ep);
+	s->closes++;
+	s->close_reason = reason;
+	s->xfers_open = s->pending ? *s->pending : 0;
+}
+
+static const struct ferry__tcp_ep_cbs side_cbs = {
+	.on_connect = side_on_connect,
+	.on_message = side_on_message,
+	.on_close = side_on_close,
+};
+
+/* A listener whose on_connect hands each new endpoint to the next free side. */
+struct env {
+	struct ferry__loop *loop;	 /* one loop for everything */
+	struct ferry__tcp_ctx *ctx;	 /* one context: both ends */
+	struct ferry__tcp_listener *lis; /* on 127.0.0.1 */
+	struct side server[4];		 /* accepted endpoints, in order */
+	int accepted;			 /* endpoints the listener reported */
+	uint16_t port;			 /* listener port */
+};
+
+static inline void env_on_accept(struct ferry__tcp_ep *ep, int status, void *arg)
+{
+	struct env *e = arg;
+	struct side *s;
+
+	ftest_assert_int_eq(status, 0);
+	ftest_assert_int_lt(e->accepted, 4);
+	s = &e->server[e->accepted++];
+	s->ep = ep;
+	s->connects++;
+	ferry__tcp_ep_set_arg(ep, s);
+}
+
+static const struct ferry__tcp_ep_cbs env_listen_cbs = {
+	.on_connect = env_on_accept,
+	.on_message = side_on_message,
+	.on_close = side_on_close,
+};
+
+static inline struct ferry__tcp_ctx_opts env_opts(struct ferry__loop *loop)
+{
+	/* Zero copy on loopback too, so that its paths are the ones tested. */
+	return (struct ferry__tcp_ctx_opts){.loop = loop,
+					    .token = TOKEN,
+					    .token_size = strlen(TOKEN),
+					    .flags = FERRY__TCP_ZC_LOCAL};
+}
+
+static inline void env_init(struct env *e, const struct ferry__tcp_ctx_opts *opts)
+{
+	struct ferry__tcp_ctx_opts o;
+
+	memset(e, 0, sizeof(*e));
+	ftest_assert_ok(ferry__loop_create(NULL, &e->loop));
+	o = opts ? *opts : env_opts(e->loop);
+	o.loop = e->loop;
+	ftest_assert_ok(ferry__tcp_ctx_create(&o, &e->ctx));
+	ftest_assert_ok(ferry__tcp_listen(e->ctx, "127.0.0.1", 0, &env_listen_cbs, e, &e->lis));
+	e->port = ferry__tcp_listener_port(e->lis);
+	ftest_assert_uint_gt(e->port, 0);
+}
+
+static inline void env_fini(struct env *e)
+{
+	ferry__tcp_ctx_destroy(e->ctx);
+	ferry__loop_destroy(e->loop);
+}
+
+struct until {
+	struct ferry__loop_timer timer; /* checks every ms */
+	bool (*cond)(void *arg);	/* done? */
+	void *arg;			/* its argument */
+};
+
+static inline void until_tick(struct ferry__loop_timer *t, int status)
+{
+	struct until *u = FERRY_CONTAINER_OF(t, struct until, timer);
+
+	ftest_assert_int_eq(status, 0);
+	if (u->cond(u->arg)) {
+		ftest_assert_ok(ferry__loop_timer_stop(t));
+		ferry__loop_stop(t->loop);
+	}
+}
+
+/* Run until @cond holds, checked every millisecond (the harness bounds the time). */
+static inline void run_until(struct ferry__loop *loop, bool (*cond)(void *arg), void *arg)
+{
+	struct until u = {.cond = cond, .arg = arg};
+
+	ftest_assert_ok(ferry__loop_timer_start(loop, &u.timer, 0, 1, until_tick));
+	ftest_assert_ok(ferry__loop_run(loop));
+	if (ferry__loop_timer_active(&u.timer))
+		ftest_assert_ok(ferry__loop_timer_stop(&u.timer));
+}
+
+static inline bool int_zero(void *arg)
+{
+	return *(int *)arg == 0;
+}
+
+static inline bool int_nonzero(void *arg)
+{
+	return *(int *)arg != 0;
+}
+
+struct at_least {
+	const void *v; /* an int or a uint64_t */
+	bool wide;     /* v is a uint64_t */
+	uint64_t n;    /* wait until *v >= n */
+};
+
+static inline bool reached(void *arg)
+{
+	struct at_least *a = arg;
+	uint64_t v = a->wide ? *(const uint64_t *)a->v : (uint64_t) * (const int *)a->v;
+
+	return v >= a->n;
+}
+
+/* Run until the int or uint64_t at @v is at least @n. */
+#define run_until_at_least(loop, v, n)                                         \
+	do {                                                                   \
+		struct at_least at_ = {(v), sizeof(*(v)) == 8, (uint64_t)(n)}; \
+		run_until((loop), reached, &at_);                              \
+	} while (0)
+
+/* Connect @client to the env's listener and run until both ends are up. */
+static inline void env_connect(struct env *e, struct side *client)
+{
+	int before = e->accepted;
+
+	ftest_assert_ok(ferry__tcp_connect(e->ctx, "127.0.0.1", e->port, 0, &side_cbs, client,
+					   &client->ep));
+	run_until(e->loop, int_nonzero, &client->connects);
+	ftest_assert_int_eq(client->connect_status, 0);
+	run_until_at_least(e->loop, &e->accepted, before + 1);
+}
+
+/* ---- a raw peer ---- */
+
+static inline void write_all(int fd, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		ftest_assert_int_gt(n, 0);
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static inline void raw_frame(int fd, uint8_t kind, uint32_t len, uint64_t a, uint64_t b)
+{
+	struct ferry__tcp_hdr h = {.kind = kind, .len = len, .a = a, .b = b};
+	uint8_t hdr[FERRY__TCP_HDR_SIZE];
+
+	ferry__tcp_hdr_encode(hdr, &h);
+	write_all(fd, hdr, sizeof(hdr));
+}
+
+static inline int raw_connect(uint16_t port)
+{
+	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_int_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	return fd;
+}
+
+static inline bool fd_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
+struct raw_wait {
+	struct env *e; /* the env */
+	int fd;	       /* raw socket */
+	int accepted;  /* endpoints expected */
+};
+
+static inline bool raw_acked(void *arg)
+{
+	struct raw_wait *w = arg;
+
+	return w->e->accepted >= w->accepted && fd_readable(w->fd);
+}
+
+/* A raw one-socket peer that passed the handshake: the env's next server side is its ep. */
+static inline int raw_peer(struct env *e, const char *token)
+{
+	struct raw_wait w = {.e = e, .accepted = e->accepted + 1};
+	uint8_t ack[FERRY__TCP_HDR_SIZE];
+	struct ferry__tcp_hdr h;
+
+	w.fd = raw_connect(e->port);
+	raw_frame(w.fd, FERRY__TCP_HELLO, (uint32_t)strlen(token), 0x1234, (uint64_t)1 << 32);
+	write_all(w.fd, token, strlen(token));
+	run_until(e->loop, raw_acked, &w);
+	ftest_assert_int_eq(recv(w.fd, ack, sizeof(ack), MSG_WAITALL), (int)sizeof(ack));
+	ftest_assert_ok(ferry__tcp_hdr_decode(ack, 1024, &h));
+	ftest_assert_int_eq(h.kind, FERRY__TCP_ACK);
+	ftest_assert_uint_eq(h.b, 0);
+	return w.fd;
+}
+
+#endif

@@ -1,0 +1,754 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The object manager: its threads, the pull queue with dedup, the node table, and one pull's
+ * course from the directory lookup to the sealed copy.
+ *
+ * DESIGN
+ * - Threads. One io_uring loop thread owns every socket, through one TCP engine context
+ *   (transport/tcp.h): the listener whose endpoints answer other nodes' PullRequests
+ *   (objmgr_serve.c) and the endpoints this node pulls over (objmgr_tcp.c). A few pull threads run each pull's course in blocking style: GCS lookup
+ *   and add_location (the GCS client API blocks), plasma create/seal in the own store, the
+ *   shm copy (a memcpy of up to the object's size), and, for TCP, handing a fetch to the loop
+ *   and sleeping until it is done. So the loop never blocks on the GCS, the store or a copy,
+ *   and serving stays responsive while pulls wait.
+ * - Dedup. om->pulls maps an object to its pull in progress; a second caller joins its waiter
+ *   list. Callbacks run on the pull thread after the pull left the map.
+ * - Admission. A pull reserves the object's bytes before creating it; while others are in
+ *   flight and the sum would pass max_in_flight, it waits (admit_cond). One pull alone is always
+ *   admitted (the store says -ENOSPC if it cannot hold it).
+ * - Node table. A GCS subscription to the nodes channel keeps node id -> parsed address; a pull
+ *   for a location whose record has not arrived yet waits for it briefly (nodes_cond).
+ * - Lock order: om->lock, then a shm peer lock (never the other way). Nothing blocking is done
+ *   under om->lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "transport/objmgr_int.h"
+
+#define COMP "objmgr"
+#define NODE_WAIT_MS 2000
+
+uint64_t ferry__objmgr_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- node table ---- */
+
+static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct ferry__objmgr *om = arg;
+	struct ferry_gcs_node_info info;
+	struct ferry__node_addr addr, *slot;
+
+	if (ev->kind == FERRY_GCS_EVENT_RESYNC)
+		return; /* nodes are never renamed: keep what we know, the snapshot refreshes it */
+	if (ferry_gcs_event_node(ev, &info) < 0)
+		return;
+	pthread_mutex_lock(&om->lock);
+	if (info.state == FERRY_GCS_NODE_DEAD || !info.address) {
+		(void)ferry__hashmap_remove(&om->nodes, &info.id, NULL);
+	} else if (ferry__node_addr_parse(info.address, strlen(info.address), &addr) == 0) {
+		if (ferry__hashmap_put(&om->nodes, &info.id, (void **)&slot) >= 0)
+			*slot = addr;
+	} else {
+		FLOG_WARN(COMP, "node with an unusable address: %s", info.address);
+	}
+	pthread_cond_broadcast(&om->nodes_cond);
+	pthread_mutex_unlock(&om->lock);
+}
+
+/* The address of @node, waiting a little for its record. 0 or -EHOSTUNREACH. */
+static int node_address(struct ferry__objmgr *om, const struct ferry_node_id *node,
+			struct ferry__node_addr *out)
+{
+	struct timespec until;
+	struct ferry__node_addr *a;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += NODE_WAIT_MS / 1000;
+	pthread_mutex_lock(&om->lock);
+	while (!(a = ferry__hashmap_get(&om->nodes, node)) && !om->stopping && ret == 0)
+		ret = pthread_cond_timedwait(&om->nodes_cond, &om->lock, &until);
+	if (a)
+		*out = *a;
+	pthread_mutex_unlock(&om->lock);
+	return a ? 0 : -EHOSTUNREACH;
+}
+
+/* ---- admission ---- */
+
+static int admit(void *arg, uint64_t bytes)
+{
+	struct ferry__objmgr *om = arg;
+
+	pthread_mutex_lock(&om->lock);
+	while (om->stats.bytes_in_flight && om->stats.bytes_in_flight + bytes > om->max_in_flight &&
+	       !om->stopping)
+		pthread_cond_wait(&om->admit_cond, &om->lock);
+	om->stats.bytes_in_flight += bytes;
+	pthread_mutex_unlock(&om->lock);
+	return om->stopping ? -ECANCELED : 0;
+}
+
+static void unadmit(void *arg, uint64_t bytes)
+{
+	struct ferry__objmgr *om = arg;
+
+	pthread_mutex_lock(&om->lock);
+	om->stats.bytes_in_flight -= bytes;
+	pthread_cond_broadcast(&om->admit_cond);
+	pthread_mutex_unlock(&om->lock);
+}
+
+/* ---- one pull ---- */
+
+#define SPLIT_MIN_BYTES (16u << 20) /* a rest this large is split over several sources */
+#define MAX_SOURCES 4		    /* sources of one pull at once */
+
+/* One stream fetch of [begin, end) of @id (@size bytes) from @src into @dst. */
+static void fetch_init(struct ferry__objmgr_fetch *f, const struct ferry__node_addr *src,
+		       const struct ferry_object_id *id, uint8_t *dst, uint64_t begin, uint64_t end,
+		       uint64_t size)
+{
+	memset(f, 0, sizeof(*f));
+	f->id = *id;
+	snprintf(f->ip, sizeof(f->ip), "%s", src->ip);
+	f->port = src->tcp_port;
+	f->dst = dst;
+	f->next = begin;
+	f->end = end;
+	f->object_size = size;
+}
+
+/*
+ * The rest of the object, [from, size), in parts from @a and up to MAX_SOURCES - 1 @helpers
+ * at once (when it is large). A helper's part that fails is fetched again from @a; @a's own
+ * failure ends the pull (the caller tries the next location).
+ */
+static int fetch_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+		      const struct ferry__node_addr *helpers, unsigned nhelpers,
+		      const struct ferry_object_id *id, uint8_t *dst, uint64_t from, uint64_t size)
+{
+	struct ferry__objmgr_fetch parts[MAX_SOURCES];
+	unsigned n = 1, i;
+	uint64_t step;
+
+	if (size - from >= SPLIT_MIN_BYTES)
+		n += nhelpers < MAX_SOURCES - 1 ? nhelpers : MAX_SOURCES - 1;
+	step = ((size - from) / n + 65535) & ~(uint64_t)65535; /* 64 KiB-aligned parts */
+	for (i = 0; i < n && from + i * step < size; i++) {
+		uint64_t end = from + (i + 1) * step;
+
+		end = i + 1 == n || end > size ? size : end;
+		fetch_init(&parts[i], i ? &helpers[i - 1] : a, id, dst, from + i * step, end, size);
+	}
+	n = i;
+	ferry__objmgr_fetch_run_many(om, parts, n);
+	if (parts[0].status < 0)
+		return parts[0].status;
+	for (i = 1; i < n; i++) {
+		struct ferry__objmgr_fetch again;
+
+		if (parts[i].status == 0)
+			continue;
+		FLOG_INFO(COMP, "part from %s failed (%s): fetching it from %s", parts[i].ip,
+			  strerror(-parts[i].status), a->ip);
+		fetch_init(&again, a, id, dst, parts[i].next, parts[i].end, size);
+		ferry__objmgr_fetch_run_many(om, &again, 1);
+		if (again.status < 0)
+			return again.status;
+	}
+	return 0;
+}
+
+/* The data phase over TCP: probe, create, fetch the rest, seal (abort on any failure). */
+static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+		    const struct ferry__node_addr *helpers, unsigned nhelpers,
+		    const struct ferry_object_id *id, uint64_t *bytes)
+{
+	struct ferry__objmgr_fetch f;
+	uint64_t total = 0;
+	void *dst;
+	int ret;
+
+	memset(&f, 0, sizeof(f));
+	f.id = *id;
+	snprintf(f.ip, sizeof(f.ip), "%s", a->ip);
+	f.port = a->tcp_port;
+	ferry__objmgr_fetch_run_many(om, &f, 1);
+	ret = f.status;
+	if (ret < 0)
+		goto out_free;
+	total = f.data_size + f.metadata_size;
+	ret = admit(om, total);
+	if (ret < 0)
+		goto out_free;
+	ret = ferry_plasma_client_create_ex(om->store, id, f.data_size, f.metadata, f.metadata_size,
+					    FERRY_PLASMA_CREATE_SECONDARY, &dst);
+	if (ret < 0)
+		goto out_unadmit;
+	if (f.first_size)
+		memcpy(dst, f.first, f.first_size);
+	if (f.first_size < f.data_size)
+		ret = fetch_rest(om, a, helpers, nhelpers, id, dst, f.first_size, f.data_size);
+	ret = ret == 0 ? ferry_plasma_client_seal(om->store, id) : ret;
+	if (ret < 0)
+		(void)ferry_plasma_client_abort(om->store, id);
+	else
+		*bytes = total;
+out_unadmit:
+	unadmit(om, total);
+out_free:
+	ferry__free(f.metadata);
+	ferry__free(f.first);
+	return ret;
+}
+
+/* One location: the best transport both sides have (TCP may take parts from @helpers). */
+static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+		     const struct ferry__node_addr *helpers, unsigned nhelpers,
+		     const struct ferry_object_id *id, struct ferry__objmgr_result *res)
+{
+	unsigned both = om->opts.transports & ferry__node_addr_transports(a);
+
+	if ((both & FERRY_GCS_TRANSPORT_SHM) && !strcmp(a->host, om->host)) {
+		res->transport = FERRY_GCS_TRANSPORT_SHM;
+		return ferry__shm_pull(&om->shm, a->shm_path, om->store, id, admit, unadmit, om,
+				       &res->bytes);
+	}
+	if (both & FERRY_GCS_TRANSPORT_TCP) {
+		res->transport = FERRY_GCS_TRANSPORT_TCP;
+		return pull_tcp(om, a, helpers, nhelpers, id, &res->bytes);
+	}
+	return -EHOSTUNREACH;
+}
+
+/* TCP sources after @first that may serve parts: into @out (MAX_SOURCES - 1 at most). */
+static unsigned collect_helpers(struct ferry__objmgr *om, const struct ferry_gcs_object_info *info,
+				const struct ferry__node_addr *addrs, const int *have,
+				uint32_t first, struct ferry__node_addr *out)
+{
+	unsigned n = 0;
+
+	if (!(om->opts.transports & FERRY_GCS_TRANSPORT_TCP))
+		return 0;
+	for (uint32_t i = first + 1; i < info->nlocations && n < MAX_SOURCES - 1; i++)
+		if (have[i] == 0 && addrs[i].tcp_port &&
+		    !ferry_node_id_eq(&info->locations[i], &om->opts.node_id))
+			out[n++] = addrs[i];
+	return n;
+}
+
+/* Same-host locations first, so shm is tried before the network. */
+static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs, uint32_t n,
+			    struct ferry__node_addr *addrs, int *have)
+{
+	for (uint32_t i = 0; i < n; i++)
+		have[i] = node_address(om, &locs[i], &addrs[i]);
+	for (uint32_t i = 0, j = 0; i < n; i++) {
+		if (have[i] == 0 && !strcmp(addrs[i].host, om->host)) {
+			struct ferry_node_id t = locs[i];
+			struct ferry__node_addr ta = addrs[i];
+			int th = have[i];
+
+			locs[i] = locs[j], addrs[i] = addrs[j], have[i] = have[j];
+			locs[j] = t, addrs[j] = ta, have[j] = th;
+			j++;
+		}
+	}
+}
+
+/* Try each location until one works (later ones may help with parts of a large object). A
+ * full own store ends it: no other source helps. */
+static int try_locations(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			 struct ferry_gcs_object_info *info, struct ferry__objmgr_result *res)
+{
+	struct ferry__node_addr *addrs = ferry__calloc(info->nlocations, sizeof(*addrs));
+	int *have = ferry__calloc(info->nlocations, sizeof(*have));
+	struct ferry__node_addr helpers[MAX_SOURCES - 1];
+	unsigned nhelpers;
+	int ret = -ENOENT, r;
+
+	if (!addrs || !have) {
+		ferry__free(addrs);
+		ferry__free(have);
+		return -ENOMEM;
+	}
+	order_locations(om, info->locations, info->nlocations, addrs, have);
+	for (uint32_t i = 0; i < info->nlocations; i++) {
+		if (ferry_node_id_eq(&info->locations[i], &om->opts.node_id) || have[i] < 0)
+			continue;
+		res->attempts++;
+		res->source = info->locations[i];
+		nhelpers = collect_helpers(om, info, addrs, have, i, helpers);
+		r = pull_from(om, &addrs[i], helpers, nhelpers, id, res);
+		if (r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED) {
+			ret = r;
+			break;
+		}
+		FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip, strerror(-r),
+			  i + 1 < info->nlocations ? ", trying the next location" : "");
+		/* Keep the most telling error: a dead peer or deadline over "not there". */
+		if (r != -ENOENT && r != -EEXIST)
+			ret = r == -ECONNREFUSED || r == -EHOSTUNREACH || r == -EPROTO ? -ECONNRESET
+										       : r;
+		else if (r == -EEXIST && ret == -ENOENT)
+			ret = -EEXIST;
+	}
+	ferry__free(addrs);
+	ferry__free(have);
+	return ret;
+}
+
+static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		     struct ferry__objmgr_result *res)
+{
+	struct ferry_gcs_object_info info;
+	int ret;
+
+	if (ferry_plasma_client_contains(om->store, id) == 1) {
+		res->source = om->opts.node_id;
+		return 0;
+	}
+	if (!om->opts.gcs)
+		return -ENOENT;
+	ret = ferry_gcs_object_lookup(om->opts.gcs, id, &info);
+	if (ret < 0)
+		return ret == -ETIMEDOUT ? ret : -ENOENT;
+	ret = try_locations(om, id, &info, res);
+	ferry_gcs_free(info.locations);
+	/* Someone else (a local put, a concurrent path) made it meanwhile: fine if sealed. */
+	if (ret == -EEXIST)
+		ret = ferry_plasma_client_contains(om->store, id) == 1 ? 0 : -EBUSY;
+	return ret;
+}
+
+/* Before the waiters hear: once told, a caller may delete the copy, and the store's removal
+ * (the node's on_removed -> remove_location) must not race ahead of this record. */
+static void record_copy(struct ferry__objmgr *om, const struct ferry__objmgr_result *res)
+{
+	int r;
+
+	if (res->status < 0 || !res->transport || !om->opts.gcs)
+		return;
+	r = ferry_gcs_object_add_location(om->opts.gcs, &res->id, &om->opts.node_id, 0);
+	if (r < 0)
+		FLOG_WARN(COMP, "recording a pulled copy failed: %s", strerror(-r));
+}
+
+static void finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+		   struct ferry__objmgr_result *res)
+{
+	struct ferry__objmgr_waiter *w;
+
+	res->micros = ferry__objmgr_now_us() - p->start_us;
+	pthread_mutex_lock(&om->lock);
+	(void)ferry__hashmap_remove(&om->pulls, &p->id, NULL);
+	if (res->status == 0) {
+		om->stats.pulls_ok++;
+		om->stats.bytes_pulled += res->bytes;
+	} else {
+		om->stats.pulls_failed++;
+	}
+	pthread_mutex_unlock(&om->lock);
+	while ((w = p->waiters)) {
+		p->waiters = w->next;
+		w->cb(w->arg, res);
+		ferry__free(w);
+	}
+	ferry__free(p);
+}
+
+static void *pull_thread(void *arg)
+{
+	struct ferry__objmgr *om = arg;
+	struct ferry__objmgr_pull *p;
+
+	for (;;) {
+		struct ferry__objmgr_result res = {0};
+
+		pthread_mutex_lock(&om->lock);
+		while (!om->queue && !om->stopping)
+			pthread_cond_wait(&om->work_cond, &om->lock);
+		p = om->queue;
+		if (p) {
+			om->queue = p->next;
+			if (!om->queue)
+				om->queue_tail = NULL;
+		}
+		pthread_mutex_unlock(&om->lock);
+		if (!p)
+			return NULL;
+		res.id = p->id;
+		res.status = om->stopping ? -ECANCELED : pull_once(om, &p->id, &res);
+		if (res.status < 0)
+			res.bytes = 0;
+		record_copy(om, &res);
+		finish(om, p, &res);
+	}
+}
+
+int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		       ferry__objmgr_pull_cb cb, void *arg)
+{
+	struct ferry__objmgr_waiter *w = ferry__calloc(1, sizeof(*w));
+	struct ferry__objmgr_pull *p = NULL, **slot;
+	int ret;
+
+	if (!w)
+		return -ENOMEM;
+	w->cb = cb;
+	w->arg = arg;
+	pthread_mutex_lock(&om->lock);
+	if (om->stopping) {
+		ret = -ECANCELED;
+		goto err_unlock;
+	}
+	ret = ferry__hashmap_put(&om->pulls, id, (void **)&slot);
+	if (ret < 0)
+		goto err_unlock;
+	if (ret == 0) { /* under way: join it */
+		w->next = (*slot)->waiters;
+		(*slot)->waiters = w;
+		om->stats.pulls_joined++;
+		pthread_mutex_unlock(&om->lock);
+		return 0;
+	}
+	p = ferry__calloc(1, sizeof(*p));
+	if (!p) {
+		(void)ferry__hashmap_remove(&om->pulls, id, NULL);
+		ret = -ENOMEM;
+		goto err_unlock;
+	}
+	p->id = *id;
+	p->waiters = w;
+	p->start_us = ferry__objmgr_now_us();
+	*slot = p;
+	if (om->queue_tail)
+		om->queue_tail->next = p;
+	else
+		om->queue = p;
+	om->queue_tail = p;
+	om->stats.pulls_started++;
+	pthread_cond_signal(&om->work_cond);
+	pthread_mutex_unlock(&om->lock);
+	return 0;
+
+err_unlock:
+	pthread_mutex_unlock(&om->lock);
+	ferry__free(w);
+	return ret;
+}
+
+struct pull_waiter {
+	pthread_mutex_t lock;		 /* done, res */
+	pthread_cond_t cond;		 /* signalled at done */
+	struct ferry__objmgr_result res; /* the result */
+	bool done;			 /* res is set */
+};
+
+static void wait_cb(void *arg, const struct ferry__objmgr_result *res)
+{
+	struct pull_waiter *pw = arg;
+
+	pthread_mutex_lock(&pw->lock);
+	pw->res = *res;
+	pw->done = true;
+	pthread_cond_signal(&pw->cond);
+	pthread_mutex_unlock(&pw->lock);
+}
+
+int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			    struct ferry__objmgr_result *res)
+{
+	struct pull_waiter pw = {.done = false};
+	int ret;
+
+	pthread_mutex_init(&pw.lock, NULL);
+	pthread_cond_init(&pw.cond, NULL);
+	ret = ferry__objmgr_pull(om, id, wait_cb, &pw);
+	if (ret == 0) {
+		pthread_mutex_lock(&pw.lock);
+		while (!pw.done)
+			pthread_cond_wait(&pw.cond, &pw.lock);
+		pthread_mutex_unlock(&pw.lock);
+		ret = pw.res.status;
+		if (res)
+			*res = pw.res;
+	}
+	pthread_cond_destroy(&pw.cond);
+	pthread_mutex_destroy(&pw.lock);
+	return ret;
+}
+
+int ferry__objmgr_publish(struct ferry__objmgr *om, const struct ferry_object_id *id)
+{
+	struct ferry_plasma_view v;
+	struct ferry_worker_id owner;
+	uint64_t size;
+	int ret;
+
+	if (!om->opts.gcs)
+		return -EINVAL;
+	ret = ferry_plasma_client_get(om->store, id, 1, 0, &v);
+	if (ret < 0)
+		return ret == -ETIMEDOUT ? -ENOENT : ret;
+	size = v.data_size;
+	(void)ferry_plasma_client_release(om->store, &v);
+	/* The GCS refuses a nil owner: a node-owned object names a worker id equal to the node's. */
+	memcpy(owner.bytes, om->opts.node_id.bytes, sizeof(owner.bytes));
+	ret = ferry_gcs_object_add(om->opts.gcs, id, &owner, &om->opts.node_id, size);
+	if (ret < 0 && ret != -EEXIST)
+		return ret;
+	ret = ferry_gcs_object_add_location(om->opts.gcs, id, &om->opts.node_id, size);
+	return ret < 0 ? ret : 0;
+}
+
+void ferry__objmgr_get_stats(struct ferry__objmgr *om, struct ferry__objmgr_stats *out)
+{
+	pthread_mutex_lock(&om->lock);
+	*out = om->stats;
+	pthread_mutex_unlock(&om->lock);
+}
+
+uint16_t ferry__objmgr_port(const struct ferry__objmgr *om)
+{
+	return om->port;
+}
+
+uint64_t ferry__objmgr_store_capacity(const struct ferry__objmgr *om)
+{
+	return om->store_capacity;
+}
+
+int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size)
+{
+	struct ferry__node_addr a;
+
+	memset(&a, 0, sizeof(a));
+	snprintf(a.ip, sizeof(a.ip), "%s", om->ip);
+	snprintf(a.host, sizeof(a.host), "%s", om->host);
+	if (om->opts.transports & FERRY_GCS_TRANSPORT_TCP)
+		a.tcp_port = om->port;
+	if (om->opts.transports & FERRY_GCS_TRANSPORT_SHM)
+		snprintf(a.shm_path, sizeof(a.shm_path), "%s", om->store_socket);
+	return ferry__node_addr_format(&a, buf, size);
+}
+
+/* ---- life cycle ---- */
+
+static void *loop_main(void *arg)
+{
+	struct ferry__objmgr *om = arg;
+	int ret = ferry__loop_run(om->loop);
+
+	if (ret < 0)
+		FLOG_ERROR(COMP, "loop ended: %s", strerror(-ret));
+	return NULL;
+}
+
+static int check_opts(const struct ferry__objmgr_opts *o)
+{
+	if (!o || !o->store_socket || strlen(o->store_socket) >= FERRY__NODE_ADDR_PATH_MAX) {
+		FLOG_ERROR(COMP, "a store socket path (< %d bytes) is required",
+			   FERRY__NODE_ADDR_PATH_MAX);
+		return -EINVAL;
+	}
+	if (!o->token || !o->token_len || o->token_len > 256) {
+		FLOG_ERROR(COMP, "a cluster token of 1..256 bytes is required");
+		return -EINVAL;
+	}
+	if (o->ip && strlen(o->ip) >= 48) {
+		FLOG_ERROR(COMP, "bad listen address");
+		return -EINVAL;
+	}
+	if (o->transports & ~(unsigned)FERRY_GCS_TRANSPORT_ALL) {
+		FLOG_ERROR(COMP, "unknown transport bits 0x%x", o->transports);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Copy and default the options; the pointers we keep point into @om. */
+static void set_opts(struct ferry__objmgr *om, const struct ferry__objmgr_opts *o)
+{
+	om->opts = *o;
+	memcpy(om->token, o->token, o->token_len);
+	om->opts.token = om->token;
+	snprintf(om->ip, sizeof(om->ip), "%s", o->ip ? o->ip : "127.0.0.1");
+	om->opts.ip = om->ip;
+	snprintf(om->store_socket, sizeof(om->store_socket), "%s", o->store_socket);
+	om->opts.store_socket = om->store_socket;
+	if (!om->opts.transports)
+		om->opts.transports = FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM;
+	/* RDMA pulls are not implemented here yet: never advertise or use them. */
+	om->opts.transports &= ~(unsigned)FERRY_GCS_TRANSPORT_RDMA;
+	if (!om->opts.chunk_bytes)
+		om->opts.chunk_bytes = 1u << 20;
+	if (om->opts.chunk_bytes > FERRY__OBJMGR_MAX_CHUNK)
+		om->opts.chunk_bytes = FERRY__OBJMGR_MAX_CHUNK;
+	if (!om->opts.timeout_ms)
+		om->opts.timeout_ms = 30000;
+	if (!om->opts.threads)
+		om->opts.threads = 4;
+}
+
+static int init_sync(struct ferry__objmgr *om)
+{
+	ferry__hashmap_init(&om->pulls, sizeof(struct ferry_object_id),
+			    sizeof(struct ferry__objmgr_pull *));
+	ferry__hashmap_init(&om->nodes, sizeof(struct ferry_node_id),
+			    sizeof(struct ferry__node_addr));
+	ferry__shm_peers_init(&om->shm);
+	pthread_mutex_init(&om->lock, NULL);
+	pthread_cond_init(&om->work_cond, NULL);
+	pthread_cond_init(&om->admit_cond, NULL);
+	pthread_cond_init(&om->nodes_cond, NULL);
+	return 0;
+}
+
+static int connect_store(struct ferry__objmgr *om)
+{
+	struct ferry_plasma_connect_opts co = {.name = "objmgr"};
+	struct ferry_plasma_stats st;
+	int ret;
+
+	ret = ferry_plasma_client_connect(om->store_socket, &co, &om->store);
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "cannot connect to the store at %s: %s", om->store_socket,
+			   strerror(-ret));
+		return ret;
+	}
+	ret = ferry_plasma_client_stats(om->store, &st);
+	if (ret < 0)
+		return ret;
+	om->store_capacity = st.capacity_bytes;
+	om->max_in_flight =
+		om->opts.max_bytes_in_flight ? om->opts.max_bytes_in_flight : st.capacity_bytes / 2;
+	return 0;
+}
+
+static int start_threads(struct ferry__objmgr *om)
+{
+	int ret;
+
+	ret = -pthread_create(&om->loop_thread, NULL, loop_main, om);
+	if (ret < 0)
+		return ret;
+	om->loop_started = true;
+	om->threads = ferry__calloc(om->opts.threads, sizeof(*om->threads));
+	if (!om->threads)
+		return -ENOMEM;
+	for (; om->nthreads < om->opts.threads; om->nthreads++) {
+		ret = -pthread_create(&om->threads[om->nthreads], NULL, pull_thread, om);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out)
+{
+	struct ferry__objmgr *om;
+	int ret = check_opts(opts);
+
+	if (ret < 0)
+		return ret;
+	om = ferry__calloc(1, sizeof(*om));
+	if (!om)
+		return -ENOMEM;
+	set_opts(om, opts);
+	init_sync(om);
+	ret = ferry__host_boot_id(om->host, sizeof(om->host));
+	if (ret < 0)
+		goto err_destroy;
+	ret = connect_store(om);
+	if (ret < 0)
+		goto err_destroy;
+	ret = ferry__loop_create(NULL, &om->loop);
+	if (ret < 0)
+		goto err_destroy;
+	ret = ferry__objmgr_serve_start(om);
+	if (ret < 0)
+		goto err_destroy;
+	ret = start_threads(om);
+	if (ret < 0)
+		goto err_destroy;
+	if (om->opts.gcs) {
+		ret = ferry_gcs_subscribe(om->opts.gcs, FERRY_GCS_CH_NODES, NULL, 0, on_node_event,
+					  om);
+		if (ret < 0)
+			goto err_destroy;
+	}
+	*out = om;
+	return 0;
+
+err_destroy:
+	/* destroy() undoes whatever was set up (every step leaves a NULL/false when it failed) */
+	ferry__objmgr_destroy(om);
+	return ret;
+}
+
+static void loop_shutdown(void *arg, int status)
+{
+	(void)status;
+	ferry__objmgr_tcp_shutdown(arg);
+}
+
+void ferry__objmgr_stop(struct ferry__objmgr *om)
+{
+	if (!om || om->stopped)
+		return;
+	pthread_mutex_lock(&om->lock);
+	om->stopping = true;
+	pthread_cond_broadcast(&om->work_cond);
+	pthread_cond_broadcast(&om->admit_cond);
+	pthread_cond_broadcast(&om->nodes_cond);
+	pthread_mutex_unlock(&om->lock);
+	/* Fetches under way end with -ECANCELED on the loop, which frees their pull threads. */
+	if (om->loop_started && ferry__loop_post(om->loop, loop_shutdown, om) < 0)
+		FLOG_WARN(COMP, "cannot post the shutdown");
+	for (unsigned i = 0; i < om->nthreads; i++)
+		pthread_join(om->threads[i], NULL);
+	om->nthreads = 0;
+	if (om->loop_started) {
+		ferry__loop_stop(om->loop);
+		pthread_join(om->loop_thread, NULL);
+		om->loop_started = false;
+	}
+	om->stopped = true;
+}
+
+void ferry__objmgr_destroy(struct ferry__objmgr *om)
+{
+	if (!om)
+		return;
+	ferry__objmgr_stop(om);
+	/* Set up but never shut down on the loop (create failed, or the loop never ran): the
+	 * loop is idle now, so this thread may end the engine, before the loop goes. */
+	if (om->tcp)
+		ferry__objmgr_tcp_shutdown(om);
+	ferry__loop_destroy(om->loop);
+	ferry__objmgr_tcp_free(om);
+	ferry__free(om->threads);
+	ferry_plasma_client_disconnect(om->store);
+	ferry__shm_peers_fini(&om->shm);
+	ferry__hashmap_fini(&om->pulls);
+	ferry__hashmap_fini(&om->nodes);
+	pthread_cond_destroy(&om->nodes_cond);
+	pthread_cond_destroy(&om->admit_cond);
+	pthread_cond_destroy(&om->work_cond);
+	pthread_mutex_destroy(&om->lock);
+	ferry__free(om);
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The object manager: moves sealed objects store-to-store between nodes. It serves pulls of
+ * its own store's objects to other nodes and pulls objects its node lacks from the nodes that
+ * the GCS object directory lists, over shared memory (two stores on one host) or TCP.
+ *
+ * Thread model: create/stop/destroy from one controlling thread. Every other function may be
+ * called from any thread (not from inside a pull callback for the blocking ones). Pull
+ * callbacks run on one of the object manager's pull threads.
+ */
+#ifndef FERRY_TRANSPORT_OBJMGR_H
+#define FERRY_TRANSPORT_OBJMGR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/gcs.h>
+#include <ferry/id.h>
+
+struct ferry__objmgr;
+
+/* Longest node address string (the GCS node record's `address`). */
+#define FERRY__NODE_ADDR_MAX 256
+/* Longest shm (store socket) path: a Unix socket path. */
+#define FERRY__NODE_ADDR_PATH_MAX 108
+
+/*
+ * A node's address as advertised in the GCS: "ip=A;tcp=P;rdma=P;shm=PATH;host=BOOT_ID" with
+ * keys in any order, each at most once, ip and host required, at least one of tcp/rdma/shm.
+ * ip: a numeric IPv4 or IPv6 address; ports 1..65535; shm: an absolute path without ';';
+ * host: the kernel boot id (hex digits and '-'), which tells two nodes on one host apart.
+ */
+struct ferry__node_addr {
+	char ip[48];				  /* numeric address */
+	uint16_t tcp_port;			  /* 0: no TCP */
+	uint16_t rdma_port;			  /* 0: no RDMA */
+	char shm_path[FERRY__NODE_ADDR_PATH_MAX]; /* "": no shm; the store's socket */
+	char host[40];				  /* boot id */
+};
+
+/* ferry__node_addr_parse() - parse @len bytes of @text strictly. 0 or -EINVAL (logged at
+ * debug: the text is untrusted). */
+int ferry__node_addr_parse(const char *text, size_t len, struct ferry__node_addr *out);
+/* ferry__node_addr_format() - the text form into @buf. Returns its length, -EINVAL (an invalid
+ * field) or -ENOSPC (@size too small). */
+int ferry__node_addr_format(const struct ferry__node_addr *a, char *buf, size_t size);
+/* ferry__node_addr_transports() - FERRY_GCS_TRANSPORT_* bits the address offers. */
+unsigned ferry__node_addr_transports(const struct ferry__node_addr *a);
+/* ferry__host_boot_id() - this kernel's boot id into @buf (>= 40 bytes). 0 or -errno. */
+int ferry__host_boot_id(char *buf, size_t size);
+
+/* Options; zeros are defaults except store_socket, gcs (for pulls) and the token. */
+struct ferry__objmgr_opts {
+	const char *store_socket;     /* this node's plasma store socket (required) */
+	struct ferry_gcs_client *gcs; /* borrowed; must outlive ferry__objmgr_stop() */
+	struct ferry_node_id node_id; /* this node */
+	const void *token;	      /* cluster token (copied), required */
+	size_t token_len;	      /* its bytes */
+	const char *ip;		      /* listen and advertised address; NULL: 127.0.0.1 */
+	uint16_t port;		      /* TCP listen port; 0: any free port */
+	unsigned transports;	      /* FERRY_GCS_TRANSPORT_* served and used; 0: TCP | SHM */
+	uint32_t chunk_bytes;	      /* TCP engine data frame; 0: 1 MiB, at most 4 MiB */
+	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
+	uint32_t threads;	      /* pull threads; 0: 4 */
+	uint64_t max_bytes_in_flight; /* pull admission limit; 0: half the store's capacity */
+};
+
+/* How a pull ended. */
+struct ferry__objmgr_result {
+	struct ferry_object_id id;   /* the object */
+	int status;		     /* 0, -ENOENT, -ECONNRESET, -ETIMEDOUT, -ENOSPC, ... */
+	struct ferry_node_id source; /* where the bytes came from (ours: it was local) */
+	unsigned transport;	     /* FERRY_GCS_TRANSPORT_* used; 0: it was local */
+	uint64_t bytes;		     /* data + metadata bytes moved */
+	uint64_t micros;	     /* from the request to the end */
+	unsigned attempts;	     /* sources tried */
+};
+
+typedef void (*ferry__objmgr_pull_cb)(void *arg, const struct ferry__objmgr_result *res);
+
+/* Counters (tests, diagnostics). */
+struct ferry__objmgr_stats {
+	uint64_t pulls_started;	   /* transfers begun (after dedup) */
+	uint64_t pulls_joined;	   /* requests that joined a transfer already under way */
+	uint64_t pulls_ok;	   /* transfers that ended sealed */
+	uint64_t pulls_failed;	   /* transfers that ended in an error */
+	uint64_t bytes_pulled;	   /* bytes of the sealed pulls */
+	uint64_t bytes_in_flight;  /* admitted and not done */
+	uint64_t requests_served;  /* PullRequests answered */
+	uint64_t requests_refused; /* of those, answered with an error */
+	uint64_t bytes_served;	   /* data bytes sent */
+};
+
+/*
+ * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls)
+ * and pull threads; connects to the own store; subscribes to the GCS node channel when @gcs is
+ * set. Returns 0 and *@out, -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or the
+ * store's / the GCS client's error.
+ */
+int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out);
+
+/*
+ * ferry__objmgr_stop() - finish: pulls not done complete with -ECANCELED, threads joined,
+ * connections closed. The GCS subscription may still call in until the GCS client is
+ * destroyed: destroy it after stop and before ferry__objmgr_destroy(). Idempotent.
+ */
+void ferry__objmgr_stop(struct ferry__objmgr *om);
+/* ferry__objmgr_destroy() - stop if needed, then free. NULL is a no-op. */
+void ferry__objmgr_destroy(struct ferry__objmgr *om);
+
+/* The TCP port it serves pulls on, and the own store's capacity in bytes. */
+uint16_t ferry__objmgr_port(const struct ferry__objmgr *om);
+uint64_t ferry__objmgr_store_capacity(const struct ferry__objmgr *om);
+/* ferry__objmgr_address() - this node's address text (see struct ferry__node_addr) into
+ * @buf. Returns its length or -ENOSPC. */
+int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size);
+
+/*
+ * ferry__objmgr_pull() - make object @id local: nothing to do if it is sealed here already;
+ * else look it up in the GCS directory, pull it from one of its locations (shm on the same
+ * host first, then TCP; a large object over TCP in parts from up to 4 locations at once), seal it as a secondary copy and record the location in the directory
+ * (before the callback). Concurrent pulls
+ * of one object share one transfer. @cb(@arg, result) runs once on a pull thread, never from
+ * inside this call. Returns 0, or -ENOMEM / -ECANCELED (stopping), with no callback then.
+ * Result statuses: 0; -ENOENT not in the directory or at none of its locations; -ECONNRESET /
+ * -ETIMEDOUT every location failed; -ENOSPC / -E2BIG the own store cannot hold it.
+ */
+int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		       ferry__objmgr_pull_cb cb, void *arg);
+
+/* ferry__objmgr_pull_wait() - ferry__objmgr_pull() and wait; *@res (may be NULL) gets the
+ * result. Returns its status. Not from a pull callback. */
+int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			    struct ferry__objmgr_result *res);
+
+/*
+ * ferry__objmgr_publish() - record object @id, sealed in the own store as a primary copy, in
+ * the GCS directory: owned by this node (owner worker id = the node id) unless an owner added it
+ * already, with this node as a location. Blocking. Returns 0, -ENOENT (not sealed here), or
+ * the GCS error.
+ */
+int ferry__objmgr_publish(struct ferry__objmgr *om, const struct ferry_object_id *id);
+
+/* ferry__objmgr_get_stats() - a snapshot of the counters. */
+void ferry__objmgr_get_stats(struct ferry__objmgr *om, struct ferry__objmgr_stats *out);
+
+/*
+ * ferry__objmgr_request_check() - the serving side's decoder alone (fuzz target): 0 if
+ * @payload is a PullRequest or PullDone it would act on, else -EPROTO / -EINVAL.
+ */
+int ferry__objmgr_request_check(uint16_t type, const void *payload, size_t len);
+
+#endif

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Object manager internals shared by objmgr.c (pull threads, dedup, node table),
+ * objmgr_serve.c (the serving side on the loop) and objmgr_tcp.c (TCP pulls on the loop).
+ */
+#ifndef FERRY_TRANSPORT_OBJMGR_INT_H
+#define FERRY_TRANSPORT_OBJMGR_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <ferry/plasma.h>
+
+#include "common/fb.h"
+#include "common/hashmap.h"
+#include "common/loop.h"
+#include "transport/objmgr.h"
+#include "transport/shm.h"
+#include "transport/tcp.h"
+
+/* Largest data range one PullReply carries, and the room its metadata and framing may take. */
+#define FERRY__OBJMGR_MAX_CHUNK (4u << 20)
+#define FERRY__OBJMGR_MAX_METADATA (1u << 20)
+#define FERRY__OBJMGR_MAX_MESSAGE (FERRY__OBJMGR_MAX_CHUNK + FERRY__OBJMGR_MAX_METADATA + 4096)
+/* Data a first request asks for: objects up to this size take one round trip. */
+#define FERRY__OBJMGR_INLINE_BYTES (64u << 10)
+
+/* Control messages over the TCP engine: this prefix (MessageType as uint16 LE, then zeros),
+ * then the FlatBuffer, which so stays 8-byte aligned. */
+#define FERRY__OBJMGR_PREFIX 8
+
+struct ferry__objmgr_peer;
+struct ferry__objmgr_req;
+
+/*
+ * One TCP fetch, made by a pull thread, run on the loop. Probe (dst NULL): ask for the first
+ * FERRY__OBJMGR_INLINE_BYTES inline and learn the size and metadata. Stream: [next, end) of the
+ * object straight into dst + next (ferry__tcp_expect). The pull thread waits on done; the loop
+ * never touches the fetch after setting done (under om->lock).
+ */
+struct ferry__objmgr_fetch {
+	struct ferry__objmgr *om;		  /* owner */
+	struct ferry_object_id id;		  /* the object */
+	char ip[48];				  /* the peer */
+	uint16_t port;				  /* its port */
+	uint8_t *dst;				  /* stream: the create buffer; probe: NULL */
+	uint64_t next;				  /* stream: first offset */
+	uint64_t end;				  /* stream: end of the range */
+	uint64_t object_size;			  /* stream: the size the probe saw */
+	struct ferry__objmgr_peer *peer;	  /* the endpoint used, once attached */
+	struct ferry__objmgr_fetch *next_on_peer; /* peer's list of active fetches */
+	struct ferry__objmgr_req *stream_req;	  /* stream: its request while expected */
+	struct ferry__loop_timer deadline;	  /* the attempt's deadline */
+	bool started;				  /* request sent (the endpoint is up) */
+	bool failed; /* status decided, waiting for the expect callback */
+	/* Probe results (heap, freed by the pull thread). */
+	uint64_t data_size;	/* the object's size */
+	uint8_t *metadata;	/* its metadata */
+	uint32_t metadata_size; /* bytes */
+	uint8_t *first;		/* the first bytes */
+	uint64_t first_size;	/* bytes at first */
+	int status;		/* result */
+	bool done;		/* the loop is finished with it */
+	pthread_cond_t cond;	/* signalled at done (om->lock) */
+};
+
+/* A TCP engine endpoint to another node's object manager, on the loop. */
+struct ferry__objmgr_peer {
+	struct ferry__objmgr *om;	     /* owner */
+	char key[64];			     /* "ip:port" */
+	struct ferry__tcp_ep *ep;	     /* NULL once gone */
+	bool up;			     /* connected */
+	struct ferry__objmgr_fetch *fetches; /* fetches on it (started or waiting for up) */
+	struct ferry__objmgr_req *head;	     /* requests sent, in order (replies come so) */
+	struct ferry__objmgr_req *tail;	     /* last of them */
+	uint64_t next_xfer;		     /* xfer id of the next request */
+	struct ferry__objmgr_peer *next;     /* om->peers */
+};
+
+/* A request sent: in the reply FIFO until answered and, for a stream, held by its expect
+ * until that completes (refs). fetch is NULL once its fetch no longer listens. */
+struct ferry__objmgr_req {
+	uint64_t xfer;			   /* id on the endpoint */
+	uint64_t offset;		   /* range asked for */
+	uint64_t len;			   /* its bytes */
+	bool stream;			   /* data comes as a transfer */
+	unsigned refs;			   /* FIFO + expect */
+	struct ferry__objmgr_peer *peer;   /* whose FIFO */
+	struct ferry__objmgr_fetch *fetch; /* whose */
+	struct ferry__objmgr_req *next;	   /* FIFO */
+};
+
+/* A pull in progress, shared by every caller that asked for the object meanwhile. */
+struct ferry__objmgr_waiter {
+	ferry__objmgr_pull_cb cb;	   /* the caller's */
+	void *arg;			   /* its argument */
+	struct ferry__objmgr_waiter *next; /* list */
+};
+
+struct ferry__objmgr_pull {
+	struct ferry_object_id id;	      /* the object */
+	struct ferry__objmgr_waiter *waiters; /* who to tell */
+	uint64_t start_us;		      /* when asked */
+	struct ferry__objmgr_pull *next;      /* run queue */
+};
+
+struct ferry__objmgr {
+	struct ferry__objmgr_opts opts; /* copied; token and ip point into this struct */
+	uint8_t token[256];		/* cluster token */
+	char ip[48];			/* listen/advertise address */
+	char store_socket[FERRY__NODE_ADDR_PATH_MAX]; /* own store */
+	char host[40];				      /* boot id */
+	struct ferry_plasma_client *store;	      /* own store (thread-safe) */
+	uint64_t store_capacity;		      /* its arena bytes */
+	struct ferry__shm_peers shm;		      /* clients of other stores on this host */
+	/* Loop thread. */
+	struct ferry__loop *loop;	      /* TCP server and TCP pulls */
+	pthread_t loop_thread;		      /* runs it */
+	bool loop_started;		      /* loop_thread joinable */
+	struct ferry__tcp_ctx *tcp;	      /* TCP engine: both sides */
+	struct ferry__tcp_listener *listener; /* PullRequests from other nodes */
+	uint16_t port;			      /* its port */
+	struct ferry__objmgr_peer *peers;     /* outgoing connections */
+	struct ferry__fb_builder fb;	      /* encodes requests */
+	struct ferry__fb_builder serve_fb;    /* encodes replies */
+	bool shut;			      /* loop side stopped: no new fetches */
+	/* Pull threads and shared state, under lock. */
+	pthread_mutex_t lock;		       /* everything below and fetch->done */
+	pthread_cond_t work_cond;	       /* queue not empty or stopping */
+	pthread_cond_t admit_cond;	       /* bytes_in_flight went down */
+	pthread_cond_t nodes_cond;	       /* node table changed */
+	pthread_t *threads;		       /* pull threads */
+	unsigned nthreads;		       /* started */
+	struct ferry__objmgr_pull *queue;      /* pulls not picked up yet */
+	struct ferry__objmgr_pull *queue_tail; /* last */
+	struct ferry__hashmap pulls;	       /* object id -> struct ferry__objmgr_pull * */
+	struct ferry__hashmap nodes;	       /* node id -> struct ferry__node_addr */
+	uint64_t max_in_flight;		       /* admission limit */
+	bool stopping;			       /* no new pulls; threads leave */
+	bool stopped;			       /* stop() finished */
+	struct ferry__objmgr_stats stats;      /* counters */
+};
+
+/* objmgr_serve.c: listen (before the loop runs). */
+int ferry__objmgr_serve_start(struct ferry__objmgr *om);
+/*
+ * ferry__objmgr_reply_build() - the PullReply to verified PullRequest @req: @status is the
+ * store lookup's (0: @view holds the pinned object). Range checks happen here, before any byte
+ * of @view is read. *@data_bytes gets the data bytes copied in. Returns the build's result.
+ */
+int ferry__objmgr_reply_build(struct ferry__fb_builder *b, const void *req,
+			      const struct ferry_plasma_view *view, int status,
+			      uint64_t *data_bytes);
+/* ferry__objmgr_send() - the message in @b (just built) as a control message on @ep, or
+ * -errno. ferry__objmgr_unwrap() - the type and FlatBuffer of a received control message:
+ * 0, or -EPROTO (too short, or fails verification). */
+int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, uint16_t type);
+int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,
+			 size_t *payload_len);
+
+/* objmgr_tcp.c: run fetches @f[0..@n) on the loop at once and wait for all (pull thread);
+ * each gets its f->status. */
+void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f,
+				  unsigned n);
+/* On the loop at stop: fail every fetch with -ECANCELED, destroy the TCP engine. */
+void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om);
+/* After the loop is destroyed: free what is left. */
+void ferry__objmgr_tcp_free(struct ferry__objmgr *om);
+
+uint64_t ferry__objmgr_now_us(void);
+
+#endif

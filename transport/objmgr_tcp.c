@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * TCP pulls on the object manager's loop, over the TCP engine (transport/tcp.h): one endpoint
+ * per peer node, shared by every pull from it. A probe asks for the first bytes inline (small
+ * objects end there); the rest of a large object comes as one engine data transfer received
+ * straight into the create buffer (no user-space copy).
+ *
+ * DESIGN
+ * - A pull thread hands fetches to the loop (ferry__loop_post; several at once when a large
+ *   object is split over sources) and sleeps until the loop marked each done; after that the
+ *   loop never touches it again. A fetch made before its endpoint is
+ *   up waits on the peer and starts at on_connect.
+ * - Every request gets exactly one reply, in order: the peer keeps its requests in a FIFO and
+ *   matches each reply to the head (the xfer ids must agree, else the endpoint is dropped).
+ * - A stream: ferry__tcp_expect() first, then the request. The fetch is done only when the
+ *   expect's callback came: until then the engine may still write into the buffer, which the
+ *   pull thread aborts on failure. A failure before that (refusal, deadline) cancels the
+ *   expect and records the status; the callback then finishes the fetch.
+ * - Deadline: a fetch not done by timeout_ms fails with -ETIMEDOUT and its endpoint is
+ *   destroyed (a stalled peer holds up everything on it); an endpoint the engine closes fails
+ *   its fetches with its reason (-ECONNRESET, -ETIMEDOUT).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "transport/objmgr_int.h"
+
+#define COMP "objmgr"
+
+static void req_unref(struct ferry__objmgr_req *r)
+{
+	if (--r->refs == 0)
+		ferry__free(r);
+}
+
+static void fetch_detach(struct ferry__objmgr_fetch *f)
+{
+	struct ferry__objmgr_peer *peer = f->peer;
+	struct ferry__objmgr_fetch **pp;
+
+	if (!peer)
+		return;
+	for (pp = &peer->fetches; *pp && *pp != f; pp = &(*pp)->next_on_peer)
+		;
+	if (*pp)
+		*pp = f->next_on_peer;
+	/* Replies to its requests are dropped; a stream's expect keeps it until its callback. */
+	for (struct ferry__objmgr_req *r = peer->head; r; r = r->next)
+		if (r->fetch == f && r != f->stream_req)
+			r->fetch = NULL;
+	f->peer = NULL;
+}
+
+/* Hand the fetch back to its pull thread. */
+static void fetch_finish(struct ferry__objmgr_fetch *f, int status)
+{
+	struct ferry__objmgr *om = f->om;
+
+	(void)ferry__loop_timer_stop(&f->deadline);
+	fetch_detach(f);
+	pthread_mutex_lock(&om->lock);
+	f->status = status;
+	f->done = true;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&om->lock);
+}
+
+/* Decide the fetch's status; with an expect outstanding, finish at its callback. */
+static void fetch_fail(struct ferry__objmgr_fetch *f, int status)
+{
+	struct ferry__objmgr_req *r = f->stream_req;
+
+	if (f->failed)
+		return;
+	if (!r) {
+		fetch_finish(f, status);
+		return;
+	}
+	f->failed = true;
+	f->status = status;
+	(void)ferry__loop_timer_stop(&f->deadline);
+	if (f->peer && f->peer->ep)
+		(void)ferry__tcp_cancel_expect(f->peer->ep, r->xfer);
+}
+
+static void peer_unlink(struct ferry__objmgr_peer *peer)
+{
+	struct ferry__objmgr *om = peer->om;
+
+	for (struct ferry__objmgr_peer **pp = &om->peers; *pp; pp = &(*pp)->next) {
+		if (*pp == peer) {
+			*pp = peer->next;
+			break;
+		}
+	}
+}
+
+/*
+ * The endpoint is gone or going: fail every fetch with @reason, drop the request FIFO, free
+ * the peer. With @destroy, destroy the endpoint too (its expects complete inside that call).
+ */
+static void peer_drop(struct ferry__objmgr_peer *peer, int reason, bool destroy)
+{
+	struct ferry__tcp_ep *ep = peer->ep;
+	struct ferry__objmgr_fetch *f;
+	struct ferry__objmgr_req *r;
+
+	peer_unlink(peer);
+	while ((f = peer->fetches)) {
+		fetch_fail(f, reason);
+		if (peer->fetches == f) /* waiting for its expect: it is no longer on the peer */
+			fetch_detach(f);
+	}
+	while ((r = peer->head)) {
+		peer->head = r->next;
+		r->peer = NULL;
+		req_unref(r);
+	}
+	peer->tail = NULL;
+	peer->ep = NULL;
+	if (ep && destroy)
+		ferry__tcp_ep_destroy(ep);
+	ferry__free(peer);
+}
+
+static int send_req(struct ferry__objmgr_fetch *f, struct ferry__objmgr_req *r, bool stream)
+{
+	struct ferry__objmgr_peer *peer = f->peer;
+	struct ferry__wire_pull_request m = {0};
+	int ret;
+
+	m.xfer = r->xfer;
+	m.object_id = f->id;
+	m.offset = r->offset;
+	m.len = r->len;
+	m.want_inline = !stream;
+	m.stream = stream;
+	ret = ferry__wire_pull_request_build(&f->om->fb, &m);
+	if (ret == 0)
+		ret = ferry__objmgr_send(peer->ep, &f->om->fb, FERRY__WIRE_MSG_PULL_REQUEST);
+	if (ret < 0)
+		return ret;
+	r->peer = peer;
+	r->fetch = f;
+	r->refs++;
+	if (peer->tail)
+		peer->tail->next = r;
+	else
+		peer->head = r;
+	peer->tail = r;
+	return 0;
+}
+
+static void expect_done(void *arg, int status)
+{
+	struct ferry__objmgr_req *r = arg;
+	struct ferry__objmgr_fetch *f = r->fetch;
+
+	r->fetch = NULL; /* a reply still to come for it finds nobody */
+	if (f && f->stream_req == r) {
+		f->stream_req = NULL;
+		if (f->failed)
+			fetch_finish(f, f->status);
+		else
+			fetch_finish(f, status == 0			      ? 0
+					: status == -ETIMEDOUT		      ? -ETIMEDOUT
+					: status == -ECANCELED && f->om->shut ? -ECANCELED
+									      : -ECONNRESET);
+	}
+	req_unref(r);
+}
+
+/* Send the fetch's request: a probe, or expect + stream request. */
+static int fetch_go(struct ferry__objmgr_fetch *f)
+{
+	struct ferry__objmgr_peer *peer = f->peer;
+	struct ferry__objmgr_req *r = ferry__calloc(1, sizeof(*r));
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	f->started = true;
+	r->xfer = ++peer->next_xfer;
+	r->offset = f->dst ? f->next : 0;
+	r->len = f->dst ? f->end - f->next : FERRY__OBJMGR_INLINE_BYTES;
+	r->stream = f->dst != NULL;
+	if (!f->dst) {
+		ret = send_req(f, r, false);
+		if (ret < 0)
+			ferry__free(r);
+		return ret;
+	}
+	r->refs = 1; /* the expect's */
+	r->fetch = f;
+	ret = ferry__tcp_expect(peer->ep, r->xfer, f->dst + f->next, r->len, expect_done, r);
+	if (ret < 0) {
+		ferry__free(r);
+		return ret;
+	}
+	f->stream_req = r;
+	ret = send_req(f, r, true);
+	if (ret < 0)
+		fetch_fail(f, ret); /* the expect's callback finishes it */
+	return 0;
+}
+
+/* A probe's reply: the object's size, metadata and first bytes. */
+static int take_probe(struct ferry__objmgr_fetch *f, struct ferry__wire_pull_reply_view v,
+		      const struct ferry__objmgr_req *r)
+{
+	uint32_t mlen = ferry__wire_pull_reply_metadata_count(v);
+	uint32_t n = ferry__wire_pull_reply_data_count(v);
+	uint64_t size = ferry__wire_pull_reply_data_size(v);
+
+	if (n != (size < r->len ? size : r->len))
+		return -EPROTO;
+	f->data_size = size;
+	f->metadata_size = mlen;
+	f->first_size = n;
+	if (mlen && !(f->metadata = ferry__malloc(mlen)))
+		return -ENOMEM;
+	if (n && !(f->first = ferry__malloc(n)))
+		return -ENOMEM;
+	if (mlen)
+		memcpy(f->metadata, ferry__wire_pull_reply_metadata_data(v), mlen);
+	if (n)
+		memcpy(f->first, ferry__wire_pull_reply_data_data(v), n);
+	return 0;
+}
+
+static void take_reply(struct ferry__objmgr_fetch *f, struct ferry__wire_pull_reply_view v,
+		       const struct ferry__objmgr_req *r)
+{
+	int32_t status = ferry__wire_pull_reply_status(v);
+
+	if (status < 0) {
+		fetch_fail(f, status == -ENOENT || status == -EINVAL ? status : -ECONNRESET);
+	} else if (!r->stream) {
+		status = take_probe(f, v, r);
+		fetch_finish(f, status);
+	} else if (ferry__wire_pull_reply_data_size(v) != f->object_size) {
+		fetch_fail(f, -EPROTO); /* another object under the same id */
+	}
+	/* a stream's success: its expect callback finishes the fetch */
+}
+
+static void peer_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)
+{
+	struct ferry__objmgr_peer *peer = arg;
+	struct ferry__wire_pull_reply_view v;
+	struct ferry__objmgr_req *r = peer->head;
+	const void *payload;
+	size_t plen;
+	uint16_t type;
+
+	(void)ep;
+	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
+	    type != FERRY__WIRE_MSG_PULL_REPLY || !r) {
+		FLOG_WARN(COMP, "%s: unexpected or malformed message", peer->key);
+		peer_drop(peer, -EPROTO, true);
+		return;
+	}
+	v = ferry__wire_pull_reply_root_verified(payload);
+	if (ferry__wire_pull_reply_xfer(v) != r->xfer) {
+		FLOG_WARN(COMP, "%s: a reply out of order", peer->key);
+		peer_drop(peer, -EPROTO, true);
+		return;
+	}
+	peer->head = r->next;
+	if (!peer->head)
+		peer->tail = NULL;
+	r->peer = NULL;
+	if (r->fetch)
+		take_reply(r->fetch, v, r);
+	req_unref(r);
+}
+
+static void peer_close(struct ferry__tcp_ep *ep, int reason, void *arg)
+{
+	struct ferry__objmgr_peer *peer = arg;
+
+	(void)ep;
+	FLOG_INFO(COMP, "endpoint to %s closed: %s", peer->key, strerror(-reason));
+	peer_drop(peer, reason == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET, true);
+}
+
+static void peer_connect(struct ferry__tcp_ep *ep, int status, void *arg)
+{
+	struct ferry__objmgr_peer *peer = arg;
+	struct ferry__objmgr_fetch *f, *next;
+	int ret;
+
+	(void)ep;
+	if (status < 0) {
+		FLOG_INFO(COMP, "cannot connect to %s: %s", peer->key, strerror(-status));
+		peer_drop(peer, status == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET, true);
+		return;
+	}
+	peer->up = true;
+	for (f = peer->fetches; f; f = next) {
+		next = f->next_on_peer;
+		if (!f->started && (ret = fetch_go(f)) < 0)
+			fetch_fail(f, ret);
+	}
+}
+
+static const struct ferry__tcp_ep_cbs peer_cbs = {
+	.on_connect = peer_connect,
+	.on_message = peer_message,
+	.on_close = peer_close,
+};
+
+static int peer_get(struct ferry__objmgr *om, const char *ip, uint16_t port,
+		    struct ferry__objmgr_peer **out)
+{
+	struct ferry__objmgr_peer *peer;
+	char key[64];
+	int ret;
+
+	snprintf(key, sizeof(key), "%s:%u", ip, port);
+	for (peer = om->peers; peer; peer = peer->next) {
+		if (!strcmp(peer->key, key)) {
+			*out = peer;
+			return 0;
+		}
+	}
+	peer = ferry__calloc(1, sizeof(*peer));
+	if (!peer)
+		return -ENOMEM;
+	peer->om = om;
+	memcpy(peer->key, key, sizeof(key));
+	ret = ferry__tcp_connect(om->tcp, ip, port, om->opts.timeout_ms, &peer_cbs, peer,
+				 &peer->ep);
+	if (ret < 0) {
+		ferry__free(peer);
+		return ret;
+	}
+	peer->next = om->peers;
+	om->peers = peer;
+	*out = peer;
+	return 0;
+}
+
+static void fetch_timeout(struct ferry__loop_timer *t, int status)
+{
+	struct ferry__objmgr_fetch *f = t->data;
+
+	if (status < 0)
+		return;
+	FLOG_WARN(COMP, "pull from %s:%u timed out", f->ip, f->port);
+	if (f->peer)
+		peer_drop(f->peer, -ETIMEDOUT, true);
+	else
+		fetch_fail(f, -ETIMEDOUT);
+}
+
+static void fetch_start(void *arg, int status)
+{
+	struct ferry__objmgr_fetch *f = arg;
+	struct ferry__objmgr *om = f->om;
+	struct ferry__objmgr_peer *peer;
+	int ret = status < 0 ? status : om->shut ? -ECANCELED : 0;
+
+	if (ret == 0)
+		ret = peer_get(om, f->ip, f->port, &peer);
+	if (ret < 0) {
+		fetch_finish(f, ret == -ECANCELED ? ret : -ECONNRESET);
+		return;
+	}
+	f->peer = peer;
+	f->next_on_peer = peer->fetches;
+	peer->fetches = f;
+	f->deadline.data = f;
+	(void)ferry__loop_timer_start(om->loop, &f->deadline, om->opts.timeout_ms, 0,
+				      fetch_timeout);
+	if (peer->up && (ret = fetch_go(f)) < 0)
+		fetch_fail(f, ret);
+}
+
+void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f,
+				  unsigned n)
+{
+	unsigned posted = 0;
+	int ret;
+
+	pthread_mutex_lock(&om->lock);
+	ret = om->stopping ? -ECANCELED : 0;
+	pthread_mutex_unlock(&om->lock);
+	for (unsigned i = 0; i < n; i++) {
+		f[i].om = om;
+		f[i].status = ret;
+		pthread_cond_init(&f[i].cond, NULL);
+		if (ret == 0 && ferry__loop_post(om->loop, fetch_start, &f[i]) == 0)
+			posted = i + 1;
+		else
+			f[i].status = ret = ret < 0 ? ret : -ECANCELED;
+	}
+	pthread_mutex_lock(&om->lock);
+	for (unsigned i = 0; i < posted; i++)
+		while (!f[i].done)
+			pthread_cond_wait(&f[i].cond, &om->lock);
+	pthread_mutex_unlock(&om->lock);
+	for (unsigned i = 0; i < n; i++)
+		pthread_cond_destroy(&f[i].cond);
+}
+
+void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om)
+{
+	om->shut = true;
+	while (om->peers)
+		peer_drop(om->peers, -ECANCELED, true);
+	/* Endpoints accepted from pullers, the listener, and what the engine still holds. */
+	ferry__tcp_ctx_destroy(om->tcp);
+	om->tcp = NULL;
+	om->listener = NULL;
+}
+
+void ferry__objmgr_tcp_free(struct ferry__objmgr *om)
+{
+	assert(!om->peers && !om->tcp);
+	ferry__fb_builder_fini(&om->fb);
+	ferry__fb_builder_fini(&om->serve_fb);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The shared-memory backend: two plasma stores on one host. The puller is a plasma client of
+ * the other store too; it gets the object there (a pinned, zero-copy view of the other arena),
+ * copies it into its own create buffer (the only copy) and releases the view.
+ *
+ * Thread model: a peer set may be used from any thread (one lock; clients are thread-safe).
+ */
+#ifndef FERRY_TRANSPORT_SHM_H
+#define FERRY_TRANSPORT_SHM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ferry/plasma.h>
+
+#define FERRY__SHM_MAX_PEERS 16
+
+/* Clients of other stores on this host, by socket path. */
+struct ferry__shm_peers {
+	pthread_mutex_t lock; /* the table */
+	struct {
+		char path[108];			    /* store socket */
+		struct ferry_plasma_client *client; /* connected */
+		unsigned refs;			    /* pulls using it now */
+		bool dead;			    /* disconnect at the last ref */
+	} peer[FERRY__SHM_MAX_PEERS];		    /* slots; client NULL = free */
+};
+
+void ferry__shm_peers_init(struct ferry__shm_peers *p);
+/* Disconnect every client. */
+void ferry__shm_peers_fini(struct ferry__shm_peers *p);
+
+/*
+ * ferry__shm_pull() - copy sealed object @id from the store at @path into @own as a new
+ * secondary copy and seal it there. @admit(@arg, bytes) is called with the object's size before
+ * the create (it may block; a negative return aborts with it) and @unadmit(@arg, bytes) after.
+ * *@bytes gets data + metadata bytes. Returns 0, -ENOENT (not sealed there), -ECONNRESET /
+ * -ECONNREFUSED (that store is gone; its client is dropped), or the create error (-EEXIST,
+ * -ENOSPC, -E2BIG): then nothing is left half-written in @own.
+ */
+int ferry__shm_pull(struct ferry__shm_peers *p, const char *path, struct ferry_plasma_client *own,
+		    const struct ferry_object_id *id, int (*admit)(void *arg, uint64_t bytes),
+		    void (*unadmit)(void *arg, uint64_t bytes), void *arg, uint64_t *bytes);
+
+#endif

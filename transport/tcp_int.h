@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals of the TCP engine shared by tcp.c (context, listeners, handshake, endpoint
+ * lifecycle) and tcp_io.c (frames, receive and send paths, transfers). See the DESIGN block in
+ * tcp.c. Tests and the fuzz target include it for the frame codec and ferry__tcp_ep_adopt().
+ */
+#ifndef FERRY_TRANSPORT_TCP_INT_H
+#define FERRY_TRANSPORT_TCP_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/hashmap.h"
+#include "common/loop.h"
+#include "transport/tcp.h"
+
+#define TCP_LOG "tcp"
+
+/* ---- wire format ---- */
+
+/*
+ * Every frame starts with a 24-byte little-endian header:
+ *   0 magic 0xFC, 1 version 1, 2 kind, 3 reserved (0), 4-7 payload length,
+ *   8-15 a (DATA: transfer id; HELLO: endpoint nonce; else 0),
+ *   16-23 b (DATA: offset in the transfer; HELLO: index | count << 32; ACK: status as a
+ *   positive errno, 0 = accepted; else 0).
+ */
+#define FERRY__TCP_HDR_SIZE 24
+#define FERRY__TCP_MAGIC 0xFC
+#define FERRY__TCP_VERSION 1
+#define FERRY__TCP_MAX_CHUNK (16u << 20) /* largest DATA payload either side accepts */
+#define FERRY__TCP_MAX_CONNS 64		 /* sockets per endpoint */
+#define FERRY__TCP_TOKEN_MAX 1024	 /* token bytes carried in HELLO */
+
+enum ferry__tcp_kind {
+	FERRY__TCP_MSG = 1,   /* a control message (socket 0 only) */
+	FERRY__TCP_DATA = 2,  /* a piece of a transfer */
+	FERRY__TCP_HELLO = 3, /* first frame of a connecting socket; payload: the token */
+	FERRY__TCP_ACK = 4,   /* the listener's answer to HELLO */
+};
+
+struct ferry__tcp_hdr {
+	uint8_t kind; /* enum ferry__tcp_kind */
+	uint32_t len; /* payload bytes */
+	uint64_t a;   /* see the layout above */
+	uint64_t b;   /* see the layout above */
+};
+
+void ferry__tcp_hdr_encode(uint8_t out[FERRY__TCP_HDR_SIZE], const struct ferry__tcp_hdr *h);
+/* Check magic, version, kind, reserved byte and per-kind limits (MSG <= @max_msg, DATA <=
+ * FERRY__TCP_MAX_CHUNK without overflowing its offset, HELLO <= FERRY__TCP_TOKEN_MAX and a
+ * sane index/count, ACK empty). Returns 0 or -EPROTO (not logged: the caller knows the peer). */
+int ferry__tcp_hdr_decode(const uint8_t in[FERRY__TCP_HDR_SIZE], uint32_t max_msg,
+			  struct ferry__tcp_hdr *out);
+
+/* ---- lists ---- */
+
+struct tcp_link {
+	struct tcp_link *prev; /* previous element, or the head */
+	struct tcp_link *next; /* next element, or the head */
+};
+
+static inline void tcp_list_init(struct tcp_link *head)
+{
+	head->prev = head->next = head;
+}
+
+static inline bool tcp_list_empty(const struct tcp_link *head)
+{
+	return head->next == head;
+}
+
+static inline void tcp_list_add_tail(struct tcp_link *head, struct tcp_link *l)
+{
+	l->prev = head->prev;
+	l->next = head;
+	head->prev->next = l;
+	head->prev = l;
+}
+
+static inline void tcp_list_del(struct tcp_link *l)
+{
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = l;
+}
+
+/* ---- objects ---- */
+
+#define TCP_CHUNK_SLOTS 4 /* data sends per socket whose source the kernel may still read */
+#define TCP_PENDING 1	  /* a transfer's status while undecided */
+
+/* A transfer, either direction. */
+struct tcp_xfer {
+	struct tcp_link link;		/* ep->rx_xfers / tx_xfers, then ep->ready / draining */
+	struct ferry__tcp_ep *ep;	/* owner */
+	struct ferry__loop_timer timer; /* op_timeout_ms deadline */
+	uint64_t id;			/* the caller's transfer id */
+	uint8_t *buf;			/* destination (rx) or source (tx, never written) */
+	size_t len;			/* bytes in the transfer */
+	size_t next;			/* tx: offset of the next chunk to hand to a socket */
+	size_t done;			/* bytes landed (rx) or sent and released (tx) */
+	unsigned inflight;		/* kernel requests using buf now */
+	int status;			/* TCP_PENDING, then the result */
+	bool rx;			/* direction */
+	bool in_table;			/* rx: in ep->expects */
+	ferry__tcp_xfer_cb cb;		/* completion */
+	void *arg;			/* its argument */
+};
+
+/* One data frame being sent: header + a piece of a transfer's source. */
+struct tcp_chunk {
+	struct tcp_sock *sock;		  /* owner */
+	struct tcp_xfer *xfer;		  /* NULL when the slot is free */
+	struct ferry__loop_req req;	  /* its send (zero-copy: final after the notification) */
+	struct msghdr msg;		  /* header + payload */
+	struct iovec iov[2];		  /* the two pieces, advanced on partial sends */
+	uint8_t hdr[FERRY__TCP_HDR_SIZE]; /* the frame header */
+	size_t len;			  /* payload bytes */
+	bool sending;			  /* the send stage is not over (the socket is busy) */
+	bool zc;			  /* sent with SEND_ZC */
+};
+
+/* A queued control frame (MSG or ACK): header and payload in one allocation. */
+struct tcp_msg {
+	struct tcp_msg *next; /* queue link */
+	size_t size;	      /* header + payload */
+	size_t done;	      /* bytes written */
+	uint8_t data[];	      /* the frame */
+};
+
+enum tcp_rx_state {
+	RX_IDLE,  /* no receive armed */
+	RX_HDR,	  /* reading a header into sock->hdr */
+	RX_MSG,	  /* reading a MSG payload into ep->msg_buf */
+	RX_DATA,  /* reading a DATA payload into the transfer's buffer */
+	RX_DRAIN, /* reading a payload nobody wants into the context's scratch */
+	RX_HELLO, /* listener: reading the HELLO token into sock->hello */
+};
+
+/* One socket: of an endpoint, or accepted and waiting for its HELLO (ep NULL). */
+struct tcp_sock {
+	struct tcp_link link;		      /* listener->pending while ep is NULL */
+	struct ferry__tcp_ep *ep;	      /* owner once joined (or from connect) */
+	struct ferry__tcp_listener *listener; /* accepted: until joined */
+	struct ferry__tcp_ctx *ctx;	      /* the context */
+	int fd;				      /* -1 once closed */
+	unsigned index;			      /* position in the endpoint */
+	struct ferry__loop_req rx_req;	      /* the one receive */
+	struct ferry__loop_req tx_req;	      /* control frame send */
+	struct ferry__loop_req connect_req;   /* connect */
+	struct ferry__loop_timer timer;	      /* accepted: HELLO deadline */
+	/* receive */
+	enum tcp_rx_state rx_state;	  /* what the pending receive reads */
+	uint8_t hdr[FERRY__TCP_HDR_SIZE]; /* header being read */
+	size_t rx_got;			  /* bytes of the current piece read */
+	size_t rx_want;			  /* bytes of the current piece */
+	struct ferry__tcp_hdr rx_hdr;	  /* decoded header of the payload being read */
+	struct tcp_xfer *rx_xfer;	  /* RX_DATA: the destination transfer */
+	uint8_t *hello;			  /* RX_HELLO: the token read so far */
+	/* send */
+	struct tcp_msg *msg_head;		  /* control frames queued (socket 0, handshake) */
+	struct tcp_msg **msg_tail;		  /* where the next one goes */
+	struct tcp_msg *msg_busy;		  /* the one being sent */
+	struct tcp_chunk chunks[TCP_CHUNK_SLOTS]; /* data frames in flight */
+	bool tx_busy;				  /* a send stage is running (ordering) */
+	bool acked;				  /* connect: our HELLO was accepted */
+	bool refusing;				  /* accepted: close once the refusal is sent */
+	bool shut;				  /* shutdown(2) done */
+};
+
+enum tcp_ep_state {
+	EP_CONNECTING, /* connect: sockets connecting, HELLOs out, waiting for every ACK */
+	EP_FORMING,    /* listener: waiting for the other sockets of this nonce */
+	EP_OPEN,       /* established */
+	EP_FAILED,     /* torn down: finishing transfers, closing sockets */
+};
+
+struct ferry__tcp_ep {
+	struct tcp_link link;		      /* ctx->eps, or listener->forming */
+	struct ferry__tcp_ctx *ctx;	      /* the context */
+	struct ferry__tcp_listener *listener; /* EP_FORMING: the listener that owns it */
+	struct ferry__tcp_ep_cbs cbs;	      /* callbacks (copied) */
+	void *arg;			      /* their argument */
+	enum tcp_ep_state state;	      /* see enum */
+	int reason;			      /* EP_FAILED: why */
+	uint64_t nonce;			      /* groups the sockets at the listener */
+	unsigned nsocks;		      /* sockets */
+	unsigned joined;		      /* FORMING: sockets joined; CONNECTING: ACKs */
+	unsigned busy;			      /* nesting of our entry points: no free inside */
+	unsigned timeout_ms;		      /* connect/forming deadline, for the log */
+	bool reported;			      /* on_connect(0) was delivered: on_close is due */
+	bool notified;			      /* the final on_connect/on_close was delivered */
+	bool destroyed;			      /* the owner let go: free when quiet */
+	bool no_zc;			      /* SEND_ZC unsupported here (Unix sockets) */
+	struct ferry__loop_timer timer;	      /* connect/forming deadline */
+	struct ferry__loop_timer kick;	      /* runs deferred work on the next pass */
+	struct ferry__hashmap expects;	      /* xfer id -> struct tcp_xfer * */
+	struct tcp_link rx_xfers;	      /* expected transfers */
+	struct tcp_link tx_xfers;	      /* transfers being sent, in order */
+	struct tcp_link ready;		      /* decided, nothing in flight: callback due */
+	struct tcp_link draining;	      /* decided, waiting for kernel requests */
+	unsigned next_tx_sock;		      /* round robin start for kicking sockets */
+	uint8_t *msg_buf;		      /* MSG payload being received */
+	size_t msg_cap;			      /* its size */
+	struct sockaddr_storage addr;	      /* connect: the peer */
+	socklen_t addr_len;		      /* its length */
+	char peer[64];			      /* the peer as text, for logs */
+	struct tcp_sock *socks[];	      /* nsocks sockets (NULL until joined) */
+};
+
+struct ferry__tcp_listener {
+	struct tcp_link link;		   /* ctx->listeners */
+	struct ferry__tcp_ctx *ctx;	   /* the context */
+	struct ferry__tcp_ep_cbs cbs;	   /* for accepted endpoints */
+	void *arg;			   /* their argument */
+	int fd;				   /* listening socket, -1 once closed */
+	uint16_t port;			   /* bound port */
+	bool destroyed;			   /* waiting for the accept to end */
+	bool busy;			   /* inside listener_destroy(): not freed meanwhile */
+	struct ferry__loop_req accept_req; /* multishot accept */
+	struct tcp_link pending;	   /* accepted sockets waiting for HELLO */
+	struct tcp_link forming;	   /* endpoints not complete yet */
+};
+
+struct ferry__tcp_ctx {
+	struct ferry__loop *loop;    /* everything runs on it */
+	uint8_t *token;		     /* copy of the token */
+	size_t token_size;	     /* its length */
+	uint32_t conns_per_peer;     /* sockets per connecting endpoint */
+	uint32_t chunk_size;	     /* DATA payload per frame */
+	uint32_t zc_threshold;	     /* SEND_ZC from this chunk size */
+	uint32_t max_msg;	     /* largest MSG */
+	uint32_t connect_timeout_ms; /* handshake deadline */
+	uint32_t op_timeout_ms;	     /* transfer deadline */
+	int sock_buf_bytes;	     /* SO_SNDBUF/SO_RCVBUF, 0 = kernel autotuning */
+	uint32_t flags;		     /* FERRY__TCP_* */
+	uint8_t *scratch;	     /* payloads nobody expects land here */
+	struct tcp_link eps;	     /* endpoints not forming */
+	struct tcp_link listeners;   /* listeners, live and dying */
+	unsigned live;		     /* eps + listeners + pending sockets not yet freed */
+	bool destroyed;		     /* freed by the last of them */
+};
+
+#define TCP_SCRATCH_SIZE (64u << 10)
+
+/* ---- tcp.c ---- */
+void ferry__tcp_ep_fail(struct ferry__tcp_ep *ep, int reason);
+void ferry__tcp_ep_settle(struct ferry__tcp_ep *ep);
+void ferry__tcp_ep_kick(struct ferry__tcp_ep *ep);
+void ferry__tcp_sock_shut(struct tcp_sock *sock);
+/* tcp.c: a receive on a socket that has no endpoint (HELLO) or is connecting (ACK) ended. */
+void ferry__tcp_handshake_rx(struct tcp_sock *sock, int result);
+void ferry__tcp_handshake_tx_done(struct tcp_sock *sock);
+
+/* ---- tcp_io.c ---- */
+/* Arm the receive of the next header. 0 or -errno (the caller fails the endpoint). */
+int ferry__tcp_rx_arm_hdr(struct tcp_sock *sock);
+/* Re-arm the receive of the rest of the current piece. 0 or -errno. */
+int ferry__tcp_rx_resume(struct tcp_sock *sock);
+/* Queue a control frame on @sock and start sending. 0, -ENOMEM. */
+int ferry__tcp_queue_frame(struct tcp_sock *sock, const struct ferry__tcp_hdr *h,
+			   const void *payload, size_t len);
+/* Start sending on every socket that is idle. */
+void ferry__tcp_tx_kick_all(struct ferry__tcp_ep *ep);
+/* Decide @x with @status: finish now if allowed and nothing is in flight, else defer. */
+void ferry__tcp_xfer_decide(struct tcp_xfer *x, int status);
+/* Finish every transfer on ep->ready (callbacks run). */
+void ferry__tcp_run_ready(struct ferry__tcp_ep *ep);
+/* Free queued control frames and the receive buffers of a socket. */
+void ferry__tcp_sock_release(struct tcp_sock *sock);
+/* True when no kernel request of @sock is pending (chunk notifications included). */
+bool ferry__tcp_sock_quiet(const struct tcp_sock *sock);
+/* True when no send stage, receive or connect is pending: the fd may be closed. */
+bool ferry__tcp_sock_closable(const struct tcp_sock *sock);
+
+/*
+ * ferry__tcp_ep_adopt() - an established endpoint over @n already connected stream sockets
+ * (socket i has index i), without a handshake: for tests and the fuzz target. Takes the fds on
+ * success. No on_connect is called; on_close follows when it fails. Returns 0, -EINVAL, -ENOMEM.
+ */
+int ferry__tcp_ep_adopt(struct ferry__tcp_ctx *ctx, const int *fds, unsigned n,
+			const struct ferry__tcp_ep_cbs *cbs, void *arg, struct ferry__tcp_ep **out);
+
+/* ferry__tcp_ep_socks() - sockets in the endpoint (tests). */
+unsigned ferry__tcp_ep_socks(const struct ferry__tcp_ep *ep);
+
+#endif
