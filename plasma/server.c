@@ -300,6 +300,10 @@ static void on_close(struct ferry__conn *conn, int err)
 {
 	struct ferry__plasma_pclient *c = ferry__conn_data(conn);
 
+	/* A connection closed by on_accept because its client state could not be allocated
+	 * never got a client: nothing to clean up. */
+	if (!c)
+		return;
 	if (c->slot != FERRY__PLASMA_NO_SLOT)
 		FLOG_INFO(comp, "server: client pid %d (slot %u) gone: %s", c->pid, c->slot,
 			  err ? ferry_strerror(err) : "closed");
