@@ -49,11 +49,12 @@ static int unpack_bytes(const void *data, size_t size, size_t n, bool flags,
 {
 	struct ferry__gcs_reader r = {data, size, 0};
 	struct ferry_gcs_bytes *v = ferry__calloc(1, (n ? n : 1) * sizeof(*v) + size);
-	uint8_t *pos = (uint8_t *)(v + (n ? n : 1));
+	uint8_t *pos;
 	int found = 0;
 
 	if (!v)
 		return -ENOMEM;
+	pos = (uint8_t *)(v + (n ? n : 1));
 	for (size_t i = 0; i < n && !r.err; i++) {
 		bool present = flags ? ferry__gcs_get_u8(&r) != 0 : true;
 		struct ferry__gcs_slice s = ferry__gcs_get_bytes(&r, size);
