@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "ftest.h"
+#include "ftest_loop.h"
 
 #define MSG_TYPE FERRY__WIRE_MSG_ERROR_REPLY
 
@@ -152,34 +153,6 @@ static inline struct ferry__loop *new_loop(void)
 
 	ftest_assert_ok(ferry__loop_create(NULL, &loop));
 	return loop;
-}
-
-struct until {
-	struct ferry__loop_timer timer; /* checks every ms */
-	bool (*cond)(void *arg);	/* done? */
-	void *arg;			/* its argument */
-};
-
-static inline void until_tick(struct ferry__loop_timer *t, int status)
-{
-	struct until *u = FERRY_CONTAINER_OF(t, struct until, timer);
-
-	ftest_assert_int_eq(status, 0);
-	if (u->cond(u->arg)) {
-		ftest_assert_ok(ferry__loop_timer_stop(t));
-		ferry__loop_stop(t->loop);
-	}
-}
-
-/* Run until @cond holds, checked every millisecond (the harness bounds the time). */
-static inline void run_until(struct ferry__loop *loop, bool (*cond)(void *arg), void *arg)
-{
-	struct until u = {.cond = cond, .arg = arg};
-
-	ftest_assert_ok(ferry__loop_timer_start(loop, &u.timer, 0, 1, until_tick));
-	ftest_assert_ok(ferry__loop_run(loop));
-	if (ferry__loop_timer_active(&u.timer))
-		ftest_assert_ok(ferry__loop_timer_stop(&u.timer));
 }
 
 /* A complete frame around message @seq, for raw sockets. Free with ferry__free. */

@@ -18,6 +18,7 @@
 #include "common/loop.h"
 #include "common/util.h"
 #include "ftest.h"
+#include "ftest_loop.h"
 #include "transport/tcp.h"
 #include "transport/tcp_int.h"
 
@@ -184,34 +185,6 @@ static inline void env_fini(struct env *e)
 {
 	ferry__tcp_ctx_destroy(e->ctx);
 	ferry__loop_destroy(e->loop);
-}
-
-struct until {
-	struct ferry__loop_timer timer; /* checks every ms */
-	bool (*cond)(void *arg);	/* done? */
-	void *arg;			/* its argument */
-};
-
-static inline void until_tick(struct ferry__loop_timer *t, int status)
-{
-	struct until *u = FERRY_CONTAINER_OF(t, struct until, timer);
-
-	ftest_assert_int_eq(status, 0);
-	if (u->cond(u->arg)) {
-		ftest_assert_ok(ferry__loop_timer_stop(t));
-		ferry__loop_stop(t->loop);
-	}
-}
-
-/* Run until @cond holds, checked every millisecond (the harness bounds the time). */
-static inline void run_until(struct ferry__loop *loop, bool (*cond)(void *arg), void *arg)
-{
-	struct until u = {.cond = cond, .arg = arg};
-
-	ftest_assert_ok(ferry__loop_timer_start(loop, &u.timer, 0, 1, until_tick));
-	ftest_assert_ok(ferry__loop_run(loop));
-	if (ferry__loop_timer_active(&u.timer))
-		ftest_assert_ok(ferry__loop_timer_stop(&u.timer));
 }
 
 static inline bool int_zero(void *arg)
