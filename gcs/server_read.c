@@ -70,6 +70,7 @@ static int read_keys(struct ferry__gcs_slice list, struct ferry__gcs_slice **key
 		(*keys)[i] = ferry__gcs_get_bytes(&r, FERRY__GCS_TEXT_MAX);
 	if (r.err || r.left) {
 		ferry__free(*keys);
+		*keys = NULL; /* callers free *keys whatever the result */
 		return -EPROTO;
 	}
 	return (int)n;
