@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "node/node.h"
+#include "transport/objmgr.h"
 
 #define COMP "node"
 
@@ -94,6 +95,8 @@ int main(int argc, char **argv)
 	const char *token_file = NULL;
 	char token[256], hex[FERRY_ID_HEX_MAX];
 	struct ferry__node *node;
+	const char *device;
+	unsigned transports;
 	sigset_t stop_sigs;
 	int ret, sig;
 
@@ -118,10 +121,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ferry_node_id_to_hex(ferry__node_id(node), hex, sizeof(hex));
-	/* auto has one outcome until the object manager pulls over RDMA: tcp, shm on this host */
-	printf("ferry-node ready id=%s address=%s socket=%s transport=%s\n", hex,
+	transports = ferry__objmgr_transports(ferry__node_objmgr(node));
+	device = ferry__objmgr_rdma_device(ferry__node_objmgr(node));
+	printf("ferry-node ready id=%s address=%s socket=%s transport=%s%s%s%s%s%s\n", hex,
 	       ferry__node_address(node), ferry__node_socket(node),
-	       opts.transport == FERRY__NODE_TRANSPORT_AUTO ? "auto:tcp+shm" : "tcp+shm");
+	       opts.transport == FERRY__NODE_TRANSPORT_AUTO ? "auto:" : "",
+	       transports & FERRY_GCS_TRANSPORT_RDMA ? "rdma(" : "", device ? device : "",
+	       transports & FERRY_GCS_TRANSPORT_RDMA ? ")+" : "", "tcp",
+	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "");
 	fflush(stdout);
 	sigwait(&stop_sigs, &sig);
 	FLOG_INFO(COMP, "signal %d: stopping", sig);

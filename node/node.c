@@ -286,13 +286,9 @@ static int check_opts(const struct ferry__node_opts *o)
 		FLOG_ERROR(COMP, "store socket path too long");
 		return -EINVAL;
 	}
-	if (o->transport == FERRY__NODE_TRANSPORT_RDMA) {
-		FLOG_ERROR(COMP,
-			   "--transport rdma: the object manager does not pull over RDMA yet");
-		return -EOPNOTSUPP;
-	}
 	if (o->transport != FERRY__NODE_TRANSPORT_AUTO &&
-	    o->transport != FERRY__NODE_TRANSPORT_TCP) {
+	    o->transport != FERRY__NODE_TRANSPORT_TCP &&
+	    o->transport != FERRY__NODE_TRANSPORT_RDMA) {
 		FLOG_ERROR(COMP, "unknown transport %d", (int)o->transport);
 		return -EINVAL;
 	}
@@ -316,9 +312,6 @@ static void set_opts(struct ferry__node *node, const struct ferry__node_opts *o)
 	node->opts.socket_path = node->socket_path;
 	if (!node->opts.heartbeat_ms)
 		node->opts.heartbeat_ms = 100;
-	if (o->transport == FERRY__NODE_TRANSPORT_AUTO)
-		FLOG_WARN(COMP, "transport auto: tcp (no RDMA pulls in this object manager yet), "
-				"shm with nodes on this host");
 }
 
 static int start_store(struct ferry__node *node)
@@ -362,6 +355,12 @@ static int start_objmgr(struct ferry__node *node)
 	oo.ip = node->opts.ip;
 	oo.port = node->opts.port;
 	oo.transports = FERRY_GCS_TRANSPORT_TCP | (node->opts.no_shm ? 0 : FERRY_GCS_TRANSPORT_SHM);
+	/* auto: RDMA where this host has a device for the address (the object manager logs the
+	 * outcome); rdma: a start without it fails. */
+	if (node->opts.transport != FERRY__NODE_TRANSPORT_TCP)
+		oo.transports |= FERRY_GCS_TRANSPORT_RDMA;
+	if (node->opts.transport == FERRY__NODE_TRANSPORT_AUTO)
+		oo.optional = FERRY_GCS_TRANSPORT_RDMA;
 	oo.timeout_ms = node->opts.pull_timeout_ms;
 	oo.max_bytes_in_flight = node->opts.max_bytes_in_flight;
 	ret = ferry__objmgr_create(&oo, &om);

@@ -20,9 +20,10 @@ struct ferry__objmgr;
 
 /* Transport choice (--transport). */
 enum ferry__node_transport {
-	FERRY__NODE_TRANSPORT_AUTO = 0, /* RDMA where a device reaches the peer, else TCP */
+	FERRY__NODE_TRANSPORT_AUTO = 0, /* RDMA if a device serves --ip, else without (logged) */
 	FERRY__NODE_TRANSPORT_TCP = 1,	/* TCP (+ shm with nodes on this host) */
-	FERRY__NODE_TRANSPORT_RDMA = 2, /* RDMA only */
+	FERRY__NODE_TRANSPORT_RDMA = 2, /* RDMA required (no device: the start fails); TCP and
+					 * shm are served too, for peers without RDMA */
 };
 
 /* Options; zeros are defaults except gcs_address and the token. */
@@ -47,7 +48,8 @@ struct ferry__node_opts {
 /*
  * ferry__node_start() - start a node: store, object manager, GCS client; register the node
  * (address, store capacity) and start heartbeating. Returns 0 and *@out, -EINVAL (bad options,
- * logged), -EOPNOTSUPP (transport rdma: not served yet), -EACCES / -ETIMEDOUT (the GCS), or
+ * logged), -ENODEV (transport rdma and no RDMA device serves the address), -EACCES /
+ * -ETIMEDOUT (the GCS), or
  * the store's / object manager's error.
  */
 int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **out);

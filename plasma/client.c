@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "plasma/client_arena.h"
 #include "plasma/client_int.h"
 
 static const char comp[] = "plasma";
@@ -563,4 +564,10 @@ int ferry_plasma_client_contains(struct ferry_plasma_client *c, const struct fer
 	if (!c || !id)
 		return -EINVAL;
 	return ferry__plasma_index_contains(&c->ix, id);
+}
+
+void ferry__plasma_client_arena(const struct ferry_plasma_client *c, void **base, uint64_t *size)
+{
+	*base = c->arena.base;
+	*size = c->arena.size;
 }

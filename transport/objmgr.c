@@ -88,27 +88,37 @@ static int node_address(struct ferry__objmgr *om, const struct ferry_node_id *no
 
 /* ---- admission ---- */
 
-static int admit(void *arg, uint64_t bytes)
+int ferry__objmgr_admit(struct ferry__objmgr *om, uint64_t bytes)
 {
-	struct ferry__objmgr *om = arg;
+	int ret;
 
 	pthread_mutex_lock(&om->lock);
 	while (om->stats.bytes_in_flight && om->stats.bytes_in_flight + bytes > om->max_in_flight &&
 	       !om->stopping)
 		pthread_cond_wait(&om->admit_cond, &om->lock);
-	om->stats.bytes_in_flight += bytes;
+	ret = om->stopping ? -ECANCELED : 0;
+	if (ret == 0) /* nothing is reserved for a caller that is told no */
+		om->stats.bytes_in_flight += bytes;
 	pthread_mutex_unlock(&om->lock);
-	return om->stopping ? -ECANCELED : 0;
+	return ret;
 }
 
-static void unadmit(void *arg, uint64_t bytes)
+void ferry__objmgr_unadmit(struct ferry__objmgr *om, uint64_t bytes)
 {
-	struct ferry__objmgr *om = arg;
-
 	pthread_mutex_lock(&om->lock);
 	om->stats.bytes_in_flight -= bytes;
 	pthread_cond_broadcast(&om->admit_cond);
 	pthread_mutex_unlock(&om->lock);
+}
+
+static int admit(void *arg, uint64_t bytes)
+{
+	return ferry__objmgr_admit(arg, bytes);
+}
+
+static void unadmit(void *arg, uint64_t bytes)
+{
+	ferry__objmgr_unadmit(arg, bytes);
 }
 
 /* ---- one pull ---- */
@@ -226,6 +236,18 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		res->transport = FERRY_GCS_TRANSPORT_SHM;
 		return ferry__shm_pull(&om->shm, a->shm_path, om->store, id, admit, unadmit, om,
 				       &res->bytes);
+	}
+	if (both & FERRY_GCS_TRANSPORT_RDMA) {
+		int ret;
+
+		res->transport = FERRY_GCS_TRANSPORT_RDMA;
+		ret = ferry__objmgr_rdma_pull(om, a, id, &res->bytes);
+		/* What TCP carries and RDMA does not (metadata over a message), or no RDMA path
+		 * to the node: the same node over TCP. Other errors end this location. */
+		if (!(ret == -EMSGSIZE || ret == -EHOSTUNREACH) ||
+		    !(both & FERRY_GCS_TRANSPORT_TCP))
+			return ret == -EMSGSIZE ? -E2BIG : ret;
+		FLOG_INFO(COMP, "RDMA pull from %s failed (%s): trying TCP", a->ip, strerror(-ret));
 	}
 	if (both & FERRY_GCS_TRANSPORT_TCP) {
 		res->transport = FERRY_GCS_TRANSPORT_TCP;
@@ -527,6 +549,11 @@ uint16_t ferry__objmgr_port(const struct ferry__objmgr *om)
 	return om->port;
 }
 
+unsigned ferry__objmgr_transports(const struct ferry__objmgr *om)
+{
+	return om->opts.transports;
+}
+
 uint64_t ferry__objmgr_store_capacity(const struct ferry__objmgr *om)
 {
 	return om->store_capacity;
@@ -541,6 +568,8 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 	snprintf(a.host, sizeof(a.host), "%s", om->host);
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_TCP)
 		a.tcp_port = om->port;
+	if (om->opts.transports & FERRY_GCS_TRANSPORT_RDMA)
+		a.rdma_port = om->rdma_port;
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_SHM)
 		snprintf(a.shm_path, sizeof(a.shm_path), "%s", om->store_socket);
 	return ferry__node_addr_format(&a, buf, size);
@@ -592,8 +621,14 @@ static void set_opts(struct ferry__objmgr *om, const struct ferry__objmgr_opts *
 	om->opts.store_socket = om->store_socket;
 	if (!om->opts.transports)
 		om->opts.transports = FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM;
-	/* RDMA pulls are not implemented here yet: never advertise or use them. */
-	om->opts.transports &= ~(unsigned)FERRY_GCS_TRANSPORT_RDMA;
+	if (!om->opts.rdma_chunk_bytes)
+		om->opts.rdma_chunk_bytes = 256u << 10;
+	if (!om->opts.rdma_depth)
+		om->opts.rdma_depth = 8;
+	if (!om->opts.rdma_qps)
+		om->opts.rdma_qps = 2;
+	if (om->opts.rdma_qps > 8)
+		om->opts.rdma_qps = 8;
 	if (!om->opts.chunk_bytes)
 		om->opts.chunk_bytes = 1u << 20;
 	if (om->opts.chunk_bytes > FERRY__OBJMGR_MAX_CHUNK)
@@ -658,6 +693,28 @@ static int start_threads(struct ferry__objmgr *om)
 	return 0;
 }
 
+/* RDMA where asked for; where it is optional and cannot be had here, without it (logged). */
+static int start_rdma(struct ferry__objmgr *om)
+{
+	int ret;
+
+	if (!(om->opts.transports & FERRY_GCS_TRANSPORT_RDMA))
+		return 0;
+	ret = ferry__objmgr_rdma_start(om);
+	if (ret == 0)
+		return 0;
+	/* Undo now: the loop has not run, so this thread may. */
+	ferry__objmgr_rdma_shutdown(om);
+	ferry__objmgr_rdma_free(om);
+	if (!(om->opts.optional & FERRY_GCS_TRANSPORT_RDMA)) {
+		FLOG_ERROR(COMP, "RDMA on %s: %s", om->ip, strerror(-ret));
+		return ret;
+	}
+	FLOG_WARN(COMP, "no RDMA on %s (%s): pulls use TCP/shm", om->ip, strerror(-ret));
+	om->opts.transports &= ~(unsigned)FERRY_GCS_TRANSPORT_RDMA;
+	return 0;
+}
+
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out)
 {
 	struct ferry__objmgr *om;
@@ -682,6 +739,9 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = ferry__objmgr_serve_start(om);
 	if (ret < 0)
 		goto err_destroy;
+	ret = start_rdma(om);
+	if (ret < 0)
+		goto err_destroy;
 	ret = start_threads(om);
 	if (ret < 0)
 		goto err_destroy;
@@ -704,6 +764,7 @@ static void loop_shutdown(void *arg, int status)
 {
 	(void)status;
 	ferry__objmgr_tcp_shutdown(arg);
+	ferry__objmgr_rdma_shutdown(arg);
 }
 
 void ferry__objmgr_stop(struct ferry__objmgr *om)
@@ -739,8 +800,10 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	 * loop is idle now, so this thread may end the engine, before the loop goes. */
 	if (om->tcp)
 		ferry__objmgr_tcp_shutdown(om);
+	ferry__objmgr_rdma_shutdown(om); /* idempotent */
 	ferry__loop_destroy(om->loop);
 	ferry__objmgr_tcp_free(om);
+	ferry__objmgr_rdma_free(om);
 	ferry__free(om->threads);
 	ferry_plasma_client_disconnect(om->store);
 	ferry__shm_peers_fini(&om->shm);

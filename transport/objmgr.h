@@ -2,7 +2,8 @@
 /*
  * The object manager: moves sealed objects store-to-store between nodes. It serves pulls of
  * its own store's objects to other nodes and pulls objects its node lacks from the nodes that
- * the GCS object directory lists, over shared memory (two stores on one host) or TCP.
+ * the GCS object directory lists, over shared memory (two stores on one host), RDMA (one-sided
+ * READs of the peer's registered arena) or TCP.
  *
  * Thread model: create/stop/destroy from one controlling thread. Every other function may be
  * called from any thread (not from inside a pull callback for the blocking ones). Pull
@@ -59,6 +60,13 @@ struct ferry__objmgr_opts {
 	const char *ip;		      /* listen and advertised address; NULL: 127.0.0.1 */
 	uint16_t port;		      /* TCP listen port; 0: any free port */
 	unsigned transports;	      /* FERRY_GCS_TRANSPORT_* served and used; 0: TCP | SHM */
+	unsigned optional;	      /* of those, bits dropped (logged) when they cannot be set
+				       * up here, e.g. RDMA without a device; else create fails */
+	uint16_t rdma_port;	      /* RDMA listen port; 0: any free port */
+	uint32_t rdma_chunk_bytes;    /* RDMA READ work request size; 0: 256 KiB */
+	uint32_t rdma_depth;	      /* READs in flight per object part; 0: 8 */
+	uint32_t rdma_qps;	      /* endpoints (QPs) per peer a large object is read over;
+				       * 0: 2, at most 8 */
 	uint32_t chunk_bytes;	      /* TCP engine data frame; 0: 1 MiB, at most 4 MiB */
 	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
 	uint32_t threads;	      /* pull threads; 0: 4 */
@@ -110,6 +118,10 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om);
 
 /* The TCP port it serves pulls on, and the own store's capacity in bytes. */
 uint16_t ferry__objmgr_port(const struct ferry__objmgr *om);
+/* FERRY_GCS_TRANSPORT_* it serves and uses (after optional ones were dropped). */
+unsigned ferry__objmgr_transports(const struct ferry__objmgr *om);
+/* The RDMA device in use ("rxe0"), or NULL without RDMA. */
+const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om);
 uint64_t ferry__objmgr_store_capacity(const struct ferry__objmgr *om);
 /* ferry__objmgr_address() - this node's address text (see struct ferry__node_addr) into
  * @buf. Returns its length or -ENOSPC. */
@@ -118,8 +130,9 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 /*
  * ferry__objmgr_pull() - make object @id local: nothing to do if it is sealed here already;
  * else look it up in the GCS directory, pull it from one of its locations (shm on the same
- * host first, then TCP; a large object over TCP in parts from up to 4 locations at once), seal it as a secondary copy and record the location in the directory
- * (before the callback). Concurrent pulls
+ * host first, then RDMA where both nodes have it, then TCP; a large object over TCP in parts
+ * from up to 4 locations at once, over RDMA in parts over several QPs), seal it as a secondary
+ * copy and record the location in the directory (before the callback). Concurrent pulls
  * of one object share one transfer. @cb(@arg, result) runs once on a pull thread, never from
  * inside this call. Returns 0, or -ENOMEM / -ECANCELED (stopping), with no callback then.
  * Result statuses: 0; -ENOENT not in the directory or at none of its locations; -ECONNRESET /

@@ -121,6 +121,8 @@ struct ferry__objmgr {
 	struct ferry__tcp_listener *listener; /* PullRequests from other nodes */
 	uint16_t port;			      /* its port */
 	struct ferry__objmgr_peer *peers;     /* outgoing connections */
+	struct ferry__objmgr_rdma *rdma;      /* RDMA side (objmgr_rdma.c); NULL: none */
+	uint16_t rdma_port;		      /* its listen port */
 	struct ferry__fb_builder fb;	      /* encodes requests */
 	struct ferry__fb_builder serve_fb;    /* encodes replies */
 	bool shut;			      /* loop side stopped: no new fetches */
@@ -168,5 +170,21 @@ void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om);
 void ferry__objmgr_tcp_free(struct ferry__objmgr *om);
 
 uint64_t ferry__objmgr_now_us(void);
+
+/* objmgr.c: the pull admission limit (pull thread): reserve @bytes, waiting while others are
+ * in flight and the sum would pass it. 0, or -ECANCELED (stopping: nothing reserved). */
+int ferry__objmgr_admit(struct ferry__objmgr *om, uint64_t bytes);
+void ferry__objmgr_unadmit(struct ferry__objmgr *om, uint64_t bytes);
+
+/* objmgr_rdma.c (objmgr_rdma_none.c without verbs). start: before the loop runs; -ENODEV
+ * where no RDMA device routes to the node's address. pull: a pull thread's whole data phase
+ * from @a (probe, create, READ, seal or abort); *@bytes = data + metadata on success. shutdown:
+ * on the loop at stop. free: after the loop is destroyed. */
+struct ferry__objmgr_rdma;
+int ferry__objmgr_rdma_start(struct ferry__objmgr *om);
+int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+			    const struct ferry_object_id *id, uint64_t *bytes);
+void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om);
+void ferry__objmgr_rdma_free(struct ferry__objmgr *om);
 
 #endif

@@ -76,6 +76,12 @@ struct tt_proc tt_gcs_start(void)
 
 struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const char *name)
 {
+	return tt_node_proc_start_ex(gcs_port, memory, name, "tcp", "127.0.0.1");
+}
+
+struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, const char *name,
+				     const char *transport, const char *ip)
+{
 	const char *bin = getenv("FERRY_NODE_BIN");
 	struct tt_proc p = {0};
 	char gcs[64], line[512];
@@ -86,9 +92,10 @@ struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const c
 	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", gcs_port);
 	snprintf(p.socket, sizeof(p.socket), "%s/%s.sock", ftest_tmpdir(), name);
 	{
-		const char *argv[] = {bin,	    "--gcs",	   gcs,	   "--token-file",
-				      token_file(), "--memory",	   memory, "--socket",
-				      p.socket,	    "--transport", "tcp",  NULL};
+		const char *argv[] = {bin,	    "--gcs",	   gcs,	      "--token-file",
+				      token_file(), "--memory",	   memory,    "--socket",
+				      p.socket,	    "--transport", transport, "--ip",
+				      ip,	    NULL};
 
 		p.pid = spawn(argv, line, sizeof(line));
 	}
@@ -114,6 +121,14 @@ void tt_proc_signal(struct tt_proc *p, int sig)
 struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				  uint32_t timeout_ms)
 {
+	return tt_node_start_ex(gcs_port, memory_mib, no_shm, timeout_ms, FERRY__NODE_TRANSPORT_TCP,
+				NULL);
+}
+
+struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
+				     uint32_t timeout_ms, enum ferry__node_transport transport,
+				     const char *ip)
+{
 	static unsigned counter;
 	struct ferry__node_opts o = {0};
 	struct ferry__node *node = NULL;
@@ -125,7 +140,8 @@ struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool n
 	o.token = TT_TOKEN;
 	o.token_len = strlen(TT_TOKEN);
 	o.memory_bytes = (uint64_t)memory_mib << 20;
-	o.transport = FERRY__NODE_TRANSPORT_TCP;
+	o.transport = transport;
+	o.ip = ip;
 	o.no_shm = no_shm;
 	o.socket_path = sock;
 	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;

@@ -32,6 +32,9 @@ struct tt_proc tt_gcs_start(void);
 /* Start ferry-node (FERRY_NODE_BIN) against @gcs_port with @memory ("256M") and a store
  * socket named @name in the test's directory. */
 struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const char *name);
+/* The same with --transport @transport and --ip @ip. */
+struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, const char *name,
+				     const char *transport, const char *ip);
 /* Send @sig and, for SIGTERM/SIGKILL, reap it. */
 void tt_proc_signal(struct tt_proc *p, int sig);
 
@@ -39,6 +42,10 @@ void tt_proc_signal(struct tt_proc *p, int sig);
  * (0: default). */
 struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				  uint32_t timeout_ms);
+/* The same with a transport choice and a serving address (NULL: 127.0.0.1). */
+struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
+				     uint32_t timeout_ms, enum ferry__node_transport transport,
+				     const char *ip);
 /* A test-side GCS client. */
 struct ferry_gcs_client *tt_gcs_client(uint16_t gcs_port);
 

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The object manager over RDMA, as it runs: a real ferry-gcs, nodes serving on the soft-RoCE
+ * address (embedded, or ferry-node processes for the kill cases). Objects of 0 B to 64 MiB move
+ * byte-exact by RDMA READ from the source's registered arena; concurrent pulls move once; an
+ * absent object is -ENOENT; a full store -ENOSPC with nothing left behind; a source killed
+ * mid-READ ends in -ECONNRESET (or success if it finished first) with no half object; a puller
+ * killed mid-READ does not leave its pin on the source. Where no RDMA device exists, each case
+ * skips with the reason (run the suite through tools/softroce-vm).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plasma/store.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/transport/transport_util.h"
+#include "tests/rdma/rdma_util.h"
+
+static const uint64_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
+
+static struct ferry__node *rdma_node(uint16_t gcs_port, unsigned memory_mib)
+{
+	return tt_node_start_ex(gcs_port, memory_mib, true, 0, FERRY__NODE_TRANSPORT_RDMA, rt_ip());
+}
+
+FTEST(sizes_over_rdma)
+{
+	struct tt_proc gcs;
+	struct ferry__node *a, *b;
+	struct ferry_object_id ids[5];
+	struct ferry__objmgr_stats st;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = rdma_node(gcs.port, 160);
+	b = rdma_node(gcs.port, 160);
+	ftest_assert_true(ferry__objmgr_transports(ferry__node_objmgr(a)) &
+			  FERRY_GCS_TRANSPORT_RDMA);
+	ftest_assert_ptr_notnull(strstr(ferry__node_address(a), "rdma="));
+	for (size_t i = 0; i < 5; i++) {
+		ferry_object_id_random(&ids[i]);
+		tt_put(ferry__node_socket(a), &ids[i], sizes[i], i);
+	}
+	ftest_assert_ok(ferry__node_sync(a));
+	for (size_t i = 0; i < 5; i++) {
+		struct ferry__objmgr_result res;
+
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[i], &res));
+		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
+		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(res.bytes, sizes[i] + 3);
+		tt_check(ferry__node_socket(b), &ids[i], sizes[i], i);
+		ftest_log("%llu bytes over rdma in %llu us", (unsigned long long)sizes[i],
+			  (unsigned long long)res.micros);
+	}
+	ferry__objmgr_get_stats(ferry__node_objmgr(a), &st);
+	ftest_assert_uint_eq(st.requests_served, 5);
+	ftest_assert_uint_eq(st.requests_refused, 0);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+struct puller {
+	struct ferry__objmgr *om;	 /* where */
+	struct ferry_object_id id;	 /* what */
+	struct ferry__objmgr_result res; /* how it went */
+};
+
+static void *pull_main(void *arg)
+{
+	struct puller *p = arg;
+
+	(void)ferry__objmgr_pull_wait(p->om, &p->id, &p->res);
+	return NULL;
+}
+
+FTEST(concurrent_pulls_read_once)
+{
+	struct tt_proc gcs;
+	struct ferry__node *a, *b;
+	struct ferry__objmgr_stats sa, sb;
+	struct puller p[6];
+	pthread_t t[6];
+	struct ferry_object_id id;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = rdma_node(gcs.port, 64);
+	b = rdma_node(gcs.port, 64);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 8u << 20, 3);
+	ftest_assert_ok(ferry__node_sync(a));
+	for (int i = 0; i < 6; i++) {
+		p[i].om = ferry__node_objmgr(b);
+		p[i].id = id;
+		ftest_assert_ok(pthread_create(&t[i], NULL, pull_main, &p[i]));
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		ftest_assert_ok(p[i].res.status);
+	}
+	tt_check(ferry__node_socket(b), &id, 8u << 20, 3);
+	ferry__objmgr_get_stats(ferry__node_objmgr(a), &sa);
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &sb);
+	/* One probe served; 8 MiB read once (over two QPs), whatever joined or found it local. */
+	ftest_assert_uint_eq(sa.requests_served, 1);
+	ftest_assert_uint_eq(sb.pulls_ok, sb.pulls_started);
+	ftest_assert_uint_eq(sb.bytes_pulled, (8u << 20) + 3);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+FTEST(absent_and_full)
+{
+	struct tt_proc gcs;
+	struct ferry__node *a, *b;
+	struct ferry_gcs_client *c;
+	struct ferry__objmgr_stats st;
+	struct ferry_object_id absent, big;
+	struct ferry_worker_id owner;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = rdma_node(gcs.port, 96);
+	b = rdma_node(gcs.port, 16);
+	c = tt_gcs_client(gcs.port);
+	/* Listed at A but not there: the probe is refused with -ENOENT, nothing created. */
+	ferry_object_id_random(&absent);
+	memset(&owner, 7, sizeof(owner));
+	ftest_assert_ok(ferry_gcs_object_add(c, &absent, &owner, ferry__node_id(a), 1 << 20));
+	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &absent, ferry__node_id(a), 1 << 20),
+			    1);
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &absent, NULL), -ENOENT);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &absent), 0);
+	/* Larger than B's whole store. */
+	ferry_object_id_random(&big);
+	tt_put(ferry__node_socket(a), &big, 48u << 20, 4);
+	ftest_assert_ok(ferry__node_sync(a));
+	ftest_assert_int_lt(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &big, NULL), 0);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &big), 0);
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &st);
+	ftest_assert_uint_eq(st.bytes_in_flight, 0);
+	/* The probe that was refused by B's store still released A's pin: A can delete it now
+	 * and it is gone at once (a pinned object's delete is deferred). */
+	{
+		struct ferry_plasma_client *pc;
+		struct ferry_plasma_connect_opts co = {.name = "test"};
+
+		ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pc));
+		for (int i = 0; i < 200 && tt_present(ferry__node_socket(a), &big); i++) {
+			(void)ferry_plasma_client_delete(pc, &big, 1, NULL);
+			usleep(10000);
+		}
+		ftest_assert_int_eq(tt_present(ferry__node_socket(a), &big), 0);
+		ferry_plasma_client_disconnect(pc);
+	}
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+struct killer {
+	struct ferry__objmgr *watch; /* whose stats tell the moment */
+	bool puller_side;	     /* watch the puller's in-flight bytes, else requests served */
+	pid_t victim;		     /* to kill */
+};
+
+static void *kill_main(void *arg)
+{
+	struct killer *k = arg;
+	struct ferry__objmgr_stats st;
+
+	for (int i = 0; i < 200000; i++) {
+		ferry__objmgr_get_stats(k->watch, &st);
+		if (k->puller_side ? st.bytes_in_flight > 0 || st.pulls_ok + st.pulls_failed > 0
+				   : st.requests_served > 0)
+			break;
+		usleep(200);
+	}
+	usleep(100000); /* into the READs: 64 MiB take seconds on soft-RoCE */
+	kill(k->victim, SIGKILL);
+	return NULL;
+}
+
+FTEST(source_killed_mid_read)
+{
+	struct tt_proc gcs, a;
+	struct ferry__node *b;
+	struct ferry_gcs_client *c;
+	struct ferry__objmgr_result res;
+	struct ferry__objmgr_stats st;
+	struct killer k;
+	struct ferry_object_id id;
+	pthread_t t;
+	int ret, status;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = tt_node_proc_start_ex(gcs.port, "160M", "a", "rdma", rt_ip());
+	b = rdma_node(gcs.port, 160);
+	c = tt_gcs_client(gcs.port);
+	ferry_object_id_random(&id);
+	tt_put(a.socket, &id, 64u << 20, 11);
+	tt_wait_location(c, &id, 1);
+	k.watch = ferry__node_objmgr(b);
+	k.puller_side = true;
+	k.victim = a.pid;
+	ftest_assert_ok(pthread_create(&t, NULL, kill_main, &k));
+	ret = ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res);
+	pthread_join(t, NULL);
+	waitpid(a.pid, &status, 0);
+	ftest_log("pull with its source killed: %s", ret ? strerror(-ret) : "finished first");
+	if (ret == 0) {
+		tt_check(ferry__node_socket(b), &id, 64u << 20, 11);
+	} else {
+		ftest_assert_errno(ret, -ECONNRESET);
+		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+	}
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &st);
+	ftest_assert_uint_eq(st.bytes_in_flight, 0);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* The puller dies while READing: the source releases its pin at the endpoint's close (long
+ * before the pin deadline of twice the 30 s pull timeout). */
+FTEST(puller_killed_mid_read_releases_pin)
+{
+	struct tt_proc gcs, b;
+	struct ferry__node *a;
+	struct ferry_plasma_client *pa, *pb;
+	struct ferry_plasma_connect_opts co = {.name = "test"};
+	struct ferry_plasma_view v;
+	struct killer k;
+	struct ferry_object_id id;
+	pthread_t t;
+	int status;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = rdma_node(gcs.port, 160);
+	b = tt_node_proc_start_ex(gcs.port, "160M", "b", "rdma", rt_ip());
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 64u << 20, 12);
+	ftest_assert_ok(ferry__node_sync(a));
+	k.watch = ferry__node_objmgr(a);
+	k.puller_side = false;
+	k.victim = b.pid;
+	ftest_assert_ok(pthread_create(&t, NULL, kill_main, &k));
+	/* A get on B's store misses and starts the pull; it ends when B dies. */
+	ftest_assert_ok(ferry_plasma_client_connect(b.socket, &co, &pb));
+	(void)ferry_plasma_client_get(pb, &id, 1, 60000, &v);
+	pthread_join(t, NULL);
+	waitpid(b.pid, &status, 0);
+	ferry_plasma_client_disconnect(pb);
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
+	ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));
+	for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), &id); i++)
+		usleep(10000);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
+	ferry_plasma_client_disconnect(pa);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* A node asked for RDMA on an address no device serves refuses to start; auto starts without
+ * RDMA and says so in its transports. (Runs anywhere: 127.0.0.1 is never an RDMA device.) */
+FTEST(transport_choice_without_device)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node_opts o = {0};
+	struct ferry__node *node = NULL, *autonode;
+	char addr[64];
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", gcs.port);
+	o.gcs_address = addr;
+	o.token = TT_TOKEN;
+	o.token_len = strlen(TT_TOKEN);
+	o.memory_bytes = 16u << 20;
+	o.transport = FERRY__NODE_TRANSPORT_RDMA;
+	o.ip = "127.0.0.1";
+	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
+	ftest_assert_errno(ferry__node_start(&o, &node), -ENODEV);
+	ftest_assert_ptr_null(node);
+	autonode = tt_node_start_ex(gcs.port, 16, false, 0, FERRY__NODE_TRANSPORT_AUTO, NULL);
+	ftest_assert_uint_eq(ferry__objmgr_transports(ferry__node_objmgr(autonode)),
+			     FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM);
+	ftest_assert_ptr_null(strstr(ferry__node_address(autonode), "rdma="));
+	ferry__node_stop(autonode);
+	tt_proc_signal(&gcs, SIGTERM);
+}

@@ -1,0 +1,939 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * RDMA pulls and serving for the object manager, over the RDMA engine (transport/rdma.h) on
+ * the object manager's io_uring loop: the store's whole arena (this node's client mapping of
+ * it) is registered once, remote-read only; a puller READs an object straight from the
+ * server's arena into its own newly created object.
+ *
+ * DESIGN
+ * - Driving. The engine is a readiness-driven state machine: its two fds (rdma_cm events and
+ *   the CQ completion channel) are watched with multishot polls on the loop, and a timer covers
+ *   its deadlines. drive() runs ferry__rdma_progress() until the engine has nothing due; it is
+ *   called after every entry from outside the engine (a poll, the timer, a posted fetch).
+ *   Calls made from inside engine callbacks only ask for one more round (no re-entry).
+ * - Protocol (control messages are SEND/RECV: the same 8-byte prefix + FlatBuffer as TCP).
+ *   The puller sends PullRequest{xfer, id, want_inline, len = inline limit}. The server pins
+ *   the object and answers PullReply: with the whole object inline when data + metadata fit
+ *   the limit (one round trip, pin released at once); else with data_size, metadata,
+ *   rdma_addr and rkey, keeping the pin under (endpoint, xfer). The puller creates the object
+ *   unsealed, READs [rdma_addr, +data_size) into it in pipelined chunks, over one or several
+ *   endpoints (QPs) to the server, and sends PullDone{xfer}, which releases the pin.
+ * - Pins never outlive their reason: PullDone, the endpoint's close (a puller that died or
+ *   disconnected), or a pin deadline (a puller alive but silent) release them; the server
+ *   holds at most MAX_PINS per endpoint and refuses more with -EBUSY. The server never writes
+ *   remote memory: the region has no remote-write access.
+ * - Pull steps (struct rfetch) are made by a pull thread, handed to the loop with
+ *   ferry__loop_post(), and waited for; the loop never touches a step after marking it done.
+ *   A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
+ *   destroying the QP stops them), which ends every READ on it with -ECANCELED before the
+ *   puller aborts and frees its half-written object.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "plasma/client_arena.h"
+#include "transport/objmgr_int.h"
+#include "transport/rdma.h"
+
+#define COMP "objmgr"
+
+/* A control message: a whole small object plus its reply fits. */
+#define MSG_SIZE (72u << 10)
+/* Data + metadata bytes a reply carries inline; larger objects are READ. */
+#define INLINE_MAX (64u << 10)
+/* Pins one puller endpoint may hold at once. */
+#define MAX_PINS 4096
+/* Endpoints (QPs) per peer; objects from SPLIT_MIN bytes on are READ over all of them. */
+#define MAX_QPS 8
+#define SPLIT_MIN (4u << 20)
+
+enum rstep {
+	STEP_PROBE, /* PullRequest: the reply, inline data or (addr, rkey) */
+	STEP_READ,  /* READ [roff, +len) into dst */
+	STEP_DONE,  /* send PullDone (release the server's pin) */
+};
+
+struct rpeer;
+
+/* One step of a pull, on the pull thread's stack, run on the loop. */
+struct rfetch {
+	struct ferry__objmgr *om;	   /* owner */
+	enum rstep step;		   /* what to do */
+	struct ferry_object_id id;	   /* the object */
+	char ip[48];			   /* the server */
+	uint16_t port;			   /* its RDMA port */
+	unsigned qp;			   /* which of its endpoints */
+	uint64_t xfer;			   /* PROBE: ours; READ/DONE: the pin's */
+	uint64_t gen;			   /* PROBE: its endpoint's; READ (qp 0)/DONE: must match */
+	uint8_t *dst;			   /* READ: where */
+	uint64_t raddr;			   /* READ: remote address */
+	uint32_t rkey;			   /* READ: remote key */
+	uint64_t len;			   /* READ: bytes */
+	struct rpeer *peer;		   /* attached to */
+	struct rfetch *next_on_peer;	   /* peer's list */
+	struct ferry__loop_timer deadline; /* the step's */
+	bool started;			   /* request sent / READ posted */
+	bool reading;			   /* a READ callback is owed */
+	int fail_status;		   /* reading: the status to report at the callback */
+	/* PROBE results (heap; the pull thread frees them). */
+	uint64_t data_size;	/* the object's size */
+	uint8_t *metadata;	/* its metadata */
+	uint32_t metadata_size; /* bytes */
+	uint8_t *data;		/* inline: the whole data */
+	bool inline_all;	/* data holds every byte */
+	int status;		/* result */
+	bool done;		/* the loop is finished with it */
+	pthread_cond_t cond;	/* signalled at done (om->lock) */
+};
+
+/* An endpoint to another node's RDMA port. */
+struct rpeer {
+	struct ferry__objmgr_rdma *r; /* owner */
+	char key[72];		      /* "ip:port#qp" */
+	struct ferry__rdma_ep *ep;    /* NULL once gone */
+	bool up;		      /* established */
+	uint64_t gen;		      /* tells a reconnected endpoint from the one that pinned */
+	struct rfetch *fetches;	      /* steps on it */
+	uint64_t next_xfer;	      /* ids of our requests */
+	struct rpeer *next;	      /* r->peers */
+};
+
+/* A pin held for a puller until its PullDone. */
+struct rpin {
+	uint64_t xfer;		       /* the puller's id */
+	uint64_t expires_ms;	       /* released then at the latest */
+	struct ferry_plasma_view view; /* the pinned object */
+	struct rpin *next;	       /* list */
+};
+
+/* A puller's endpoint, accepted by our listener. */
+struct rserve {
+	struct ferry__objmgr_rdma *r; /* owner */
+	struct ferry__rdma_ep *ep;    /* the endpoint */
+	struct rpin *pins;	      /* held for it */
+	unsigned npins;		      /* in the list */
+	struct rserve *next;	      /* r->served */
+};
+
+struct ferry__objmgr_rdma {
+	struct ferry__objmgr *om;	       /* owner */
+	struct ferry__rdma_ctx *ctx;	       /* device, PD, CQ, the arena's MR */
+	struct ferry__rdma_listener *listener; /* pullers connect here */
+	struct ferry__loop_req cm_poll;	       /* rdma_cm event fd */
+	struct ferry__loop_req cq_poll;	       /* completion channel fd */
+	struct ferry__loop_timer tick;	       /* engine deadlines */
+	struct ferry__loop_timer sweep;	       /* pin deadlines */
+	bool driving;			       /* inside drive() */
+	bool again;			       /* drive once more */
+	bool shut;			       /* shutdown began */
+	struct rpeer *peers;		       /* outgoing endpoints */
+	struct rserve *served;		       /* accepted endpoints */
+	uint64_t next_gen;		       /* of the next rpeer */
+	struct ferry__fb_builder fb;	       /* loop thread's messages */
+};
+
+static void drive(struct ferry__objmgr_rdma *r);
+
+/* ---- messages ---- */
+
+/* Send the message just built in r->fb, with the prefix, as one control message. */
+static int send_built(struct ferry__rdma_ep *ep, struct ferry__fb_builder *b, uint16_t type)
+{
+	uint8_t *p = ferry__fb_builder_headroom(b);
+
+	if (!ferry__fb_builder_data(b))
+		return -EINVAL;
+	memset(p, 0, FERRY__OBJMGR_PREFIX);
+	ferry__fb_store_u16(p, type);
+	return ferry__rdma_send(ep, p, FERRY__OBJMGR_PREFIX + ferry__fb_builder_size(b));
+}
+
+static int send_done(struct ferry__objmgr_rdma *r, struct ferry__rdma_ep *ep, uint64_t xfer)
+{
+	struct ferry__wire_pull_done m = {.xfer = xfer};
+	int ret = ferry__wire_pull_done_build(&r->fb, &m);
+
+	return ret < 0 ? ret : send_built(ep, &r->fb, FERRY__WIRE_MSG_PULL_DONE);
+}
+
+/* ---- serving ---- */
+
+static void pin_release(struct ferry__objmgr_rdma *r, struct rpin *p)
+{
+	(void)ferry_plasma_client_release(r->om->store, &p->view);
+	ferry__free(p);
+}
+
+static void serve_free(struct rserve *s)
+{
+	struct ferry__objmgr_rdma *r = s->r;
+	struct rpin *p;
+
+	for (struct rserve **pp = &r->served; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	while ((p = s->pins)) {
+		s->pins = p->next;
+		pin_release(r, p);
+	}
+	ferry__rdma_ep_destroy(s->ep);
+	ferry__free(s);
+}
+
+/* The reply to a verified PullRequest; @pin is set when the object stays pinned. */
+static int build_reply(struct rserve *s, const void *req, struct ferry_plasma_view *view,
+		       int status, bool *keep)
+{
+	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(req);
+	struct ferry__wire_pull_reply m;
+	uint64_t addr;
+	uint32_t rkey;
+
+	memset(&m, 0, sizeof(m));
+	*keep = false;
+	if (status == 0 && ferry__wire_pull_request_offset(v) != 0)
+		status = -EINVAL; /* RDMA probes ask for the object from its start */
+	if (status == 0 && view->metadata_size > INLINE_MAX)
+		status = -E2BIG; /* the puller falls back to TCP, which carries it */
+	if (status == 0 && s->npins >= MAX_PINS &&
+	    view->data_size + view->metadata_size > INLINE_MAX)
+		status = -EBUSY;
+	m.xfer = ferry__wire_pull_request_xfer(v);
+	m.status = status;
+	if (status < 0)
+		return ferry__wire_pull_reply_build(&s->r->fb, &m);
+	m.data_size = view->data_size;
+	m.metadata = view->metadata;
+	m.metadata_count = view->metadata_size;
+	if (ferry__wire_pull_request_want_inline(v) &&
+	    view->data_size + view->metadata_size <= INLINE_MAX &&
+	    view->data_size <= ferry__wire_pull_request_len(v)) {
+		m.data = view->data;
+		m.data_count = view->data_size;
+	} else {
+		ferry__rdma_ctx_region(s->r->ctx, &addr, &rkey);
+		/* The arena is registered at our mapping's addresses: the view's pointer is the
+		 * remote address. */
+		m.rdma_addr = (uint64_t)(uintptr_t)view->data;
+		m.rdma_rkey = rkey;
+		*keep = true;
+	}
+	return ferry__wire_pull_reply_build(&s->r->fb, &m);
+}
+
+static void serve_request(struct rserve *s, const void *payload)
+{
+	struct ferry__objmgr *om = s->r->om;
+	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(payload);
+	struct ferry_object_id id = ferry__wire_pull_request_object_id(v);
+	struct ferry_plasma_view view = {0};
+	struct rpin *pin = NULL;
+	bool keep;
+	int status, ret;
+
+	status = ferry_plasma_client_get(om->store, &id, 1, 0, &view);
+	status = status == -ETIMEDOUT ? -ENOENT : status;
+	ret = build_reply(s, payload, &view, status, &keep);
+	if (ret == 0 && keep) {
+		pin = ferry__calloc(1, sizeof(*pin));
+		ret = pin ? 0 : -ENOMEM;
+	}
+	if (ret == 0)
+		ret = send_built(s->ep, &s->r->fb, FERRY__WIRE_MSG_PULL_REPLY);
+	if (ret == 0 && pin) {
+		pin->xfer = ferry__wire_pull_request_xfer(v);
+		pin->view = view;
+		pin->expires_ms = ferry__loop_now_ms() + 2ull * om->opts.timeout_ms;
+		pin->next = s->pins;
+		s->pins = pin;
+		s->npins++;
+	} else {
+		ferry__free(pin);
+		if (status == 0)
+			(void)ferry_plasma_client_release(om->store, &view);
+	}
+	pthread_mutex_lock(&om->lock);
+	om->stats.requests_served++;
+	om->stats.requests_refused += status < 0;
+	om->stats.bytes_served += status < 0 ? 0 : view.data_size;
+	pthread_mutex_unlock(&om->lock);
+	if (ret < 0) {
+		FLOG_WARN(COMP, "cannot answer an RDMA pull: %s", strerror(-ret));
+		serve_free(s);
+	}
+}
+
+static void serve_done(struct rserve *s, const void *payload)
+{
+	uint64_t xfer = ferry__wire_pull_done_xfer(ferry__wire_pull_done_root_verified(payload));
+
+	for (struct rpin **pp = &s->pins; *pp; pp = &(*pp)->next) {
+		struct rpin *p = *pp;
+
+		if (p->xfer == xfer) {
+			*pp = p->next;
+			s->npins--;
+			pin_release(s->r, p);
+			return;
+		}
+	}
+	FLOG_DEBUG(COMP, "PullDone for an unknown transfer %llu", (unsigned long long)xfer);
+}
+
+static void serve_message(struct ferry__rdma_ep *ep, const void *buf, size_t len, void *arg)
+{
+	struct rserve *s = arg;
+	const void *payload;
+	size_t plen;
+	uint16_t type;
+
+	(void)ep;
+	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
+	    ferry__objmgr_request_check(type, payload, plen) < 0) {
+		FLOG_WARN(COMP, "malformed RDMA request from a puller: closing");
+		serve_free(s);
+		return;
+	}
+	if (type == FERRY__WIRE_MSG_PULL_REQUEST)
+		serve_request(s, payload);
+	else
+		serve_done(s, payload);
+}
+
+static void serve_close(struct ferry__rdma_ep *ep, int reason, void *arg)
+{
+	struct rserve *s = arg;
+
+	(void)ep;
+	if (s->npins)
+		FLOG_INFO(COMP, "a puller's RDMA endpoint closed (%s): releasing %u pins",
+			  strerror(-reason), s->npins);
+	serve_free(s);
+}
+
+static void serve_accept(struct ferry__rdma_ep *ep, int status, void *arg)
+{
+	struct ferry__objmgr_rdma *r = arg;
+	struct rserve *s;
+
+	if (status < 0)
+		return;
+	s = ferry__calloc(1, sizeof(*s));
+	if (!s) {
+		FLOG_WARN(COMP, "no memory for an RDMA puller: closing it");
+		ferry__rdma_ep_destroy(ep);
+		return;
+	}
+	s->r = r;
+	s->ep = ep;
+	s->next = r->served;
+	r->served = s;
+	ferry__rdma_ep_set_arg(ep, s);
+}
+
+static const struct ferry__rdma_ep_cbs serve_cbs = {
+	.on_connect = serve_accept,
+	.on_message = serve_message,
+	.on_close = serve_close,
+};
+
+/* Pins of pullers that stay connected but never said done: released at their deadline. */
+static void sweep_pins(struct ferry__loop_timer *t, int status)
+{
+	struct ferry__objmgr_rdma *r = t->data;
+	uint64_t now = ferry__loop_now_ms();
+
+	if (status < 0)
+		return;
+	for (struct rserve *s = r->served; s; s = s->next) {
+		for (struct rpin **pp = &s->pins; *pp;) {
+			struct rpin *p = *pp;
+
+			if (p->expires_ms > now) {
+				pp = &p->next;
+				continue;
+			}
+			FLOG_WARN(COMP, "an RDMA puller held a pin past its deadline: released");
+			*pp = p->next;
+			s->npins--;
+			pin_release(r, p);
+		}
+	}
+}
+
+/* ---- pulling: steps on the loop ---- */
+
+static void fetch_detach(struct rfetch *f)
+{
+	struct rpeer *peer = f->peer;
+
+	if (!peer)
+		return;
+	for (struct rfetch **pp = &peer->fetches; *pp; pp = &(*pp)->next_on_peer) {
+		if (*pp == f) {
+			*pp = f->next_on_peer;
+			break;
+		}
+	}
+	f->peer = NULL;
+}
+
+/* Hand the step back to its pull thread. */
+static void fetch_finish(struct rfetch *f, int status)
+{
+	struct ferry__objmgr *om = f->om;
+
+	(void)ferry__loop_timer_stop(&f->deadline);
+	fetch_detach(f);
+	pthread_mutex_lock(&om->lock);
+	f->status = status;
+	f->done = true;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&om->lock);
+}
+
+/* Fail a step; a posted READ finishes it from its callback (which the caller forces by
+ * destroying the endpoint). */
+static void fetch_fail(struct rfetch *f, int status)
+{
+	if (f->reading) {
+		if (!f->fail_status)
+			f->fail_status = status;
+		fetch_detach(f);
+		return;
+	}
+	fetch_finish(f, status);
+}
+
+static void peer_drop(struct rpeer *peer, int reason)
+{
+	struct ferry__objmgr_rdma *r = peer->r;
+	struct ferry__rdma_ep *ep = peer->ep;
+	struct rfetch *f;
+
+	for (struct rpeer **pp = &r->peers; *pp; pp = &(*pp)->next) {
+		if (*pp == peer) {
+			*pp = peer->next;
+			break;
+		}
+	}
+	while ((f = peer->fetches))
+		fetch_fail(f, reason);
+	peer->ep = NULL;
+	ferry__rdma_ep_destroy(ep); /* READs still posted call back with -ECANCELED now */
+	ferry__free(peer);
+}
+
+static void read_done(void *arg, int status)
+{
+	struct rfetch *f = arg;
+
+	f->reading = false;
+	if (f->fail_status)
+		status = f->fail_status;
+	else if (status == -ECANCELED && !f->om->rdma->shut)
+		status = -ECONNRESET;
+	else if (status == -EFAULT || status == -EIO)
+		status = -ECONNRESET; /* the endpoint is torn down; another source may work */
+	fetch_finish(f, status);
+}
+
+static int fetch_go(struct rfetch *f)
+{
+	struct ferry__objmgr_rdma *r = f->om->rdma;
+	struct rpeer *peer = f->peer;
+	struct ferry__wire_pull_request m = {0};
+	int ret;
+
+	f->started = true;
+	switch (f->step) {
+	case STEP_PROBE:
+		m.xfer = f->xfer = ++peer->next_xfer;
+		m.object_id = f->id;
+		m.len = INLINE_MAX;
+		m.want_inline = true;
+		ret = ferry__wire_pull_request_build(&r->fb, &m);
+		return ret < 0 ? ret : send_built(peer->ep, &r->fb, FERRY__WIRE_MSG_PULL_REQUEST);
+	case STEP_READ:
+		ret = ferry__rdma_read(peer->ep, f->dst, f->raddr, f->rkey, f->len,
+				       f->om->opts.rdma_chunk_bytes, f->om->opts.rdma_depth,
+				       read_done, f);
+		f->reading = ret == 0;
+		return ret;
+	case STEP_DONE:
+		ret = send_done(r, peer->ep, f->xfer);
+		fetch_finish(f, ret);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* A probe's reply: copy what the pull thread needs. */
+static int take_probe(struct rfetch *f, struct ferry__wire_pull_reply_view v)
+{
+	uint32_t mlen = ferry__wire_pull_reply_metadata_count(v);
+	uint32_t n = ferry__wire_pull_reply_data_count(v);
+
+	f->data_size = ferry__wire_pull_reply_data_size(v);
+	f->metadata_size = mlen;
+	f->inline_all = n == f->data_size;
+	if (n && !f->inline_all)
+		return -EPROTO; /* a part inline: not what we asked for */
+	f->raddr = ferry__wire_pull_reply_rdma_addr(v);
+	f->rkey = ferry__wire_pull_reply_rdma_rkey(v);
+	if (!f->inline_all && (!f->raddr || f->raddr > UINT64_MAX - f->data_size))
+		return -EPROTO;
+	if (mlen && !(f->metadata = ferry__malloc(mlen)))
+		return -ENOMEM;
+	if (n && !(f->data = ferry__malloc(n)))
+		return -ENOMEM;
+	if (mlen)
+		memcpy(f->metadata, ferry__wire_pull_reply_metadata_data(v), mlen);
+	if (n)
+		memcpy(f->data, ferry__wire_pull_reply_data_data(v), n);
+	return 0;
+}
+
+static void peer_message(struct ferry__rdma_ep *ep, const void *buf, size_t len, void *arg)
+{
+	struct rpeer *peer = arg;
+	struct ferry__wire_pull_reply_view v;
+	const void *payload;
+	size_t plen;
+	uint16_t type;
+	uint64_t xfer;
+	int32_t status;
+
+	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
+	    type != FERRY__WIRE_MSG_PULL_REPLY) {
+		FLOG_WARN(COMP, "%s: unexpected or malformed message", peer->key);
+		peer_drop(peer, -EPROTO);
+		return;
+	}
+	v = ferry__wire_pull_reply_root_verified(payload);
+	xfer = ferry__wire_pull_reply_xfer(v);
+	status = ferry__wire_pull_reply_status(v);
+	for (struct rfetch *f = peer->fetches; f; f = f->next_on_peer) {
+		if (f->step != STEP_PROBE || !f->started || f->xfer != xfer)
+			continue;
+		/* -EMSGSIZE: the metadata does not fit a message here (TCP carries it). */
+		if (status < 0)
+			fetch_finish(f, status == -ENOENT || status == -EBUSY ? status
+					: status == -E2BIG		      ? -EMSGSIZE
+									      : -ECONNRESET);
+		else
+			fetch_finish(f, take_probe(f, v));
+		return;
+	}
+	/* Nobody waits for it (cannot happen while steps end only with their endpoint): a pin
+	 * taken for it must not stay. */
+	if (status == 0 && ferry__wire_pull_reply_rdma_addr(v))
+		(void)send_done(peer->r, ep, xfer);
+}
+
+static void peer_close(struct ferry__rdma_ep *ep, int reason, void *arg)
+{
+	struct rpeer *peer = arg;
+
+	(void)ep;
+	FLOG_INFO(COMP, "RDMA endpoint to %s closed: %s", peer->key, strerror(-reason));
+	peer_drop(peer, reason == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET);
+}
+
+static void peer_connect(struct ferry__rdma_ep *ep, int status, void *arg)
+{
+	struct rpeer *peer = arg;
+	struct rfetch *f, *next;
+	int ret;
+
+	(void)ep;
+	if (status < 0) {
+		/* -EHOSTUNREACH: no RDMA path to it (the caller may try TCP). */
+		FLOG_INFO(COMP, "cannot connect over RDMA to %s: %s", peer->key, strerror(-status));
+		peer_drop(peer, status == -ETIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH);
+		return;
+	}
+	peer->up = true;
+	for (f = peer->fetches; f; f = next) {
+		next = f->next_on_peer;
+		if (!f->started && (ret = fetch_go(f)) < 0)
+			fetch_fail(f, ret);
+	}
+}
+
+static const struct ferry__rdma_ep_cbs peer_cbs = {
+	.on_connect = peer_connect,
+	.on_message = peer_message,
+	.on_close = peer_close,
+};
+
+static struct rpeer *peer_find(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
+			       unsigned qp)
+{
+	char key[72];
+
+	snprintf(key, sizeof(key), "%s:%u#%u", ip, port, qp);
+	for (struct rpeer *peer = r->peers; peer; peer = peer->next)
+		if (!strcmp(peer->key, key))
+			return peer;
+	return NULL;
+}
+
+static int peer_get(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port, unsigned qp,
+		    struct rpeer **out)
+{
+	struct rpeer *peer = peer_find(r, ip, port, qp);
+	int ret;
+
+	if (peer) {
+		*out = peer;
+		return 0;
+	}
+	peer = ferry__calloc(1, sizeof(*peer));
+	if (!peer)
+		return -ENOMEM;
+	peer->r = r;
+	peer->gen = ++r->next_gen;
+	snprintf(peer->key, sizeof(peer->key), "%s:%u#%u", ip, port, qp);
+	ret = ferry__rdma_connect(r->ctx, ip, port, r->om->opts.timeout_ms, &peer_cbs, peer,
+				  &peer->ep);
+	if (ret < 0) {
+		ferry__free(peer);
+		return ret;
+	}
+	peer->next = r->peers;
+	r->peers = peer;
+	*out = peer;
+	return 0;
+}
+
+static void fetch_timeout(struct ferry__loop_timer *t, int status)
+{
+	struct rfetch *f = t->data;
+	struct ferry__objmgr_rdma *r = f->om->rdma;
+
+	if (status < 0)
+		return;
+	FLOG_WARN(COMP, "RDMA pull from %s:%u timed out", f->ip, f->port);
+	if (f->peer)
+		peer_drop(f->peer, -ETIMEDOUT);
+	else
+		fetch_fail(f, -ETIMEDOUT);
+	drive(r);
+}
+
+static void fetch_start(void *arg, int status)
+{
+	struct rfetch *f = arg;
+	struct ferry__objmgr_rdma *r = f->om->rdma;
+	struct rpeer *peer;
+	int ret = status < 0 ? status : r->shut ? -ECANCELED : 0;
+
+	if (ret == 0 && (f->step == STEP_PROBE || f->qp > 0)) {
+		ret = peer_get(r, f->ip, f->port, f->qp, &peer);
+	} else if (ret == 0) {
+		/* READ part 0 and PullDone must use the endpoint that took the pin: a new one
+		 * means the server released it, and the bytes may no longer be the object's. */
+		peer = peer_find(r, f->ip, f->port, 0);
+		ret = peer && peer->gen == f->gen ? 0 : -ECONNRESET;
+	}
+	if (ret < 0) {
+		fetch_finish(f, ret == -ECANCELED ? ret : -ECONNRESET);
+		return;
+	}
+	if (f->step == STEP_PROBE)
+		f->gen = peer->gen;
+	f->peer = peer;
+	f->next_on_peer = peer->fetches;
+	peer->fetches = f;
+	f->deadline.data = f;
+	(void)ferry__loop_timer_start(f->om->loop, &f->deadline, f->om->opts.timeout_ms, 0,
+				      fetch_timeout);
+	if (peer->up && (ret = fetch_go(f)) < 0)
+		fetch_fail(f, ret);
+	drive(r);
+}
+
+/* ---- pulling: the pull thread's side ---- */
+
+/* Run steps @f[0..@n) on the loop at once and wait for all. */
+static void run_steps(struct ferry__objmgr *om, struct rfetch *f, unsigned n)
+{
+	unsigned posted = 0;
+	int ret;
+
+	pthread_mutex_lock(&om->lock);
+	ret = om->stopping ? -ECANCELED : 0;
+	pthread_mutex_unlock(&om->lock);
+	for (unsigned i = 0; i < n; i++) {
+		f[i].om = om;
+		f[i].status = ret;
+		pthread_cond_init(&f[i].cond, NULL);
+		if (ret == 0 && ferry__loop_post(om->loop, fetch_start, &f[i]) == 0)
+			posted = i + 1;
+		else
+			f[i].status = ret = ret < 0 ? ret : -ECANCELED;
+	}
+	pthread_mutex_lock(&om->lock);
+	for (unsigned i = 0; i < posted; i++)
+		while (!f[i].done)
+			pthread_cond_wait(&f[i].cond, &om->lock);
+	pthread_mutex_unlock(&om->lock);
+	for (unsigned i = 0; i < n; i++)
+		pthread_cond_destroy(&f[i].cond);
+}
+
+static void step_init(struct rfetch *f, const struct rfetch *probe, enum rstep step, unsigned qp)
+{
+	memset(f, 0, sizeof(*f));
+	f->step = step;
+	f->id = probe->id;
+	memcpy(f->ip, probe->ip, sizeof(f->ip));
+	f->port = probe->port;
+	f->qp = qp;
+	f->xfer = probe->xfer;
+	f->gen = probe->gen;
+	f->raddr = probe->raddr;
+	f->rkey = probe->rkey;
+}
+
+/* READ the whole object into @dst: over every QP at once when it is large. */
+static int read_all(struct ferry__objmgr *om, const struct rfetch *probe, uint8_t *dst)
+{
+	struct rfetch parts[MAX_QPS];
+	uint64_t size = probe->data_size, step;
+	unsigned n = size >= SPLIT_MIN ? om->opts.rdma_qps : 1, i;
+	int ret = 0;
+
+	step = (size / n + 65535) & ~(uint64_t)65535; /* 64 KiB-aligned parts */
+	for (i = 0; i < n && i * step < size; i++) {
+		uint64_t end = i + 1 == n || (i + 1) * step > size ? size : (i + 1) * step;
+
+		/* Part 0 goes over the endpoint that holds the pin: if it dies, the pin goes
+		 * and so does the pull (no part may then report success). */
+		step_init(&parts[i], probe, STEP_READ, i);
+		parts[i].dst = dst + i * step;
+		parts[i].raddr = probe->raddr + i * step;
+		parts[i].len = end - i * step;
+	}
+	run_steps(om, parts, i);
+	for (unsigned k = 0; k < i; k++)
+		if (parts[k].status < 0 && (ret == 0 || ret == -ECONNRESET))
+			ret = parts[k].status;
+	return ret;
+}
+
+int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+			    const struct ferry_object_id *id, uint64_t *bytes)
+{
+	struct rfetch probe, done;
+	uint64_t total = 0;
+	bool admitted = false;
+	void *dst = NULL;
+	int ret;
+
+	memset(&probe, 0, sizeof(probe));
+	probe.step = STEP_PROBE;
+	probe.id = *id;
+	snprintf(probe.ip, sizeof(probe.ip), "%s", a->ip);
+	probe.port = a->rdma_port;
+	run_steps(om, &probe, 1);
+	ret = probe.status;
+	if (ret < 0)
+		goto out_free;
+	total = probe.data_size + probe.metadata_size;
+	ret = ferry__objmgr_admit(om, total);
+	admitted = ret == 0;
+	if (ret == 0)
+		ret = ferry_plasma_client_create_ex(om->store, id, probe.data_size, probe.metadata,
+						    probe.metadata_size,
+						    FERRY_PLASMA_CREATE_SECONDARY, &dst);
+	if (ret == 0 && probe.inline_all && probe.data_size)
+		memcpy(dst, probe.data, probe.data_size);
+	else if (ret == 0 && !probe.inline_all)
+		ret = read_all(om, &probe, dst);
+	if (!probe.inline_all) {
+		/* Release the server's pin, whatever happened here. If the endpoint that took
+		 * it is gone, the pin went with it, maybe before a part on another QP finished
+		 * reading: then the bytes cannot be trusted. */
+		step_init(&done, &probe, STEP_DONE, 0);
+		run_steps(om, &done, 1);
+		if (ret == 0 && done.status < 0)
+			ret = done.status;
+	}
+	if (dst) {
+		ret = ret == 0 ? ferry_plasma_client_seal(om->store, id) : ret;
+		if (ret < 0)
+			(void)ferry_plasma_client_abort(om->store, id);
+	}
+	if (ret == 0)
+		*bytes = total;
+	if (admitted)
+		ferry__objmgr_unadmit(om, total);
+out_free:
+	ferry__free(probe.metadata);
+	ferry__free(probe.data);
+	return ret;
+}
+
+/* ---- driving the engine on the loop ---- */
+
+static void drive(struct ferry__objmgr_rdma *r)
+{
+	int t = 0, n;
+
+	if (!r->ctx)
+		return;
+	if (r->driving) {
+		r->again = true;
+		return;
+	}
+	r->driving = true;
+	for (unsigned round = 0; round < 64; round++) {
+		r->again = false;
+		n = ferry__rdma_progress(r->ctx);
+		if (n < 0)
+			FLOG_ERROR(COMP, "RDMA event channel failed: %s", strerror(-n));
+		t = ferry__rdma_ctx_timeout_ms(r->ctx);
+		if (t != 0 && !r->again)
+			break;
+	}
+	r->driving = false;
+	if (t >= 0 && !r->shut)
+		(void)ferry__loop_timer_start(r->om->loop, &r->tick, (uint64_t)t, 0, r->tick.cb);
+	else
+		(void)ferry__loop_timer_stop(&r->tick);
+}
+
+static void on_tick(struct ferry__loop_timer *t, int status)
+{
+	if (status == 0)
+		drive(t->data);
+}
+
+static void on_ready(struct ferry__loop_req *req, int result)
+{
+	struct ferry__objmgr_rdma *r = req->data;
+
+	if (r->shut)
+		return;
+	drive(r);
+	if (result < 0 || !ferry__loop_req_pending(req)) { /* the kernel ended the multishot */
+		int cm_fd, cq_fd, ret;
+
+		ferry__rdma_ctx_fds(r->ctx, &cm_fd, &cq_fd);
+		ret = ferry__loop_poll(r->om->loop, req, req == &r->cm_poll ? cm_fd : cq_fd, POLLIN,
+				       true, on_ready);
+		if (ret < 0)
+			FLOG_ERROR(COMP, "cannot watch the RDMA fds again: %s", strerror(-ret));
+	}
+}
+
+static int arm_polls(struct ferry__objmgr_rdma *r)
+{
+	int cm_fd, cq_fd, ret;
+
+	ferry__rdma_ctx_fds(r->ctx, &cm_fd, &cq_fd);
+	r->cm_poll.data = r;
+	r->cq_poll.data = r;
+	ret = ferry__loop_poll(r->om->loop, &r->cm_poll, cm_fd, POLLIN, true, on_ready);
+	if (ret == 0)
+		ret = ferry__loop_poll(r->om->loop, &r->cq_poll, cq_fd, POLLIN, true, on_ready);
+	return ret;
+}
+
+/* ---- life cycle ---- */
+
+int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
+{
+	struct ferry__rdma_ctx_opts o = {0};
+	struct ferry__objmgr_rdma *r;
+	void *base;
+	uint64_t size;
+	int ret;
+
+	r = ferry__calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->om = om;
+	om->rdma = r;
+	ferry__plasma_client_arena(om->store, &base, &size);
+	o.ip = om->ip;
+	o.region = base;
+	o.region_size = size;
+	o.token = om->token;
+	o.token_size = om->opts.token_len;
+	o.msg_size = MSG_SIZE;
+	o.connect_timeout_ms = om->opts.timeout_ms;
+	o.op_timeout_ms = om->opts.timeout_ms;
+	o.max_reads = 2 * om->opts.rdma_depth;
+	ret = ferry__rdma_ctx_create(&o, &r->ctx);
+	if (ret < 0)
+		return ret; /* the caller logs: -ENODEV is expected where there is no device */
+	ret = ferry__rdma_listen(r->ctx, om->ip, om->opts.rdma_port, &serve_cbs, r, &r->listener);
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "cannot listen for RDMA on %s:%u: %s", om->ip, om->opts.rdma_port,
+			   strerror(-ret));
+		return ret;
+	}
+	om->rdma_port = ferry__rdma_listener_port(r->listener);
+	r->tick.data = r;
+	r->tick.cb = on_tick;
+	r->sweep.data = r;
+	ret = arm_polls(r);
+	if (ret == 0)
+		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000, sweep_pins);
+	if (ret < 0)
+		return ret;
+	FLOG_INFO(COMP, "RDMA on %s (%s:%u), arena of %llu MiB registered once",
+		  ferry__rdma_ctx_device(r->ctx), om->ip, om->rdma_port,
+		  (unsigned long long)(size >> 20));
+	return 0;
+}
+
+const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om)
+{
+	return om->rdma && om->rdma->ctx ? ferry__rdma_ctx_device(om->rdma->ctx) : NULL;
+}
+
+void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
+{
+	struct ferry__objmgr_rdma *r = om->rdma;
+
+	if (!r || r->shut)
+		return;
+	r->shut = true;
+	(void)ferry__loop_timer_stop(&r->tick);
+	(void)ferry__loop_timer_stop(&r->sweep);
+	if (ferry__loop_req_pending(&r->cm_poll))
+		(void)ferry__loop_cancel(&r->cm_poll);
+	if (ferry__loop_req_pending(&r->cq_poll))
+		(void)ferry__loop_cancel(&r->cq_poll);
+	while (r->peers)
+		peer_drop(r->peers, -ECANCELED);
+	while (r->served)
+		serve_free(r->served);
+	ferry__rdma_listener_destroy(r->listener);
+	r->listener = NULL;
+}
+
+void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
+{
+	struct ferry__objmgr_rdma *r = om->rdma;
+
+	if (!r)
+		return;
+	/* The loop is gone: no poll can still name the fds the context closes. */
+	ferry__rdma_ctx_destroy(r->ctx);
+	ferry__fb_builder_fini(&r->fb);
+	ferry__free(r);
+	om->rdma = NULL;
+}

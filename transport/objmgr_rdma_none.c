@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The object manager's RDMA side in a build without libibverbs/librdmacm: there is never a
+ * device, so an RDMA transport that was asked for is refused (or dropped when optional).
+ */
+#include <errno.h>
+
+#include "transport/objmgr_int.h"
+
+int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
+{
+	(void)om;
+	return -ENODEV;
+}
+
+int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+			    const struct ferry_object_id *id, uint64_t *bytes)
+{
+	(void)om, (void)a, (void)id, (void)bytes;
+	return -EHOSTUNREACH;
+}
+
+const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om)
+{
+	(void)om;
+	return NULL;
+}
+
+void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
+{
+	(void)om;
+}
+
+void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
+{
+	(void)om;
+}
