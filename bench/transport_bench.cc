@@ -233,7 +233,7 @@ void BM_transport_pull(benchmark::State &state, unsigned transports)
 	}
 	Pair *p = pair_for(transports, ip);
 	if (!p && transports == FERRY_GCS_TRANSPORT_RDMA) {
-		// Today's object manager refuses an RDMA-only node: say so rather than just EINVAL.
+		// An RDMA node that cannot start (no device serves the address): say so.
 		state.SkipWithError(("no RDMA pulls: " + g_pair_error).c_str());
 		return;
 	}
@@ -243,7 +243,7 @@ void BM_transport_pull(benchmark::State &state, unsigned transports)
 	}
 	if (transports == FERRY_GCS_TRANSPORT_RDMA &&
 	    !strstr(ferry__embed_node_address(p->a()), "rdma=")) {
-		state.SkipWithError("the object manager serves no RDMA pulls yet");
+		state.SkipWithError("node A advertises no RDMA port");
 		return;
 	}
 	g_run++;

@@ -107,12 +107,14 @@ void ferry__embed_gcs_stop(struct ferry__embed_gcs *g)
 
 /* ---- nodes ---- */
 
-/* The embed's transport mask as the node's choice: RDMA alone is RDMA; TCP without SHM is TCP
+/* The embed's transport mask as the node's choice: RDMA alone is RDMA (no shm); TCP without SHM is TCP
  * with shm turned off; anything with SHM is TCP (shm with nodes on this host); 0 is auto. */
 static void node_transport(unsigned transports, struct ferry__node_opts *no)
 {
 	if (transports == FERRY_GCS_TRANSPORT_RDMA) {
+		/* Nodes of one process share a host: without this, shm would win over RDMA. */
 		no->transport = FERRY__NODE_TRANSPORT_RDMA;
+		no->no_shm = 1;
 	} else if (transports) {
 		no->transport = FERRY__NODE_TRANSPORT_TCP;
 		no->no_shm = !(transports & FERRY_GCS_TRANSPORT_SHM);
