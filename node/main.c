@@ -23,7 +23,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: ferry-node --gcs HOST:PORT --token-file F [--memory SIZE]\n"
 			"                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
-			"                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n");
+			"                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
+			"                  [--rdma-port P] [--rdma-busy-poll on|off]\n");
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -73,6 +74,10 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		o->spill_dir = v;
 	else if (!strcmp(a, "--node-id-file"))
 		o->node_id_file = v;
+	else if (!strcmp(a, "--rdma-port"))
+		return parse_port(v, &o->rdma_port);
+	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
+		o->rdma_busy_poll = !strcmp(v, "on");
 	else
 		return -EINVAL;
 	return 0;

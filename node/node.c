@@ -362,6 +362,8 @@ static int start_objmgr(struct ferry__node *node)
 	if (node->opts.transport == FERRY__NODE_TRANSPORT_AUTO)
 		oo.optional = FERRY_GCS_TRANSPORT_RDMA;
 	oo.timeout_ms = node->opts.pull_timeout_ms;
+	oo.rdma_port = node->opts.rdma_port;
+	oo.rdma_busy_poll = node->opts.rdma_busy_poll;
 	oo.max_bytes_in_flight = node->opts.max_bytes_in_flight;
 	ret = ferry__objmgr_create(&oo, &om);
 	if (ret < 0)

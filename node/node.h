@@ -36,6 +36,8 @@ struct ferry__node_opts {
 	unsigned no_shm;		      /* 1: never pull over shm (tests of TCP) */
 	const char *ip;			      /* address to serve and advertise; NULL: 127.0.0.1 */
 	uint16_t port;			      /* object manager port; 0: any free one */
+	uint16_t rdma_port;		      /* RDMA listen port; 0: any free one */
+	int rdma_busy_poll;		      /* 1: spin on the CQ while READs are in flight */
 	const char *socket_path;	      /* store socket; NULL: a fresh one under $TMPDIR */
 	const char *spill_dir;		      /* spill primaries there; NULL: never */
 	const char *node_id_file;     /* keep the node id there across restarts; NULL: new */

@@ -67,6 +67,8 @@ struct ferry__objmgr_opts {
 	uint32_t rdma_depth;	      /* READs in flight per object part; 0: 8 */
 	uint32_t rdma_qps;	      /* endpoints (QPs) per peer a large object is read over;
 				       * 0: 2, at most 8 */
+	int rdma_busy_poll;	      /* spin on the CQ while READs are in flight (latency for
+				       * a core); 0: sleep on the completion channel */
 	uint32_t chunk_bytes;	      /* TCP engine data frame; 0: 1 MiB, at most 4 MiB */
 	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
 	uint32_t threads;	      /* pull threads; 0: 4 */

@@ -875,6 +875,7 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	o.connect_timeout_ms = om->opts.timeout_ms;
 	o.op_timeout_ms = om->opts.timeout_ms;
 	o.max_reads = 2 * om->opts.rdma_depth;
+	o.busy_poll = om->opts.rdma_busy_poll;
 	ret = ferry__rdma_ctx_create(&o, &r->ctx);
 	if (ret < 0)
 		return ret; /* the caller logs: -ENODEV is expected where there is no device */
