@@ -41,8 +41,13 @@ const char TOKEN[] = "ferry-bench-transport";
 
 bool g_1gib = false; // --1gib: 1 GiB objects too (stores sized for them)
 
+// FERRY_BENCH_STORE_MIB overrides: the soft-RoCE VM has 2 GiB for both stores and the kernel.
 uint64_t store_bytes()
 {
+	const char *env = getenv("FERRY_BENCH_STORE_MIB");
+
+	if (env && atoi(env) > 0)
+		return (uint64_t)atoi(env) * MiB;
 	return g_1gib ? 2560 * MiB : 1152 * MiB;
 }
 

@@ -156,6 +156,11 @@ int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_
  */
 int ferry__objmgr_publish(struct ferry__objmgr *om, const struct ferry_object_id *id);
 
+/* Test hook: ferry__rdma_inject_fault() (enum ferry__rdma_fault @fault on the READ completion
+ * @nth from now) on this object manager's RDMA engine, run on its loop; waits for it. 0, or
+ * -ENODEV (no RDMA here). */
+int ferry__objmgr_rdma_inject_fault(struct ferry__objmgr *om, int fault, unsigned nth);
+
 /* ferry__objmgr_get_stats() - a snapshot of the counters. */
 void ferry__objmgr_get_stats(struct ferry__objmgr *om, struct ferry__objmgr_stats *out);
 

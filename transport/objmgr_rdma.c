@@ -938,3 +938,50 @@ void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
 	ferry__free(r);
 	om->rdma = NULL;
 }
+
+/* ---- test hook ---- */
+
+struct inject {
+	struct ferry__objmgr *om; /* whose engine */
+	int fault;		  /* enum ferry__rdma_fault */
+	unsigned nth;		  /* which completion */
+	int status;		  /* result */
+	bool done;		  /* the loop ran it (om->lock) */
+	pthread_cond_t cond;	  /* signalled at done */
+};
+
+static void inject_on_loop(void *arg, int status)
+{
+	struct inject *in = arg;
+	struct ferry__objmgr_rdma *r = in->om->rdma;
+
+	if (status == 0 && r && r->ctx && !r->shut)
+		ferry__rdma_inject_fault(r->ctx, (enum ferry__rdma_fault)in->fault, in->nth);
+	else
+		status = status < 0 ? status : -ENODEV;
+	pthread_mutex_lock(&in->om->lock);
+	in->status = status;
+	in->done = true;
+	pthread_cond_signal(&in->cond);
+	pthread_mutex_unlock(&in->om->lock);
+}
+
+int ferry__objmgr_rdma_inject_fault(struct ferry__objmgr *om, int fault, unsigned nth)
+{
+	struct inject in = {.om = om, .fault = fault, .nth = nth};
+	int ret;
+
+	if (!om->rdma)
+		return -ENODEV;
+	pthread_cond_init(&in.cond, NULL);
+	ret = ferry__loop_post(om->loop, inject_on_loop, &in);
+	if (ret == 0) {
+		pthread_mutex_lock(&om->lock);
+		while (!in.done)
+			pthread_cond_wait(&in.cond, &om->lock);
+		pthread_mutex_unlock(&om->lock);
+		ret = in.status;
+	}
+	pthread_cond_destroy(&in.cond);
+	return ret;
+}

@@ -35,3 +35,9 @@ void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
 {
 	(void)om;
 }
+
+int ferry__objmgr_rdma_inject_fault(struct ferry__objmgr *om, int fault, unsigned nth)
+{
+	(void)om, (void)fault, (void)nth;
+	return -ENODEV;
+}

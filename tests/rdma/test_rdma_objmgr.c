@@ -270,6 +270,72 @@ FTEST(puller_killed_mid_read_releases_pin)
 	tt_proc_signal(&gcs, SIGTERM);
 }
 
+/* A READ that completes in error (injected) ends the attempt at that source: the pull goes on
+ * at the next location and the copy is whole. */
+FTEST(read_error_fails_over)
+{
+	struct tt_proc gcs;
+	struct ferry__node *a1, *a2, *b;
+	struct ferry_gcs_client *c;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a1 = rdma_node(gcs.port, 32);
+	a2 = rdma_node(gcs.port, 32);
+	b = rdma_node(gcs.port, 32);
+	c = tt_gcs_client(gcs.port);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a1), &id, 3u << 20, 31);
+	tt_put(ferry__node_socket(a2), &id, 3u << 20, 31);
+	ftest_assert_ok(ferry__node_sync(a1));
+	ftest_assert_ok(ferry__node_sync(a2));
+	tt_wait_location(c, &id, 2);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(ferry__node_objmgr(b),
+							FERRY__RDMA_FAULT_FAIL_READ, 0));
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+	ftest_assert_uint_eq(res.attempts, 2);
+	ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
+	tt_check(ferry__node_socket(b), &id, 3u << 20, 31);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a2);
+	ferry__node_stop(a1);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* A READ whose completion never comes (injected): the deadline ends the pull with -ETIMEDOUT,
+ * the half object is gone, and the next pull from the same source works on a new endpoint. */
+FTEST(lost_completion_times_out)
+{
+	struct tt_proc gcs;
+	struct ferry__node *a, *b;
+	struct ferry__objmgr_stats st;
+	struct ferry_object_id id, id2;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = rdma_node(gcs.port, 32);
+	b = tt_node_start_ex(gcs.port, 32, true, 3000, FERRY__NODE_TRANSPORT_RDMA, rt_ip());
+	ferry_object_id_random(&id);
+	ferry_object_id_random(&id2);
+	tt_put(ferry__node_socket(a), &id, 1u << 20, 32);
+	tt_put(ferry__node_socket(a), &id2, 1u << 20, 33);
+	ftest_assert_ok(ferry__node_sync(a));
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(ferry__node_objmgr(b),
+							FERRY__RDMA_FAULT_DROP_READ, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL), -ETIMEDOUT);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &st);
+	ftest_assert_uint_eq(st.bytes_in_flight, 0);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id2, NULL));
+	tt_check(ferry__node_socket(b), &id2, 1u << 20, 33);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
 /* A node asked for RDMA on an address no device serves refuses to start; auto starts without
  * RDMA and says so in its transports. (Runs anywhere: 127.0.0.1 is never an RDMA device.) */
 FTEST(transport_choice_without_device)
