@@ -334,13 +334,21 @@ static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
 	return ret;
 }
 
-/* Before the waiters hear: once told, a caller may delete the copy, and the store's removal
- * (the node's on_removed -> remove_location) must not race ahead of this record. */
+void (*ferry__objmgr_sealed_hook)(struct ferry__objmgr *om, const struct ferry_object_id *id);
+
+/*
+ * Record a pulled copy without a node (tests, tools): before the waiters hear, so that a
+ * caller's later look-up finds it. Inside a node (opts.node_records_copies) the node does it
+ * from the store's on_sealed hook instead, on its directory thread, in the order the store saw
+ * the seal and the removal: a record made here, beside the store's event stream, could land
+ * after the removal of a copy deleted or evicted meanwhile (or one whose delete the store read
+ * before the seal notice, which then reports neither) and stay listed for good.
+ */
 static void record_copy(struct ferry__objmgr *om, const struct ferry__objmgr_result *res)
 {
 	int r;
 
-	if (res->status < 0 || !res->transport || !om->opts.gcs)
+	if (res->status < 0 || !res->transport || !om->opts.gcs || om->opts.node_records_copies)
 		return;
 	r = ferry_gcs_object_add_location(om->opts.gcs, &res->id, &om->opts.node_id, 0);
 	if (r < 0)
@@ -394,6 +402,8 @@ static void *pull_thread(void *arg)
 		res.status = om->stopping ? -ECANCELED : pull_once(om, &p->id, &res);
 		if (res.status < 0)
 			res.bytes = 0;
+		if (res.status == 0 && res.transport && ferry__objmgr_sealed_hook)
+			ferry__objmgr_sealed_hook(om, &res.id);
 		record_copy(om, &res);
 		finish(om, p, &res);
 	}

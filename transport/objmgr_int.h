@@ -169,4 +169,9 @@ void ferry__objmgr_tcp_free(struct ferry__objmgr *om);
 
 uint64_t ferry__objmgr_now_us(void);
 
+/* Tests only: when set, called on the pull thread right after a pull sealed its copy, before
+ * anything records it or any callback runs (to delete or evict the copy at that point). */
+extern void (*ferry__objmgr_sealed_hook)(struct ferry__objmgr *om,
+					 const struct ferry_object_id *id);
+
 #endif
