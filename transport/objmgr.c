@@ -311,10 +311,69 @@ static int try_locations(struct ferry__objmgr *om, const struct ferry_object_id 
 	return ret;
 }
 
+/* A result after which no other location can help. */
+static bool pull_final(int r)
+{
+	return r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED ||
+	       r == -EEXIST;
+}
+
+/* Drop from @info's locations those in @tried[0..@ntried). */
+static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_node_id *tried,
+		       uint32_t ntried)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < info->nlocations; i++) {
+		bool seen = false;
+
+		for (uint32_t j = 0; j < ntried && !seen; j++)
+			seen = ferry_node_id_eq(&info->locations[i], &tried[j]);
+		if (!seen)
+			info->locations[kept++] = info->locations[i];
+	}
+	info->nlocations = kept;
+}
+
+/*
+ * Find the object's locations and pull from them: the cached ones first (no GCS round trip,
+ * objmgr_locs.c); when none are cached or all of them failed, the directory's, minus those
+ * already tried. The cache is only a hint: a stale entry costs one failed attempt and a
+ * look-up, and the result is what the directory alone would have given, except that a dead
+ * cached location's -ECONNRESET / -ETIMEDOUT wins over a later "not there".
+ */
+static int pull_located(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			struct ferry__objmgr_result *res)
+{
+	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_gcs_object_info info = {.id = *id};
+	uint32_t ncached;
+	int ret = -ENOENT, r;
+
+	ferry__objmgr_locs_start(om);
+	ncached = ferry__objmgr_locs_get(om, id, cached);
+	if (ncached) {
+		info.locations = cached;
+		info.nlocations = ncached;
+		ret = try_locations(om, id, &info, res);
+		if (pull_final(ret))
+			return ret;
+	}
+	r = ferry_gcs_object_lookup(om->opts.gcs, id, &info);
+	if (r < 0)
+		return ncached ? ret : r == -ETIMEDOUT ? r : -ENOENT;
+	drop_tried(&info, cached, ncached);
+	if (info.nlocations || !ncached) {
+		r = try_locations(om, id, &info, res);
+		ret = ncached && r == -ENOENT ? ret : r;
+	}
+	ferry_gcs_free(info.locations);
+	return ret;
+}
+
 static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
 		     struct ferry__objmgr_result *res)
 {
-	struct ferry_gcs_object_info info;
 	int ret;
 
 	if (ferry_plasma_client_contains(om->store, id) == 1) {
@@ -323,11 +382,7 @@ static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
 	}
 	if (!om->opts.gcs)
 		return -ENOENT;
-	ret = ferry_gcs_object_lookup(om->opts.gcs, id, &info);
-	if (ret < 0)
-		return ret == -ETIMEDOUT ? ret : -ENOENT;
-	ret = try_locations(om, id, &info, res);
-	ferry_gcs_free(info.locations);
+	ret = pull_located(om, id, res);
 	/* Someone else (a local put, a concurrent path) made it meanwhile: fine if sealed. */
 	if (ret == -EEXIST)
 		ret = ferry_plasma_client_contains(om->store, id) == 1 ? 0 : -EBUSY;
@@ -756,6 +811,7 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	ferry__shm_peers_fini(&om->shm);
 	ferry__hashmap_fini(&om->pulls);
 	ferry__hashmap_fini(&om->nodes);
+	ferry__objmgr_locs_fini(om);
 	pthread_cond_destroy(&om->nodes_cond);
 	pthread_cond_destroy(&om->admit_cond);
 	pthread_cond_destroy(&om->work_cond);
