@@ -9,8 +9,11 @@
  *   adds two: a heartbeat thread (ferry_gcs_node_heartbeat every heartbeat_ms) and a directory
  *   thread that turns store events into GCS calls (the hooks must not block).
  * - Store hooks: on_miss (a local client waits for an absent object) starts a pull; on_sealed
- *   of a primary copy queues "object_add + add_location" (pulled secondary copies are recorded
- *   by the object manager itself); on_removed queues remove_location.
+ *   of a primary copy queues "object_add + add_location", of a secondary (a pulled copy: the
+ *   object manager runs with node_records_copies) "add_location"; on_removed queues
+ *   remove_location. One queue, one thread, in the store's order: a copy's record never lands
+ *   after its removal, and a copy the store never announced (deleted before the store read
+ *   its seal notice) is neither added nor removed.
  * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
  *   node->lock so that stop can clear node->om under the same lock).
  * - Stop: heartbeat and directory threads, then the object manager (its pulls end), the GCS
@@ -41,6 +44,7 @@
 enum dir_kind {
 	DIR_SEALED = 1,	 /* a primary copy sealed: object_add + add_location */
 	DIR_REMOVED = 2, /* a copy left: remove_location */
+	DIR_COPY = 3,	 /* a secondary (pulled) copy sealed: add_location */
 };
 
 struct dir_item {
@@ -141,8 +145,7 @@ static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data
 		      uint32_t metadata_size, bool primary)
 {
 	(void)metadata_size;
-	if (primary)
-		enqueue(arg, DIR_SEALED, id, data_size);
+	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size);
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
@@ -160,6 +163,11 @@ static int dir_apply(struct ferry__node *node, const struct dir_item *it)
 	if (it->kind == DIR_REMOVED) {
 		ret = ferry_gcs_object_remove_location(node->gcs, &it->id, &node->id);
 		return ret == -ENOENT ? 0 : ret;
+	}
+	if (it->kind == DIR_COPY) {
+		/* -ENOENT: the object left the directory (its owner freed it): nothing to list. */
+		ret = ferry_gcs_object_add_location(node->gcs, &it->id, &node->id, it->size);
+		return ret < 0 && ret != -ENOENT ? ret : 0;
 	}
 	/* A primary sealed by a plain store client has no known owner here: the node owns it
 	 * (a worker id equal to the node id; the GCS refuses a nil owner). An owner that added
@@ -365,6 +373,7 @@ static int start_objmgr(struct ferry__node *node)
 	oo.rdma_port = node->opts.rdma_port;
 	oo.rdma_busy_poll = node->opts.rdma_busy_poll;
 	oo.max_bytes_in_flight = node->opts.max_bytes_in_flight;
+	oo.node_records_copies = true;
 	ret = ferry__objmgr_create(&oo, &om);
 	if (ret < 0)
 		return ret;

@@ -333,10 +333,69 @@ static int try_locations(struct ferry__objmgr *om, const struct ferry_object_id 
 	return ret;
 }
 
+/* A result after which no other location can help. */
+static bool pull_final(int r)
+{
+	return r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED ||
+	       r == -EEXIST;
+}
+
+/* Drop from @info's locations those in @tried[0..@ntried). */
+static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_node_id *tried,
+		       uint32_t ntried)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < info->nlocations; i++) {
+		bool seen = false;
+
+		for (uint32_t j = 0; j < ntried && !seen; j++)
+			seen = ferry_node_id_eq(&info->locations[i], &tried[j]);
+		if (!seen)
+			info->locations[kept++] = info->locations[i];
+	}
+	info->nlocations = kept;
+}
+
+/*
+ * Find the object's locations and pull from them: the cached ones first (no GCS round trip,
+ * objmgr_locs.c); when none are cached or all of them failed, the directory's, minus those
+ * already tried. The cache is only a hint: a stale entry costs one failed attempt and a
+ * look-up, and the result is what the directory alone would have given, except that a dead
+ * cached location's -ECONNRESET / -ETIMEDOUT wins over a later "not there".
+ */
+static int pull_located(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			struct ferry__objmgr_result *res)
+{
+	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_gcs_object_info info = {.id = *id};
+	uint32_t ncached;
+	int ret = -ENOENT, r;
+
+	ferry__objmgr_locs_start(om);
+	ncached = ferry__objmgr_locs_get(om, id, cached);
+	if (ncached) {
+		info.locations = cached;
+		info.nlocations = ncached;
+		ret = try_locations(om, id, &info, res);
+		if (pull_final(ret))
+			return ret;
+	}
+	r = ferry_gcs_object_lookup(om->opts.gcs, id, &info);
+	if (r < 0)
+		return ncached ? ret : r == -ETIMEDOUT ? r : -ENOENT;
+	drop_tried(&info, cached, ncached);
+	if (info.nlocations || !ncached) {
+		r = try_locations(om, id, &info, res);
+		ret = ncached && r == -ENOENT ? ret : r;
+	}
+	ferry_gcs_free(info.locations);
+	return ret;
+}
+
 static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
 		     struct ferry__objmgr_result *res)
 {
-	struct ferry_gcs_object_info info;
 	int ret;
 
 	if (ferry_plasma_client_contains(om->store, id) == 1) {
@@ -345,24 +404,28 @@ static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
 	}
 	if (!om->opts.gcs)
 		return -ENOENT;
-	ret = ferry_gcs_object_lookup(om->opts.gcs, id, &info);
-	if (ret < 0)
-		return ret == -ETIMEDOUT ? ret : -ENOENT;
-	ret = try_locations(om, id, &info, res);
-	ferry_gcs_free(info.locations);
+	ret = pull_located(om, id, res);
 	/* Someone else (a local put, a concurrent path) made it meanwhile: fine if sealed. */
 	if (ret == -EEXIST)
 		ret = ferry_plasma_client_contains(om->store, id) == 1 ? 0 : -EBUSY;
 	return ret;
 }
 
-/* Before the waiters hear: once told, a caller may delete the copy, and the store's removal
- * (the node's on_removed -> remove_location) must not race ahead of this record. */
+void (*ferry__objmgr_sealed_hook)(struct ferry__objmgr *om, const struct ferry_object_id *id);
+
+/*
+ * Record a pulled copy without a node (tests, tools): before the waiters hear, so that a
+ * caller's later look-up finds it. Inside a node (opts.node_records_copies) the node does it
+ * from the store's on_sealed hook instead, on its directory thread, in the order the store saw
+ * the seal and the removal: a record made here, beside the store's event stream, could land
+ * after the removal of a copy deleted or evicted meanwhile (or one whose delete the store read
+ * before the seal notice, which then reports neither) and stay listed for good.
+ */
 static void record_copy(struct ferry__objmgr *om, const struct ferry__objmgr_result *res)
 {
 	int r;
 
-	if (res->status < 0 || !res->transport || !om->opts.gcs)
+	if (res->status < 0 || !res->transport || !om->opts.gcs || om->opts.node_records_copies)
 		return;
 	r = ferry_gcs_object_add_location(om->opts.gcs, &res->id, &om->opts.node_id, 0);
 	if (r < 0)
@@ -416,6 +479,8 @@ static void *pull_thread(void *arg)
 		res.status = om->stopping ? -ECANCELED : pull_once(om, &p->id, &res);
 		if (res.status < 0)
 			res.bytes = 0;
+		if (res.status == 0 && res.transport && ferry__objmgr_sealed_hook)
+			ferry__objmgr_sealed_hook(om, &res.id);
 		record_copy(om, &res);
 		finish(om, p, &res);
 	}
@@ -809,6 +874,7 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	ferry__shm_peers_fini(&om->shm);
 	ferry__hashmap_fini(&om->pulls);
 	ferry__hashmap_fini(&om->nodes);
+	ferry__objmgr_locs_fini(om);
 	pthread_cond_destroy(&om->nodes_cond);
 	pthread_cond_destroy(&om->admit_cond);
 	pthread_cond_destroy(&om->work_cond);

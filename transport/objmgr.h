@@ -73,6 +73,7 @@ struct ferry__objmgr_opts {
 	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
 	uint32_t threads;	      /* pull threads; 0: 4 */
 	uint64_t max_bytes_in_flight; /* pull admission limit; 0: half the store's capacity */
+	bool node_records_copies;     /* the embedding node records pulled copies (see pull) */
 };
 
 /* How a pull ended. */
@@ -131,11 +132,14 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 
 /*
  * ferry__objmgr_pull() - make object @id local: nothing to do if it is sealed here already;
- * else look it up in the GCS directory, pull it from one of its locations (shm on the same
- * host first, then RDMA where both nodes have it, then TCP; a large object over TCP in parts
- * from up to 4 locations at once, over RDMA in parts over several QPs), seal it as a secondary
- * copy and record the location in the directory (before the callback). Concurrent pulls
- * of one object share one transfer. @cb(@arg, result) runs once on a pull thread, never from
+ * else find its locations (the location cache fed by the GCS object-location channel, else a
+ * directory lookup), pull it from one of them (shm on the same host first, then RDMA where both
+ * nodes have it, then TCP; a large object over TCP in parts from up to 4 locations at once,
+ * over RDMA in parts over several QPs), seal it as a secondary copy. The copy's directory
+ * record: with opts.node_records_copies the node records it from its store's on_sealed hook,
+ * after the callback and in store order with the copy's removal (so a delete right after the
+ * pull never leaves a stale location); otherwise this object manager records it before the
+ * callback. Concurrent pulls of one object share one transfer. @cb(@arg, result) runs once on a pull thread, never from
  * inside this call. Returns 0, or -ENOMEM / -ECANCELED (stopping), with no callback then.
  * Result statuses: 0; -ENOENT not in the directory or at none of its locations; -ECONNRESET /
  * -ETIMEDOUT every location failed; -ENOSPC / -E2BIG the own store cannot hold it.

@@ -7,6 +7,7 @@
 #define FERRY_TRANSPORT_OBJMGR_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include <ferry/plasma.h>
@@ -104,6 +105,16 @@ struct ferry__objmgr_pull {
 	struct ferry__objmgr_pull *next;      /* run queue */
 };
 
+/* Locations kept per object by the location cache (objmgr_locs.c); more are looked up. */
+#define FERRY__OBJMGR_CACHED_LOCATIONS 8
+
+/* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
+struct ferry__objmgr_locs {
+	atomic_int state;	   /* off, starting, on, failed */
+	pthread_mutex_t lock;	   /* map (set up once state left off) */
+	struct ferry__hashmap map; /* object id -> cached locations */
+};
+
 struct ferry__objmgr {
 	struct ferry__objmgr_opts opts; /* copied; token and ip point into this struct */
 	uint8_t token[256];		/* cluster token */
@@ -141,6 +152,7 @@ struct ferry__objmgr {
 	bool stopping;			       /* no new pulls; threads leave */
 	bool stopped;			       /* stop() finished */
 	struct ferry__objmgr_stats stats;      /* counters */
+	struct ferry__objmgr_locs locs;	       /* location cache */
 };
 
 /* objmgr_serve.c: listen (before the loop runs). */
@@ -186,5 +198,18 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 			    const struct ferry_object_id *id, uint64_t *bytes);
 void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om);
 void ferry__objmgr_rdma_free(struct ferry__objmgr *om);
+
+/* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
+ * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
+ * many (0: not cached, look it up); free it (after the GCS client is gone). */
+void ferry__objmgr_locs_start(struct ferry__objmgr *om);
+uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
+				struct ferry_node_id *out);
+void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
+
+/* Tests only: when set, called on the pull thread right after a pull sealed its copy, before
+ * anything records it or any callback runs (to delete or evict the copy at that point). */
+extern void (*ferry__objmgr_sealed_hook)(struct ferry__objmgr *om,
+					 const struct ferry_object_id *id);
 
 #endif

@@ -18,6 +18,7 @@
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/transport/transport_util.h"
+#include "transport/objmgr_int.h"
 
 static const uint64_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
 
@@ -489,5 +490,72 @@ FTEST(node_process_stops_clean)
 	ftest_assert_int_eq(access(a.socket, F_OK), 0);
 	tt_proc_signal(&a, SIGTERM);
 	ftest_assert_int_eq(access(a.socket, F_OK), -1);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* 1 if the directory lists @node as a location of @id. */
+static int listed(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+		  const struct ferry_node_id *node)
+{
+	struct ferry_gcs_object_info info;
+	int found = 0;
+
+	if (ferry_gcs_object_lookup(c, id, &info) < 0)
+		return 0;
+	for (uint32_t i = 0; i < info.nlocations; i++)
+		found |= ferry_node_id_eq(&info.locations[i], node);
+	ferry_gcs_free(info.locations);
+	return found;
+}
+
+static struct ferry__node *g_gone_node;		  /* whose copy the hook deletes */
+static struct ferry_plasma_client *g_gone_client; /* a client of its store */
+
+/* Delete the copy the moment it is sealed, and let the node apply the removal. */
+static void delete_when_sealed(struct ferry__objmgr *om, const struct ferry_object_id *id)
+{
+	(void)om;
+	ftest_assert_ok(ferry_plasma_client_delete(g_gone_client, id, 1, NULL));
+	ftest_assert_ok(ferry__node_sync(g_gone_node));
+}
+
+/*
+ * A pulled copy that leaves the store before anyone recorded it (a caller's delete, an
+ * eviction, or a delete the store read before the seal notice) must not stay listed. The
+ * object manager used to record the copy in the GCS itself, beside the store's event stream,
+ * after the node had already applied the removal: B stayed listed for good (the stale entry
+ * seen in bench runs). Records now follow the store's events in order.
+ */
+FTEST(copy_gone_before_record_unlisted)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_object_id id;
+
+	for (uint64_t size = 8; size <= 4096; size *= 512) {
+		ferry_object_id_random(&id);
+		tt_put(ferry__node_socket(a), &id, size, 21);
+		ftest_assert_ok(ferry__node_sync(a));
+		tt_wait_location(c, &id, 1);
+		ftest_assert_ok(
+			ferry_plasma_client_connect(ferry__node_socket(b), NULL, &g_gone_client));
+		g_gone_node = b;
+		ferry__objmgr_sealed_hook = delete_when_sealed;
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL));
+		ferry__objmgr_sealed_hook = NULL;
+		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
+		/* Whatever is still queued lands now; a record after the removal would stay. */
+		for (int i = 0; i < 20; i++) {
+			ftest_assert_ok(ferry__node_sync(b));
+			ftest_assert_int_eq(listed(c, &id, ferry__node_id(b)), 0);
+			usleep(5 * 1000);
+		}
+		ferry_plasma_client_disconnect(g_gone_client);
+	}
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
 	tt_proc_signal(&gcs, SIGTERM);
 }
