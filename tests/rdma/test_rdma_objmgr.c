@@ -19,8 +19,6 @@
 #include "tests/integration/transport/transport_util.h"
 #include "tests/rdma/rdma_util.h"
 
-static const uint64_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
-
 static struct ferry__node *rdma_node(uint16_t gcs_port, unsigned memory_mib)
 {
 	return tt_node_start_ex(gcs_port, memory_mib, true, 0, FERRY__NODE_TRANSPORT_RDMA, rt_ip());
@@ -30,7 +28,6 @@ FTEST(sizes_over_rdma)
 {
 	struct tt_proc gcs;
 	struct ferry__node *a, *b;
-	struct ferry_object_id ids[5];
 	struct ferry__objmgr_stats st;
 
 	rt_require_device();
@@ -40,22 +37,7 @@ FTEST(sizes_over_rdma)
 	ftest_assert_true(ferry__objmgr_transports(ferry__node_objmgr(a)) &
 			  FERRY_GCS_TRANSPORT_RDMA);
 	ftest_assert_ptr_notnull(strstr(ferry__node_address(a), "rdma="));
-	for (size_t i = 0; i < 5; i++) {
-		ferry_object_id_random(&ids[i]);
-		tt_put(ferry__node_socket(a), &ids[i], sizes[i], i);
-	}
-	ftest_assert_ok(ferry__node_sync(a));
-	for (size_t i = 0; i < 5; i++) {
-		struct ferry__objmgr_result res;
-
-		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[i], &res));
-		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
-		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
-		ftest_assert_uint_eq(res.bytes, sizes[i] + 3);
-		tt_check(ferry__node_socket(b), &ids[i], sizes[i], i);
-		ftest_log("%llu bytes over rdma in %llu us", (unsigned long long)sizes[i],
-			  (unsigned long long)res.micros);
-	}
+	tt_move_sizes(gcs.port, a, b, FERRY_GCS_TRANSPORT_RDMA);
 	ferry__objmgr_get_stats(ferry__node_objmgr(a), &st);
 	ftest_assert_uint_eq(st.requests_served, 5);
 	ftest_assert_uint_eq(st.requests_refused, 0);

@@ -20,42 +20,13 @@
 #include "tests/integration/transport/transport_util.h"
 #include "transport/objmgr_int.h"
 
-static const uint64_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
-
 static void move_sizes(bool no_shm, unsigned want_transport)
 {
 	struct tt_proc gcs = tt_gcs_start();
 	struct ferry__node *a = tt_node_start(gcs.port, 160, no_shm, 0);
 	struct ferry__node *b = tt_node_start(gcs.port, 160, no_shm, 0);
-	struct ferry_object_id ids[5];
 
-	for (size_t i = 0; i < 5; i++) {
-		ferry_object_id_random(&ids[i]);
-		tt_put(ferry__node_socket(a), &ids[i], sizes[i], i);
-	}
-	ftest_assert_ok(ferry__node_sync(a));
-	for (size_t i = 0; i < 5; i++) {
-		struct ferry__objmgr_result res;
-
-		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[i], &res));
-		ftest_assert_uint_eq(res.transport, want_transport);
-		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
-		ftest_assert_uint_eq(res.bytes, sizes[i] + 3);
-		tt_check(ferry__node_socket(b), &ids[i], sizes[i], i);
-		ftest_log("%llu bytes over %s in %llu us", (unsigned long long)sizes[i],
-			  want_transport == FERRY_GCS_TRANSPORT_TCP ? "tcp" : "shm",
-			  (unsigned long long)res.micros);
-	}
-	/* A second pull finds it local; the pulled copy is in the directory. */
-	{
-		struct ferry__objmgr_result res;
-		struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
-
-		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[3], &res));
-		ftest_assert_uint_eq(res.transport, 0);
-		tt_wait_location(c, &ids[3], 2);
-		ferry_gcs_client_destroy(c);
-	}
+	tt_move_sizes(gcs.port, a, b, want_transport);
 	ferry__node_stop(b);
 	ferry__node_stop(a);
 	tt_proc_signal(&gcs, SIGTERM);

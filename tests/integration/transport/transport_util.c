@@ -230,3 +230,38 @@ void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *
 	}
 	ftest_assert_true(!"the object never reached the directory");
 }
+
+static const char *transport_name(unsigned t)
+{
+	return t == FERRY_GCS_TRANSPORT_TCP ? "tcp" : t == FERRY_GCS_TRANSPORT_SHM ? "shm" : "rdma";
+}
+
+void tt_move_sizes(uint16_t gcs_port, struct ferry__node *a, struct ferry__node *b,
+		   unsigned want_transport)
+{
+	static const uint64_t sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
+	struct ferry_object_id ids[5];
+	struct ferry__objmgr_result res;
+	struct ferry_gcs_client *c;
+
+	for (size_t i = 0; i < 5; i++) {
+		ferry_object_id_random(&ids[i]);
+		tt_put(ferry__node_socket(a), &ids[i], sizes[i], i);
+	}
+	ftest_assert_ok(ferry__node_sync(a));
+	for (size_t i = 0; i < 5; i++) {
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[i], &res));
+		ftest_assert_uint_eq(res.transport, want_transport);
+		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(res.bytes, sizes[i] + 3);
+		tt_check(ferry__node_socket(b), &ids[i], sizes[i], i);
+		ftest_log("%llu bytes over %s in %llu us", (unsigned long long)sizes[i],
+			  transport_name(want_transport), (unsigned long long)res.micros);
+	}
+	/* A second pull finds it local; the pulled copy is in the directory. */
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &ids[3], &res));
+	ftest_assert_uint_eq(res.transport, 0);
+	c = tt_gcs_client(gcs_port);
+	tt_wait_location(c, &ids[3], 2);
+	ferry_gcs_client_destroy(c);
+}

@@ -63,6 +63,11 @@ void tt_put(const char *socket, const struct ferry_object_id *id, uint64_t size,
 void tt_check(const char *socket, const struct ferry_object_id *id, uint64_t size, uint64_t seed);
 /* 1 if @id exists in the store at @socket in any state (sealed or being created), else 0. */
 int tt_present(const char *socket, const struct ferry_object_id *id);
+/* Put objects of 0 B, 1 B, 4 KiB, 1 MiB and 64 MiB on @a; pull each to @b, which must use
+ * @want_transport from @a and get the bytes exact; a second pull finds it local and the copy
+ * gets listed in the directory. */
+void tt_move_sizes(uint16_t gcs_port, struct ferry__node *a, struct ferry__node *b,
+		   unsigned want_transport);
 /* Wait (10 s at most: a hang guard) until the directory lists @id at @nloc or more nodes. */
 void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc);
 
