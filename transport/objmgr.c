@@ -768,9 +768,9 @@ static int start_rdma(struct ferry__objmgr *om)
 	ret = ferry__objmgr_rdma_start(om);
 	if (ret == 0)
 		return 0;
-	/* Undo now: the loop has not run, so this thread may. */
+	/* Stop it now (the loop has not run, so this thread may); it is freed with the rest in
+	 * destroy, after the loop, which may still owe a cancelled poll its callback. */
 	ferry__objmgr_rdma_shutdown(om);
-	ferry__objmgr_rdma_free(om);
 	if (!(om->opts.optional & FERRY_GCS_TRANSPORT_RDMA)) {
 		FLOG_ERROR(COMP, "RDMA on %s: %s", om->ip, strerror(-ret));
 		return ret;

@@ -902,7 +902,9 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 
 const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om)
 {
-	return om->rdma && om->rdma->ctx ? ferry__rdma_ctx_device(om->rdma->ctx) : NULL;
+	struct ferry__objmgr_rdma *r = om->rdma;
+
+	return r && r->ctx && !r->shut ? ferry__rdma_ctx_device(r->ctx) : NULL;
 }
 
 void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
