@@ -210,14 +210,17 @@ static int notify_abort(struct ferry_plasma_client *c, const struct ferry_object
 	return r;
 }
 
-/* Create in our chunk. Returns 0, -ENOBUFS (no room: ask the store), or another -errno. */
+/* Create in our chunk (@index_flags: FERRY__PLASMA_F_PRIMARY or 0). Returns 0, -ENOBUFS (no
+ * room: ask the store), or another -errno. */
 static int create_local(struct ferry_plasma_client *c, const struct ferry_object_id *id,
-			uint64_t data_size, uint32_t metadata_size, struct ferry__plasma_object *o)
+			uint64_t data_size, uint32_t metadata_size, unsigned index_flags,
+			struct ferry__plasma_object *o)
 {
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = ferry__plasma_index_create_local(&c->ix, c->slot, id, data_size, metadata_size, o);
+	r = ferry__plasma_index_create_local(&c->ix, c->slot, id, data_size, metadata_size,
+					     index_flags, o);
 	if (r == 0 && track(c, id, o) < 0) {
 		pthread_mutex_unlock(&c->lock);
 		notify_abort(c, id);
@@ -291,8 +294,16 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 		return -EINVAL;
 	if (total < data_size || total > c->arena.size)
 		return -E2BIG;
-	if (!(flags & FERRY_PLASMA_CREATE_SECONDARY) && total <= c->local_max) {
-		r = create_local(c, id, data_size, metadata_size, &o);
+	/*
+	 * Small objects, primaries and secondary copies alike, go to our chunk: no round trip.
+	 * A secondary made there is evictable once the store learns of its seal (seal() always
+	 * tells it). NO_EVICT only matters when the store must make room, which a chunk create
+	 * never does.
+	 */
+	if (total <= c->local_max) {
+		r = create_local(
+			c, id, data_size, metadata_size,
+			(flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, &o);
 		if (r != -ENOBUFS)
 			goto out;
 		refill = true;
@@ -351,6 +362,7 @@ static int not_ours(struct ferry_plasma_client *c, const struct ferry_object_id 
 int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id)
 {
 	struct ferry__plasma_object *o;
+	bool secondary;
 	int r;
 
 	if (!c || !id)
@@ -361,11 +373,17 @@ int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_o
 		pthread_mutex_unlock(&c->lock);
 		return not_ours(c, id);
 	}
+	secondary = !(o->flags & FERRY__PLASMA_F_PRIMARY);
 	r = ferry__plasma_index_seal(&c->ix, c->slot, o);
 	ferry__hashmap_remove(&c->creating, id, NULL);
 	pthread_mutex_unlock(&c->lock);
-	/* Someone waits for a seal: tell the store (no reply awaited). */
-	if (r == 1)
+	/*
+	 * Someone waits for a seal: tell the store (no reply awaited). A secondary copy is
+	 * always told of: one made in our chunk is evictable only once the store lists it, and
+	 * the store cannot tell which of its creates are done otherwise. A one-way notice, not
+	 * a round trip.
+	 */
+	if (r == 1 || (r == 0 && secondary))
 		notice_seal(c, id);
 	return r < 0 ? r : 0;
 }

@@ -465,7 +465,8 @@ int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 
 int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t slot,
 				     const struct ferry_object_id *id, uint64_t data_size,
-				     uint32_t metadata_size, struct ferry__plasma_object *out)
+				     uint32_t metadata_size, unsigned flags,
+				     struct ferry__plasma_object *out)
 {
 	struct ferry__plasma_client *c;
 	uint64_t total, used;
@@ -493,7 +494,7 @@ int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t sl
 					       .metadata_size = metadata_size,
 					       .chunk = chunk,
 					       .owner = (uint16_t)slot,
-					       .flags = FERRY__PLASMA_F_PRIMARY,
+					       .flags = (uint8_t)(flags & FERRY__PLASMA_F_PRIMARY),
 				       },
 				       -1, out);
 	if (r == 0)

@@ -148,14 +148,18 @@ int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 				 const struct ferry_object_id *id);
 
 /*
- * ferry__plasma_index_create_local() - create @id (CREATING, primary, owned by @slot) in the
- * slot's arena chunk, without the store. Write the bytes at @out->data, then seal.
+ * ferry__plasma_index_create_local() - create @id (CREATING, owned by @slot) in the slot's
+ * arena chunk, without the store. @flags: FERRY__PLASMA_F_PRIMARY for a primary, 0 for a
+ * secondary copy. The store does not know a secondary made here until it is told of its seal
+ * (a PlasmaSeal notice, or the scan when the slot is retired): only then is it listed for
+ * eviction. Write the bytes at @out->data, then seal.
  * Returns 0, -EEXIST, -E2BIG (sizes overflow), -ENOBUFS (no chunk, or it has no room: ask the
  * store for a chunk or create through it), -ENOSPC (object table full), -EINVAL (bad slot).
  */
 int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t slot,
 				     const struct ferry_object_id *id, uint64_t data_size,
-				     uint32_t metadata_size, struct ferry__plasma_object *out);
+				     uint32_t metadata_size, unsigned flags,
+				     struct ferry__plasma_object *out);
 
 /*
  * ferry__plasma_index_seal() - make @obj (CREATING, owned by @slot) immutable and visible to

@@ -174,6 +174,7 @@ static int seal(struct ferry__plasma_pclient *c, const struct ferry_object_id *i
 	default:
 		return -ENOENT;
 	}
+	ferry__plasma_store_object_sealed(c->srv->store, &o);
 	ferry__plasma_events_sealed(c->srv, &o, id);
 	ferry__plasma_waits_sealed(c->srv, id);
 	return 0;

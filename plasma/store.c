@@ -426,6 +426,25 @@ int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t sl
 	return 0;
 }
 
+/* List sealed secondary entry @index for eviction unless it is listed already. */
+static void list_secondary(struct ferry__plasma_store *s, uint32_t index)
+{
+	struct ferry__plasma_object o;
+
+	if (ferry__plasma_lru_listed(&s->lru, index) ||
+	    ferry__plasma_index_read(&s->ix, index, &o) != FERRY__PLASMA_SEALED ||
+	    (o.flags & FERRY__PLASMA_F_PRIMARY))
+		return;
+	ferry__plasma_lru_push(&s->lru, index, atomic_load(&s->ix.ext[index].lru_stamp));
+}
+
+void ferry__plasma_store_object_sealed(struct ferry__plasma_store *s,
+				       const struct ferry__plasma_object *obj)
+{
+	if (obj->index <= s->ix.mask)
+		list_secondary(s, obj->index);
+}
+
 int ferry__plasma_store_object_abort(struct ferry__plasma_store *s, uint32_t slot,
 				     const struct ferry__plasma_object *obj)
 {
@@ -509,6 +528,9 @@ int ferry__plasma_store_client_retire(struct ferry__plasma_store *s, uint32_t sl
 		if (ferry__plasma_index_read(&s->ix, i, &o) == FERRY__PLASMA_CREATING &&
 		    o.owner == slot && ferry__plasma_index_abort(&s->ix, i, o.gen, slot) == 0)
 			ferry__store_finalize(s, i);
+		/* A secondary it sealed in its chunk but died before telling us of. */
+		else
+			list_secondary(s, i);
 	}
 	for (uint32_t k = 0; k < s->max_chunks; k++)
 		if (s->chunks[k].state == FERRY__STORE_CHUNK_ACTIVE && s->chunks[k].owner == slot)

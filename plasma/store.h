@@ -128,6 +128,12 @@ int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t sl
 				      uint32_t metadata_size, unsigned flags,
 				      struct ferry__plasma_object *out);
 
+/* ferry__plasma_store_object_sealed() - @obj (read from the index) was sealed by a client:
+ * if it is a secondary copy the store does not list yet (one the client created in its
+ * chunk), list it for eviction. Idempotent. */
+void ferry__plasma_store_object_sealed(struct ferry__plasma_store *s,
+				       const struct ferry__plasma_object *obj);
+
 /* ferry__plasma_store_object_abort() - discard @obj, which @slot is creating.
  * Returns 0, -EPERM (another client's) or -ENOENT (not being created). */
 int ferry__plasma_store_object_abort(struct ferry__plasma_store *s, uint32_t slot,

@@ -6,6 +6,7 @@
  * many threads on one client, and the allocation fault injector through connect/create/get.
  */
 #include <pthread.h>
+#include <sys/wait.h>
 
 #include "client_test.h"
 #include "common/alloc.h"
@@ -232,6 +233,152 @@ FTEST(evict_frees_secondary_copies)
 	ftest_assert_int_eq(ferry_plasma_client_evict(c, 64 * MIB, &freed), 2);
 	id = oid(9);
 	ftest_assert_int_eq(ferry_plasma_client_contains(c, &id), 1);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+/* The chunk (1 + index) entry @n lives in, or 0: made through the store. */
+static uint32_t chunk_of(struct ferry_plasma_client *c, uint32_t n)
+{
+	struct ferry_object_id id = oid(n);
+	struct ferry__plasma_object o;
+
+	ftest_assert_int_gt(ferry__plasma_index_find(&c->ix, &id, &o), 0);
+	return c->ix.ext[o.index].chunk;
+}
+
+/* Create secondary copy @n of @size bytes, filled with its pattern; @seal: seal it too. */
+static void put_secondary(struct ferry_plasma_client *c, uint32_t n, uint64_t size, bool seal)
+{
+	struct ferry_object_id id = oid(n);
+	void *d;
+
+	ftest_assert_ok(ferry_plasma_client_create_ex(c, &id, size, &n, sizeof(n),
+						      FERRY_PLASMA_CREATE_SECONDARY, &d));
+	fill_pattern(d, size, n);
+	if (seal)
+		ftest_assert_ok(ferry_plasma_client_seal(c, &id));
+}
+
+/* Small secondaries are made in the client's chunk (no round trip) and stay evictable: the
+ * seal notice lists them. A primary in the same chunk is not evicted. */
+FTEST(small_secondaries_live_in_the_chunk_and_are_evicted)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	uint64_t freed;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	for (uint32_t n = 0; n < 3; n++)
+		put_secondary(c, n, 1000, true);
+	client_put(c, 9, 1000);
+	for (uint32_t n = 0; n < 3; n++) {
+		ftest_assert_uint_ne(chunk_of(c, n), 0);
+		client_check(c, n, 1000, 0);
+	}
+	ftest_assert_uint_ne(chunk_of(c, 9), 0);
+	ftest_assert_uint_eq(client_stats(c).evicted_objects, 0);
+	/* Chunk memory comes back when the chunk drains, not per object: 0 bytes freed now. */
+	ftest_assert_int_eq(ferry_plasma_client_evict(c, 64 * MIB, &freed), 3);
+	ftest_assert_uint_eq(client_stats(c).evicted_objects, 3);
+	for (uint32_t n = 0; n < 3; n++) {
+		struct ferry_object_id id = oid(n);
+
+		ftest_assert_int_eq(ferry_plasma_client_contains(c, &id), 0);
+	}
+	client_check(c, 9, 1000, 0);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+/* Store memory filled with small secondaries spread over many chunks: a large primary still
+ * fits, because evicting them drains the retired chunks and frees them. */
+FTEST(small_secondaries_in_chunks_make_room_under_pressure)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	uint32_t n;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	for (n = 0; n < 3000; n++)
+		put_secondary(c, n, 4000, true);
+	ftest_assert_uint_gt(client_stats(c).allocated_bytes, 10 * MIB);
+	client_put(c, 100000, 8 * MIB);
+	client_check(c, 100000, 8 * MIB, 0);
+	ftest_assert_uint_gt(client_stats(c).evicted_objects, 0);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+/* Half-write a small secondary in the chunk, then die. */
+static void die_mid_create(const struct test_store *t, uint32_t n)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+	struct ferry_object_id id = oid(n);
+	void *d;
+
+	ftest_assert_ok(ferry_plasma_client_create_ex(c, &id, 4000, NULL, 0,
+						      FERRY_PLASMA_CREATE_SECONDARY, &d));
+	ftest_assert_uint_ne(chunk_of(c, n), 0);
+	memset(d, 0xab, 2000);
+	_exit(0);
+}
+
+/* Seal a small secondary in shared memory only (no notice), then die. */
+static void seal_silently_and_die(const struct test_store *t, uint32_t n)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+	struct ferry_object_id id = oid(n);
+	struct ferry__plasma_object *o;
+
+	put_secondary(c, n, 1000, false);
+	o = ferry__hashmap_get(&c->creating, &id);
+	ftest_assert_ptr_notnull(o);
+	ftest_assert_int_ge(ferry__plasma_index_seal(&c->ix, c->slot, o), 0);
+	_exit(0);
+}
+
+static void run_child(void (*fn)(const struct test_store *t, uint32_t n),
+		      const struct test_store *t, uint32_t n)
+{
+	int status;
+	pid_t pid = fork();
+
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0)
+		fn(t, n);
+	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A client that dies mid-create of a small secondary leaves nothing behind (the ID is free
+ * again, nothing is counted); one that dies between its seal and its notice leaves a sealed
+ * copy that the store still lists for eviction. */
+FTEST(a_client_dying_with_small_secondaries_in_its_chunk)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	struct ferry_object_id id = oid(1);
+	uint64_t freed;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	run_child(die_mid_create, &t, 1);
+	while (client_stats(c).clients != 2) /* the store and c: the child's slot is reclaimed */
+		usleep(1000);
+	ftest_assert_uint_eq(client_stats(c).objects, 0);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &id), 0);
+	put_secondary(c, 1, 4000, true); /* the ID is free again */
+	client_check(c, 1, 4000, 0);
+
+	run_child(seal_silently_and_die, &t, 2);
+	while (client_stats(c).clients != 2)
+		usleep(1000);
+	client_check(c, 2, 1000, 0);
+	ftest_assert_int_eq(ferry_plasma_client_evict(c, 64 * MIB, &freed), 2);
+	ftest_assert_uint_eq(client_stats(c).objects, 0);
 	ferry_plasma_client_disconnect(c);
 	store_stop(&t);
 }

@@ -274,10 +274,12 @@ static void victim(void *arg, int k)
 	id = oid(2);
 	ftest_assert_ok(ferry__plasma_index_get(&v.ix, t->slot, &id, &g));
 	id = oid(11); /* half written, never sealed */
-	ftest_assert_ok(ferry__plasma_index_create_local(&v.ix, t->slot, &id, 1000, 0, &o));
+	ftest_assert_ok(ferry__plasma_index_create_local(&v.ix, t->slot, &id, 1000, 0,
+							 FERRY__PLASMA_F_PRIMARY, &o));
 	memset(o.data, 1, 500);
 	id = oid(12); /* sealed: must outlive its creator */
-	ftest_assert_ok(ferry__plasma_index_create_local(&v.ix, t->slot, &id, 1000, 0, &o));
+	ftest_assert_ok(ferry__plasma_index_create_local(&v.ix, t->slot, &id, 1000, 0,
+							 FERRY__PLASMA_F_PRIMARY, &o));
 	fill_object(&o, 12);
 	ftest_assert_int_eq(ferry__plasma_index_seal(&v.ix, t->slot, &o), 0);
 	chan_send(&t->ready, 1);
@@ -422,7 +424,8 @@ static void creator(void *arg, int k)
 		int r;
 
 		id = oid(n);
-		r = ferry__plasma_index_create_local(&v.ix, t->slots[k], &id, 100, 0, &o);
+		r = ferry__plasma_index_create_local(&v.ix, t->slots[k], &id, 100, 0,
+						     FERRY__PLASMA_F_PRIMARY, &o);
 
 		won[n] = r == 0;
 		if (r == -EEXIST)

@@ -103,16 +103,21 @@ FTEST(duplicates_are_refused_in_every_state)
 	ftest_assert_ok(ferry__plasma_store_chunk_grant(s, c, 64 << 10));
 	ftest_assert_ok(ferry__plasma_store_object_create(s, c, &id, 64, 0, 0, &o));
 	ftest_assert_errno(ferry__plasma_store_object_create(s, c, &id, 64, 0, 0, &g), -EEXIST);
-	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, 64, 0, &g), -EEXIST);
+	ftest_assert_errno(
+		ferry__plasma_index_create_local(ix, c, &id, 64, 0, FERRY__PLASMA_F_PRIMARY, &g),
+		-EEXIST);
 	ftest_assert_int_eq(ferry__plasma_index_seal(ix, c, &o), 0);
 	ftest_assert_errno(ferry__plasma_store_object_create(s, c, &id, 64, 0, 0, &g), -EEXIST);
 	/* Deleted while pinned: still there until the last release. */
 	ftest_assert_ok(ferry__plasma_index_get(ix, c, &id, &g));
 	ftest_assert_int_eq(ferry__plasma_store_object_delete(s, &id), 1);
-	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, 64, 0, &o), -EEXIST);
+	ftest_assert_errno(
+		ferry__plasma_index_create_local(ix, c, &id, 64, 0, FERRY__PLASMA_F_PRIMARY, &o),
+		-EEXIST);
 	ftest_assert_int_eq(ferry__plasma_index_release(ix, c, &g), 1);
 	ftest_assert_int_eq(ferry__plasma_store_collect(s), 1);
-	ftest_assert_ok(ferry__plasma_index_create_local(ix, c, &id, 64, 0, &o));
+	ftest_assert_ok(
+		ferry__plasma_index_create_local(ix, c, &id, 64, 0, FERRY__PLASMA_F_PRIMARY, &o));
 	ferry__plasma_store_destroy(s);
 }
 
@@ -130,18 +135,21 @@ FTEST(create_local_in_chunk)
 	ftest_assert_ok(ferry__plasma_store_client_add(s, 101, &reader));
 	view_attach(s, &v);
 	id = oid(0);
-	ftest_assert_errno(ferry__plasma_index_create_local(&v.ix, c, &id, 10, 0, &o[0]), -ENOBUFS);
+	ftest_assert_errno(ferry__plasma_index_create_local(&v.ix, c, &id, 10, 0,
+							    FERRY__PLASMA_F_PRIMARY, &o[0]),
+			   -ENOBUFS);
 	ftest_assert_ok(ferry__plasma_store_chunk_grant(s, c, 2048));
 	for (uint32_t n = 0; n < 20; n++) {
 		int r;
 
 		id = oid(n);
-		r = ferry__plasma_index_create_local(&v.ix, c, &id, 100, 28, &o[n]);
+		r = ferry__plasma_index_create_local(&v.ix, c, &id, 100, 28,
+						     FERRY__PLASMA_F_PRIMARY, &o[n]);
 		if (n == 16) { /* 16 x 128 bytes fill 2 KiB */
 			ftest_assert_errno(r, -ENOBUFS);
 			ftest_assert_ok(ferry__plasma_store_chunk_grant(s, c, 2048));
-			ftest_assert_ok(
-				ferry__plasma_index_create_local(&v.ix, c, &id, 100, 28, &o[n]));
+			ftest_assert_ok(ferry__plasma_index_create_local(
+				&v.ix, c, &id, 100, 28, FERRY__PLASMA_F_PRIMARY, &o[n]));
 		} else {
 			ftest_assert_ok(r);
 		}
@@ -180,10 +188,18 @@ FTEST(create_local_rejects_oversize)
 
 	ftest_assert_ok(ferry__plasma_store_client_add(s, 100, &c));
 	ftest_assert_ok(ferry__plasma_store_chunk_grant(s, c, 4096));
-	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, UINT64_MAX, 1, &o), -E2BIG);
-	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, 8 * MIB, 0, &o), -E2BIG);
-	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, 4097, 0, &o), -ENOBUFS);
-	ftest_assert_errno(ferry__plasma_index_create_local(ix, 42, &id, 1, 0, &o), -EINVAL);
+	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, UINT64_MAX, 1,
+							    FERRY__PLASMA_F_PRIMARY, &o),
+			   -E2BIG);
+	ftest_assert_errno(ferry__plasma_index_create_local(ix, c, &id, 8 * MIB, 0,
+							    FERRY__PLASMA_F_PRIMARY, &o),
+			   -E2BIG);
+	ftest_assert_errno(
+		ferry__plasma_index_create_local(ix, c, &id, 4097, 0, FERRY__PLASMA_F_PRIMARY, &o),
+		-ENOBUFS);
+	ftest_assert_errno(
+		ferry__plasma_index_create_local(ix, 42, &id, 1, 0, FERRY__PLASMA_F_PRIMARY, &o),
+		-EINVAL);
 	ferry__plasma_store_destroy(s);
 }
 

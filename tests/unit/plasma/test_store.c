@@ -246,7 +246,8 @@ FTEST(chunk_counters_run_out)
 	for (uint32_t n = 0; n < 8; n++) {
 		ftest_assert_ok(ferry__plasma_store_chunk_grant(s, c, 1024));
 		id = oid(n);
-		ftest_assert_ok(ferry__plasma_index_create_local(ix, c, &id, 10, 0, &o));
+		ftest_assert_ok(ferry__plasma_index_create_local(ix, c, &id, 10, 0,
+								 FERRY__PLASMA_F_PRIMARY, &o));
 		ftest_assert_int_eq(ferry__plasma_index_seal(ix, c, &o), 0);
 	}
 	ftest_assert_errno(ferry__plasma_store_chunk_grant(s, c, 1024), -ENOSPC);
@@ -279,7 +280,8 @@ FTEST(client_remove_gives_everything_back)
 	ftest_assert_ok(ferry__plasma_store_object_create(s, c, &id, 4096, 0, 0, &creating));
 	ftest_assert_ok(ferry__plasma_store_chunk_grant(s, c, 8192));
 	id = oid(5);
-	ftest_assert_ok(ferry__plasma_index_create_local(ix, c, &id, 100, 0, &local));
+	ftest_assert_ok(ferry__plasma_index_create_local(ix, c, &id, 100, 0,
+							 FERRY__PLASMA_F_PRIMARY, &local));
 
 	ftest_assert_ok(ferry__plasma_store_client_remove(s, c));
 	id = oid(1);
