@@ -65,7 +65,13 @@ struct tt_proc tt_gcs_start(void)
 	if (!bin)
 		ftest_skip("FERRY_GCS_BIN not set");
 	{
-		const char *argv[] = {bin, "--port", "0", "--token-file", token_file(), NULL};
+		/* FERRY_TEST_NODE_DEADLINE_MS: a longer heartbeat deadline where everything is
+		 * slow (soft-RoCE under TCG, sanitizers) and node death is not what is tested. */
+		const char *deadline = getenv("FERRY_TEST_NODE_DEADLINE_MS");
+		const char *argv[] = {bin,	    "--port",
+				      "0",	    "--token-file",
+				      token_file(), deadline ? "--node-deadline-ms" : NULL,
+				      deadline,	    NULL};
 
 		p.pid = spawn(argv, line, sizeof(line));
 	}
