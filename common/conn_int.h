@@ -101,6 +101,7 @@ struct ferry__conn {
 	struct conn_tx *tx_head;	   /* queue, oldest first */
 	struct conn_tx **tx_tail;	   /* where the next message is linked */
 	struct conn_tx *tx_last;	   /* the newest queued message, NULL when none */
+	struct conn_tx *tx_spare;	   /* a sent pack chunk kept for the next, or NULL */
 	struct ferry__loop_timer tx_timer; /* kicks the send once per loop pass */
 	size_t tx_bytes;		   /* header + payload bytes queued, not written */
 	bool tx_busy;			  /* a send is in flight (or a zc send awaits its result) */

@@ -147,22 +147,43 @@ static const char *keep_str(const char *s, char **pos, size_t *bytes)
 	return p;
 }
 
-/* Copies @n bundles into the list's extra area, 8-byte aligned (or only counts them). */
+/* Reserves @size bytes of the list's extra area, 8-byte aligned (or only counts them: NULL). */
+static void *keep_area(size_t size, char **pos, size_t *bytes)
+{
+	size_t pad = (8 - (*bytes & 7)) & 7;
+	char *p = *pos;
+
+	*bytes += pad + size;
+	if (!p)
+		return NULL;
+	*pos = p + pad + size;
+	return p + pad;
+}
+
+/* Copies a group's bundles, their custom resources and the resources' names into the list's
+ * extra area (or only counts them). */
 static const struct ferry_gcs_bundle *keep_bundles(const struct ferry__gcs_pg *g, char **pos,
 						   size_t *bytes)
 {
-	size_t pad = (8 - (*bytes & 7)) & 7, n = g->nbundles * sizeof(struct ferry_gcs_bundle);
-	struct ferry_gcs_bundle *b;
+	struct ferry_gcs_bundle *b = keep_area(g->nbundles * sizeof(*b), pos, bytes);
 
-	*bytes += pad + n;
-	if (!*pos)
-		return NULL;
-	b = (struct ferry_gcs_bundle *)(void *)(*pos + pad);
-	for (uint32_t i = 0; i < g->nbundles; i++)
-		b[i] = (struct ferry_gcs_bundle){
-			g->bundles[i].resources.cpu, g->bundles[i].resources.gpu,
-			g->bundles[i].resources.memory_bytes, g->bundles[i].node};
-	*pos += pad + n;
+	for (uint32_t i = 0; i < g->nbundles; i++) {
+		const struct ferry__gcs_resources *r = &g->bundles[i].resources;
+		struct ferry_gcs_resource *custom = NULL;
+
+		if (r->ncustom)
+			custom = keep_area(r->ncustom * sizeof(*custom), pos, bytes);
+		for (uint32_t j = 0; j < r->ncustom; j++) {
+			const char *name = keep_str(r->custom[j].name, pos, bytes);
+
+			if (custom)
+				custom[j] = (struct ferry_gcs_resource){name, r->custom[j].amount};
+		}
+		if (b)
+			b[i] = (struct ferry_gcs_bundle){r->cpu,	  r->gpu,
+							 r->memory_bytes, g->bundles[i].node,
+							 r->ncustom,	  custom};
+	}
 	return b;
 }
 
@@ -198,32 +219,34 @@ static void fill_job(const struct ferry__gcs_op *op, void *elem, char **pos, siz
 					 op->job.end_ms};
 }
 
+/* Worker and actor records are the public structs (see gcs/tables.h): a copy, with the strings
+ * moved into the list's area. */
 static void fill_worker(const struct ferry__gcs_op *op, void *elem, char **pos, size_t *bytes)
 {
-	const struct ferry__gcs_worker *k = &op->worker;
 	struct ferry_gcs_worker_info *w = elem, tmp;
-	const char *addr = keep_str(k->address, pos, bytes);
-	const char *msg = keep_str(k->exit_message, pos, bytes);
+	const char *addr = keep_str(op->worker.address, pos, bytes);
+	const char *msg = keep_str(op->worker.exit_message, pos, bytes);
 
 	if (!w)
 		w = &tmp;
-	*w = (struct ferry_gcs_worker_info){k->id,    k->node,	    k->job, k->pid,	 addr,
-					    k->state, k->exit_type, msg,    k->start_ms, k->end_ms};
+	*w = op->worker;
+	w->address = addr;
+	w->exit_message = msg;
 }
 
 static void fill_actor(const struct ferry__gcs_op *op, void *elem, char **pos, size_t *bytes)
 {
-	const struct ferry__gcs_actor *a = &op->actor;
 	struct ferry_gcs_actor_info *x = elem, tmp;
-	const char *name = keep_str(a->name, pos, bytes);
-	const char *cls = keep_str(a->class_name, pos, bytes);
-	const char *msg = keep_str(a->death_message, pos, bytes);
+	const char *name = keep_str(op->actor.name, pos, bytes);
+	const char *cls = keep_str(op->actor.class_name, pos, bytes);
+	const char *msg = keep_str(op->actor.death_message, pos, bytes);
 
 	if (!x)
 		x = &tmp;
-	*x = (struct ferry_gcs_actor_info){
-		a->id,	   a->job,	    a->owner,	     name,	     cls, a->state, a->node,
-		a->worker, a->num_restarts, a->max_restarts, a->death_cause, msg};
+	*x = op->actor;
+	x->name = name;
+	x->class_name = cls;
+	x->death_message = msg;
 }
 
 static void fill_pg(const struct ferry__gcs_op *op, void *elem, char **pos, size_t *bytes)
@@ -510,13 +533,17 @@ int ferry_gcs_pg_create(struct ferry_gcs_client *c, const struct ferry_gcs_pg_in
 
 	if (!pg || !pg->bundles || pg->nbundles == 0 || pg->nbundles > FERRY__GCS_MAX_BUNDLES)
 		return -EINVAL;
+	for (uint32_t i = 0; i < pg->nbundles; i++)
+		if (pg->bundles[i].ncustom > FERRY__GCS_MAX_CUSTOM ||
+		    (pg->bundles[i].ncustom && !pg->bundles[i].custom))
+			return -EINVAL; /* names and amounts are checked by the server */
 	bundles = ferry__calloc(pg->nbundles, sizeof(*bundles));
 	if (!bundles)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < pg->nbundles; i++)
-		bundles[i].resources =
-			(struct ferry__gcs_resources){pg->bundles[i].cpu, pg->bundles[i].gpu,
-						      pg->bundles[i].memory_bytes, 0, NULL};
+		bundles[i].resources = (struct ferry__gcs_resources){
+			pg->bundles[i].cpu, pg->bundles[i].gpu, pg->bundles[i].memory_bytes,
+			pg->bundles[i].ncustom, pg->bundles[i].custom};
 	op.pg.id = pg->id;
 	op.pg.job = pg->job;
 	op.pg.name = pg->name;

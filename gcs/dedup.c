@@ -36,13 +36,21 @@ void ferry__gcs_dedup_fini(struct ferry__gcs_dedup *d)
 	ferry__hashmap_fini(&d->map);
 	ferry__free(d->ring);
 	d->ring = NULL;
+	d->last = NULL;
 	d->cap = d->count = d->head = 0;
 }
 
+/* Every request is looked up, then remembered: both for the same client, and a pipelining
+ * client's requests arrive back to back. The last window used answers those without hashing
+ * the 16-byte client ID (two hash lookups per write were ~3% of the loop thread). */
 static struct ferry__gcs_dedup_window *window_of(const struct ferry__gcs_dedup *d,
 						 const uint8_t *client)
 {
-	struct ferry__gcs_dedup_window **w = ferry__hashmap_get(&d->map, client);
+	struct ferry__gcs_dedup_window **w;
+
+	if (d->last && memcmp(d->last->client, client, FERRY__GCS_CLIENT_ID_SIZE) == 0)
+		return d->last;
+	w = ferry__hashmap_get(&d->map, client);
 
 	return w ? *w : NULL;
 }
@@ -81,6 +89,8 @@ static int make_room(struct ferry__gcs_dedup *d)
 		return 0;
 	}
 	old = d->ring[d->head];
+	if (d->last == old)
+		d->last = NULL;
 	(void)ferry__hashmap_remove(&d->map, old->client, NULL);
 	ferry__free(old);
 	d->head = (d->head + 1) % d->cap;
@@ -118,6 +128,7 @@ int ferry__gcs_dedup_remember(struct ferry__gcs_dedup *d, const uint8_t *client,
 
 	if (!w && !(w = window_new(d, client)))
 		return -ENOMEM;
+	d->last = w;
 	s = &w->slots[seq % FERRY__GCS_DEDUP_WINDOW];
 	if (s->used && s->seq == seq)
 		return 0;

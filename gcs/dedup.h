@@ -38,6 +38,7 @@ struct ferry__gcs_dedup {
 	size_t head;			       /* oldest window */
 	size_t count;			       /* windows */
 	size_t max;			       /* bound on windows */
+	struct ferry__gcs_dedup_window *last;  /* the window used last, or NULL (a cache) */
 };
 
 /* Empty; allocates nothing. @max clients, 0 = FERRY__GCS_DEDUP_DEFAULT_MAX. */

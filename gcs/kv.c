@@ -19,6 +19,7 @@ struct entry {
 	uint64_t hash;	      /* hash of (namespace, key) */
 	uint8_t *value;	      /* ferry__malloc'd value bytes, NULL when empty */
 	size_t value_size;    /* bytes of value */
+	size_t value_cap;     /* bytes allocated at value */
 	uint32_t ns_size;     /* namespace bytes, stored after next[] */
 	uint32_t key_size;    /* key bytes, stored after the namespace */
 	uint8_t level;	      /* skip list levels this entry is linked on */
@@ -254,6 +255,7 @@ static struct entry *new_entry(struct ferry__kv *kv, struct ferry__gcs_slice ns,
 		memcpy(bytes, ns.data, ns.size);
 	memcpy(bytes + ns.size, key.data, key.size);
 	e->value_size = value.size;
+	e->value_cap = value.size;
 	if (value.size) {
 		e->value = ferry__malloc(value.size);
 		if (!e->value) {
@@ -265,10 +267,19 @@ static struct entry *new_entry(struct ferry__kv *kv, struct ferry__gcs_slice ns,
 	return e;
 }
 
+/* An overwrite of similar size reuses the value's buffer: a put of an existing key (the common
+ * case for status keys rewritten in place) then allocates nothing. A buffer more than twice the
+ * new size is replaced, so a key that shrank does not pin its old size. */
 static int replace_value(struct ferry__kv *kv, struct entry *e, struct ferry__gcs_slice value)
 {
 	uint8_t *copy = NULL;
 
+	if (value.size && value.size <= e->value_cap && e->value_cap / 2 <= value.size) {
+		memmove(e->value, value.data, value.size);
+		kv->bytes = kv->bytes - e->value_size + value.size;
+		e->value_size = value.size;
+		return 0;
+	}
 	if (value.size) {
 		copy = ferry__malloc(value.size);
 		if (!copy)
@@ -279,6 +290,7 @@ static int replace_value(struct ferry__kv *kv, struct entry *e, struct ferry__gc
 	ferry__free(e->value);
 	e->value = copy;
 	e->value_size = value.size;
+	e->value_cap = value.size;
 	return 0;
 }
 

@@ -67,7 +67,7 @@ static void put_job(struct ferry__gcs_writer *w, const struct ferry__gcs_job *j)
 	ferry__gcs_put_u64(w, j->end_ms);
 }
 
-static void put_worker(struct ferry__gcs_writer *w, const struct ferry__gcs_worker *k)
+static void put_worker(struct ferry__gcs_writer *w, const struct ferry_gcs_worker_info *k)
 {
 	PUT_ID(w, k->id);
 	PUT_ID(w, k->node);
@@ -81,7 +81,7 @@ static void put_worker(struct ferry__gcs_writer *w, const struct ferry__gcs_work
 	ferry__gcs_put_u64(w, k->end_ms);
 }
 
-static void put_actor(struct ferry__gcs_writer *w, const struct ferry__gcs_actor *a)
+static void put_actor(struct ferry__gcs_writer *w, const struct ferry_gcs_actor_info *a)
 {
 	PUT_ID(w, a->id);
 	PUT_ID(w, a->job);
@@ -339,7 +339,7 @@ static const void *id_array(struct ferry__gcs_reader *r, uint32_t count, size_t 
 static void get_resources(struct ferry__gcs_reader *r, struct ferry__gcs_op *op,
 			  struct ferry__gcs_resources *res)
 {
-	struct ferry__gcs_custom_resource *c;
+	struct ferry_gcs_resource *c;
 
 	res->cpu = ferry__gcs_get_f64(r);
 	res->gpu = ferry__gcs_get_f64(r);
@@ -402,7 +402,7 @@ static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
 	j->end_ms = ferry__gcs_get_u64(r);
 }
 
-static void get_worker(struct ferry__gcs_reader *r, struct ferry__gcs_worker *k)
+static void get_worker(struct ferry__gcs_reader *r, struct ferry_gcs_worker_info *k)
 {
 	GET_ID(r, k->id);
 	GET_ID(r, k->node);
@@ -416,7 +416,7 @@ static void get_worker(struct ferry__gcs_reader *r, struct ferry__gcs_worker *k)
 	k->end_ms = ferry__gcs_get_u64(r);
 }
 
-static void get_actor(struct ferry__gcs_reader *r, struct ferry__gcs_actor *a)
+static void get_actor(struct ferry__gcs_reader *r, struct ferry_gcs_actor_info *a)
 {
 	GET_ID(r, a->id);
 	GET_ID(r, a->job);

@@ -79,9 +79,9 @@ struct ferry__gcs_op {
 			struct ferry_job_id id;		     /* the job */
 			uint64_t time_ms;		     /* when */
 		} job_finish;				     /* JOB_FINISH */
-		struct ferry__gcs_worker worker;	     /* WORKER_ADD, RESTORE_WORKER */
+		struct ferry_gcs_worker_info worker;	     /* WORKER_ADD, RESTORE_WORKER */
 		struct ferry__gcs_worker_exit worker_exit;   /* WORKER_DEAD */
-		struct ferry__gcs_actor actor;		     /* ACTOR_REGISTER, RESTORE_ACTOR */
+		struct ferry_gcs_actor_info actor;	     /* ACTOR_REGISTER, RESTORE_ACTOR */
 		struct ferry__gcs_actor_update actor_update; /* ACTOR_UPDATE */
 		struct ferry__gcs_pg pg;		     /* PG_CREATE, RESTORE_PG */
 		struct ferry__gcs_pg_update pg_update;	     /* PG_UPDATE */

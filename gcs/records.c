@@ -46,14 +46,14 @@ static const char *pack_str(struct pack *p, const char *s)
 static void pack_resources(struct pack *p, struct ferry__gcs_resources *dst,
 			   const struct ferry__gcs_resources *src)
 {
-	struct ferry__gcs_custom_resource *c = pack_alloc(
-		p, src->ncustom * sizeof(*c), alignof(struct ferry__gcs_custom_resource));
+	struct ferry_gcs_resource *c =
+		pack_alloc(p, src->ncustom * sizeof(*c), alignof(struct ferry_gcs_resource));
 
 	for (uint32_t i = 0; i < src->ncustom; i++) {
 		const char *name = pack_str(p, src->custom[i].name);
 
 		if (c)
-			c[i] = (struct ferry__gcs_custom_resource){name, src->custom[i].amount};
+			c[i] = (struct ferry_gcs_resource){name, src->custom[i].amount};
 	}
 	if (dst) {
 		*dst = *src;
@@ -103,8 +103,9 @@ static void *pack_job(struct pack *p, const void *from)
 
 static void *pack_worker(struct pack *p, const void *from)
 {
-	const struct ferry__gcs_worker *src = from;
-	struct ferry__gcs_worker *w = pack_alloc(p, sizeof(*w), alignof(struct ferry__gcs_worker));
+	const struct ferry_gcs_worker_info *src = from;
+	struct ferry_gcs_worker_info *w =
+		pack_alloc(p, sizeof(*w), alignof(struct ferry_gcs_worker_info));
 	const char *address = pack_str(p, src->address);
 	const char *message = pack_str(p, src->exit_message);
 
@@ -118,8 +119,9 @@ static void *pack_worker(struct pack *p, const void *from)
 
 static void *pack_actor(struct pack *p, const void *from)
 {
-	const struct ferry__gcs_actor *src = from;
-	struct ferry__gcs_actor *a = pack_alloc(p, sizeof(*a), alignof(struct ferry__gcs_actor));
+	const struct ferry_gcs_actor_info *src = from;
+	struct ferry_gcs_actor_info *a =
+		pack_alloc(p, sizeof(*a), alignof(struct ferry_gcs_actor_info));
 	const char *name = pack_str(p, src->name);
 	const char *class_name = pack_str(p, src->class_name);
 	const char *message = pack_str(p, src->death_message);
@@ -299,7 +301,7 @@ bool ferry__gcs_exit_ok(enum ferry_gcs_exit x)
 	return x >= FERRY_GCS_EXIT_NONE && x <= FERRY_GCS_EXIT_OUT_OF_RESTARTS;
 }
 
-int ferry__gcs_worker_check(const struct ferry__gcs_worker *w)
+int ferry__gcs_worker_check(const struct ferry_gcs_worker_info *w)
 {
 	if (is_nil16(w->id.bytes) || w->state < FERRY_GCS_WORKER_ALIVE ||
 	    w->state > FERRY_GCS_WORKER_DEAD || !ferry__gcs_exit_ok(w->exit_type)) {
@@ -313,7 +315,7 @@ int ferry__gcs_worker_check(const struct ferry__gcs_worker *w)
 	return 0;
 }
 
-int ferry__gcs_actor_check(const struct ferry__gcs_actor *a)
+int ferry__gcs_actor_check(const struct ferry_gcs_actor_info *a)
 {
 	if (is_nil16(a->id.bytes) || a->state < FERRY_GCS_ACTOR_PENDING ||
 	    a->state > FERRY_GCS_ACTOR_DEAD || !ferry__gcs_exit_ok(a->death_cause)) {
@@ -358,12 +360,12 @@ struct ferry__gcs_job *ferry__gcs_job_clone(const struct ferry__gcs_job *j)
 	return clone(pack_job, j);
 }
 
-struct ferry__gcs_worker *ferry__gcs_worker_clone(const struct ferry__gcs_worker *w)
+struct ferry_gcs_worker_info *ferry__gcs_worker_clone(const struct ferry_gcs_worker_info *w)
 {
 	return clone(pack_worker, w);
 }
 
-struct ferry__gcs_actor *ferry__gcs_actor_clone(const struct ferry__gcs_actor *a)
+struct ferry_gcs_actor_info *ferry__gcs_actor_clone(const struct ferry_gcs_actor_info *a)
 {
 	return clone(pack_actor, a);
 }

@@ -24,8 +24,8 @@ bool ferry__gcs_exit_ok(enum ferry_gcs_exit x);
  * tables.h. 0 or -EINVAL (logged). */
 int ferry__gcs_node_check(const struct ferry__gcs_node *n);
 int ferry__gcs_job_check(const struct ferry__gcs_job *j);
-int ferry__gcs_worker_check(const struct ferry__gcs_worker *w);
-int ferry__gcs_actor_check(const struct ferry__gcs_actor *a);
+int ferry__gcs_worker_check(const struct ferry_gcs_worker_info *w);
+int ferry__gcs_actor_check(const struct ferry_gcs_actor_info *a);
 int ferry__gcs_pg_check(const struct ferry__gcs_pg *g);
 
 /*
@@ -35,8 +35,8 @@ int ferry__gcs_pg_check(const struct ferry__gcs_pg *g);
  */
 struct ferry__gcs_node *ferry__gcs_node_clone(const struct ferry__gcs_node *n);
 struct ferry__gcs_job *ferry__gcs_job_clone(const struct ferry__gcs_job *j);
-struct ferry__gcs_worker *ferry__gcs_worker_clone(const struct ferry__gcs_worker *w);
-struct ferry__gcs_actor *ferry__gcs_actor_clone(const struct ferry__gcs_actor *a);
+struct ferry_gcs_worker_info *ferry__gcs_worker_clone(const struct ferry_gcs_worker_info *w);
+struct ferry_gcs_actor_info *ferry__gcs_actor_clone(const struct ferry_gcs_actor_info *a);
 struct ferry__gcs_pg *ferry__gcs_pg_clone(const struct ferry__gcs_pg *g,
 					  const struct ferry_node_id *nodes, bool clear_nodes);
 struct ferry__gcs_error *ferry__gcs_error_clone(const struct ferry__gcs_error *e);

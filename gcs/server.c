@@ -336,8 +336,10 @@ int ferry__gcs_request_check(uint16_t type, const void *payload, size_t len)
 static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
 {
 	struct ferry__gcs_sconn *c = ferry__conn_data(conn);
+	struct ferry__gcs_server *srv = c->srv;
 	int ret = 0;
 
+	srv->in_message = true;
 	switch (type) {
 	case FERRY__WIRE_MSG_GCS_REQUEST:
 		ret = handle_request(c, payload, len);
@@ -358,6 +360,8 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 		ret = -EPROTO;
 		break;
 	}
+	srv->in_message = false;
+	ferry__gcs_srv_drain_deferred(srv);
 	if (ret == -EPROTO) {
 		FLOG_WARN(COMP, "malformed %s from %s: closing", ferry__wire_message_name(type),
 			  ferry__conn_peer(conn));

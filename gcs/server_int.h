@@ -45,6 +45,8 @@ struct ferry__gcs_server {
 	struct ferry__loop_timer liveness;    /* node deadlines, snapshots */
 	struct ferry__loop_timer drain_retry; /* retries drains held back by full sockets */
 	struct ferry__loop_timer drain_now;   /* the drain at the end of this loop pass */
+	bool in_message;		      /* on_message is running */
+	bool drain_wanted;		      /* a publish in on_message wants a drain */
 	struct ferry__hashmap last_seen;      /* node ID -> monotonic ms of its last sign */
 	uint32_t deadline_ms;		      /* node heartbeat deadline */
 	struct held_reply *held;	      /* replies waiting for durability (FIFO) */
@@ -88,6 +90,8 @@ int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv);
 void ferry__gcs_srv_pubsub_fini(struct ferry__gcs_server *srv);
 /* The state's change callback: publish the changed record. */
 void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c);
+/* Arm the drain that on_ready() deferred while a message was handled (see server_pubsub.c). */
+void ferry__gcs_srv_drain_deferred(struct ferry__gcs_server *srv);
 /* A GcsSubscribe request; -EPROTO closes the connection. */
 int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload);
 

@@ -231,13 +231,34 @@ static void on_drain_timer(struct ferry__loop_timer *t, int status)
 		drain_all(t->data);
 }
 
+static void arm_drain(struct ferry__gcs_server *srv)
+{
+	if (!ferry__loop_timer_active(&srv->drain_now))
+		ferry__loop_timer_start(srv->loop, &srv->drain_now, 0, 0, on_drain_timer);
+}
+
+/* A publish inside a request is drained after that request's reply is queued: 0 ms timers fire
+ * in the order they were started, so the publisher's reply goes out before the fan-out to the
+ * subscribers, as Redis writes the publishing client's reply first. A pipelining publisher
+ * waits on those replies, and waking it first keeps one subscriber send (or a hundred) off its
+ * round trip; subscribers still get the batch in the same loop pass. */
 static void on_ready(void *arg, struct ferry__ps_sub *sub)
 {
 	struct ferry__gcs_server *srv = arg;
 
 	(void)sub;
-	if (!ferry__loop_timer_active(&srv->drain_now))
-		ferry__loop_timer_start(srv->loop, &srv->drain_now, 0, 0, on_drain_timer);
+	if (srv->in_message)
+		srv->drain_wanted = true;
+	else
+		arm_drain(srv);
+}
+
+void ferry__gcs_srv_drain_deferred(struct ferry__gcs_server *srv)
+{
+	if (!srv->drain_wanted)
+		return;
+	srv->drain_wanted = false;
+	arm_drain(srv);
 }
 
 /* ---- subscriptions ---- */

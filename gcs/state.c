@@ -41,7 +41,7 @@ static void on_object_changed(void *arg, const struct ferry__objdir_entry *e, bo
 	       removed ? NULL : e);
 }
 
-static void on_worker_died(void *arg, const struct ferry__gcs_worker *w)
+static void on_worker_died(void *arg, const struct ferry_gcs_worker_info *w)
 {
 	report(arg, FERRY_GCS_CH_WORKERS, w->id.bytes, sizeof(w->id.bytes), w);
 }
@@ -83,7 +83,7 @@ static int apply_node(struct ferry__gcs_state *s, const struct ferry__gcs_op *op
 
 static int apply_job_worker(struct ferry__gcs_state *s, const struct ferry__gcs_op *op)
 {
-	const struct ferry__gcs_worker *w = NULL;
+	const struct ferry_gcs_worker_info *w = NULL;
 	const struct ferry__gcs_job *j = NULL;
 	int ret;
 
@@ -109,7 +109,7 @@ static int apply_job_worker(struct ferry__gcs_state *s, const struct ferry__gcs_
 
 static int apply_record(struct ferry__gcs_state *s, const struct ferry__gcs_op *op)
 {
-	const struct ferry__gcs_actor *a = NULL;
+	const struct ferry_gcs_actor_info *a = NULL;
 	const struct ferry__gcs_error *e = NULL;
 	int ret;
 
@@ -366,10 +366,10 @@ void ferry__gcs_restore_op(struct ferry__gcs_op *op, enum ferry__gcs_table table
 		op->job = *(const struct ferry__gcs_job *)rec;
 		break;
 	case FERRY__GCS_T_WORKERS:
-		op->worker = *(const struct ferry__gcs_worker *)rec;
+		op->worker = *(const struct ferry_gcs_worker_info *)rec;
 		break;
 	case FERRY__GCS_T_ACTORS:
-		op->actor = *(const struct ferry__gcs_actor *)rec;
+		op->actor = *(const struct ferry_gcs_actor_info *)rec;
 		break;
 	default:
 		op->pg = *(const struct ferry__gcs_pg *)rec;

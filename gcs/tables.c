@@ -257,10 +257,10 @@ const struct ferry__gcs_job *ferry__gcs_job_get(const struct ferry__gcs_tables *
 
 /* ---- workers ---- */
 
-int ferry__gcs_worker_add(struct ferry__gcs_tables *t, const struct ferry__gcs_worker *w,
-			  const struct ferry__gcs_worker **out)
+int ferry__gcs_worker_add(struct ferry__gcs_tables *t, const struct ferry_gcs_worker_info *w,
+			  const struct ferry_gcs_worker_info **out)
 {
-	struct ferry__gcs_worker copy = *w;
+	struct ferry_gcs_worker_info copy = *w;
 	int ret;
 
 	copy.state = FERRY_GCS_WORKER_ALIVE;
@@ -277,10 +277,10 @@ int ferry__gcs_worker_add(struct ferry__gcs_tables *t, const struct ferry__gcs_w
 }
 
 int ferry__gcs_worker_dead(struct ferry__gcs_tables *t, const struct ferry__gcs_worker_exit *x,
-			   const struct ferry__gcs_worker **out)
+			   const struct ferry_gcs_worker_info **out)
 {
-	const struct ferry__gcs_worker *w = get(t, FERRY__GCS_T_WORKERS, x->id.bytes);
-	struct ferry__gcs_worker copy;
+	const struct ferry_gcs_worker_info *w = get(t, FERRY__GCS_T_WORKERS, x->id.bytes);
+	struct ferry_gcs_worker_info copy;
 	int ret;
 
 	if (!w)
@@ -304,7 +304,7 @@ int ferry__gcs_worker_dead(struct ferry__gcs_tables *t, const struct ferry__gcs_
 
 int ferry__gcs_workers_on_node_died(struct ferry__gcs_tables *t, const struct ferry_node_id *node,
 				    uint64_t time_ms,
-				    void (*fn)(void *arg, const struct ferry__gcs_worker *w),
+				    void (*fn)(void *arg, const struct ferry_gcs_worker_info *w),
 				    void *arg)
 {
 	size_t cursor = 0;
@@ -312,7 +312,7 @@ int ferry__gcs_workers_on_node_died(struct ferry__gcs_tables *t, const struct fe
 	int n = 0;
 
 	while (ferry__hashmap_next(&t->maps[FERRY__GCS_T_WORKERS], &cursor, &key, &value)) {
-		struct ferry__gcs_worker *w = *(struct ferry__gcs_worker **)value;
+		struct ferry_gcs_worker_info *w = *(struct ferry_gcs_worker_info **)value;
 
 		if (w->state != FERRY_GCS_WORKER_ALIVE || !ferry_node_id_eq(&w->node, node))
 			continue;
@@ -327,18 +327,18 @@ int ferry__gcs_workers_on_node_died(struct ferry__gcs_tables *t, const struct fe
 	return n;
 }
 
-const struct ferry__gcs_worker *ferry__gcs_worker_get(const struct ferry__gcs_tables *t,
-						      const struct ferry_worker_id *id)
+const struct ferry_gcs_worker_info *ferry__gcs_worker_get(const struct ferry__gcs_tables *t,
+							  const struct ferry_worker_id *id)
 {
 	return get(t, FERRY__GCS_T_WORKERS, id->bytes);
 }
 
 /* ---- actors ---- */
 
-int ferry__gcs_actor_register(struct ferry__gcs_tables *t, const struct ferry__gcs_actor *a,
-			      const struct ferry__gcs_actor **out)
+int ferry__gcs_actor_register(struct ferry__gcs_tables *t, const struct ferry_gcs_actor_info *a,
+			      const struct ferry_gcs_actor_info **out)
 {
-	struct ferry__gcs_actor copy = *a;
+	struct ferry_gcs_actor_info copy = *a;
 	int ret = ferry__gcs_actor_check(a);
 
 	if (ret < 0)
@@ -373,7 +373,7 @@ static bool actor_legal(enum ferry_gcs_actor_state from, enum ferry_gcs_actor_st
 }
 
 /* Fill @copy for the move to @u->state; -EINVAL when @u lacks what the new state needs. */
-static int actor_apply(struct ferry__gcs_actor *copy, const struct ferry__gcs_actor_update *u)
+static int actor_apply(struct ferry_gcs_actor_info *copy, const struct ferry__gcs_actor_update *u)
 {
 	memset(&copy->node, 0, sizeof(copy->node));
 	memset(&copy->worker, 0, sizeof(copy->worker));
@@ -407,10 +407,10 @@ static int actor_apply(struct ferry__gcs_actor *copy, const struct ferry__gcs_ac
 
 int ferry__gcs_actor_transition(struct ferry__gcs_tables *t,
 				const struct ferry__gcs_actor_update *u,
-				const struct ferry__gcs_actor **out)
+				const struct ferry_gcs_actor_info **out)
 {
-	const struct ferry__gcs_actor *a = get(t, FERRY__GCS_T_ACTORS, u->id.bytes);
-	struct ferry__gcs_actor copy;
+	const struct ferry_gcs_actor_info *a = get(t, FERRY__GCS_T_ACTORS, u->id.bytes);
+	struct ferry_gcs_actor_info copy;
 	int ret;
 
 	if (!a)
@@ -437,8 +437,8 @@ int ferry__gcs_actor_transition(struct ferry__gcs_tables *t,
 	return ret < 0 ? ret : 1;
 }
 
-const struct ferry__gcs_actor *ferry__gcs_actor_get(const struct ferry__gcs_tables *t,
-						    const struct ferry_actor_id *id)
+const struct ferry_gcs_actor_info *ferry__gcs_actor_get(const struct ferry__gcs_tables *t,
+							const struct ferry_actor_id *id)
 {
 	return get(t, FERRY__GCS_T_ACTORS, id->bytes);
 }

@@ -32,18 +32,21 @@
 #define FERRY__GCS_MAX_LABELS 64    /* labels per node */
 #define FERRY__GCS_MAX_BUNDLES 1024 /* bundles per placement group */
 
-struct ferry__gcs_custom_resource {
-	const char *name; /* unique within its set, not empty */
-	double amount;	  /* >= 0 */
-};
+/*
+ * Worker and actor records are the public structs of include/ferry/gcs.h (struct
+ * ferry_gcs_worker_info, struct ferry_gcs_actor_info), and a custom resource is struct
+ * ferry_gcs_resource: one declaration of their fields, so the table, the wire codec and the
+ * client's lists cannot drift apart. In a record held by the tables, the strings point into the
+ * table's own copy.
+ */
 
 /* Amounts of resources (totals of a node, or a bundle's demand). */
 struct ferry__gcs_resources {
-	double cpu;					 /* CPUs */
-	double gpu;					 /* GPUs */
-	double memory_bytes;				 /* memory */
-	uint32_t ncustom;				 /* length of custom */
-	const struct ferry__gcs_custom_resource *custom; /* name -> amount */
+	double cpu;				 /* CPUs */
+	double gpu;				 /* GPUs */
+	double memory_bytes;			 /* memory */
+	uint32_t ncustom;			 /* length of custom */
+	const struct ferry_gcs_resource *custom; /* name -> amount */
 };
 
 struct ferry__gcs_label {
@@ -89,39 +92,11 @@ struct ferry__gcs_job {
 	uint64_t end_ms;		  /* finish time, 0 while running */
 };
 
-struct ferry__gcs_worker {
-	struct ferry_worker_id id;	   /* the worker */
-	struct ferry_node_id node;	   /* where it runs */
-	struct ferry_job_id job;	   /* job it serves (nil for a pooled worker) */
-	uint32_t pid;			   /* its process ID */
-	const char *address;		   /* where it listens, or NULL */
-	enum ferry_gcs_worker_state state; /* alive, dead */
-	enum ferry_gcs_exit exit_type;	   /* why it ended */
-	const char *exit_message;	   /* details, or NULL */
-	uint64_t start_ms;		   /* registration time */
-	uint64_t end_ms;		   /* death time, 0 while alive */
-};
-
 struct ferry__gcs_worker_exit {
 	struct ferry_worker_id id;     /* the worker */
 	uint64_t time_ms;	       /* when */
 	enum ferry_gcs_exit exit_type; /* why */
 	const char *message;	       /* details, or NULL */
-};
-
-struct ferry__gcs_actor {
-	struct ferry_actor_id id;	  /* the actor */
-	struct ferry_job_id job;	  /* job that created it */
-	struct ferry_worker_id owner;	  /* worker or driver that created it */
-	const char *name;		  /* registered name, or NULL */
-	const char *class_name;		  /* its class (registered constructor) */
-	enum ferry_gcs_actor_state state; /* see include/ferry/gcs.h for the transitions */
-	struct ferry_node_id node;	  /* where it runs (alive), else nil */
-	struct ferry_worker_id worker;	  /* the worker hosting it (alive), else nil */
-	uint32_t num_restarts;		  /* restarts so far */
-	int32_t max_restarts;		  /* restarts allowed, < 0 = unlimited */
-	enum ferry_gcs_exit death_cause;  /* why it died */
-	const char *death_message;	  /* details, or NULL */
 };
 
 /* A state change of an actor. */
@@ -221,12 +196,12 @@ const struct ferry__gcs_job *ferry__gcs_job_get(const struct ferry__gcs_tables *
 						const struct ferry_job_id *id);
 
 /* Workers. add: state becomes ALIVE; -EEXIST. dead: 1, or 0 if already dead. */
-int ferry__gcs_worker_add(struct ferry__gcs_tables *t, const struct ferry__gcs_worker *w,
-			  const struct ferry__gcs_worker **out);
+int ferry__gcs_worker_add(struct ferry__gcs_tables *t, const struct ferry_gcs_worker_info *w,
+			  const struct ferry_gcs_worker_info **out);
 int ferry__gcs_worker_dead(struct ferry__gcs_tables *t, const struct ferry__gcs_worker_exit *x,
-			   const struct ferry__gcs_worker **out);
-const struct ferry__gcs_worker *ferry__gcs_worker_get(const struct ferry__gcs_tables *t,
-						      const struct ferry_worker_id *id);
+			   const struct ferry_gcs_worker_info **out);
+const struct ferry_gcs_worker_info *ferry__gcs_worker_get(const struct ferry__gcs_tables *t,
+							  const struct ferry_worker_id *id);
 
 /*
  * ferry__gcs_workers_on_node_died() - mark every alive worker on @node dead (exit NODE_DIED),
@@ -234,18 +209,18 @@ const struct ferry__gcs_worker *ferry__gcs_worker_get(const struct ferry__gcs_ta
  */
 int ferry__gcs_workers_on_node_died(struct ferry__gcs_tables *t, const struct ferry_node_id *node,
 				    uint64_t time_ms,
-				    void (*fn)(void *arg, const struct ferry__gcs_worker *w),
+				    void (*fn)(void *arg, const struct ferry_gcs_worker_info *w),
 				    void *arg);
 
 /* Actors. register: @a->state must be PENDING (restarts 0); -EEXIST. transition: 1, 0 if
  * already in that state, -EINVAL for an illegal transition (logged). */
-int ferry__gcs_actor_register(struct ferry__gcs_tables *t, const struct ferry__gcs_actor *a,
-			      const struct ferry__gcs_actor **out);
+int ferry__gcs_actor_register(struct ferry__gcs_tables *t, const struct ferry_gcs_actor_info *a,
+			      const struct ferry_gcs_actor_info **out);
 int ferry__gcs_actor_transition(struct ferry__gcs_tables *t,
 				const struct ferry__gcs_actor_update *u,
-				const struct ferry__gcs_actor **out);
-const struct ferry__gcs_actor *ferry__gcs_actor_get(const struct ferry__gcs_tables *t,
-						    const struct ferry_actor_id *id);
+				const struct ferry_gcs_actor_info **out);
+const struct ferry_gcs_actor_info *ferry__gcs_actor_get(const struct ferry__gcs_tables *t,
+							const struct ferry_actor_id *id);
 
 /* Placement groups. create: state becomes PENDING, bundle nodes nil; -EEXIST. set_state: 1,
  * 0 if already there (CREATED also compares the nodes), -EINVAL illegal. */

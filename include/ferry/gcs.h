@@ -309,16 +309,26 @@ FERRY_API int ferry_gcs_actor_get(struct ferry_gcs_client *c, const struct ferry
 FERRY_API int ferry_gcs_actor_list(struct ferry_gcs_client *c,
 				   struct ferry_gcs_actor_info **actors);
 
-/* A placement group's bundle: what it reserves (custom resources are not in this API) and where
- * it is placed (nil until the group is CREATED). */
-struct ferry_gcs_bundle {
-	double cpu;		   /* CPUs */
-	double gpu;		   /* GPUs */
-	double memory_bytes;	   /* memory */
-	struct ferry_node_id node; /* its node, or nil */
+/* A custom resource: an amount of something the scheduler counts by name ("tpu", "ssd"). */
+struct ferry_gcs_resource {
+	const char *name; /* 1..127 bytes, unique within its set */
+	double amount;	  /* >= 0, finite */
 };
 
-/* A placement group. create: id, job, name, strategy, nbundles, bundles (demand) are used. */
+/* A placement group's bundle: what it reserves and where it is placed (nil until the group is
+ * CREATED). The custom resources come last so that initialisers written before they existed
+ * ({cpu, gpu, memory_bytes, node}) still mean the same. */
+struct ferry_gcs_bundle {
+	double cpu;				 /* CPUs */
+	double gpu;				 /* GPUs */
+	double memory_bytes;			 /* memory */
+	struct ferry_node_id node;		 /* its node, or nil */
+	uint32_t ncustom;			 /* length of custom, 0..64 */
+	const struct ferry_gcs_resource *custom; /* custom resources, NULL when ncustom is 0 */
+};
+
+/* A placement group. create: id, job, name, strategy, nbundles, bundles (demand, custom resources
+ * included) are used; get and list return each bundle's custom resources in the same allocation. */
 struct ferry_gcs_pg_info {
 	struct ferry_placement_group_id id;	/* the group */
 	struct ferry_job_id job;		/* job that created it */

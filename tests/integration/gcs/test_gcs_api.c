@@ -2,7 +2,8 @@
 /*
  * Integration tests of the GCS's table calls and correctness guarantees through real ferry-gcs
  * processes: KV multi-get / keys / delete by prefix, node list / drain / unregister, jobs,
- * workers, actors and placement groups; a resent request applied once (also across a crash and a restart on the
+ * workers, actors and placement groups (with custom resources, across a restart on the WAL); a
+ * resent request applied once (also across a crash and a restart on the
  * WAL); a node's death dropping its copies on every object directory shard.
  */
 #include <errno.h>
@@ -198,6 +199,73 @@ FTEST(placement_groups)
 	ferry_gcs_free(all);
 	ferry_placement_group_id_random(&pg.id);
 	ftest_assert_errno(ferry_gcs_pg_get(c, &pg.id, &got), -ENOENT);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+/* A bundle's custom resources, byte for byte as created. */
+static void assert_custom(const struct ferry_gcs_bundle *b, const struct ferry_gcs_resource *want,
+			  uint32_t n)
+{
+	ftest_assert_uint_eq(b->ncustom, n);
+	for (uint32_t i = 0; i < n; i++) {
+		ftest_assert_str_eq(b->custom[i].name, want[i].name);
+		ftest_assert_true(b->custom[i].amount == want[i].amount);
+	}
+	if (!n)
+		ftest_assert_ptr_null(b->custom);
+}
+
+FTEST(placement_group_custom_resources_survive_a_restart)
+{
+	char wal[512];
+	const char *args[] = {"--wal", wal, NULL};
+	const struct ferry_gcs_resource tpu[] = {{"tpu", 4}, {"ssd", 0.5}};
+	const struct ferry_gcs_resource fpga[] = {{"fpga", 1}};
+	const struct ferry_gcs_resource twice[] = {{"x", 1}, {"x", 2}};
+	const struct ferry_gcs_resource negative[] = {{"x", -1}};
+	struct ferry_gcs_bundle bundles[3] = {{.cpu = 1, .ncustom = 2, .custom = tpu},
+					      {.cpu = 2},
+					      {.gpu = 1, .ncustom = 1, .custom = fpga}};
+	struct ferry_gcs_pg_info pg = {0}, bad, *got, *all;
+	struct ferry_gcs_client *c;
+	struct gcs_proc p;
+
+	snprintf(wal, sizeof(wal), "%s/wal", ftest_tmpdir());
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	ferry_placement_group_id_random(&pg.id);
+	ferry_job_id_random(&pg.job);
+	pg.strategy = FERRY_GCS_PG_PACK;
+	pg.nbundles = 3;
+	pg.bundles = bundles;
+	ftest_assert_int_eq(ferry_gcs_pg_create(c, &pg), 1);
+	/* Refused whole: a name twice, a negative amount (server), custom without its array. */
+	bad = pg;
+	ferry_placement_group_id_random(&bad.id);
+	bundles[1] = (struct ferry_gcs_bundle){.cpu = 2, .ncustom = 2, .custom = twice};
+	ftest_assert_errno(ferry_gcs_pg_create(c, &bad), -EINVAL);
+	bundles[1] = (struct ferry_gcs_bundle){.cpu = 2, .ncustom = 1, .custom = negative};
+	ftest_assert_errno(ferry_gcs_pg_create(c, &bad), -EINVAL);
+	bundles[1] = (struct ferry_gcs_bundle){.cpu = 2, .ncustom = 1, .custom = NULL};
+	ftest_assert_errno(ferry_gcs_pg_create(c, &bad), -EINVAL);
+	ftest_assert_errno(ferry_gcs_pg_get(c, &bad.id, &got), -ENOENT);
+	ferry_gcs_client_destroy(c);
+	/* Killed, restarted on its log: the group comes back with every custom resource. */
+	gcs_stop(&p, SIGKILL);
+	p = gcs_start(p.port, args);
+	c = client_for(&p, 1, TOKEN);
+	ftest_assert_ok(ferry_gcs_pg_get(c, &pg.id, &got));
+	ftest_assert_uint_eq(got->nbundles, 3);
+	assert_custom(&got->bundles[0], tpu, 2);
+	assert_custom(&got->bundles[1], NULL, 0);
+	assert_custom(&got->bundles[2], fpga, 1);
+	ftest_assert_true(got->bundles[0].cpu == 1 && got->bundles[2].gpu == 1);
+	ferry_gcs_free(got);
+	ftest_assert_int_eq(ferry_gcs_pg_list(c, &all), 1);
+	assert_custom(&all[0].bundles[0], tpu, 2);
+	assert_custom(&all[0].bundles[2], fpga, 1);
+	ferry_gcs_free(all);
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
 }

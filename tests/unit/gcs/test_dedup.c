@@ -48,6 +48,27 @@ FTEST(dedup_keeps_a_window_per_client)
 	ferry__gcs_dedup_fini(&d);
 }
 
+/* The window used last is cached; a window pushed out must never be answered from the cache,
+ * even when the new client's window then fails to allocate (ASan sees a stale one). */
+FTEST(dedup_evicted_window_is_not_cached)
+{
+	struct ferry__gcs_dedup d;
+	int32_t status;
+
+	ferry__gcs_dedup_init(&d, 1);
+	ftest_assert_ok(ferry__gcs_dedup_remember(&d, client_a, 1, 5));
+	ftest_assert_int_eq(ferry__gcs_dedup_find(&d, client_a, 1, &status), 1);
+	ferry__alloc_fail_after(0);
+	ftest_assert_errno(ferry__gcs_dedup_remember(&d, client_b, 1, 6), -ENOMEM);
+	ferry__alloc_fail_after(-1);
+	ftest_assert_int_eq(ferry__gcs_dedup_find(&d, client_a, 1, &status), 0);
+	ftest_assert_int_eq(ferry__gcs_dedup_find(&d, client_b, 1, &status), 0);
+	ftest_assert_ok(ferry__gcs_dedup_remember(&d, client_b, 1, 6));
+	ftest_assert_int_eq(ferry__gcs_dedup_find(&d, client_b, 1, &status), 1);
+	ftest_assert_int_eq(status, 6);
+	ferry__gcs_dedup_fini(&d);
+}
+
 FTEST(dedup_allocation_failures_change_nothing)
 {
 	struct ferry__gcs_dedup d;

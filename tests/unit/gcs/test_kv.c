@@ -260,7 +260,14 @@ FTEST(put_survives_every_allocation_failure)
 	}
 	ftest_assert_int_ge(failures, 2); /* entry and value allocations at least */
 	ferry__alloc_fail_after(0);
-	ftest_assert_errno(ferry__kv_put(kv, S("n"), S("key1"), S("other"), true), -ENOMEM);
+	/* A value that outgrows its buffer needs a new one: failing leaves the old value. */
+	ftest_assert_errno(ferry__kv_put(kv, S("n"), S("key1"), S("a longer value"), true),
+			   -ENOMEM);
 	assert_value(kv, S("n"), S("key1"), "value");
+	/* One of a similar size is written in place, allocating nothing. */
+	ftest_assert_int_eq(ferry__kv_put(kv, S("n"), S("key1"), S("other"), true), 0);
+	ftest_assert_int_eq(ferry__kv_put(kv, S("n"), S("key1"), S("abc"), true), 0);
+	ferry__alloc_fail_after(-1);
+	assert_value(kv, S("n"), S("key1"), "abc");
 	ferry__kv_destroy(kv);
 }

@@ -23,7 +23,7 @@ static struct ferry_actor_id a1 = {{4, 1}}, a2 = {{4, 2}};
 static struct ferry_placement_group_id p1 = {{5, 1}};
 static struct ferry_object_id o1 = {{6, 1}}, o2 = {{6, 2}}, o3 = {{6, 3}}, o4 = {{6, 4}},
 			      o5 = {{6, 5}};
-static const struct ferry__gcs_custom_resource custom[] = {{"tpu", 2}};
+static const struct ferry_gcs_resource custom[] = {{"tpu", 2}};
 static const struct ferry__gcs_label labels[] = {{"zone", "b"}};
 static const struct ferry__gcs_bundle bundles[2] = {{{1, 0, 0, 0, NULL}, {{0}}},
 						    {{2, 0, 1e6, 1, custom}, {{0}}}};

@@ -16,7 +16,7 @@ static struct ferry__gcs_tables *new_tables(size_t max_events, size_t max_errors
 	return t;
 }
 
-static const struct ferry__gcs_custom_resource custom[] = {{"tpu", 4}, {"ssd", 1}};
+static const struct ferry_gcs_resource custom[] = {{"tpu", 4}, {"ssd", 1}};
 static const struct ferry__gcs_label labels[] = {{"zone", "a"}, {"rack", NULL}};
 
 static struct ferry__gcs_node sample_node(void)
@@ -72,7 +72,7 @@ FTEST(node_lifecycle)
 
 FTEST(node_fields_are_validated)
 {
-	static const struct ferry__gcs_custom_resource twice[] = {{"x", 1}, {"x", 2}};
+	static const struct ferry_gcs_resource twice[] = {{"x", 1}, {"x", 2}};
 	static const struct ferry__gcs_label same[] = {{"k", "1"}, {"k", "2"}};
 	struct ferry__gcs_tables *t = new_tables(0, 0);
 	struct ferry__gcs_node n = sample_node(), bad;
@@ -109,9 +109,9 @@ FTEST(jobs_and_workers)
 {
 	struct ferry__gcs_tables *t = new_tables(0, 0);
 	struct ferry__gcs_job j = {0};
-	struct ferry__gcs_worker w = {0}, w2;
+	struct ferry_gcs_worker_info w = {0}, w2;
 	struct ferry__gcs_worker_exit x = {0};
-	const struct ferry__gcs_worker *got;
+	const struct ferry_gcs_worker_info *got;
 
 	ferry_job_id_random(&j.id);
 	j.entrypoint = "python train.py";
@@ -153,9 +153,9 @@ FTEST(jobs_and_workers)
 	ferry__gcs_tables_destroy(t);
 }
 
-static struct ferry__gcs_actor sample_actor(int32_t max_restarts)
+static struct ferry_gcs_actor_info sample_actor(int32_t max_restarts)
 {
-	struct ferry__gcs_actor a = {0};
+	struct ferry_gcs_actor_info a = {0};
 
 	ferry_actor_id_random(&a.id);
 	ferry_job_id_random(&a.job);
@@ -167,7 +167,7 @@ static struct ferry__gcs_actor sample_actor(int32_t max_restarts)
 }
 
 /* Drive a fresh actor to @state along legal moves. */
-static struct ferry__gcs_actor_update to(struct ferry__gcs_actor *a,
+static struct ferry__gcs_actor_update to(struct ferry_gcs_actor_info *a,
 					 enum ferry_gcs_actor_state state)
 {
 	struct ferry__gcs_actor_update u = {a->id, state, {{0}}, {{0}}, FERRY_GCS_EXIT_NONE, NULL};
@@ -183,7 +183,7 @@ static struct ferry__gcs_actor_update to(struct ferry__gcs_actor *a,
 	return u;
 }
 
-static void reach(struct ferry__gcs_tables *t, struct ferry__gcs_actor *a,
+static void reach(struct ferry__gcs_tables *t, struct ferry_gcs_actor_info *a,
 		  enum ferry_gcs_actor_state state)
 {
 	struct ferry__gcs_actor_update u;
@@ -215,7 +215,7 @@ FTEST(actor_state_machine)
 
 	for (int from = 1; from <= 4; from++) {
 		for (int next = 1; next <= 4; next++) {
-			struct ferry__gcs_actor a = sample_actor(-1);
+			struct ferry_gcs_actor_info a = sample_actor(-1);
 			struct ferry__gcs_actor_update u;
 
 			reach(t, &a, (enum ferry_gcs_actor_state)from);
@@ -234,9 +234,9 @@ FTEST(actor_state_machine)
 FTEST(actor_restart_budget_and_fields)
 {
 	struct ferry__gcs_tables *t = new_tables(0, 0);
-	struct ferry__gcs_actor a = sample_actor(1), b = sample_actor(0);
+	struct ferry_gcs_actor_info a = sample_actor(1), b = sample_actor(0);
 	struct ferry__gcs_actor_update u;
-	const struct ferry__gcs_actor *got;
+	const struct ferry_gcs_actor_info *got;
 
 	reach(t, &a, FERRY_GCS_ACTOR_RESTARTING);
 	u = to(&a, FERRY_GCS_ACTOR_ALIVE);
@@ -348,7 +348,7 @@ FTEST(bounded_logs_drop_the_oldest)
 FTEST(restore_puts_records_back_exactly)
 {
 	struct ferry__gcs_tables *t = new_tables(0, 0), *copy = new_tables(0, 0);
-	struct ferry__gcs_actor a = sample_actor(3);
+	struct ferry_gcs_actor_info a = sample_actor(3);
 	struct ferry__gcs_node n = sample_node();
 	size_t cursor = 0;
 	const void *rec;
@@ -377,7 +377,7 @@ FTEST(allocation_failures_change_nothing)
 {
 	struct ferry__gcs_tables *t = new_tables(2, 2);
 	struct ferry__gcs_node n = sample_node();
-	struct ferry__gcs_actor a = sample_actor(-1);
+	struct ferry_gcs_actor_info a = sample_actor(-1);
 	struct ferry__gcs_actor_update u;
 	struct ferry__gcs_error err = {{{0}}, 1, "oom", "message"};
 	struct ferry__gcs_task_event e = {0};
