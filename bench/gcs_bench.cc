@@ -332,6 +332,21 @@ void queue_publish(Conn &c, uint64_t n)
 	queue_op(c, op);
 }
 
+// A log line on the logs channel: Redis PUBLISH's counterpart (published, never stored), with
+// the payload bench/compare gives redis-benchmark's PUBLISH.
+void queue_log(Conn &c, uint64_t n)
+{
+	static const char payload[] = "a small error record payload";
+	ferry__gcs_op op = {};
+
+	(void)n;
+	op.type = FERRY__GCS_OP_LOG;
+	op.log.job.bytes[0] = 1;
+	op.log.data.data = payload;
+	op.log.data.size = sizeof(payload) - 1;
+	queue_op(c, op);
+}
+
 // One KV connection of a run: @depth requests out, then their replies in. As redis-benchmark
 // does, a batch is built once and resent; only the seqs are patched (in place, at the offsets
 // where the template's marked seqs are), so every request is a new one for the server.
@@ -481,13 +496,13 @@ BENCHMARK(BM_gcs_kv_wal)
 	->UseRealTime()
 	->Unit(benchmark::kMillisecond);
 
-void subscribe_errors(Conn &c)
+void subscribe_channel(Conn &c, ferry_gcs_channel channel)
 {
 	ferry__wire_gcs_subscribe m = {};
 	ferry__frame f;
 
 	m.seq = next_seq();
-	m.channel = FERRY_GCS_CH_ERRORS;
+	m.channel = channel;
 	ferry__wire_gcs_subscribe_build(c.builder(), &m);
 	c.queue(FERRY__WIRE_MSG_GCS_SUBSCRIBE);
 	c.flush();
@@ -506,20 +521,22 @@ size_t deltas_in(const ferry__frame &f)
 	return n;
 }
 
-// Args: subscribers. Each iteration publishes kPublishes messages (16 in flight) and waits
-// until every subscriber got all of them.
+// Args: subscribers, and 1 for error records (stored in the error table, then published) or
+// 0 for log lines (published only, like Redis PUBLISH). Each iteration publishes kPublishes
+// messages (16 in flight) and waits until every subscriber got all of them.
 void BM_gcs_pubsub(benchmark::State &state)
 {
 	const size_t kPublishes = 2000, depth = 16;
 	uint16_t port = server().port;
 	size_t nsubs = (size_t)state.range(0);
+	const bool errors = state.range(1) != 0;
 	std::vector<std::unique_ptr<Conn>> subs;
 	Conn pub(port);
 	ferry__frame f;
 
 	for (size_t i = 0; i < nsubs; i++) {
 		subs.emplace_back(new Conn(port));
-		subscribe_errors(*subs.back());
+		subscribe_channel(*subs.back(), errors ? FERRY_GCS_CH_ERRORS : FERRY_GCS_CH_LOGS);
 	}
 	uint64_t cpu0 = server().cpu_ns();
 
@@ -534,8 +551,12 @@ void BM_gcs_pubsub(benchmark::State &state)
 				}
 			});
 		for (size_t done = 0; done < kPublishes; done += depth) {
-			for (size_t i = 0; i < depth; i++)
-				queue_publish(pub, done + i);
+			for (size_t i = 0; i < depth; i++) {
+				if (errors)
+					queue_publish(pub, done + i);
+				else
+					queue_log(pub, done + i);
+			}
 			pub.flush();
 			for (size_t i = 0; i < depth; i++)
 				pub.next(&f);
@@ -547,7 +568,14 @@ void BM_gcs_pubsub(benchmark::State &state)
 	state.counters["srv_cpu_ns_per_msg"] = (double)(server().cpu_ns() - cpu0) /
 					       (double)(state.iterations() * kPublishes * nsubs);
 }
-BENCHMARK(BM_gcs_pubsub)->Arg(1)->Arg(10)->Arg(100)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gcs_pubsub)
+	->Args({1, 0})
+	->Args({10, 0})
+	->Args({100, 0})
+	->Args({1, 1})
+	->Args({100, 1})
+	->UseRealTime()
+	->Unit(benchmark::kMillisecond);
 
 // Publish-to-receive latency with one subscriber: one publish at a time.
 void BM_gcs_pubsub_latency(benchmark::State &state)
@@ -558,10 +586,10 @@ void BM_gcs_pubsub_latency(benchmark::State &state)
 	ferry__frame f;
 	uint64_t n = 0;
 
-	subscribe_errors(sub);
+	subscribe_channel(sub, FERRY_GCS_CH_LOGS);
 	for (auto _ : state) {
 		uint64_t t0 = ferry_bench::now_ns();
-		queue_publish(pub, n++);
+		queue_log(pub, n++);
 		pub.flush();
 		for (size_t got = 0; got < 1;) {
 			sub.next(&f);

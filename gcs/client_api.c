@@ -441,3 +441,90 @@ int ferry_gcs_event_object(const struct ferry_gcs_event *ev, struct ferry_gcs_ob
 		return -EINVAL;
 	return decode_object(ev->data, ev->size, out);
 }
+
+/* ---- errors and logs ---- */
+
+int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+			   const char *type, const char *message)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ERROR};
+	struct timespec ts;
+
+	if (!c || !job || !type || !message || strlen(type) > FERRY__GCS_TEXT_MAX ||
+	    strlen(message) > FERRY__GCS_TEXT_MAX)
+		return -EINVAL;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	op.error.job = *job;
+	op.error.time_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	op.error.type = type;
+	op.error.message = message;
+	return ferry__gcs_client_apply(c, 0, &op);
+}
+
+int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+			  const void *data, size_t size)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_LOG};
+
+	if (!c || !job || (!data && size))
+		return -EINVAL;
+	if (size > FERRY__GCS_TEXT_MAX)
+		return -E2BIG;
+	op.log.job = *job;
+	op.log.data.data = data;
+	op.log.data.size = size;
+	return ferry__gcs_client_apply(c, 0, &op);
+}
+
+/* Decode @ev's record, which must be a @type record on @channel, into @op. */
+static int event_op(const struct ferry_gcs_event *ev, enum ferry_gcs_channel channel,
+		    enum ferry__gcs_op_type type, struct ferry__gcs_op *op)
+{
+	int ret;
+
+	if (!ev || ev->channel != channel || !ev->size)
+		return -EINVAL;
+	ret = ferry__gcs_op_decode(ev->data, ev->size, op);
+	if (ret < 0)
+		return ret;
+	if (op->type != type) {
+		ferry__gcs_op_release(op);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int ferry_gcs_event_error(const struct ferry_gcs_event *ev, struct ferry_gcs_error_info *out)
+{
+	struct ferry__gcs_op op;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = event_op(ev, FERRY_GCS_CH_ERRORS, FERRY__GCS_OP_ERROR, &op);
+	if (ret < 0)
+		return ret;
+	out->job = op.error.job;
+	out->time_ms = op.error.time_ms;
+	out->type = op.error.type ? op.error.type : ""; /* text borrows from ev->data */
+	out->message = op.error.message ? op.error.message : "";
+	ferry__gcs_op_release(&op);
+	return 0;
+}
+
+int ferry_gcs_event_log(const struct ferry_gcs_event *ev, struct ferry_gcs_log_info *out)
+{
+	struct ferry__gcs_op op;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	ret = event_op(ev, FERRY_GCS_CH_LOGS, FERRY__GCS_OP_LOG, &op);
+	if (ret < 0)
+		return ret;
+	out->job = op.log.job;
+	out->data = op.log.data.data;
+	out->size = op.log.data.size;
+	ferry__gcs_op_release(&op);
+	return 0;
+}

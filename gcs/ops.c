@@ -265,6 +265,10 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 	case FERRY__GCS_OP_ERROR:
 		put_error(w, &op->error);
 		break;
+	case FERRY__GCS_OP_LOG:
+		ferry__gcs_put_raw(w, op->log.job.bytes, sizeof(op->log.job.bytes));
+		ferry__gcs_put_bytes(w, op->log.data.data, op->log.data.size);
+		break;
 	case FERRY__GCS_OP_KV_PUT:
 	case FERRY__GCS_OP_KV_DELETE:
 	case FERRY__GCS_OP_KV_DELETE_PREFIX:
@@ -600,6 +604,10 @@ static void get_body(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		break;
 	case FERRY__GCS_OP_ERROR:
 		get_error(r, &op->error);
+		break;
+	case FERRY__GCS_OP_LOG:
+		GET_ID(r, op->log.job);
+		op->log.data = ferry__gcs_get_bytes(r, FERRY__GCS_TEXT_MAX);
 		break;
 	case FERRY__GCS_OP_KV_PUT:
 	case FERRY__GCS_OP_KV_DELETE:

@@ -48,6 +48,7 @@ enum ferry__gcs_op_type {
 	FERRY__GCS_OP_OBJ_OWNER_DIED = 22, /* an owner that is not a registered worker (driver) */
 	FERRY__GCS_OP_REQUEST_DONE = 23,   /* a client request's result, for deduplication */
 	FERRY__GCS_OP_OBJ_NODE_DIED = 24, /* another shard declared node_id dead: drop its copies */
+	FERRY__GCS_OP_LOG = 25, /* a log line for the logs channel: published, never stored */
 	/* Snapshot records: put a record back exactly as it was. */
 	FERRY__GCS_OP_RESTORE_NODE = 64,
 	FERRY__GCS_OP_RESTORE_JOB = 65,
@@ -111,6 +112,10 @@ struct ferry__gcs_op {
 			uint64_t seq;	    /* its request seq */
 			int32_t status;	    /* the result it got */
 		} request_done;		    /* REQUEST_DONE (server-made only) */
+		struct {
+			struct ferry_job_id job;      /* whose (the channel key) */
+			struct ferry__gcs_slice data; /* the line, opaque bytes */
+		} log;				      /* LOG */
 		struct {
 			uint64_t task_events; /* task events dropped so far */
 			uint64_t errors;      /* errors dropped so far */

@@ -179,6 +179,10 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 	if (op.type == FERRY__GCS_OP_REQUEST_DONE) {
 		FLOG_WARN(COMP, "%s sent a server-internal record", ferry__conn_peer(c->conn));
 		ret = -EINVAL;
+	} else if (op.type == FERRY__GCS_OP_LOG) {
+		/* Redis PUBLISH semantics: out to the subscribers, no table, no WAL, no dedup (a
+		 * resend after a reconnect may deliver a line twice); the reply does not wait. */
+		ret = ferry__gcs_srv_publish_log(srv, &op);
 	} else {
 		client = ferry__wire_gcs_request_client(v);
 		ret = ferry__gcs_state_apply_request(srv->state, client.bytes, seq, &op, &lsn);

@@ -90,6 +90,9 @@ int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv);
 void ferry__gcs_srv_pubsub_fini(struct ferry__gcs_server *srv);
 /* The state's change callback: publish the changed record. */
 void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c);
+/* A LOG op from a client: published on the logs channel (keyed by its job), never stored.
+ * 0, or the pub/sub engine's error (-E2BIG, -ENOMEM). */
+int ferry__gcs_srv_publish_log(struct ferry__gcs_server *srv, const struct ferry__gcs_op *op);
 /* Arm the drain that on_ready() deferred while a message was handled (see server_pubsub.c). */
 void ferry__gcs_srv_drain_deferred(struct ferry__gcs_server *srv);
 /* A GcsSubscribe request; -EPROTO closes the connection. */

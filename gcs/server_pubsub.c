@@ -77,6 +77,18 @@ void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
 			  strerror(-ret));
 }
 
+int ferry__gcs_srv_publish_log(struct ferry__gcs_server *srv, const struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_writer w = {&srv->out, 0};
+
+	srv->out.size = 0;
+	ferry__gcs_op_encode(op, &w);
+	if (w.err < 0)
+		return w.err;
+	return ferry__ps_publish(srv->ps, FERRY_GCS_CH_LOGS, op->log.job.bytes,
+				 sizeof(op->log.job.bytes), srv->out.data, srv->out.size, NULL);
+}
+
 /* ---- snapshots ---- */
 
 static int snap_one(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap, int channel,

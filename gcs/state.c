@@ -231,6 +231,8 @@ static int execute(struct ferry__gcs_state *s, const struct ferry__gcs_op *op)
 	case FERRY__GCS_OP_REQUEST_DONE:
 		return ferry__gcs_dedup_remember(&s->dedup, op->request_done.client,
 						 op->request_done.seq, op->request_done.status);
+	case FERRY__GCS_OP_LOG:
+		return -EINVAL; /* the server publishes log lines; they never reach the state */
 	default:
 		return apply_restore(s, op);
 	}

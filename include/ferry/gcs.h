@@ -417,9 +417,46 @@ FERRY_API int ferry_gcs_subscribe(struct ferry_gcs_client *c, enum ferry_gcs_cha
 				  const void *key, size_t key_size, ferry_gcs_event_fn fn,
 				  void *arg);
 
+/* ---- errors and logs: streams keyed by job ---- */
+
+/*
+ * ferry_gcs_error_report() - record an error of job @job (@type, @message: NUL-terminated text,
+ * at most 64 KiB each) in the GCS's bounded error table, with the current time, and publish it
+ * on FERRY_GCS_CH_ERRORS. Durable like every table write. 0, -EINVAL, or the server's error.
+ */
+FERRY_API int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+				     const char *type, const char *message);
+
+/*
+ * ferry_gcs_log_publish() - publish @size bytes (at most 64 KiB) as one line of job @job's log
+ * on FERRY_GCS_CH_LOGS. Like Redis PUBLISH: delivered to the subscribers of that moment, never
+ * stored (no table, no WAL: a subscriber that reconnects gets no snapshot of old lines, and a
+ * resend after a reconnect may deliver a line twice). 0, -EINVAL, -E2BIG, or the server's error.
+ */
+FERRY_API int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+				    const void *data, size_t size);
+
+/* An error record, as ferry_gcs_event_error() decodes it. */
+struct ferry_gcs_error_info {
+	struct ferry_job_id job; /* whose */
+	uint64_t time_ms;	 /* when (wall clock, ms since the epoch) */
+	const char *type;	 /* kind; points into the event */
+	const char *message;	 /* text; points into the event */
+};
+
+/* A log line, as ferry_gcs_event_log() decodes it. */
+struct ferry_gcs_log_info {
+	struct ferry_job_id job; /* whose */
+	const void *data;	 /* the bytes; point into the event */
+	size_t size;		 /* their count */
+};
+
 /* Decoders for event data: 0, -EINVAL (another channel or a removal), -EPROTO (malformed).
  * node: out->address points into the event. object: out->locations (if any) must be freed with
- * ferry_gcs_free. */
+ * ferry_gcs_free. error, log: pointers into the event. */
+FERRY_API int ferry_gcs_event_error(const struct ferry_gcs_event *ev,
+				    struct ferry_gcs_error_info *out);
+FERRY_API int ferry_gcs_event_log(const struct ferry_gcs_event *ev, struct ferry_gcs_log_info *out);
 FERRY_API int ferry_gcs_event_node(const struct ferry_gcs_event *ev,
 				   struct ferry_gcs_node_info *out);
 FERRY_API int ferry_gcs_event_object(const struct ferry_gcs_event *ev,

@@ -4,11 +4,15 @@
  * processes: KV multi-get / keys / delete by prefix, node list / drain / unregister, jobs,
  * workers, actors and placement groups (with custom resources, across a restart on the WAL); a
  * resent request applied once (also across a crash and a restart on the
- * WAL); a node's death dropping its copies on every object directory shard.
+ * WAL); a node's death dropping its copies on every object directory shard; the logs channel
+ * (published, never stored) and the errors channel (stored and published).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "common/wire.h"
 #include "gcs/ops.h"
@@ -423,4 +427,120 @@ FTEST(node_death_drops_copies_on_every_shard)
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p[1], SIGTERM);
 	gcs_stop(&p[0], SIGTERM);
+}
+
+/* ---- errors and logs ---- */
+
+struct stream {
+	pthread_mutex_t lock;	   /* guards the rest */
+	pthread_cond_t cond;	   /* signalled on each line */
+	unsigned lines;		   /* log lines or errors received */
+	unsigned bad;		   /* events that did not decode, or out of order */
+	char last[64];		   /* the last line or message */
+	struct ferry_job_id job;   /* the last one's job */
+	enum ferry_gcs_channel ch; /* which channel this collects */
+	unsigned first;		   /* logs: the number of the first line expected */
+};
+
+static void on_stream(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct stream *s = arg;
+	struct ferry_gcs_error_info e;
+	struct ferry_gcs_log_info l;
+	char text[64] = "";
+	struct ferry_job_id job;
+	int ret;
+
+	if (ev->kind != FERRY_GCS_EVENT_DELTA)
+		return; /* streams have nothing to snapshot */
+	if (s->ch == FERRY_GCS_CH_LOGS) {
+		ret = ferry_gcs_event_log(ev, &l);
+		job = l.job;
+		if (ret == 0)
+			snprintf(text, sizeof(text), "%.*s", (int)l.size, (const char *)l.data);
+	} else {
+		ret = ferry_gcs_event_error(ev, &e);
+		job = e.job;
+		if (ret == 0)
+			snprintf(text, sizeof(text), "%s: %s", e.type, e.message);
+	}
+	pthread_mutex_lock(&s->lock);
+	if (ret < 0) {
+		s->bad++;
+	} else {
+		/* Lines are published numbered: per-publisher FIFO means they come in order. */
+		if (s->ch == FERRY_GCS_CH_LOGS && (unsigned)atoi(text + 5) != s->first + s->lines)
+			s->bad++;
+		s->lines++;
+		s->job = job;
+		memcpy(s->last, text, sizeof(s->last));
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void stream_wait(struct stream *s, unsigned n)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10; /* a hang guard */
+	pthread_mutex_lock(&s->lock);
+	while (s->lines < n && pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0)
+		;
+	ftest_assert_uint_eq(s->lines, n);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Log lines reach whole-channel and per-job subscribers in order and are never stored: a
+ * subscriber that comes later gets no old lines; errors are stored and published. */
+FTEST(logs_and_errors_channels)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *pub = client_for(&p, 1, TOKEN), *sub = client_for(&p, 1, TOKEN);
+#define STREAM(channel, first_line)                                                  \
+	{                                                                            \
+		.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, \
+		.ch = channel, .first = first_line                                   \
+	}
+	struct stream all = STREAM(FERRY_GCS_CH_LOGS, 0), one = STREAM(FERRY_GCS_CH_LOGS, 50),
+		      late = STREAM(FERRY_GCS_CH_LOGS, 0), errs = STREAM(FERRY_GCS_CH_ERRORS, 0);
+	struct ferry_job_id a, b;
+	char line[32];
+	static char big[(64 << 10) + 1];
+
+	memset(&a, 0xa1, sizeof(a));
+	memset(&b, 0xb2, sizeof(b));
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, NULL, 0, on_stream, &all));
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, b.bytes, sizeof(b.bytes),
+					    on_stream, &one));
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_ERRORS, NULL, 0, on_stream, &errs));
+	for (int i = 0; i < 100; i++) {
+		snprintf(line, sizeof(line), "line %d", i);
+		ftest_assert_ok(ferry_gcs_log_publish(pub, i < 50 ? &a : &b, line, strlen(line)));
+	}
+	stream_wait(&all, 100);
+	ftest_assert_uint_eq(all.bad, 0);
+	ftest_assert_str_eq(all.last, "line 99");
+	/* The per-job subscriber saw only job b's 50 lines, in order. */
+	stream_wait(&one, 50);
+	ftest_assert_uint_eq(one.bad, 0);
+	ftest_assert_true(!memcmp(&one.job, &b, sizeof(b)));
+	/* Nothing stored: a new subscriber hears only what comes after it. */
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, NULL, 0, on_stream, &late));
+	ftest_assert_ok(ferry_gcs_log_publish(pub, &a, "line 0", 6));
+	stream_wait(&late, 1);
+	ftest_assert_uint_eq(late.bad, 0);
+	/* Bad input. */
+	ftest_assert_errno(ferry_gcs_log_publish(pub, &a, big, sizeof(big)), -E2BIG);
+	ftest_assert_errno(ferry_gcs_log_publish(pub, NULL, "x", 1), -EINVAL);
+	ftest_assert_errno(ferry_gcs_error_report(pub, &a, NULL, "x"), -EINVAL);
+	/* Errors: stored and published, decoded with their type and message. */
+	ftest_assert_ok(ferry_gcs_error_report(pub, &a, "task", "it failed"));
+	stream_wait(&errs, 1);
+	ftest_assert_str_eq(errs.last, "task: it failed");
+	ftest_assert_true(!memcmp(&errs.job, &a, sizeof(a)));
+	ferry_gcs_client_destroy(pub);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
 }
