@@ -95,8 +95,12 @@ static int client_init(struct ferry_plasma_client *c)
 		goto err_send_lock;
 	if (pthread_cond_init(&c->io_cond, NULL))
 		goto err_io_lock;
+	if (pthread_mutex_init(&c->chunk_lock, NULL))
+		goto err_io_cond;
 	return 0;
 
+err_io_cond:
+	pthread_cond_destroy(&c->io_cond);
 err_io_lock:
 	pthread_mutex_destroy(&c->io_lock);
 err_send_lock:
@@ -115,6 +119,7 @@ static void client_free(struct ferry_plasma_client *c)
 	ferry__free(c->socket_path);
 	ferry__pc_io_fini(c);
 	ferry__hashmap_fini(&c->creating);
+	pthread_mutex_destroy(&c->chunk_lock);
 	pthread_cond_destroy(&c->io_cond);
 	pthread_mutex_destroy(&c->io_lock);
 	pthread_mutex_destroy(&c->send_lock);
@@ -287,7 +292,6 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 {
 	uint64_t total = data_size + metadata_size;
 	struct ferry__plasma_object o;
-	bool refill = false;
 	int r;
 
 	if (!c || !id || !data || (metadata_size && !metadata))
@@ -301,14 +305,23 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 	 * never does.
 	 */
 	if (total <= c->local_max) {
+		/*
+		 * The store retires our current chunk when it grants the next one. A local create
+		 * in another thread of ours at that moment could reserve space in the old chunk
+		 * before its live count shows it, and the store would free the chunk under it. So
+		 * local creates and the refill after a full chunk take turns (chunk_lock); a
+		 * refill is one round trip per chunk.
+		 */
+		pthread_mutex_lock(&c->chunk_lock);
 		r = create_local(
 			c, id, data_size, metadata_size,
 			(flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, &o);
-		if (r != -ENOBUFS)
-			goto out;
-		refill = true;
+		if (r == -ENOBUFS)
+			r = create_remote(c, id, data_size, metadata_size, flags, true, &o);
+		pthread_mutex_unlock(&c->chunk_lock);
+		goto out;
 	}
-	r = create_remote(c, id, data_size, metadata_size, flags, refill, &o);
+	r = create_remote(c, id, data_size, metadata_size, flags, false, &o);
 out:
 	if (r < 0)
 		return r;
@@ -325,10 +338,11 @@ int ferry_plasma_client_create(struct ferry_plasma_client *c, const struct ferry
 	return ferry_plasma_client_create_ex(c, id, data_size, metadata, metadata_size, 0, data);
 }
 
-/* A notice to the store (seq 0: no reply). */
-static int notice_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id)
+/* A notice to the store (seq 0: no reply) that entry generation @gen of @id is sealed. */
+static int notice_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+		       uint32_t gen)
 {
-	struct ferry__wire_plasma_seal m = {.object_id = *id};
+	struct ferry__wire_plasma_seal m = {.object_id = *id, .gen_known = true, .index_gen = gen};
 	struct ferry__fb_builder b = {0};
 
 	return ferry__pc_finish(c, NULL, FERRY__WIRE_MSG_PLASMA_SEAL, &b,
@@ -363,6 +377,7 @@ int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_o
 {
 	struct ferry__plasma_object *o;
 	bool secondary;
+	uint32_t gen;
 	int r;
 
 	if (!c || !id)
@@ -374,6 +389,7 @@ int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_o
 		return not_ours(c, id);
 	}
 	secondary = !(o->flags & FERRY__PLASMA_F_PRIMARY);
+	gen = o->gen;
 	r = ferry__plasma_index_seal(&c->ix, c->slot, o);
 	ferry__hashmap_remove(&c->creating, id, NULL);
 	pthread_mutex_unlock(&c->lock);
@@ -384,7 +400,7 @@ int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_o
 	 * a round trip.
 	 */
 	if (r == 1 || (r == 0 && secondary))
-		notice_seal(c, id);
+		notice_seal(c, id, gen);
 	return r < 0 ? r : 0;
 }
 

@@ -11,8 +11,11 @@
  * Replies may come out of order (a get waits for its objects), so whichever waiting thread
  * finds nobody reading becomes the reader: it reads frames and hands each reply to the thread
  * whose seq it carries, until its own has come, then wakes the others so one of them takes
- * over. No thread reads while holding a lock. Lock order: lock, then send_lock or io_lock
- * (never the other way); send_lock and io_lock are never held together.
+ * over. No thread reads while holding a lock, but for chunk_lock, which only creators take:
+ * a refill (a create that also asks for a new chunk) holds it across its round trip so that no
+ * local create runs while the store retires the old chunk. Lock order: chunk_lock, then lock,
+ * then send_lock or io_lock (never the other way); send_lock and io_lock are never held
+ * together.
  */
 #ifndef FERRY_PLASMA_CLIENT_INT_H
 #define FERRY_PLASMA_CLIENT_INT_H
@@ -54,6 +57,7 @@ struct ferry_plasma_client {
 	uint64_t chunk_bytes;		    /* chunk size to ask for on a refill; 0: none */
 	uint64_t local_max;		    /* creates up to this size go to the chunk */
 	pthread_mutex_t lock;		    /* slot operations and @creating */
+	pthread_mutex_t chunk_lock;	    /* local creates vs the refill that retires the chunk */
 	struct ferry__hashmap creating;	    /* ObjectID -> struct ferry__plasma_object */
 	pthread_mutex_t send_lock;	    /* one frame on the socket at a time */
 	pthread_mutex_t io_lock;	    /* pending, next_seq, reading, io_error */

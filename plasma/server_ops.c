@@ -154,13 +154,18 @@ void ferry__plasma_on_create(struct ferry__plasma_pclient *c, const void *payloa
 			   ferry__wire_plasma_create_reply_build(&c->srv->fb, &m));
 }
 
-static int seal(struct ferry__plasma_pclient *c, const struct ferry_object_id *id)
+/* @gen: the generation the sender sealed, or NULL (an older sender: any incarnation). */
+static int seal(struct ferry__plasma_pclient *c, const struct ferry_object_id *id,
+		const uint32_t *gen)
 {
 	struct ferry__plasma_object o;
 	int r = ferry__plasma_index_find(c->srv->ix, id, &o);
 
 	if (r < 0)
 		return r;
+	/* A late notice: its object was deleted and the ID made again (maybe being written). */
+	if (gen && o.gen != *gen)
+		return -ENOENT;
 	switch (o.state) {
 	case FERRY__PLASMA_CREATING:
 		r = ferry__plasma_index_seal(c->srv->ix, c->slot, &o);
@@ -185,7 +190,8 @@ void ferry__plasma_on_seal(struct ferry__plasma_pclient *c, const void *payload)
 	struct ferry__wire_plasma_seal_view v = ferry__wire_plasma_seal_root_verified(payload);
 	struct ferry_object_id id = ferry__wire_plasma_seal_object_id(v);
 	uint64_t seq = ferry__wire_plasma_seal_seq(v);
-	int r = seal(c, &id);
+	uint32_t gen = ferry__wire_plasma_seal_index_gen(v);
+	int r = seal(c, &id, ferry__wire_plasma_seal_gen_known(v) ? &gen : NULL);
 
 	if (seq)
 		ferry__plasma_reply_status(c, seq, r);
