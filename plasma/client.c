@@ -331,6 +331,29 @@ out:
 	return 0;
 }
 
+int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
+				      const struct ferry_object_id *id, uint64_t data_size,
+				      const void *metadata, uint32_t metadata_size, unsigned flags,
+				      void **data)
+{
+	uint64_t total = data_size + metadata_size;
+	struct ferry__plasma_object o;
+	int r;
+
+	if (!c || !id || !data || (metadata_size && !metadata))
+		return -EINVAL;
+	if (total < data_size || total > c->local_max)
+		return -ENOBUFS;
+	r = create_local(c, id, data_size, metadata_size,
+			 (flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, &o);
+	if (r < 0)
+		return r;
+	if (metadata_size)
+		memcpy(o.data + data_size, metadata, metadata_size);
+	*data = o.data;
+	return 0;
+}
+
 int ferry_plasma_client_create(struct ferry_plasma_client *c, const struct ferry_object_id *id,
 			       uint64_t data_size, const void *metadata, uint32_t metadata_size,
 			       void **data)

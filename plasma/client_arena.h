@@ -10,9 +10,21 @@
 #include <stdint.h>
 
 struct ferry_plasma_client;
+struct ferry_object_id;
 
 /* ferry__plasma_client_arena() - the client's mapping of the store's arena: its first byte
  * and its length. Valid until the client disconnects. */
 void ferry__plasma_client_arena(const struct ferry_plasma_client *c, void **base, uint64_t *size);
+
+/*
+ * ferry__plasma_client_create_small() - ferry_plasma_client_create_ex() limited to the
+ * client's chunk: never a request to the store, so a thread that must not block on the store
+ * (the object manager's loop) may create. Returns as create_ex, or -ENOBUFS: too large for the
+ * chunk, or the chunk is full (create_ex would ask the store).
+ */
+int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
+				      const struct ferry_object_id *id, uint64_t data_size,
+				      const void *metadata, uint32_t metadata_size, unsigned flags,
+				      void **data);
 
 #endif

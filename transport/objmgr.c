@@ -9,17 +9,23 @@
  *   (objmgr_serve.c) and the endpoints this node pulls over (objmgr_tcp.c). A few pull threads run each pull's course in blocking style: GCS lookup
  *   and add_location (the GCS client API blocks), plasma create/seal in the own store, the
  *   shm copy (a memcpy of up to the object's size), and, for TCP, handing a fetch to the loop
- *   and sleeping until it is done. So the loop never blocks on the GCS, the store or a copy,
- *   and serving stays responsive while pulls wait.
+ *   and sleeping until it is done. So the loop never blocks on the GCS, the store or a large
+ *   copy, and serving stays responsive while pulls wait (the fast path below copies at most a
+ *   probe's 64 KiB there, and its create, seal notice and callbacks never wait for the store).
+ * - Fast path (objmgr_fast.c). A pull whose location is cached and reached over TCP starts on
+ *   the loop, from ferry__objmgr_pull(): a small object ends there; anything else continues on a
+ *   pull thread from where the loop left it (p->fast_*).
  * - Dedup. om->pulls maps an object to its pull in progress; a second caller joins its waiter
- *   list. Callbacks run on the pull thread after the pull left the map.
+ *   list. Callbacks run on the pull thread (the loop for a fast-path pull) after the pull left
+ *   the map.
  * - Admission. A pull reserves the object's bytes before creating it; while others are in
  *   flight and the sum would pass max_in_flight, it waits (admit_cond). One pull alone is always
  *   admitted (the store says -ENOSPC if it cannot hold it).
  * - Node table. A GCS subscription to the nodes channel keeps node id -> parsed address; a pull
  *   for a location whose record has not arrived yet waits for it briefly (nodes_cond).
- * - Lock order: om->lock, then a shm peer lock (never the other way). Nothing blocking is done
- *   under om->lock.
+ * - Lock order: om->lock, then a shm peer lock (never the other way); the fast path's start
+ *   also takes the location cache's and the loop's post lock under it (both leaves). Nothing
+ *   blocking is done under om->lock.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -111,6 +117,21 @@ void ferry__objmgr_unadmit(struct ferry__objmgr *om, uint64_t bytes)
 	pthread_mutex_unlock(&om->lock);
 }
 
+int ferry__objmgr_try_admit(struct ferry__objmgr *om, uint64_t bytes)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&om->lock);
+	if (om->stopping)
+		ret = -ECANCELED;
+	else if (om->stats.bytes_in_flight && om->stats.bytes_in_flight + bytes > om->max_in_flight)
+		ret = -EAGAIN;
+	else
+		om->stats.bytes_in_flight += bytes;
+	pthread_mutex_unlock(&om->lock);
+	return ret;
+}
+
 static int admit(void *arg, uint64_t bytes)
 {
 	return ferry__objmgr_admit(arg, bytes);
@@ -182,14 +203,44 @@ static int fetch_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a
 	return 0;
 }
 
-/* The data phase over TCP: probe, create, fetch the rest, seal (abort on any failure). */
+/* The data phase over TCP after probe @f succeeded: create, fetch the rest, seal (abort on any
+ * failure). */
+static int pull_tcp_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+			 const struct ferry__node_addr *helpers, unsigned nhelpers,
+			 const struct ferry_object_id *id, const struct ferry__objmgr_fetch *f,
+			 uint64_t *bytes)
+{
+	uint64_t total = f->data_size + f->metadata_size;
+	void *dst;
+	int ret;
+
+	ret = admit(om, total);
+	if (ret < 0)
+		return ret;
+	ret = ferry_plasma_client_create_ex(om->store, id, f->data_size, f->metadata,
+					    f->metadata_size, FERRY_PLASMA_CREATE_SECONDARY, &dst);
+	if (ret < 0)
+		goto out_unadmit;
+	if (f->first_size)
+		memcpy(dst, f->first, f->first_size);
+	if (f->first_size < f->data_size)
+		ret = fetch_rest(om, a, helpers, nhelpers, id, dst, f->first_size, f->data_size);
+	ret = ret == 0 ? ferry_plasma_client_seal(om->store, id) : ret;
+	if (ret < 0)
+		(void)ferry_plasma_client_abort(om->store, id);
+	else
+		*bytes = total;
+out_unadmit:
+	unadmit(om, total);
+	return ret;
+}
+
+/* The data phase over TCP: probe, then the rest. */
 static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		    const struct ferry__node_addr *helpers, unsigned nhelpers,
 		    const struct ferry_object_id *id, uint64_t *bytes)
 {
 	struct ferry__objmgr_fetch f;
-	uint64_t total = 0;
-	void *dst;
 	int ret;
 
 	memset(&f, 0, sizeof(f));
@@ -198,30 +249,21 @@ static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 	f.port = a->tcp_port;
 	ferry__objmgr_fetch_run_many(om, &f, 1);
 	ret = f.status;
-	if (ret < 0)
-		goto out_free;
-	total = f.data_size + f.metadata_size;
-	ret = admit(om, total);
-	if (ret < 0)
-		goto out_free;
-	ret = ferry_plasma_client_create_ex(om->store, id, f.data_size, f.metadata, f.metadata_size,
-					    FERRY_PLASMA_CREATE_SECONDARY, &dst);
-	if (ret < 0)
-		goto out_unadmit;
-	if (f.first_size)
-		memcpy(dst, f.first, f.first_size);
-	if (f.first_size < f.data_size)
-		ret = fetch_rest(om, a, helpers, nhelpers, id, dst, f.first_size, f.data_size);
-	ret = ret == 0 ? ferry_plasma_client_seal(om->store, id) : ret;
-	if (ret < 0)
-		(void)ferry_plasma_client_abort(om->store, id);
-	else
-		*bytes = total;
-out_unadmit:
-	unadmit(om, total);
-out_free:
+	if (ret == 0)
+		ret = pull_tcp_rest(om, a, helpers, nhelpers, id, &f, bytes);
 	ferry__free(f.metadata);
 	ferry__free(f.first);
+	return ret;
+}
+
+int ferry__objmgr_pull_tcp_probed(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+				  const struct ferry__node_addr *helpers, unsigned nhelpers,
+				  const struct ferry_object_id *id, struct ferry__objmgr_fetch *f,
+				  uint64_t *bytes)
+{
+	int ret = pull_tcp_rest(om, a, helpers, nhelpers, id, f, bytes);
+
+	ferry__objmgr_probe_free(f);
 	return ret;
 }
 
@@ -291,11 +333,31 @@ static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs
 	}
 }
 
+/*
+ * The location the loop's fast path tried (objmgr_fast.c): what pull_from() would have
+ * returned, going on from its probe's reply when it had one. Once: a second time it is tried
+ * like any other location (the directory cannot list it again, drop_tried() removes it).
+ */
+static int fast_continue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+			 const struct ferry__node_addr *a, const struct ferry__node_addr *helpers,
+			 unsigned nhelpers, struct ferry__objmgr_result *res)
+{
+	struct ferry__objmgr_fetch *f = p->fast_probe;
+
+	p->fast_tried = false;
+	p->fast_probe = NULL;
+	res->transport = FERRY_GCS_TRANSPORT_TCP;
+	if (!f)
+		return p->fast_status;
+	return ferry__objmgr_pull_tcp_probed(om, a, helpers, nhelpers, &p->id, f, &res->bytes);
+}
+
 /* Try each location until one works (later ones may help with parts of a large object). A
  * full own store ends it: no other source helps. */
-static int try_locations(struct ferry__objmgr *om, const struct ferry_object_id *id,
+static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			 struct ferry_gcs_object_info *info, struct ferry__objmgr_result *res)
 {
+	const struct ferry_object_id *id = &p->id;
 	struct ferry__node_addr *addrs = ferry__calloc(info->nlocations, sizeof(*addrs));
 	int *have = ferry__calloc(info->nlocations, sizeof(*have));
 	struct ferry__node_addr helpers[MAX_SOURCES - 1];
@@ -314,7 +376,10 @@ static int try_locations(struct ferry__objmgr *om, const struct ferry_object_id 
 		res->attempts++;
 		res->source = info->locations[i];
 		nhelpers = collect_helpers(om, info, addrs, have, i, helpers);
-		r = pull_from(om, &addrs[i], helpers, nhelpers, id, res);
+		if (p->fast_tried && ferry_node_id_eq(&info->locations[i], &p->fast_node))
+			r = fast_continue(om, p, &addrs[i], helpers, nhelpers, res);
+		else
+			r = pull_from(om, &addrs[i], helpers, nhelpers, id, res);
 		if (r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED) {
 			ret = r;
 			break;
@@ -364,20 +429,26 @@ static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_no
  * look-up, and the result is what the directory alone would have given, except that a dead
  * cached location's -ECONNRESET / -ETIMEDOUT wins over a later "not there".
  */
-static int pull_located(struct ferry__objmgr *om, const struct ferry_object_id *id,
+static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			struct ferry__objmgr_result *res)
 {
+	const struct ferry_object_id *id = &p->id;
 	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS];
 	struct ferry_gcs_object_info info = {.id = *id};
 	uint32_t ncached;
 	int ret = -ENOENT, r;
 
-	ferry__objmgr_locs_start(om);
-	ncached = ferry__objmgr_locs_get(om, id, cached);
+	if (p->fast_tried) { /* go on with what the fast path read */
+		ncached = p->ncached;
+		memcpy(cached, p->cached, ncached * sizeof(cached[0]));
+	} else {
+		ferry__objmgr_locs_start(om);
+		ncached = ferry__objmgr_locs_get(om, id, cached);
+	}
 	if (ncached) {
 		info.locations = cached;
 		info.nlocations = ncached;
-		ret = try_locations(om, id, &info, res);
+		ret = try_locations(om, p, &info, res);
 		if (pull_final(ret))
 			return ret;
 	}
@@ -386,16 +457,17 @@ static int pull_located(struct ferry__objmgr *om, const struct ferry_object_id *
 		return ncached ? ret : r == -ETIMEDOUT ? r : -ENOENT;
 	drop_tried(&info, cached, ncached);
 	if (info.nlocations || !ncached) {
-		r = try_locations(om, id, &info, res);
+		r = try_locations(om, p, &info, res);
 		ret = ncached && r == -ENOENT ? ret : r;
 	}
 	ferry_gcs_free(info.locations);
 	return ret;
 }
 
-static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
+static int pull_once(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		     struct ferry__objmgr_result *res)
 {
+	const struct ferry_object_id *id = &p->id;
 	int ret;
 
 	if (ferry_plasma_client_contains(om->store, id) == 1) {
@@ -404,7 +476,7 @@ static int pull_once(struct ferry__objmgr *om, const struct ferry_object_id *id,
 	}
 	if (!om->opts.gcs)
 		return -ENOENT;
-	ret = pull_located(om, id, res);
+	ret = pull_located(om, p, res);
 	/* Someone else (a local put, a concurrent path) made it meanwhile: fine if sealed. */
 	if (ret == -EEXIST)
 		ret = ferry_plasma_client_contains(om->store, id) == 1 ? 0 : -EBUSY;
@@ -432,8 +504,8 @@ static void record_copy(struct ferry__objmgr *om, const struct ferry__objmgr_res
 		FLOG_WARN(COMP, "recording a pulled copy failed: %s", strerror(-r));
 }
 
-static void finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
-		   struct ferry__objmgr_result *res)
+void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+			  struct ferry__objmgr_result *res)
 {
 	struct ferry__objmgr_waiter *w;
 
@@ -453,6 +525,17 @@ static void finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		ferry__free(w);
 	}
 	ferry__free(p);
+}
+
+void ferry__objmgr_enqueue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
+{
+	p->next = NULL;
+	if (om->queue_tail)
+		om->queue_tail->next = p;
+	else
+		om->queue = p;
+	om->queue_tail = p;
+	pthread_cond_signal(&om->work_cond);
 }
 
 static void *pull_thread(void *arg)
@@ -476,13 +559,18 @@ static void *pull_thread(void *arg)
 		if (!p)
 			return NULL;
 		res.id = p->id;
-		res.status = om->stopping ? -ECANCELED : pull_once(om, &p->id, &res);
+		/* The fast path created the copy and could not seal it: as pull_tcp would. */
+		if (p->fast_abort)
+			(void)ferry_plasma_client_abort(om->store, &p->id);
+		res.status = om->stopping ? -ECANCELED : pull_once(om, p, &res);
+		ferry__objmgr_probe_free(p->fast_probe); /* its location was not reached */
+		p->fast_probe = NULL;
 		if (res.status < 0)
 			res.bytes = 0;
 		if (res.status == 0 && res.transport && ferry__objmgr_sealed_hook)
 			ferry__objmgr_sealed_hook(om, &res.id);
 		record_copy(om, &res);
-		finish(om, p, &res);
+		ferry__objmgr_finish(om, p, &res);
 	}
 }
 
@@ -522,13 +610,9 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 	p->waiters = w;
 	p->start_us = ferry__objmgr_now_us();
 	*slot = p;
-	if (om->queue_tail)
-		om->queue_tail->next = p;
-	else
-		om->queue = p;
-	om->queue_tail = p;
 	om->stats.pulls_started++;
-	pthread_cond_signal(&om->work_cond);
+	if (!ferry__objmgr_fast_start(om, p))
+		ferry__objmgr_enqueue(om, p);
 	pthread_mutex_unlock(&om->lock);
 	return 0;
 
@@ -715,6 +799,7 @@ static int init_sync(struct ferry__objmgr *om)
 	pthread_cond_init(&om->work_cond, NULL);
 	pthread_cond_init(&om->admit_cond, NULL);
 	pthread_cond_init(&om->nodes_cond, NULL);
+	pthread_cond_init(&om->fast_cond, NULL);
 	return 0;
 }
 
@@ -848,6 +933,12 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	for (unsigned i = 0; i < om->nthreads; i++)
 		pthread_join(om->threads[i], NULL);
 	om->nthreads = 0;
+	/* Pulls on the loop's fast path end there (-ECANCELED at the latest, the shutdown above
+	 * failed their probes): before the loop stops, so that stop() leaves none behind. */
+	pthread_mutex_lock(&om->lock);
+	while (om->fast_pulls && om->loop_started)
+		pthread_cond_wait(&om->fast_cond, &om->lock);
+	pthread_mutex_unlock(&om->lock);
 	if (om->loop_started) {
 		ferry__loop_stop(om->loop);
 		pthread_join(om->loop_thread, NULL);
@@ -875,6 +966,7 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	ferry__hashmap_fini(&om->pulls);
 	ferry__hashmap_fini(&om->nodes);
 	ferry__objmgr_locs_fini(om);
+	pthread_cond_destroy(&om->fast_cond);
 	pthread_cond_destroy(&om->nodes_cond);
 	pthread_cond_destroy(&om->admit_cond);
 	pthread_cond_destroy(&om->work_cond);

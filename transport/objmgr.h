@@ -100,6 +100,8 @@ struct ferry__objmgr_stats {
 	uint64_t requests_served;  /* PullRequests answered */
 	uint64_t requests_refused; /* of those, answered with an error */
 	uint64_t bytes_served;	   /* data bytes sent */
+	uint64_t pulls_fast;	   /* of pulls_ok, those done on the loop's fast path */
+	uint64_t fast_handovers;   /* fast-path pulls handed to a pull thread */
 };
 
 /*
@@ -139,8 +141,9 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
  * record: with opts.node_records_copies the node records it from its store's on_sealed hook,
  * after the callback and in store order with the copy's removal (so a delete right after the
  * pull never leaves a stale location); otherwise this object manager records it before the
- * callback. Concurrent pulls of one object share one transfer. @cb(@arg, result) runs once on a pull thread, never from
- * inside this call. Returns 0, or -ENOMEM / -ECANCELED (stopping), with no callback then.
+ * callback. Concurrent pulls of one object share one transfer. @cb(@arg, result) runs once,
+ * never from inside this call: on a pull thread, or on the loop thread for a small object
+ * pulled on the loop's fast path (a cached TCP location), so it must not block. Returns 0, or -ENOMEM / -ECANCELED (stopping), with no callback then.
  * Result statuses: 0; -ENOENT not in the directory or at none of its locations; -ECONNRESET /
  * -ETIMEDOUT every location failed; -ENOSPC / -E2BIG the own store cannot hold it.
  */

@@ -37,7 +37,8 @@ struct ferry__objmgr_req;
  * One TCP fetch, made by a pull thread, run on the loop. Probe (dst NULL): ask for the first
  * FERRY__OBJMGR_INLINE_BYTES inline and learn the size and metadata. Stream: [next, end) of the
  * object straight into dst + next (ferry__tcp_expect). The pull thread waits on done; the loop
- * never touches the fetch after setting done (under om->lock).
+ * never touches the fetch after setting done (under om->lock). An async probe (on_done set,
+ * the loop's fast path) has no waiter: the loop calls on_done, which then owns the fetch.
  */
 struct ferry__objmgr_fetch {
 	struct ferry__objmgr *om;		  /* owner */
@@ -63,6 +64,9 @@ struct ferry__objmgr_fetch {
 	int status;		/* result */
 	bool done;		/* the loop is finished with it */
 	pthread_cond_t cond;	/* signalled at done (om->lock) */
+	/* Set: nobody waits on @cond; the loop calls it (from a post) once it is done. */
+	void (*on_done)(struct ferry__objmgr_fetch *f);
+	void *owner; /* on_done's context */
 };
 
 /* A TCP engine endpoint to another node's object manager, on the loop. */
@@ -91,6 +95,9 @@ struct ferry__objmgr_req {
 	struct ferry__objmgr_req *next;	   /* FIFO */
 };
 
+/* Locations kept per object by the location cache (objmgr_locs.c); more are looked up. */
+#define FERRY__OBJMGR_CACHED_LOCATIONS 8
+
 /* A pull in progress, shared by every caller that asked for the object meanwhile. */
 struct ferry__objmgr_waiter {
 	ferry__objmgr_pull_cb cb;	   /* the caller's */
@@ -103,10 +110,15 @@ struct ferry__objmgr_pull {
 	struct ferry__objmgr_waiter *waiters; /* who to tell */
 	uint64_t start_us;		      /* when asked */
 	struct ferry__objmgr_pull *next;      /* run queue */
+	/* Handed over by the loop's fast path (objmgr_fast.c); zero otherwise. */
+	bool fast_tried;		/* it tried fast_node, with fast_status / fast_probe */
+	bool fast_abort;		/* it created the copy and could not seal it */
+	int fast_status;		/* the attempt's error; 0 with fast_probe */
+	struct ferry_node_id fast_node; /* the location it tried */
+	struct ferry__objmgr_fetch *fast_probe; /* its probe's reply, to go on from; or NULL */
+	uint32_t ncached;			/* the cached locations it read */
+	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS]; /* them */
 };
-
-/* Locations kept per object by the location cache (objmgr_locs.c); more are looked up. */
-#define FERRY__OBJMGR_CACHED_LOCATIONS 8
 
 /* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
 struct ferry__objmgr_locs {
@@ -153,6 +165,8 @@ struct ferry__objmgr {
 	bool stopped;			       /* stop() finished */
 	struct ferry__objmgr_stats stats;      /* counters */
 	struct ferry__objmgr_locs locs;	       /* location cache */
+	unsigned fast_pulls;		       /* pulls on the loop's fast path */
+	pthread_cond_t fast_cond;	       /* fast_pulls went to 0 */
 };
 
 /* objmgr_serve.c: listen (before the loop runs). */
@@ -172,6 +186,28 @@ int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, ui
 int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,
 			 size_t *payload_len);
 
+/* objmgr_fast.c: start @p (just put in om->pulls, om->lock held, not yet queued) on the loop's
+ * fast path when its location is cached and reached over TCP. true: the loop has it (it
+ * finishes the pull or queues it); false: the caller queues it as usual. */
+bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p);
+/* objmgr_fast.c: free a heap probe and its results (NULL: nothing). */
+void ferry__objmgr_probe_free(struct ferry__objmgr_fetch *f);
+/* objmgr.c: the TCP data phase after probe @f (heap; taken over) succeeded from @a: admission,
+ * create, the rest of the data, seal or abort (pull thread). */
+int ferry__objmgr_pull_tcp_probed(struct ferry__objmgr *om, const struct ferry__node_addr *a,
+				  const struct ferry__node_addr *helpers, unsigned nhelpers,
+				  const struct ferry_object_id *id, struct ferry__objmgr_fetch *f,
+				  uint64_t *bytes);
+/* objmgr.c: end pull @p with @res: out of the map, counted, each waiter's callback, freed.
+ * ferry__objmgr_enqueue(): queue @p for a pull thread (om->lock held). */
+void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+			  struct ferry__objmgr_result *res);
+void ferry__objmgr_enqueue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p);
+
+/* objmgr_tcp.c: start probe @f (f->on_done set, f->om filled) on the loop without waiting.
+ * Returns 0 (on_done will be called on the loop) or -errno (it will not). */
+int ferry__objmgr_fetch_start_async(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f);
+
 /* objmgr_tcp.c: run fetches @f[0..@n) on the loop at once and wait for all (pull thread);
  * each gets its f->status. */
 void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f,
@@ -187,6 +223,8 @@ uint64_t ferry__objmgr_now_us(void);
  * in flight and the sum would pass it. 0, or -ECANCELED (stopping: nothing reserved). */
 int ferry__objmgr_admit(struct ferry__objmgr *om, uint64_t bytes);
 void ferry__objmgr_unadmit(struct ferry__objmgr *om, uint64_t bytes);
+/* The same without waiting (the loop): 0 reserved, -EAGAIN it would wait, -ECANCELED. */
+int ferry__objmgr_try_admit(struct ferry__objmgr *om, uint64_t bytes);
 
 /* objmgr_rdma.c (objmgr_rdma_none.c without verbs). start: before the loop runs; -ENODEV
  * where no RDMA device routes to the node's address. pull: a pull thread's whole data phase

@@ -9,7 +9,8 @@
  * - A pull thread hands fetches to the loop (ferry__loop_post; several at once when a large
  *   object is split over sources) and sleeps until the loop marked each done; after that the
  *   loop never touches it again. A fetch made before its endpoint is
- *   up waits on the peer and starts at on_connect.
+ *   up waits on the peer and starts at on_connect. The fast path (objmgr_fast.c) posts an
+ *   async probe instead: nobody waits, its on_done runs on the loop from a post.
  * - Every request gets exactly one reply, in order: the peer keeps its requests in a FIFO and
  *   matches each reply to the head (the xfer ids must agree, else the endpoint is dropped).
  * - A stream: ferry__tcp_expect() first, then the request. The fetch is done only when the
@@ -57,13 +58,31 @@ static void fetch_detach(struct ferry__objmgr_fetch *f)
 	f->peer = NULL;
 }
 
-/* Hand the fetch back to its pull thread. */
+static void fetch_done_posted(void *arg, int status)
+{
+	struct ferry__objmgr_fetch *f = arg;
+
+	(void)status; /* at loop destroy too: on_done must still release the fetch */
+	f->on_done(f);
+}
+
+/* Hand the fetch back to its pull thread (or, async, to its on_done). */
 static void fetch_finish(struct ferry__objmgr_fetch *f, int status)
 {
 	struct ferry__objmgr *om = f->om;
 
 	(void)ferry__loop_timer_stop(&f->deadline);
 	fetch_detach(f);
+	if (f->on_done) {
+		/* From a post: on_done calls the waiters back and frees @f, better done outside
+		 * the engine callback and the peer walk (peer_drop) that got us here. Should the
+		 * post fail (no memory), at once: none of those callers touches @f after this. */
+		f->status = status;
+		f->done = true;
+		if (ferry__loop_post(om->loop, fetch_done_posted, f) < 0)
+			f->on_done(f);
+		return;
+	}
 	pthread_mutex_lock(&om->lock);
 	f->status = status;
 	f->done = true;
@@ -381,6 +400,12 @@ static void fetch_start(void *arg, int status)
 				      fetch_timeout);
 	if (peer->up && (ret = fetch_go(f)) < 0)
 		fetch_fail(f, ret);
+}
+
+int ferry__objmgr_fetch_start_async(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f)
+{
+	f->om = om;
+	return ferry__loop_post(om->loop, fetch_start, f);
 }
 
 void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f,

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Integration tests of the object manager's fast path (transport/objmgr_fast.c): a pull whose
+ * location is cached starts on the loop; a small object ends there, everything else is handed
+ * to a pull thread that goes on from the same point. Each test checks, through the stats, that
+ * the path it means was taken, so a fast path that silently stopped applying fails here.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/harness/ftest.h"
+#include "tests/integration/transport/transport_util.h"
+#include "transport/objmgr_int.h"
+
+struct waiter {
+	pthread_mutex_t lock;		 /* done, res */
+	pthread_cond_t cond;		 /* done */
+	bool done;			 /* the callback came */
+	struct ferry__objmgr_result res; /* its result */
+};
+
+static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->res = *res;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void waiter_wait(struct waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* A pull from @om of an object put on @src_socket: starts @om's location cache. */
+static void warm_cache(struct ferry__objmgr *om, const char *src_socket, struct ferry_gcs_client *c)
+{
+	struct ferry_object_id id;
+
+	ferry_object_id_random(&id);
+	tt_put(src_socket, &id, 16, 99);
+	tt_wait_location(c, &id, 1);
+	ftest_assert_ok(ferry__objmgr_pull_wait(om, &id, NULL));
+}
+
+/* Wait (10 s at most) until @om's location cache lists @id at @n nodes; returns them. */
+static void wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, uint32_t n,
+			struct ferry_node_id *out)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (ferry__objmgr_locs_get(om, id, out) >= n)
+			return;
+		usleep(5 * 1000);
+	}
+	ftest_assert_true(!"the location cache never listed the object");
+}
+
+static struct ferry__objmgr_stats stats(struct ferry__node *n)
+{
+	struct ferry__objmgr_stats st;
+
+	ferry__objmgr_get_stats(ferry__node_objmgr(n), &st);
+	return st;
+}
+
+/* A small object with a cached location: done on the loop, one request, recorded as usual. */
+FTEST(fast_small_pull_ends_on_the_loop)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id;
+
+	warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	for (uint64_t size = 0; size <= 4096; size = size ? size * 8 : 8) {
+		ferry_object_id_random(&id);
+		tt_put(ferry__node_socket(a), &id, size, 3);
+		tt_wait_location(c, &id, 1);
+		wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+		sa0 = stats(a), sb0 = stats(b);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+		sa1 = stats(a), sb1 = stats(b);
+		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_TCP);
+		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(res.bytes, size + 3);
+		ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast + 1);
+		ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers);
+		ftest_assert_uint_eq(sb1.bytes_in_flight, 0);
+		ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+		tt_check(ferry__node_socket(b), &id, size, 3);
+		tt_wait_location(c, &id, 2); /* the node recorded the copy */
+	}
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* The first cached location is gone: the pull thread goes on with the next one and does not
+ * try the dead one again. */
+FTEST(fast_dead_peer_goes_to_the_next_location)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *n[2] = {tt_node_start(gcs.port, 64, true, 0),
+				    tt_node_start(gcs.port, 64, true, 0)};
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS], dead;
+	struct ferry__objmgr_stats sb0, sb1;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id;
+	int first;
+
+	warm_cache(ferry__node_objmgr(b), ferry__node_socket(n[0]), c);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(n[0]), &id, 8, 4);
+	tt_put(ferry__node_socket(n[1]), &id, 8, 4);
+	tt_wait_location(c, &id, 2);
+	wait_cached(ferry__node_objmgr(b), &id, 2, locs);
+	first = ferry_node_id_eq(&locs[0], ferry__node_id(n[0])) ? 0 : 1;
+	dead = locs[0];
+	ftest_assert_true(ferry_node_id_eq(&dead, ferry__node_id(n[first])));
+	/* Stopped, its records still listed: the fast path tries it first. */
+	ferry__node_stop(n[first]);
+	ftest_assert_uint_eq(ferry__objmgr_locs_get(ferry__node_objmgr(b), &id, locs), 2);
+	sb0 = stats(b);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+	sb1 = stats(b);
+	ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(n[!first])));
+	ftest_assert_uint_eq(res.attempts, 2); /* the dead one once, then the other */
+	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
+	ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast);
+	tt_check(ferry__node_socket(b), &id, 8, 4);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(n[!first]);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* Admission would wait: the loop does not, a pull thread does, with the probe's reply (no
+ * second request). */
+FTEST(fast_admission_full_goes_to_a_pull_thread)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry__objmgr *om = ferry__node_objmgr(b);
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct waiter w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
+	struct ferry_object_id id;
+	uint64_t held;
+	bool done;
+
+	warm_cache(om, ferry__node_socket(a), c);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 8, 5);
+	tt_wait_location(c, &id, 1);
+	wait_cached(om, &id, 1, locs);
+	sa0 = stats(a), sb0 = stats(b);
+	/* Another pull holds the whole limit. */
+	pthread_mutex_lock(&om->lock);
+	held = om->max_in_flight;
+	om->stats.bytes_in_flight += held;
+	pthread_mutex_unlock(&om->lock);
+	ftest_assert_ok(ferry__objmgr_pull(om, &id, on_pulled, &w));
+	for (int i = 0; i < 2000 && stats(b).fast_handovers == sb0.fast_handovers; i++)
+		usleep(5 * 1000);
+	usleep(100 * 1000);
+	pthread_mutex_lock(&w.lock);
+	done = w.done;
+	pthread_mutex_unlock(&w.lock);
+	ftest_assert_false(done); /* waiting for admission on a pull thread */
+	ferry__objmgr_unadmit(om, held);
+	waiter_wait(&w);
+	ftest_assert_ok(w.res.status);
+	sa1 = stats(a), sb1 = stats(b);
+	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
+	ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast);
+	ftest_assert_uint_eq(sb1.bytes_in_flight, 0);
+	ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+	ftest_assert_uint_eq(w.res.attempts, 1);
+	tt_check(ferry__node_socket(b), &id, 8, 5);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* Larger than the probe's inline bytes: the pull thread streams the rest and sends no second
+ * probe (2 requests: the probe and one stream). */
+FTEST(fast_large_object_is_probed_once)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id;
+
+	warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 1u << 20, 6);
+	tt_wait_location(c, &id, 1);
+	wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+	sa0 = stats(a), sb0 = stats(b);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+	sa1 = stats(a), sb1 = stats(b);
+	ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 2);
+	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
+	ftest_assert_uint_eq(res.attempts, 1);
+	ftest_assert_uint_eq(res.bytes, (1u << 20) + 3);
+	tt_check(ferry__node_socket(b), &id, 1u << 20, 6);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* Wait (10 s at most) until process @pid is stopped: kill(SIGSTOP) returns before it is. */
+static void wait_stopped(pid_t pid)
+{
+	char path[64], buf[256];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 2000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		const char *state;
+
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		state = strrchr(buf, ')'); /* "pid (comm) S ..." */
+		if (state && (state[2] == 'T' || state[2] == 't'))
+			return;
+		usleep(5 * 1000);
+	}
+	ftest_assert_true(!"the node process never stopped");
+}
+
+/* A fast-path probe to a stalled peer when the node stops: the pull ends with -ECANCELED
+ * before stop returns. */
+FTEST(fast_pull_cancelled_at_stop)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a");
+	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct waiter w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	struct ferry__objmgr_stats sb0;
+	struct ferry_object_id id;
+
+	warm_cache(ferry__node_objmgr(b), a.socket, c);
+	ferry_object_id_random(&id);
+	tt_put(a.socket, &id, 8, 7);
+	tt_wait_location(c, &id, 1);
+	wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+	sb0 = stats(b);
+	tt_proc_signal(&a, SIGSTOP);
+	wait_stopped(a.pid);
+	ftest_assert_ok(ferry__objmgr_pull(ferry__node_objmgr(b), &id, on_pulled, &w));
+	usleep(100 * 1000);
+	/* Still on the loop, waiting for the stalled peer. */
+	ftest_assert_uint_eq(stats(b).fast_handovers, sb0.fast_handovers);
+	pthread_mutex_lock(&ferry__node_objmgr(b)->lock);
+	ftest_assert_uint_eq(ferry__node_objmgr(b)->fast_pulls, 1);
+	pthread_mutex_unlock(&ferry__node_objmgr(b)->lock);
+	ferry__node_stop(b);
+	pthread_mutex_lock(&w.lock);
+	ftest_assert_true(w.done);
+	pthread_mutex_unlock(&w.lock);
+	ftest_assert_errno(w.res.status, -ECANCELED);
+	tt_proc_signal(&a, SIGKILL);
+	ferry_gcs_client_destroy(c);
+	tt_proc_signal(&gcs, SIGTERM);
+}
