@@ -344,8 +344,12 @@ int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 		return -EINVAL;
 	if (total < data_size || total > c->local_max)
 		return -ENOBUFS;
+	/* Never wait for another thread's refill (see create_ex): the caller must not block. */
+	if (pthread_mutex_trylock(&c->chunk_lock) != 0)
+		return -ENOBUFS;
 	r = create_local(c, id, data_size, metadata_size,
 			 (flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, &o);
+	pthread_mutex_unlock(&c->chunk_lock);
 	if (r < 0)
 		return r;
 	if (metadata_size)

@@ -20,7 +20,8 @@ void ferry__plasma_client_arena(const struct ferry_plasma_client *c, void **base
  * ferry__plasma_client_create_small() - ferry_plasma_client_create_ex() limited to the
  * client's chunk: never a request to the store, so a thread that must not block on the store
  * (the object manager's loop) may create. Returns as create_ex, or -ENOBUFS: too large for the
- * chunk, or the chunk is full (create_ex would ask the store).
+ * chunk, the chunk is full (create_ex would ask the store), or another thread of this client is
+ * creating or refilling the chunk at this moment (waiting for it could mean a round trip).
  */
 int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 				      const struct ferry_object_id *id, uint64_t data_size,
