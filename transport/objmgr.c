@@ -92,15 +92,70 @@ static int node_address(struct ferry__objmgr *om, const struct ferry_node_id *no
 	return a ? 0 : -EHOSTUNREACH;
 }
 
+/* ---- hand-offs to the loop ---- */
+
+static struct ferry__objmgr_handoff *handoff_at(void *steps, size_t stride, size_t offset,
+						unsigned i)
+{
+	return (struct ferry__objmgr_handoff *)(void *)((char *)steps + i * stride + offset);
+}
+
+void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
+			       unsigned n, void (*start)(void *step, int status))
+{
+	unsigned posted = 0;
+	int ret;
+
+	pthread_mutex_lock(&om->lock);
+	ret = om->stopping ? -ECANCELED : 0;
+	pthread_mutex_unlock(&om->lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct ferry__objmgr_handoff *h = handoff_at(steps, stride, offset, i);
+
+		h->status = ret;
+		h->done = false;
+		pthread_cond_init(&h->cond, NULL);
+		if (ret == 0 && ferry__loop_post(om->loop, start, (char *)steps + i * stride) == 0)
+			posted = i + 1;
+		else
+			h->status = ret = ret < 0 ? ret : -ECANCELED;
+	}
+	pthread_mutex_lock(&om->lock);
+	for (unsigned i = 0; i < posted; i++) {
+		struct ferry__objmgr_handoff *h = handoff_at(steps, stride, offset, i);
+
+		while (!h->done)
+			pthread_cond_wait(&h->cond, &om->lock);
+	}
+	pthread_mutex_unlock(&om->lock);
+	for (unsigned i = 0; i < n; i++)
+		pthread_cond_destroy(&handoff_at(steps, stride, offset, i)->cond);
+}
+
+void ferry__objmgr_handoff_done(struct ferry__objmgr *om, struct ferry__objmgr_handoff *h,
+				int status)
+{
+	pthread_mutex_lock(&om->lock);
+	h->status = status;
+	h->done = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&om->lock);
+}
+
 /* ---- admission ---- */
+
+/* @bytes more would pass the limit (one pull alone always fits). om->lock held. */
+static bool over_limit(const struct ferry__objmgr *om, uint64_t bytes)
+{
+	return om->stats.bytes_in_flight && om->stats.bytes_in_flight + bytes > om->max_in_flight;
+}
 
 int ferry__objmgr_admit(struct ferry__objmgr *om, uint64_t bytes)
 {
 	int ret;
 
 	pthread_mutex_lock(&om->lock);
-	while (om->stats.bytes_in_flight && om->stats.bytes_in_flight + bytes > om->max_in_flight &&
-	       !om->stopping)
+	while (over_limit(om, bytes) && !om->stopping)
 		pthread_cond_wait(&om->admit_cond, &om->lock);
 	ret = om->stopping ? -ECANCELED : 0;
 	if (ret == 0) /* nothing is reserved for a caller that is told no */
@@ -124,7 +179,7 @@ int ferry__objmgr_try_admit(struct ferry__objmgr *om, uint64_t bytes)
 	pthread_mutex_lock(&om->lock);
 	if (om->stopping)
 		ret = -ECANCELED;
-	else if (om->stats.bytes_in_flight && om->stats.bytes_in_flight + bytes > om->max_in_flight)
+	else if (over_limit(om, bytes))
 		ret = -EAGAIN;
 	else
 		om->stats.bytes_in_flight += bytes;
@@ -186,19 +241,19 @@ static int fetch_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a
 	}
 	n = i;
 	ferry__objmgr_fetch_run_many(om, parts, n);
-	if (parts[0].status < 0)
-		return parts[0].status;
+	if (parts[0].h.status < 0)
+		return parts[0].h.status;
 	for (i = 1; i < n; i++) {
 		struct ferry__objmgr_fetch again;
 
-		if (parts[i].status == 0)
+		if (parts[i].h.status == 0)
 			continue;
 		FLOG_INFO(COMP, "part from %s failed (%s): fetching it from %s", parts[i].ip,
-			  strerror(-parts[i].status), a->ip);
+			  strerror(-parts[i].h.status), a->ip);
 		fetch_init(&again, a, id, dst, parts[i].next, parts[i].end, size);
 		ferry__objmgr_fetch_run_many(om, &again, 1);
-		if (again.status < 0)
-			return again.status;
+		if (again.h.status < 0)
+			return again.h.status;
 	}
 	return 0;
 }
@@ -248,7 +303,7 @@ static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 	snprintf(f.ip, sizeof(f.ip), "%s", a->ip);
 	f.port = a->tcp_port;
 	ferry__objmgr_fetch_run_many(om, &f, 1);
-	ret = f.status;
+	ret = f.h.status;
 	if (ret == 0)
 		ret = pull_tcp_rest(om, a, helpers, nhelpers, id, &f, bytes);
 	ferry__free(f.metadata);
@@ -268,18 +323,31 @@ int ferry__objmgr_pull_tcp_probed(struct ferry__objmgr *om, const struct ferry__
 }
 
 /* One location: the best transport both sides have (TCP may take parts from @helpers). */
+unsigned ferry__objmgr_transport_for(const struct ferry__objmgr *om,
+				     const struct ferry__node_addr *a)
+{
+	unsigned both = om->opts.transports & ferry__node_addr_transports(a);
+
+	if ((both & FERRY_GCS_TRANSPORT_SHM) && !strcmp(a->host, om->host))
+		return FERRY_GCS_TRANSPORT_SHM;
+	if (both & FERRY_GCS_TRANSPORT_RDMA)
+		return FERRY_GCS_TRANSPORT_RDMA;
+	return both & FERRY_GCS_TRANSPORT_TCP;
+}
+
 static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		     const struct ferry__node_addr *helpers, unsigned nhelpers,
 		     const struct ferry_object_id *id, struct ferry__objmgr_result *res)
 {
 	unsigned both = om->opts.transports & ferry__node_addr_transports(a);
+	unsigned t = ferry__objmgr_transport_for(om, a);
 
-	if ((both & FERRY_GCS_TRANSPORT_SHM) && !strcmp(a->host, om->host)) {
+	if (t == FERRY_GCS_TRANSPORT_SHM) {
 		res->transport = FERRY_GCS_TRANSPORT_SHM;
 		return ferry__shm_pull(&om->shm, a->shm_path, om->store, id, admit, unadmit, om,
 				       &res->bytes);
 	}
-	if (both & FERRY_GCS_TRANSPORT_RDMA) {
+	if (t == FERRY_GCS_TRANSPORT_RDMA) {
 		int ret;
 
 		res->transport = FERRY_GCS_TRANSPORT_RDMA;
@@ -290,8 +358,9 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		    !(both & FERRY_GCS_TRANSPORT_TCP))
 			return ret == -EMSGSIZE ? -E2BIG : ret;
 		FLOG_INFO(COMP, "RDMA pull from %s failed (%s): trying TCP", a->ip, strerror(-ret));
+		t = FERRY_GCS_TRANSPORT_TCP;
 	}
-	if (both & FERRY_GCS_TRANSPORT_TCP) {
+	if (t == FERRY_GCS_TRANSPORT_TCP) {
 		res->transport = FERRY_GCS_TRANSPORT_TCP;
 		return pull_tcp(om, a, helpers, nhelpers, id, &res->bytes);
 	}
@@ -315,11 +384,9 @@ static unsigned collect_helpers(struct ferry__objmgr *om, const struct ferry_gcs
 }
 
 /* Same-host locations first, so shm is tried before the network. */
-static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs, uint32_t n,
-			    struct ferry__node_addr *addrs, int *have)
+void ferry__objmgr_same_host_first(const struct ferry__objmgr *om, struct ferry_node_id *locs,
+				   uint32_t n, struct ferry__node_addr *addrs, int *have)
 {
-	for (uint32_t i = 0; i < n; i++)
-		have[i] = node_address(om, &locs[i], &addrs[i]);
 	for (uint32_t i = 0, j = 0; i < n; i++) {
 		if (have[i] == 0 && !strcmp(addrs[i].host, om->host)) {
 			struct ferry_node_id t = locs[i];
@@ -331,6 +398,14 @@ static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs
 			j++;
 		}
 	}
+}
+
+static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs, uint32_t n,
+			    struct ferry__node_addr *addrs, int *have)
+{
+	for (uint32_t i = 0; i < n; i++)
+		have[i] = node_address(om, &locs[i], &addrs[i]);
+	ferry__objmgr_same_host_first(om, locs, n, addrs, have);
 }
 
 /*
@@ -350,6 +425,13 @@ static int fast_continue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	if (!f)
 		return p->fast_status;
 	return ferry__objmgr_pull_tcp_probed(om, a, helpers, nhelpers, &p->id, f, &res->bytes);
+}
+
+/* An attempt's result after which trying another location cannot help: done, or the own store
+ * cannot take the object, or stopping. */
+static bool location_final(int r)
+{
+	return r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED;
 }
 
 /* Try each location until one works (later ones may help with parts of a large object). A
@@ -380,7 +462,7 @@ static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			r = fast_continue(om, p, &addrs[i], helpers, nhelpers, res);
 		else
 			r = pull_from(om, &addrs[i], helpers, nhelpers, id, res);
-		if (r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED) {
+		if (location_final(r)) {
 			ret = r;
 			break;
 		}
@@ -398,11 +480,11 @@ static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	return ret;
 }
 
-/* A result after which no other location can help. */
+/* A result after which no other location can help the pull: also -EEXIST (the object
+ * appeared in the own store meanwhile). */
 static bool pull_final(int r)
 {
-	return r == 0 || r == -ENOSPC || r == -E2BIG || r == -ENOMEM || r == -ECANCELED ||
-	       r == -EEXIST;
+	return location_final(r) || r == -EEXIST;
 }
 
 /* Drop from @info's locations those in @tried[0..@ntried). */

@@ -44,48 +44,33 @@ void ferry__objmgr_probe_free(struct ferry__objmgr_fetch *f)
 }
 
 /*
- * The location a pull thread would try first, as try_locations() orders them (same-host ones
- * swapped to the front, self skipped): its index, or -1 when there is none or a record is
- * missing (the pull thread would wait for it). om->lock held.
+ * The location a pull thread would try first, in try_locations()'s order (same-host ones first,
+ * self skipped): its address and node, or -1 when there is none or a record is missing (the
+ * pull thread would wait for it). om->lock held.
  */
 static int first_location(struct ferry__objmgr *om, const struct ferry__objmgr_pull *p,
-			  struct ferry__node_addr *out)
+			  struct ferry__node_addr *out, struct ferry_node_id *node)
 {
 	struct ferry__node_addr addrs[FERRY__OBJMGR_CACHED_LOCATIONS];
-	uint32_t order[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	int have[FERRY__OBJMGR_CACHED_LOCATIONS] = {0};
 	const struct ferry__node_addr *a;
 
 	for (uint32_t i = 0; i < p->ncached; i++) {
 		if (!(a = ferry__hashmap_get(&om->nodes, &p->cached[i])))
 			return -1;
 		addrs[i] = *a;
-		order[i] = i;
+		locs[i] = p->cached[i];
 	}
-	for (uint32_t i = 0, j = 0; i < p->ncached; i++) {
-		if (!strcmp(addrs[order[i]].host, om->host)) {
-			uint32_t t = order[i];
-
-			order[i] = order[j];
-			order[j++] = t;
-		}
-	}
+	ferry__objmgr_same_host_first(om, locs, p->ncached, addrs, have);
 	for (uint32_t i = 0; i < p->ncached; i++) {
-		if (!ferry_node_id_eq(&p->cached[order[i]], &om->opts.node_id)) {
-			*out = addrs[order[i]];
-			return (int)order[i];
+		if (!ferry_node_id_eq(&locs[i], &om->opts.node_id)) {
+			*out = addrs[i];
+			*node = locs[i];
+			return 0;
 		}
 	}
 	return -1;
-}
-
-/* pull_from() would use TCP for @a. */
-static bool over_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a)
-{
-	unsigned both = om->opts.transports & ferry__node_addr_transports(a);
-
-	if ((both & FERRY_GCS_TRANSPORT_SHM) && !strcmp(a->host, om->host))
-		return false;
-	return !(both & FERRY_GCS_TRANSPORT_RDMA) && (both & FERRY_GCS_TRANSPORT_TCP);
 }
 
 static void fast_end(struct ferry__objmgr *om)
@@ -170,7 +155,7 @@ static void fast_done(struct ferry__objmgr_fetch *f)
 		.transport = FERRY_GCS_TRANSPORT_TCP,
 		.attempts = 1,
 	};
-	int ret = f->status;
+	int ret = f->h.status;
 
 	if (ret == 0)
 		ret = f->first_size == f->data_size ? complete(om, p, f, &res.bytes) : 1;
@@ -189,16 +174,16 @@ static void fast_done(struct ferry__objmgr_fetch *f)
 bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
 {
 	struct ferry__objmgr_fetch *f;
+	struct ferry_node_id node;
 	struct ferry__node_addr a;
-	int first;
 
 	if (!om->opts.gcs || !om->opts.node_records_copies || ferry__objmgr_sealed_hook ||
 	    !(om->opts.transports & FERRY_GCS_TRANSPORT_TCP) ||
 	    ferry_plasma_client_contains(om->store, &p->id) == 1)
 		return false;
 	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached);
-	first = first_location(om, p, &a);
-	if (first < 0 || !over_tcp(om, &a) || !a.tcp_port)
+	if (first_location(om, p, &a, &node) < 0 ||
+	    ferry__objmgr_transport_for(om, &a) != FERRY_GCS_TRANSPORT_TCP || !a.tcp_port)
 		return false;
 	f = ferry__calloc(1, sizeof(*f));
 	if (!f)
@@ -208,7 +193,7 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	f->port = a.tcp_port;
 	f->on_done = fast_done;
 	f->owner = p;
-	p->fast_node = p->cached[first];
+	p->fast_node = node;
 	if (ferry__objmgr_fetch_start_async(om, f) < 0) {
 		ferry__free(f);
 		return false;

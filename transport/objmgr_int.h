@@ -34,6 +34,24 @@ struct ferry__objmgr_peer;
 struct ferry__objmgr_req;
 
 /*
+ * A step a pull thread hands to the loop and waits for: TCP fetches, RDMA steps, test hooks.
+ * ferry__objmgr_handoff_run() posts @start(step, 0) on the loop for each of @n steps at @steps
+ * (@stride bytes apart, each with its handoff @offset bytes in) and sleeps until the loop called
+ * ferry__objmgr_handoff_done() on each; after that the loop never touches the step. A step that
+ * cannot be posted (stopping, no memory) is not started and gets -ECANCELED.
+ */
+struct ferry__objmgr_handoff {
+	int status;	     /* the step's result */
+	bool done;	     /* the loop is finished with it */
+	pthread_cond_t cond; /* signalled at done (om->lock) */
+};
+
+void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
+			       unsigned n, void (*start)(void *step, int status));
+void ferry__objmgr_handoff_done(struct ferry__objmgr *om, struct ferry__objmgr_handoff *h,
+				int status);
+
+/*
  * One TCP fetch, made by a pull thread, run on the loop. Probe (dst NULL): ask for the first
  * FERRY__OBJMGR_INLINE_BYTES inline and learn the size and metadata. Stream: [next, end) of the
  * object straight into dst + next (ferry__tcp_expect). The pull thread waits on done; the loop
@@ -56,15 +74,13 @@ struct ferry__objmgr_fetch {
 	bool started;				  /* request sent (the endpoint is up) */
 	bool failed; /* status decided, waiting for the expect callback */
 	/* Probe results (heap, freed by the pull thread). */
-	uint64_t data_size;	/* the object's size */
-	uint8_t *metadata;	/* its metadata */
-	uint32_t metadata_size; /* bytes */
-	uint8_t *first;		/* the first bytes */
-	uint64_t first_size;	/* bytes at first */
-	int status;		/* result */
-	bool done;		/* the loop is finished with it */
-	pthread_cond_t cond;	/* signalled at done (om->lock) */
-	/* Set: nobody waits on @cond; the loop calls it (from a post) once it is done. */
+	uint64_t data_size;		/* the object's size */
+	uint8_t *metadata;		/* its metadata */
+	uint32_t metadata_size;		/* bytes */
+	uint8_t *first;			/* the first bytes */
+	uint64_t first_size;		/* bytes at first */
+	struct ferry__objmgr_handoff h; /* result; the pull thread's wait for it */
+	/* Set: nobody waits on h.cond; the loop calls it (from a post) once it is done. */
 	void (*on_done)(struct ferry__objmgr_fetch *f);
 	void *owner; /* on_done's context */
 };
@@ -218,6 +234,15 @@ void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om);
 void ferry__objmgr_tcp_free(struct ferry__objmgr *om);
 
 uint64_t ferry__objmgr_now_us(void);
+
+/* objmgr.c: the transport pull_from() uses first for @a (FERRY_GCS_TRANSPORT_*; 0: none):
+ * shm with a store on this host, else RDMA, else TCP. */
+unsigned ferry__objmgr_transport_for(const struct ferry__objmgr *om,
+				     const struct ferry__node_addr *a);
+/* The order locations are tried in: those on this host (with an address: @have[i] == 0) moved
+ * to the front, in place over the three parallel arrays. */
+void ferry__objmgr_same_host_first(const struct ferry__objmgr *om, struct ferry_node_id *locs,
+				   uint32_t n, struct ferry__node_addr *addrs, int *have);
 
 /* objmgr.c: the pull admission limit (pull thread): reserve @bytes, waiting while others are
  * in flight and the sum would pass it. 0, or -ECANCELED (stopping: nothing reserved). */

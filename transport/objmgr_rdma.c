@@ -29,6 +29,7 @@
  *   puller aborts and frees its half-written object.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,14 +82,12 @@ struct rfetch {
 	bool reading;			   /* a READ callback is owed */
 	int fail_status;		   /* reading: the status to report at the callback */
 	/* PROBE results (heap; the pull thread frees them). */
-	uint64_t data_size;	/* the object's size */
-	uint8_t *metadata;	/* its metadata */
-	uint32_t metadata_size; /* bytes */
-	uint8_t *data;		/* inline: the whole data */
-	bool inline_all;	/* data holds every byte */
-	int status;		/* result */
-	bool done;		/* the loop is finished with it */
-	pthread_cond_t cond;	/* signalled at done (om->lock) */
+	uint64_t data_size;		/* the object's size */
+	uint8_t *metadata;		/* its metadata */
+	uint32_t metadata_size;		/* bytes */
+	uint8_t *data;			/* inline: the whole data */
+	bool inline_all;		/* data holds every byte */
+	struct ferry__objmgr_handoff h; /* result; the pull thread's wait for it */
 };
 
 /* An endpoint to another node's RDMA port. */
@@ -393,11 +392,7 @@ static void fetch_finish(struct rfetch *f, int status)
 
 	(void)ferry__loop_timer_stop(&f->deadline);
 	fetch_detach(f);
-	pthread_mutex_lock(&om->lock);
-	f->status = status;
-	f->done = true;
-	pthread_cond_signal(&f->cond);
-	pthread_mutex_unlock(&om->lock);
+	ferry__objmgr_handoff_done(om, &f->h, status);
 }
 
 /* Fail a step; a posted READ finishes it from its callback (which the caller forces by
@@ -667,28 +662,9 @@ static void fetch_start(void *arg, int status)
 /* Run steps @f[0..@n) on the loop at once and wait for all. */
 static void run_steps(struct ferry__objmgr *om, struct rfetch *f, unsigned n)
 {
-	unsigned posted = 0;
-	int ret;
-
-	pthread_mutex_lock(&om->lock);
-	ret = om->stopping ? -ECANCELED : 0;
-	pthread_mutex_unlock(&om->lock);
-	for (unsigned i = 0; i < n; i++) {
-		f[i].om = om;
-		f[i].status = ret;
-		pthread_cond_init(&f[i].cond, NULL);
-		if (ret == 0 && ferry__loop_post(om->loop, fetch_start, &f[i]) == 0)
-			posted = i + 1;
-		else
-			f[i].status = ret = ret < 0 ? ret : -ECANCELED;
-	}
-	pthread_mutex_lock(&om->lock);
-	for (unsigned i = 0; i < posted; i++)
-		while (!f[i].done)
-			pthread_cond_wait(&f[i].cond, &om->lock);
-	pthread_mutex_unlock(&om->lock);
 	for (unsigned i = 0; i < n; i++)
-		pthread_cond_destroy(&f[i].cond);
+		f[i].om = om;
+	ferry__objmgr_handoff_run(om, f, sizeof(*f), offsetof(struct rfetch, h), n, fetch_start);
 }
 
 static void step_init(struct rfetch *f, const struct rfetch *probe, enum rstep step, unsigned qp)
@@ -726,8 +702,8 @@ static int read_all(struct ferry__objmgr *om, const struct rfetch *probe, uint8_
 	}
 	run_steps(om, parts, i);
 	for (unsigned k = 0; k < i; k++)
-		if (parts[k].status < 0 && (ret == 0 || ret == -ECONNRESET))
-			ret = parts[k].status;
+		if (parts[k].h.status < 0 && (ret == 0 || ret == -ECONNRESET))
+			ret = parts[k].h.status;
 	return ret;
 }
 
@@ -746,7 +722,7 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 	snprintf(probe.ip, sizeof(probe.ip), "%s", a->ip);
 	probe.port = a->rdma_port;
 	run_steps(om, &probe, 1);
-	ret = probe.status;
+	ret = probe.h.status;
 	if (ret < 0)
 		goto out_free;
 	total = probe.data_size + probe.metadata_size;
@@ -766,8 +742,8 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 		 * reading: then the bytes cannot be trusted. */
 		step_init(&done, &probe, STEP_DONE, 0);
 		run_steps(om, &done, 1);
-		if (ret == 0 && done.status < 0)
-			ret = done.status;
+		if (ret == 0 && done.h.status < 0)
+			ret = done.h.status;
 	}
 	if (dst) {
 		ret = ret == 0 ? ferry_plasma_client_seal(om->store, id) : ret;
@@ -944,12 +920,10 @@ void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
 /* ---- test hook ---- */
 
 struct inject {
-	struct ferry__objmgr *om; /* whose engine */
-	int fault;		  /* enum ferry__rdma_fault */
-	unsigned nth;		  /* which completion */
-	int status;		  /* result */
-	bool done;		  /* the loop ran it (om->lock) */
-	pthread_cond_t cond;	  /* signalled at done */
+	struct ferry__objmgr *om;	/* whose engine */
+	int fault;			/* enum ferry__rdma_fault */
+	unsigned nth;			/* which completion */
+	struct ferry__objmgr_handoff h; /* result; the caller's wait for it */
 };
 
 static void inject_on_loop(void *arg, int status)
@@ -961,29 +935,16 @@ static void inject_on_loop(void *arg, int status)
 		ferry__rdma_inject_fault(r->ctx, (enum ferry__rdma_fault)in->fault, in->nth);
 	else
 		status = status < 0 ? status : -ENODEV;
-	pthread_mutex_lock(&in->om->lock);
-	in->status = status;
-	in->done = true;
-	pthread_cond_signal(&in->cond);
-	pthread_mutex_unlock(&in->om->lock);
+	ferry__objmgr_handoff_done(in->om, &in->h, status);
 }
 
 int ferry__objmgr_rdma_inject_fault(struct ferry__objmgr *om, int fault, unsigned nth)
 {
 	struct inject in = {.om = om, .fault = fault, .nth = nth};
-	int ret;
 
 	if (!om->rdma)
 		return -ENODEV;
-	pthread_cond_init(&in.cond, NULL);
-	ret = ferry__loop_post(om->loop, inject_on_loop, &in);
-	if (ret == 0) {
-		pthread_mutex_lock(&om->lock);
-		while (!in.done)
-			pthread_cond_wait(&in.cond, &om->lock);
-		pthread_mutex_unlock(&om->lock);
-		ret = in.status;
-	}
-	pthread_cond_destroy(&in.cond);
-	return ret;
+	ferry__objmgr_handoff_run(om, &in, sizeof(in), offsetof(struct inject, h), 1,
+				  inject_on_loop);
+	return in.h.status;
 }

@@ -23,6 +23,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,17 +78,13 @@ static void fetch_finish(struct ferry__objmgr_fetch *f, int status)
 		/* From a post: on_done calls the waiters back and frees @f, better done outside
 		 * the engine callback and the peer walk (peer_drop) that got us here. Should the
 		 * post fail (no memory), at once: none of those callers touches @f after this. */
-		f->status = status;
-		f->done = true;
+		f->h.status = status;
+		f->h.done = true;
 		if (ferry__loop_post(om->loop, fetch_done_posted, f) < 0)
 			f->on_done(f);
 		return;
 	}
-	pthread_mutex_lock(&om->lock);
-	f->status = status;
-	f->done = true;
-	pthread_cond_signal(&f->cond);
-	pthread_mutex_unlock(&om->lock);
+	ferry__objmgr_handoff_done(om, &f->h, status);
 }
 
 /* Decide the fetch's status; with an expect outstanding, finish at its callback. */
@@ -102,7 +99,7 @@ static void fetch_fail(struct ferry__objmgr_fetch *f, int status)
 		return;
 	}
 	f->failed = true;
-	f->status = status;
+	f->h.status = status;
 	(void)ferry__loop_timer_stop(&f->deadline);
 	if (f->peer && f->peer->ep)
 		(void)ferry__tcp_cancel_expect(f->peer->ep, r->xfer);
@@ -185,7 +182,7 @@ static void expect_done(void *arg, int status)
 	if (f && f->stream_req == r) {
 		f->stream_req = NULL;
 		if (f->failed)
-			fetch_finish(f, f->status);
+			fetch_finish(f, f->h.status);
 		else
 			fetch_finish(f, status == 0			      ? 0
 					: status == -ETIMEDOUT		      ? -ETIMEDOUT
@@ -411,28 +408,10 @@ int ferry__objmgr_fetch_start_async(struct ferry__objmgr *om, struct ferry__objm
 void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f,
 				  unsigned n)
 {
-	unsigned posted = 0;
-	int ret;
-
-	pthread_mutex_lock(&om->lock);
-	ret = om->stopping ? -ECANCELED : 0;
-	pthread_mutex_unlock(&om->lock);
-	for (unsigned i = 0; i < n; i++) {
-		f[i].om = om;
-		f[i].status = ret;
-		pthread_cond_init(&f[i].cond, NULL);
-		if (ret == 0 && ferry__loop_post(om->loop, fetch_start, &f[i]) == 0)
-			posted = i + 1;
-		else
-			f[i].status = ret = ret < 0 ? ret : -ECANCELED;
-	}
-	pthread_mutex_lock(&om->lock);
-	for (unsigned i = 0; i < posted; i++)
-		while (!f[i].done)
-			pthread_cond_wait(&f[i].cond, &om->lock);
-	pthread_mutex_unlock(&om->lock);
 	for (unsigned i = 0; i < n; i++)
-		pthread_cond_destroy(&f[i].cond);
+		f[i].om = om;
+	ferry__objmgr_handoff_run(om, f, sizeof(*f), offsetof(struct ferry__objmgr_fetch, h), n,
+				  fetch_start);
 }
 
 void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om)
