@@ -30,4 +30,13 @@ static inline uint64_t ferry__now_ms(void)
 	return ferry__now_ns() / 1000000u;
 }
 
+/* Wall clock in milliseconds since the epoch: for timestamps kept in records, not for timing. */
+static inline uint64_t ferry__wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 #endif

@@ -6,22 +6,14 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
 
 #define COMP "gcs-client"
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* A copy of what @b holds (the request's payload), or NULL. */
 static void *take_payload(struct ferry__fb_builder *b, int ret, size_t *len)
@@ -168,7 +160,7 @@ int ferry_gcs_node_register(struct ferry_gcs_client *c, const struct ferry_gcs_n
 	op.node.store_capacity_bytes = node->store_capacity_bytes;
 	op.node.transports = FERRY_GCS_TRANSPORT_TCP;
 	op.node.state = FERRY_GCS_NODE_ALIVE;
-	op.node.start_ms = wall_ms();
+	op.node.start_ms = ferry__wall_ms();
 	op.node.last_heartbeat_ms = op.node.start_ms;
 	return ferry__gcs_client_apply(c, 0, &op);
 }
@@ -181,7 +173,7 @@ int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node
 	if (!id)
 		return -EINVAL;
 	op.heartbeat.id = *id;
-	op.heartbeat.time_ms = wall_ms();
+	op.heartbeat.time_ms = ferry__wall_ms();
 	op.heartbeat.avail_cpu = avail_cpu;
 	op.heartbeat.avail_gpu = avail_gpu;
 	op.heartbeat.avail_memory_bytes = avail_memory_bytes;
@@ -409,20 +401,34 @@ void ferry__gcs_client_deliver(struct shard *s, const void *payload)
 
 /* ---- event decoders ---- */
 
+/* Decode @ev's record, which must be a @type record on @channel, into @op. */
+static int event_op(const struct ferry_gcs_event *ev, enum ferry_gcs_channel channel,
+		    enum ferry__gcs_op_type type, struct ferry__gcs_op *op)
+{
+	int ret;
+
+	if (!ev || ev->channel != channel || !ev->size)
+		return -EINVAL;
+	ret = ferry__gcs_op_decode(ev->data, ev->size, op);
+	if (ret < 0)
+		return ret;
+	if (op->type != type) {
+		ferry__gcs_op_release(op);
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int ferry_gcs_event_node(const struct ferry_gcs_event *ev, struct ferry_gcs_node_info *out)
 {
 	struct ferry__gcs_op op;
 	int ret;
 
-	if (!ev || !out || ev->channel != FERRY_GCS_CH_NODES || !ev->size)
+	if (!out)
 		return -EINVAL;
-	ret = ferry__gcs_op_decode(ev->data, ev->size, &op);
+	ret = event_op(ev, FERRY_GCS_CH_NODES, FERRY__GCS_OP_RESTORE_NODE, &op);
 	if (ret < 0)
 		return ret;
-	if (op.type != FERRY__GCS_OP_RESTORE_NODE) {
-		ferry__gcs_op_release(&op);
-		return -EPROTO;
-	}
 	memset(out, 0, sizeof(*out));
 	out->id = op.node.id;
 	out->address = op.node.address; /* borrowed from ev->data */
@@ -448,14 +454,12 @@ int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id
 			   const char *type, const char *message)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ERROR};
-	struct timespec ts;
 
 	if (!c || !job || !type || !message || strlen(type) > FERRY__GCS_TEXT_MAX ||
 	    strlen(message) > FERRY__GCS_TEXT_MAX)
 		return -EINVAL;
-	clock_gettime(CLOCK_REALTIME, &ts);
 	op.error.job = *job;
-	op.error.time_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	op.error.time_ms = ferry__wall_ms();
 	op.error.type = type;
 	op.error.message = message;
 	return ferry__gcs_client_apply(c, 0, &op);
@@ -474,24 +478,6 @@ int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id 
 	op.log.data.data = data;
 	op.log.data.size = size;
 	return ferry__gcs_client_apply(c, 0, &op);
-}
-
-/* Decode @ev's record, which must be a @type record on @channel, into @op. */
-static int event_op(const struct ferry_gcs_event *ev, enum ferry_gcs_channel channel,
-		    enum ferry__gcs_op_type type, struct ferry__gcs_op *op)
-{
-	int ret;
-
-	if (!ev || ev->channel != channel || !ev->size)
-		return -EINVAL;
-	ret = ferry__gcs_op_decode(ev->data, ev->size, op);
-	if (ret < 0)
-		return ret;
-	if (op->type != type) {
-		ferry__gcs_op_release(op);
-		return -EPROTO;
-	}
-	return 0;
 }
 
 int ferry_gcs_event_error(const struct ferry_gcs_event *ev, struct ferry_gcs_error_info *out)

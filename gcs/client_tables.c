@@ -7,23 +7,15 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
 
 #define COMP "gcs-client"
 #define MULTI_GET_MAX 4096
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ---- KV ---- */
 
@@ -386,7 +378,7 @@ static int node_state(struct ferry_gcs_client *c, const struct ferry_node_id *id
 		return -EINVAL;
 	op.node_state.id = *id;
 	op.node_state.state = state;
-	op.node_state.time_ms = wall_ms();
+	op.node_state.time_ms = ferry__wall_ms();
 	return ferry__gcs_client_apply(c, 0, &op);
 }
 
@@ -413,7 +405,7 @@ int ferry_gcs_job_add(struct ferry_gcs_client *c, const struct ferry_gcs_job_inf
 	op.job.driver_node = job->driver_node;
 	op.job.driver_pid = job->driver_pid;
 	op.job.entrypoint = job->entrypoint;
-	op.job.start_ms = job->start_ms ? job->start_ms : wall_ms();
+	op.job.start_ms = job->start_ms ? job->start_ms : ferry__wall_ms();
 	return ferry__gcs_client_apply(c, 0, &op);
 }
 
@@ -424,7 +416,7 @@ int ferry_gcs_job_finish(struct ferry_gcs_client *c, const struct ferry_job_id *
 	if (!id)
 		return -EINVAL;
 	op.job_finish.id = *id;
-	op.job_finish.time_ms = wall_ms();
+	op.job_finish.time_ms = ferry__wall_ms();
 	return ferry__gcs_client_apply(c, 0, &op);
 }
 
@@ -446,7 +438,7 @@ int ferry_gcs_worker_add(struct ferry_gcs_client *c, const struct ferry_gcs_work
 	op.worker.pid = worker->pid;
 	op.worker.address = worker->address;
 	op.worker.state = FERRY_GCS_WORKER_ALIVE;
-	op.worker.start_ms = worker->start_ms ? worker->start_ms : wall_ms();
+	op.worker.start_ms = worker->start_ms ? worker->start_ms : ferry__wall_ms();
 	return ferry__gcs_client_apply(c, 0, &op);
 }
 
@@ -458,7 +450,7 @@ int ferry_gcs_worker_dead(struct ferry_gcs_client *c, const struct ferry_worker_
 	if (!id)
 		return -EINVAL;
 	op.worker_exit.id = *id;
-	op.worker_exit.time_ms = wall_ms();
+	op.worker_exit.time_ms = ferry__wall_ms();
 	op.worker_exit.exit_type = exit_type;
 	op.worker_exit.message = message;
 	return ferry__gcs_client_apply(c, 0, &op);

@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/alloc.h"
 #include "common/conn.h"
@@ -32,14 +31,6 @@
 #include "gcs/server_int.h"
 
 #define COMP "gcs"
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ---- replies ---- */
 
@@ -492,7 +483,7 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 
 		op.node_state.id = dead[i];
 		op.node_state.state = FERRY_GCS_NODE_DEAD;
-		op.node_state.time_ms = wall_ms();
+		op.node_state.time_ms = ferry__wall_ms();
 		ret = ferry__gcs_state_apply(srv->state, &op, NULL);
 		if (ret < 0) {
 			FLOG_WARN(COMP, "declaring a node dead failed: %s", strerror(-ret));
