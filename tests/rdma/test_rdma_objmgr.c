@@ -147,29 +147,6 @@ FTEST(absent_and_full)
 	tt_proc_signal(&gcs, SIGTERM);
 }
 
-struct killer {
-	struct ferry__objmgr *watch; /* whose stats tell the moment */
-	bool puller_side;	     /* watch the puller's in-flight bytes, else requests served */
-	pid_t victim;		     /* to kill */
-};
-
-static void *kill_main(void *arg)
-{
-	struct killer *k = arg;
-	struct ferry__objmgr_stats st;
-
-	for (int i = 0; i < 200000; i++) {
-		ferry__objmgr_get_stats(k->watch, &st);
-		if (k->puller_side ? st.bytes_in_flight > 0 || st.pulls_ok + st.pulls_failed > 0
-				   : st.requests_served > 0)
-			break;
-		usleep(200);
-	}
-	usleep(100000); /* into the READs: 64 MiB take seconds on soft-RoCE */
-	kill(k->victim, SIGKILL);
-	return NULL;
-}
-
 FTEST(source_killed_mid_read)
 {
 	struct tt_proc gcs, a;
@@ -177,10 +154,9 @@ FTEST(source_killed_mid_read)
 	struct ferry_gcs_client *c;
 	struct ferry__objmgr_result res;
 	struct ferry__objmgr_stats st;
-	struct killer k;
+	struct tt_killer k;
 	struct ferry_object_id id;
-	pthread_t t;
-	int ret, status;
+	int ret;
 
 	rt_require_device();
 	gcs = tt_gcs_start();
@@ -190,20 +166,12 @@ FTEST(source_killed_mid_read)
 	ferry_object_id_random(&id);
 	tt_put(a.socket, &id, 64u << 20, 11);
 	tt_wait_location(c, &id, 1);
-	k.watch = ferry__node_objmgr(b);
-	k.puller_side = true;
-	k.victim = a.pid;
-	ftest_assert_ok(pthread_create(&t, NULL, kill_main, &k));
+	/* Into the READs: 64 MiB take seconds on soft-RoCE. */
+	k = (struct tt_killer){.watch = ferry__node_objmgr(b), .victim = a.pid, .delay_ms = 100};
+	tt_killer_start(&k);
 	ret = ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res);
-	pthread_join(t, NULL);
-	waitpid(a.pid, &status, 0);
-	ftest_log("pull with its source killed: %s", ret ? strerror(-ret) : "finished first");
-	if (ret == 0) {
-		tt_check(ferry__node_socket(b), &id, 64u << 20, 11);
-	} else {
-		ftest_assert_errno(ret, -ECONNRESET);
-		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
-	}
+	tt_killer_join(&k);
+	tt_check_killed_pull(ret, b, &id, 64u << 20, 11);
 	ferry__objmgr_get_stats(ferry__node_objmgr(b), &st);
 	ftest_assert_uint_eq(st.bytes_in_flight, 0);
 	ferry_gcs_client_destroy(c);
@@ -220,10 +188,8 @@ FTEST(puller_killed_mid_read_releases_pin)
 	struct ferry_plasma_client *pa, *pb;
 	struct ferry_plasma_connect_opts co = {.name = "test"};
 	struct ferry_plasma_view v;
-	struct killer k;
+	struct tt_killer k;
 	struct ferry_object_id id;
-	pthread_t t;
-	int status;
 
 	rt_require_device();
 	gcs = tt_gcs_start();
@@ -232,15 +198,13 @@ FTEST(puller_killed_mid_read_releases_pin)
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, 64u << 20, 12);
 	ftest_assert_ok(ferry__node_sync(a));
-	k.watch = ferry__node_objmgr(a);
-	k.puller_side = false;
-	k.victim = b.pid;
-	ftest_assert_ok(pthread_create(&t, NULL, kill_main, &k));
+	k = (struct tt_killer){
+		.watch = ferry__node_objmgr(a), .served = true, .victim = b.pid, .delay_ms = 100};
+	tt_killer_start(&k);
 	/* A get on B's store misses and starts the pull; it ends when B dies. */
 	ftest_assert_ok(ferry_plasma_client_connect(b.socket, &co, &pb));
 	(void)ferry_plasma_client_get(pb, &id, 1, 60000, &v);
-	pthread_join(t, NULL);
-	waitpid(b.pid, &status, 0);
+	tt_killer_join(&k);
 	ferry_plasma_client_disconnect(pb);
 	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
 	ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));

@@ -260,27 +260,6 @@ FTEST(stalled_source_times_out)
 	tt_proc_signal(&gcs, SIGTERM);
 }
 
-struct killer {
-	struct ferry__objmgr *om; /* the puller's */
-	struct tt_proc *victim;	  /* the source */
-};
-
-static void *kill_main(void *arg)
-{
-	struct killer *k = arg;
-	struct ferry__objmgr_stats st;
-
-	/* Kill the source once the copy was created and its bytes are streaming (mid-transfer). */
-	for (int i = 0; i < 20000; i++) {
-		ferry__objmgr_get_stats(k->om, &st);
-		if (st.bytes_in_flight > 0 || st.pulls_ok + st.pulls_failed > 0)
-			break;
-		usleep(500);
-	}
-	kill(k->victim->pid, SIGKILL);
-	return NULL;
-}
-
 FTEST(source_killed_mid_transfer)
 {
 	struct tt_proc gcs = tt_gcs_start();
@@ -288,25 +267,18 @@ FTEST(source_killed_mid_transfer)
 	struct ferry__node *b = tt_node_start(gcs.port, 160, true, 0);
 	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
 	struct ferry__objmgr_result res;
-	struct killer k = {ferry__node_objmgr(b), &a};
+	/* Killed once the copy was created and its bytes are streaming (mid-transfer). */
+	struct tt_killer k = {.watch = ferry__node_objmgr(b), .victim = a.pid};
 	struct ferry_object_id id;
-	pthread_t t;
-	int ret, status;
+	int ret;
 
 	ferry_object_id_random(&id);
 	tt_put(a.socket, &id, 64u << 20, 11);
 	tt_wait_location(c, &id, 1);
-	ftest_assert_ok(pthread_create(&t, NULL, kill_main, &k));
+	tt_killer_start(&k);
 	ret = ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res);
-	pthread_join(t, NULL);
-	waitpid(a.pid, &status, 0);
-	ftest_log("pull with its source killed: %s", ret ? strerror(-ret) : "finished first");
-	if (ret == 0) {
-		tt_check(ferry__node_socket(b), &id, 64u << 20, 11);
-	} else {
-		ftest_assert_errno(ret, -ECONNRESET);
-		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
-	}
+	tt_killer_join(&k);
+	tt_check_killed_pull(ret, b, &id, 64u << 20, 11);
 	ferry_gcs_client_destroy(c);
 	ferry__node_stop(b);
 	tt_proc_signal(&gcs, SIGTERM);

@@ -271,3 +271,45 @@ void tt_move_sizes(uint16_t gcs_port, struct ferry__node *a, struct ferry__node 
 	tt_wait_location(c, &ids[3], 2);
 	ferry_gcs_client_destroy(c);
 }
+
+static void *killer_main(void *arg)
+{
+	struct tt_killer *k = arg;
+	struct ferry__objmgr_stats st;
+
+	for (int i = 0; i < 200000; i++) { /* 40 s at most: a hang guard */
+		ferry__objmgr_get_stats(k->watch, &st);
+		if (k->served ? st.requests_served > 0
+			      : st.bytes_in_flight > 0 || st.pulls_ok + st.pulls_failed > 0)
+			break;
+		usleep(200);
+	}
+	usleep(k->delay_ms * 1000u);
+	kill(k->victim, SIGKILL);
+	return NULL;
+}
+
+void tt_killer_start(struct tt_killer *k)
+{
+	ftest_assert_ok(pthread_create(&k->thread, NULL, killer_main, k));
+}
+
+void tt_killer_join(struct tt_killer *k)
+{
+	int status;
+
+	pthread_join(k->thread, NULL);
+	waitpid(k->victim, &status, 0);
+}
+
+void tt_check_killed_pull(int ret, struct ferry__node *puller, const struct ferry_object_id *id,
+			  uint64_t size, uint64_t seed)
+{
+	ftest_log("pull with its source killed: %s", ret ? strerror(-ret) : "finished first");
+	if (ret == 0) {
+		tt_check(ferry__node_socket(puller), id, size, seed);
+	} else {
+		ftest_assert_errno(ret, -ECONNRESET);
+		ftest_assert_int_eq(tt_present(ferry__node_socket(puller), id), 0);
+	}
+}

@@ -7,6 +7,7 @@
 #ifndef FERRY_TESTS_TRANSPORT_UTIL_H
 #define FERRY_TESTS_TRANSPORT_UTIL_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -68,6 +69,26 @@ int tt_present(const char *socket, const struct ferry_object_id *id);
  * gets listed in the directory. */
 void tt_move_sizes(uint16_t gcs_port, struct ferry__node *a, struct ferry__node *b,
 		   unsigned want_transport);
+/*
+ * A thread that SIGKILLs @victim once @watch's counters show a transfer under way (@served: it
+ * served a request; else it admitted bytes or ended a pull), @delay_ms later. start: begin
+ * watching; join: wait for the kill and reap @victim.
+ */
+struct tt_killer {
+	struct ferry__objmgr *watch; /* whose counters tell the moment */
+	bool served;		     /* watch requests served (a source), else a puller */
+	pid_t victim;		     /* the process to kill */
+	unsigned delay_ms;	     /* after the moment */
+	pthread_t thread;	     /* private */
+};
+void tt_killer_start(struct tt_killer *k);
+void tt_killer_join(struct tt_killer *k);
+
+/* A pull of @id (@size bytes of pattern @seed) that ended with @ret while its only source was
+ * killed: the copy is whole on @puller, or the pull says -ECONNRESET and left nothing. */
+void tt_check_killed_pull(int ret, struct ferry__node *puller, const struct ferry_object_id *id,
+			  uint64_t size, uint64_t seed);
+
 /* Wait (10 s at most: a hang guard) until the directory lists @id at @nloc or more nodes. */
 void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc);
 
