@@ -199,6 +199,9 @@ int ferry__objmgr_reply_build(struct ferry__fb_builder *b, const void *req,
  * -errno. ferry__objmgr_unwrap() - the type and FlatBuffer of a received control message:
  * 0, or -EPROTO (too short, or fails verification). */
 int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, uint16_t type);
+/* ferry__objmgr_wrap() - the message just built in @b behind its prefix, ready for any engine:
+ * its first byte and *@len, or NULL (nothing built). */
+void *ferry__objmgr_wrap(struct ferry__fb_builder *b, uint16_t type, size_t *len);
 int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,
 			 size_t *payload_len);
 

@@ -143,13 +143,10 @@ static void drive(struct ferry__objmgr_rdma *r);
 /* Send the message just built in r->fb, with the prefix, as one control message. */
 static int send_built(struct ferry__rdma_ep *ep, struct ferry__fb_builder *b, uint16_t type)
 {
-	uint8_t *p = ferry__fb_builder_headroom(b);
+	size_t len;
+	void *msg = ferry__objmgr_wrap(b, type, &len);
 
-	if (!ferry__fb_builder_data(b))
-		return -EINVAL;
-	memset(p, 0, FERRY__OBJMGR_PREFIX);
-	ferry__fb_store_u16(p, type);
-	return ferry__rdma_send(ep, p, FERRY__OBJMGR_PREFIX + ferry__fb_builder_size(b));
+	return msg ? ferry__rdma_send(ep, msg, len) : -EINVAL;
 }
 
 static int send_done(struct ferry__objmgr_rdma *r, struct ferry__rdma_ep *ep, uint64_t xfer)

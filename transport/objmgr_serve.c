@@ -105,16 +105,25 @@ int ferry__objmgr_reply_build(struct ferry__fb_builder *b, const void *req,
 	return ferry__wire_pull_reply_build(b, &m);
 }
 
-int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, uint16_t type)
+void *ferry__objmgr_wrap(struct ferry__fb_builder *b, uint16_t type, size_t *len)
 {
 	uint8_t *p = ferry__fb_builder_headroom(b);
 
 	static_assert(FERRY__OBJMGR_PREFIX == FERRY_FB_HEADROOM, "the prefix fills the headroom");
 	if (!ferry__fb_builder_data(b))
-		return -EINVAL;
+		return NULL;
 	memset(p, 0, FERRY__OBJMGR_PREFIX);
 	ferry__fb_store_u16(p, type);
-	return ferry__tcp_send(ep, p, FERRY__OBJMGR_PREFIX + ferry__fb_builder_size(b));
+	*len = FERRY__OBJMGR_PREFIX + ferry__fb_builder_size(b);
+	return p;
+}
+
+int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, uint16_t type)
+{
+	size_t len;
+	void *msg = ferry__objmgr_wrap(b, type, &len);
+
+	return msg ? ferry__tcp_send(ep, msg, len) : -EINVAL;
 }
 
 int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,
