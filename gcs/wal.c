@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Writing the write-ahead log: segments, group commit over io_uring (write linked to fdatasync),
+ * Writing the write-ahead log: segments, group commit over io_uring (one RWF_DSYNC write),
  * completion handling, and snapshot files. See the DESIGN block in wal.h; replay is in
  * wal_replay.c.
  */
@@ -20,7 +20,7 @@
 #include "gcs/wal_int.h"
 
 /* io_uring user_data tags: at most one group and one snapshot operation are in flight. */
-enum tag { TAG_GROUP_WRITE = 1, TAG_GROUP_SYNC = 2, TAG_SNAP_WRITE = 3, TAG_SNAP_SYNC = 4 };
+enum tag { TAG_GROUP_WRITE = 1, TAG_SNAP_WRITE = 3, TAG_SNAP_SYNC = 4 };
 
 #define RING_ENTRIES 8
 #define MAX_WRITE_CHUNK (1u << 30) /* below the kernel's MAX_RW_COUNT */
@@ -139,7 +139,6 @@ static struct wal_group *open_group(struct ferry__wal *w)
 	g->last_lsn = 0;
 	g->records = 0;
 	g->written = 0;
-	g->short_write = false;
 	g->next = NULL;
 	w->active->groups++;
 	if (w->tail)
@@ -176,26 +175,26 @@ static void pop_head(struct ferry__wal *w)
 		w->spare = g;
 }
 
-/* Write what is left of the head group, linked to an fdatasync. */
+/*
+ * Write what is left of the head group as one RWF_DSYNC write: durable (data and the file size
+ * that reaches it, as fdatasync) when it completes. A write linked to an fsync costs a second
+ * io-wq hand-off per group: 180 us against 134 us per group on this machine's disk, where a plain
+ * write + fdatasync from one thread takes 126 us.
+ */
 static int submit_head(struct ferry__wal *w)
 {
 	struct wal_group *g = w->head;
 	size_t len = FERRY_MIN(g->buf.size - g->written, (size_t)MAX_WRITE_CHUNK);
-	struct io_uring_sqe *write = get_sqe(w), *sync;
+	struct io_uring_sqe *write = get_sqe(w);
 
 	if (!write)
 		return -EBUSY;
 	io_uring_prep_write(write, g->seg->fd, g->buf.data + g->written, (unsigned)len,
 			    g->offset + g->written);
-	write->flags |= IOSQE_IO_LINK;
+	write->rw_flags = RWF_DSYNC;
 	io_uring_sqe_set_data64(write, TAG_GROUP_WRITE);
-	sync = get_sqe(w);
-	if (!sync)
-		return -EBUSY;
-	io_uring_prep_fsync(sync, g->seg->fd, IORING_FSYNC_DATASYNC);
-	io_uring_sqe_set_data64(sync, TAG_GROUP_SYNC);
 	w->in_flight = true;
-	return submit_ring(w, 2);
+	return submit_ring(w, 1);
 }
 
 int ferry__wal_submit(struct ferry__wal *w)
@@ -243,35 +242,19 @@ static void group_done(struct ferry__wal *w)
 static void on_group_write(struct ferry__wal *w, int res)
 {
 	struct wal_group *g = w->head;
+	int ret;
 
 	if (res < 0) {
-		fail(w, res, "a log write");
+		fail(w, res, "a log write (RWF_DSYNC)");
 		return;
 	}
 	g->written += (size_t)res;
 	if (g->written < g->buf.size) {
-		/* The linked sync is cancelled; continue when its CQE arrives. */
-		g->short_write = true;
+		/* Durable up to here: write the rest (still this group's records). */
 		w->stats.short_writes++;
-	}
-}
-
-static void on_group_sync(struct ferry__wal *w, int res)
-{
-	struct wal_group *g = w->head;
-	int ret;
-
-	if (w->error)
-		return;
-	if (g->written < g->buf.size && (res == 0 || (res == -ECANCELED && g->short_write))) {
-		g->short_write = false;
 		ret = submit_head(w);
 		if (ret < 0)
 			fail(w, ret, "continuing a short write");
-		return;
-	}
-	if (res < 0) {
-		fail(w, res, "fdatasync of the log");
 		return;
 	}
 	group_done(w);
@@ -556,9 +539,6 @@ static void handle_cqe(struct ferry__wal *w, uint64_t tag, int res)
 	case TAG_GROUP_WRITE:
 		if (!w->error)
 			on_group_write(w, res);
-		break;
-	case TAG_GROUP_SYNC:
-		on_group_sync(w, res);
 		break;
 	default:
 		on_snapshot_cqe(w, (enum tag)tag, res);

@@ -18,13 +18,14 @@
  *
  * Group commit. Records are appended to the open group (a memory buffer). ferry__wal_submit()
  * (the server calls it once per loop turn) closes the group and sends it as one io_uring write
- * linked to one fdatasync. While that is in flight, new records gather in the next group, which
- * goes out as soon as the previous sync completes: under load every sync covers everything that
- * arrived during the previous one. Only one group is in flight at a time, so a torn write can
- * only be the last records of the log. When a sync completes the durable LSN advances and the
- * durable callback runs: a server acknowledges a client's write once the durable LSN reaches the
- * write's LSN. A short write is continued; a failed write or sync is fatal (the log stops
- * accepting records and reports the error: fsync failures are never retried).
+ * with RWF_DSYNC (durable when it completes, like a write + fdatasync). While that is in
+ * flight, new records gather in the next group, which goes out as soon as the previous write
+ * completes: under load every write covers everything that arrived during the previous one.
+ * Only one group is in flight at a time, so a torn write can only be the last records of the
+ * log. When a write completes the durable LSN advances and the durable callback runs: a server
+ * acknowledges a client's write once the durable LSN reaches the write's LSN. A short write is
+ * continued; a failed write is fatal (the log stops accepting records and reports the error:
+ * failures of a synchronous write, like fsync failures, are never retried).
  *
  * Snapshots. ferry__wal_snapshot_start() switches appends to a new segment and fixes the
  * snapshot's LSN S (the last record appended); the caller then adds the state as records and
@@ -75,7 +76,7 @@ struct ferry__wal_opts {
 
 struct ferry__wal_stats {
 	uint64_t records;	   /* appended since open */
-	uint64_t groups;	   /* group writes completed (one fdatasync each) */
+	uint64_t groups;	   /* group writes completed (each RWF_DSYNC) */
 	uint64_t bytes_written;	   /* log bytes written since open */
 	uint64_t short_writes;	   /* writes the kernel cut short (continued) */
 	uint64_t replayed;	   /* records replayed at open (snapshot + log) */

@@ -25,7 +25,7 @@ struct wal_segment {
 	unsigned groups;    /* groups queued or in flight that target it */
 };
 
-/* Records written together: one write + one fdatasync. */
+/* Records written together: one RWF_DSYNC write. */
 struct wal_group {
 	struct wal_segment *seg;   /* target file */
 	struct ferry__gcs_buf buf; /* frames */
@@ -33,7 +33,6 @@ struct wal_group {
 	uint64_t last_lsn;	   /* LSN of the last frame, 0 if none */
 	uint32_t records;	   /* frames in it */
 	size_t written;		   /* bytes of buf written so far */
-	bool short_write;	   /* the last write stopped short; continue after the sync CQE */
 	struct wal_group *next;	   /* queue order */
 };
 
