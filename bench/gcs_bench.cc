@@ -211,6 +211,12 @@ class Conn
 			if (n <= 0)
 				abort();
 			ferry__frame_parser_commit(&parser_, (size_t)n);
+			if ((size_t)n < size) { // drained: no read just to see EAGAIN (epoll is
+				while (ferry__frame_parser_next(&parser_, &f) ==
+				       1) // level-triggered)
+					frames++;
+				return frames;
+			}
 		}
 	}
 	// Append ready frames to the output.
@@ -357,7 +363,22 @@ struct KvClient {
 	size_t waiting;		    // replies still expected for the batch out
 	std::vector<uint8_t> batch; // the template: depth requests
 	std::vector<size_t> seq_at; // where each request's seq is in it
+	bool out_watched;	    // EPOLLOUT is in its epoll registration
 };
+
+// Watch @k for writability only while part of its batch waits for socket space: one
+// epoll_ctl when that changes, none per batch.
+void kv_watch_out(int ep, KvClient &k, bool out)
+{
+	epoll_event ev = {};
+
+	if (k.out_watched == out)
+		return;
+	ev.events = EPOLLIN | (out ? (unsigned)EPOLLOUT : 0u);
+	ev.data.ptr = &k;
+	epoll_ctl(ep, EPOLL_CTL_MOD, k.conn->fd(), &ev);
+	k.out_watched = out;
+}
 
 void kv_build_batch(KvClient &k, bool put, size_t depth)
 {
@@ -432,7 +453,8 @@ void kv_run(std::vector<KvClient> &ks, bool put, size_t ops, size_t depth)
 
 		k.left = ops;
 		kv_send_batch(k, put, depth);
-		ev.events = EPOLLIN | (k.conn->flush_some() ? 0u : (unsigned)EPOLLOUT);
+		k.out_watched = !k.conn->flush_some();
+		ev.events = EPOLLIN | (k.out_watched ? (unsigned)EPOLLOUT : 0u);
 		ev.data.ptr = &k;
 		epoll_ctl(ep, EPOLL_CTL_ADD, k.conn->fd(), &ev);
 	}
@@ -442,9 +464,10 @@ void kv_run(std::vector<KvClient> &ks, bool put, size_t ops, size_t depth)
 
 		for (int i = 0; i < n; i++) {
 			KvClient &k = *(KvClient *)evs[i].data.ptr;
-			epoll_event ev = {};
+			bool flushed = k.conn->flush_some();
 
-			if (!k.conn->flush_some() || !(evs[i].events & EPOLLIN))
+			kv_watch_out(ep, k, !flushed);
+			if (!flushed || !(evs[i].events & EPOLLIN))
 				continue;
 			size_t got = k.conn->read_frames();
 			k.waiting -= got < k.waiting ? got : k.waiting;
@@ -456,9 +479,7 @@ void kv_run(std::vector<KvClient> &ks, bool put, size_t ops, size_t depth)
 				continue;
 			}
 			kv_send_batch(k, put, depth);
-			ev.events = EPOLLIN | (k.conn->flush_some() ? 0u : (unsigned)EPOLLOUT);
-			ev.data.ptr = &k;
-			epoll_ctl(ep, EPOLL_CTL_MOD, k.conn->fd(), &ev);
+			kv_watch_out(ep, k, !k.conn->flush_some());
 		}
 	}
 	close(ep);
