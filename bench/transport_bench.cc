@@ -68,6 +68,8 @@ ferry_object_id object_id(uint64_t size, uint64_t index, uint32_t run = 0)
 
 uint32_t g_run; // local-mode benchmark runs so far
 
+constexpr uint32_t kSpinUs = 2000; // the busy-poll window of the _spin_ benchmarks
+
 const char *transport_name(unsigned t)
 {
 	switch (t) {
@@ -86,7 +88,7 @@ const char *transport_name(unsigned t)
 class Pair
 {
       public:
-	int start(unsigned transports, const char *ip)
+	int start(unsigned transports, const char *ip, uint32_t spin_us)
 	{
 		char gcs[64];
 		int ret = ferry__embed_gcs_start("127.0.0.1", 0, TOKEN, sizeof(TOKEN) - 1, &gcs_);
@@ -101,6 +103,7 @@ class Pair
 		o.ip = ip;
 		o.memory_bytes = store_bytes();
 		o.transports = transports;
+		o.spin_us = spin_us;
 		o.name = "A";
 		ret = ferry__embed_node_start(&o, &a_);
 		o.name = "B";
@@ -131,16 +134,18 @@ class Pair
 // One pair at a time, kept while consecutive benchmarks use the same backend.
 std::unique_ptr<Pair> g_pair;
 unsigned g_pair_transports = ~0u;
+uint32_t g_pair_spin_us;
 std::string g_pair_error;
 
-Pair *pair_for(unsigned transports, const char *ip)
+Pair *pair_for(unsigned transports, const char *ip, uint32_t spin_us)
 {
-	if (g_pair && g_pair_transports == transports)
+	if (g_pair && g_pair_transports == transports && g_pair_spin_us == spin_us)
 		return g_pair.get();
 	g_pair.reset();
 	g_pair_transports = transports;
+	g_pair_spin_us = spin_us;
 	auto p = std::make_unique<Pair>();
-	int ret = p->start(transports, ip);
+	int ret = p->start(transports, ip, spin_us);
 	if (ret < 0) {
 		g_pair_error =
 			std::string("cannot start the GCS and two nodes: ") + ferry_strerror(ret);
@@ -226,7 +231,7 @@ const char *rdma_missing()
 }
 
 // Local mode: A puts @in_flight objects of @size, B pulls them.
-void BM_transport_pull(benchmark::State &state, unsigned transports)
+void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t spin_us)
 {
 	const uint64_t size = (uint64_t)state.range(0);
 	const uint64_t n = (uint64_t)state.range(1);
@@ -240,7 +245,7 @@ void BM_transport_pull(benchmark::State &state, unsigned transports)
 		}
 		ip = getenv("FERRY_BENCH_RDMA_IP") ? getenv("FERRY_BENCH_RDMA_IP") : ip;
 	}
-	Pair *p = pair_for(transports, ip);
+	Pair *p = pair_for(transports, ip, spin_us);
 	if (!p && transports == FERRY_GCS_TRANSPORT_RDMA) {
 		// An RDMA node that cannot start (no device serves the address): say so.
 		state.SkipWithError(("no RDMA pulls: " + g_pair_error).c_str());
@@ -299,12 +304,27 @@ void register_local(bool big)
 	for (auto &be : backends) {
 		std::string name = std::string("BM_transport_") + be.name + "_pull" + suffix;
 		auto *b = benchmark::RegisterBenchmark(name.c_str(), BM_transport_pull,
-						       be.transports);
+						       be.transports, 0u);
 		if (!big) {
 			sizes(b, false);
 		} else {
 			b->Args({(int64_t)GiB, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
 		}
+	}
+	if (big)
+		return;
+	// Small pulls with the object managers' busy poll (--spin-us): the latency mode, beside
+	// ucx_perftest, which busy-polls too. The window outlasts the untimed drop between pulls.
+	for (auto &be : backends) {
+		if (be.transports == (FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM))
+			continue;
+		std::string name = std::string("BM_transport_") + be.name + "_spin_pull";
+		benchmark::RegisterBenchmark(name.c_str(), BM_transport_pull, be.transports,
+					     kSpinUs)
+			->Args({8, 1})
+			->Args({4096, 1})
+			->UseManualTime()
+			->Unit(benchmark::kMicrosecond);
 	}
 }
 

@@ -90,6 +90,8 @@ struct ferry__loop_timer {
 struct ferry__loop_opts {
 	unsigned queue_depth; /* submission queue entries, 0 = 256; the completion queue is 4x */
 	unsigned flags;	      /* FERRY_LOOP_* */
+	unsigned spin_us;     /* busy poll: after the last completion, poll this long before
+			       * sleeping (0 = always sleep; at most 1 s). See loop.c. */
 };
 
 /*

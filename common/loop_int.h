@@ -60,6 +60,9 @@ struct ferry__loop {
 	struct ferry__loop_timer *timers; /* pairing heap root, earliest first */
 	uint64_t timer_seq;		  /* next timer start sequence number */
 	struct loop_fault faults[FERRY_LOOP_OP_COUNT]; /* armed fault per operation */
+	uint64_t spin_ns;			       /* busy-poll window, 0 = off */
+	uint64_t last_busy_ns;			       /* when a pass last had completions */
+	uint64_t spins;				       /* passes that found work by polling */
 };
 
 /* loop_ops.c: an SQE with @n free slots behind it (flushes a full SQ), or NULL; re-submit a

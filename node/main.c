@@ -21,10 +21,25 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: ferry-node --gcs HOST:PORT --token-file F [--memory SIZE]\n"
-			"                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
-			"                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
-			"                  [--rdma-port P] [--rdma-busy-poll on|off]\n");
+	fprintf(stderr,
+		"usage: ferry-node --gcs HOST:PORT --token-file F [--memory SIZE]\n"
+		"                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
+		"                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
+		"                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n");
+}
+
+/* --spin-us: the object manager's busy-poll window, 0..1000000 us. */
+static int parse_spin(const char *v, uint32_t *out)
+{
+	char *end;
+	unsigned long us;
+
+	errno = 0;
+	us = strtoul(v, &end, 10);
+	if (errno || end == v || *end || us > 1000000 || v[0] == '-')
+		return -EINVAL;
+	*out = (uint32_t)us;
+	return 0;
 }
 
 static int parse_port(const char *s, uint16_t *out)
@@ -78,6 +93,8 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return parse_port(v, &o->rdma_port);
 	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
 		o->rdma_busy_poll = !strcmp(v, "on");
+	else if (!strcmp(a, "--spin-us"))
+		return parse_spin(v, &o->spin_us);
 	else
 		return -EINVAL;
 	return 0;

@@ -372,6 +372,7 @@ static int start_objmgr(struct ferry__node *node)
 	oo.timeout_ms = node->opts.pull_timeout_ms;
 	oo.rdma_port = node->opts.rdma_port;
 	oo.rdma_busy_poll = node->opts.rdma_busy_poll;
+	oo.spin_us = node->opts.spin_us;
 	oo.max_bytes_in_flight = node->opts.max_bytes_in_flight;
 	oo.node_records_copies = true;
 	ret = ferry__objmgr_create(&oo, &om);

@@ -38,8 +38,9 @@ struct ferry__node_opts {
 	uint16_t port;			      /* object manager port; 0: any free one */
 	uint16_t rdma_port;		      /* RDMA listen port; 0: any free one */
 	int rdma_busy_poll;		      /* 1: spin on the CQ while READs are in flight */
-	const char *socket_path;	      /* store socket; NULL: a fresh one under $TMPDIR */
-	const char *spill_dir;		      /* spill primaries there; NULL: never */
+	uint32_t spin_us;	      /* object manager busy poll window (objmgr.h); 0: off */
+	const char *socket_path;      /* store socket; NULL: a fresh one under $TMPDIR */
+	const char *spill_dir;	      /* spill primaries there; NULL: never */
 	const char *node_id_file;     /* keep the node id there across restarts; NULL: new */
 	unsigned store_flags;	      /* FERRY__PLASMA_STORE_* (tests: NO_PREFAULT) */
 	uint32_t heartbeat_ms;	      /* 0: 100 */

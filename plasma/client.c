@@ -400,14 +400,14 @@ static int not_ours(struct ferry_plasma_client *c, const struct ferry_object_id 
 									       : -ENOENT;
 }
 
-int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id)
+int ferry__plasma_client_seal_begin(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				    uint32_t *gen)
 {
 	struct ferry__plasma_object *o;
 	bool secondary;
-	uint32_t gen;
 	int r;
 
-	if (!c || !id)
+	if (!c || !id || !gen)
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	o = ferry__hashmap_get(&c->creating, id);
@@ -416,18 +416,33 @@ int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_o
 		return not_ours(c, id);
 	}
 	secondary = !(o->flags & FERRY__PLASMA_F_PRIMARY);
-	gen = o->gen;
+	*gen = o->gen;
 	r = ferry__plasma_index_seal(&c->ix, c->slot, o);
 	ferry__hashmap_remove(&c->creating, id, NULL);
 	pthread_mutex_unlock(&c->lock);
 	/*
-	 * Someone waits for a seal: tell the store (no reply awaited). A secondary copy is
-	 * always told of: one made in our chunk is evictable only once the store lists it, and
-	 * the store cannot tell which of its creates are done otherwise. A one-way notice, not
-	 * a round trip.
+	 * Someone waits for a seal: the store must be told (no reply awaited). A secondary copy
+	 * is always told of: one made in our chunk is evictable only once the store lists it, and
+	 * the store cannot tell which of its creates are done otherwise.
 	 */
-	if (r == 1 || (r == 0 && secondary))
-		notice_seal(c, id, gen);
+	if (r < 0)
+		return r;
+	return r == 1 || secondary;
+}
+
+int ferry__plasma_client_seal_end(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				  uint32_t gen)
+{
+	return notice_seal(c, id, gen);
+}
+
+int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id)
+{
+	uint32_t gen;
+	int r = ferry__plasma_client_seal_begin(c, id, &gen);
+
+	if (r == 1) /* a one-way notice, not a round trip */
+		(void)ferry__plasma_client_seal_end(c, id, gen);
 	return r < 0 ? r : 0;
 }
 

@@ -28,4 +28,17 @@ int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 				      const void *metadata, uint32_t metadata_size, unsigned flags,
 				      void **data);
 
+/*
+ * ferry__plasma_client_seal_begin() / _end() - ferry_plasma_client_seal() in two steps. begin
+ * seals in the shared index (readers on this host see the object from then on) and returns 0,
+ * 1 when the store must still be told (*@gen set), or the seal's error; end sends that notice
+ * (one-way). The object manager's loop calls back the pull's waiters between the two: the
+ * notice wakes the store thread, which on a busy 2-core machine costs the sender 10-15 us, and
+ * the waiters need the bytes, not the store's bookkeeping.
+ */
+int ferry__plasma_client_seal_begin(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				    uint32_t *gen);
+int ferry__plasma_client_seal_end(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				  uint32_t gen);
+
 #endif

@@ -142,6 +142,7 @@ int ferry__embed_node_start(const struct ferry__embed_node_opts *opts,
 	no.token_len = opts->token_len;
 	no.memory_bytes = opts->memory_bytes ? opts->memory_bytes : 256 * MiB;
 	no.ip = opts->ip;
+	no.spin_us = opts->spin_us;
 	node_transport(opts->transports, &no);
 	ret = ferry__node_start(&no, &n->node);
 	if (ret < 0) {
@@ -299,7 +300,7 @@ int ferry__embed_drop(struct ferry__embed_node *n, const struct ferry_object_id 
 struct pull_wait {
 	pthread_mutex_t lock;		      /* guards remaining */
 	pthread_cond_t done;		      /* signalled at zero */
-	size_t remaining;		      /* pulls not ended yet */
+	atomic_size_t remaining;	      /* pulls not ended yet (changed under lock) */
 	struct ferry__objmgr_result *results; /* one per pull */
 };
 
@@ -348,6 +349,8 @@ int ferry__embed_pull_all(struct ferry__embed_node *n, const struct ferry_object
 			pthread_mutex_unlock(&w.lock);
 		}
 	}
+	/* Busy poll when the node has it on (the waiting side of its loop's spin). */
+	ferry__objmgr_spin(ferry__node_objmgr(n->node), &w.remaining);
 	pthread_mutex_lock(&w.lock);
 	while (w.remaining)
 		pthread_cond_wait(&w.done, &w.lock);

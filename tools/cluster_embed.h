@@ -43,6 +43,7 @@ struct ferry__embed_node_opts {
 	uint64_t memory_bytes; /* store arena; 0: 256 MiB */
 	unsigned transports;   /* FERRY_GCS_TRANSPORT_*; 0: the object manager's default */
 	const char *name;      /* for socket names and logs; NULL: "node" */
+	uint32_t spin_us;      /* the object manager's busy poll window (objmgr.h); 0: off */
 };
 
 /* ferry__embed_node_start() - a node (ferry__node_start) and a store client. 0 or -errno

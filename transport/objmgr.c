@@ -28,6 +28,7 @@
  *   blocking is done under om->lock.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"
@@ -709,6 +711,7 @@ struct pull_waiter {
 	pthread_cond_t cond;		 /* signalled at done */
 	struct ferry__objmgr_result res; /* the result */
 	bool done;			 /* res is set */
+	atomic_size_t pending;		 /* 1 until res is set (busy poll reads it unlocked) */
 };
 
 static void wait_cb(void *arg, const struct ferry__objmgr_result *res)
@@ -718,8 +721,20 @@ static void wait_cb(void *arg, const struct ferry__objmgr_result *res)
 	pthread_mutex_lock(&pw->lock);
 	pw->res = *res;
 	pw->done = true;
+	atomic_store_explicit(&pw->pending, 0, memory_order_release);
 	pthread_cond_signal(&pw->cond);
 	pthread_mutex_unlock(&pw->lock);
+}
+
+void ferry__objmgr_spin(const struct ferry__objmgr *om, const atomic_size_t *pending)
+{
+	uint64_t end;
+
+	if (!om->opts.spin_us)
+		return;
+	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
+	while (atomic_load_explicit(pending, memory_order_acquire) && ferry__now_ns() < end)
+		sched_yield();
 }
 
 int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_id *id,
@@ -728,10 +743,12 @@ int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_
 	struct pull_waiter pw = {.done = false};
 	int ret;
 
+	atomic_init(&pw.pending, 1);
 	pthread_mutex_init(&pw.lock, NULL);
 	pthread_cond_init(&pw.cond, NULL);
 	ret = ferry__objmgr_pull(om, id, wait_cb, &pw);
 	if (ret == 0) {
+		ferry__objmgr_spin(om, &pw.pending);
 		pthread_mutex_lock(&pw.lock);
 		while (!pw.done)
 			pthread_cond_wait(&pw.cond, &pw.lock);
@@ -835,6 +852,10 @@ static int check_opts(const struct ferry__objmgr_opts *o)
 	}
 	if (o->transports & ~(unsigned)FERRY_GCS_TRANSPORT_ALL) {
 		FLOG_ERROR(COMP, "unknown transport bits 0x%x", o->transports);
+		return -EINVAL;
+	}
+	if (o->spin_us > 1000000) {
+		FLOG_ERROR(COMP, "busy poll window %u us: at most 1 s", o->spin_us);
 		return -EINVAL;
 	}
 	return 0;
@@ -965,7 +986,8 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = connect_store(om);
 	if (ret < 0)
 		goto err_destroy;
-	ret = ferry__loop_create(NULL, &om->loop);
+	ret = ferry__loop_create(&(struct ferry__loop_opts){.spin_us = om->opts.spin_us},
+				 &om->loop);
 	if (ret < 0)
 		goto err_destroy;
 	ret = ferry__objmgr_serve_start(om);

@@ -14,6 +14,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 #include <ferry/gcs.h>
 #include <ferry/id.h>
@@ -69,6 +72,10 @@ struct ferry__objmgr_opts {
 				       * 0: 2, at most 8 */
 	int rdma_busy_poll;	      /* spin on the CQ while READs are in flight (latency for
 				       * a core); 0: sleep on the completion channel */
+	uint32_t spin_us;	      /* busy poll: the loop polls this long after its last
+				       * completion before it sleeps, and so does a thread in
+				       * ferry__objmgr_pull_wait() for its result (latency for
+				       * CPU while there is traffic); 0: always sleep */
 	uint32_t chunk_bytes;	      /* TCP engine data frame; 0: 1 MiB, at most 4 MiB */
 	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
 	uint32_t threads;	      /* pull threads; 0: 4 */
@@ -152,6 +159,15 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 
 /* ferry__objmgr_pull_wait() - ferry__objmgr_pull() and wait; *@res (may be NULL) gets the
  * result. Returns its status. Not from a pull callback. */
+/*
+ * ferry__objmgr_spin() - with a busy-poll window (opts.spin_us), poll *@pending, yielding the
+ * CPU to runnable threads, until it is 0 or the window has passed; the caller then sleeps on
+ * its own condition as usual. A waiter woken by a futex costs a wake-up per pull: this is the
+ * waiting side of the loop's busy poll. No-op without a window.
+ */
+#ifndef __cplusplus /* C11 atomics; the C++ benchmarks call the C helpers that use it */
+void ferry__objmgr_spin(const struct ferry__objmgr *om, const atomic_size_t *pending);
+#endif
 int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_id *id,
 			    struct ferry__objmgr_result *res);
 

@@ -82,12 +82,14 @@ static void fast_end(struct ferry__objmgr *om)
 }
 
 /*
- * The whole object came with the probe: admit, create in the chunk, copy, seal. 0 done (*bytes
- * set); 1: a pull thread must go on from the probe; < 0 the attempt's error (p->fast_abort
- * when the copy was created and must be aborted).
+ * The whole object came with the probe: admit, create in the chunk, copy, seal in the index.
+ * 0 done (*bytes set; *notice: the store's seal notice, of generation *gen, is still to be sent,
+ * after the waiters are called back); 1: a pull thread must go on from the probe; < 0 the
+ * attempt's error (p->fast_abort when the copy was created and must be aborted).
  */
 static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
-		    const struct ferry__objmgr_fetch *f, uint64_t *bytes)
+		    const struct ferry__objmgr_fetch *f, uint64_t *bytes, bool *notice,
+		    uint32_t *gen)
 {
 	uint64_t total = f->data_size + f->metadata_size;
 	void *dst;
@@ -107,12 +109,13 @@ static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	}
 	if (f->first_size)
 		memcpy(dst, f->first, f->first_size);
-	ret = ferry_plasma_client_seal(om->store, &p->id);
+	ret = ferry__plasma_client_seal_begin(om->store, &p->id, gen);
 	ferry__objmgr_unadmit(om, total);
 	if (ret < 0) {
 		p->fast_abort = true;
 		return ret;
 	}
+	*notice = ret == 1;
 	*bytes = total;
 	return 0;
 }
@@ -156,9 +159,12 @@ static void fast_done(struct ferry__objmgr_fetch *f)
 		.attempts = 1,
 	};
 	int ret = f->h.status;
+	bool notice = false;
+	uint32_t gen = 0;
 
 	if (ret == 0)
-		ret = f->first_size == f->data_size ? complete(om, p, f, &res.bytes) : 1;
+		ret = f->first_size == f->data_size ? complete(om, p, f, &res.bytes, &notice, &gen)
+						    : 1;
 	if (ret != 0) {
 		hand_over(om, p, f, ret);
 	} else {
@@ -167,6 +173,9 @@ static void fast_done(struct ferry__objmgr_fetch *f)
 		om->stats.pulls_fast++;
 		pthread_mutex_unlock(&om->lock);
 		ferry__objmgr_finish(om, p, &res);
+		/* The store's bookkeeping after the waiters (p is gone: res.id names it). */
+		if (notice)
+			(void)ferry__plasma_client_seal_end(om->store, &res.id, gen);
 	}
 	fast_end(om);
 }

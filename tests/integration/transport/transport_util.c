@@ -131,6 +131,8 @@ struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool n
 				NULL);
 }
 
+uint32_t tt_node_spin_us;
+
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
 				     const char *ip)
@@ -152,6 +154,7 @@ struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, boo
 	o.socket_path = sock;
 	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
 	o.pull_timeout_ms = timeout_ms;
+	o.spin_us = tt_node_spin_us;
 	ftest_assert_ok(ferry__node_start(&o, &node));
 	return node;
 }

@@ -44,6 +44,8 @@ void tt_proc_signal(struct tt_proc *p, int sig);
 struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				  uint32_t timeout_ms);
 /* The same with a transport choice and a serving address (NULL: 127.0.0.1). */
+/* The object managers' busy-poll window (--spin-us) of nodes started from now on; 0 default. */
+extern uint32_t tt_node_spin_us;
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
 				     const char *ip);
