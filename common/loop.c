@@ -12,6 +12,12 @@
  * and destroy closes the queue under the same lock, so a post either lands in the queue (and is
  * run, or cancelled by destroy) or is refused: none is lost, also when racing with stop.
  *
+ * A post wakes the loop only when it may be asleep: the poster sets `posted`, then writes the
+ * eventfd unless the loop is `awake`; the loop clears `awake`, then looks at `posted` before it
+ * sleeps (both sequentially consistent, so one of the two sees the other), and runs the queue
+ * itself at the end of every pass where `posted` is set. A busy or busy-polling loop so takes
+ * posts with no eventfd write on the poster's side and no read completion on its own.
+ *
  * One pass of run: fire due timers; submit queued SQEs and sleep in io_uring_enter until a
  * completion arrives or the earliest timer is due (timers are a user-space heap, so the kernel
  * sees one wait timeout, not one object per timer); dispatch up to one CQ ring's worth of CQEs.
@@ -159,9 +165,13 @@ int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status)
 		ferry__free(p);
 		return -ECANCELED;
 	}
-	/* Only the first post into an empty queue wakes: the loop drains the whole queue. */
-	if (!loop->post_head)
-		wake(loop);
+	/* Only the first post into an empty queue wakes, and only a loop that may be asleep:
+	 * the loop drains the whole queue (see DESIGN). */
+	if (!loop->post_head) {
+		atomic_store(&loop->posted, true);
+		if (!atomic_load(&loop->awake))
+			wake(loop);
+	}
 	*loop->post_tail = p;
 	loop->post_tail = &p->next;
 	pthread_mutex_unlock(&loop->post_lock);
@@ -502,6 +512,8 @@ int ferry__loop_create(const struct ferry__loop_opts *opts, struct ferry__loop *
 	loop->post_tail = &loop->post_head;
 	loop->spin_ns = (uint64_t)opts->spin_us * 1000u;
 	atomic_init(&loop->stop_requested, false);
+	atomic_init(&loop->awake, false);
+	atomic_init(&loop->posted, false);
 	loop->wake_req.data = loop;
 	ret = arm_wake(loop);
 	if (ret < 0)
@@ -563,8 +575,11 @@ static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 			loop->spins++;
 			return true;
 		}
-		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
+		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
+		    atomic_load_explicit(&loop->posted, memory_order_relaxed)) {
+			loop->spins++;
 			return true;
+		}
 		sched_yield();
 		now = ferry__now_ns();
 	}
@@ -592,7 +607,13 @@ static int wait_events(struct ferry__loop *loop)
 			ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 			tsp = &ts;
 		}
-		ret = io_uring_submit_and_wait_timeout(&loop->ring, &cqe, 1, tsp, NULL);
+		/* From here a post writes the eventfd; one that came before is run first. */
+		atomic_store(&loop->awake, false);
+		if (atomic_load(&loop->posted))
+			ret = io_uring_submit_and_get_events(&loop->ring);
+		else
+			ret = io_uring_submit_and_wait_timeout(&loop->ring, &cqe, 1, tsp, NULL);
+		atomic_store(&loop->awake, true);
 	}
 out:
 	if (enter_ok(ret))
@@ -611,16 +632,27 @@ int ferry__loop_run(struct ferry__loop *loop)
 	if (ret < 0)
 		return ret;
 	loop->running = true;
+	atomic_store(&loop->awake, true);
 	while (!atomic_load_explicit(&loop->stop_requested, memory_order_acquire)) {
+		unsigned n;
+
 		ferry__loop_timers_run(loop);
 		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
 			break;
 		ret = wait_events(loop);
 		if (ret < 0)
 			break;
-		if (process_cqes(loop) && loop->spin_ns)
+		n = process_cqes(loop);
+		/* Posts made while the loop was awake: no eventfd write announced them. */
+		if (atomic_load_explicit(&loop->posted, memory_order_relaxed) &&
+		    atomic_exchange(&loop->posted, false)) {
+			run_posts(loop, 0);
+			n++;
+		}
+		if (n && loop->spin_ns)
 			loop->last_busy_ns = ferry__now_ns();
 	}
+	atomic_store(&loop->awake, false);
 	atomic_store_explicit(&loop->stop_requested, false, memory_order_relaxed);
 	loop->running = false;
 	return ret;

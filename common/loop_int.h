@@ -60,6 +60,8 @@ struct ferry__loop {
 	struct ferry__loop_timer *timers; /* pairing heap root, earliest first */
 	uint64_t timer_seq;		  /* next timer start sequence number */
 	struct loop_fault faults[FERRY_LOOP_OP_COUNT]; /* armed fault per operation */
+	atomic_bool awake;			       /* in run and not asleep in the kernel */
+	atomic_bool posted;			       /* a post may wait in the queue */
 	uint64_t spin_ns;			       /* busy-poll window, 0 = off */
 	uint64_t last_busy_ns;			       /* when a pass last had completions */
 	uint64_t spins;				       /* passes that found work by polling */

@@ -524,3 +524,59 @@ FTEST(busy_poll_serves_traffic_then_sleeps)
 	ftest_assert_uint_lt(cpu1 - cpu0, 100 * 1000000ull);
 	ferry__loop_destroy(r.loop);
 }
+
+struct pingpong {
+	struct ferry__loop *loop; /* runs on its own thread, sleeping between posts */
+	atomic_int done[2];	  /* posts run, per poster */
+};
+
+static void on_ping(void *arg, int status)
+{
+	ftest_assert_int_eq(status, 0);
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+struct pinger_arg {
+	struct pingpong *pp; /* shared */
+	int index;	     /* which counter */
+};
+
+static void *ping_main(void *arg)
+{
+	struct pinger_arg *a = arg;
+	atomic_int *done = &a->pp->done[a->index];
+
+	for (int i = 0; i < 10000; i++) {
+		ftest_assert_ok(ferry__loop_post(a->pp->loop, on_ping, done));
+		while (atomic_load(done) <= i)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void *pp_loop_main(void *arg)
+{
+	ftest_assert_ok(ferry__loop_run(arg));
+	return NULL;
+}
+
+/* Two threads each post and wait for the run, 10000 times, into a loop that sleeps between
+ * posts or is busy with the other thread's: a post that neither wakes the loop nor is seen by
+ * it before it sleeps would hang here (the test's timeout fails it). */
+FTEST(posts_into_a_sleeping_or_busy_loop_are_never_lost)
+{
+	struct pingpong pp = {.loop = new_loop()};
+	struct pinger_arg args[2] = {{&pp, 0}, {&pp, 1}};
+	pthread_t loop_thread, posters[2];
+
+	ftest_assert_int_eq(pthread_create(&loop_thread, NULL, pp_loop_main, pp.loop), 0);
+	for (int i = 0; i < 2; i++)
+		ftest_assert_int_eq(pthread_create(&posters[i], NULL, ping_main, &args[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(posters[i], NULL);
+	ferry__loop_stop(pp.loop);
+	pthread_join(loop_thread, NULL);
+	ftest_assert_int_eq(atomic_load(&pp.done[0]), 10000);
+	ftest_assert_int_eq(atomic_load(&pp.done[1]), 10000);
+	ferry__loop_destroy(pp.loop);
+}
