@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * RDMA pulls and serving for the object manager, over the RDMA engine (transport/rdma.h) on
+ * RDMA pulls and serving for the object manager (serving in objmgr_rdma_serve.c), over the RDMA engine (transport/rdma.h) on
  * the object manager's io_uring loop: the store's whole arena (this node's client mapping of
  * it) is registered once, remote-read only; a puller READs an object straight from the
  * server's arena into its own newly created object.
@@ -38,110 +38,16 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "plasma/client_arena.h"
-#include "transport/objmgr_int.h"
-#include "transport/rdma.h"
+#include "transport/objmgr_rdma_int.h"
 
 #define COMP "objmgr"
-
-/* A control message: a whole small object plus its reply fits. */
-#define MSG_SIZE (72u << 10)
-/* Data + metadata bytes a reply carries inline; larger objects are READ. */
-#define INLINE_MAX (64u << 10)
-/* Pins one puller endpoint may hold at once. */
-#define MAX_PINS 4096
-/* Endpoints (QPs) per peer; objects from SPLIT_MIN bytes on are READ over all of them. */
-#define MAX_QPS 8
-#define SPLIT_MIN (4u << 20)
-
-enum rstep {
-	STEP_PROBE, /* PullRequest: the reply, inline data or (addr, rkey) */
-	STEP_READ,  /* READ [roff, +len) into dst */
-	STEP_DONE,  /* send PullDone (release the server's pin) */
-};
-
-struct rpeer;
-
-/* One step of a pull, on the pull thread's stack, run on the loop. */
-struct rfetch {
-	struct ferry__objmgr *om;	   /* owner */
-	enum rstep step;		   /* what to do */
-	struct ferry_object_id id;	   /* the object */
-	char ip[48];			   /* the server */
-	uint16_t port;			   /* its RDMA port */
-	unsigned qp;			   /* which of its endpoints */
-	uint64_t xfer;			   /* PROBE: ours; READ/DONE: the pin's */
-	uint64_t gen;			   /* PROBE: its endpoint's; READ (qp 0)/DONE: must match */
-	uint8_t *dst;			   /* READ: where */
-	uint64_t raddr;			   /* READ: remote address */
-	uint32_t rkey;			   /* READ: remote key */
-	uint64_t len;			   /* READ: bytes */
-	struct rpeer *peer;		   /* attached to */
-	struct rfetch *next_on_peer;	   /* peer's list */
-	struct ferry__loop_timer deadline; /* the step's */
-	bool started;			   /* request sent / READ posted */
-	bool reading;			   /* a READ callback is owed */
-	int fail_status;		   /* reading: the status to report at the callback */
-	/* PROBE results (heap; the pull thread frees them). */
-	uint64_t data_size;		/* the object's size */
-	uint8_t *metadata;		/* its metadata */
-	uint32_t metadata_size;		/* bytes */
-	uint8_t *data;			/* inline: the whole data */
-	bool inline_all;		/* data holds every byte */
-	struct ferry__objmgr_handoff h; /* result; the pull thread's wait for it */
-};
-
-/* An endpoint to another node's RDMA port. */
-struct rpeer {
-	struct ferry__objmgr_rdma *r; /* owner */
-	char key[72];		      /* "ip:port#qp" */
-	struct ferry__rdma_ep *ep;    /* NULL once gone */
-	bool up;		      /* established */
-	uint64_t gen;		      /* tells a reconnected endpoint from the one that pinned */
-	struct rfetch *fetches;	      /* steps on it */
-	uint64_t next_xfer;	      /* ids of our requests */
-	struct rpeer *next;	      /* r->peers */
-};
-
-/* A pin held for a puller until its PullDone. */
-struct rpin {
-	uint64_t xfer;		       /* the puller's id */
-	uint64_t expires_ms;	       /* released then at the latest */
-	struct ferry_plasma_view view; /* the pinned object */
-	struct rpin *next;	       /* list */
-};
-
-/* A puller's endpoint, accepted by our listener. */
-struct rserve {
-	struct ferry__objmgr_rdma *r; /* owner */
-	struct ferry__rdma_ep *ep;    /* the endpoint */
-	struct rpin *pins;	      /* held for it */
-	unsigned npins;		      /* in the list */
-	struct rserve *next;	      /* r->served */
-};
-
-struct ferry__objmgr_rdma {
-	struct ferry__objmgr *om;	       /* owner */
-	struct ferry__rdma_ctx *ctx;	       /* device, PD, CQ, the arena's MR */
-	struct ferry__rdma_listener *listener; /* pullers connect here */
-	struct ferry__loop_req cm_poll;	       /* rdma_cm event fd */
-	struct ferry__loop_req cq_poll;	       /* completion channel fd */
-	struct ferry__loop_timer tick;	       /* engine deadlines */
-	struct ferry__loop_timer sweep;	       /* pin deadlines */
-	bool driving;			       /* inside drive() */
-	bool again;			       /* drive once more */
-	bool shut;			       /* shutdown began */
-	struct rpeer *peers;		       /* outgoing endpoints */
-	struct rserve *served;		       /* accepted endpoints */
-	uint64_t next_gen;		       /* of the next rpeer */
-	struct ferry__fb_builder fb;	       /* loop thread's messages */
-};
 
 static void drive(struct ferry__objmgr_rdma *r);
 
 /* ---- messages ---- */
 
-/* Send the message just built in r->fb, with the prefix, as one control message. */
-static int send_built(struct ferry__rdma_ep *ep, struct ferry__fb_builder *b, uint16_t type)
+int ferry__objmgr_rdma_send_built(struct ferry__rdma_ep *ep, struct ferry__fb_builder *b,
+				  uint16_t type)
 {
 	size_t len;
 	void *msg = ferry__objmgr_wrap(b, type, &len);
@@ -154,215 +60,7 @@ static int send_done(struct ferry__objmgr_rdma *r, struct ferry__rdma_ep *ep, ui
 	struct ferry__wire_pull_done m = {.xfer = xfer};
 	int ret = ferry__wire_pull_done_build(&r->fb, &m);
 
-	return ret < 0 ? ret : send_built(ep, &r->fb, FERRY__WIRE_MSG_PULL_DONE);
-}
-
-/* ---- serving ---- */
-
-static void pin_release(struct ferry__objmgr_rdma *r, struct rpin *p)
-{
-	(void)ferry_plasma_client_release(r->om->store, &p->view);
-	ferry__free(p);
-}
-
-static void serve_free(struct rserve *s)
-{
-	struct ferry__objmgr_rdma *r = s->r;
-	struct rpin *p;
-
-	for (struct rserve **pp = &r->served; *pp; pp = &(*pp)->next) {
-		if (*pp == s) {
-			*pp = s->next;
-			break;
-		}
-	}
-	while ((p = s->pins)) {
-		s->pins = p->next;
-		pin_release(r, p);
-	}
-	ferry__rdma_ep_destroy(s->ep);
-	ferry__free(s);
-}
-
-/* The reply to a verified PullRequest; @pin is set when the object stays pinned. */
-static int build_reply(struct rserve *s, const void *req, struct ferry_plasma_view *view,
-		       int status, bool *keep)
-{
-	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(req);
-	struct ferry__wire_pull_reply m;
-	uint64_t addr;
-	uint32_t rkey;
-
-	memset(&m, 0, sizeof(m));
-	*keep = false;
-	if (status == 0 && ferry__wire_pull_request_offset(v) != 0)
-		status = -EINVAL; /* RDMA probes ask for the object from its start */
-	if (status == 0 && view->metadata_size > INLINE_MAX)
-		status = -E2BIG; /* the puller falls back to TCP, which carries it */
-	if (status == 0 && s->npins >= MAX_PINS &&
-	    view->data_size + view->metadata_size > INLINE_MAX)
-		status = -EBUSY;
-	m.xfer = ferry__wire_pull_request_xfer(v);
-	m.status = status;
-	if (status < 0)
-		return ferry__wire_pull_reply_build(&s->r->fb, &m);
-	m.data_size = view->data_size;
-	m.metadata = view->metadata;
-	m.metadata_count = view->metadata_size;
-	if (ferry__wire_pull_request_want_inline(v) &&
-	    view->data_size + view->metadata_size <= INLINE_MAX &&
-	    view->data_size <= ferry__wire_pull_request_len(v)) {
-		m.data = view->data;
-		m.data_count = view->data_size;
-	} else {
-		ferry__rdma_ctx_region(s->r->ctx, &addr, &rkey);
-		/* The arena is registered at our mapping's addresses: the view's pointer is the
-		 * remote address. */
-		m.rdma_addr = (uint64_t)(uintptr_t)view->data;
-		m.rdma_rkey = rkey;
-		*keep = true;
-	}
-	return ferry__wire_pull_reply_build(&s->r->fb, &m);
-}
-
-static void serve_request(struct rserve *s, const void *payload)
-{
-	struct ferry__objmgr *om = s->r->om;
-	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(payload);
-	struct ferry_object_id id = ferry__wire_pull_request_object_id(v);
-	struct ferry_plasma_view view = {0};
-	struct rpin *pin = NULL;
-	bool keep;
-	int status, ret;
-
-	status = ferry_plasma_client_get(om->store, &id, 1, 0, &view);
-	status = status == -ETIMEDOUT ? -ENOENT : status;
-	ret = build_reply(s, payload, &view, status, &keep);
-	if (ret == 0 && keep) {
-		pin = ferry__calloc(1, sizeof(*pin));
-		ret = pin ? 0 : -ENOMEM;
-	}
-	if (ret == 0)
-		ret = send_built(s->ep, &s->r->fb, FERRY__WIRE_MSG_PULL_REPLY);
-	if (ret == 0 && pin) {
-		pin->xfer = ferry__wire_pull_request_xfer(v);
-		pin->view = view;
-		pin->expires_ms = ferry__loop_now_ms() + 2ull * om->opts.timeout_ms;
-		pin->next = s->pins;
-		s->pins = pin;
-		s->npins++;
-	} else {
-		ferry__free(pin);
-		if (status == 0)
-			(void)ferry_plasma_client_release(om->store, &view);
-	}
-	pthread_mutex_lock(&om->lock);
-	om->stats.requests_served++;
-	om->stats.requests_refused += status < 0;
-	om->stats.bytes_served += status < 0 ? 0 : view.data_size;
-	pthread_mutex_unlock(&om->lock);
-	if (ret < 0) {
-		FLOG_WARN(COMP, "cannot answer an RDMA pull: %s", strerror(-ret));
-		serve_free(s);
-	}
-}
-
-static void serve_done(struct rserve *s, const void *payload)
-{
-	uint64_t xfer = ferry__wire_pull_done_xfer(ferry__wire_pull_done_root_verified(payload));
-
-	for (struct rpin **pp = &s->pins; *pp; pp = &(*pp)->next) {
-		struct rpin *p = *pp;
-
-		if (p->xfer == xfer) {
-			*pp = p->next;
-			s->npins--;
-			pin_release(s->r, p);
-			return;
-		}
-	}
-	FLOG_DEBUG(COMP, "PullDone for an unknown transfer %llu", (unsigned long long)xfer);
-}
-
-static void serve_message(struct ferry__rdma_ep *ep, const void *buf, size_t len, void *arg)
-{
-	struct rserve *s = arg;
-	const void *payload;
-	size_t plen;
-	uint16_t type;
-
-	(void)ep;
-	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
-	    ferry__objmgr_request_check(type, payload, plen) < 0) {
-		FLOG_WARN(COMP, "malformed RDMA request from a puller: closing");
-		serve_free(s);
-		return;
-	}
-	if (type == FERRY__WIRE_MSG_PULL_REQUEST)
-		serve_request(s, payload);
-	else
-		serve_done(s, payload);
-}
-
-static void serve_close(struct ferry__rdma_ep *ep, int reason, void *arg)
-{
-	struct rserve *s = arg;
-
-	(void)ep;
-	if (s->npins)
-		FLOG_INFO(COMP, "a puller's RDMA endpoint closed (%s): releasing %u pins",
-			  strerror(-reason), s->npins);
-	serve_free(s);
-}
-
-static void serve_accept(struct ferry__rdma_ep *ep, int status, void *arg)
-{
-	struct ferry__objmgr_rdma *r = arg;
-	struct rserve *s;
-
-	if (status < 0)
-		return;
-	s = ferry__calloc(1, sizeof(*s));
-	if (!s) {
-		FLOG_WARN(COMP, "no memory for an RDMA puller: closing it");
-		ferry__rdma_ep_destroy(ep);
-		return;
-	}
-	s->r = r;
-	s->ep = ep;
-	s->next = r->served;
-	r->served = s;
-	ferry__rdma_ep_set_arg(ep, s);
-}
-
-static const struct ferry__rdma_ep_cbs serve_cbs = {
-	.on_connect = serve_accept,
-	.on_message = serve_message,
-	.on_close = serve_close,
-};
-
-/* Pins of pullers that stay connected but never said done: released at their deadline. */
-static void sweep_pins(struct ferry__loop_timer *t, int status)
-{
-	struct ferry__objmgr_rdma *r = t->data;
-	uint64_t now = ferry__loop_now_ms();
-
-	if (status < 0)
-		return;
-	for (struct rserve *s = r->served; s; s = s->next) {
-		for (struct rpin **pp = &s->pins; *pp;) {
-			struct rpin *p = *pp;
-
-			if (p->expires_ms > now) {
-				pp = &p->next;
-				continue;
-			}
-			FLOG_WARN(COMP, "an RDMA puller held a pin past its deadline: released");
-			*pp = p->next;
-			s->npins--;
-			pin_release(r, p);
-		}
-	}
+	return ret < 0 ? ret : ferry__objmgr_rdma_send_built(ep, &r->fb, FERRY__WIRE_MSG_PULL_DONE);
 }
 
 /* ---- pulling: steps on the loop ---- */
@@ -453,7 +151,9 @@ static int fetch_go(struct rfetch *f)
 		m.len = INLINE_MAX;
 		m.want_inline = true;
 		ret = ferry__wire_pull_request_build(&r->fb, &m);
-		return ret < 0 ? ret : send_built(peer->ep, &r->fb, FERRY__WIRE_MSG_PULL_REQUEST);
+		return ret < 0 ? ret
+			       : ferry__objmgr_rdma_send_built(peer->ep, &r->fb,
+							       FERRY__WIRE_MSG_PULL_REQUEST);
 	case STEP_READ:
 		ret = ferry__rdma_read(peer->ep, f->dst, f->raddr, f->rkey, f->len,
 				       f->om->opts.rdma_chunk_bytes, f->om->opts.rdma_depth,
@@ -852,7 +552,8 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	ret = ferry__rdma_ctx_create(&o, &r->ctx);
 	if (ret < 0)
 		return ret; /* the caller logs: -ENODEV is expected where there is no device */
-	ret = ferry__rdma_listen(r->ctx, om->ip, om->opts.rdma_port, &serve_cbs, r, &r->listener);
+	ret = ferry__rdma_listen(r->ctx, om->ip, om->opts.rdma_port, &ferry__objmgr_rdma_serve_cbs,
+				 r, &r->listener);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "cannot listen for RDMA on %s:%u: %s", om->ip, om->opts.rdma_port,
 			   strerror(-ret));
@@ -864,7 +565,8 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	r->sweep.data = r;
 	ret = arm_polls(r);
 	if (ret == 0)
-		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000, sweep_pins);
+		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000,
+					      ferry__objmgr_rdma_sweep_pins);
 	if (ret < 0)
 		return ret;
 	FLOG_INFO(COMP, "RDMA on %s (%s:%u), arena of %llu MiB registered once",
@@ -896,7 +598,7 @@ void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
 	while (r->peers)
 		peer_drop(r->peers, -ECANCELED);
 	while (r->served)
-		serve_free(r->served);
+		ferry__objmgr_rdma_serve_free(r->served);
 	ferry__rdma_listener_destroy(r->listener);
 	r->listener = NULL;
 }

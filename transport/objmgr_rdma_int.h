@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to the object manager's RDMA side (objmgr_rdma.c: pulling, driving the engine,
+ * life cycle; objmgr_rdma_serve.c: answering other nodes' pulls). The DESIGN is at the top of
+ * objmgr_rdma.c. Everything here runs on the object manager's loop thread.
+ */
+#ifndef FERRY_TRANSPORT_OBJMGR_RDMA_INT_H
+#define FERRY_TRANSPORT_OBJMGR_RDMA_INT_H
+
+#include "transport/objmgr_int.h"
+#include "transport/rdma.h"
+
+/* A control message: a whole small object plus its reply fits. */
+#define MSG_SIZE (72u << 10)
+/* Data + metadata bytes a reply carries inline; larger objects are READ. */
+#define INLINE_MAX (64u << 10)
+/* Pins one puller endpoint may hold at once. */
+#define MAX_PINS 4096
+/* Endpoints (QPs) per peer; objects from SPLIT_MIN bytes on are READ over all of them. */
+#define MAX_QPS 8
+#define SPLIT_MIN (4u << 20)
+
+enum rstep {
+	STEP_PROBE, /* PullRequest: the reply, inline data or (addr, rkey) */
+	STEP_READ,  /* READ [roff, +len) into dst */
+	STEP_DONE,  /* send PullDone (release the server's pin) */
+};
+
+struct rpeer;
+
+/* One step of a pull, on the pull thread's stack, run on the loop. */
+struct rfetch {
+	struct ferry__objmgr *om;	   /* owner */
+	enum rstep step;		   /* what to do */
+	struct ferry_object_id id;	   /* the object */
+	char ip[48];			   /* the server */
+	uint16_t port;			   /* its RDMA port */
+	unsigned qp;			   /* which of its endpoints */
+	uint64_t xfer;			   /* PROBE: ours; READ/DONE: the pin's */
+	uint64_t gen;			   /* PROBE: its endpoint's; READ (qp 0)/DONE: must match */
+	uint8_t *dst;			   /* READ: where */
+	uint64_t raddr;			   /* READ: remote address */
+	uint32_t rkey;			   /* READ: remote key */
+	uint64_t len;			   /* READ: bytes */
+	struct rpeer *peer;		   /* attached to */
+	struct rfetch *next_on_peer;	   /* peer's list */
+	struct ferry__loop_timer deadline; /* the step's */
+	bool started;			   /* request sent / READ posted */
+	bool reading;			   /* a READ callback is owed */
+	int fail_status;		   /* reading: the status to report at the callback */
+	/* PROBE results (heap; the pull thread frees them). */
+	uint64_t data_size;		/* the object's size */
+	uint8_t *metadata;		/* its metadata */
+	uint32_t metadata_size;		/* bytes */
+	uint8_t *data;			/* inline: the whole data */
+	bool inline_all;		/* data holds every byte */
+	struct ferry__objmgr_handoff h; /* result; the pull thread's wait for it */
+};
+
+/* An endpoint to another node's RDMA port. */
+struct rpeer {
+	struct ferry__objmgr_rdma *r; /* owner */
+	char key[72];		      /* "ip:port#qp" */
+	struct ferry__rdma_ep *ep;    /* NULL once gone */
+	bool up;		      /* established */
+	uint64_t gen;		      /* tells a reconnected endpoint from the one that pinned */
+	struct rfetch *fetches;	      /* steps on it */
+	uint64_t next_xfer;	      /* ids of our requests */
+	struct rpeer *next;	      /* r->peers */
+};
+
+/* A pin held for a puller until its PullDone. */
+struct rpin {
+	uint64_t xfer;		       /* the puller's id */
+	uint64_t expires_ms;	       /* released then at the latest */
+	struct ferry_plasma_view view; /* the pinned object */
+	struct rpin *next;	       /* list */
+};
+
+/* A puller's endpoint, accepted by our listener. */
+struct rserve {
+	struct ferry__objmgr_rdma *r; /* owner */
+	struct ferry__rdma_ep *ep;    /* the endpoint */
+	struct rpin *pins;	      /* held for it */
+	unsigned npins;		      /* in the list */
+	struct rserve *next;	      /* r->served */
+};
+
+struct ferry__objmgr_rdma {
+	struct ferry__objmgr *om;	       /* owner */
+	struct ferry__rdma_ctx *ctx;	       /* device, PD, CQ, the arena's MR */
+	struct ferry__rdma_listener *listener; /* pullers connect here */
+	struct ferry__loop_req cm_poll;	       /* rdma_cm event fd */
+	struct ferry__loop_req cq_poll;	       /* completion channel fd */
+	struct ferry__loop_timer tick;	       /* engine deadlines */
+	struct ferry__loop_timer sweep;	       /* pin deadlines */
+	bool driving;			       /* inside drive() */
+	bool again;			       /* drive once more */
+	bool shut;			       /* shutdown began */
+	struct rpeer *peers;		       /* outgoing endpoints */
+	struct rserve *served;		       /* accepted endpoints */
+	uint64_t next_gen;		       /* of the next rpeer */
+	struct ferry__fb_builder fb;	       /* loop thread's messages */
+};
+
+/* Send the message just built in @b, with the object manager's prefix, as one control
+ * message. */
+int ferry__objmgr_rdma_send_built(struct ferry__rdma_ep *ep, struct ferry__fb_builder *b,
+				  uint16_t type);
+
+/* objmgr_rdma_serve.c: the listener's callbacks; free an accepted endpoint and its pins; the
+ * timer that releases pins past their deadline. */
+extern const struct ferry__rdma_ep_cbs ferry__objmgr_rdma_serve_cbs;
+void ferry__objmgr_rdma_serve_free(struct rserve *s);
+void ferry__objmgr_rdma_sweep_pins(struct ferry__loop_timer *t, int status);
+
+#endif
