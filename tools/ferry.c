@@ -57,6 +57,7 @@ static const char usage_text[] =
 	"       ferry status [--address HOST:PORT] [--token-file F]\n"
 	"       ferry stop\n"
 	"NODE OPTIONS: [--memory SIZE] [--transport rdma|tcp|auto] [--ip ADDR]\n"
+	"              [--spin-us US] (busy poll for latency: ferry-node --spin-us)\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
 	"Run files (pids, logs, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID.\n";
 
@@ -68,6 +69,7 @@ struct opts {
 	const char *memory;	/* node store size, passed through */
 	const char *transport;	/* rdma, tcp, auto */
 	const char *ip;		/* address to listen on and advertise */
+	const char *spin_us;	/* object manager busy-poll window, passed through */
 	unsigned timeout_s;	/* deadlines */
 };
 
@@ -621,6 +623,10 @@ static int start_node(const struct opts *o, const char *gcs_addr, const char *to
 		argv[n++] = "--ip";
 		argv[n++] = o->ip;
 	}
+	if (o->spin_us) {
+		argv[n++] = "--spin-us";
+		argv[n++] = o->spin_us;
+	}
 	argv[n] = NULL;
 	ret = daemon_spawn(&d, argv);
 	if (ret == 0)
@@ -806,6 +812,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"memory", required_argument, NULL, 'm'},
 		{"transport", required_argument, NULL, 'T'},
 		{"ip", required_argument, NULL, 'i'},
+		{"spin-us", required_argument, NULL, 's'},
 		{"timeout", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -865,6 +872,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'i':
 			o->ip = optarg;
 			break;
+		case 's':
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || v > 1000000ul || optarg[0] == '-') {
+				fail_msg("bad --spin-us value: %s (0..1000000)", optarg);
+				return -EINVAL;
+			}
+			o->spin_us = optarg;
+			break;
 		default:
 			return -EINVAL;
 		}
@@ -896,7 +912,7 @@ int main(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return 2;
 	}
-	if ((strcmp(cmd, "start") && (o.head || o.memory || o.transport || o.ip)) ||
+	if ((strcmp(cmd, "start") && (o.head || o.memory || o.transport || o.ip || o.spin_us)) ||
 	    (!strcmp(cmd, "stop") && (o.address || o.token_file))) {
 		fail_msg("option not valid for %s", cmd);
 		fputs(usage_text, stderr);

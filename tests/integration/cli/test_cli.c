@@ -143,7 +143,7 @@ FTEST(cli_head_node_status_stop)
 
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"start --address 127.0.0.1:%u --token-file %s --ip 127.0.0.1 "
-				"--memory 64M --timeout 20",
+				"--memory 64M --timeout 20 --spin-us 200",
 				port, token),
 			    0);
 	gcs = pid_in("gcs.pid");
@@ -192,6 +192,9 @@ FTEST(cli_bad_flags)
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --port 70000"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --address nocolon"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --memory lots"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --spin-us 2000000"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "bad --spin-us value"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --spin-us 10"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "stop --head"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start"), 1);
 	ftest_assert_ptr_notnull(strstr(out, "exactly one of --head or --address"));
