@@ -412,8 +412,10 @@ static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs
 
 /*
  * The location the loop's fast path tried (objmgr_fast.c): what pull_from() would have
- * returned, going on from its probe's reply when it had one. Once: a second time it is tried
- * like any other location (the directory cannot list it again, drop_tried() removes it).
+ * returned, going on from its TCP probe's reply when it had one, or pull_from() itself when
+ * the fast path left the location untried (FERRY__OBJMGR_FAST_RETRY). Once: a second time it
+ * is tried like any other location (the directory cannot list it again, drop_tried()
+ * removes it).
  */
 static int fast_continue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			 const struct ferry__node_addr *a, const struct ferry__node_addr *helpers,
@@ -423,7 +425,9 @@ static int fast_continue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 
 	p->fast_tried = false;
 	p->fast_probe = NULL;
-	res->transport = FERRY_GCS_TRANSPORT_TCP;
+	if (p->fast_status == FERRY__OBJMGR_FAST_RETRY)
+		return pull_from(om, a, helpers, nhelpers, &p->id, res);
+	res->transport = p->fast_transport;
 	if (!f)
 		return p->fast_status;
 	return ferry__objmgr_pull_tcp_probed(om, a, helpers, nhelpers, &p->id, f, &res->bytes);
@@ -527,7 +531,7 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		memcpy(cached, p->cached, ncached * sizeof(cached[0]));
 	} else {
 		ferry__objmgr_locs_start(om);
-		ncached = ferry__objmgr_locs_get(om, id, cached);
+		ncached = ferry__objmgr_locs_get(om, id, cached, NULL);
 	}
 	if (ncached) {
 		info.locations = cached;

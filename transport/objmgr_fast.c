@@ -1,24 +1,30 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The loop's fast path for a pull whose location is cached: ferry__objmgr_pull() posts the TCP
- * probe straight to the loop and, when the reply holds the whole object, the loop thread admits,
- * creates the copy in the client's chunk, copies, seals and calls the waiters back. No pull
- * thread: two thread wake-ups per pull instead of four.
+ * The loop's fast path for a pull whose location is cached: ferry__objmgr_pull() posts the probe
+ * (TCP, or RDMA: objmgr_rdma.c) straight to the loop and, when the reply holds the whole
+ * object, the loop thread admits, creates the copy in the client's chunk, copies, seals and
+ * calls the waiters back. No pull thread: two thread wake-ups per pull instead of four.
  *
  * DESIGN
  * - Taken only where a pull thread would start with exactly this probe: the object is not
  *   local, its locations are cached, every one's address is known (a pull thread would wait for
  *   a missing node record), the first location a pull thread would try (order_locations()'s
- *   order, self skipped) is reached over TCP (no shm on the same host, no RDMA). Not with the
- *   test-only sealed hook, nor when this object manager records copies itself (a blocking GCS
- *   call): inside a node, the node records them from its store's on_sealed hook.
+ *   order, self skipped) is reached over TCP or RDMA (not shm on the same host). Over RDMA only
+ *   when the directory's size says the object fits a reply (64 KiB): a larger one would be
+ *   pinned by the probe and probed again by the pull thread. Not with the test-only sealed
+ *   hook, nor when this object manager records copies itself (a blocking GCS call): inside a
+ *   node, the node records them from its store's on_sealed hook.
  * - The loop never blocks on the store or on admission. Admission that would wait, a create the
  *   chunk cannot take (too large, chunk full) or that fails, a seal that fails (its abort is a
  *   store round trip), a probe that failed, an object larger than the probe's inline bytes:
- *   the pull goes to a pull thread, which continues from that point (p->fast_*): with the
+ *   the pull goes to a pull thread, which continues from that point (p->fast_*): with the TCP
  *   probe's reply (no second probe), or with the attempt's error for the location tried (not
  *   tried again), over the cached locations as read here. So results, failover, deadlines and
- *   error codes are the pull thread's own.
+ *   error codes are the pull thread's own. An RDMA probe answered with a pin (metadata made
+ *   the object larger than a reply) sends PullDone at once and leaves the location to be tried
+ *   afresh (FERRY__OBJMGR_FAST_RETRY), as do the errors after which pull_from() goes to TCP.
+ * - The store's seal notice is sent after the waiters are called back: it wakes the store
+ *   thread, which costs the loop 10-15 us on a busy 2-core machine.
  * - Stopping: the loop ends the pull with -ECANCELED (the pull threads may have left);
  *   ferry__objmgr_stop() waits for om->fast_pulls to reach 0 before it stops the loop.
  * - The waiters' callbacks run on the loop thread here (objmgr.h: they must not block).
@@ -82,16 +88,17 @@ static void fast_end(struct ferry__objmgr *om)
 }
 
 /*
- * The whole object came with the probe: admit, create in the chunk, copy, seal in the index.
- * 0 done (*bytes set; *notice: the store's seal notice, of generation *gen, is still to be sent,
- * after the waiters are called back); 1: a pull thread must go on from the probe; < 0 the
- * attempt's error (p->fast_abort when the copy was created and must be aborted).
+ * The whole object came with the probe (@data: @data_size bytes, @metadata): admit, create in
+ * the chunk, copy, seal in the index. 0 done (*bytes set; *notice: the store's seal notice, of
+ * generation *gen, is still to be sent, after the waiters are called back); 1: a pull thread
+ * must go on; < 0 the attempt's error (p->fast_abort when the copy was created and must be
+ * aborted).
  */
-static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
-		    const struct ferry__objmgr_fetch *f, uint64_t *bytes, bool *notice,
-		    uint32_t *gen)
+static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, const uint8_t *data,
+		    uint64_t data_size, const uint8_t *metadata, uint32_t metadata_size,
+		    uint64_t *bytes, bool *notice, uint32_t *gen)
 {
-	uint64_t total = f->data_size + f->metadata_size;
+	uint64_t total = data_size + metadata_size;
 	void *dst;
 	int ret = ferry__objmgr_try_admit(om, total);
 
@@ -99,16 +106,15 @@ static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		return 1;
 	if (ret < 0)
 		return ret;
-	ret = ferry__plasma_client_create_small(om->store, &p->id, f->data_size, f->metadata,
-						f->metadata_size, FERRY_PLASMA_CREATE_SECONDARY,
-						&dst);
+	ret = ferry__plasma_client_create_small(om->store, &p->id, data_size, metadata,
+						metadata_size, FERRY_PLASMA_CREATE_SECONDARY, &dst);
 	if (ret < 0) {
 		/* Through the store, or the same error: the pull thread's create_ex decides. */
 		ferry__objmgr_unadmit(om, total);
 		return 1;
 	}
-	if (f->first_size)
-		memcpy(dst, f->first, f->first_size);
+	if (data_size)
+		memcpy(dst, data, data_size);
 	ret = ferry__plasma_client_seal_begin(om->store, &p->id, gen);
 	ferry__objmgr_unadmit(om, total);
 	if (ret < 0) {
@@ -120,7 +126,10 @@ static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	return 0;
 }
 
-/* To a pull thread: @how > 0 with probe @f, else the attempt's error @how. Stopping: end it. */
+/*
+ * To a pull thread: @how > 0 goes on from TCP probe @f, or with no probe (RDMA) tries the
+ * location afresh; else the attempt's error @how. Stopping: end it.
+ */
 static void hand_over(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		      struct ferry__objmgr_fetch *f, int how)
 {
@@ -130,7 +139,7 @@ static void hand_over(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	om->stats.fast_handovers++;
 	if (!om->stopping) {
 		p->fast_tried = true;
-		p->fast_status = how > 0 ? 0 : how;
+		p->fast_status = how <= 0 ? how : f ? 0 : FERRY__OBJMGR_FAST_RETRY;
 		p->fast_probe = how > 0 ? f : NULL;
 		ferry__objmgr_enqueue(om, p);
 		pthread_mutex_unlock(&om->lock);
@@ -147,24 +156,26 @@ static void hand_over(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	ferry__objmgr_finish(om, p, &res);
 }
 
-/* The probe is done (on the loop; at loop destroy, from the destroying thread). */
-static void fast_done(struct ferry__objmgr_fetch *f)
+/* A probe of @p ended with @status (0: the object in @data/@metadata; > 0: a pull thread goes
+ * on; < 0: the attempt's error): finish on the loop or hand over. @f: the TCP probe (taken),
+ * or NULL. */
+static void fast_end_pull(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+			  struct ferry__objmgr_fetch *f, int status, const uint8_t *data,
+			  uint64_t data_size, const uint8_t *metadata, uint32_t metadata_size)
 {
-	struct ferry__objmgr_pull *p = f->owner;
-	struct ferry__objmgr *om = f->om;
 	struct ferry__objmgr_result res = {
 		.id = p->id,
 		.source = p->fast_node,
-		.transport = FERRY_GCS_TRANSPORT_TCP,
+		.transport = p->fast_transport,
 		.attempts = 1,
 	};
-	int ret = f->h.status;
 	bool notice = false;
 	uint32_t gen = 0;
+	int ret = status;
 
 	if (ret == 0)
-		ret = f->first_size == f->data_size ? complete(om, p, f, &res.bytes, &notice, &gen)
-						    : 1;
+		ret = complete(om, p, data, data_size, metadata, metadata_size, &res.bytes, &notice,
+			       &gen);
 	if (ret != 0) {
 		hand_over(om, p, f, ret);
 	} else {
@@ -180,19 +191,51 @@ static void fast_done(struct ferry__objmgr_fetch *f)
 	fast_end(om);
 }
 
+/* The TCP probe is done (on the loop; at loop destroy, from the destroying thread). */
+static void fast_done(struct ferry__objmgr_fetch *f)
+{
+	int status = f->h.status;
+
+	if (status == 0 && f->first_size != f->data_size)
+		status = 1; /* more than came inline: a pull thread reads the rest */
+	fast_end_pull(f->om, f->owner, f, status, f->first, f->data_size, f->metadata,
+		      f->metadata_size);
+}
+
+void ferry__objmgr_fast_probed(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status,
+			       const uint8_t *data, uint64_t data_size, const uint8_t *metadata,
+			       uint32_t metadata_size)
+{
+	fast_end_pull(om, p, NULL, status, data, data_size, metadata, metadata_size);
+}
+
 bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
 {
 	struct ferry__objmgr_fetch *f;
 	struct ferry_node_id node;
 	struct ferry__node_addr a;
+	uint64_t size = 0;
+	unsigned t;
 
 	if (!om->opts.gcs || !om->opts.node_records_copies || ferry__objmgr_sealed_hook ||
-	    !(om->opts.transports & FERRY_GCS_TRANSPORT_TCP) ||
 	    ferry_plasma_client_contains(om->store, &p->id) == 1)
 		return false;
-	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached);
-	if (first_location(om, p, &a, &node) < 0 ||
-	    ferry__objmgr_transport_for(om, &a) != FERRY_GCS_TRANSPORT_TCP || !a.tcp_port)
+	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached, &size);
+	if (first_location(om, p, &a, &node) < 0)
+		return false;
+	t = ferry__objmgr_transport_for(om, &a);
+	/* RDMA: only objects the directory says fit a reply. A larger one would be pinned by
+	 * the probe and probed again by the pull thread. */
+	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && size > 0 &&
+	    size <= FERRY__OBJMGR_RDMA_INLINE_MAX) {
+		p->fast_node = node;
+		p->fast_transport = FERRY_GCS_TRANSPORT_RDMA;
+		if (!ferry__objmgr_rdma_fast_start(om, p, &a))
+			return false;
+		om->fast_pulls++;
+		return true;
+	}
+	if (t != FERRY_GCS_TRANSPORT_TCP || !a.tcp_port)
 		return false;
 	f = ferry__calloc(1, sizeof(*f));
 	if (!f)
@@ -203,6 +246,7 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	f->on_done = fast_done;
 	f->owner = p;
 	p->fast_node = node;
+	p->fast_transport = FERRY_GCS_TRANSPORT_TCP;
 	if (ferry__objmgr_fetch_start_async(om, f) < 0) {
 		ferry__free(f);
 		return false;

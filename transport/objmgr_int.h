@@ -129,7 +129,9 @@ struct ferry__objmgr_pull {
 	/* Handed over by the loop's fast path (objmgr_fast.c); zero otherwise. */
 	bool fast_tried;		/* it tried fast_node, with fast_status / fast_probe */
 	bool fast_abort;		/* it created the copy and could not seal it */
-	int fast_status;		/* the attempt's error; 0 with fast_probe */
+	unsigned fast_transport;	/* FERRY_GCS_TRANSPORT_TCP or _RDMA */
+	int fast_status;		/* the attempt's error; 0 with fast_probe;
+					 * FERRY__OBJMGR_FAST_RETRY: try fast_node afresh */
 	struct ferry_node_id fast_node; /* the location it tried */
 	struct ferry__objmgr_fetch *fast_probe; /* its probe's reply, to go on from; or NULL */
 	uint32_t ncached;			/* the cached locations it read */
@@ -209,6 +211,17 @@ int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void
  * fast path when its location is cached and reached over TCP. true: the loop has it (it
  * finishes the pull or queues it); false: the caller queues it as usual. */
 bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p);
+/* Data + metadata bytes an RDMA reply carries inline; larger objects are READ. */
+#define FERRY__OBJMGR_RDMA_INLINE_MAX (64u << 10)
+/* fast_status of a location the fast path could not finish and left untried (an RDMA probe
+ * answered with a pin, or an error after which pull_from() tries TCP). */
+#define FERRY__OBJMGR_FAST_RETRY 1
+/* objmgr_fast.c: an RDMA fast-path probe of @p ended (on the loop) with @status (0: the whole
+ * object inline in @data/@metadata; FERRY__OBJMGR_FAST_RETRY; or the attempt's error): finish
+ * the pull there or hand it to a pull thread. The caller frees the buffers after. */
+void ferry__objmgr_fast_probed(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status,
+			       const uint8_t *data, uint64_t data_size, const uint8_t *metadata,
+			       uint32_t metadata_size);
 /* objmgr_fast.c: free a heap probe and its results (NULL: nothing). */
 void ferry__objmgr_probe_free(struct ferry__objmgr_fetch *f);
 /* objmgr.c: the TCP data phase after probe @f (heap; taken over) succeeded from @a: admission,
@@ -264,13 +277,18 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 			    const struct ferry_object_id *id, uint64_t *bytes);
 void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om);
 void ferry__objmgr_rdma_free(struct ferry__objmgr *om);
+/* objmgr_rdma.c: the fast path's probe of @p from @a, on the loop without a pull thread (om->lock
+ * held; its end calls ferry__objmgr_fast_probed() on the loop). false: not started. */
+bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+				   const struct ferry__node_addr *a);
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
- * many (0: not cached, look it up); free it (after the GCS client is gone). */
+ * many (0: not cached, look it up), and its data size as the directory has it (*@size, may be
+ * NULL; 0 unknown); free it (after the GCS client is gone). */
 void ferry__objmgr_locs_start(struct ferry__objmgr *om);
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
-				struct ferry_node_id *out);
+				struct ferry_node_id *out, uint64_t *size);
 void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
 
 /* Tests only: when set, called on the pull thread right after a pull sealed its copy, before

@@ -80,14 +80,17 @@ static void fetch_detach(struct rfetch *f)
 	f->peer = NULL;
 }
 
-/* Hand the step back to its pull thread. */
+/* Hand the step back to its pull thread (or the fast path's end). */
 static void fetch_finish(struct rfetch *f, int status)
 {
 	struct ferry__objmgr *om = f->om;
 
 	(void)ferry__loop_timer_stop(&f->deadline);
 	fetch_detach(f);
-	ferry__objmgr_handoff_done(om, &f->h, status);
+	if (f->on_done)
+		f->on_done(f, status);
+	else
+		ferry__objmgr_handoff_done(om, &f->h, status);
 }
 
 /* Fail a step; a posted READ finishes it from its callback (which the caller forces by
@@ -352,6 +355,60 @@ static void fetch_start(void *arg, int status)
 	if (peer->up && (ret = fetch_go(f)) < 0)
 		fetch_fail(f, ret);
 	drive(r);
+}
+
+/* ---- the loop's fast path (objmgr_fast.c) ---- */
+
+/*
+ * The fast path's probe ended (on the loop). The whole object inline: finish there. A reply
+ * with a pin (metadata made it larger than a message): PullDone at once over the endpoint that
+ * took it (if that is gone, so is the pin), and a pull thread tries the location afresh; so it
+ * does after the errors pull_from() answers with TCP to the same node. Other errors end the
+ * location as a pull thread's attempt would.
+ */
+static void fast_probe_done(struct rfetch *f, int status)
+{
+	struct ferry__objmgr *om = f->om;
+	struct ferry__objmgr_rdma *r = om->rdma;
+
+	if (status == 0 && !f->inline_all) {
+		struct rpeer *peer = peer_find(r, f->ip, f->port, 0);
+
+		if (peer && peer->up && peer->gen == f->gen)
+			(void)send_done(r, peer->ep, f->xfer);
+		status = FERRY__OBJMGR_FAST_RETRY;
+	} else if (status == -EMSGSIZE || status == -EHOSTUNREACH) {
+		status = FERRY__OBJMGR_FAST_RETRY;
+	}
+	ferry__objmgr_fast_probed(om, f->owner, status, f->data, f->data_size, f->metadata,
+				  f->metadata_size);
+	ferry__free(f->metadata);
+	ferry__free(f->data);
+	ferry__free(f);
+}
+
+bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+				   const struct ferry__node_addr *a)
+{
+	struct rfetch *f;
+
+	if (!om->rdma || !om->rdma->ctx)
+		return false;
+	f = ferry__calloc(1, sizeof(*f));
+	if (!f)
+		return false;
+	f->om = om;
+	f->step = STEP_PROBE;
+	f->id = p->id;
+	snprintf(f->ip, sizeof(f->ip), "%s", a->ip);
+	f->port = a->rdma_port;
+	f->on_done = fast_probe_done;
+	f->owner = p;
+	if (ferry__loop_post(om->loop, fetch_start, f) < 0) {
+		ferry__free(f);
+		return false;
+	}
+	return true;
 }
 
 /* ---- pulling: the pull thread's side ---- */

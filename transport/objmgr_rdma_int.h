@@ -13,7 +13,7 @@
 /* A control message: a whole small object plus its reply fits. */
 #define MSG_SIZE (72u << 10)
 /* Data + metadata bytes a reply carries inline; larger objects are READ. */
-#define INLINE_MAX (64u << 10)
+#define INLINE_MAX FERRY__OBJMGR_RDMA_INLINE_MAX
 /* Pins one puller endpoint may hold at once. */
 #define MAX_PINS 4096
 /* Endpoints (QPs) per peer; objects from SPLIT_MIN bytes on are READ over all of them. */
@@ -55,6 +55,9 @@ struct rfetch {
 	uint8_t *data;			/* inline: the whole data */
 	bool inline_all;		/* data holds every byte */
 	struct ferry__objmgr_handoff h; /* result; the pull thread's wait for it */
+	/* The fast path's probe (heap, no pull thread): called at its end instead of h. */
+	void (*on_done)(struct rfetch *f, int status);
+	struct ferry__objmgr_pull *owner; /* on_done's pull */
 };
 
 /* An endpoint to another node's RDMA port. */

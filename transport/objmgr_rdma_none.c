@@ -20,6 +20,13 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 	return -EHOSTUNREACH;
 }
 
+bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+				   const struct ferry__node_addr *a)
+{
+	(void)om, (void)p, (void)a;
+	return false;
+}
+
 const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om)
 {
 	(void)om;

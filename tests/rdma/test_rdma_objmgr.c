@@ -18,6 +18,7 @@
 #include "tests/harness/ftest.h"
 #include "tests/integration/transport/transport_util.h"
 #include "tests/rdma/rdma_util.h"
+#include "transport/objmgr_int.h"
 
 static struct ferry__node *rdma_node(uint16_t gcs_port, unsigned memory_mib)
 {
@@ -41,6 +42,126 @@ FTEST(sizes_over_rdma)
 	ferry__objmgr_get_stats(ferry__node_objmgr(a), &st);
 	ftest_assert_uint_eq(st.requests_served, 5);
 	ftest_assert_uint_eq(st.requests_refused, 0);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* Put @size bytes of pattern 5 with @meta bytes of metadata (each 'm') as @id at @socket. */
+static void put_with_metadata(const char *socket, const struct ferry_object_id *id, uint64_t size,
+			      uint32_t meta)
+{
+	struct ferry_plasma_client *c = NULL;
+	uint8_t *data, *md = malloc(meta);
+
+	ftest_assert_ptr_notnull(md);
+	memset(md, 'm', meta);
+	ftest_assert_ok(ferry_plasma_client_connect(socket, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_create(c, id, size, md, meta, (void **)&data));
+	for (uint64_t i = 0; i < size; i++)
+		data[i] = tt_byte(5, i);
+	ftest_assert_ok(ferry_plasma_client_seal(c, id));
+	ferry_plasma_client_disconnect(c);
+	free(md);
+}
+
+/* @id at @socket has @size bytes of pattern 5 and @meta bytes of metadata 'm'. */
+static void check_with_metadata(const char *socket, const struct ferry_object_id *id, uint64_t size,
+				uint32_t meta)
+{
+	struct ferry_plasma_client *c = NULL;
+	struct ferry_plasma_view v;
+	uint64_t bad = 0;
+
+	ftest_assert_ok(ferry_plasma_client_connect(socket, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_get(c, id, 1, 0, &v));
+	ftest_assert_uint_eq(v.data_size, size);
+	ftest_assert_uint_eq(v.metadata_size, meta);
+	for (uint64_t i = 0; i < size; i++)
+		bad += ((const uint8_t *)v.data)[i] != tt_byte(5, i);
+	for (uint32_t i = 0; i < meta; i++)
+		bad += ((const uint8_t *)v.metadata)[i] != 'm';
+	ftest_assert_uint_eq(bad, 0);
+	ferry_plasma_client_release(c, &v);
+	ferry_plasma_client_disconnect(c);
+}
+
+/*
+ * The loop's fast path over RDMA: with the location cached and the directory's size within a
+ * reply, the pull ends on the loop (pulls_fast) after one probe. A larger object is left to a
+ * pull thread (one probe still). Metadata that makes the reply too large gets a pinned reply:
+ * the fast path sends PullDone at once (the source can free the object after a delete) and
+ * hands over; the pull thread's own probe then reads it.
+ */
+FTEST(small_pulls_end_on_the_loop)
+{
+	static const struct {
+		uint64_t size, meta;
+		bool fast;
+	} cases[] = {{1, 3, true},
+		     {4096, 3, true},
+		     {60000, 3, true},
+		     {200000, 3, false},
+		     {65000, 1000, false}};
+	struct ferry_plasma_connect_opts co = {.name = "test"};
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
+	struct ferry__objmgr_result res;
+	struct ferry_plasma_client *pa;
+	struct ferry_gcs_client *c;
+	struct ferry__node *a, *b;
+	struct ferry_object_id id;
+	struct tt_proc gcs;
+
+	rt_require_device();
+	gcs = tt_gcs_start();
+	a = rdma_node(gcs.port, 64);
+	b = rdma_node(gcs.port, 64);
+	c = tt_gcs_client(gcs.port);
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		ftest_log("%llu bytes + %llu of metadata", (unsigned long long)cases[k].size,
+			  (unsigned long long)cases[k].meta);
+		ferry_object_id_random(&id);
+		if (cases[k].meta == 3)
+			tt_put(ferry__node_socket(a), &id, cases[k].size, 9);
+		else
+			put_with_metadata(ferry__node_socket(a), &id, cases[k].size,
+					  (uint32_t)cases[k].meta);
+		tt_wait_location(c, &id, 1);
+		tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+		sa0 = tt_stats(a), sb0 = tt_stats(b);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+		sa1 = tt_stats(a), sb1 = tt_stats(b);
+		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
+		ftest_assert_uint_eq(res.bytes, cases[k].size + cases[k].meta);
+		ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast + cases[k].fast);
+		if (cases[k].meta == 3)
+			tt_check(ferry__node_socket(b), &id, cases[k].size, 9);
+		else
+			check_with_metadata(ferry__node_socket(b), &id, cases[k].size,
+					    (uint32_t)cases[k].meta);
+		tt_wait_location(c, &id, 2); /* the node recorded the copy */
+		if (cases[k].size == 200000) {
+			ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers);
+			ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+		} else if (!cases[k].fast) {
+			ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
+			ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 2);
+			/* Both pins went: the source frees the object once deleted. */
+			ftest_assert_ok(
+				ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
+			ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));
+			for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), &id); i++)
+				usleep(10000);
+			ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
+			ferry_plasma_client_disconnect(pa);
+		} else {
+			ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers);
+			ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+		}
+	}
+	ferry_gcs_client_destroy(c);
 	ferry__node_stop(b);
 	ferry__node_stop(a);
 	tt_proc_signal(&gcs, SIGTERM);

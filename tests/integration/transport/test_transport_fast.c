@@ -41,37 +41,6 @@ static void waiter_wait(struct waiter *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* A pull from @om of an object put on @src_socket: starts @om's location cache. */
-static void warm_cache(struct ferry__objmgr *om, const char *src_socket, struct ferry_gcs_client *c)
-{
-	struct ferry_object_id id;
-
-	ferry_object_id_random(&id);
-	tt_put(src_socket, &id, 16, 99);
-	tt_wait_location(c, &id, 1);
-	ftest_assert_ok(ferry__objmgr_pull_wait(om, &id, NULL));
-}
-
-/* Wait (10 s at most) until @om's location cache lists @id at @n nodes; returns them. */
-static void wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, uint32_t n,
-			struct ferry_node_id *out)
-{
-	for (int i = 0; i < 2000; i++) {
-		if (ferry__objmgr_locs_get(om, id, out) >= n)
-			return;
-		usleep(5 * 1000);
-	}
-	ftest_assert_true(!"the location cache never listed the object");
-}
-
-static struct ferry__objmgr_stats stats(struct ferry__node *n)
-{
-	struct ferry__objmgr_stats st;
-
-	ferry__objmgr_get_stats(ferry__node_objmgr(n), &st);
-	return st;
-}
-
 /* A small object with a cached location: done on the loop, one request, recorded as usual
  * (the store's seal notice, sent after the waiters are called back, still reaches the node). */
 static void small_pulls_end_on_the_loop(uint32_t spin_us)
@@ -85,15 +54,15 @@ static void small_pulls_end_on_the_loop(uint32_t spin_us)
 	struct ferry__objmgr_result res;
 	struct ferry_object_id id;
 
-	warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
 	for (uint64_t size = 0; size <= 4096; size = size ? size * 8 : 8) {
 		ferry_object_id_random(&id);
 		tt_put(ferry__node_socket(a), &id, size, 3);
 		tt_wait_location(c, &id, 1);
-		wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-		sa0 = stats(a), sb0 = stats(b);
+		tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+		sa0 = tt_stats(a), sb0 = tt_stats(b);
 		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-		sa1 = stats(a), sb1 = stats(b);
+		sa1 = tt_stats(a), sb1 = tt_stats(b);
 		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_TCP);
 		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
 		ftest_assert_uint_eq(res.bytes, size + 3);
@@ -138,21 +107,21 @@ FTEST(fast_dead_peer_goes_to_the_next_location)
 	struct ferry_object_id id;
 	int first;
 
-	warm_cache(ferry__node_objmgr(b), ferry__node_socket(n[0]), c);
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(n[0]), c);
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(n[0]), &id, 8, 4);
 	tt_put(ferry__node_socket(n[1]), &id, 8, 4);
 	tt_wait_location(c, &id, 2);
-	wait_cached(ferry__node_objmgr(b), &id, 2, locs);
+	tt_wait_cached(ferry__node_objmgr(b), &id, 2, locs);
 	first = ferry_node_id_eq(&locs[0], ferry__node_id(n[0])) ? 0 : 1;
 	dead = locs[0];
 	ftest_assert_true(ferry_node_id_eq(&dead, ferry__node_id(n[first])));
 	/* Stopped, its records still listed: the fast path tries it first. */
 	ferry__node_stop(n[first]);
-	ftest_assert_uint_eq(ferry__objmgr_locs_get(ferry__node_objmgr(b), &id, locs), 2);
-	sb0 = stats(b);
+	ftest_assert_uint_eq(ferry__objmgr_locs_get(ferry__node_objmgr(b), &id, locs, NULL), 2);
+	sb0 = tt_stats(b);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-	sb1 = stats(b);
+	sb1 = tt_stats(b);
 	ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(n[!first])));
 	ftest_assert_uint_eq(res.attempts, 2); /* the dead one once, then the other */
 	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
@@ -180,19 +149,19 @@ FTEST(fast_admission_full_goes_to_a_pull_thread)
 	uint64_t held;
 	bool done;
 
-	warm_cache(om, ferry__node_socket(a), c);
+	tt_warm_cache(om, ferry__node_socket(a), c);
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, 8, 5);
 	tt_wait_location(c, &id, 1);
-	wait_cached(om, &id, 1, locs);
-	sa0 = stats(a), sb0 = stats(b);
+	tt_wait_cached(om, &id, 1, locs);
+	sa0 = tt_stats(a), sb0 = tt_stats(b);
 	/* Another pull holds the whole limit. */
 	pthread_mutex_lock(&om->lock);
 	held = om->max_in_flight;
 	om->stats.bytes_in_flight += held;
 	pthread_mutex_unlock(&om->lock);
 	ftest_assert_ok(ferry__objmgr_pull(om, &id, on_pulled, &w));
-	for (int i = 0; i < 2000 && stats(b).fast_handovers == sb0.fast_handovers; i++)
+	for (int i = 0; i < 2000 && tt_stats(b).fast_handovers == sb0.fast_handovers; i++)
 		usleep(5 * 1000);
 	usleep(100 * 1000);
 	pthread_mutex_lock(&w.lock);
@@ -202,7 +171,7 @@ FTEST(fast_admission_full_goes_to_a_pull_thread)
 	ferry__objmgr_unadmit(om, held);
 	waiter_wait(&w);
 	ftest_assert_ok(w.res.status);
-	sa1 = stats(a), sb1 = stats(b);
+	sa1 = tt_stats(a), sb1 = tt_stats(b);
 	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
 	ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast);
 	ftest_assert_uint_eq(sb1.bytes_in_flight, 0);
@@ -228,14 +197,14 @@ FTEST(fast_large_object_is_probed_once)
 	struct ferry__objmgr_result res;
 	struct ferry_object_id id;
 
-	warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, 1u << 20, 6);
 	tt_wait_location(c, &id, 1);
-	wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-	sa0 = stats(a), sb0 = stats(b);
+	tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+	sa0 = tt_stats(a), sb0 = tt_stats(b);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-	sa1 = stats(a), sb1 = stats(b);
+	sa1 = tt_stats(a), sb1 = tt_stats(b);
 	ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 2);
 	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
 	ftest_assert_uint_eq(res.attempts, 1);
@@ -282,18 +251,18 @@ FTEST(fast_pull_cancelled_at_stop)
 	struct ferry__objmgr_stats sb0;
 	struct ferry_object_id id;
 
-	warm_cache(ferry__node_objmgr(b), a.socket, c);
+	tt_warm_cache(ferry__node_objmgr(b), a.socket, c);
 	ferry_object_id_random(&id);
 	tt_put(a.socket, &id, 8, 7);
 	tt_wait_location(c, &id, 1);
-	wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-	sb0 = stats(b);
+	tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+	sb0 = tt_stats(b);
 	tt_proc_signal(&a, SIGSTOP);
 	wait_stopped(a.pid);
 	ftest_assert_ok(ferry__objmgr_pull(ferry__node_objmgr(b), &id, on_pulled, &w));
 	usleep(100 * 1000);
 	/* Still on the loop, waiting for the stalled peer. */
-	ftest_assert_uint_eq(stats(b).fast_handovers, sb0.fast_handovers);
+	ftest_assert_uint_eq(tt_stats(b).fast_handovers, sb0.fast_handovers);
 	pthread_mutex_lock(&ferry__node_objmgr(b)->lock);
 	ftest_assert_uint_eq(ferry__node_objmgr(b)->fast_pulls, 1);
 	pthread_mutex_unlock(&ferry__node_objmgr(b)->lock);

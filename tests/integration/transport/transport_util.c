@@ -12,6 +12,7 @@
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/transport/transport_util.h"
+#include "transport/objmgr_int.h"
 
 static const char *token_file(void)
 {
@@ -315,4 +316,33 @@ void tt_check_killed_pull(int ret, struct ferry__node *puller, const struct ferr
 		ftest_assert_errno(ret, -ECONNRESET);
 		ftest_assert_int_eq(tt_present(ferry__node_socket(puller), id), 0);
 	}
+}
+
+void tt_warm_cache(struct ferry__objmgr *om, const char *src_socket, struct ferry_gcs_client *c)
+{
+	struct ferry_object_id id;
+
+	ferry_object_id_random(&id);
+	tt_put(src_socket, &id, 16, 99);
+	tt_wait_location(c, &id, 1);
+	ftest_assert_ok(ferry__objmgr_pull_wait(om, &id, NULL));
+}
+
+void tt_wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, uint32_t n,
+		    struct ferry_node_id *out)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (ferry__objmgr_locs_get(om, id, out, NULL) >= n)
+			return;
+		usleep(5 * 1000);
+	}
+	ftest_assert_true(!"the location cache never listed the object");
+}
+
+struct ferry__objmgr_stats tt_stats(struct ferry__node *n)
+{
+	struct ferry__objmgr_stats st;
+
+	ferry__objmgr_get_stats(ferry__node_objmgr(n), &st);
+	return st;
 }
