@@ -585,6 +585,18 @@ out_free:
 	return r;
 }
 
+int ferry__plasma_client_get_nowait(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				    struct ferry_plasma_view *view)
+{
+	if (!c || !id || !view)
+		return -EINVAL;
+	if (get_local(c, id, 1, 0, view))
+		return -EAGAIN;
+	if (view->status == -ETIMEDOUT)
+		return -ENOENT;
+	return view->status;
+}
+
 int ferry_plasma_client_get(struct ferry_plasma_client *c, const struct ferry_object_id *ids,
 			    size_t n, int64_t timeout_ms, struct ferry_plasma_view *views)
 {

@@ -11,6 +11,7 @@
 
 struct ferry_plasma_client;
 struct ferry_object_id;
+struct ferry_plasma_view;
 
 /* ferry__plasma_client_arena() - the client's mapping of the store's arena: its first byte
  * and its length. Valid until the client disconnects. */
@@ -27,6 +28,15 @@ int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 				      const struct ferry_object_id *id, uint64_t data_size,
 				      const void *metadata, uint32_t metadata_size, unsigned flags,
 				      void **data);
+
+/*
+ * ferry__plasma_client_get_nowait() - ferry_plasma_client_get() of one object with timeout 0,
+ * from the shared index only: never a request to the store. 0 and *@view (release it as
+ * usual), -ENOENT (not sealed there), -EAGAIN (the store would have to help: spilled, busy, or
+ * this client's pin records are full), -EPROTO.
+ */
+int ferry__plasma_client_get_nowait(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				    struct ferry_plasma_view *view);
 
 /*
  * ferry__plasma_client_seal_begin() / _end() - ferry_plasma_client_seal() in two steps. begin

@@ -3,13 +3,15 @@
  * The loop's fast path for a pull whose location is cached: ferry__objmgr_pull() posts the probe
  * (TCP, or RDMA: objmgr_rdma.c) straight to the loop and, when the reply holds the whole
  * object, the loop thread admits, creates the copy in the client's chunk, copies, seals and
- * calls the waiters back. No pull thread: two thread wake-ups per pull instead of four.
+ * calls the waiters back. A location on this host is read on the loop from the other store's
+ * shared index (through a client already connected there) and copied once. No pull thread:
+ * two thread wake-ups per pull instead of four.
  *
  * DESIGN
  * - Taken only where a pull thread would start with exactly this probe: the object is not
  *   local, its locations are cached, every one's address is known (a pull thread would wait for
  *   a missing node record), the first location a pull thread would try (order_locations()'s
- *   order, self skipped) is reached over TCP or RDMA (not shm on the same host). Over RDMA only
+ *   order, self skipped) is reached over TCP, RDMA or shm. Over RDMA only
  *   when the directory's size says the object fits a reply (64 KiB): a larger one would be
  *   pinned by the probe and probed again by the pull thread. Not with the test-only sealed
  *   hook, nor when this object manager records copies itself (a blocking GCS call): inside a
@@ -23,6 +25,8 @@
  *   error codes are the pull thread's own. An RDMA probe answered with a pin (metadata made
  *   the object larger than a reply) sends PullDone at once and leaves the location to be tried
  *   afresh (FERRY__OBJMGR_FAST_RETRY), as do the errors after which pull_from() goes to TCP.
+ *   Over shm, what would block (connecting to the other store, an object that store must
+ *   help with: spilled or busy) is left to a pull thread the same way.
  * - The store's seal notice is sent after the waiters are called back: it wakes the store
  *   thread, which costs the loop 10-15 us on a busy 2-core machine.
  * - Stopping: the loop ends the pull with -ECANCELED (the pull threads may have left);
@@ -209,6 +213,33 @@ void ferry__objmgr_fast_probed(struct ferry__objmgr *om, struct ferry__objmgr_pu
 	fast_end_pull(om, p, NULL, status, data, data_size, metadata, metadata_size);
 }
 
+/* A same-host pull on the loop: the other store's shared index, one copy into ours. */
+struct shm_fast {
+	struct ferry__objmgr *om;	      /* owner */
+	struct ferry__objmgr_pull *p;	      /* the pull */
+	char path[FERRY__NODE_ADDR_PATH_MAX]; /* the other store's socket */
+};
+
+static void shm_fast_run(void *arg, int status)
+{
+	struct shm_fast *s = arg;
+	struct ferry_plasma_view v;
+	int slot, ret = status < 0 ? status : 0;
+
+	if (ret == 0)
+		ret = ferry__shm_view_nowait(&s->om->shm, s->path, &s->p->id, &slot, &v);
+	if (ret == 0) {
+		fast_end_pull(s->om, s->p, NULL, 0, v.data, v.data_size, v.metadata,
+			      v.metadata_size);
+		ferry__shm_view_done(&s->om->shm, slot, &v);
+	} else {
+		/* Not connected yet or the store must help (-EAGAIN): a pull thread does it. */
+		fast_end_pull(s->om, s->p, NULL, ret == -EAGAIN ? FERRY__OBJMGR_FAST_RETRY : ret,
+			      NULL, 0, NULL, 0);
+	}
+	ferry__free(s);
+}
+
 bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
 {
 	struct ferry__objmgr_fetch *f;
@@ -224,6 +255,23 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	if (first_location(om, p, &a, &node) < 0)
 		return false;
 	t = ferry__objmgr_transport_for(om, &a);
+	if (t == FERRY_GCS_TRANSPORT_SHM) {
+		struct shm_fast *s = ferry__calloc(1, sizeof(*s));
+
+		if (!s)
+			return false;
+		s->om = om;
+		s->p = p;
+		snprintf(s->path, sizeof(s->path), "%s", a.shm_path);
+		p->fast_node = node;
+		p->fast_transport = FERRY_GCS_TRANSPORT_SHM;
+		if (ferry__loop_post(om->loop, shm_fast_run, s) < 0) {
+			ferry__free(s);
+			return false;
+		}
+		om->fast_pulls++;
+		return true;
+	}
 	/* RDMA: only objects the directory says fit a reply. A larger one would be pinned by
 	 * the probe and probed again by the pull thread. */
 	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && size > 0 &&

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "plasma/client_arena.h"
 #include "transport/shm.h"
 
 #define COMP "shm"
@@ -102,6 +103,36 @@ static int copy_in(struct ferry_plasma_client *own, const struct ferry_plasma_vi
 	}
 	unadmit(arg, total);
 	return ret;
+}
+
+int ferry__shm_view_nowait(struct ferry__shm_peers *p, const char *path,
+			   const struct ferry_object_id *id, int *slot, struct ferry_plasma_view *v)
+{
+	int i, ret;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < FERRY__SHM_MAX_PEERS; i++)
+		if (p->peer[i].client && !p->peer[i].dead && !strcmp(p->peer[i].path, path))
+			break;
+	if (i == FERRY__SHM_MAX_PEERS) {
+		pthread_mutex_unlock(&p->lock);
+		return -EAGAIN; /* connecting is a round trip: not here */
+	}
+	p->peer[i].refs++;
+	pthread_mutex_unlock(&p->lock);
+	ret = ferry__plasma_client_get_nowait(p->peer[i].client, id, v);
+	if (ret < 0) {
+		unref(p, i, ret == -ECONNRESET);
+		return ret;
+	}
+	*slot = i;
+	return 0;
+}
+
+void ferry__shm_view_done(struct ferry__shm_peers *p, int slot, struct ferry_plasma_view *v)
+{
+	(void)ferry_plasma_client_release(p->peer[slot].client, v);
+	unref(p, slot, false);
 }
 
 int ferry__shm_pull(struct ferry__shm_peers *p, const char *path, struct ferry_plasma_client *own,

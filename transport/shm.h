@@ -44,4 +44,16 @@ int ferry__shm_pull(struct ferry__shm_peers *p, const char *path, struct ferry_p
 		    const struct ferry_object_id *id, int (*admit)(void *arg, uint64_t bytes),
 		    void (*unadmit)(void *arg, uint64_t bytes), void *arg, uint64_t *bytes);
 
+/*
+ * ferry__shm_view_nowait() - a pinned view of sealed object @id in the store at @path, without
+ * blocking: only through a client already connected there and the store's shared index (the
+ * loop's fast path). 0: *@v and *@slot set, give both back with ferry__shm_view_done(); -EAGAIN
+ * (not connected yet, or that store would have to help: a pull thread does it), -ENOENT,
+ * -ECONNRESET, -EPROTO.
+ */
+int ferry__shm_view_nowait(struct ferry__shm_peers *p, const char *path,
+			   const struct ferry_object_id *id, int *slot,
+			   struct ferry_plasma_view *v);
+void ferry__shm_view_done(struct ferry__shm_peers *p, int slot, struct ferry_plasma_view *v);
+
 #endif

@@ -92,6 +92,47 @@ FTEST(fast_small_pull_with_busy_poll)
 	small_pulls_end_on_the_loop(2000);
 }
 
+/* Two nodes on this host with shm: a cached same-host location is read from the other store's
+ * shared index and copied once, on the loop (its client there connected by the first pull);
+ * an object larger than the client's chunk (1 MiB) goes to a pull thread, still over shm. */
+FTEST(fast_same_host_pull_over_shm)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *a = tt_node_start(gcs.port, 64, false, 0);
+	struct ferry__node *b = tt_node_start(gcs.port, 64, false, 0);
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry__objmgr_stats sb0, sb1;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id;
+	const uint64_t sizes[] = {0, 8, 4096, 2u << 20};
+
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		bool small = sizes[k] < (1u << 20);
+
+		ferry_object_id_random(&id);
+		tt_put(ferry__node_socket(a), &id, sizes[k], 11);
+		tt_wait_location(c, &id, 1);
+		tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
+		sb0 = tt_stats(b);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+		sb1 = tt_stats(b);
+		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_SHM);
+		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(res.bytes, sizes[k] + 3);
+		ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast + small);
+		ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + !small);
+		ftest_assert_uint_eq(sb1.bytes_in_flight, 0);
+		tt_check(ferry__node_socket(b), &id, sizes[k], 11);
+		tt_wait_location(c, &id, 2); /* the node recorded the copy */
+	}
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
 /* The first cached location is gone: the pull thread goes on with the next one and does not
  * try the dead one again. */
 FTEST(fast_dead_peer_goes_to_the_next_location)
