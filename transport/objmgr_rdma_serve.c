@@ -92,6 +92,12 @@ static void serve_request(struct rserve *s, const void *payload)
 
 	status = ferry_plasma_client_get(om->store, &id, 1, 0, &view);
 	status = status == -ETIMEDOUT ? -ENOENT : status;
+	/* Counted before the reply goes: a puller that has its object sees it counted. */
+	pthread_mutex_lock(&om->lock);
+	om->stats.requests_served++;
+	om->stats.requests_refused += status < 0;
+	om->stats.bytes_served += status < 0 ? 0 : view.data_size;
+	pthread_mutex_unlock(&om->lock);
 	ret = build_reply(s, payload, &view, status, &keep);
 	if (ret == 0 && keep) {
 		pin = ferry__calloc(1, sizeof(*pin));
@@ -111,11 +117,6 @@ static void serve_request(struct rserve *s, const void *payload)
 		if (status == 0)
 			(void)ferry_plasma_client_release(om->store, &view);
 	}
-	pthread_mutex_lock(&om->lock);
-	om->stats.requests_served++;
-	om->stats.requests_refused += status < 0;
-	om->stats.bytes_served += status < 0 ? 0 : view.data_size;
-	pthread_mutex_unlock(&om->lock);
 	if (ret < 0) {
 		FLOG_WARN(COMP, "cannot answer an RDMA pull: %s", strerror(-ret));
 		ferry__objmgr_rdma_serve_free(s);
