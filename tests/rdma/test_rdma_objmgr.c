@@ -104,9 +104,7 @@ FTEST(small_pulls_end_on_the_loop)
 		     {200000, 3, false},
 		     {65000, 1000, false}};
 	struct ferry_plasma_connect_opts co = {.name = "test"};
-	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
-	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
-	struct ferry__objmgr_result res;
+	struct tt_pulled pl;
 	struct ferry_plasma_client *pa;
 	struct ferry_gcs_client *c;
 	struct ferry__node *a, *b;
@@ -128,14 +126,10 @@ FTEST(small_pulls_end_on_the_loop)
 		else
 			put_with_metadata(ferry__node_socket(a), &id, cases[k].size,
 					  (uint32_t)cases[k].meta);
-		tt_wait_location(c, &id, 1);
-		tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-		sa0 = tt_stats(a), sb0 = tt_stats(b);
-		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-		sa1 = tt_stats(a), sb1 = tt_stats(b);
-		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
-		ftest_assert_uint_eq(res.bytes, cases[k].size + cases[k].meta);
-		ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast + cases[k].fast);
+		pl = tt_pull_cached(c, a, b, &id);
+		ftest_assert_uint_eq(pl.res.transport, FERRY_GCS_TRANSPORT_RDMA);
+		ftest_assert_uint_eq(pl.res.bytes, cases[k].size + cases[k].meta);
+		ftest_assert_uint_eq(pl.b1.pulls_fast, pl.b0.pulls_fast + cases[k].fast);
 		if (cases[k].meta == 3)
 			tt_check(ferry__node_socket(b), &id, cases[k].size, 9);
 		else
@@ -143,11 +137,11 @@ FTEST(small_pulls_end_on_the_loop)
 					    (uint32_t)cases[k].meta);
 		tt_wait_location(c, &id, 2); /* the node recorded the copy */
 		if (cases[k].size == 200000) {
-			ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers);
-			ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+			ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers);
+			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
 		} else if (!cases[k].fast) {
-			ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
-			ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 2);
+			ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + 1);
+			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 2);
 			/* Both pins went: the source frees the object once deleted. */
 			ftest_assert_ok(
 				ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
@@ -157,8 +151,8 @@ FTEST(small_pulls_end_on_the_loop)
 			ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
 			ferry_plasma_client_disconnect(pa);
 		} else {
-			ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers);
-			ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+			ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers);
+			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
 		}
 	}
 	ferry_gcs_client_destroy(c);

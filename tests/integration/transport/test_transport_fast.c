@@ -49,27 +49,21 @@ static void small_pulls_end_on_the_loop(uint32_t spin_us)
 	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
 	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
 	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
-	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
-	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
-	struct ferry__objmgr_result res;
+	struct tt_pulled pl;
 	struct ferry_object_id id;
 
 	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
 	for (uint64_t size = 0; size <= 4096; size = size ? size * 8 : 8) {
 		ferry_object_id_random(&id);
 		tt_put(ferry__node_socket(a), &id, size, 3);
-		tt_wait_location(c, &id, 1);
-		tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-		sa0 = tt_stats(a), sb0 = tt_stats(b);
-		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-		sa1 = tt_stats(a), sb1 = tt_stats(b);
-		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_TCP);
-		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
-		ftest_assert_uint_eq(res.bytes, size + 3);
-		ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast + 1);
-		ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers);
-		ftest_assert_uint_eq(sb1.bytes_in_flight, 0);
-		ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
+		pl = tt_pull_cached(c, a, b, &id);
+		ftest_assert_uint_eq(pl.res.transport, FERRY_GCS_TRANSPORT_TCP);
+		ftest_assert_true(ferry_node_id_eq(&pl.res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(pl.res.bytes, size + 3);
+		ftest_assert_uint_eq(pl.b1.pulls_fast, pl.b0.pulls_fast + 1);
+		ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers);
+		ftest_assert_uint_eq(pl.b1.bytes_in_flight, 0);
+		ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
 		tt_check(ferry__node_socket(b), &id, size, 3);
 		tt_wait_location(c, &id, 2); /* the node recorded the copy */
 	}
@@ -101,9 +95,7 @@ FTEST(fast_same_host_pull_over_shm)
 	struct ferry__node *a = tt_node_start(gcs.port, 64, false, 0);
 	struct ferry__node *b = tt_node_start(gcs.port, 64, false, 0);
 	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
-	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
-	struct ferry__objmgr_stats sb0, sb1;
-	struct ferry__objmgr_result res;
+	struct tt_pulled pl;
 	struct ferry_object_id id;
 	const uint64_t sizes[] = {0, 8, 4096, 2u << 20};
 
@@ -113,17 +105,13 @@ FTEST(fast_same_host_pull_over_shm)
 
 		ferry_object_id_random(&id);
 		tt_put(ferry__node_socket(a), &id, sizes[k], 11);
-		tt_wait_location(c, &id, 1);
-		tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-		sb0 = tt_stats(b);
-		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-		sb1 = tt_stats(b);
-		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_SHM);
-		ftest_assert_true(ferry_node_id_eq(&res.source, ferry__node_id(a)));
-		ftest_assert_uint_eq(res.bytes, sizes[k] + 3);
-		ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast + small);
-		ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + !small);
-		ftest_assert_uint_eq(sb1.bytes_in_flight, 0);
+		pl = tt_pull_cached(c, a, b, &id);
+		ftest_assert_uint_eq(pl.res.transport, FERRY_GCS_TRANSPORT_SHM);
+		ftest_assert_true(ferry_node_id_eq(&pl.res.source, ferry__node_id(a)));
+		ftest_assert_uint_eq(pl.res.bytes, sizes[k] + 3);
+		ftest_assert_uint_eq(pl.b1.pulls_fast, pl.b0.pulls_fast + small);
+		ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + !small);
+		ftest_assert_uint_eq(pl.b1.bytes_in_flight, 0);
 		tt_check(ferry__node_socket(b), &id, sizes[k], 11);
 		tt_wait_location(c, &id, 2); /* the node recorded the copy */
 	}
@@ -233,23 +221,17 @@ FTEST(fast_large_object_is_probed_once)
 	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
 	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
 	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
-	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
-	struct ferry__objmgr_stats sa0, sb0, sa1, sb1;
-	struct ferry__objmgr_result res;
+	struct tt_pulled pl;
 	struct ferry_object_id id;
 
 	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, 1u << 20, 6);
-	tt_wait_location(c, &id, 1);
-	tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
-	sa0 = tt_stats(a), sb0 = tt_stats(b);
-	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-	sa1 = tt_stats(a), sb1 = tt_stats(b);
-	ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 2);
-	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
-	ftest_assert_uint_eq(res.attempts, 1);
-	ftest_assert_uint_eq(res.bytes, (1u << 20) + 3);
+	pl = tt_pull_cached(c, a, b, &id);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 2);
+	ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + 1);
+	ftest_assert_uint_eq(pl.res.attempts, 1);
+	ftest_assert_uint_eq(pl.res.bytes, (1u << 20) + 3);
 	tt_check(ferry__node_socket(b), &id, 1u << 20, 6);
 	ferry_gcs_client_destroy(c);
 	ferry__node_stop(b);

@@ -346,3 +346,17 @@ struct ferry__objmgr_stats tt_stats(struct ferry__node *n)
 	ferry__objmgr_get_stats(ferry__node_objmgr(n), &st);
 	return st;
 }
+
+struct tt_pulled tt_pull_cached(struct ferry_gcs_client *c, struct ferry__node *a,
+				struct ferry__node *b, const struct ferry_object_id *id)
+{
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct tt_pulled pl;
+
+	tt_wait_location(c, id, 1);
+	tt_wait_cached(ferry__node_objmgr(b), id, 1, locs);
+	pl.a0 = tt_stats(a), pl.b0 = tt_stats(b);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), id, &pl.res));
+	pl.a1 = tt_stats(a), pl.b1 = tt_stats(b);
+	return pl;
+}

@@ -103,4 +103,14 @@ void tt_wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, 
 /* The node's object manager counters. */
 struct ferry__objmgr_stats tt_stats(struct ferry__node *n);
 
+/* A pull on @b of @id, put on @a, once @c lists it there and @b's location cache has it (the
+ * fast path's start): its result and both nodes' counters just before and after. */
+struct tt_pulled {
+	struct ferry__objmgr_result res;   /* the pull's */
+	struct ferry__objmgr_stats a0, a1; /* @a before, after */
+	struct ferry__objmgr_stats b0, b1; /* @b before, after */
+};
+struct tt_pulled tt_pull_cached(struct ferry_gcs_client *c, struct ferry__node *a,
+				struct ferry__node *b, const struct ferry_object_id *id);
+
 #endif
