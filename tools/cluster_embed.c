@@ -297,66 +297,8 @@ int ferry__embed_drop(struct ferry__embed_node *n, const struct ferry_object_id 
 
 /* ---- pulls ---- */
 
-struct pull_wait {
-	pthread_mutex_t lock;		      /* guards remaining */
-	pthread_cond_t done;		      /* signalled at zero */
-	atomic_size_t remaining;	      /* pulls not ended yet (changed under lock) */
-	struct ferry__objmgr_result *results; /* one per pull */
-};
-
-struct pull_slot {
-	struct pull_wait *w; /* shared state */
-	size_t index;	     /* into w->results */
-};
-
-static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
-{
-	struct pull_slot *s = arg;
-	struct pull_wait *w = s->w;
-
-	pthread_mutex_lock(&w->lock);
-	w->results[s->index] = *res;
-	if (--w->remaining == 0)
-		pthread_cond_signal(&w->done);
-	pthread_mutex_unlock(&w->lock);
-}
-
 int ferry__embed_pull_all(struct ferry__embed_node *n, const struct ferry_object_id *ids,
 			  size_t count, struct ferry__objmgr_result *results)
 {
-	struct pull_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER,
-			      .done = PTHREAD_COND_INITIALIZER,
-			      .remaining = count,
-			      .results = results};
-	struct pull_slot *slots = ferry__calloc(count ? count : 1, sizeof(*slots));
-	int first = 0;
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < count; i++) {
-		int ret;
-
-		slots[i] = (struct pull_slot){.w = &w, .index = i};
-		ret = ferry__objmgr_pull(ferry__node_objmgr(n->node), &ids[i], on_pulled,
-					 &slots[i]);
-		if (ret < 0) {
-			/* No callback for this one: account for it here. */
-			memset(&results[i], 0, sizeof(results[i]));
-			results[i].id = ids[i];
-			results[i].status = ret;
-			pthread_mutex_lock(&w.lock);
-			w.remaining--;
-			pthread_mutex_unlock(&w.lock);
-		}
-	}
-	/* Busy poll when the node has it on (the waiting side of its loop's spin). */
-	ferry__objmgr_spin(ferry__node_objmgr(n->node), &w.remaining);
-	pthread_mutex_lock(&w.lock);
-	while (w.remaining)
-		pthread_cond_wait(&w.done, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	ferry__free(slots);
-	for (size_t i = 0; i < count && !first; i++)
-		first = results[i].status;
-	return first;
+	return ferry__objmgr_pull_all(ferry__node_objmgr(n->node), ids, count, results);
 }

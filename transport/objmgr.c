@@ -710,27 +710,36 @@ err_unlock:
 	return ret;
 }
 
-struct pull_waiter {
-	pthread_mutex_t lock;		 /* done, res */
-	pthread_cond_t cond;		 /* signalled at done */
-	struct ferry__objmgr_result res; /* the result */
-	bool done;			 /* res is set */
-	atomic_size_t pending;		 /* 1 until res is set (busy poll reads it unlocked) */
+/* Pulls waited for together (ferry__objmgr_pull_all). */
+struct pull_wait {
+	pthread_mutex_t lock;		      /* guards remaining */
+	pthread_cond_t done;		      /* signalled at zero */
+	atomic_size_t remaining;	      /* pulls not ended (changed under lock; read
+					       * unlocked by the busy poll) */
+	struct ferry__objmgr_result *results; /* one per pull */
 };
 
-static void wait_cb(void *arg, const struct ferry__objmgr_result *res)
-{
-	struct pull_waiter *pw = arg;
+struct pull_slot {
+	struct pull_wait *w; /* shared state */
+	size_t index;	     /* into w->results */
+};
 
-	pthread_mutex_lock(&pw->lock);
-	pw->res = *res;
-	pw->done = true;
-	atomic_store_explicit(&pw->pending, 0, memory_order_release);
-	pthread_cond_signal(&pw->cond);
-	pthread_mutex_unlock(&pw->lock);
+static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
+{
+	struct pull_slot *s = arg;
+	struct pull_wait *w = s->w;
+
+	pthread_mutex_lock(&w->lock);
+	w->results[s->index] = *res;
+	if (--w->remaining == 0)
+		pthread_cond_signal(&w->done);
+	pthread_mutex_unlock(&w->lock);
 }
 
-void ferry__objmgr_spin(const struct ferry__objmgr *om, const atomic_size_t *pending)
+/* With a busy-poll window (opts.spin_us), poll *@pending, yielding the CPU to runnable threads,
+ * until it is 0 or the window has passed: the waiting side of the loop's spin (a waiter woken by
+ * a futex costs a wake-up per pull). */
+static void spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *pending)
 {
 	uint64_t end;
 
@@ -741,28 +750,52 @@ void ferry__objmgr_spin(const struct ferry__objmgr *om, const atomic_size_t *pen
 		sched_yield();
 }
 
+int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_id *ids,
+			   size_t count, struct ferry__objmgr_result *results)
+{
+	struct pull_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER,
+			      .done = PTHREAD_COND_INITIALIZER,
+			      .results = results};
+	struct pull_slot *slots = ferry__calloc(count ? count : 1, sizeof(*slots));
+	int first = 0;
+
+	if (!slots)
+		return -ENOMEM;
+	atomic_init(&w.remaining, count);
+	for (size_t i = 0; i < count; i++) {
+		int ret;
+
+		slots[i] = (struct pull_slot){.w = &w, .index = i};
+		ret = ferry__objmgr_pull(om, &ids[i], on_pulled, &slots[i]);
+		if (ret < 0) {
+			/* No callback for this one: account for it here. */
+			memset(&results[i], 0, sizeof(results[i]));
+			results[i].id = ids[i];
+			results[i].status = ret;
+			pthread_mutex_lock(&w.lock);
+			w.remaining--;
+			pthread_mutex_unlock(&w.lock);
+		}
+	}
+	spin_until_zero(om, &w.remaining);
+	pthread_mutex_lock(&w.lock);
+	while (w.remaining)
+		pthread_cond_wait(&w.done, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	ferry__free(slots);
+	for (size_t i = 0; i < count && !first; i++)
+		first = results[i].status;
+	return first;
+}
+
 int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_id *id,
 			    struct ferry__objmgr_result *res)
 {
-	struct pull_waiter pw = {.done = false};
-	int ret;
+	struct ferry__objmgr_result r;
+	int ret = ferry__objmgr_pull_all(om, id, 1, &r);
 
-	atomic_init(&pw.pending, 1);
-	pthread_mutex_init(&pw.lock, NULL);
-	pthread_cond_init(&pw.cond, NULL);
-	ret = ferry__objmgr_pull(om, id, wait_cb, &pw);
-	if (ret == 0) {
-		ferry__objmgr_spin(om, &pw.pending);
-		pthread_mutex_lock(&pw.lock);
-		while (!pw.done)
-			pthread_cond_wait(&pw.cond, &pw.lock);
-		pthread_mutex_unlock(&pw.lock);
-		ret = pw.res.status;
-		if (res)
-			*res = pw.res;
-	}
-	pthread_cond_destroy(&pw.cond);
-	pthread_mutex_destroy(&pw.lock);
+	if (res)
+		*res = r;
 	return ret;
 }
 

@@ -14,9 +14,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#ifndef __cplusplus
-#include <stdatomic.h>
-#endif
 
 #include <ferry/gcs.h>
 #include <ferry/id.h>
@@ -74,7 +71,7 @@ struct ferry__objmgr_opts {
 				       * a core); 0: sleep on the completion channel */
 	uint32_t spin_us;	      /* busy poll: the loop polls this long after its last
 				       * completion before it sleeps, and so does a thread in
-				       * ferry__objmgr_pull_wait() for its result (latency for
+				       * ferry__objmgr_pull_wait/_all() for its result (latency for
 				       * CPU while there is traffic); 0: always sleep */
 	uint32_t chunk_bytes;	      /* TCP engine data frame; 0: 1 MiB, at most 4 MiB */
 	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
@@ -159,15 +156,12 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 
 /* ferry__objmgr_pull_wait() - ferry__objmgr_pull() and wait; *@res (may be NULL) gets the
  * result. Returns its status. Not from a pull callback. */
-/*
- * ferry__objmgr_spin() - with a busy-poll window (opts.spin_us), poll *@pending, yielding the
- * CPU to runnable threads, until it is 0 or the window has passed; the caller then sleeps on
- * its own condition as usual. A waiter woken by a futex costs a wake-up per pull: this is the
- * waiting side of the loop's busy poll. No-op without a window.
- */
-#ifndef __cplusplus /* C11 atomics; the C++ benchmarks call the C helpers that use it */
-void ferry__objmgr_spin(const struct ferry__objmgr *om, const atomic_size_t *pending);
-#endif
+/* ferry__objmgr_pull_all() - pull @ids[0..@count) concurrently and wait for all (not from a
+ * pull callback); @results[i] gets each result (a pull that could not start gets its error).
+ * Returns the first non-zero status in @ids order, 0 if all succeeded, or -ENOMEM. With a
+ * busy-poll window (opts.spin_us) the waiting thread polls for the results before it sleeps. */
+int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_id *ids,
+			   size_t count, struct ferry__objmgr_result *results);
 int ferry__objmgr_pull_wait(struct ferry__objmgr *om, const struct ferry_object_id *id,
 			    struct ferry__objmgr_result *res);
 
