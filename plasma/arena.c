@@ -253,6 +253,7 @@ static void *prefault_thread(void *arg)
 {
 	struct prefault_slice *s = arg;
 
+	pthread_setname_np(pthread_self(), "ferry-prefault");
 	s->err = populate(s->start, s->len, s->page);
 	return NULL;
 }

@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -495,8 +496,10 @@ err_free_srv:
 static void *loop_thread(void *arg)
 {
 	struct ferry__plasma_server *srv = arg;
-	int r = ferry__loop_run(srv->loop);
+	int r;
 
+	pthread_setname_np(pthread_self(), "ferry-store");
+	r = ferry__loop_run(srv->loop);
 	if (r < 0)
 		FLOG_ERROR(comp, "server: loop failed: %s", ferry_strerror(r));
 	return NULL;

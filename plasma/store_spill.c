@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "common/alloc.h"
@@ -253,6 +254,7 @@ static void *spiller_main(void *arg)
 	struct ferry__plasma_store *s = arg;
 	struct ferry__store_spiller *bg = &s->bg;
 
+	pthread_setname_np(pthread_self(), "ferry-spill");
 	pthread_mutex_lock(&bg->lock);
 	for (;;) {
 		struct ferry__plasma_spill_batch *b;

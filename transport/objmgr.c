@@ -28,6 +28,7 @@
  *   blocking is done under om->lock.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -631,6 +632,7 @@ static void *pull_thread(void *arg)
 	struct ferry__objmgr *om = arg;
 	struct ferry__objmgr_pull *p;
 
+	pthread_setname_np(pthread_self(), "ferry-om-pull");
 	for (;;) {
 		struct ferry__objmgr_result res = {0};
 
@@ -865,8 +867,10 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 static void *loop_main(void *arg)
 {
 	struct ferry__objmgr *om = arg;
-	int ret = ferry__loop_run(om->loop);
+	int ret;
 
+	pthread_setname_np(pthread_self(), "ferry-om-loop");
+	ret = ferry__loop_run(om->loop);
 	if (ret < 0)
 		FLOG_ERROR(COMP, "loop ended: %s", strerror(-ret));
 	return NULL;
