@@ -263,15 +263,15 @@ static void on_submit(void *arg, int status)
 		shard_send(s, r);
 }
 
-static int wait_result(struct ferry_gcs_client *c, struct waiter *w, struct ferry__gcs_result *res)
+/* Wait for @w until @deadline (CLOCK_REALTIME), then drop the caller's reference. */
+static int wait_result(struct waiter *w, const struct timespec *deadline,
+		       struct ferry__gcs_result *res)
 {
-	struct timespec ts;
 	int ret = 0;
 
-	timespec_in(&ts, c->timeout_ms);
 	pthread_mutex_lock(&w->lock);
 	while (!w->done && ret == 0)
-		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+		ret = pthread_cond_timedwait(&w->cond, &w->lock, deadline);
 	if (w->done) {
 		*res = w->res;
 		w->res.value = NULL;
@@ -285,15 +285,16 @@ static int wait_result(struct ferry_gcs_client *c, struct waiter *w, struct ferr
 	return ret;
 }
 
-int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
-			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
-			   struct ferry__gcs_result *res)
+/* Post @payload (taken) to the loop with a waiter; NULL and *@err on failure (payload and @sub
+ * freed). */
+static struct waiter *submit(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
+			     void *payload, size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
+			     int *err)
 {
 	struct creq *r = ferry__calloc(1, sizeof(*r));
 	struct waiter *w = ferry__calloc(1, sizeof(*w));
 	int ret = -ENOMEM;
 
-	memset(res, 0, sizeof(*res));
 	if (!r || !w)
 		goto err_free;
 	r->sub = sub;
@@ -307,20 +308,66 @@ int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t 
 	r->payload = payload;
 	r->len = len;
 	ret = ferry__loop_post(c->loop, on_submit, r);
-	if (ret < 0) {
-		pthread_mutex_destroy(&w->lock);
-		pthread_cond_destroy(&w->cond);
-		goto err_free;
-	}
-	return wait_result(c, w, res);
-
+	if (ret == 0)
+		return w;
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
 err_free:
 	ferry__free(w);
 	ferry__free(r);
 	ferry__free(sub);
 	ferry__free(payload);
-	res->status = ret;
-	return ret;
+	*err = ret;
+	return NULL;
+}
+
+int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
+			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
+			   struct ferry__gcs_result *res)
+{
+	struct timespec deadline;
+	int ret = 0;
+	struct waiter *w = submit(c, shard, type, payload, len, seq, sub, &ret);
+
+	memset(res, 0, sizeof(*res));
+	if (!w) {
+		res->status = ret;
+		return ret;
+	}
+	timespec_in(&deadline, c->timeout_ms);
+	return wait_result(w, &deadline, res);
+}
+
+void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_call *calls,
+				 size_t n)
+{
+	struct waiter **ws = ferry__calloc(n ? n : 1, sizeof(*ws));
+	struct timespec deadline;
+
+	/* Every request is posted before the first wait: they leave in one go (one loop wake-up,
+	 * one send where they fit) and the server answers them in one pass. */
+	for (size_t i = 0; i < n; i++) {
+		calls[i].status = -ENOMEM;
+		if (ws)
+			ws[i] = submit(c, calls[i].shard, calls[i].type, calls[i].payload,
+				       calls[i].len, calls[i].seq, NULL, &calls[i].status);
+		else
+			ferry__free(calls[i].payload);
+		calls[i].payload = NULL;
+	}
+	if (!ws)
+		return;
+	/* One deadline for the batch: n requests never wait n timeouts. */
+	timespec_in(&deadline, c->timeout_ms);
+	for (size_t i = 0; i < n; i++) {
+		struct ferry__gcs_result res;
+
+		if (!ws[i])
+			continue;
+		calls[i].status = wait_result(ws[i], &deadline, &res);
+		ferry__free(res.value);
+	}
+	ferry__free(ws);
 }
 
 uint64_t ferry__gcs_client_next_seq(struct ferry_gcs_client *c)
@@ -355,8 +402,10 @@ static int parse_address(const char *a, struct shard *s)
 static void *loop_main(void *arg)
 {
 	struct ferry_gcs_client *c = arg;
-	int ret = ferry__loop_run(c->loop);
+	int ret;
 
+	pthread_setname_np(pthread_self(), "ferry-gcs-cli");
+	ret = ferry__loop_run(c->loop);
 	if (ret < 0)
 		FLOG_ERROR(COMP, "client loop failed: %s", strerror(-ret));
 	return NULL;

@@ -40,8 +40,34 @@ int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t 
 			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
 			   struct ferry__gcs_result *res);
 
+/* One request of ferry__gcs_client_call_many(). */
+struct ferry__gcs_call {
+	unsigned shard; /* where it goes */
+	uint16_t type;	/* MessageType */
+	void *payload;	/* the built message (ferry__malloc'd; taken, NULL after the call) */
+	size_t len;	/* its bytes */
+	uint64_t seq;	/* the seq it carries */
+	int status;	/* out: as ferry__gcs_client_call() returns */
+};
+
+/*
+ * ferry__gcs_client_call_many() - send @calls[0..@n) (no subscriptions) pipelined and wait for
+ * all replies, each request's status into its .status; replies are dropped. The requests to
+ * one shard are applied in array order. One deadline (the client's timeout) covers them all.
+ */
+void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_call *calls,
+				 size_t n);
+
 /* ferry__gcs_client_apply() - a mutation, blocking: the apply result or an error. */
 int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
 			    const struct ferry__gcs_op *op);
+
+/*
+ * ferry__gcs_client_apply_many() - mutations @ops[0..@n), to @shards[i] each, pipelined (see
+ * ferry__gcs_client_call_many()): @statuses[i] gets each apply result or error. Returns 0, or
+ * -EINVAL (bad arguments: nothing sent).
+ */
+int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *shards,
+				 const struct ferry__gcs_op *ops, size_t n, int *statuses);
 
 #endif

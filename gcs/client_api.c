@@ -43,18 +43,16 @@ int ferry__gcs_client_call_built(struct ferry_gcs_client *c, unsigned shard, uin
 	return ferry__gcs_client_call(c, shard, type, p, len, seq, sub, res);
 }
 
-int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
-			    const struct ferry__gcs_op *op)
+/* The GcsRequest carrying mutation @op, as a call to @shard (payload malloc'd). 0 or -errno. */
+static int build_apply(struct ferry_gcs_client *c, unsigned shard, const struct ferry__gcs_op *op,
+		       struct ferry__gcs_call *call)
 {
 	struct ferry__gcs_buf rec = {0};
 	struct ferry__gcs_writer w = {&rec, 0};
 	struct ferry__wire_gcs_request m = {0};
 	struct ferry__fb_builder b = {0};
-	struct ferry__gcs_result res;
 	int ret;
 
-	if (!c || shard >= c->nshards)
-		return -EINVAL;
 	ferry__gcs_op_encode(op, &w);
 	if (w.err) {
 		ferry__gcs_buf_fini(&rec);
@@ -66,10 +64,68 @@ int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
 	m.client = c->id;
 	ret = ferry__wire_gcs_request_build(&b, &m);
 	ferry__gcs_buf_fini(&rec);
-	ret = ferry__gcs_client_call_built(c, shard, FERRY__WIRE_MSG_GCS_REQUEST, &b, ret, m.seq,
-					   NULL, &res);
+	call->shard = shard;
+	call->type = FERRY__WIRE_MSG_GCS_REQUEST;
+	call->seq = m.seq;
+	call->payload = take_payload(&b, ret, &call->len);
+	return call->payload ? 0 : ret < 0 ? ret : -ENOMEM;
+}
+
+int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
+			    const struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_call call = {0};
+	struct ferry__gcs_result res;
+	int ret;
+
+	if (!c || shard >= c->nshards)
+		return -EINVAL;
+	ret = build_apply(c, shard, op, &call);
+	if (ret < 0)
+		return ret;
+	ret = ferry__gcs_client_call(c, shard, call.type, call.payload, call.len, call.seq, NULL,
+				     &res);
 	ferry__free(res.value);
 	return ret;
+}
+
+int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *shards,
+				 const struct ferry__gcs_op *ops, size_t n, int *statuses)
+{
+	struct ferry__gcs_call *calls;
+	size_t *index; /* calls[j] is ops[index[j]] */
+	size_t k = 0;
+
+	if (!c || (n && (!shards || !ops || !statuses)))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (shards[i] >= c->nshards)
+			return -EINVAL;
+	if (!n)
+		return 0;
+	calls = ferry__calloc(n, sizeof(*calls));
+	index = ferry__calloc(n, sizeof(*index));
+	if (!calls || !index) { /* short of memory: one at a time */
+		ferry__free(calls);
+		ferry__free(index);
+		for (size_t i = 0; i < n; i++)
+			statuses[i] = ferry__gcs_client_apply(c, shards[i], &ops[i]);
+		return 0;
+	}
+	/* Ops that cannot be encoded get their error; the rest go together, in order. */
+	for (size_t i = 0; i < n; i++) {
+		int ret = build_apply(c, shards[i], &ops[i], &calls[k]);
+
+		statuses[i] = ret;
+		if (ret == 0)
+			index[k++] = i;
+	}
+	ferry__gcs_client_call_many(c, calls, k);
+	for (size_t j = 0; j < k; j++)
+		statuses[index[j]] = calls[j].status;
+	ferry__free(index);
+	ferry__free(calls);
+	return 0;
 }
 
 /* ---- KV ---- */

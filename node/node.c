@@ -14,6 +14,11 @@
  *   remove_location. One queue, one thread, in the store's order: a copy's record never lands
  *   after its removal, and a copy the store never announced (deleted before the store read
  *   its seal notice) is neither added nor removed.
+ * - The directory thread sends what has queued up (up to DIR_BATCH items) as one pipelined
+ *   batch and waits for all the replies: under load (many small pulls, each sealing a copy)
+ *   one wake-up of the thread, of the GCS client's loop and of the GCS serves many updates,
+ *   where one blocking call per update cost each pull ~60 us of the 2 cores' time. The
+ *   order holds: requests to a shard apply in order, and an object's ops go to one shard.
  * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
  *   node->lock so that stop can clear node->om under the same lock).
  * - Stop: heartbeat and directory threads, then the object manager (its pulls end), the GCS
@@ -35,6 +40,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "gcs/client.h"
 #include "node/node.h"
 #include "plasma/server.h"
 #include "transport/objmgr.h"
@@ -155,52 +161,115 @@ static void on_removed(void *arg, const struct ferry_object_id *id)
 
 /* ---- node threads ---- */
 
-static int dir_apply(struct ferry__node *node, const struct dir_item *it)
-{
-	struct ferry_worker_id owner;
-	int ret;
+/* Directory items the thread sends at once, pipelined (see DESIGN). */
+#define DIR_BATCH 64
 
-	if (it->kind == DIR_REMOVED) {
-		ret = ferry_gcs_object_remove_location(node->gcs, &it->id, &node->id);
-		return ret == -ENOENT ? 0 : ret;
+/* The GCS ops for @it into @ops/@shards (1 or 2). */
+static size_t dir_ops(struct ferry__node *node, const struct dir_item *it,
+		      struct ferry__gcs_op *ops, unsigned *shards)
+{
+	unsigned shard = ferry_gcs_object_shard(&it->id, ferry__gcs_client_nshards(node->gcs));
+	size_t n = 0;
+
+	if (it->kind == DIR_SEALED) {
+		/* A primary sealed by a plain store client has no known owner here: the node owns
+		 * it (a worker id equal to the node id; the GCS refuses a nil owner). An owner
+		 * that added the object first keeps it (-EEXIST). */
+		ops[n] = (struct ferry__gcs_op){.type = FERRY__GCS_OP_OBJ_ADD};
+		ops[n].obj.id = it->id;
+		memcpy(ops[n].obj.owner_worker.bytes, node->id.bytes,
+		       sizeof(ops[n].obj.owner_worker.bytes));
+		ops[n].obj.owner_node = node->id;
+		ops[n].obj.size_bytes = it->size;
+		shards[n++] = shard;
 	}
-	if (it->kind == DIR_COPY) {
-		/* -ENOENT: the object left the directory (its owner freed it): nothing to list. */
-		ret = ferry_gcs_object_add_location(node->gcs, &it->id, &node->id, it->size);
-		return ret < 0 && ret != -ENOENT ? ret : 0;
+	ops[n] = (struct ferry__gcs_op){.type = it->kind == DIR_REMOVED
+							? FERRY__GCS_OP_OBJ_REMOVE_LOCATION
+							: FERRY__GCS_OP_OBJ_ADD_LOCATION};
+	ops[n].obj_location.id = it->id;
+	ops[n].obj_location.node = node->id;
+	ops[n].obj_location.size_bytes = it->kind == DIR_REMOVED ? 0 : it->size;
+	shards[n++] = shard;
+	return n;
+}
+
+/* The outcome of @it from its ops' statuses @st (as dir_ops() laid them out): 0 or -errno. */
+static int dir_status(const struct dir_item *it, const int *st)
+{
+	if (it->kind == DIR_SEALED) {
+		if (st[0] < 0 && st[0] != -EEXIST)
+			return st[0];
+		return st[1] < 0 ? st[1] : 0;
 	}
-	/* A primary sealed by a plain store client has no known owner here: the node owns it
-	 * (a worker id equal to the node id; the GCS refuses a nil owner). An owner that added
-	 * the object first keeps it (-EEXIST). */
-	memcpy(owner.bytes, node->id.bytes, sizeof(owner.bytes));
-	ret = ferry_gcs_object_add(node->gcs, &it->id, &owner, &node->id, it->size);
-	if (ret < 0 && ret != -EEXIST)
+	/* -ENOENT: the object left the directory (its owner freed it): nothing to list or
+	 * unlist. */
+	return st[0] < 0 && st[0] != -ENOENT ? st[0] : 0;
+}
+
+/*
+ * Send @items (a detached run of the queue, at most DIR_BATCH) to the GCS in one pipelined
+ * batch. Requests to one shard apply in order, and an object's ops all go to its shard: the
+ * store's order per object holds. Returns the first error, or 0.
+ */
+struct dir_batch {
+	struct ferry__gcs_op ops[2 * DIR_BATCH]; /* two for a primary, else one */
+	unsigned shards[2 * DIR_BATCH];		 /* each op's shard */
+	int st[2 * DIR_BATCH];			 /* each op's result */
+};
+
+static int dir_apply(struct ferry__node *node, struct dir_batch *b, struct dir_item *items)
+{
+	size_t n = 0;
+	int first = 0, ret;
+
+	for (struct dir_item *it = items; it; it = it->next)
+		n += dir_ops(node, it, b->ops + n, b->shards + n);
+	ret = ferry__gcs_client_apply_many(node->gcs, b->shards, b->ops, n, b->st);
+	if (ret < 0)
 		return ret;
-	ret = ferry_gcs_object_add_location(node->gcs, &it->id, &node->id, it->size);
-	return ret < 0 ? ret : 0;
+	n = 0;
+	for (struct dir_item *it = items; it; it = it->next) {
+		ret = dir_status(it, b->st + n);
+		n += it->kind == DIR_SEALED ? 2 : 1;
+		if (ret < 0) {
+			FLOG_WARN(COMP, "directory update failed: %s", strerror(-ret));
+			if (!first)
+				first = ret;
+		}
+	}
+	return first;
 }
 
 static void *dir_main(void *arg)
 {
 	struct ferry__node *node = arg;
-	struct dir_item *it;
+	struct dir_batch b; /* 22 KiB of the thread's stack */
+	struct dir_item *items, *it, *next;
 	int ret;
 
+	pthread_setname_np(pthread_self(), "ferry-directory");
 	pthread_mutex_lock(&node->lock);
 	for (;;) {
+		size_t n = 1;
+
 		while (!node->queue && !node->stopping)
 			pthread_cond_wait(&node->cond, &node->lock);
-		if (!(it = node->queue))
+		if (!(items = node->queue))
 			break;
+		/* Take what has queued up (at most DIR_BATCH): one round trip for all of it. */
+		for (it = items; it->next && n < DIR_BATCH; it = it->next)
+			n++;
 		node->queue = it->next;
+		it->next = NULL;
 		if (!node->queue)
 			node->queue_tail = NULL;
 		node->dir_busy++;
 		pthread_mutex_unlock(&node->lock);
-		ret = dir_apply(node, it);
-		if (ret < 0)
-			FLOG_WARN(COMP, "directory update failed: %s", strerror(-ret));
-		ferry__free(it);
+		ret = dir_apply(node, &b, items);
+		for (it = items; it; it = next) {
+			next = it->next;
+			ferry__free(it);
+		}
 		pthread_mutex_lock(&node->lock);
 		if (ret < 0 && !node->dir_error)
 			node->dir_error = ret;
@@ -217,6 +286,7 @@ static void *heartbeat_main(void *arg)
 	struct timespec until;
 	int ret;
 
+	pthread_setname_np(pthread_self(), "ferry-heartbeat");
 	pthread_mutex_lock(&node->lock);
 	while (!node->stopping) {
 		clock_gettime(CLOCK_REALTIME, &until);
