@@ -9,6 +9,7 @@
 // Two hosts, like perftest: `ferry-bench transport --server --ip A --token-file F` holds the
 // objects and prints the client's command; `ferry-bench transport --client A:PORT --token-file
 // F [--ip B] [benchmark flags]` pulls them (BM_transport_remote_pull/SIZE/IN_FLIGHT).
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -68,7 +69,7 @@ ferry_object_id object_id(uint64_t size, uint64_t index, uint32_t run = 0)
 
 uint32_t g_run; // local-mode benchmark runs so far
 
-constexpr uint32_t kSpinUs = 2000; // the busy-poll window of the _spin_ benchmarks
+constexpr uint32_t kSpinUs = 50000; // the busy-poll window of the _spin_ benchmarks
 
 const char *transport_name(unsigned t)
 {
@@ -279,6 +280,153 @@ void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t sp
 				   nullptr);
 }
 
+// Chained pulls (the async API, as an event-driven C service uses it): each pull's callback
+// issues the next, so no thread waits for a result; node B's loop and node A's loop are the
+// only threads on the path, as ucx_perftest's and perftest's two processes are. A small pull
+// whose location is cached ends on B's loop (objmgr_fast.c), and its callback runs there.
+// Each pull is timed from its issue to its callback. The copies are dropped between chains
+// (untimed), a chain of kChain objects at a time.
+constexpr size_t kChain = 1000;
+
+struct Chain {
+	ferry__objmgr *om = nullptr;
+	const std::vector<ferry_object_id> *ids = nullptr;
+	std::vector<uint64_t> issued, ended;   // per pull, ns
+	std::vector<ferry__objmgr_result> res; // per pull
+	size_t next = 0;		       // the pull to issue next
+	int status = 0;			       // the first error
+	unsigned transports = 0;	       // the transports seen (bits)
+	bool done = false;		       // the chain ended
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+
+	void end(int st)
+	{
+		pthread_mutex_lock(&lock);
+		if (!status)
+			status = st;
+		done = true;
+		pthread_cond_signal(&cond);
+		pthread_mutex_unlock(&lock);
+	}
+	// Issue pull @next (from the bench thread first, then from each callback).
+	void issue()
+	{
+		size_t i = next++;
+
+		issued[i] = ferry_bench::now_ns();
+		int ret = ferry__objmgr_pull(om, &(*ids)[i], on_pulled, this);
+		if (ret < 0)
+			end(ret);
+	}
+	static void on_pulled(void *arg, const ferry__objmgr_result *r)
+	{
+		auto *c = static_cast<Chain *>(arg);
+		size_t i = c->next - 1;
+
+		c->ended[i] = ferry_bench::now_ns();
+		c->res[i] = *r;
+		c->transports |= r->transport;
+		if (r->status < 0)
+			c->end(r->status);
+		else if (c->next < c->ids->size())
+			c->issue();
+		else
+			c->end(0);
+	}
+	int run(ferry__objmgr *m, const std::vector<ferry_object_id> &v)
+	{
+		om = m;
+		ids = &v;
+		issued.assign(v.size(), 0);
+		ended.assign(v.size(), 0);
+		res.assign(v.size(), ferry__objmgr_result{});
+		next = 0;
+		status = 0;
+		transports = 0;
+		done = false;
+		issue();
+		pthread_mutex_lock(&lock);
+		while (!done)
+			pthread_cond_wait(&cond, &lock);
+		pthread_mutex_unlock(&lock);
+		return status;
+	}
+};
+
+void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint32_t spin_us)
+{
+	const uint64_t size = (uint64_t)state.range(0);
+	const char *ip = "127.0.0.1";
+	std::vector<ferry_object_id> ids;
+	ferry_bench::Latency lat;
+	Chain chain;
+	uint64_t fast0, fast1;
+	ferry__objmgr_stats st;
+
+	if (transports == FERRY_GCS_TRANSPORT_RDMA) {
+		if (const char *why = rdma_missing()) {
+			state.SkipWithError(why);
+			return;
+		}
+		ip = getenv("FERRY_BENCH_RDMA_IP") ? getenv("FERRY_BENCH_RDMA_IP") : ip;
+	}
+	Pair *p = pair_for(transports, ip, spin_us);
+	if (!p) {
+		state.SkipWithError(g_pair_error.c_str());
+		return;
+	}
+	g_run++;
+	for (uint64_t i = 0; i < kChain; i++) {
+		ids.push_back(object_id(size, i, g_run));
+		int ret = ferry__embed_put(p->a(), &ids.back(), size);
+		if (ret < 0) {
+			state.SkipWithError(
+				(std::string("put on A: ") + ferry_strerror(ret)).c_str());
+			return;
+		}
+	}
+	ferry__objmgr *om = ferry__embed_node_objmgr(p->b());
+	// An untimed first chain: connection setup and the location cache's start.
+	int ret = chain.run(om, ids);
+	if (ret == 0)
+		ret = ferry__embed_drop(p->b(), ids.data(), ids.size());
+	ferry__objmgr_get_stats(om, &st);
+	fast0 = st.pulls_fast;
+	while (ret == 0 && state.KeepRunningBatch((benchmark::IterationCount)kChain)) {
+		ret = chain.run(om, ids);
+		if (ret < 0)
+			break;
+		uint64_t total = 0;
+		for (size_t i = 0; i < kChain; i++) {
+			lat.add(chain.ended[i] - chain.issued[i]);
+			total += chain.ended[i] - chain.issued[i];
+		}
+		state.SetIterationTime((double)total / 1e9);
+		if (chain.transports != transports) {
+			state.SkipWithError((std::string("pulled over ") +
+					     transport_name(chain.transports) + ", not " +
+					     transport_name(transports))
+						    .c_str());
+			break;
+		}
+		if ((ret = ferry__embed_check(p->b(), &ids[kChain - 1], size)) < 0)
+			break;
+		ret = ferry__embed_drop(p->b(), ids.data(), ids.size());
+	}
+	if (ret < 0)
+		state.SkipWithError((std::string("chain: ") + ferry_strerror(ret)).c_str());
+	ferry__objmgr_get_stats(om, &st);
+	fast1 = st.pulls_fast;
+	// The share of pulls that ended on the loop (the rest went through a pull thread).
+	if (state.iterations())
+		state.counters["on_loop"] = (double)(fast1 - fast0) / (double)state.iterations();
+	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)size);
+	lat.publish(state);
+	ferry_plasma_client_delete(ferry__embed_node_client(p->a()), ids.data(), ids.size(),
+				   nullptr);
+}
+
 void sizes(benchmark::internal::Benchmark *b, bool big)
 {
 	for (int64_t size : {8l, 4096l, 65536l, (int64_t)MiB, (int64_t)(64 * MiB)}) {
@@ -323,6 +471,18 @@ void register_local(bool big)
 					     kSpinUs)
 			->Args({8, 1})
 			->Args({4096, 1})
+			->UseManualTime()
+			->Unit(benchmark::kMicrosecond);
+	}
+	// Chained pulls through the async API, busy-polling: the transport's own latency.
+	for (auto &be : backends) {
+		if (be.transports == (FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM))
+			continue;
+		std::string name = std::string("BM_transport_") + be.name + "_chain_pull";
+		benchmark::RegisterBenchmark(name.c_str(), BM_transport_chain_pull, be.transports,
+					     kSpinUs)
+			->Arg(8)
+			->Arg(4096)
 			->UseManualTime()
 			->Unit(benchmark::kMicrosecond);
 	}
