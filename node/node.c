@@ -70,7 +70,9 @@ struct ferry__node {
 	struct ferry_gcs_client *gcs;	    /* GCS client */
 	struct ferry__objmgr *om;	    /* object manager; NULL before start / after stop */
 	pthread_mutex_t lock;		    /* below, and om for the hooks */
-	pthread_cond_t cond;		    /* stopping, queue, queue drained */
+	pthread_cond_t queue_cond;	    /* the directory thread's: queue, stopping */
+	pthread_cond_t idle_cond;	    /* ferry__node_sync's: queue drained, stopping */
+	pthread_cond_t stop_cond;	    /* the heartbeat thread's: stopping */
 	struct dir_item *queue;		    /* directory updates to make */
 	struct dir_item *queue_tail;	    /* last */
 	unsigned dir_busy;		    /* items taken and not done */
@@ -143,7 +145,9 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	else
 		node->queue = it;
 	node->queue_tail = it;
-	pthread_cond_broadcast(&node->cond);
+	/* Only the directory thread waits for items: one condvar each, so that a store event
+	 * wakes nobody else (the heartbeat thread shared one and woke for every update). */
+	pthread_cond_signal(&node->queue_cond);
 	pthread_mutex_unlock(&node->lock);
 }
 
@@ -253,7 +257,7 @@ static void *dir_main(void *arg)
 		size_t n = 1;
 
 		while (!node->queue && !node->stopping)
-			pthread_cond_wait(&node->cond, &node->lock);
+			pthread_cond_wait(&node->queue_cond, &node->lock);
 		if (!(items = node->queue))
 			break;
 		/* Take what has queued up (at most DIR_BATCH): one round trip for all of it. */
@@ -274,7 +278,8 @@ static void *dir_main(void *arg)
 		if (ret < 0 && !node->dir_error)
 			node->dir_error = ret;
 		node->dir_busy--;
-		pthread_cond_broadcast(&node->cond);
+		if (!node->queue)
+			pthread_cond_broadcast(&node->idle_cond);
 	}
 	pthread_mutex_unlock(&node->lock);
 	return NULL;
@@ -295,7 +300,7 @@ static void *heartbeat_main(void *arg)
 		until.tv_nsec %= 1000000000L;
 		ret = 0;
 		while (!node->stopping && ret == 0)
-			ret = pthread_cond_timedwait(&node->cond, &node->lock, &until);
+			ret = pthread_cond_timedwait(&node->stop_cond, &node->lock, &until);
 		if (node->stopping)
 			break;
 		pthread_mutex_unlock(&node->lock);
@@ -315,7 +320,7 @@ int ferry__node_sync(struct ferry__node *node)
 
 	pthread_mutex_lock(&node->lock);
 	while ((node->queue || node->dir_busy) && !node->stopping)
-		pthread_cond_wait(&node->cond, &node->lock);
+		pthread_cond_wait(&node->idle_cond, &node->lock);
 	ret = node->dir_error;
 	node->dir_error = 0;
 	pthread_mutex_unlock(&node->lock);
@@ -490,7 +495,9 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		return -ENOMEM;
 	set_opts(node, opts);
 	pthread_mutex_init(&node->lock, NULL);
-	pthread_cond_init(&node->cond, NULL);
+	pthread_cond_init(&node->queue_cond, NULL);
+	pthread_cond_init(&node->idle_cond, NULL);
+	pthread_cond_init(&node->stop_cond, NULL);
 	ret = load_node_id(opts->node_id_file, &node->id);
 	if (ret == 0)
 		ret = start_store(node);
@@ -517,7 +524,9 @@ void ferry__node_stop(struct ferry__node *node)
 		return;
 	pthread_mutex_lock(&node->lock);
 	node->stopping = true;
-	pthread_cond_broadcast(&node->cond);
+	pthread_cond_broadcast(&node->queue_cond);
+	pthread_cond_broadcast(&node->idle_cond);
+	pthread_cond_broadcast(&node->stop_cond);
 	pthread_mutex_unlock(&node->lock);
 	if (node->threads >= 1)
 		pthread_join(node->heartbeat, NULL);
@@ -535,7 +544,9 @@ void ferry__node_stop(struct ferry__node *node)
 		node->queue = it->next;
 		ferry__free(it);
 	}
-	pthread_cond_destroy(&node->cond);
+	pthread_cond_destroy(&node->queue_cond);
+	pthread_cond_destroy(&node->idle_cond);
+	pthread_cond_destroy(&node->stop_cond);
 	pthread_mutex_destroy(&node->lock);
 	ferry__free(node);
 }
