@@ -231,18 +231,17 @@ const char *rdma_missing()
 #endif
 }
 
-// Local mode: A puts @in_flight objects of @size, B pulls them.
-void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t spin_us)
+// The pair for @transports (with the busy-poll window @spin_us), @n objects of @size put on A
+// under new ids (into @ids); nullptr after SkipWithError when that cannot be done.
+Pair *pair_with_objects(benchmark::State &state, unsigned transports, uint32_t spin_us,
+			uint64_t size, uint64_t n, std::vector<ferry_object_id> &ids)
 {
-	const uint64_t size = (uint64_t)state.range(0);
-	const uint64_t n = (uint64_t)state.range(1);
 	const char *ip = "127.0.0.1";
-	std::vector<ferry_object_id> ids;
 
 	if (transports == FERRY_GCS_TRANSPORT_RDMA) {
 		if (const char *why = rdma_missing()) {
 			state.SkipWithError(why);
-			return;
+			return nullptr;
 		}
 		ip = getenv("FERRY_BENCH_RDMA_IP") ? getenv("FERRY_BENCH_RDMA_IP") : ip;
 	}
@@ -250,16 +249,16 @@ void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t sp
 	if (!p && transports == FERRY_GCS_TRANSPORT_RDMA) {
 		// An RDMA node that cannot start (no device serves the address): say so.
 		state.SkipWithError(("no RDMA pulls: " + g_pair_error).c_str());
-		return;
+		return nullptr;
 	}
 	if (!p) {
 		state.SkipWithError(g_pair_error.c_str());
-		return;
+		return nullptr;
 	}
 	if (transports == FERRY_GCS_TRANSPORT_RDMA &&
 	    !strstr(ferry__embed_node_address(p->a()), "rdma=")) {
 		state.SkipWithError("node A advertises no RDMA port");
-		return;
+		return nullptr;
 	}
 	g_run++;
 	for (uint64_t i = 0; i < n; i++) {
@@ -268,9 +267,22 @@ void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t sp
 		if (ret < 0) {
 			state.SkipWithError(
 				(std::string("put on A: ") + ferry_strerror(ret)).c_str());
-			return;
+			return nullptr;
 		}
 	}
+	return p;
+}
+
+// Local mode: A puts @in_flight objects of @size, B pulls them.
+void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t spin_us)
+{
+	const uint64_t size = (uint64_t)state.range(0);
+	std::vector<ferry_object_id> ids;
+	Pair *p =
+		pair_with_objects(state, transports, spin_us, size, (uint64_t)state.range(1), ids);
+
+	if (!p)
+		return;
 	pull_loop(state, p->b(), ids, size,
 		  transports == (FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM)
 			  ? FERRY_GCS_TRANSPORT_SHM
@@ -357,35 +369,15 @@ struct Chain {
 void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint32_t spin_us)
 {
 	const uint64_t size = (uint64_t)state.range(0);
-	const char *ip = "127.0.0.1";
 	std::vector<ferry_object_id> ids;
 	ferry_bench::Latency lat;
 	Chain chain;
 	uint64_t fast0, fast1;
 	ferry__objmgr_stats st;
+	Pair *p = pair_with_objects(state, transports, spin_us, size, kChain, ids);
 
-	if (transports == FERRY_GCS_TRANSPORT_RDMA) {
-		if (const char *why = rdma_missing()) {
-			state.SkipWithError(why);
-			return;
-		}
-		ip = getenv("FERRY_BENCH_RDMA_IP") ? getenv("FERRY_BENCH_RDMA_IP") : ip;
-	}
-	Pair *p = pair_for(transports, ip, spin_us);
-	if (!p) {
-		state.SkipWithError(g_pair_error.c_str());
+	if (!p)
 		return;
-	}
-	g_run++;
-	for (uint64_t i = 0; i < kChain; i++) {
-		ids.push_back(object_id(size, i, g_run));
-		int ret = ferry__embed_put(p->a(), &ids.back(), size);
-		if (ret < 0) {
-			state.SkipWithError(
-				(std::string("put on A: ") + ferry_strerror(ret)).c_str());
-			return;
-		}
-	}
 	ferry__objmgr *om = ferry__embed_node_objmgr(p->b());
 	// An untimed first chain: connection setup and the location cache's start.
 	int ret = chain.run(om, ids);
