@@ -46,6 +46,9 @@ struct ferry__node_opts {
 	uint32_t heartbeat_ms;	      /* 0: 100 */
 	uint32_t pull_timeout_ms;     /* one pull attempt's deadline; 0: 30000 */
 	uint64_t max_bytes_in_flight; /* pull admission; 0: half the store */
+	uint32_t copy_batch_us;	      /* pulled copies and removals are recorded in batches
+				       * gathered for up to this long (primaries at once); 0:
+				       * 1000, at most 1000000 */
 };
 
 /*
@@ -67,8 +70,8 @@ const char *ferry__node_address(const struct ferry__node *node);
 const char *ferry__node_socket(const struct ferry__node *node);
 struct ferry__objmgr *ferry__node_objmgr(const struct ferry__node *node);
 
-/* ferry__node_sync() - wait until every directory update queued so far (seals, removals) has
- * reached the GCS. Returns 0 or the first error since the last sync. */
+/* ferry__node_sync() - send every directory update queued so far (seals, removals) at once and
+ * wait until they have reached the GCS. Returns 0 or the first error since the last sync. */
 int ferry__node_sync(struct ferry__node *node);
 
 /* ferry__node_read_token() - a token file's bytes (one trailing newline dropped) into @buf.

@@ -502,3 +502,62 @@ FTEST(copy_gone_before_record_unlisted)
 	ferry__node_stop(a);
 	tt_proc_signal(&gcs, SIGTERM);
 }
+
+/* 1 if @node is listed for @id within @ms (polled every 5 ms), else 0. */
+static int listed_within(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+			 const struct ferry_node_id *node, unsigned ms)
+{
+	for (unsigned t = 0; t <= ms; t += 5) {
+		if (listed(c, id, node))
+			return 1;
+		usleep(5 * 1000);
+	}
+	return 0;
+}
+
+/* The directory thread gathers pulled copies (copy_batch_us, here the most: 1 s) and sends a
+ * primary at once, together with what queued before it; ferry__node_sync() sends everything.
+ * Fails if copies go one by one (listed within 300 ms), if a primary waits for the window (not
+ * listed within 500 ms), or if the order within a batch breaks (a copy sent behind its removal
+ * stays listed). */
+FTEST(copy_records_gathered_primaries_at_once)
+{
+	struct tt_proc gcs;
+	struct ferry__node *a, *b;
+	struct ferry_plasma_client *cb = NULL;
+	struct ferry_gcs_client *c;
+	struct ferry_object_id x, y, z;
+
+	gcs = tt_gcs_start();
+	tt_node_copy_batch_us = 1000000;
+	a = tt_node_start(gcs.port, 64, true, 0);
+	b = tt_node_start(gcs.port, 64, true, 0);
+	tt_node_copy_batch_us = 0;
+	c = tt_gcs_client(gcs.port);
+	ferry_object_id_random(&x);
+	ferry_object_id_random(&y);
+	ferry_object_id_random(&z);
+	tt_put(ferry__node_socket(a), &x, 64, 1);
+	tt_put(ferry__node_socket(a), &z, 64, 2);
+	ftest_assert_int_eq(listed_within(c, &x, ferry__node_id(a), 500), 1);
+	ftest_assert_int_eq(listed_within(c, &z, ferry__node_id(a), 500), 1);
+	/* A pulled copy waits for company: unlisted 300 ms after the pull. */
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &x, NULL));
+	ftest_assert_int_eq(listed_within(c, &x, ferry__node_id(b), 300), 0);
+	/* A primary on b goes at once and takes the copy queued before it along. */
+	tt_put(ferry__node_socket(b), &y, 64, 3);
+	ftest_assert_int_eq(listed_within(c, &y, ferry__node_id(b), 500), 1);
+	ftest_assert_int_eq(listed(c, &x, ferry__node_id(b)), 1);
+	/* A copy and its removal, gathered together, sent by the sync in order: unlisted. */
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &z, NULL));
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(b), NULL, &cb));
+	ftest_assert_ok(ferry_plasma_client_delete(cb, &z, 1, NULL));
+	ferry_plasma_client_disconnect(cb);
+	ftest_assert_ok(ferry__node_sync(b));
+	ftest_assert_int_eq(listed(c, &z, ferry__node_id(b)), 0);
+	ftest_assert_int_eq(listed(c, &z, ferry__node_id(a)), 1);
+	ferry_gcs_client_destroy(c);
+	ferry__node_stop(b);
+	ferry__node_stop(a);
+	tt_proc_signal(&gcs, SIGTERM);
+}

@@ -133,6 +133,7 @@ struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool n
 }
 
 uint32_t tt_node_spin_us;
+uint32_t tt_node_copy_batch_us;
 
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
@@ -156,6 +157,7 @@ struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, boo
 	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
 	o.pull_timeout_ms = timeout_ms;
 	o.spin_us = tt_node_spin_us;
+	o.copy_batch_us = tt_node_copy_batch_us;
 	ftest_assert_ok(ferry__node_start(&o, &node));
 	return node;
 }

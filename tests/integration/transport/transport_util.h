@@ -46,6 +46,9 @@ struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool n
 /* The same with a transport choice and a serving address (NULL: 127.0.0.1). */
 /* The object managers' busy-poll window (--spin-us) of nodes started from now on; 0 default. */
 extern uint32_t tt_node_spin_us;
+/* The directory thread's copy gathering window (copy_batch_us) of nodes started from now on;
+ * 0 default. */
+extern uint32_t tt_node_copy_batch_us;
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
 				     const char *ip);
