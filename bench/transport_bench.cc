@@ -69,7 +69,7 @@ ferry_object_id object_id(uint64_t size, uint64_t index, uint32_t run = 0)
 
 uint32_t g_run; // local-mode benchmark runs so far
 
-constexpr uint32_t kSpinUs = 50000; // the busy-poll window of the _spin_ benchmarks
+constexpr uint32_t kSpinUs = 2000; // the busy-poll window of the _spin_ benchmarks
 
 const char *transport_name(unsigned t)
 {
