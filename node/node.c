@@ -236,17 +236,18 @@ static int dir_status(const struct dir_item *it, const int *st)
 	return st[0] < 0 && st[0] != -ENOENT ? st[0] : 0;
 }
 
-/*
- * Send @items (a detached run of the queue, at most DIR_BATCH) to the GCS in one pipelined
- * batch. Requests to one shard apply in order, and an object's ops all go to its shard: the
- * store's order per object holds. Returns the first error, or 0.
- */
+/* The GCS requests of one batch (the directory thread's, on its stack). */
 struct dir_batch {
 	struct ferry__gcs_op ops[2 * DIR_BATCH]; /* two for a primary, else one */
 	unsigned shards[2 * DIR_BATCH];		 /* each op's shard */
 	int st[2 * DIR_BATCH];			 /* each op's result */
 };
 
+/*
+ * Send @items (a detached run of the queue, at most DIR_BATCH) to the GCS in one pipelined
+ * batch, built in @b. Requests to one shard apply in order, and an object's ops all go to its
+ * shard: the store's order per object holds. Returns the first error, or 0.
+ */
 static int dir_apply(struct ferry__node *node, struct dir_batch *b, struct dir_item *items)
 {
 	size_t n = 0;
