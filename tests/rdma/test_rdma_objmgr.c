@@ -8,7 +8,6 @@
  * killed mid-READ does not leave its pin on the source. Where no RDMA device exists, each case
  * skips with the reason (run the suite through tools/softroce-vm).
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -25,26 +24,29 @@ static struct ferry__node *rdma_node(uint16_t gcs_port, unsigned memory_mib)
 	return tt_node_start_ex(gcs_port, memory_mib, true, 0, FERRY__NODE_TRANSPORT_RDMA, rt_ip());
 }
 
+/* The GCS and @nodes nodes as rdma_node() starts them; tt_cluster_add() adds more alike. */
+static struct tt_cluster rdma_cluster(unsigned nodes, unsigned memory_mib)
+{
+	return tt_cluster_start_ex(nodes, memory_mib, true, 0, FERRY__NODE_TRANSPORT_RDMA, rt_ip());
+}
+
 FTEST(sizes_over_rdma)
 {
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct ferry__node *a, *b;
 	struct ferry__objmgr_stats st;
 
 	rt_require_device();
-	gcs = tt_gcs_start();
-	a = rdma_node(gcs.port, 160);
-	b = rdma_node(gcs.port, 160);
+	t = rdma_cluster(2, 160);
+	a = t.node[0], b = t.node[1];
 	ftest_assert_true(ferry__objmgr_transports(ferry__node_objmgr(a)) &
 			  FERRY_GCS_TRANSPORT_RDMA);
 	ftest_assert_ptr_notnull(strstr(ferry__node_address(a), "rdma="));
-	tt_move_sizes(gcs.port, a, b, FERRY_GCS_TRANSPORT_RDMA);
+	tt_move_sizes(t.gcs.port, a, b, FERRY_GCS_TRANSPORT_RDMA);
 	ferry__objmgr_get_stats(ferry__node_objmgr(a), &st);
 	ftest_assert_uint_eq(st.requests_served, 5);
 	ftest_assert_uint_eq(st.requests_refused, 0);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* Put @size bytes of pattern 5 with @meta bytes of metadata (each 'm') as @id at @socket. */
@@ -109,13 +111,12 @@ FTEST(small_pulls_end_on_the_loop)
 	struct ferry_gcs_client *c;
 	struct ferry__node *a, *b;
 	struct ferry_object_id id;
-	struct tt_proc gcs;
+	struct tt_cluster t;
 
 	rt_require_device();
-	gcs = tt_gcs_start();
-	a = rdma_node(gcs.port, 64);
-	b = rdma_node(gcs.port, 64);
-	c = tt_gcs_client(gcs.port);
+	t = rdma_cluster(2, 64);
+	a = t.node[0], b = t.node[1];
+	c = tt_cluster_client(&t);
 	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		ftest_log("%llu bytes + %llu of metadata", (unsigned long long)cases[k].size,
@@ -155,51 +156,23 @@ FTEST(small_pulls_end_on_the_loop)
 			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
 		}
 	}
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
-}
-
-struct puller {
-	struct ferry__objmgr *om;	 /* where */
-	struct ferry_object_id id;	 /* what */
-	struct ferry__objmgr_result res; /* how it went */
-};
-
-static void *pull_main(void *arg)
-{
-	struct puller *p = arg;
-
-	(void)ferry__objmgr_pull_wait(p->om, &p->id, &p->res);
-	return NULL;
+	tt_cluster_stop(&t);
 }
 
 FTEST(concurrent_pulls_read_once)
 {
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct ferry__node *a, *b;
 	struct ferry__objmgr_stats sa, sb;
-	struct puller p[6];
-	pthread_t t[6];
 	struct ferry_object_id id;
 
 	rt_require_device();
-	gcs = tt_gcs_start();
-	a = rdma_node(gcs.port, 64);
-	b = rdma_node(gcs.port, 64);
+	t = rdma_cluster(2, 64);
+	a = t.node[0], b = t.node[1];
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, 8u << 20, 3);
 	ftest_assert_ok(ferry__node_sync(a));
-	for (int i = 0; i < 6; i++) {
-		p[i].om = ferry__node_objmgr(b);
-		p[i].id = id;
-		ftest_assert_ok(pthread_create(&t[i], NULL, pull_main, &p[i]));
-	}
-	for (int i = 0; i < 6; i++) {
-		pthread_join(t[i], NULL);
-		ftest_assert_ok(p[i].res.status);
-	}
+	tt_pull_concurrently(ferry__node_objmgr(b), &id, 6);
 	tt_check(ferry__node_socket(b), &id, 8u << 20, 3);
 	ferry__objmgr_get_stats(ferry__node_objmgr(a), &sa);
 	ferry__objmgr_get_stats(ferry__node_objmgr(b), &sb);
@@ -207,14 +180,12 @@ FTEST(concurrent_pulls_read_once)
 	ftest_assert_uint_eq(sa.requests_served, 1);
 	ftest_assert_uint_eq(sb.pulls_ok, sb.pulls_started);
 	ftest_assert_uint_eq(sb.bytes_pulled, (8u << 20) + 3);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 FTEST(absent_and_full)
 {
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct ferry__node *a, *b;
 	struct ferry_gcs_client *c;
 	struct ferry__objmgr_stats st;
@@ -222,10 +193,10 @@ FTEST(absent_and_full)
 	struct ferry_worker_id owner;
 
 	rt_require_device();
-	gcs = tt_gcs_start();
-	a = rdma_node(gcs.port, 96);
-	b = rdma_node(gcs.port, 16);
-	c = tt_gcs_client(gcs.port);
+	t = rdma_cluster(1, 96);
+	a = t.node[0];
+	b = tt_cluster_add(&t, 16, 0);
+	c = tt_cluster_client(&t);
 	/* Listed at A but not there: the probe is refused with -ENOENT, nothing created. */
 	ferry_object_id_random(&absent);
 	memset(&owner, 7, sizeof(owner));
@@ -256,10 +227,7 @@ FTEST(absent_and_full)
 		ftest_assert_int_eq(tt_present(ferry__node_socket(a), &big), 0);
 		ferry_plasma_client_disconnect(pc);
 	}
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 FTEST(source_killed_mid_read)
@@ -335,18 +303,16 @@ FTEST(puller_killed_mid_read_releases_pin)
  * at the next location and the copy is whole. */
 FTEST(read_error_fails_over)
 {
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct ferry__node *a1, *a2, *b;
 	struct ferry_gcs_client *c;
 	struct ferry__objmgr_result res;
 	struct ferry_object_id id;
 
 	rt_require_device();
-	gcs = tt_gcs_start();
-	a1 = rdma_node(gcs.port, 32);
-	a2 = rdma_node(gcs.port, 32);
-	b = rdma_node(gcs.port, 32);
-	c = tt_gcs_client(gcs.port);
+	t = rdma_cluster(3, 32);
+	a1 = t.node[0], a2 = t.node[1], b = t.node[2];
+	c = tt_cluster_client(&t);
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a1), &id, 3u << 20, 31);
 	tt_put(ferry__node_socket(a2), &id, 3u << 20, 31);
@@ -359,26 +325,22 @@ FTEST(read_error_fails_over)
 	ftest_assert_uint_eq(res.attempts, 2);
 	ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
 	tt_check(ferry__node_socket(b), &id, 3u << 20, 31);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a2);
-	ferry__node_stop(a1);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* A READ whose completion never comes (injected): the deadline ends the pull with -ETIMEDOUT,
  * the half object is gone, and the next pull from the same source works on a new endpoint. */
 FTEST(lost_completion_times_out)
 {
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct ferry__node *a, *b;
 	struct ferry__objmgr_stats st;
 	struct ferry_object_id id, id2;
 
 	rt_require_device();
-	gcs = tt_gcs_start();
-	a = rdma_node(gcs.port, 32);
-	b = tt_node_start_ex(gcs.port, 32, true, 3000, FERRY__NODE_TRANSPORT_RDMA, rt_ip());
+	t = rdma_cluster(1, 32);
+	a = t.node[0];
+	b = tt_cluster_add(&t, 32, 3000);
 	ferry_object_id_random(&id);
 	ferry_object_id_random(&id2);
 	tt_put(ferry__node_socket(a), &id, 1u << 20, 32);
@@ -392,9 +354,7 @@ FTEST(lost_completion_times_out)
 	ftest_assert_uint_eq(st.bytes_in_flight, 0);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id2, NULL));
 	tt_check(ferry__node_socket(b), &id2, 1u << 20, 33);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* A node asked for RDMA on an address no device serves refuses to start; auto starts without

@@ -7,7 +7,6 @@
  * half-written object; a full store says -ENOSPC; an absent object -ENOENT; a local get of a
  * remote object pulls it (the store's miss hook).
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -22,14 +21,10 @@
 
 static void move_sizes(bool no_shm, unsigned want_transport)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 160, no_shm, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 160, no_shm, 0);
+	struct tt_cluster t = tt_cluster_start(2, 160, no_shm, 0);
 
-	tt_move_sizes(gcs.port, a, b, want_transport);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_move_sizes(t.gcs.port, t.node[0], t.node[1], want_transport);
+	tt_cluster_stop(&t);
 }
 
 FTEST(sizes_over_tcp)
@@ -42,43 +37,18 @@ FTEST(sizes_over_shm)
 	move_sizes(false, FERRY_GCS_TRANSPORT_SHM);
 }
 
-struct puller {
-	struct ferry__objmgr *om;	 /* where */
-	struct ferry_object_id id;	 /* what */
-	struct ferry__objmgr_result res; /* how it went */
-};
-
-static void *pull_main(void *arg)
-{
-	struct puller *p = arg;
-
-	ferry__objmgr_pull_wait(p->om, &p->id, &p->res);
-	return NULL;
-}
-
 FTEST(concurrent_pulls_move_once)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 0);
+	struct tt_cluster t = tt_cluster_start(2, 96, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
 	struct ferry__objmgr_stats sa, sb;
-	struct puller p[8];
-	pthread_t t[8];
 	struct ferry_object_id id;
 	const uint64_t size = 8u << 20;
 
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, size, 7);
 	ftest_assert_ok(ferry__node_sync(a));
-	for (int i = 0; i < 8; i++) {
-		p[i].om = ferry__node_objmgr(b);
-		p[i].id = id;
-		ftest_assert_ok(pthread_create(&t[i], NULL, pull_main, &p[i]));
-	}
-	for (int i = 0; i < 8; i++) {
-		pthread_join(t[i], NULL);
-		ftest_assert_ok(p[i].res.status);
-	}
+	tt_pull_concurrently(ferry__node_objmgr(b), &id, 8);
 	tt_check(ferry__node_socket(b), &id, size, 7);
 	ferry__objmgr_get_stats(ferry__node_objmgr(a), &sa);
 	ferry__objmgr_get_stats(ferry__node_objmgr(b), &sb);
@@ -86,17 +56,14 @@ FTEST(concurrent_pulls_move_once)
 	ftest_assert_uint_eq(sa.bytes_served, size);
 	ftest_assert_uint_eq(sb.pulls_ok, sb.pulls_started);
 	ftest_assert_uint_eq(sb.pulls_started + sb.pulls_joined, 8);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 FTEST(absent_object)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry_worker_id w;
 	struct ferry_object_id id;
 
@@ -109,17 +76,13 @@ FTEST(absent_object)
 	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &id, ferry__node_id(a), 100), 1);
 	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL), -ENOENT);
 	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 FTEST(store_full_on_puller)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 128, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct tt_cluster t = tt_cluster_start(1, 128, true, 0);
+	struct ferry__node *a = t.node[0], *b = tt_cluster_add(&t, 64, 0);
 	struct ferry_object_id filler, id;
 	struct ferry__objmgr_stats st;
 
@@ -133,18 +96,14 @@ FTEST(store_full_on_puller)
 	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 0);
 	ferry__objmgr_get_stats(ferry__node_objmgr(b), &st);
 	ftest_assert_uint_eq(st.bytes_in_flight, 0);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 FTEST(dead_location_fails_over)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a1 = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *a2 = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(3, 64, true, 0);
+	struct ferry__node *a1 = t.node[0], *a2 = t.node[1], *b = t.node[2];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry__objmgr_result res;
 	struct ferry_node_id a2_id = *ferry__node_id(a2);
 	struct ferry_object_id id;
@@ -156,24 +115,19 @@ FTEST(dead_location_fails_over)
 	ftest_assert_ok(ferry__node_sync(a2));
 	tt_wait_location(c, &id, 2);
 	/* A2 goes away (its record stays in the directory for now): B must use A1. */
-	ferry__node_stop(a2);
+	tt_cluster_stop_node(&t, a2);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
 	ftest_assert_false(ferry_node_id_eq(&res.source, &a2_id));
 	tt_check(ferry__node_socket(b), &id, 3u << 20, 5);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a1);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* A large object at two locations comes in parts from both at once. */
 FTEST(large_pull_uses_two_sources)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a1 = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry__node *a2 = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(3, 96, true, 0);
+	struct ferry__node *a1 = t.node[0], *a2 = t.node[1], *b = t.node[2];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry__objmgr_stats s1, s2;
 	struct ferry_object_id id;
 	const uint64_t size = 40u << 20;
@@ -195,22 +149,16 @@ FTEST(large_pull_uses_two_sources)
 	ftest_assert_uint_eq(s1.bytes_served + s2.bytes_served, size);
 	ftest_assert_uint_gt(s1.bytes_served, 0);
 	ftest_assert_uint_gt(s2.bytes_served, 0);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a2);
-	ferry__node_stop(a1);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* A listed source that lacks the object: as the main source it is skipped; as a helper its
  * part is fetched again from the main one. Either way the copy is whole. */
 FTEST(large_pull_with_a_false_location)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a1 = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry__node *a2 = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 96, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(3, 96, true, 0);
+	struct ferry__node *a1 = t.node[0], *a2 = t.node[1], *b = t.node[2];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry_object_id id;
 	const uint64_t size = 40u << 20;
 
@@ -220,11 +168,7 @@ FTEST(large_pull_with_a_false_location)
 	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &id, ferry__node_id(a2), size), 1);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL));
 	tt_check(ferry__node_socket(b), &id, size, 22);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a2);
-	ferry__node_stop(a1);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* A stalled source (SIGSTOP): the deadline ends the attempt; with a second location the pull
@@ -287,9 +231,8 @@ FTEST(source_killed_mid_transfer)
 /* A plain client's get on B of an object that only A has: the store's miss hook pulls it. */
 FTEST(local_get_pulls)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
 	struct ferry_plasma_client *cb = NULL;
 	struct ferry_plasma_view v;
 	struct ferry_object_id id;
@@ -303,9 +246,7 @@ FTEST(local_get_pulls)
 	ftest_assert_ok(ferry_plasma_client_release(cb, &v));
 	ferry_plasma_client_disconnect(cb);
 	tt_check(ferry__node_socket(b), &id, 100000, 12);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* The node address decoder: what nodes advertise parses back; anything off is refused. */
@@ -471,10 +412,9 @@ static void delete_when_sealed(struct ferry__objmgr *om, const struct ferry_obje
  */
 FTEST(copy_gone_before_record_unlisted)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry_object_id id;
 
 	for (uint64_t size = 8; size <= 4096; size *= 512) {
@@ -497,10 +437,7 @@ FTEST(copy_gone_before_record_unlisted)
 		}
 		ferry_plasma_client_disconnect(g_gone_client);
 	}
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* 1 if @node is listed for @id within @ms (polled every 5 ms), else 0. */
@@ -522,18 +459,17 @@ static int listed_within(struct ferry_gcs_client *c, const struct ferry_object_i
  * stays listed). */
 FTEST(copy_records_gathered_primaries_at_once)
 {
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct ferry__node *a, *b;
 	struct ferry_plasma_client *cb = NULL;
 	struct ferry_gcs_client *c;
 	struct ferry_object_id x, y, z;
 
-	gcs = tt_gcs_start();
-	tt_node_copy_batch_us = 1000000;
-	a = tt_node_start(gcs.port, 64, true, 0);
-	b = tt_node_start(gcs.port, 64, true, 0);
+	tt_node_copy_batch_us = 1000000; /* the nodes read it as they start */
+	t = tt_cluster_start(2, 64, true, 0);
 	tt_node_copy_batch_us = 0;
-	c = tt_gcs_client(gcs.port);
+	a = t.node[0], b = t.node[1];
+	c = tt_cluster_client(&t);
 	ferry_object_id_random(&x);
 	ferry_object_id_random(&y);
 	ferry_object_id_random(&z);
@@ -556,8 +492,5 @@ FTEST(copy_records_gathered_primaries_at_once)
 	ftest_assert_ok(ferry__node_sync(b));
 	ftest_assert_int_eq(listed(c, &z, ferry__node_id(b)), 0);
 	ftest_assert_int_eq(listed(c, &z, ferry__node_id(a)), 1);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }

@@ -45,10 +45,9 @@ static void waiter_wait(struct waiter *w)
  * (the store's seal notice, sent after the waiters are called back, still reaches the node). */
 static void small_pulls_end_on_the_loop(uint32_t spin_us)
 {
-	struct tt_proc gcs = (tt_node_spin_us = spin_us, tt_gcs_start());
-	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = (tt_node_spin_us = spin_us, tt_cluster_start(2, 64, true, 0));
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct tt_pulled pl;
 	struct ferry_object_id id;
 
@@ -67,10 +66,7 @@ static void small_pulls_end_on_the_loop(uint32_t spin_us)
 		tt_check(ferry__node_socket(b), &id, size, 3);
 		tt_wait_location(c, &id, 2); /* the node recorded the copy */
 	}
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 	tt_node_spin_us = 0;
 }
 
@@ -91,10 +87,9 @@ FTEST(fast_small_pull_with_busy_poll)
  * an object larger than the client's chunk (1 MiB) goes to a pull thread, still over shm. */
 FTEST(fast_same_host_pull_over_shm)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 64, false, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, false, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(2, 64, false, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct tt_pulled pl;
 	struct ferry_object_id id;
 	const uint64_t sizes[] = {0, 8, 4096, 2u << 20};
@@ -115,21 +110,16 @@ FTEST(fast_same_host_pull_over_shm)
 		tt_check(ferry__node_socket(b), &id, sizes[k], 11);
 		tt_wait_location(c, &id, 2); /* the node recorded the copy */
 	}
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* The first cached location is gone: the pull thread goes on with the next one and does not
  * try the dead one again. */
 FTEST(fast_dead_peer_goes_to_the_next_location)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *n[2] = {tt_node_start(gcs.port, 64, true, 0),
-				    tt_node_start(gcs.port, 64, true, 0)};
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(3, 64, true, 0);
+	struct ferry__node *n[2] = {t.node[0], t.node[1]}, *b = t.node[2];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS], dead;
 	struct ferry__objmgr_stats sb0, sb1;
 	struct ferry__objmgr_result res;
@@ -146,7 +136,7 @@ FTEST(fast_dead_peer_goes_to_the_next_location)
 	dead = locs[0];
 	ftest_assert_true(ferry_node_id_eq(&dead, ferry__node_id(n[first])));
 	/* Stopped, its records still listed: the fast path tries it first. */
-	ferry__node_stop(n[first]);
+	tt_cluster_stop_node(&t, n[first]);
 	ftest_assert_uint_eq(ferry__objmgr_locs_get(ferry__node_objmgr(b), &id, locs, NULL), 2);
 	sb0 = tt_stats(b);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
@@ -156,20 +146,16 @@ FTEST(fast_dead_peer_goes_to_the_next_location)
 	ftest_assert_uint_eq(sb1.fast_handovers, sb0.fast_handovers + 1);
 	ftest_assert_uint_eq(sb1.pulls_fast, sb0.pulls_fast);
 	tt_check(ferry__node_socket(b), &id, 8, 4);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(n[!first]);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* Admission would wait: the loop does not, a pull thread does, with the probe's reply (no
  * second request). */
 FTEST(fast_admission_full_goes_to_a_pull_thread)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry__objmgr *om = ferry__node_objmgr(b);
 	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
 	struct waiter w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -207,20 +193,16 @@ FTEST(fast_admission_full_goes_to_a_pull_thread)
 	ftest_assert_uint_eq(sa1.requests_served, sa0.requests_served + 1);
 	ftest_assert_uint_eq(w.res.attempts, 1);
 	tt_check(ferry__node_socket(b), &id, 8, 5);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* Larger than the probe's inline bytes: the pull thread streams the rest and sends no second
  * probe (2 requests: the probe and one stream). */
 FTEST(fast_large_object_is_probed_once)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct ferry__node *a = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry__node *b = tt_node_start(gcs.port, 64, true, 0);
-	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct tt_pulled pl;
 	struct ferry_object_id id;
 
@@ -233,10 +215,7 @@ FTEST(fast_large_object_is_probed_once)
 	ftest_assert_uint_eq(pl.res.attempts, 1);
 	ftest_assert_uint_eq(pl.res.bytes, (1u << 20) + 3);
 	tt_check(ferry__node_socket(b), &id, 1u << 20, 6);
-	ferry_gcs_client_destroy(c);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 /* Wait (10 s at most) until process @pid is stopped: kill(SIGSTOP) returns before it is. */

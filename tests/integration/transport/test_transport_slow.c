@@ -17,14 +17,13 @@ static void move_1gib(bool no_shm, unsigned want_transport)
 	struct ferry__objmgr_result res;
 	struct ferry_object_id id;
 	struct ferry__node *a, *b;
-	struct tt_proc gcs;
+	struct tt_cluster t;
 	struct sysinfo si;
 
 	if (sysinfo(&si) == 0 && (uint64_t)si.freeram * si.mem_unit < (3ull << 30))
 		ftest_skip("less than 3 GiB of free memory for two 1.1 GiB stores");
-	gcs = tt_gcs_start();
-	a = tt_node_start(gcs.port, 1100, no_shm, 60000);
-	b = tt_node_start(gcs.port, 1100, no_shm, 60000);
+	t = tt_cluster_start(2, 1100, no_shm, 60000);
+	a = t.node[0], b = t.node[1];
 	ferry_object_id_random(&id);
 	tt_put(ferry__node_socket(a), &id, size, 42);
 	ftest_assert_ok(ferry__node_sync(a));
@@ -33,9 +32,7 @@ static void move_1gib(bool no_shm, unsigned want_transport)
 	ftest_log("1 GiB over %s in %llu ms", no_shm ? "tcp" : "shm",
 		  (unsigned long long)res.micros / 1000);
 	tt_check(ferry__node_socket(b), &id, size, 42);
-	ferry__node_stop(b);
-	ferry__node_stop(a);
-	tt_proc_signal(&gcs, SIGTERM);
+	tt_cluster_stop(&t);
 }
 
 FTEST(one_gib_over_tcp)

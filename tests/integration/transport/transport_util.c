@@ -178,6 +178,65 @@ struct ferry_gcs_client *tt_gcs_client(uint16_t gcs_port)
 	return c;
 }
 
+struct tt_cluster tt_cluster_start(unsigned nodes, unsigned memory_mib, bool no_shm,
+				   uint32_t timeout_ms)
+{
+	return tt_cluster_start_ex(nodes, memory_mib, no_shm, timeout_ms, FERRY__NODE_TRANSPORT_TCP,
+				   NULL);
+}
+
+struct tt_cluster tt_cluster_start_ex(unsigned nodes, unsigned memory_mib, bool no_shm,
+				      uint32_t timeout_ms, enum ferry__node_transport transport,
+				      const char *ip)
+{
+	struct tt_cluster t = {.no_shm = no_shm, .transport = transport, .ip = ip};
+
+	t.gcs = tt_gcs_start();
+	for (unsigned i = 0; i < nodes; i++)
+		tt_cluster_add(&t, memory_mib, timeout_ms);
+	return t;
+}
+
+struct ferry__node *tt_cluster_add(struct tt_cluster *t, unsigned memory_mib, uint32_t timeout_ms)
+{
+	ftest_assert_uint_lt(t->count, TT_MAX_NODES);
+	t->node[t->count] = tt_node_start_ex(t->gcs.port, memory_mib, t->no_shm, timeout_ms,
+					     t->transport, t->ip);
+	return t->node[t->count++];
+}
+
+struct ferry_gcs_client *tt_cluster_client(struct tt_cluster *t)
+{
+	ftest_assert_ptr_null(t->c);
+	t->c = tt_gcs_client(t->gcs.port);
+	return t->c;
+}
+
+void tt_cluster_stop_node(struct tt_cluster *t, struct ferry__node *n)
+{
+	for (unsigned i = 0; i < t->count; i++) {
+		if (n && t->node[i] == n) {
+			ferry__node_stop(n);
+			t->node[i] = NULL;
+			return;
+		}
+	}
+	ftest_assert_true(!"not a running node of the cluster");
+}
+
+void tt_cluster_stop(struct tt_cluster *t)
+{
+	ferry_gcs_client_destroy(t->c);
+	t->c = NULL;
+	for (unsigned i = t->count; i-- > 0;) {
+		if (t->node[i])
+			ferry__node_stop(t->node[i]);
+		t->node[i] = NULL;
+	}
+	t->count = 0;
+	tt_proc_signal(&t->gcs, SIGTERM);
+}
+
 void tt_put(const char *socket, const struct ferry_object_id *id, uint64_t size, uint64_t seed)
 {
 	struct ferry_plasma_client *c = NULL;
@@ -306,6 +365,39 @@ void tt_killer_join(struct tt_killer *k)
 
 	pthread_join(k->thread, NULL);
 	waitpid(k->victim, &status, 0);
+}
+
+/* One of tt_pull_concurrently()'s threads. */
+struct puller {
+	struct ferry__objmgr *om;	 /* where */
+	struct ferry_object_id id;	 /* what */
+	struct ferry__objmgr_result res; /* how it went */
+	pthread_t thread;		 /* the thread */
+};
+
+static void *puller_main(void *arg)
+{
+	struct puller *p = arg;
+
+	(void)ferry__objmgr_pull_wait(p->om, &p->id, &p->res);
+	return NULL;
+}
+
+void tt_pull_concurrently(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			  unsigned nthreads)
+{
+	struct puller p[TT_MAX_PULLERS];
+
+	ftest_assert_uint_le(nthreads, TT_MAX_PULLERS);
+	for (unsigned i = 0; i < nthreads; i++) {
+		p[i].om = om;
+		p[i].id = *id;
+		ftest_assert_ok(pthread_create(&p[i].thread, NULL, puller_main, &p[i]));
+	}
+	for (unsigned i = 0; i < nthreads; i++) {
+		pthread_join(p[i].thread, NULL);
+		ftest_assert_ok(p[i].res.status);
+	}
 }
 
 void tt_check_killed_pull(int ret, struct ferry__node *puller, const struct ferry_object_id *id,

@@ -55,6 +55,44 @@ struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, boo
 /* A test-side GCS client. */
 struct ferry_gcs_client *tt_gcs_client(uint16_t gcs_port);
 
+/*
+ * The setup most tests share: a ferry-gcs process, embedded nodes started in order and,
+ * where a test asks for one, a test-side GCS client. tt_cluster_stop() undoes it in reverse.
+ */
+#define TT_MAX_NODES 4
+
+struct tt_cluster {
+	struct tt_proc gcs;			/* the ferry-gcs process */
+	struct ferry__node *node[TT_MAX_NODES]; /* in start order; NULL once stopped early */
+	unsigned count;				/* node[0..count) were started */
+	bool no_shm;				/* every node's, as tt_node_start_ex() takes them */
+	enum ferry__node_transport transport;	/* likewise */
+	const char *ip;				/* likewise (borrowed until tt_cluster_stop()) */
+	struct ferry_gcs_client *c;		/* tt_cluster_client()'s, else NULL */
+};
+
+/* Start the GCS and @nodes nodes of tt_node_start() (TCP on 127.0.0.1), each with
+ * @memory_mib of store, @no_shm and pull deadline @timeout_ms. No client yet. */
+struct tt_cluster tt_cluster_start(unsigned nodes, unsigned memory_mib, bool no_shm,
+				   uint32_t timeout_ms);
+/* The same with tt_node_start_ex()'s @transport and @ip, kept for tt_cluster_add(). */
+struct tt_cluster tt_cluster_start_ex(unsigned nodes, unsigned memory_mib, bool no_shm,
+				      uint32_t timeout_ms, enum ferry__node_transport transport,
+				      const char *ip);
+/* One more node like the others (no_shm, transport, ip) but with its own @memory_mib and
+ * @timeout_ms: for tests whose nodes differ. Returns it (also node[count - 1]). */
+struct ferry__node *tt_cluster_add(struct tt_cluster *t, unsigned memory_mib, uint32_t timeout_ms);
+/* Connect t->c and return it. A step of its own, after the nodes: a client is a connection and
+ * a loop thread more, so tests that had none still have none, and those that had one started
+ * it last. */
+struct ferry_gcs_client *tt_cluster_client(struct tt_cluster *t);
+/* Stop @n, one of the cluster's nodes, now (a dead or vanished location under test); its slot
+ * becomes NULL, so tt_cluster_stop() skips it. */
+void tt_cluster_stop_node(struct tt_cluster *t, struct ferry__node *n);
+/* Destroy the client, stop the nodes from the last started, then SIGTERM the GCS (which must
+ * exit with status 0). */
+void tt_cluster_stop(struct tt_cluster *t);
+
 /* The byte of object @seed at @i. */
 static inline uint8_t tt_byte(uint64_t seed, uint64_t i)
 {
@@ -88,6 +126,12 @@ struct tt_killer {
 };
 void tt_killer_start(struct tt_killer *k);
 void tt_killer_join(struct tt_killer *k);
+
+/* Pull @id on @om from @nthreads threads at once (ferry__objmgr_pull_wait(), TT_MAX_PULLERS
+ * at most) and wait for them all: each pull must succeed. */
+#define TT_MAX_PULLERS 16
+void tt_pull_concurrently(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			  unsigned nthreads);
 
 /* A pull of @id (@size bytes of pattern @seed) that ended with @ret while its only source was
  * killed: the copy is whole on @puller, or the pull says -ECONNRESET and left nothing. */
