@@ -1031,6 +1031,7 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 				 &om->loop);
 	if (ret < 0)
 		goto err_destroy;
+	ferry__objmgr_tcp_init(om);
 	ret = ferry__objmgr_serve_start(om);
 	if (ret < 0)
 		goto err_destroy;

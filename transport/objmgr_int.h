@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Object manager internals shared by objmgr.c (pull threads, dedup, node table),
- * objmgr_serve.c (the serving side on the loop) and objmgr_tcp.c (TCP pulls on the loop).
+ * objmgr_serve.c (the serving side on the loop) and objmgr_tcp.c (TCP pulls on the loop, with
+ * the peer bookkeeping of objmgr_peer.h).
  */
 #ifndef FERRY_TRANSPORT_OBJMGR_INT_H
 #define FERRY_TRANSPORT_OBJMGR_INT_H
@@ -16,6 +17,7 @@
 #include "common/hashmap.h"
 #include "common/loop.h"
 #include "transport/objmgr.h"
+#include "transport/objmgr_peer.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 
@@ -30,7 +32,7 @@
  * then the FlatBuffer, which so stays 8-byte aligned. */
 #define FERRY__OBJMGR_PREFIX 8
 
-struct ferry__objmgr_peer;
+struct ferry__objmgr_tcp_peer;
 struct ferry__objmgr_req;
 
 /*
@@ -59,20 +61,17 @@ void ferry__objmgr_handoff_done(struct ferry__objmgr *om, struct ferry__objmgr_h
  * the loop's fast path) has no waiter: the loop calls on_done, which then owns the fetch.
  */
 struct ferry__objmgr_fetch {
-	struct ferry__objmgr *om;		  /* owner */
-	struct ferry_object_id id;		  /* the object */
-	char ip[48];				  /* the peer */
-	uint16_t port;				  /* its port */
-	uint8_t *dst;				  /* stream: the create buffer; probe: NULL */
-	uint64_t next;				  /* stream: first offset */
-	uint64_t end;				  /* stream: end of the range */
-	uint64_t object_size;			  /* stream: the size the probe saw */
-	struct ferry__objmgr_peer *peer;	  /* the endpoint used, once attached */
-	struct ferry__objmgr_fetch *next_on_peer; /* peer's list of active fetches */
-	struct ferry__objmgr_req *stream_req;	  /* stream: its request while expected */
-	struct ferry__loop_timer deadline;	  /* the attempt's deadline */
-	bool started;				  /* request sent (the endpoint is up) */
-	bool failed; /* status decided, waiting for the expect callback */
+	struct ferry__objmgr *om;	      /* owner */
+	struct ferry_object_id id;	      /* the object */
+	char ip[48];			      /* the peer */
+	uint16_t port;			      /* its port */
+	uint8_t *dst;			      /* stream: the create buffer; probe: NULL */
+	uint64_t next;			      /* stream: first offset */
+	uint64_t end;			      /* stream: end of the range */
+	uint64_t object_size;		      /* stream: the size the probe saw */
+	struct ferry__objmgr_step base;	      /* its peer and the attempt's deadline */
+	struct ferry__objmgr_req *stream_req; /* stream: its request while expected */
+	bool failed;			      /* status decided, waiting for the expect callback */
 	/* Probe results (heap, freed by the pull thread). */
 	uint64_t data_size;		/* the object's size */
 	uint8_t *metadata;		/* its metadata */
@@ -85,30 +84,26 @@ struct ferry__objmgr_fetch {
 	void *owner; /* on_done's context */
 };
 
-/* A TCP engine endpoint to another node's object manager, on the loop. */
-struct ferry__objmgr_peer {
-	struct ferry__objmgr *om;	     /* owner */
-	char key[64];			     /* "ip:port" */
-	struct ferry__tcp_ep *ep;	     /* NULL once gone */
-	bool up;			     /* connected */
-	struct ferry__objmgr_fetch *fetches; /* fetches on it (started or waiting for up) */
-	struct ferry__objmgr_req *head;	     /* requests sent, in order (replies come so) */
-	struct ferry__objmgr_req *tail;	     /* last of them */
-	uint64_t next_xfer;		     /* xfer id of the next request */
-	struct ferry__objmgr_peer *next;     /* om->peers */
+/* A TCP engine endpoint to another node's object manager, on the loop (in om->peers). */
+struct ferry__objmgr_tcp_peer {
+	struct ferry__objmgr_peer base; /* key "ip:port", its fetches */
+	struct ferry__tcp_ep *ep;	/* NULL once gone */
+	struct ferry__objmgr_req *head; /* requests sent, in order (replies come so) */
+	struct ferry__objmgr_req *tail; /* last of them */
+	uint64_t next_xfer;		/* xfer id of the next request */
 };
 
 /* A request sent: in the reply FIFO until answered and, for a stream, held by its expect
  * until that completes (refs). fetch is NULL once its fetch no longer listens. */
 struct ferry__objmgr_req {
-	uint64_t xfer;			   /* id on the endpoint */
-	uint64_t offset;		   /* range asked for */
-	uint64_t len;			   /* its bytes */
-	bool stream;			   /* data comes as a transfer */
-	unsigned refs;			   /* FIFO + expect */
-	struct ferry__objmgr_peer *peer;   /* whose FIFO */
-	struct ferry__objmgr_fetch *fetch; /* whose */
-	struct ferry__objmgr_req *next;	   /* FIFO */
+	uint64_t xfer;			     /* id on the endpoint */
+	uint64_t offset;		     /* range asked for */
+	uint64_t len;			     /* its bytes */
+	bool stream;			     /* data comes as a transfer */
+	unsigned refs;			     /* FIFO + expect */
+	struct ferry__objmgr_tcp_peer *peer; /* whose FIFO */
+	struct ferry__objmgr_fetch *fetch;   /* whose */
+	struct ferry__objmgr_req *next;	     /* FIFO */
 };
 
 /* Locations kept per object by the location cache (objmgr_locs.c); more are looked up. */
@@ -161,7 +156,7 @@ struct ferry__objmgr {
 	struct ferry__tcp_ctx *tcp;	      /* TCP engine: both sides */
 	struct ferry__tcp_listener *listener; /* PullRequests from other nodes */
 	uint16_t port;			      /* its port */
-	struct ferry__objmgr_peer *peers;     /* outgoing connections */
+	struct ferry__objmgr_peer_set peers;  /* outgoing connections */
 	struct ferry__objmgr_rdma *rdma;      /* RDMA side (objmgr_rdma.c); NULL: none */
 	uint16_t rdma_port;		      /* its listen port */
 	struct ferry__fb_builder fb;	      /* encodes requests */
@@ -244,6 +239,8 @@ int ferry__objmgr_fetch_start_async(struct ferry__objmgr *om, struct ferry__objm
  * each gets its f->status. */
 void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f,
 				  unsigned n);
+/* Before the loop runs: the peer set of TCP pulls. */
+void ferry__objmgr_tcp_init(struct ferry__objmgr *om);
 /* On the loop at stop: fail every fetch with -ECANCELED, destroy the TCP engine. */
 void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om);
 /* After the loop is destroyed: free what is left. */

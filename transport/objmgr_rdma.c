@@ -26,7 +26,8 @@
  *   ferry__loop_post(), and waited for; the loop never touches a step after marking it done.
  *   A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
  *   destroying the QP stops them), which ends every READ on it with -ECANCELED before the
- *   puller aborts and frees its half-written object.
+ *   puller aborts and frees its half-written object. Peers, the steps on them, connect, drop
+ *   and deadlines are objmgr_peer.c's (shared with TCP); peer_ops gives it the RDMA parts.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -36,6 +37,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/wire.h"
 #include "plasma/client_arena.h"
 #include "transport/objmgr_rdma_int.h"
@@ -65,19 +67,19 @@ static int send_done(struct ferry__objmgr_rdma *r, struct ferry__rdma_ep *ep, ui
 
 /* ---- pulling: steps on the loop ---- */
 
-static void fetch_detach(struct rfetch *f)
+static struct rfetch *rfetch_of(struct ferry__objmgr_step *s)
 {
-	struct rpeer *peer = f->peer;
+	return FERRY_CONTAINER_OF(s, struct rfetch, base);
+}
 
-	if (!peer)
-		return;
-	for (struct rfetch **pp = &peer->fetches; *pp; pp = &(*pp)->next_on_peer) {
-		if (*pp == f) {
-			*pp = f->next_on_peer;
-			break;
-		}
-	}
-	f->peer = NULL;
+static struct rpeer *rpeer_of(struct ferry__objmgr_peer *p)
+{
+	return FERRY_CONTAINER_OF(p, struct rpeer, base);
+}
+
+static struct ferry__objmgr_rdma *rdma_of(struct ferry__objmgr_peer_set *set)
+{
+	return FERRY_CONTAINER_OF(set, struct ferry__objmgr_rdma, peers);
 }
 
 /* Hand the step back to its pull thread (or the fast path's end). */
@@ -85,8 +87,7 @@ static void fetch_finish(struct rfetch *f, int status)
 {
 	struct ferry__objmgr *om = f->om;
 
-	(void)ferry__loop_timer_stop(&f->deadline);
-	fetch_detach(f);
+	ferry__objmgr_step_end(&f->base);
 	if (f->on_done)
 		f->on_done(f, status);
 	else
@@ -95,34 +96,27 @@ static void fetch_finish(struct rfetch *f, int status)
 
 /* Fail a step; a posted READ finishes it from its callback (which the caller forces by
  * destroying the endpoint). */
-static void fetch_fail(struct rfetch *f, int status)
+static void fetch_fail(struct ferry__objmgr_step *s, int status)
 {
+	struct rfetch *f = rfetch_of(s);
+
 	if (f->reading) {
 		if (!f->fail_status)
 			f->fail_status = status;
-		fetch_detach(f);
+		ferry__objmgr_step_detach(s);
 		return;
 	}
 	fetch_finish(f, status);
 }
 
-static void peer_drop(struct rpeer *peer, int reason)
+/* Its steps are failed and detached (objmgr_peer.c): the endpoint goes. */
+static void peer_close(struct ferry__objmgr_peer *base)
 {
-	struct ferry__objmgr_rdma *r = peer->r;
+	struct rpeer *peer = rpeer_of(base);
 	struct ferry__rdma_ep *ep = peer->ep;
-	struct rfetch *f;
 
-	for (struct rpeer **pp = &r->peers; *pp; pp = &(*pp)->next) {
-		if (*pp == peer) {
-			*pp = peer->next;
-			break;
-		}
-	}
-	while ((f = peer->fetches))
-		fetch_fail(f, reason);
 	peer->ep = NULL;
 	ferry__rdma_ep_destroy(ep); /* READs still posted call back with -ECANCELED now */
-	ferry__free(peer);
 }
 
 static void read_done(void *arg, int status)
@@ -139,14 +133,14 @@ static void read_done(void *arg, int status)
 	fetch_finish(f, status);
 }
 
-static int fetch_go(struct rfetch *f)
+static int fetch_go(struct ferry__objmgr_step *s)
 {
+	struct rfetch *f = rfetch_of(s);
 	struct ferry__objmgr_rdma *r = f->om->rdma;
-	struct rpeer *peer = f->peer;
+	struct rpeer *peer = rpeer_of(s->peer);
 	struct ferry__wire_pull_request m = {0};
 	int ret;
 
-	f->started = true;
 	switch (f->step) {
 	case STEP_PROBE:
 		m.xfer = f->xfer = ++peer->next_xfer;
@@ -209,15 +203,17 @@ static void peer_message(struct ferry__rdma_ep *ep, const void *buf, size_t len,
 
 	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
 	    type != FERRY__WIRE_MSG_PULL_REPLY) {
-		FLOG_WARN(COMP, "%s: unexpected or malformed message", peer->key);
-		peer_drop(peer, -EPROTO);
+		FLOG_WARN(COMP, "%s: unexpected or malformed message", peer->base.key);
+		ferry__objmgr_peer_drop(&peer->base, -EPROTO);
 		return;
 	}
 	v = ferry__wire_pull_reply_root_verified(payload);
 	xfer = ferry__wire_pull_reply_xfer(v);
 	status = ferry__wire_pull_reply_status(v);
-	for (struct rfetch *f = peer->fetches; f; f = f->next_on_peer) {
-		if (f->step != STEP_PROBE || !f->started || f->xfer != xfer)
+	for (struct ferry__objmgr_step *s = peer->base.steps; s; s = s->next) {
+		struct rfetch *f = rfetch_of(s);
+
+		if (f->step != STEP_PROBE || !s->started || f->xfer != xfer)
 			continue;
 		/* -EMSGSIZE: the metadata does not fit a message here (TCP carries it). */
 		if (status < 0)
@@ -231,105 +227,87 @@ static void peer_message(struct ferry__rdma_ep *ep, const void *buf, size_t len,
 	/* Nobody waits for it (cannot happen while steps end only with their endpoint): a pin
 	 * taken for it must not stay. */
 	if (status == 0 && ferry__wire_pull_reply_rdma_addr(v))
-		(void)send_done(peer->r, ep, xfer);
+		(void)send_done(rdma_of(peer->base.set), ep, xfer);
 }
 
-static void peer_close(struct ferry__rdma_ep *ep, int reason, void *arg)
+static void peer_closed(struct ferry__rdma_ep *ep, int reason, void *arg)
 {
-	struct rpeer *peer = arg;
-
 	(void)ep;
-	FLOG_INFO(COMP, "RDMA endpoint to %s closed: %s", peer->key, strerror(-reason));
-	peer_drop(peer, reason == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET);
+	ferry__objmgr_peer_closed(&((struct rpeer *)arg)->base, reason);
 }
 
-static void peer_connect(struct ferry__rdma_ep *ep, int status, void *arg)
+static void peer_connected(struct ferry__rdma_ep *ep, int status, void *arg)
 {
-	struct rpeer *peer = arg;
-	struct rfetch *f, *next;
-	int ret;
-
 	(void)ep;
-	if (status < 0) {
-		/* -EHOSTUNREACH: no RDMA path to it (the caller may try TCP). */
-		FLOG_INFO(COMP, "cannot connect over RDMA to %s: %s", peer->key, strerror(-status));
-		peer_drop(peer, status == -ETIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH);
-		return;
-	}
-	peer->up = true;
-	for (f = peer->fetches; f; f = next) {
-		next = f->next_on_peer;
-		if (!f->started && (ret = fetch_go(f)) < 0)
-			fetch_fail(f, ret);
-	}
+	ferry__objmgr_peer_connected(&((struct rpeer *)arg)->base, status);
 }
 
 static const struct ferry__rdma_ep_cbs peer_cbs = {
-	.on_connect = peer_connect,
+	.on_connect = peer_connected,
 	.on_message = peer_message,
-	.on_close = peer_close,
+	.on_close = peer_closed,
+};
+
+static int peer_connect(struct ferry__objmgr_peer *base, const char *ip, uint16_t port)
+{
+	struct ferry__objmgr_rdma *r = rdma_of(base->set);
+	struct rpeer *peer = rpeer_of(base);
+
+	peer->gen = ++r->next_gen;
+	return ferry__rdma_connect(r->ctx, ip, port, r->om->opts.timeout_ms, &peer_cbs, peer,
+				   &peer->ep);
+}
+
+/* Calls from the deadline timer are entries from outside the engine. */
+static void peers_kick(struct ferry__objmgr_peer_set *set)
+{
+	drive(rdma_of(set));
+}
+
+/* -EHOSTUNREACH: no RDMA path to it (the caller may try TCP). */
+static const struct ferry__objmgr_peer_ops peer_ops = {
+	.peer_size = sizeof(struct rpeer),
+	.peer_offset = offsetof(struct rpeer, base),
+	.name = "RDMA ",
+	.over = "over RDMA ",
+	.connect_error = -EHOSTUNREACH,
+	.connect = peer_connect,
+	.close = peer_close,
+	.go = fetch_go,
+	.fail = fetch_fail,
+	.kick = peers_kick,
 };
 
 static struct rpeer *peer_find(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
 			       unsigned qp)
 {
-	char key[72];
+	char key[FERRY__OBJMGR_PEER_KEY];
+	struct ferry__objmgr_peer *peer;
 
 	snprintf(key, sizeof(key), "%s:%u#%u", ip, port, qp);
-	for (struct rpeer *peer = r->peers; peer; peer = peer->next)
-		if (!strcmp(peer->key, key))
-			return peer;
-	return NULL;
+	peer = ferry__objmgr_peer_find(&r->peers, key);
+	return peer ? rpeer_of(peer) : NULL;
 }
 
 static int peer_get(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port, unsigned qp,
 		    struct rpeer **out)
 {
-	struct rpeer *peer = peer_find(r, ip, port, qp);
+	char key[FERRY__OBJMGR_PEER_KEY];
+	struct ferry__objmgr_peer *peer;
 	int ret;
 
-	if (peer) {
-		*out = peer;
-		return 0;
-	}
-	peer = ferry__calloc(1, sizeof(*peer));
-	if (!peer)
-		return -ENOMEM;
-	peer->r = r;
-	peer->gen = ++r->next_gen;
-	snprintf(peer->key, sizeof(peer->key), "%s:%u#%u", ip, port, qp);
-	ret = ferry__rdma_connect(r->ctx, ip, port, r->om->opts.timeout_ms, &peer_cbs, peer,
-				  &peer->ep);
-	if (ret < 0) {
-		ferry__free(peer);
-		return ret;
-	}
-	peer->next = r->peers;
-	r->peers = peer;
-	*out = peer;
-	return 0;
-}
-
-static void fetch_timeout(struct ferry__loop_timer *t, int status)
-{
-	struct rfetch *f = t->data;
-	struct ferry__objmgr_rdma *r = f->om->rdma;
-
-	if (status < 0)
-		return;
-	FLOG_WARN(COMP, "RDMA pull from %s:%u timed out", f->ip, f->port);
-	if (f->peer)
-		peer_drop(f->peer, -ETIMEDOUT);
-	else
-		fetch_fail(f, -ETIMEDOUT);
-	drive(r);
+	snprintf(key, sizeof(key), "%s:%u#%u", ip, port, qp);
+	ret = ferry__objmgr_peer_get(&r->peers, key, ip, port, &peer);
+	if (ret == 0)
+		*out = rpeer_of(peer);
+	return ret;
 }
 
 static void fetch_start(void *arg, int status)
 {
 	struct rfetch *f = arg;
 	struct ferry__objmgr_rdma *r = f->om->rdma;
-	struct rpeer *peer;
+	struct rpeer *peer = NULL;
 	int ret = status < 0 ? status : r->shut ? -ECANCELED : 0;
 
 	if (ret == 0 && (f->step == STEP_PROBE || f->qp > 0)) {
@@ -346,14 +324,7 @@ static void fetch_start(void *arg, int status)
 	}
 	if (f->step == STEP_PROBE)
 		f->gen = peer->gen;
-	f->peer = peer;
-	f->next_on_peer = peer->fetches;
-	peer->fetches = f;
-	f->deadline.data = f;
-	(void)ferry__loop_timer_start(f->om->loop, &f->deadline, f->om->opts.timeout_ms, 0,
-				      fetch_timeout);
-	if (peer->up && (ret = fetch_go(f)) < 0)
-		fetch_fail(f, ret);
+	ferry__objmgr_step_attach(&f->base, &peer->base, f->ip, f->port);
 	drive(r);
 }
 
@@ -374,7 +345,7 @@ static void fast_probe_done(struct rfetch *f, int status)
 	if (status == 0 && !f->inline_all) {
 		struct rpeer *peer = peer_find(r, f->ip, f->port, 0);
 
-		if (peer && peer->up && peer->gen == f->gen)
+		if (peer && peer->base.up && peer->gen == f->gen)
 			(void)send_done(r, peer->ep, f->xfer);
 		status = FERRY__OBJMGR_FAST_RETRY;
 	} else if (status == -EMSGSIZE || status == -EHOSTUNREACH) {
@@ -595,6 +566,7 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 		return -ENOMEM;
 	r->om = om;
 	om->rdma = r;
+	ferry__objmgr_peer_set_init(&r->peers, &peer_ops, om->loop, om->opts.timeout_ms);
 	ferry__plasma_client_arena(om->store, &base, &size);
 	o.ip = om->ip;
 	o.region = base;
@@ -652,8 +624,7 @@ void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
 		(void)ferry__loop_cancel(&r->cm_poll);
 	if (ferry__loop_req_pending(&r->cq_poll))
 		(void)ferry__loop_cancel(&r->cq_poll);
-	while (r->peers)
-		peer_drop(r->peers, -ECANCELED);
+	ferry__objmgr_peer_drop_all(&r->peers, -ECANCELED);
 	while (r->served)
 		ferry__objmgr_rdma_serve_free(r->served);
 	ferry__rdma_listener_destroy(r->listener);

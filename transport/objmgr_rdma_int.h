@@ -8,6 +8,7 @@
 #define FERRY_TRANSPORT_OBJMGR_RDMA_INT_H
 
 #include "transport/objmgr_int.h"
+#include "transport/objmgr_peer.h"
 #include "transport/rdma.h"
 
 /* A control message: a whole small object plus its reply fits. */
@@ -26,28 +27,24 @@ enum rstep {
 	STEP_DONE,  /* send PullDone (release the server's pin) */
 };
 
-struct rpeer;
-
 /* One step of a pull, on the pull thread's stack, run on the loop. */
 struct rfetch {
-	struct ferry__objmgr *om;	   /* owner */
-	enum rstep step;		   /* what to do */
-	struct ferry_object_id id;	   /* the object */
-	char ip[48];			   /* the server */
-	uint16_t port;			   /* its RDMA port */
-	unsigned qp;			   /* which of its endpoints */
-	uint64_t xfer;			   /* PROBE: ours; READ/DONE: the pin's */
-	uint64_t gen;			   /* PROBE: its endpoint's; READ (qp 0)/DONE: must match */
-	uint8_t *dst;			   /* READ: where */
-	uint64_t raddr;			   /* READ: remote address */
-	uint32_t rkey;			   /* READ: remote key */
-	uint64_t len;			   /* READ: bytes */
-	struct rpeer *peer;		   /* attached to */
-	struct rfetch *next_on_peer;	   /* peer's list */
-	struct ferry__loop_timer deadline; /* the step's */
-	bool started;			   /* request sent / READ posted */
-	bool reading;			   /* a READ callback is owed */
-	int fail_status;		   /* reading: the status to report at the callback */
+	struct ferry__objmgr *om;  /* owner */
+	enum rstep step;	   /* what to do */
+	struct ferry_object_id id; /* the object */
+	char ip[48];		   /* the server */
+	uint16_t port;		   /* its RDMA port */
+	unsigned qp;		   /* which of its endpoints */
+	uint64_t xfer;		   /* PROBE: ours; READ/DONE: the pin's */
+	uint64_t gen;		   /* PROBE: its endpoint's; READ (qp 0)/DONE: must match */
+	uint8_t *dst;		   /* READ: where */
+	uint64_t raddr;		   /* READ: remote address */
+	uint32_t rkey;		   /* READ: remote key */
+	uint64_t len;		   /* READ: bytes */
+	struct ferry__objmgr_step
+		base;	 /* its peer, deadline; started: request sent / READ posted */
+	bool reading;	 /* a READ callback is owed */
+	int fail_status; /* reading: the status to report at the callback */
 	/* PROBE results (heap; the pull thread frees them). */
 	uint64_t data_size;		/* the object's size */
 	uint8_t *metadata;		/* its metadata */
@@ -60,16 +57,12 @@ struct rfetch {
 	struct ferry__objmgr_pull *owner; /* on_done's pull */
 };
 
-/* An endpoint to another node's RDMA port. */
+/* An endpoint to another node's RDMA port (in r->peers). */
 struct rpeer {
-	struct ferry__objmgr_rdma *r; /* owner */
-	char key[72];		      /* "ip:port#qp" */
-	struct ferry__rdma_ep *ep;    /* NULL once gone */
-	bool up;		      /* established */
-	uint64_t gen;		      /* tells a reconnected endpoint from the one that pinned */
-	struct rfetch *fetches;	      /* steps on it */
-	uint64_t next_xfer;	      /* ids of our requests */
-	struct rpeer *next;	      /* r->peers */
+	struct ferry__objmgr_peer base; /* key "ip:port#qp", the steps on it */
+	struct ferry__rdma_ep *ep;	/* NULL once gone */
+	uint64_t gen;			/* tells a reconnected endpoint from the one that pinned */
+	uint64_t next_xfer;		/* ids of our requests */
 };
 
 /* A pin held for a puller until its PullDone. */
@@ -100,7 +93,7 @@ struct ferry__objmgr_rdma {
 	bool driving;			       /* inside drive() */
 	bool again;			       /* drive once more */
 	bool shut;			       /* shutdown began */
-	struct rpeer *peers;		       /* outgoing endpoints */
+	struct ferry__objmgr_peer_set peers;   /* outgoing endpoints */
 	struct rserve *served;		       /* accepted endpoints */
 	uint64_t next_gen;		       /* of the next rpeer */
 	struct ferry__fb_builder fb;	       /* loop thread's messages */

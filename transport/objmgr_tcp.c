@@ -11,6 +11,8 @@
  *   loop never touches it again. A fetch made before its endpoint is
  *   up waits on the peer and starts at on_connect. The fast path (objmgr_fast.c) posts an
  *   async probe instead: nobody waits, its on_done runs on the loop from a post.
+ * - Peers, the fetches on them, connect, drop and deadlines are objmgr_peer.c's (shared with
+ *   RDMA); this file gives it the TCP parts (peer_ops) and keeps the request FIFO.
  * - Every request gets exactly one reply, in order: the peer keeps its requests in a FIFO and
  *   matches each reply to the head (the xfer ids must agree, else the endpoint is dropped).
  * - A stream: ferry__tcp_expect() first, then the request. The fetch is done only when the
@@ -30,6 +32,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/wire.h"
 #include "transport/objmgr_int.h"
 
@@ -41,22 +44,25 @@ static void req_unref(struct ferry__objmgr_req *r)
 		ferry__free(r);
 }
 
-static void fetch_detach(struct ferry__objmgr_fetch *f)
+static struct ferry__objmgr_fetch *fetch_of(struct ferry__objmgr_step *s)
 {
-	struct ferry__objmgr_peer *peer = f->peer;
-	struct ferry__objmgr_fetch **pp;
+	return FERRY_CONTAINER_OF(s, struct ferry__objmgr_fetch, base);
+}
 
-	if (!peer)
-		return;
-	for (pp = &peer->fetches; *pp && *pp != f; pp = &(*pp)->next_on_peer)
-		;
-	if (*pp)
-		*pp = f->next_on_peer;
-	/* Replies to its requests are dropped; a stream's expect keeps it until its callback. */
-	for (struct ferry__objmgr_req *r = peer->head; r; r = r->next)
+static struct ferry__objmgr_tcp_peer *peer_of(struct ferry__objmgr_peer *p)
+{
+	return FERRY_CONTAINER_OF(p, struct ferry__objmgr_tcp_peer, base);
+}
+
+/* The fetch leaves its peer: replies to its requests are dropped; a stream's expect keeps it
+ * until its callback. */
+static void fetch_detach(struct ferry__objmgr_step *s)
+{
+	struct ferry__objmgr_fetch *f = fetch_of(s);
+
+	for (struct ferry__objmgr_req *r = peer_of(s->peer)->head; r; r = r->next)
 		if (r->fetch == f && r != f->stream_req)
 			r->fetch = NULL;
-	f->peer = NULL;
 }
 
 static void fetch_done_posted(void *arg, int status)
@@ -72,8 +78,7 @@ static void fetch_finish(struct ferry__objmgr_fetch *f, int status)
 {
 	struct ferry__objmgr *om = f->om;
 
-	(void)ferry__loop_timer_stop(&f->deadline);
-	fetch_detach(f);
+	ferry__objmgr_step_end(&f->base);
 	if (f->on_done) {
 		/* From a post: on_done calls the waiters back and frees @f, better done outside
 		 * the engine callback and the peer walk (peer_drop) that got us here. Should the
@@ -100,39 +105,26 @@ static void fetch_fail(struct ferry__objmgr_fetch *f, int status)
 	}
 	f->failed = true;
 	f->h.status = status;
-	(void)ferry__loop_timer_stop(&f->deadline);
-	if (f->peer && f->peer->ep)
-		(void)ferry__tcp_cancel_expect(f->peer->ep, r->xfer);
+	(void)ferry__loop_timer_stop(&f->base.deadline);
+	if (f->base.peer && peer_of(f->base.peer)->ep)
+		(void)ferry__tcp_cancel_expect(peer_of(f->base.peer)->ep, r->xfer);
 }
 
-static void peer_unlink(struct ferry__objmgr_peer *peer)
+static void step_fail(struct ferry__objmgr_step *s, int status)
 {
-	struct ferry__objmgr *om = peer->om;
-
-	for (struct ferry__objmgr_peer **pp = &om->peers; *pp; pp = &(*pp)->next) {
-		if (*pp == peer) {
-			*pp = peer->next;
-			break;
-		}
-	}
+	fetch_fail(fetch_of(s), status);
 }
 
 /*
- * The endpoint is gone or going: fail every fetch with @reason, drop the request FIFO, free
- * the peer. With @destroy, destroy the endpoint too (its expects complete inside that call).
+ * The endpoint is gone or going, its fetches failed and detached (objmgr_peer.c): drop the
+ * request FIFO, destroy the endpoint (its expects complete inside that call).
  */
-static void peer_drop(struct ferry__objmgr_peer *peer, int reason, bool destroy)
+static void peer_close(struct ferry__objmgr_peer *base)
 {
+	struct ferry__objmgr_tcp_peer *peer = peer_of(base);
 	struct ferry__tcp_ep *ep = peer->ep;
-	struct ferry__objmgr_fetch *f;
 	struct ferry__objmgr_req *r;
 
-	peer_unlink(peer);
-	while ((f = peer->fetches)) {
-		fetch_fail(f, reason);
-		if (peer->fetches == f) /* waiting for its expect: it is no longer on the peer */
-			fetch_detach(f);
-	}
 	while ((r = peer->head)) {
 		peer->head = r->next;
 		r->peer = NULL;
@@ -140,14 +132,13 @@ static void peer_drop(struct ferry__objmgr_peer *peer, int reason, bool destroy)
 	}
 	peer->tail = NULL;
 	peer->ep = NULL;
-	if (ep && destroy)
+	if (ep)
 		ferry__tcp_ep_destroy(ep);
-	ferry__free(peer);
 }
 
 static int send_req(struct ferry__objmgr_fetch *f, struct ferry__objmgr_req *r, bool stream)
 {
-	struct ferry__objmgr_peer *peer = f->peer;
+	struct ferry__objmgr_tcp_peer *peer = peer_of(f->base.peer);
 	struct ferry__wire_pull_request m = {0};
 	int ret;
 
@@ -193,15 +184,15 @@ static void expect_done(void *arg, int status)
 }
 
 /* Send the fetch's request: a probe, or expect + stream request. */
-static int fetch_go(struct ferry__objmgr_fetch *f)
+static int fetch_go(struct ferry__objmgr_step *s)
 {
-	struct ferry__objmgr_peer *peer = f->peer;
+	struct ferry__objmgr_fetch *f = fetch_of(s);
+	struct ferry__objmgr_tcp_peer *peer = peer_of(s->peer);
 	struct ferry__objmgr_req *r = ferry__calloc(1, sizeof(*r));
 	int ret;
 
 	if (!r)
 		return -ENOMEM;
-	f->started = true;
 	r->xfer = ++peer->next_xfer;
 	r->offset = f->dst ? f->next : 0;
 	r->len = f->dst ? f->end - f->next : FERRY__OBJMGR_INLINE_BYTES;
@@ -268,7 +259,7 @@ static void take_reply(struct ferry__objmgr_fetch *f, struct ferry__wire_pull_re
 
 static void peer_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)
 {
-	struct ferry__objmgr_peer *peer = arg;
+	struct ferry__objmgr_tcp_peer *peer = arg;
 	struct ferry__wire_pull_reply_view v;
 	struct ferry__objmgr_req *r = peer->head;
 	const void *payload;
@@ -278,14 +269,14 @@ static void peer_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, 
 	(void)ep;
 	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
 	    type != FERRY__WIRE_MSG_PULL_REPLY || !r) {
-		FLOG_WARN(COMP, "%s: unexpected or malformed message", peer->key);
-		peer_drop(peer, -EPROTO, true);
+		FLOG_WARN(COMP, "%s: unexpected or malformed message", peer->base.key);
+		ferry__objmgr_peer_drop(&peer->base, -EPROTO);
 		return;
 	}
 	v = ferry__wire_pull_reply_root_verified(payload);
 	if (ferry__wire_pull_reply_xfer(v) != r->xfer) {
-		FLOG_WARN(COMP, "%s: a reply out of order", peer->key);
-		peer_drop(peer, -EPROTO, true);
+		FLOG_WARN(COMP, "%s: a reply out of order", peer->base.key);
+		ferry__objmgr_peer_drop(&peer->base, -EPROTO);
 		return;
 	}
 	peer->head = r->next;
@@ -297,106 +288,63 @@ static void peer_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, 
 	req_unref(r);
 }
 
-static void peer_close(struct ferry__tcp_ep *ep, int reason, void *arg)
+static void peer_closed(struct ferry__tcp_ep *ep, int reason, void *arg)
 {
-	struct ferry__objmgr_peer *peer = arg;
-
 	(void)ep;
-	FLOG_INFO(COMP, "endpoint to %s closed: %s", peer->key, strerror(-reason));
-	peer_drop(peer, reason == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET, true);
+	ferry__objmgr_peer_closed(&((struct ferry__objmgr_tcp_peer *)arg)->base, reason);
 }
 
-static void peer_connect(struct ferry__tcp_ep *ep, int status, void *arg)
+static void peer_connected(struct ferry__tcp_ep *ep, int status, void *arg)
 {
-	struct ferry__objmgr_peer *peer = arg;
-	struct ferry__objmgr_fetch *f, *next;
-	int ret;
-
 	(void)ep;
-	if (status < 0) {
-		FLOG_INFO(COMP, "cannot connect to %s: %s", peer->key, strerror(-status));
-		peer_drop(peer, status == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET, true);
-		return;
-	}
-	peer->up = true;
-	for (f = peer->fetches; f; f = next) {
-		next = f->next_on_peer;
-		if (!f->started && (ret = fetch_go(f)) < 0)
-			fetch_fail(f, ret);
-	}
+	ferry__objmgr_peer_connected(&((struct ferry__objmgr_tcp_peer *)arg)->base, status);
 }
 
 static const struct ferry__tcp_ep_cbs peer_cbs = {
-	.on_connect = peer_connect,
+	.on_connect = peer_connected,
 	.on_message = peer_message,
-	.on_close = peer_close,
+	.on_close = peer_closed,
 };
 
-static int peer_get(struct ferry__objmgr *om, const char *ip, uint16_t port,
-		    struct ferry__objmgr_peer **out)
+static int peer_connect(struct ferry__objmgr_peer *base, const char *ip, uint16_t port)
 {
-	struct ferry__objmgr_peer *peer;
-	char key[64];
-	int ret;
+	struct ferry__objmgr *om = FERRY_CONTAINER_OF(base->set, struct ferry__objmgr, peers);
+	struct ferry__objmgr_tcp_peer *peer = peer_of(base);
 
-	snprintf(key, sizeof(key), "%s:%u", ip, port);
-	for (peer = om->peers; peer; peer = peer->next) {
-		if (!strcmp(peer->key, key)) {
-			*out = peer;
-			return 0;
-		}
-	}
-	peer = ferry__calloc(1, sizeof(*peer));
-	if (!peer)
-		return -ENOMEM;
-	peer->om = om;
-	memcpy(peer->key, key, sizeof(key));
-	ret = ferry__tcp_connect(om->tcp, ip, port, om->opts.timeout_ms, &peer_cbs, peer,
-				 &peer->ep);
-	if (ret < 0) {
-		ferry__free(peer);
-		return ret;
-	}
-	peer->next = om->peers;
-	om->peers = peer;
-	*out = peer;
-	return 0;
+	return ferry__tcp_connect(om->tcp, ip, port, om->opts.timeout_ms, &peer_cbs, peer,
+				  &peer->ep);
 }
 
-static void fetch_timeout(struct ferry__loop_timer *t, int status)
-{
-	struct ferry__objmgr_fetch *f = t->data;
-
-	if (status < 0)
-		return;
-	FLOG_WARN(COMP, "pull from %s:%u timed out", f->ip, f->port);
-	if (f->peer)
-		peer_drop(f->peer, -ETIMEDOUT, true);
-	else
-		fetch_fail(f, -ETIMEDOUT);
-}
+/* A peer that cannot connect fails its fetches with -ECONNRESET (or -ETIMEDOUT). */
+static const struct ferry__objmgr_peer_ops peer_ops = {
+	.peer_size = sizeof(struct ferry__objmgr_tcp_peer),
+	.peer_offset = offsetof(struct ferry__objmgr_tcp_peer, base),
+	.name = "",
+	.over = "",
+	.connect_error = -ECONNRESET,
+	.connect = peer_connect,
+	.close = peer_close,
+	.go = fetch_go,
+	.fail = step_fail,
+	.detach = fetch_detach,
+};
 
 static void fetch_start(void *arg, int status)
 {
 	struct ferry__objmgr_fetch *f = arg;
 	struct ferry__objmgr *om = f->om;
 	struct ferry__objmgr_peer *peer;
+	char key[FERRY__OBJMGR_PEER_KEY];
 	int ret = status < 0 ? status : om->shut ? -ECANCELED : 0;
 
+	snprintf(key, sizeof(key), "%s:%u", f->ip, f->port);
 	if (ret == 0)
-		ret = peer_get(om, f->ip, f->port, &peer);
+		ret = ferry__objmgr_peer_get(&om->peers, key, f->ip, f->port, &peer);
 	if (ret < 0) {
 		fetch_finish(f, ret == -ECANCELED ? ret : -ECONNRESET);
 		return;
 	}
-	f->peer = peer;
-	f->next_on_peer = peer->fetches;
-	peer->fetches = f;
-	f->deadline.data = f;
-	(void)ferry__loop_timer_start(om->loop, &f->deadline, om->opts.timeout_ms, 0,
-				      fetch_timeout);
-	if (peer->up && (ret = fetch_go(f)) < 0)
-		fetch_fail(f, ret);
+	ferry__objmgr_step_attach(&f->base, peer, f->ip, f->port);
 }
 
 int ferry__objmgr_fetch_start_async(struct ferry__objmgr *om, struct ferry__objmgr_fetch *f)
@@ -414,11 +362,15 @@ void ferry__objmgr_fetch_run_many(struct ferry__objmgr *om, struct ferry__objmgr
 				  fetch_start);
 }
 
+void ferry__objmgr_tcp_init(struct ferry__objmgr *om)
+{
+	ferry__objmgr_peer_set_init(&om->peers, &peer_ops, om->loop, om->opts.timeout_ms);
+}
+
 void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om)
 {
 	om->shut = true;
-	while (om->peers)
-		peer_drop(om->peers, -ECANCELED, true);
+	ferry__objmgr_peer_drop_all(&om->peers, -ECANCELED);
 	/* Endpoints accepted from pullers, the listener, and what the engine still holds. */
 	ferry__tcp_ctx_destroy(om->tcp);
 	om->tcp = NULL;
@@ -427,7 +379,7 @@ void ferry__objmgr_tcp_shutdown(struct ferry__objmgr *om)
 
 void ferry__objmgr_tcp_free(struct ferry__objmgr *om)
 {
-	assert(!om->peers && !om->tcp);
+	assert(!om->peers.list && !om->tcp);
 	ferry__fb_builder_fini(&om->fb);
 	ferry__fb_builder_fini(&om->serve_fb);
 }
