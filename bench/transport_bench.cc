@@ -456,8 +456,6 @@ void register_local(bool big)
 	// Small pulls with the object managers' busy poll (--spin-us): the latency mode, beside
 	// ucx_perftest, which busy-polls too. The window outlasts the untimed drop between pulls.
 	for (auto &be : backends) {
-		if (be.transports == (FERRY_GCS_TRANSPORT_TCP | FERRY_GCS_TRANSPORT_SHM))
-			continue;
 		std::string name = std::string("BM_transport_") + be.name + "_spin_pull";
 		benchmark::RegisterBenchmark(name.c_str(), BM_transport_pull, be.transports,
 					     kSpinUs)
