@@ -254,6 +254,7 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached, &size);
 	if (first_location(om, p, &a, &node) < 0)
 		return false;
+	p->fast_node = node;
 	t = ferry__objmgr_transport_for(om, &a);
 	if (t == FERRY_GCS_TRANSPORT_SHM) {
 		struct shm_fast *s = ferry__calloc(1, sizeof(*s));
@@ -263,7 +264,6 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 		s->om = om;
 		s->p = p;
 		snprintf(s->path, sizeof(s->path), "%s", a.shm_path);
-		p->fast_node = node;
 		p->fast_transport = FERRY_GCS_TRANSPORT_SHM;
 		if (ferry__loop_post(om->loop, shm_fast_run, s) < 0) {
 			ferry__free(s);
@@ -276,7 +276,6 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	 * the probe and probed again by the pull thread. */
 	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && size > 0 &&
 	    size <= FERRY__OBJMGR_RDMA_INLINE_MAX) {
-		p->fast_node = node;
 		p->fast_transport = FERRY_GCS_TRANSPORT_RDMA;
 		if (!ferry__objmgr_rdma_fast_start(om, p, &a))
 			return false;
@@ -293,7 +292,6 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	f->port = a.tcp_port;
 	f->on_done = fast_done;
 	f->owner = p;
-	p->fast_node = node;
 	p->fast_transport = FERRY_GCS_TRANSPORT_TCP;
 	if (ferry__objmgr_fetch_start_async(om, f) < 0) {
 		ferry__free(f);

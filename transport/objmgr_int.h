@@ -201,6 +201,10 @@ int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, ui
 void *ferry__objmgr_wrap(struct ferry__fb_builder *b, uint16_t type, size_t *len);
 int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,
 			 size_t *payload_len);
+/* ferry__objmgr_unwrap_request() - the serving side's decoder, for every engine: unwrap, then
+ * ferry__objmgr_request_check(). 0 (a PullRequest or PullDone to act on) or -EPROTO/-EINVAL. */
+int ferry__objmgr_unwrap_request(const void *buf, size_t len, uint16_t *type, const void **payload,
+				 size_t *payload_len);
 
 /* objmgr_fast.c: start @p (just put in om->pulls, om->lock held, not yet queued) on the loop's
  * fast path when its location is cached and reached over TCP. true: the loop has it (it

@@ -148,8 +148,7 @@ static void serve_message(struct ferry__rdma_ep *ep, const void *buf, size_t len
 	uint16_t type;
 
 	(void)ep;
-	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
-	    ferry__objmgr_request_check(type, payload, plen) < 0) {
+	if (ferry__objmgr_unwrap_request(buf, len, &type, &payload, &plen) < 0) {
 		FLOG_WARN(COMP, "malformed RDMA request from a puller: closing");
 		ferry__objmgr_rdma_serve_free(s);
 		return;

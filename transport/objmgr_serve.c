@@ -139,6 +139,14 @@ int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void
 	return ferry__wire_verify(*type, *payload, *payload_len) < 0 ? -EPROTO : 0;
 }
 
+int ferry__objmgr_unwrap_request(const void *buf, size_t len, uint16_t *type, const void **payload,
+				 size_t *payload_len)
+{
+	int ret = ferry__objmgr_unwrap(buf, len, type, payload, payload_len);
+
+	return ret < 0 ? ret : ferry__objmgr_request_check(*type, *payload, *payload_len);
+}
+
 /* A stream's pin: held until the engine no longer reads the object. */
 struct stream_pin {
 	struct ferry__objmgr *om;      /* whose store */
@@ -221,8 +229,7 @@ static void serve_message(struct ferry__tcp_ep *ep, const void *buf, size_t len,
 	size_t plen;
 	uint16_t type;
 
-	if (ferry__objmgr_unwrap(buf, len, &type, &payload, &plen) < 0 ||
-	    ferry__objmgr_request_check(type, payload, plen) < 0) {
+	if (ferry__objmgr_unwrap_request(buf, len, &type, &payload, &plen) < 0) {
 		FLOG_WARN(COMP, "malformed request from a puller: closing");
 		ferry__tcp_ep_destroy(ep);
 		return;
