@@ -556,6 +556,57 @@ static bool enter_ok(int ret)
 	return ret >= 0 || ret == -ETIME || ret == -EINTR || ret == -EBUSY || ret == -EAGAIN;
 }
 
+/* ---- the process's busy pollers (loop.h) ---- */
+
+static atomic_uint spinners; /* loops in spin() and waiters spinning */
+static atomic_uint cpus;     /* ferry__spin_cpus(), 0 until first use */
+
+unsigned ferry__spin_cpus(void)
+{
+	unsigned n = atomic_load_explicit(&cpus, memory_order_relaxed);
+	cpu_set_t set;
+
+	if (n)
+		return n;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = (unsigned)CPU_COUNT(&set);
+	if (!n) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+
+		n = c > 0 ? (unsigned)c : 1;
+	}
+	atomic_store_explicit(&cpus, n, memory_order_relaxed);
+	return n;
+}
+
+bool ferry__spin_waiter_enter(void)
+{
+	unsigned limit = ferry__spin_cpus();
+	unsigned n = atomic_load_explicit(&spinners, memory_order_relaxed);
+
+	do {
+		if (n >= limit)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&spinners, &n, n + 1, memory_order_relaxed,
+							memory_order_relaxed));
+	return true;
+}
+
+bool ferry__spin_crowded(void)
+{
+	return atomic_load_explicit(&spinners, memory_order_relaxed) > ferry__spin_cpus();
+}
+
+void ferry__spin_loop_enter(void)
+{
+	atomic_fetch_add_explicit(&spinners, 1, memory_order_relaxed);
+}
+
+void ferry__spin_leave(void)
+{
+	atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
+}
+
 /*
  * Busy poll: submit and reap without sleeping until a completion is there, a timer is due in
  * @wait_ns, stop is asked, or the spin window since the last busy pass has ended. true: the
@@ -564,26 +615,26 @@ static bool enter_ok(int ret)
 static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 {
 	uint64_t now = ferry__now_ns(), end = loop->last_busy_ns + loop->spin_ns;
+	bool busy = false;
 
 	if (wait_ns != UINT64_MAX && now + wait_ns < end)
 		end = now + wait_ns;
+	ferry__spin_loop_enter();
 	while (now < end) {
 		*ret = io_uring_submit_and_get_events(&loop->ring);
-		if (!enter_ok(*ret))
-			return true;
-		if (io_uring_cq_ready(&loop->ring)) {
-			loop->spins++;
-			return true;
-		}
-		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
+		if (!enter_ok(*ret) || io_uring_cq_ready(&loop->ring) ||
+		    atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
 		    atomic_load_explicit(&loop->posted, memory_order_relaxed)) {
-			loop->spins++;
-			return true;
+			busy = true;
+			break;
 		}
 		sched_yield();
 		now = ferry__now_ns();
 	}
-	return false;
+	ferry__spin_leave();
+	if (busy && enter_ok(*ret))
+		loop->spins++;
+	return busy;
 }
 
 /* Submit, then sleep until a completion or the next timer. 0, or a fatal -errno. */

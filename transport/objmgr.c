@@ -740,16 +740,19 @@ static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
 
 /* With a busy-poll window (opts.spin_us), poll *@pending, yielding the CPU to runnable threads,
  * until it is 0 or the window has passed: the waiting side of the loop's spin (a waiter woken by
- * a futex costs a wake-up per pull). */
+ * a futex costs a wake-up per pull). Only while the loops spinning for the pull leave a CPU for
+ * it (ferry__spin_waiter_enter, loop.h): otherwise the pull's own progress waits for it. */
 static void spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *pending)
 {
 	uint64_t end;
 
-	if (!om->opts.spin_us)
+	if (!om->opts.spin_us || !ferry__spin_waiter_enter())
 		return;
 	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
-	while (atomic_load_explicit(pending, memory_order_acquire) && ferry__now_ns() < end)
+	while (atomic_load_explicit(pending, memory_order_acquire) && ferry__now_ns() < end &&
+	       !ferry__spin_crowded())
 		sched_yield();
+	ferry__spin_leave();
 }
 
 int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_id *ids,

@@ -525,6 +525,61 @@ FTEST(busy_poll_serves_traffic_then_sleeps)
 	ferry__loop_destroy(r.loop);
 }
 
+/* Waiters that can spin now (each counted in; the caller lets them go). */
+static unsigned waiters_that_fit(void)
+{
+	unsigned n = 0;
+
+	while (n < 64 && ferry__spin_waiter_enter())
+		n++;
+	return n;
+}
+
+static void waiters_leave(unsigned n)
+{
+	while (n--)
+		ferry__spin_leave();
+}
+
+/* No more busy pollers than CPUs: waiters fill what the spinning loops leave, and a loop that
+ * starts spinning makes the set crowded (a waiter leaves). A real loop counts while in its
+ * spin window and not once it sleeps. */
+FTEST(waiters_spin_only_on_cpus_the_loops_leave)
+{
+	struct ferry__loop_opts opts = {.spin_us = 300000};
+	struct spin_run r = {0};
+	unsigned cpus = ferry__spin_cpus(), n;
+	pthread_t t;
+
+	ftest_assert_uint_ge(cpus, 1);
+	n = waiters_that_fit();
+	ftest_assert_uint_eq(n, cpus);
+	ftest_assert_false(ferry__spin_crowded());
+	ferry__spin_loop_enter();
+	ftest_assert_true(ferry__spin_crowded());
+	ferry__spin_leave(); /* the loop stops */
+	waiters_leave(n);
+
+	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
+	ftest_assert_int_eq(pthread_create(&t, NULL, spin_loop_main, &r), 0);
+	while (!atomic_load(&r.cpu_ready))
+		sched_yield();
+	ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
+	while (atomic_load(&r.posts_run) == 0)
+		sched_yield();
+	usleep(20 * 1000); /* inside its 300 ms window */
+	n = waiters_that_fit();
+	waiters_leave(n);
+	ftest_assert_uint_eq(n, cpus - 1);
+	usleep(500 * 1000); /* the window has passed: it sleeps */
+	n = waiters_that_fit();
+	waiters_leave(n);
+	ftest_assert_uint_eq(n, cpus);
+	ferry__loop_stop(r.loop);
+	pthread_join(t, NULL);
+	ferry__loop_destroy(r.loop);
+}
+
 struct pingpong {
 	struct ferry__loop *loop; /* runs on its own thread, sleeping between posts */
 	atomic_int done[2];	  /* posts run, per poster */
