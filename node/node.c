@@ -362,6 +362,11 @@ int ferry__node_sync(struct ferry__node *node)
 {
 	int ret;
 
+	/* Pulled copies whose seal notice the object manager holds back reach the store (and
+	 * its on_sealed hook, which queues their records) first. Not under node->lock: that
+	 * hook takes it. */
+	if (node->om)
+		(void)ferry__objmgr_flush_notices(node->om);
 	pthread_mutex_lock(&node->lock);
 	if (node->queue) { /* no gathering for these */
 		node->flush = true;

@@ -367,13 +367,15 @@ int ferry_plasma_client_create(struct ferry_plasma_client *c, const struct ferry
 
 /* A notice to the store (seq 0: no reply) that entry generation @gen of @id is sealed. */
 static int notice_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id,
-		       uint32_t gen)
+		       uint32_t gen, bool later)
 {
 	struct ferry__wire_plasma_seal m = {.object_id = *id, .gen_known = true, .index_gen = gen};
 	struct ferry__fb_builder b = {0};
+	int built = ferry__wire_plasma_seal_build(&b, &m);
 
-	return ferry__pc_finish(c, NULL, FERRY__WIRE_MSG_PLASMA_SEAL, &b,
-				ferry__wire_plasma_seal_build(&b, &m));
+	if (later)
+		return ferry__pc_send_later(c, FERRY__WIRE_MSG_PLASMA_SEAL, &b, built);
+	return ferry__pc_finish(c, NULL, FERRY__WIRE_MSG_PLASMA_SEAL, &b, built);
 }
 
 static int notice_release(struct ferry_plasma_client *c, const struct ferry_object_id *id,
@@ -421,19 +423,33 @@ int ferry__plasma_client_seal_begin(struct ferry_plasma_client *c, const struct 
 	ferry__hashmap_remove(&c->creating, id, NULL);
 	pthread_mutex_unlock(&c->lock);
 	/*
-	 * Someone waits for a seal: the store must be told (no reply awaited). A secondary copy
-	 * is always told of: one made in our chunk is evictable only once the store lists it, and
-	 * the store cannot tell which of its creates are done otherwise.
+	 * Someone waits for a seal: the store must be told now (no reply awaited). A secondary
+	 * copy is always told of, but may wait: one made in our chunk is evictable only once the
+	 * store lists it, and the store cannot tell which of its creates are done otherwise.
 	 */
 	if (r < 0)
 		return r;
-	return r == 1 || secondary;
+	return r == 1 ? 2 : secondary;
 }
 
 int ferry__plasma_client_seal_end(struct ferry_plasma_client *c, const struct ferry_object_id *id,
-				  uint32_t gen)
+				  uint32_t gen, bool later)
 {
-	return notice_seal(c, id, gen);
+	return notice_seal(c, id, gen, later);
+}
+
+int ferry__plasma_client_flush(struct ferry_plasma_client *c, bool wait)
+{
+	struct ferry_plasma_stats st;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	r = ferry__pc_flush(c);
+	/* Any reply comes after the store handled every frame before its request. */
+	if (r == 0 && wait)
+		r = ferry_plasma_client_stats(c, &st);
+	return r;
 }
 
 int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id)
@@ -441,8 +457,8 @@ int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_o
 	uint32_t gen;
 	int r = ferry__plasma_client_seal_begin(c, id, &gen);
 
-	if (r == 1) /* a one-way notice, not a round trip */
-		(void)ferry__plasma_client_seal_end(c, id, gen);
+	if (r > 0) /* a one-way notice, not a round trip */
+		(void)ferry__plasma_client_seal_end(c, id, gen, false);
 	return r < 0 ? r : 0;
 }
 

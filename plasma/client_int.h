@@ -59,7 +59,11 @@ struct ferry_plasma_client {
 	pthread_mutex_t lock;		    /* slot operations and @creating */
 	pthread_mutex_t chunk_lock;	    /* local creates vs the refill that retires the chunk */
 	struct ferry__hashmap creating;	    /* ObjectID -> struct ferry__plasma_object */
-	pthread_mutex_t send_lock;	    /* one frame on the socket at a time */
+	pthread_mutex_t send_lock;	    /* one frame on the socket at a time; @later */
+	uint8_t *later;			    /* notices held back (frames), sent before the next
+					     * frame or at ferry__plasma_client_flush() */
+	size_t later_len, later_cap;	    /* bytes held, buffer size */
+	unsigned later_count;		    /* notices held */
 	pthread_mutex_t io_lock;	    /* pending, next_seq, reading, io_error */
 	pthread_cond_t io_cond;		    /* a reply came, or the reader role is free */
 	struct ferry__pc_pending *pending;  /* requests waiting for replies */
@@ -95,6 +99,18 @@ uint64_t ferry__pc_begin(struct ferry_plasma_client *c, struct ferry__pc_pending
  */
 int ferry__pc_finish(struct ferry_plasma_client *c, struct ferry__pc_pending *p, uint16_t type,
 		     struct ferry__fb_builder *b, int built);
+
+/*
+ * Hold notice @b (@type; @built: its build result) back until the next frame or
+ * ferry__pc_flush(), so that a burst of notices wakes the store once. The order of all frames
+ * on the socket stays as sent. Returns 1 when it is the only notice held (the caller must see
+ * to a flush), 0, or -errno. @b is finalised.
+ */
+int ferry__pc_send_later(struct ferry_plasma_client *c, uint16_t type, struct ferry__fb_builder *b,
+			 int built);
+
+/* Send the notices held back, if any. 0 or -errno. */
+int ferry__pc_flush(struct ferry_plasma_client *c);
 
 /* Tear down what client_io.c set up (parser; the fd is closed by the caller). */
 void ferry__pc_io_fini(struct ferry_plasma_client *c);

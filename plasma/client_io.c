@@ -80,6 +80,37 @@ int ferry__pc_write_all(int fd, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* Append @len bytes to the held-back notices (send_lock held). */
+static int later_append(struct ferry_plasma_client *c, const uint8_t *p, size_t len)
+{
+	if (c->later_len + len > c->later_cap) {
+		size_t cap = FERRY_MAX(2 * c->later_cap, c->later_len + len);
+		uint8_t *n = ferry__realloc(c->later, FERRY_MAX(cap, (size_t)4096));
+
+		if (!n)
+			return -ENOMEM;
+		c->later = n;
+		c->later_cap = FERRY_MAX(cap, (size_t)4096);
+	}
+	memcpy(c->later + c->later_len, p, len);
+	c->later_len += len;
+	return 0;
+}
+
+/* Send the held-back notices (send_lock held). They are dropped on error too: the connection
+ * is gone, and with it every notice's object (the store aborts a dead client's creates). */
+static int later_send(struct ferry_plasma_client *c)
+{
+	int r = c->later_len ? ferry__pc_write_all(c->fd, c->later, c->later_len) : 0;
+
+	if (r < 0)
+		FLOG_WARN(comp, "client: %u seal notices not delivered: %s", c->later_count,
+			  ferry_strerror(r));
+	c->later_len = 0;
+	c->later_count = 0;
+	return r;
+}
+
 static int send_frame(struct ferry_plasma_client *c, uint16_t type, struct ferry__fb_builder *b)
 {
 	const uint8_t *frame;
@@ -89,7 +120,48 @@ static int send_frame(struct ferry_plasma_client *c, uint16_t type, struct ferry
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->send_lock);
-	r = ferry__pc_write_all(c->fd, frame, size);
+	/* Notices held back go first, in the same write: the store sees every frame in order. */
+	if (c->later_len && later_append(c, frame, size) == 0) {
+		r = later_send(c);
+	} else {
+		if ((r = later_send(c)) == 0)
+			r = ferry__pc_write_all(c->fd, frame, size);
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	return r;
+}
+
+/* Notices held back before one write: a burst of pulled copies wakes the store once per
+ * burst, and the write stays one page or two. */
+#define LATER_MAX 64
+
+int ferry__pc_send_later(struct ferry_plasma_client *c, uint16_t type, struct ferry__fb_builder *b,
+			 int built)
+{
+	const uint8_t *frame;
+	size_t size;
+	int r = built;
+
+	if (r == 0)
+		r = ferry__frame_finish(b, type, &frame, &size);
+	if (r == 0) {
+		pthread_mutex_lock(&c->send_lock);
+		if (later_append(c, frame, size) == 0)
+			r = ++c->later_count >= LATER_MAX ? later_send(c) : c->later_count == 1;
+		else if ((r = later_send(c)) == 0) /* no room to hold it: now, after the others */
+			r = ferry__pc_write_all(c->fd, frame, size);
+		pthread_mutex_unlock(&c->send_lock);
+	}
+	ferry__fb_builder_fini(b);
+	return r;
+}
+
+int ferry__pc_flush(struct ferry_plasma_client *c)
+{
+	int r;
+
+	pthread_mutex_lock(&c->send_lock);
+	r = later_send(c);
 	pthread_mutex_unlock(&c->send_lock);
 	return r;
 }
@@ -359,4 +431,6 @@ err_close_fds:
 void ferry__pc_io_fini(struct ferry_plasma_client *c)
 {
 	ferry__frame_parser_fini(&c->parser);
+	ferry__free(c->later);
+	c->later = NULL;
 }

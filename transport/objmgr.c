@@ -37,6 +37,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "plasma/client_arena.h"
 #include "common/util.h"
 #include "transport/objmgr_int.h"
 
@@ -947,6 +948,7 @@ static int init_sync(struct ferry__objmgr *om)
 	pthread_cond_init(&om->admit_cond, NULL);
 	pthread_cond_init(&om->nodes_cond, NULL);
 	pthread_cond_init(&om->fast_cond, NULL);
+	om->notices.data = om;
 	return 0;
 }
 
@@ -1093,6 +1095,8 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 		pthread_join(om->loop_thread, NULL);
 		om->loop_started = false;
 	}
+	/* The fast path's seal notices still held back (its timer is on the stopped loop). */
+	(void)ferry__plasma_client_flush(om->store, false);
 	om->stopped = true;
 }
 

@@ -117,6 +117,14 @@ struct ferry__objmgr_stats {
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out);
 
 /*
+ * ferry__objmgr_flush_notices() - the store has handled the seal of every copy this object
+ * manager made so far (the loop's fast path holds those notices back up to 1 ms): after it,
+ * the store lists them and its on_sealed hook has run for each. A round trip to the store;
+ * any thread but the loop's. 0 or -errno.
+ */
+int ferry__objmgr_flush_notices(struct ferry__objmgr *om);
+
+/*
  * ferry__objmgr_stop() - finish: pulls not done complete with -ECANCELED, threads joined,
  * connections closed. The GCS subscription may still call in until the GCS client is
  * destroyed: destroy it after stop and before ferry__objmgr_destroy(). Idempotent.

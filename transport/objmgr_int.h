@@ -180,7 +180,11 @@ struct ferry__objmgr {
 	struct ferry__objmgr_locs locs;	       /* location cache */
 	unsigned fast_pulls;		       /* pulls on the loop's fast path */
 	pthread_cond_t fast_cond;	       /* fast_pulls went to 0 */
+	struct ferry__loop_timer notices;      /* flushes the seal notices held back (fast path) */
 };
+
+/* How long the loop's fast path may hold back its copies' seal notices (objmgr_fast.c). */
+#define FERRY__OBJMGR_NOTICE_MS 1
 
 /* objmgr_serve.c: listen (before the loop runs). */
 int ferry__objmgr_serve_start(struct ferry__objmgr *om);

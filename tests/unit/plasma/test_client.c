@@ -11,6 +11,7 @@
 #include "client_test.h"
 #include "common/alloc.h"
 #include "common/frame.h"
+#include "plasma/client_arena.h"
 #include "plasma/client_int.h"
 
 #define KIB (1ull << 10)
@@ -288,6 +289,78 @@ FTEST(small_secondaries_live_in_the_chunk_and_are_evicted)
 		ftest_assert_int_eq(ferry_plasma_client_contains(c, &id), 0);
 	}
 	client_check(c, 9, 1000, 0);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+/* Secondary @n (100 B, in the chunk) sealed in the index, its notice held back: the return
+ * of seal_end (1: the first held). */
+static int seal_later(struct ferry_plasma_client *c, uint32_t n)
+{
+	struct ferry_object_id id = oid(n);
+	uint32_t gen;
+
+	put_secondary(c, n, 100, false);
+	ftest_assert_int_eq(ferry__plasma_client_seal_begin(c, &id, &gen), 1);
+	return ferry__plasma_client_seal_end(c, &id, gen, true);
+}
+
+/* The object manager's loop holds pulled copies' seal notices back (one store wake-up per
+ * burst): readers here see the copies at once through the index; the store hears of them at
+ * a flush, after 64, or before this client's next request (in order: an evict sent after them
+ * finds them sealed). With someone waiting in the store for a seal, begin says "now" (2). */
+FTEST(held_back_seal_notices_reach_the_store_in_order)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c, *other;
+	struct waiter w;
+	pthread_t th;
+	uint64_t freed;
+	uint32_t gen;
+
+	store_spawn(&t, opts(16 * MIB));
+	c = client_connect(&t);
+	other = client_connect(&t);
+	ftest_assert_int_eq(seal_later(c, 0), 1);
+	ftest_assert_int_eq(seal_later(c, 1), 0);
+	ftest_assert_int_eq(seal_later(c, 2), 0);
+	for (uint32_t n = 0; n < 3; n++)
+		client_check(other, n, 100, 0);
+	/* Another client's evict finds none evictable yet; this client's goes after them. */
+	ftest_assert_int_eq(ferry_plasma_client_evict(other, 64 * MIB, &freed), 0);
+	ftest_assert_int_eq(ferry_plasma_client_evict(c, 64 * MIB, &freed), 3);
+
+	ftest_assert_int_eq(seal_later(c, 3), 1);
+	ftest_assert_int_eq(seal_later(c, 4), 0);
+	ftest_assert_int_eq(ferry_plasma_client_evict(other, 64 * MIB, &freed), 0);
+	ftest_assert_ok(ferry__plasma_client_flush(c, true));
+	ftest_assert_int_eq(ferry_plasma_client_evict(other, 64 * MIB, &freed), 2);
+
+	/* The 64th held notice sends them all (a chunk refill would have sent them too: 64
+	 * small ones fit the chunk). */
+	for (uint32_t n = 10; n < 10 + 63; n++)
+		ftest_assert_int_eq(seal_later(c, n), n == 10);
+	ftest_assert_int_eq(ferry_plasma_client_evict(other, 64 * MIB, &freed), 0);
+	ftest_assert_int_eq(seal_later(c, 73), 0);
+	ftest_assert_uint_eq(c->later_count, 0);
+	ftest_assert_uint_eq(c->later_len, 0);
+	ftest_assert_ok(ferry_plasma_client_stats(c, &(struct ferry_plasma_stats){0}));
+	ftest_assert_int_eq(ferry_plasma_client_evict(other, 64 * MIB, &freed), 64);
+
+	/* A getter waits in the store: the notice must go now. */
+	w = (struct waiter){other, 100, 1000};
+	ftest_assert_int_eq(pthread_create(&th, NULL, wait_and_check, &w), 0);
+	while (atomic_load(&c->ix.hdr->seal_waiters) == 0)
+		usleep(1000);
+	put_secondary(c, 100, 1000, false);
+	{
+		struct ferry_object_id id = oid(100);
+
+		ftest_assert_int_eq(ferry__plasma_client_seal_begin(c, &id, &gen), 2);
+		ftest_assert_ok(ferry__plasma_client_seal_end(c, &id, gen, false));
+	}
+	ftest_assert_int_eq(pthread_join(th, NULL), 0);
+	ferry_plasma_client_disconnect(other);
 	ferry_plasma_client_disconnect(c);
 	store_stop(&t);
 }
