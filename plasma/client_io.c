@@ -84,13 +84,14 @@ int ferry__pc_write_all(int fd, const uint8_t *p, size_t len)
 static int later_append(struct ferry_plasma_client *c, const uint8_t *p, size_t len)
 {
 	if (c->later_len + len > c->later_cap) {
-		size_t cap = FERRY_MAX(2 * c->later_cap, c->later_len + len);
-		uint8_t *n = ferry__realloc(c->later, FERRY_MAX(cap, (size_t)4096));
+		size_t cap =
+			FERRY_MAX(FERRY_MAX(2 * c->later_cap, c->later_len + len), (size_t)4096);
+		uint8_t *n = ferry__realloc(c->later, cap);
 
 		if (!n)
 			return -ENOMEM;
 		c->later = n;
-		c->later_cap = FERRY_MAX(cap, (size_t)4096);
+		c->later_cap = cap;
 	}
 	memcpy(c->later + c->later_len, p, len);
 	c->later_len += len;

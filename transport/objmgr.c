@@ -37,8 +37,8 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "plasma/client_arena.h"
 #include "common/util.h"
+#include "plasma/client_arena.h"
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"

@@ -328,6 +328,17 @@ static void fetch_start(void *arg, int status)
 	drive(r);
 }
 
+/* PullDone for pin @xfer over the endpoint to @ip:@port that took it, if it is still that one
+ * (generation @gen): a new endpoint means the pin went with the old one. On the loop. */
+static void done_on_pin_endpoint(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
+				 uint64_t gen, uint64_t xfer)
+{
+	struct rpeer *peer = r->shut ? NULL : peer_find(r, ip, port, 0);
+
+	if (peer && peer->base.up && peer->gen == gen)
+		(void)send_done(r, peer->ep, xfer);
+}
+
 /* ---- the loop's fast path (objmgr_fast.c) ---- */
 
 /*
@@ -340,13 +351,9 @@ static void fetch_start(void *arg, int status)
 static void fast_probe_done(struct rfetch *f, int status)
 {
 	struct ferry__objmgr *om = f->om;
-	struct ferry__objmgr_rdma *r = om->rdma;
 
 	if (status == 0 && !f->inline_all) {
-		struct rpeer *peer = peer_find(r, f->ip, f->port, 0);
-
-		if (peer && peer->base.up && peer->gen == f->gen)
-			(void)send_done(r, peer->ep, f->xfer);
+		done_on_pin_endpoint(om->rdma, f->ip, f->port, f->gen, f->xfer);
 		status = FERRY__OBJMGR_FAST_RETRY;
 	} else if (status == -EMSGSIZE || status == -EHOSTUNREACH) {
 		status = FERRY__OBJMGR_FAST_RETRY;
@@ -451,11 +458,9 @@ struct done_later {
 static void done_later_run(void *arg, int status)
 {
 	struct done_later *d = arg;
-	struct ferry__objmgr_rdma *r = d->om->rdma;
-	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, d->ip, d->port, 0);
 
-	if (peer && peer->base.up && peer->gen == d->gen)
-		(void)send_done(r, peer->ep, d->xfer);
+	if (status == 0)
+		done_on_pin_endpoint(d->om->rdma, d->ip, d->port, d->gen, d->xfer);
 	ferry__free(d);
 }
 
