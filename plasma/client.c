@@ -423,13 +423,14 @@ int ferry__plasma_client_seal_begin(struct ferry_plasma_client *c, const struct 
 	ferry__hashmap_remove(&c->creating, id, NULL);
 	pthread_mutex_unlock(&c->lock);
 	/*
-	 * Someone waits for a seal: the store must be told now (no reply awaited). A secondary
-	 * copy is always told of, but may wait: one made in our chunk is evictable only once the
-	 * store lists it, and the store cannot tell which of its creates are done otherwise.
+	 * A get or wait parked in the store (2): it must be told now. A hook or subscriber
+	 * listens (1), or a secondary copy (always told of: one made in our chunk is evictable
+	 * only once the store lists it, and the store cannot tell which of its creates are done
+	 * otherwise): told, maybe a little later. No reply is awaited either way.
 	 */
 	if (r < 0)
 		return r;
-	return r == 1 ? 2 : secondary;
+	return r == 2 ? 2 : r == 1 || secondary;
 }
 
 int ferry__plasma_client_seal_end(struct ferry_plasma_client *c, const struct ferry_object_id *id,

@@ -42,9 +42,9 @@ int ferry__plasma_client_get_nowait(struct ferry_plasma_client *c, const struct 
 /*
  * ferry__plasma_client_seal_begin() / _end() - ferry_plasma_client_seal() in two steps. begin
  * seals in the shared index (readers on this host see the object from then on) and returns 0,
- * 1 when the store must still be told (*@gen set; a pulled copy: the store lists it, so it can
- * be evicted), 2 when it must be told now (someone waits in the store for a seal), or the
- * seal's error. end sends that notice (one-way). The object manager's loop calls back the
+ * 1 when the store must still be told (*@gen set; a pulled copy, which the store lists so it
+ * can be evicted, or a hook or subscriber listens), 2 when it must be told now (a get or wait
+ * is parked in the store), or the seal's error. end sends that notice (one-way). The object manager's loop calls back the
  * pull's waiters between the two: the waiters need the bytes, not the store's bookkeeping.
  *
  * With @later (only after a 1), the notice is held back in the client until the next frame

@@ -529,7 +529,9 @@ int ferry__plasma_index_seal(struct ferry__plasma_index *ix, uint32_t slot,
 			break;
 	}
 	atomic_fetch_add_explicit(&ix->hdr->seal_seq, 1, memory_order_release);
-	/* seq_cst load after the seq_cst CAS, against the store's "count waiter, then look". */
+	/* seq_cst loads after the seq_cst CAS, against the store's "count waiter, then look". */
+	if (atomic_load(&ix->hdr->seal_getters) > 0)
+		return 2;
 	return atomic_load(&ix->hdr->seal_waiters) > 0;
 }
 

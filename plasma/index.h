@@ -164,8 +164,9 @@ int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t sl
 /*
  * ferry__plasma_index_seal() - make @obj (CREATING, owned by @slot) immutable and visible to
  * get. The bytes written before are visible to every reader that pins it after.
- * Returns 0, 1 if the store has waiters (tell it: it is not otherwise woken), -EPERM (another
- * slot's object), -EALREADY (already sealed), -ENOENT (no such object or generation).
+ * Returns 0, 1 if the store listens for seals (a hook or subscriber: tell it, it is not
+ * otherwise woken), 2 if a get or wait is parked there (tell it now), -EPERM (another slot's
+ * object), -EALREADY (already sealed), -ENOENT (no such object or generation).
  */
 int ferry__plasma_index_seal(struct ferry__plasma_index *ix, uint32_t slot,
 			     const struct ferry__plasma_object *obj);

@@ -28,7 +28,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "plasma needs lock-free 64-bit atomi
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "plasma needs lock-free 32-bit atomics");
 
 #define FERRY__PLASMA_MAGIC 0x31414d53414c5046ull /* "FPLASMA1" */
-#define FERRY__PLASMA_LAYOUT_VERSION 2u
+#define FERRY__PLASMA_LAYOUT_VERSION 3u
 #define FERRY__PLASMA_MAX_CLIENTS 128u /* bits in an entry's pin mask */
 #define FERRY__PLASMA_STORE_SLOT 0u    /* the store's own client slot */
 
@@ -167,6 +167,8 @@ struct ferry__plasma_header {
 	pthread_mutex_t writer_lock __attribute__((aligned(64)));
 	_Atomic uint32_t lru_clock __attribute__((aligned(64))); /* bumped by the store */
 	_Atomic uint32_t seal_waiters; /* > 0: the store waits for seals; sealers notify it */
+	_Atomic uint32_t seal_getters; /* of those, parked gets and waits: notify at once (the
+					* others, hooks and subscribers, accept a delay) */
 	_Atomic uint32_t used_slots __attribute__((aligned(64))); /* non-free slots (lock) */
 	_Atomic uint32_t live_objects;				  /* CLAIMED..EVICTING entries */
 	_Atomic uint64_t seal_seq; /* bumped by every seal: the store can spot local seals */

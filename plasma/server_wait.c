@@ -151,6 +151,7 @@ static void unlink_wait(struct ferry__plasma_wait *w)
 		srv->waits = w->next;
 	if (w->next)
 		w->next->prev = w->prev;
+	atomic_fetch_sub(&srv->ix->hdr->seal_getters, 1);
 	atomic_fetch_sub(&srv->ix->hdr->seal_waiters, 1);
 	w->counted = false;
 	for (uint32_t i = 0; i < w->n; i++)
@@ -239,6 +240,7 @@ static void park(struct ferry__plasma_wait *w, int64_t timeout_ms)
 	srv->waits = w;
 	w->counted = true;
 	atomic_fetch_add(&srv->ix->hdr->seal_waiters, 1);
+	atomic_fetch_add(&srv->ix->hdr->seal_getters, 1);
 	/* Count, then look: a sealer that did not see the count is seen here. */
 	atomic_thread_fence(memory_order_seq_cst);
 	resolve(w, NULL);

@@ -928,6 +928,8 @@ static void set_opts(struct ferry__objmgr *om, const struct ferry__objmgr_opts *
 		om->opts.rdma_qps = 8;
 	if (!om->opts.chunk_bytes)
 		om->opts.chunk_bytes = 1u << 20;
+	if (!om->opts.notice_hold_ms)
+		om->opts.notice_hold_ms = 1;
 	if (om->opts.chunk_bytes > FERRY__OBJMGR_MAX_CHUNK)
 		om->opts.chunk_bytes = FERRY__OBJMGR_MAX_CHUNK;
 	if (!om->opts.timeout_ms)

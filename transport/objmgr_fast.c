@@ -28,7 +28,7 @@
  *   Over shm, what would block (connecting to the other store, an object that store must
  *   help with: spilled or busy) is left to a pull thread the same way.
  * - The store's seal notice goes after the waiters are called back, and is held back in the
- *   plasma client for up to FERRY__OBJMGR_NOTICE_MS (a loop timer flushes it; so does any
+ *   plasma client for up to opts.notice_hold_ms, 1 ms (a loop timer flushes it; so does any
  *   other request of the client, which keeps the store's view in order): each notice wakes the
  *   store thread, which on 2 cores then runs in the loop's place. That cost a back-to-back
  *   small RDMA pull in the soft-RoCE VM half its time (~500 -> ~250 us), and 10-15 us here.
@@ -212,7 +212,7 @@ static void fast_end_pull(struct ferry__objmgr *om, struct ferry__objmgr_pull *p
 		if (notice &&
 		    ferry__plasma_client_seal_end(om->store, &res.id, gen, notice == 1) == 1)
 			(void)ferry__loop_timer_start(om->loop, &om->notices,
-						      FERRY__OBJMGR_NOTICE_MS, 0, flush_notices);
+						      om->opts.notice_hold_ms, 0, flush_notices);
 	}
 	fast_end(om);
 }

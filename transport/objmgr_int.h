@@ -183,9 +183,6 @@ struct ferry__objmgr {
 	struct ferry__loop_timer notices;      /* flushes the seal notices held back (fast path) */
 };
 
-/* How long the loop's fast path may hold back its copies' seal notices (objmgr_fast.c). */
-#define FERRY__OBJMGR_NOTICE_MS 1
-
 /* objmgr_serve.c: listen (before the loop runs). */
 int ferry__objmgr_serve_start(struct ferry__objmgr *om);
 /*

@@ -85,6 +85,53 @@ FTEST(fast_small_pull_with_busy_poll)
 /* Two nodes on this host with shm: a cached same-host location is read from the other store's
  * shared index and copied once, on the loop (its client there connected by the first pull);
  * an object larger than the client's chunk (1 MiB) goes to a pull thread, still over shm. */
+/* 1 if @node is listed for @id within @ms (polled every 5 ms), else 0. */
+static int listed_within(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+			 const struct ferry_node_id *node, unsigned ms)
+{
+	for (unsigned t = 0; t <= ms; t += 5) {
+		struct ferry_gcs_object_info info;
+		int found = 0;
+
+		if (ferry_gcs_object_lookup(c, id, &info) == 0) {
+			for (uint32_t i = 0; i < info.nlocations; i++)
+				found |= ferry_node_id_eq(&info.locations[i], node);
+			ferry_gcs_free(info.locations);
+		}
+		if (found)
+			return 1;
+		usleep(5 * 1000);
+	}
+	return 0;
+}
+
+/* In a node (whose store has hooks, so every seal is reported) the loop's copy's seal notice
+ * is held back (here for up to a minute): the copy is readable on the node at once, the store
+ * and so the directory hear of it only at the flush that ferry__node_sync() makes. Fails if
+ * the notice goes at once (listed within 300 ms) or the sync does not flush it. With the
+ * default hold (1 ms) the copy is listed without a sync: fast_small_pull_ends_on_the_loop. */
+FTEST(fast_copy_seal_notice_held_back_until_flushed)
+{
+	struct tt_cluster t = (tt_node_notice_hold_ms = 60000, tt_cluster_start(2, 64, true, 0));
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
+	struct ferry_object_id id;
+	struct tt_pulled pl;
+
+	tt_node_notice_hold_ms = 0;
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c);
+	ftest_assert_ok(ferry__node_sync(b)); /* the warm-up's copy is out of the way */
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 64, 3);
+	pl = tt_pull_cached(c, a, b, &id);
+	ftest_assert_uint_eq(pl.b1.pulls_fast, pl.b0.pulls_fast + 1);
+	tt_check(ferry__node_socket(b), &id, 64, 3);
+	ftest_assert_int_eq(listed_within(c, &id, ferry__node_id(b), 300), 0);
+	ftest_assert_ok(ferry__node_sync(b));
+	ftest_assert_int_eq(listed_within(c, &id, ferry__node_id(b), 0), 1);
+	tt_cluster_stop(&t);
+}
+
 FTEST(fast_same_host_pull_over_shm)
 {
 	struct tt_cluster t = tt_cluster_start(2, 64, false, 0);

@@ -49,6 +49,8 @@ extern uint32_t tt_node_spin_us;
 /* The directory thread's copy gathering window (copy_batch_us) of nodes started from now on;
  * 0 default. */
 extern uint32_t tt_node_copy_batch_us;
+/* The object managers' notice_hold_ms of nodes started from now on; 0 default. */
+extern uint32_t tt_node_notice_hold_ms;
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
 				     const char *ip);
