@@ -86,7 +86,7 @@ struct ferry__plasma_wait {
 	uint32_t n;				/* items */
 	uint32_t pending;			/* items still waiting */
 	uint32_t want;				/* wait: answer once this many are sealed */
-	bool counted;				/* counted in the index's seal_waiters */
+	bool counted;				/* in the index's seal_waiters and _getters */
 	struct ferry__plasma_wait_item items[]; /* n of them */
 };
 

@@ -4,8 +4,9 @@
  * client could not take itself. A get pins each object through the store's own client slot on
  * the client's behalf (released with PlasmaRelease, or when the client goes); a spilled object
  * is restored first. What is not there waits, without polling: the wait is counted in the
- * index's seal_waiters, so that every sealer tells the store (PlasmaSeal notice), and the
- * store then looks at the waits for that ID. Counting, then looking again, closes the race with
+ * index's seal_waiters and seal_getters, so that every sealer tells the store at once
+ * (PlasmaSeal notice; a sealer may hold its notice back briefly only while nobody waits), and
+ * the store then looks at the waits for that ID. Counting, then looking again, closes the race with
  * a seal in between (the sealer's CAS-then-load against our add-then-load: index.h). The answer
  * goes out when everything is there, or at the timeout with -ETIMEDOUT for what is missing.
  */
