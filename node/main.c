@@ -25,20 +25,23 @@ static void usage(void)
 		"usage: ferry-node --gcs HOST:PORT --token-file F [--memory SIZE]\n"
 		"                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
 		"                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
-		"                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n");
+		"                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
+		"                  [--copy-batch-us US] [--notice-hold-ms MS]\n");
 }
 
-/* --spin-us: the object manager's busy-poll window, 0..1000000 us. */
-static int parse_spin(const char *v, uint32_t *out)
+/* A count from 0 to @max: --spin-us (the object manager's busy-poll window, up to 1 s),
+ * --copy-batch-us (how long pulled copies' directory records are gathered, up to 1 s),
+ * --notice-hold-ms (how long their seal notices may wait, up to 10 s). */
+static int parse_uint(const char *v, unsigned long max, uint32_t *out)
 {
 	char *end;
-	unsigned long us;
+	unsigned long n;
 
 	errno = 0;
-	us = strtoul(v, &end, 10);
-	if (errno || end == v || *end || us > 1000000 || v[0] == '-')
+	n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || n > max || v[0] == '-')
 		return -EINVAL;
-	*out = (uint32_t)us;
+	*out = (uint32_t)n;
 	return 0;
 }
 
@@ -94,7 +97,11 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
 		o->rdma_busy_poll = !strcmp(v, "on");
 	else if (!strcmp(a, "--spin-us"))
-		return parse_spin(v, &o->spin_us);
+		return parse_uint(v, 1000000, &o->spin_us);
+	else if (!strcmp(a, "--copy-batch-us"))
+		return parse_uint(v, 1000000, &o->copy_batch_us);
+	else if (!strcmp(a, "--notice-hold-ms"))
+		return parse_uint(v, 10000, &o->notice_hold_ms);
 	else
 		return -EINVAL;
 	return 0;

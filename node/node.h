@@ -49,7 +49,8 @@ struct ferry__node_opts {
 	uint32_t copy_batch_us;	      /* pulled copies and removals are recorded in batches
 				       * gathered for up to this long (primaries at once); 0:
 				       * 1000, at most 1000000 */
-	uint32_t notice_hold_ms;      /* the object manager's notice_hold_ms (objmgr.h); 0: 1 */
+	uint32_t notice_hold_ms;      /* the object manager's notice_hold_ms (objmgr.h); 0: 1,
+				       * at most 10000 */
 };
 
 /*

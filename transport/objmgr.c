@@ -903,6 +903,10 @@ static int check_opts(const struct ferry__objmgr_opts *o)
 		FLOG_ERROR(COMP, "busy poll window %u us: at most 1 s", o->spin_us);
 		return -EINVAL;
 	}
+	if (o->notice_hold_ms > 10000) {
+		FLOG_ERROR(COMP, "seal notices held %u ms: at most 10 s", o->notice_hold_ms);
+		return -EINVAL;
+	}
 	return 0;
 }
 

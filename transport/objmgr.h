@@ -79,7 +79,7 @@ struct ferry__objmgr_opts {
 	uint64_t max_bytes_in_flight; /* pull admission limit; 0: half the store's capacity */
 	bool node_records_copies;     /* the embedding node records pulled copies (see pull) */
 	uint32_t notice_hold_ms;      /* the loop's copies' seal notices wait up to this long
-				       * (objmgr_fast.c); 0: 1 */
+				       * (objmgr_fast.c); 0: 1, at most 10000 */
 };
 
 /* How a pull ended. */

@@ -180,6 +180,39 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_ptr_notnull(strstr(out, "nothing was running"));
 }
 
+/* ferry-node refuses tuning values out of range before it starts anything (exit 2, usage). */
+FTEST(node_bad_tuning_flags)
+{
+	static const char *const bad[] = {"--spin-us 1000001", "--copy-batch-us 1000001",
+					  "--copy-batch-us -1", "--notice-hold-ms 10001",
+					  "--notice-hold-ms 5x"};
+	const char *node = getenv("FERRY_NODE_BIN");
+	char cmd[1024], out[2048];
+
+	if (!node || access(node, X_OK) < 0)
+		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t n = 0;
+		FILE *p;
+		int status;
+
+		snprintf(cmd, sizeof(cmd),
+			 "'%s' --gcs 127.0.0.1:1 --token-file /nonexistent %s 2>&1", node, bad[i]);
+		p = popen(cmd, "r");
+		ftest_assert_ptr_notnull(p);
+		while (n + 1 < sizeof(out) && fgets(out + n, (int)(sizeof(out) - n), p))
+			n += strlen(out + n);
+		out[n] = '\0';
+		status = pclose(p);
+		ftest_log("%s -> %d\n%s", bad[i], WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+			  out);
+		ftest_assert_true(WIFEXITED(status));
+		ftest_assert_int_eq(WEXITSTATUS(status), 2);
+		ftest_assert_ptr_notnull(strstr(out, "bad argument"));
+		ftest_assert_ptr_notnull(strstr(out, "--notice-hold-ms MS"));
+	}
+}
+
 FTEST(cli_bad_flags)
 {
 	char out[4096];

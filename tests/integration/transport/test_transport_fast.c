@@ -106,13 +106,13 @@ static int listed_within(struct ferry_gcs_client *c, const struct ferry_object_i
 }
 
 /* In a node (whose store has hooks, so every seal is reported) the loop's copy's seal notice
- * is held back (here for up to a minute): the copy is readable on the node at once, the store
+ * is held back (here for up to 10 s, the most): the copy is readable on the node at once, the store
  * and so the directory hear of it only at the flush that ferry__node_sync() makes. Fails if
  * the notice goes at once (listed within 300 ms) or the sync does not flush it. With the
  * default hold (1 ms) the copy is listed without a sync: fast_small_pull_ends_on_the_loop. */
 FTEST(fast_copy_seal_notice_held_back_until_flushed)
 {
-	struct tt_cluster t = (tt_node_notice_hold_ms = 60000, tt_cluster_start(2, 64, true, 0));
+	struct tt_cluster t = (tt_node_notice_hold_ms = 10000, tt_cluster_start(2, 64, true, 0));
 	struct ferry__node *a = t.node[0], *b = t.node[1];
 	struct ferry_gcs_client *c = tt_cluster_client(&t);
 	struct ferry_object_id id;
