@@ -303,12 +303,11 @@ constexpr size_t kChain = 1000;
 struct Chain {
 	ferry__objmgr *om = nullptr;
 	const std::vector<ferry_object_id> *ids = nullptr;
-	std::vector<uint64_t> issued, ended;   // per pull, ns
-	std::vector<ferry__objmgr_result> res; // per pull
-	size_t next = 0;		       // the pull to issue next
-	int status = 0;			       // the first error
-	unsigned transports = 0;	       // the transports seen (bits)
-	bool done = false;		       // the chain ended
+	std::vector<uint64_t> issued, ended; // per pull, ns
+	size_t next = 0;		     // the pull to issue next
+	int status = 0;			     // the first error
+	unsigned transports = 0;	     // the transports seen (bits)
+	bool done = false;		     // the chain ended
 	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 
@@ -337,7 +336,6 @@ struct Chain {
 		size_t i = c->next - 1;
 
 		c->ended[i] = ferry_bench::now_ns();
-		c->res[i] = *r;
 		c->transports |= r->transport;
 		if (r->status < 0)
 			c->end(r->status);
@@ -352,7 +350,6 @@ struct Chain {
 		ids = &v;
 		issued.assign(v.size(), 0);
 		ended.assign(v.size(), 0);
-		res.assign(v.size(), ferry__objmgr_result{});
 		next = 0;
 		status = 0;
 		transports = 0;

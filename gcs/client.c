@@ -347,6 +347,8 @@ void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_c
 	/* Every request is posted before the first wait: they leave in one go (one loop wake-up,
 	 * one send where they fit) and the server answers them in one pass. */
 	for (size_t i = 0; i < n; i++) {
+		if (!calls[i].payload) /* not built: its status is the build's error */
+			continue;
 		calls[i].status = -ENOMEM;
 		if (ws)
 			ws[i] = submit(c, calls[i].shard, calls[i].type, calls[i].payload,

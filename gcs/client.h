@@ -44,7 +44,8 @@ int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t 
 struct ferry__gcs_call {
 	unsigned shard; /* where it goes */
 	uint16_t type;	/* MessageType */
-	void *payload;	/* the built message (ferry__malloc'd; taken, NULL after the call) */
+	void *payload;	/* the built message (ferry__malloc'd; taken, NULL after the call);
+			 * NULL: not sent, .status kept */
 	size_t len;	/* its bytes */
 	uint64_t seq;	/* the seq it carries */
 	int status;	/* out: as ferry__gcs_client_call() returns */

@@ -93,8 +93,6 @@ int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *sha
 				 const struct ferry__gcs_op *ops, size_t n, int *statuses)
 {
 	struct ferry__gcs_call *calls;
-	size_t *index; /* calls[j] is ops[index[j]] */
-	size_t k = 0;
 
 	if (!c || (n && (!shards || !ops || !statuses)))
 		return -EINVAL;
@@ -104,26 +102,18 @@ int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *sha
 	if (!n)
 		return 0;
 	calls = ferry__calloc(n, sizeof(*calls));
-	index = ferry__calloc(n, sizeof(*index));
-	if (!calls || !index) { /* short of memory: one at a time */
-		ferry__free(calls);
-		ferry__free(index);
+	if (!calls) { /* short of memory: one at a time */
 		for (size_t i = 0; i < n; i++)
 			statuses[i] = ferry__gcs_client_apply(c, shards[i], &ops[i]);
 		return 0;
 	}
-	/* Ops that cannot be encoded get their error; the rest go together, in order. */
-	for (size_t i = 0; i < n; i++) {
-		int ret = build_apply(c, shards[i], &ops[i], &calls[k]);
-
-		statuses[i] = ret;
-		if (ret == 0)
-			index[k++] = i;
-	}
-	ferry__gcs_client_call_many(c, calls, k);
-	for (size_t j = 0; j < k; j++)
-		statuses[index[j]] = calls[j].status;
-	ferry__free(index);
+	/* Ops that cannot be encoded keep their error (no payload: not sent); the rest go
+	 * together, in order. */
+	for (size_t i = 0; i < n; i++)
+		calls[i].status = build_apply(c, shards[i], &ops[i], &calls[i]);
+	ferry__gcs_client_call_many(c, calls, n);
+	for (size_t i = 0; i < n; i++)
+		statuses[i] = calls[i].status;
 	ferry__free(calls);
 	return 0;
 }

@@ -47,6 +47,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "gcs/client.h"
 #include "node/node.h"
 #include "plasma/server.h"
@@ -141,14 +142,6 @@ static void on_miss(void *arg, const struct ferry_object_id *id)
 	pthread_mutex_unlock(&node->lock);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct ferry_object_id *id,
 		    uint64_t size)
 {
@@ -162,7 +155,7 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	it->kind = kind;
 	it->id = *id;
 	it->size = size;
-	it->queued_ns = mono_ns();
+	it->queued_ns = ferry__now_ns();
 	pthread_mutex_lock(&node->lock);
 	/* The directory thread sleeps untimed only on an empty queue; otherwise it is sending or
 	 * gathering copies until a deadline, and only a primary or a full batch cuts that short.
@@ -194,7 +187,13 @@ static void on_removed(void *arg, const struct ferry_object_id *id)
 
 /* ---- node threads ---- */
 
-/* The GCS ops for @it into @ops/@shards (1 or 2). */
+/* How many GCS ops @it takes: object_add + add_location for a primary, else one. */
+static size_t dir_nops(const struct dir_item *it)
+{
+	return it->kind == DIR_SEALED ? 2 : 1;
+}
+
+/* The GCS ops for @it into @ops/@shards (dir_nops() of them). */
 static size_t dir_ops(struct ferry__node *node, const struct dir_item *it,
 		      struct ferry__gcs_op *ops, unsigned *shards)
 {
@@ -261,7 +260,7 @@ static int dir_apply(struct ferry__node *node, struct dir_batch *b, struct dir_i
 	n = 0;
 	for (struct dir_item *it = items; it; it = it->next) {
 		ret = dir_status(it, b->st + n);
-		n += it->kind == DIR_SEALED ? 2 : 1;
+		n += dir_nops(it);
 		if (ret < 0) {
 			FLOG_WARN(COMP, "directory update failed: %s", strerror(-ret));
 			if (!first)
@@ -294,14 +293,18 @@ static void *dir_main(void *arg)
 			struct timespec ts = {.tv_sec = (time_t)(due / 1000000000u),
 					      .tv_nsec = (long)(due % 1000000000u)};
 
-			if (mono_ns() >= due)
+			if (ferry__now_ns() >= due)
 				break;
 			(void)pthread_cond_timedwait(&node->queue_cond, &node->lock, &ts);
 		}
 		items = node->queue;
 		/* Take what has queued up (at most DIR_BATCH): one round trip for all of it. */
-		for (it = items; it->next && n < DIR_BATCH; it = it->next)
+		for (it = items;; it = it->next) {
+			node->queued_primaries -= it->kind == DIR_SEALED;
+			if (!it->next || n == DIR_BATCH)
+				break;
 			n++;
+		}
 		node->queue = it->next;
 		it->next = NULL;
 		if (!node->queue) {
@@ -309,8 +312,6 @@ static void *dir_main(void *arg)
 			node->flush = false;
 		}
 		node->queued -= (unsigned)n;
-		for (it = items; it; it = it->next)
-			node->queued_primaries -= it->kind == DIR_SEALED;
 		node->dir_busy++;
 		pthread_mutex_unlock(&node->lock);
 		ret = dir_apply(node, &b, items);
@@ -558,7 +559,7 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 	pthread_mutex_init(&node->lock, NULL);
 	pthread_condattr_init(&mono);
 	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
-	pthread_cond_init(&node->queue_cond, &mono); /* its deadlines are mono_ns() */
+	pthread_cond_init(&node->queue_cond, &mono); /* its deadlines are ferry__now_ns() */
 	pthread_condattr_destroy(&mono);
 	pthread_cond_init(&node->idle_cond, NULL);
 	pthread_cond_init(&node->stop_cond, NULL);
