@@ -54,7 +54,8 @@ struct Server {
 	std::atomic<bool> clock_ready{false};
 
 	// @wal_dir: log every write there (group commit, replies after fdatasync), or nullptr.
-	explicit Server(const char *wal_dir = nullptr)
+	// @spin_us: the loop's busy-poll window; ferry-gcs's default unless told otherwise.
+	explicit Server(const char *wal_dir = nullptr, unsigned spin_us = FERRY_GCS_SPIN_US)
 	{
 		ferry__gcs_server_opts o = {};
 
@@ -63,7 +64,10 @@ struct Server {
 		o.token_len = sizeof(kToken) - 1;
 		o.max_buffered_bytes = 64u << 20;
 		o.wal_dir = wal_dir;
-		if (ferry__loop_create(nullptr, &loop) < 0 ||
+		ferry__loop_opts lo = {};
+
+		lo.spin_us = spin_us;
+		if (ferry__loop_create(&lo, &loop) < 0 ||
 		    ferry__gcs_server_create(loop, &o, &srv) < 0)
 			abort(); // a benchmark without its server has nothing to measure
 		port = ferry__gcs_server_port(srv);
@@ -91,6 +95,13 @@ struct Server {
 Server &server()
 {
 	static Server *s = new Server(); // never torn down: the process exits
+	return *s;
+}
+
+// The same server with a loop that always sleeps (--spin-us 0), as Redis's does.
+Server &server_sleeping()
+{
+	static Server *s = new Server(nullptr, 0);
 	return *s;
 }
 
@@ -485,25 +496,40 @@ void kv_run(std::vector<KvClient> &ks, bool put, size_t ops, size_t depth)
 	close(ep);
 }
 
-// Args: put (0/1), clients, depth.
-void BM_gcs_kv(benchmark::State &state)
+// One KV row against @srv. Args: put (0/1), clients, depth.
+void kv_bench(benchmark::State &state, Server &srv)
 {
-	uint16_t port = server().port;
 	bool put = state.range(0);
 	size_t clients = (size_t)state.range(1), depth = (size_t)state.range(2);
 	size_t per_client = (20000 / clients + depth - 1) / depth * depth; // 20000 ops per run
 
-	std::vector<KvClient> ks = kv_connect(port, put, clients);
-	uint64_t cpu0 = server().cpu_ns();
+	std::vector<KvClient> ks = kv_connect(srv.port, put, clients);
+	uint64_t cpu0 = srv.cpu_ns();
 
 	for (auto _ : state)
 		kv_run(ks, put, per_client, depth);
 	state.SetItemsProcessed((int64_t)(state.iterations() * per_client * clients));
-	state.counters["srv_cpu_ns_per_op"] = (double)(server().cpu_ns() - cpu0) /
-					      (double)(state.iterations() * per_client * clients);
+	state.counters["srv_cpu_ns_per_op"] =
+		(double)(srv.cpu_ns() - cpu0) / (double)(state.iterations() * per_client * clients);
+}
+
+void BM_gcs_kv(benchmark::State &state)
+{
+	kv_bench(state, server());
 }
 BENCHMARK(BM_gcs_kv)
 	->ArgsProduct({{0, 1}, {1, 50}, {1, 16}})
+	->UseRealTime()
+	->Unit(benchmark::kMillisecond);
+
+// The 1-client unpipelined rows with the server's loop always sleeping: what the busy-poll
+// window (FERRY_GCS_SPIN_US) is worth, and the figure to set beside Redis's own sleeping loop.
+void BM_gcs_kv_sleeping(benchmark::State &state)
+{
+	kv_bench(state, server_sleeping());
+}
+BENCHMARK(BM_gcs_kv_sleeping)
+	->ArgsProduct({{0, 1}, {1}, {1}})
 	->UseRealTime()
 	->Unit(benchmark::kMillisecond);
 

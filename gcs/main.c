@@ -23,7 +23,10 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ferry-gcs --port P --token-file F [--wal DIR] [--shard I/N]\n"
-		"                 [--shard0 HOST:PORT] [--host ADDR] [--node-deadline-ms MS]\n");
+		"                 [--shard0 HOST:PORT] [--host ADDR] [--node-deadline-ms MS]\n"
+		"                 [--spin-us US] (busy poll after traffic, 0..1000000, default "
+		"%u)\n",
+		FERRY_GCS_SPIN_US);
 }
 
 /* The token file's bytes, without one trailing newline. */
@@ -61,15 +64,17 @@ static int parse_u32(const char *s, uint32_t *out)
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o,
+static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, unsigned *spin_us,
 		      const char **token_file)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		uint32_t n;
 
-		if (!v)
+		if (!v) {
+			fprintf(stderr, "ferry-gcs: %s needs a value\n", a);
 			return -EINVAL;
+		}
 		i++;
 		if (!strcmp(a, "--port") && parse_u32(v, &n) == 0 && n <= 65535)
 			o->port = (uint16_t)n;
@@ -83,11 +88,15 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o,
 			o->host = v;
 		else if (!strcmp(a, "--node-deadline-ms") && parse_u32(v, &n) == 0)
 			o->node_deadline_ms = n;
+		else if (!strcmp(a, "--spin-us") && parse_u32(v, &n) == 0 && n <= 1000000)
+			*spin_us = n;
 		else if (!strcmp(a, "--shard") &&
 			 sscanf(v, "%u/%u", &o->shard_index, &o->shard_count) == 2)
 			continue;
-		else
+		else {
+			fprintf(stderr, "ferry-gcs: bad argument %s %s\n", a, v);
 			return -EINVAL;
+		}
 	}
 	return *token_file ? 0 : -EINVAL;
 }
@@ -101,8 +110,9 @@ static void on_signal(struct ferry__loop_req *req, int result)
 	ferry__loop_stop(req->data);
 }
 
-static int run(const struct ferry__gcs_server_opts *opts)
+static int run(const struct ferry__gcs_server_opts *opts, unsigned spin_us)
 {
+	struct ferry__loop_opts lo = {.spin_us = spin_us};
 	struct ferry__loop_req sig_req = {0};
 	struct ferry__gcs_server *srv = NULL;
 	struct ferry__loop *loop;
@@ -117,7 +127,7 @@ static int run(const struct ferry__gcs_server_opts *opts)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (sfd < 0)
 		return -errno;
-	ret = ferry__loop_create(NULL, &loop);
+	ret = ferry__loop_create(&lo, &loop);
 	if (ret < 0)
 		goto err_close_sfd;
 	ret = ferry__gcs_server_create(loop, opts, &srv);
@@ -143,10 +153,11 @@ int main(int argc, char **argv)
 {
 	struct ferry__gcs_server_opts opts = {0};
 	const char *token_file = NULL;
+	unsigned spin_us = FERRY_GCS_SPIN_US;
 	char token[TOKEN_MAX];
 	int ret;
 
-	if (parse_args(argc, argv, &opts, &token_file) < 0) {
+	if (parse_args(argc, argv, &opts, &spin_us, &token_file) < 0) {
 		usage();
 		return 2;
 	}
@@ -154,7 +165,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		return 1;
 	opts.token = token;
-	ret = run(&opts);
+	ret = run(&opts, spin_us);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "exiting: %s", strerror(-ret));
 		return 1;

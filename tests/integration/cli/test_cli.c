@@ -180,6 +180,34 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_ptr_notnull(strstr(out, "nothing was running"));
 }
 
+/* @bin with @args and each of @bad must exit 2 with its usage, which names @usage_flag. */
+static void expect_bad_flags(const char *bin, const char *args, const char *const *bad, size_t n,
+			     const char *usage_flag)
+{
+	char cmd[1024], out[2048];
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len = 0;
+		FILE *p;
+		int status;
+
+		snprintf(cmd, sizeof(cmd), "'%s' %s %s 2>&1", bin, args, bad[i]);
+		p = popen(cmd, "r");
+		ftest_assert_ptr_notnull(p);
+		while (len + 1 < sizeof(out) && fgets(out + len, (int)(sizeof(out) - len), p))
+			len += strlen(out + len);
+		out[len] = '\0';
+		status = pclose(p);
+		ftest_log("%s -> %d\n%s", bad[i], WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+			  out);
+		ftest_assert_true(WIFEXITED(status));
+		ftest_assert_int_eq(WEXITSTATUS(status), 2);
+		ftest_assert_ptr_notnull(
+			strstr(out, "bad argument") ? out : strstr(out, "needs a value"));
+		ftest_assert_ptr_notnull(strstr(out, usage_flag));
+	}
+}
+
 /* ferry-node refuses tuning values out of range before it starts anything (exit 2, usage). */
 FTEST(node_bad_tuning_flags)
 {
@@ -187,30 +215,23 @@ FTEST(node_bad_tuning_flags)
 					  "--copy-batch-us -1", "--notice-hold-ms 10001",
 					  "--notice-hold-ms 5x"};
 	const char *node = getenv("FERRY_NODE_BIN");
-	char cmd[1024], out[2048];
 
 	if (!node || access(node, X_OK) < 0)
 		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		size_t n = 0;
-		FILE *p;
-		int status;
+	expect_bad_flags(node, "--gcs 127.0.0.1:1 --token-file /nonexistent", bad,
+			 sizeof(bad) / sizeof(bad[0]), "--notice-hold-ms MS");
+}
 
-		snprintf(cmd, sizeof(cmd),
-			 "'%s' --gcs 127.0.0.1:1 --token-file /nonexistent %s 2>&1", node, bad[i]);
-		p = popen(cmd, "r");
-		ftest_assert_ptr_notnull(p);
-		while (n + 1 < sizeof(out) && fgets(out + n, (int)(sizeof(out) - n), p))
-			n += strlen(out + n);
-		out[n] = '\0';
-		status = pclose(p);
-		ftest_log("%s -> %d\n%s", bad[i], WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-			  out);
-		ftest_assert_true(WIFEXITED(status));
-		ftest_assert_int_eq(WEXITSTATUS(status), 2);
-		ftest_assert_ptr_notnull(strstr(out, "bad argument"));
-		ftest_assert_ptr_notnull(strstr(out, "--notice-hold-ms MS"));
-	}
+/* So does ferry-gcs, for its busy-poll window. */
+FTEST(gcs_bad_tuning_flags)
+{
+	static const char *const bad[] = {"--spin-us 1000001", "--spin-us -1", "--spin-us 3x",
+					  "--spin-us"};
+	const char *gcs = getenv("FERRY_GCS_BIN");
+
+	ftest_assert_ptr_notnull(gcs);
+	expect_bad_flags(gcs, "--port 0 --token-file /nonexistent", bad,
+			 sizeof(bad) / sizeof(bad[0]), "--spin-us US");
 }
 
 FTEST(cli_bad_flags)
