@@ -20,7 +20,7 @@
 #include "gcs/wal_int.h"
 
 /* io_uring user_data tags: at most one group and one snapshot operation are in flight. */
-enum tag { TAG_GROUP_WRITE = 1, TAG_SNAP_WRITE = 3, TAG_SNAP_SYNC = 4 };
+enum tag { TAG_GROUP_WRITE = 1, TAG_SNAP_WRITE = 3, TAG_SNAP_SYNC = 4, TAG_ZERO_FILL = 5 };
 
 #define RING_ENTRIES 8
 #define MAX_WRITE_CHUNK (1u << 30) /* below the kernel's MAX_RW_COUNT */
@@ -104,7 +104,7 @@ static int segment_create(struct ferry__wal *w, uint64_t first_lsn, struct wal_s
 		goto err_unlink;
 	}
 	seg->first_lsn = first_lsn;
-	seg->size = SEG_HEADER_SIZE;
+	seg->size = seg->zeroed = SEG_HEADER_SIZE;
 	*out = seg;
 	return 0;
 
@@ -197,19 +197,81 @@ static int submit_head(struct ferry__wal *w)
 	return submit_ring(w, 1);
 }
 
-int ferry__wal_submit(struct ferry__wal *w)
+/*
+ * Zero fill. An RWF_DSYNC write that extends its file must also make the new size and the
+ * blocks' allocation durable, a journal commit: on this machine's ext4 a 1.6 KB appending write
+ * took 145-170 us, the same write over blocks already allocated 85-100 us. So, as databases
+ * preallocate their logs, the active segment is kept allocated WAL_FILL_AHEAD past the log's end
+ * by RWF_DSYNC writes of zeros, one WAL_FILL_CHUNK at a time, and a group's write lands on blocks
+ * that exist. Correctness never rests on the fill (a group beyond it is an appending write, only
+ * slower), with one rule: no group is written while a fill covers any of its bytes, or the zeros
+ * could land after the records; such a group waits for the fill (submit_groups). Replay reads
+ * zeros where a frame header should be, with only zeros after them, as the end of a segment.
+ */
+static void maybe_fill(struct ferry__wal *w)
 {
+	struct wal_segment *seg = w->active;
+	struct io_uring_sqe *sqe;
 	int ret;
 
-	if (w->error)
-		return w->error;
+	if (w->filling || w->error || seg->no_fill || seg->size + WAL_FILL_AHEAD <= seg->zeroed)
+		return;
+	if (!w->zeros) {
+		w->zeros = ferry__calloc(1, WAL_FILL_CHUNK);
+		if (!w->zeros)
+			return; /* writes extend the file, as without the fill; tried again later */
+	}
+	sqe = get_sqe(w);
+	if (!sqe)
+		return;
+	/* Past every byte of the log, committed or not: a record committed while the fill is in
+	 * flight that reaches fill_from makes its group wait. */
+	w->fill_from = (FERRY_MAX(seg->zeroed, seg->size) + 4095) & ~(uint64_t)4095;
+	w->filling = seg;
+	seg->groups++;
+	io_uring_prep_write(sqe, seg->fd, w->zeros, WAL_FILL_CHUNK, w->fill_from);
+	sqe->rw_flags = RWF_DSYNC;
+	io_uring_sqe_set_data64(sqe, TAG_ZERO_FILL);
+	ret = submit_ring(w, 1);
+	if (ret < 0)
+		fail(w, ret, "submitting a zero fill"); /* the SQE may still go: keep the rule */
+}
+
+static void on_fill(struct ferry__wal *w, int res)
+{
+	struct wal_segment *seg = w->filling;
+
+	w->filling = NULL;
+	if (res < 0) {
+		FLOG_WARN("gcs",
+			  "wal: zero fill of segment %016" PRIx64 " failed: %s; its writes "
+			  "extend the file from here on",
+			  seg->first_lsn, ferry_strerror(res));
+		seg->no_fill = true;
+	} else {
+		seg->zeroed = FERRY_MAX(seg->zeroed, w->fill_from + (uint64_t)res);
+		w->stats.zero_filled += (uint64_t)res;
+	}
+	if (--seg->groups == 0 && seg != w->active)
+		segment_close(seg);
+	ferry__wal_submit(w); /* a group held back for the fill */
+}
+
+static int submit_groups(struct ferry__wal *w)
+{
+	struct wal_group *g;
+	int ret;
+
 	if (w->in_flight)
 		return 0;
 	/* A group left empty (its records cancelled) and closed by a rotation goes away. */
 	while (w->head && w->head != w->open && w->head->buf.size == 0)
 		pop_head(w);
-	if (!w->head || w->head->buf.size == 0)
+	g = w->head;
+	if (!g || g->buf.size == 0)
 		return 0;
+	if (w->filling == g->seg && g->offset + g->buf.size > w->fill_from)
+		return 0; /* the fill's completion submits it */
 	/* The group in the middle of a record stays open; it goes out after commit. */
 	if (w->head == w->open) {
 		if (w->in_record)
@@ -219,6 +281,15 @@ int ferry__wal_submit(struct ferry__wal *w)
 	ret = submit_head(w);
 	if (ret < 0)
 		fail(w, ret, "submitting a write");
+	return w->error;
+}
+
+int ferry__wal_submit(struct ferry__wal *w)
+{
+	if (w->error)
+		return w->error;
+	submit_groups(w);
+	maybe_fill(w);
 	return w->error;
 }
 
@@ -540,6 +611,9 @@ static void handle_cqe(struct ferry__wal *w, uint64_t tag, int res)
 		if (!w->error)
 			on_group_write(w, res);
 		break;
+	case TAG_ZERO_FILL:
+		on_fill(w, res);
+		break;
 	default:
 		on_snapshot_cqe(w, (enum tag)tag, res);
 		break;
@@ -714,6 +788,7 @@ void ferry__wal_close(struct ferry__wal *w)
 		free_group(g);
 	}
 	free_group(w->spare);
+	ferry__free(w->zeros);
 	segment_close(w->active);
 	snapshot_release(w);
 	io_uring_queue_exit(&w->ring);

@@ -27,6 +27,13 @@
  * continued; a failed write is fatal (the log stops accepting records and reports the error:
  * failures of a synchronous write, like fsync failures, are never retried).
  *
+ * Zero fill. The active segment is kept allocated (zeros written with RWF_DSYNC, 1 MiB at a
+ * time) ~2 MiB past the log's end, so a group's write overwrites blocks that exist instead of
+ * growing the file: no journal commit for the size, 85-100 us per group instead of 145-170 us
+ * on this machine. A group never overlaps a fill in flight (it waits for it). Replay reads a
+ * zero frame header followed by nothing but zeros as the clean end of a segment; zeros with
+ * anything after them are damage, judged by the torn-tail rule below.
+ *
  * Snapshots. ferry__wal_snapshot_start() switches appends to a new segment and fixes the
  * snapshot's LSN S (the last record appended); the caller then adds the state as records and
  * calls ferry__wal_snapshot_write(), which writes a temp file through the same ring, fsyncs it,
@@ -85,6 +92,7 @@ struct ferry__wal_stats {
 	uint64_t segments_deleted; /* segments removed after snapshots */
 	uint64_t log_bytes;	   /* log bytes since the last snapshot (or since open,
 				       including replayed segments) */
+	uint64_t zero_filled;	   /* segment bytes allocated ahead of the log (wal.c) */
 };
 
 struct ferry__wal;

@@ -16,13 +16,19 @@
 #define SNAP_HEADER_SIZE 32
 #define FRAME_HEADER_SIZE 20
 #define WAL_NAME_MAX 32
+/* Zero fill (wal.c): the active segment is kept allocated this far past the log's end, in
+ * chunks of this size. */
+#define WAL_FILL_AHEAD (2u << 20)
+#define WAL_FILL_CHUNK (1u << 20)
 
 /* A segment file being appended to, or still owed writes. */
 struct wal_segment {
 	int fd;		    /* open for writing */
 	uint64_t first_lsn; /* from its name */
 	uint64_t size;	    /* bytes appended: header + frames, written or queued */
-	unsigned groups;    /* groups queued or in flight that target it */
+	uint64_t zeroed;    /* the file is allocated (zero-filled, durably) up to here */
+	unsigned groups;    /* groups queued or in flight that target it, and a zero fill */
+	bool no_fill;	    /* a zero fill failed: leave this segment to grow as it goes */
 };
 
 /* Records written together: one RWF_DSYNC write. */
@@ -62,6 +68,9 @@ struct ferry__wal {
 	struct wal_group *open;	       /* the group taking records, or NULL */
 	struct wal_group *spare;       /* a finished group kept for reuse */
 	bool in_flight;		       /* head's write/sync submitted */
+	struct wal_segment *filling;   /* a zero fill in flight on this segment, or NULL */
+	uint64_t fill_from;	       /* its first byte: no group may reach it meanwhile */
+	void *zeros;		       /* WAL_FILL_CHUNK zero bytes, allocated at first fill */
 	bool in_record;		       /* between begin and commit/cancel */
 	size_t mark;		       /* offset of the frame being appended */
 	unsigned cqes_owed;	       /* CQEs the kernel still owes us */

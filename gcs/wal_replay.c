@@ -176,6 +176,46 @@ static int fr_fill(struct freader *r, size_t need)
 	return r->end - r->start >= need;
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/*
+ * Is everything from buf[start] to the end of the file zero? 1, 0 or -errno. A segment
+ * zero-filled ahead of its log (wal.c) ends this way. Leaves the reader as it was.
+ */
+static int rest_is_zero(struct freader *r)
+{
+	uint64_t off = r->pos + (r->end - r->start); /* the first byte not in the buffer */
+	uint8_t *chunk;
+	int ret = 1;
+
+	if (!all_zero(r->buf + r->start, r->end - r->start))
+		return 0;
+	if (r->eof)
+		return 1;
+	chunk = ferry__malloc(READ_CHUNK);
+	if (!chunk)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = pread(r->fd, chunk, READ_CHUNK, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || !all_zero(chunk, (size_t)n)) {
+			ret = n < 0 ? -errno : n > 0 ? 0 : 1;
+			break;
+		}
+		off += (uint64_t)n;
+	}
+	ferry__free(chunk);
+	return ret;
+}
+
 static int fr_init(struct freader *r, int fd)
 {
 	memset(r, 0, sizeof(*r));
@@ -196,9 +236,20 @@ static int read_frame(struct freader *r, size_t max, uint64_t *lsn, const uint8_
 	uint32_t len;
 	int ret = fr_fill(r, FRAME_HEADER_SIZE);
 
-	if (ret <= 0) {
+	if (ret < 0)
+		return ret;
+	/* Zeros where a header should be, and nothing but zeros after: the clean end of a
+	 * zero-filled segment (no real header is zero: LSNs start at 1). */
+	if (all_zero(r->buf + r->start, FERRY_MIN(r->end - r->start, (size_t)FRAME_HEADER_SIZE))) {
+		ret = rest_is_zero(r);
+		if (ret != 0)
+			return ret < 0 ? ret : FRAME_END;
+		*why = "zeros where a frame should be";
+		return FRAME_BAD;
+	}
+	if (ret == 0) {
 		*why = "short frame header";
-		return ret < 0 ? ret : r->end == r->start ? FRAME_END : FRAME_BAD;
+		return FRAME_BAD;
 	}
 	len = ferry__gcs_load_u32(r->buf + r->start);
 	if (len > max) {
@@ -293,17 +344,31 @@ err_close:
 
 /* ---- segments ---- */
 
-/* Does any segment after files[@i] hold a record (more than a header)? */
+/* Has a write reached any segment after files[@i]: a byte after its header that is not zero
+ * (the rest may be zero fill)? A segment that cannot be read counts as written. */
 static bool later_records(const struct ferry__wal *w, const struct wal_file *files, size_t n,
 			  size_t i)
 {
-	struct stat st;
+	bool written = false;
 
-	for (size_t j = i + 1; j < n; j++)
-		if (files[j].kind == 'w' && fstatat(w->dirfd, files[j].name, &st, 0) == 0 &&
-		    st.st_size > SEG_HEADER_SIZE)
-			return true;
-	return false;
+	for (size_t j = i + 1; !written && j < n; j++) {
+		struct freader r;
+		int fd;
+
+		if (files[j].kind != 'w')
+			continue;
+		fd = openat(w->dirfd, files[j].name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fr_init(&r, fd) < 0) {
+			written = true;
+		} else {
+			r.pos = SEG_HEADER_SIZE;
+			written = rest_is_zero(&r) != 1;
+			ferry__free(r.buf);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return written;
 }
 
 /*

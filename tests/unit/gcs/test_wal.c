@@ -18,7 +18,7 @@
 #include "ftest.h"
 #include "gcs/wal.h"
 
-#define MAX_SEEN 4096
+#define MAX_SEEN 20000
 
 /* Payload of the record with LSN @lsn: its length and bytes are a function of the LSN. */
 static size_t pattern(uint64_t lsn, uint8_t *out)
@@ -143,6 +143,33 @@ static int count_files(const char *prefix)
 	return n;
 }
 
+/* Bytes [@from, end of file) of @path are all zero. */
+static bool zeros_from(const char *path, off_t from)
+{
+	int fd = open(path, O_RDONLY);
+	uint8_t buf[4096];
+	ssize_t n;
+	bool zero = true;
+
+	ftest_assert_int_ge(fd, 0);
+	while (zero && (n = pread(fd, buf, sizeof(buf), from)) > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			zero = zero && !buf[i];
+		from += n;
+	}
+	close(fd);
+	return zero;
+}
+
+static void damage(const char *path, off_t offset, const void *bytes, size_t n)
+{
+	int fd = open(path, O_WRONLY);
+
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_int_eq(pwrite(fd, bytes, n, offset), (ssize_t)n);
+	close(fd);
+}
+
 FTEST(append_and_replay)
 {
 	struct seen s;
@@ -184,8 +211,67 @@ FTEST(group_commit)
 	ftest_assert_uint_eq(st.groups, 2);
 	ftest_assert_int_eq(s.durable_calls, 2);
 	ftest_assert_uint_eq(s.durable, 1000);
-	ftest_assert_uint_eq(st.bytes_written, file_size(segment_path(1)) - 24);
+	/* The file holds the log, then the zeros it was filled with ahead of it. */
+	ftest_assert_int_ge(file_size(segment_path(1)), (off_t)(24 + st.bytes_written));
+	ftest_assert_true(zeros_from(segment_path(1), (off_t)(24 + st.bytes_written)));
 	ferry__wal_close(w);
+}
+
+/*
+ * The segment is kept zero-filled ahead of the log (so group writes overwrite allocated blocks
+ * rather than extend the file), and replay takes the zeros after the last record as the clean
+ * end of each segment: nothing truncated, no corruption when a later segment holds records.
+ */
+FTEST(zero_fill_ahead_of_the_log)
+{
+	struct ferry__wal_stats st;
+	struct seen s;
+	struct ferry__wal *w = open_wal(&s);
+	uint64_t lsn;
+
+	for (lsn = 1; lsn <= 16000; lsn++) { /* ~2.7 MB of log, a submit per 100 records */
+		append(w, lsn);
+		if (lsn % 100 == 0)
+			ftest_assert_ok(ferry__wal_submit(w));
+		if (lsn % 1000 == 0)
+			ftest_assert_ok(ferry__wal_process(w));
+	}
+	ftest_assert_ok(ferry__wal_wait(w));
+	ferry__wal_get_stats(w, &st);
+	ftest_log("log %llu bytes in %llu groups, %llu bytes zero-filled, file %lld bytes",
+		  (unsigned long long)st.bytes_written, (unsigned long long)st.groups,
+		  (unsigned long long)st.zero_filled, (long long)file_size(segment_path(1)));
+	ftest_assert_uint_gt(st.bytes_written, 2u << 20);
+	/* Filled at least to the log's end and at most a few chunks past it. */
+	ftest_assert_uint_ge(st.zero_filled, st.bytes_written);
+	ftest_assert_int_ge(file_size(segment_path(1)),
+			    (off_t)(24 + st.bytes_written + (1u << 20)));
+	ftest_assert_int_le(file_size(segment_path(1)),
+			    (off_t)(24 + st.bytes_written + (4u << 20)));
+	ftest_assert_true(zeros_from(segment_path(1), (off_t)(24 + st.bytes_written)));
+	ferry__wal_close(w);
+
+	/* Reopen: everything back, nothing cut; a second segment follows the zero-filled first. */
+	w = open_wal(&s);
+	ferry__wal_get_stats(w, &st);
+	ftest_assert_int_eq(s.n, 16000);
+	ftest_assert_uint_eq(st.truncated_bytes, 0);
+	append(w, 16001);
+	ferry__wal_close(w);
+	w = open_wal(&s);
+	ferry__wal_get_stats(w, &st);
+	ftest_assert_int_eq(s.n, 16001);
+	ftest_assert_uint_eq(st.truncated_bytes, 0);
+	ferry__wal_close(w);
+
+	/* A byte of damage in the zeros of the first segment, while the second holds a record:
+	 * something wrote there after the log's end, which no torn write explains. */
+	damage(segment_path(1), file_size(segment_path(1)) - 100, "\x01", 1);
+	{
+		struct ferry__wal_opts opts = {.dir = wal_dir()};
+
+		ftest_assert_errno(ferry__wal_open(&opts, NULL, NULL, &w), -EIO);
+	}
 }
 
 /* The event fd wakes a poller when a group is durable; process() runs the callback. */
@@ -245,8 +331,11 @@ FTEST(crashed_writer_loses_nothing_durable)
 	}
 }
 
-static void write_log(uint64_t count, bool one_group)
+/* Records 1..@count in a fresh log; returns where the log ends in its segment (the file goes
+ * on with zero fill). */
+static off_t write_log(uint64_t count, bool one_group)
 {
+	struct ferry__wal_stats st;
 	struct seen s;
 	struct ferry__wal *w = open_wal(&s);
 
@@ -255,16 +344,10 @@ static void write_log(uint64_t count, bool one_group)
 		if (!one_group)
 			ftest_assert_ok(ferry__wal_wait(w));
 	}
+	ftest_assert_ok(ferry__wal_wait(w));
+	ferry__wal_get_stats(w, &st);
 	ferry__wal_close(w);
-}
-
-static void damage(const char *path, off_t offset, const void *bytes, size_t n)
-{
-	int fd = open(path, O_WRONLY);
-
-	ftest_assert_int_ge(fd, 0);
-	ftest_assert_int_eq(pwrite(fd, bytes, n, offset), (ssize_t)n);
-	close(fd);
+	return (off_t)(24 + st.bytes_written);
 }
 
 FTEST(torn_tail_is_truncated)
@@ -274,8 +357,7 @@ FTEST(torn_tail_is_truncated)
 	struct ferry__wal *w;
 	off_t size;
 
-	write_log(10, false);
-	size = file_size(segment_path(1));
+	size = write_log(10, false);
 	ftest_assert_int_eq(truncate(segment_path(1), size - 5), 0); /* cut the last record */
 	w = open_wal(&s);
 	ferry__wal_get_stats(w, &st);
@@ -294,8 +376,7 @@ FTEST(flipped_byte_in_the_last_record)
 {
 	off_t size;
 
-	write_log(10, false);
-	size = file_size(segment_path(1));
+	size = write_log(10, false);
 	damage(segment_path(1), size - 3, "\xff", 1);
 	assert_replays(0, 9);
 }
