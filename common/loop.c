@@ -62,6 +62,7 @@
  * failure would give it, through the same callbacks.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -707,6 +708,16 @@ int ferry__loop_run(struct ferry__loop *loop)
 	atomic_store_explicit(&loop->stop_requested, false, memory_order_relaxed);
 	loop->running = false;
 	return ret;
+}
+
+void ferry__loop_thread_run(struct ferry__loop *loop, const char *name, const char *comp)
+{
+	int ret;
+
+	pthread_setname_np(pthread_self(), name);
+	ret = ferry__loop_run(loop);
+	if (ret < 0)
+		FLOG_ERROR(comp, "the %s loop ended: %s", name, ferry_strerror(ret));
 }
 
 /* Wait until the kernel owes nothing, re-sending cancel-all every second while it does. */

@@ -146,6 +146,13 @@ void ferry__loop_destroy(struct ferry__loop *loop);
 int ferry__loop_run(struct ferry__loop *loop);
 
 /*
+ * ferry__loop_thread_run() - the body of a thread that only runs @loop: names the thread @name
+ * (what ps, top and gdb show; at most 15 characters), runs the loop, and logs under @comp if
+ * it ended in an error.
+ */
+void ferry__loop_thread_run(struct ferry__loop *loop, const char *name, const char *comp);
+
+/*
  * ferry__loop_stop() - make ferry__loop_run() return after the callbacks of the current pass.
  * Any thread; a stop before run makes the next run return at once. Nothing pending is lost.
  */

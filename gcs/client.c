@@ -404,12 +404,8 @@ static int parse_address(const char *a, struct shard *s)
 static void *loop_main(void *arg)
 {
 	struct ferry_gcs_client *c = arg;
-	int ret;
 
-	pthread_setname_np(pthread_self(), "ferry-gcs-cli");
-	ret = ferry__loop_run(c->loop);
-	if (ret < 0)
-		FLOG_ERROR(COMP, "client loop failed: %s", strerror(-ret));
+	ferry__loop_thread_run(c->loop, "ferry-gcs-cli", COMP);
 	return NULL;
 }
 

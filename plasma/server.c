@@ -496,12 +496,8 @@ err_free_srv:
 static void *loop_thread(void *arg)
 {
 	struct ferry__plasma_server *srv = arg;
-	int r;
 
-	pthread_setname_np(pthread_self(), "ferry-store");
-	r = ferry__loop_run(srv->loop);
-	if (r < 0)
-		FLOG_ERROR(comp, "server: loop failed: %s", ferry_strerror(r));
+	ferry__loop_thread_run(srv->loop, "ferry-store", comp);
 	return NULL;
 }
 

@@ -49,12 +49,8 @@ struct ferry__embed_node {
 static void *gcs_thread(void *arg)
 {
 	struct ferry__embed_gcs *g = arg;
-	int ret;
 
-	pthread_setname_np(pthread_self(), "ferry-gcs");
-	ret = ferry__loop_run(g->loop);
-	if (ret < 0)
-		FLOG_ERROR(COMP, "GCS loop ended: %s", ferry_strerror(ret));
+	ferry__loop_thread_run(g->loop, "ferry-gcs", COMP);
 	return NULL;
 }
 

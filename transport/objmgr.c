@@ -871,12 +871,8 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 static void *loop_main(void *arg)
 {
 	struct ferry__objmgr *om = arg;
-	int ret;
 
-	pthread_setname_np(pthread_self(), "ferry-om-loop");
-	ret = ferry__loop_run(om->loop);
-	if (ret < 0)
-		FLOG_ERROR(COMP, "loop ended: %s", strerror(-ret));
+	ferry__loop_thread_run(om->loop, "ferry-om-loop", COMP);
 	return NULL;
 }
 
