@@ -598,6 +598,39 @@ bool ferry__spin_crowded(void)
 	return atomic_load_explicit(&spinners, memory_order_relaxed) > ferry__spin_cpus();
 }
 
+/* Crowded waits: each side's running average (ns, 0 = none yet) and the picks made. Relaxed:
+ * a lost update between two reporting threads only costs the average one sample. */
+static atomic_uint_fast64_t crowded_avg[2]; /* [0] slept, [1] spun */
+static atomic_uint crowded_picks;
+
+bool ferry__spin_crowded_pick(void)
+{
+	unsigned n = atomic_fetch_add_explicit(&crowded_picks, 1, memory_order_relaxed);
+	uint64_t slept = atomic_load_explicit(&crowded_avg[0], memory_order_relaxed);
+	uint64_t spun = atomic_load_explicit(&crowded_avg[1], memory_order_relaxed);
+	bool spin;
+
+	if (!slept || !spun)
+		return !slept ? false : true; /* a first figure for each side */
+	spin = spun < slept;
+	return n % FERRY__SPIN_EXPLORE == FERRY__SPIN_EXPLORE - 1 ? !spin : spin;
+}
+
+void ferry__spin_crowded_report(bool spun, uint64_t ns)
+{
+	uint64_t avg = atomic_load_explicit(&crowded_avg[spun], memory_order_relaxed);
+
+	if (!ns)
+		ns = 1;
+	avg = avg ? avg - avg / 8 + ns / 8 : ns;
+	atomic_store_explicit(&crowded_avg[spun], avg ? avg : 1, memory_order_relaxed);
+}
+
+uint64_t ferry__spin_crowded_avg(bool spun)
+{
+	return atomic_load_explicit(&crowded_avg[spun], memory_order_relaxed);
+}
+
 void ferry__spin_loop_enter(void)
 {
 	atomic_fetch_add_explicit(&spinners, 1, memory_order_relaxed);

@@ -101,7 +101,8 @@ struct ferry__loop_opts {
  * at p50 (p99 110-120), 18-19 us (p99 ~45) with the caller asleep; in the soft-RoCE VM, an RDMA
  * pull 0.8-0.9 ms against 0.5-0.6 ms. Loops in their spin window always count in (they make
  * progress for every waiter); a thread that only waits for a result spins while that leaves a
- * CPU to each spinner, and stops as soon as it does not.
+ * CPU to each spinner, and stops as soon as it does not. When none is left to begin with, the
+ * choice between sleeping and spinning anyway is measured (ferry__spin_crowded_pick below).
  *
  * ferry__spin_waiter_enter() - count the caller in if a CPU is left for it: true (then call
  * ferry__spin_leave() when done), else false (sleep instead).
@@ -114,6 +115,25 @@ bool ferry__spin_crowded(void);
 void ferry__spin_loop_enter(void);
 void ferry__spin_leave(void);
 unsigned ferry__spin_cpus(void);
+
+/*
+ * A waiter that finds no CPU left (ferry__spin_waiter_enter() false) either sleeps and pays a
+ * wake-up, or spins anyway and slows the loops it then shares a CPU with. Which costs less is a
+ * property of the machine of the moment, not of the code: on this 2-core VM, within one day, a
+ * TCP pull with the caller asleep took 18-19 us while spinning took 22-27, and later 20-36 us
+ * asleep (p50 swinging run to run) against a steady 18 spinning, as the host's wake-ups grew
+ * slower. So the process measures: each crowded wait takes the side that has been faster, and
+ * one in FERRY__SPIN_EXPLORE takes the other to keep its figure current.
+ *
+ * ferry__spin_crowded_pick() - true: spin through this crowded wait; false: sleep.
+ * ferry__spin_crowded_report() - how long the wait (from the request to its result) took on
+ * side @spun; both sides' running averages (1/8 weight each) drive the pick.
+ * ferry__spin_crowded_avg() - a side's running average in ns, 0 before its first report.
+ */
+#define FERRY__SPIN_EXPLORE 16
+bool ferry__spin_crowded_pick(void);
+void ferry__spin_crowded_report(bool spun, uint64_t ns);
+uint64_t ferry__spin_crowded_avg(bool spun);
 
 /*
  * FERRY_LOOP_SINGLE_ISSUER: IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (fewer interrupts, the

@@ -739,21 +739,31 @@ static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* With a busy-poll window (opts.spin_us), poll *@pending, yielding the CPU to runnable threads,
+/*
+ * With a busy-poll window (opts.spin_us), poll *@pending, yielding the CPU to runnable threads,
  * until it is 0 or the window has passed: the waiting side of the loop's spin (a waiter woken by
- * a futex costs a wake-up per pull). Only while the loops spinning for the pull leave a CPU for
- * it (ferry__spin_waiter_enter, loop.h): otherwise the pull's own progress waits for it. */
-static void spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *pending)
+ * a futex costs a wake-up per pull). While the loops spinning for the pull leave a CPU for it
+ * (ferry__spin_waiter_enter, loop.h), always; when they do not, as the measured choice says
+ * (ferry__spin_crowded_pick: a wake-up against the loops' slowdown). Returns the crowded choice
+ * to report (0 slept, 1 spun), or -1 when there was none to make.
+ */
+static int spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *pending)
 {
+	bool counted;
 	uint64_t end;
 
-	if (!om->opts.spin_us || !ferry__spin_waiter_enter())
-		return;
+	if (!om->opts.spin_us || !atomic_load_explicit(pending, memory_order_acquire))
+		return -1;
+	counted = ferry__spin_waiter_enter();
+	if (!counted && !ferry__spin_crowded_pick())
+		return 0;
 	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
 	while (atomic_load_explicit(pending, memory_order_acquire) && ferry__now_ns() < end &&
-	       !ferry__spin_crowded())
+	       !(counted && ferry__spin_crowded()))
 		sched_yield();
-	ferry__spin_leave();
+	if (counted)
+		ferry__spin_leave();
+	return counted ? -1 : 1;
 }
 
 int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_id *ids,
@@ -763,7 +773,8 @@ int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_i
 			      .done = PTHREAD_COND_INITIALIZER,
 			      .results = results};
 	struct pull_slot *slots = ferry__calloc(count ? count : 1, sizeof(*slots));
-	int first = 0;
+	uint64_t start = ferry__now_ns();
+	int first = 0, crowded;
 
 	if (!slots)
 		return -ENOMEM;
@@ -783,11 +794,13 @@ int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_i
 			pthread_mutex_unlock(&w.lock);
 		}
 	}
-	spin_until_zero(om, &w.remaining);
+	crowded = spin_until_zero(om, &w.remaining);
 	pthread_mutex_lock(&w.lock);
 	while (w.remaining)
 		pthread_cond_wait(&w.done, &w.lock);
 	pthread_mutex_unlock(&w.lock);
+	if (crowded >= 0)
+		ferry__spin_crowded_report(crowded, ferry__now_ns() - start);
 	ferry__free(slots);
 	for (size_t i = 0; i < count && !first; i++)
 		first = results[i].status;

@@ -541,6 +541,36 @@ static void waiters_leave(unsigned n)
 		ferry__spin_leave();
 }
 
+/* Picks made in a row: how many said spin. */
+static unsigned crowded_spins(unsigned picks)
+{
+	unsigned spins = 0;
+
+	for (unsigned i = 0; i < picks; i++)
+		spins += ferry__spin_crowded_pick();
+	return spins;
+}
+
+/* A crowded waiter takes the side measured faster, and one wait in FERRY__SPIN_EXPLORE the
+ * other; each side is tried once before any figure decides; the averages follow the reports. */
+FTEST(crowded_waiters_take_the_side_measured_faster)
+{
+	ftest_assert_uint_eq(ferry__spin_crowded_avg(false), 0);
+	ftest_assert_false(ferry__spin_crowded_pick()); /* no figures: sleep first */
+	ferry__spin_crowded_report(false, 40000);
+	ftest_assert_true(ferry__spin_crowded_pick()); /* then spin, for its figure */
+	ferry__spin_crowded_report(true, 20000);
+	ftest_assert_uint_eq(ferry__spin_crowded_avg(false), 40000);
+	ftest_assert_uint_eq(ferry__spin_crowded_avg(true), 20000);
+	/* Spinning was faster: it is taken, but for the explorations. */
+	ftest_assert_uint_eq(crowded_spins(4 * FERRY__SPIN_EXPLORE), 4 * FERRY__SPIN_EXPLORE - 4);
+	/* The machine changes: spinning turns slow, and after enough reports sleeping wins. */
+	for (int i = 0; i < 64; i++)
+		ferry__spin_crowded_report(true, 100000);
+	ftest_assert_uint_gt(ferry__spin_crowded_avg(true), 90000);
+	ftest_assert_uint_eq(crowded_spins(4 * FERRY__SPIN_EXPLORE), 4);
+}
+
 /* No more busy pollers than CPUs: waiters fill what the spinning loops leave, and a loop that
  * starts spinning makes the set crowded (a waiter leaves). A real loop counts while in its
  * spin window and not once it sleeps. */
