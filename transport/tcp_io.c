@@ -680,10 +680,25 @@ static int rx_msg_hdr(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
 		ep->msg_buf = buf;
 		ep->msg_cap = h->len;
 	}
-	if (h->len)
-		return rx_piece(sock, RX_MSG, h->len);
 	sock->rx_state = RX_MSG;
-	sock->rx_got = sock->rx_want = 0;
+	sock->rx_got = 0;
+	sock->rx_want = h->len;
+	if (h->len) {
+		/*
+		 * A control message is sent with its header in one write, so its body is almost
+		 * always here already: read it now rather than arm a receive, which completes at
+		 * the loop's next pass. That pass was a round of io_uring_enter, and in a busy
+		 * poll a sched_yield that may hand the CPU away, on each direction of every small
+		 * pull. Whatever is missing (or an error, which the armed receive then reports
+		 * through the usual path) goes to the loop as before.
+		 */
+		ssize_t n = recv(sock->fd, ep->msg_buf, h->len, MSG_DONTWAIT);
+
+		if (n > 0)
+			sock->rx_got = (size_t)n;
+		if (sock->rx_got < sock->rx_want)
+			return rx_arm(sock);
+	}
 	return rx_complete(sock, NULL);
 }
 
