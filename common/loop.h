@@ -123,14 +123,18 @@ unsigned ferry__spin_cpus(void);
  * TCP pull with the caller asleep took 18-19 us while spinning took 22-27, and later 20-36 us
  * asleep (p50 swinging run to run) against a steady 18 spinning, as the host's wake-ups grew
  * slower. So the process measures: each crowded wait takes the side that has been faster, and
- * one in FERRY__SPIN_EXPLORE takes the other to keep its figure current.
+ * one in FERRY__SPIN_EXPLORE takes the other to keep its figure current (one in
+ * FERRY__SPIN_EXPLORE_FAR when the two are more than 2x apart: in the soft-RoCE VM a spinning
+ * wait took 2 ms against 0.6 asleep, and each try cost that much).
  *
  * ferry__spin_crowded_pick() - true: spin through this crowded wait; false: sleep.
  * ferry__spin_crowded_report() - how long the wait (from the request to its result) took on
- * side @spun; both sides' running averages (1/8 weight each) drive the pick.
- * ferry__spin_crowded_avg() - a side's running average in ns, 0 before its first report.
+ * side @spun; both sides' running (geometric) means drive the pick.
+ * ferry__spin_crowded_avg() - a side's running geometric mean in ns (within ~6%), 0 before its
+ * first report.
  */
 #define FERRY__SPIN_EXPLORE 16
+#define FERRY__SPIN_EXPLORE_FAR 64
 bool ferry__spin_crowded_pick(void);
 void ferry__spin_crowded_report(bool spun, uint64_t ns);
 uint64_t ferry__spin_crowded_avg(bool spun);
