@@ -345,16 +345,23 @@ void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_c
 	struct timespec deadline;
 
 	/* Every request is posted before the first wait: they leave in one go (one loop wake-up,
-	 * one send where they fit) and the server answers them in one pass. */
+	 * one send where they fit) and the server answers them in one pass. Short of memory for
+	 * the waiters' array: one at a time, as ferry__gcs_client_apply_many() does without its
+	 * own array; every built request is still sent. */
 	for (size_t i = 0; i < n; i++) {
+		struct ferry__gcs_result res;
+
 		if (!calls[i].payload) /* not built: its status is the build's error */
 			continue;
-		calls[i].status = -ENOMEM;
-		if (ws)
+		if (ws) {
 			ws[i] = submit(c, calls[i].shard, calls[i].type, calls[i].payload,
 				       calls[i].len, calls[i].seq, NULL, &calls[i].status);
-		else
-			ferry__free(calls[i].payload);
+		} else {
+			calls[i].status = ferry__gcs_client_call(c, calls[i].shard, calls[i].type,
+								 calls[i].payload, calls[i].len,
+								 calls[i].seq, NULL, &res);
+			ferry__free(res.value);
+		}
 		calls[i].payload = NULL;
 	}
 	if (!ws)
