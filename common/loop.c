@@ -490,7 +490,8 @@ int ferry__loop_create(const struct ferry__loop_opts *opts, struct ferry__loop *
 	if (!opts)
 		opts = &defaults;
 	depth = opts->queue_depth ? opts->queue_depth : 256;
-	if ((opts->flags & ~FERRY_LOOP_SINGLE_ISSUER) || depth > 32768 || opts->spin_us > 1000000) {
+	if ((opts->flags & ~FERRY_LOOP_SINGLE_ISSUER) || depth > 32768 ||
+	    opts->spin_us > FERRY_LOOP_MAX_SPIN_US) {
 		FLOG_ERROR(LOOP_LOG, "bad loop options: flags 0x%x, queue depth %u, spin %u us",
 			   opts->flags, depth, opts->spin_us);
 		return -EINVAL;

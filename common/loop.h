@@ -86,6 +86,9 @@ struct ferry__loop_timer {
 	bool active;			   /* in the heap */
 };
 
+/* The longest busy-poll window a loop takes (1 s); command lines check against it too. */
+#define FERRY_LOOP_MAX_SPIN_US 1000000u
+
 /* Loop creation options; all zeros is the default. */
 struct ferry__loop_opts {
 	unsigned queue_depth; /* submission queue entries, 0 = 256; the completion queue is 4x */

@@ -3,8 +3,10 @@
 #ifndef FERRY_COMMON_UTIL_H
 #define FERRY_COMMON_UTIL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define FERRY_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -28,6 +30,23 @@ static inline uint64_t ferry__now_ns(void)
 static inline uint64_t ferry__now_ms(void)
 {
 	return ferry__now_ns() / 1000000u;
+}
+
+/*
+ * ferry__parse_u32() - a command-line count: decimal, 0..@max, nothing after it and no sign
+ * (strtoul would take "-1" as ULONG_MAX). 0 and *@out, or -EINVAL.
+ */
+static inline int ferry__parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
 }
 
 /* Wall clock in milliseconds since the epoch: for timestamps kept in records, not for timing. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "gcs/server.h"
 
 #define COMP "gcs"
@@ -51,19 +52,6 @@ static int read_token(const char *path, char *buf, size_t *len)
 	return 0;
 }
 
-static int parse_u32(const char *s, uint32_t *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, unsigned *spin_us,
 		      const char **token_file)
 {
@@ -76,7 +64,7 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 			return -EINVAL;
 		}
 		i++;
-		if (!strcmp(a, "--port") && parse_u32(v, &n) == 0 && n <= 65535)
+		if (!strcmp(a, "--port") && ferry__parse_u32(v, 65535, &n) == 0)
 			o->port = (uint16_t)n;
 		else if (!strcmp(a, "--token-file"))
 			*token_file = v;
@@ -86,9 +74,11 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 			o->shard0_address = v;
 		else if (!strcmp(a, "--host"))
 			o->host = v;
-		else if (!strcmp(a, "--node-deadline-ms") && parse_u32(v, &n) == 0)
+		else if (!strcmp(a, "--node-deadline-ms") &&
+			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			o->node_deadline_ms = n;
-		else if (!strcmp(a, "--spin-us") && parse_u32(v, &n) == 0 && n <= 1000000)
+		else if (!strcmp(a, "--spin-us") &&
+			 ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &n) == 0)
 			*spin_us = n;
 		else if (!strcmp(a, "--shard") &&
 			 sscanf(v, "%u/%u", &o->shard_index, &o->shard_count) == 2)

@@ -257,31 +257,31 @@ static void on_fill(struct ferry__wal *w, int res)
 	ferry__wal_submit(w); /* a group held back for the fill */
 }
 
-static int submit_groups(struct ferry__wal *w)
+/* Write the head group unless a write is in flight or a fill covers it (failures: w->error). */
+static void submit_groups(struct ferry__wal *w)
 {
 	struct wal_group *g;
 	int ret;
 
 	if (w->in_flight)
-		return 0;
+		return;
 	/* A group left empty (its records cancelled) and closed by a rotation goes away. */
 	while (w->head && w->head != w->open && w->head->buf.size == 0)
 		pop_head(w);
 	g = w->head;
 	if (!g || g->buf.size == 0)
-		return 0;
+		return;
 	if (w->filling == g->seg && g->offset + g->buf.size > w->fill_from)
-		return 0; /* the fill's completion submits it */
+		return; /* the fill's completion submits it */
 	/* The group in the middle of a record stays open; it goes out after commit. */
 	if (w->head == w->open) {
 		if (w->in_record)
-			return 0;
+			return;
 		w->open = NULL;
 	}
 	ret = submit_head(w);
 	if (ret < 0)
 		fail(w, ret, "submitting a write");
-	return w->error;
 }
 
 int ferry__wal_submit(struct ferry__wal *w)

@@ -184,25 +184,17 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-/*
- * Is everything from buf[start] to the end of the file zero? 1, 0 or -errno. A segment
- * zero-filled ahead of its log (wal.c) ends this way. Leaves the reader as it was.
- */
-static int rest_is_zero(struct freader *r)
+/* Is every byte of @fd from @off to its end zero? 1, 0 or -errno. A segment zero-filled ahead
+ * of its log (wal.c) ends this way. */
+static int zero_from(int fd, uint64_t off)
 {
-	uint64_t off = r->pos + (r->end - r->start); /* the first byte not in the buffer */
-	uint8_t *chunk;
-	int ret = 1;
+	uint8_t *chunk = ferry__malloc(READ_CHUNK);
+	int ret;
 
-	if (!all_zero(r->buf + r->start, r->end - r->start))
-		return 0;
-	if (r->eof)
-		return 1;
-	chunk = ferry__malloc(READ_CHUNK);
 	if (!chunk)
 		return -ENOMEM;
 	for (;;) {
-		ssize_t n = pread(r->fd, chunk, READ_CHUNK, (off_t)off);
+		ssize_t n = pread(fd, chunk, READ_CHUNK, (off_t)off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -214,6 +206,15 @@ static int rest_is_zero(struct freader *r)
 	}
 	ferry__free(chunk);
 	return ret;
+}
+
+/* Is everything from buf[start] to the end of the file zero? 1, 0 or -errno. Leaves the
+ * reader as it was. */
+static int rest_is_zero(struct freader *r)
+{
+	if (!all_zero(r->buf + r->start, r->end - r->start))
+		return 0;
+	return r->eof ? 1 : zero_from(r->fd, r->pos + (r->end - r->start));
 }
 
 static int fr_init(struct freader *r, int fd)
@@ -352,19 +353,12 @@ static bool later_records(const struct ferry__wal *w, const struct wal_file *fil
 	bool written = false;
 
 	for (size_t j = i + 1; !written && j < n; j++) {
-		struct freader r;
 		int fd;
 
 		if (files[j].kind != 'w')
 			continue;
 		fd = openat(w->dirfd, files[j].name, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fr_init(&r, fd) < 0) {
-			written = true;
-		} else {
-			r.pos = SEG_HEADER_SIZE;
-			written = rest_is_zero(&r) != 1;
-			ferry__free(r.buf);
-		}
+		written = fd < 0 || zero_from(fd, SEG_HEADER_SIZE) != 1;
 		if (fd >= 0)
 			close(fd);
 	}

@@ -14,6 +14,8 @@
 #include <ferry/id.h>
 
 #include "common/log.h"
+#include "common/loop.h"
+#include "common/util.h"
 #include "node/node.h"
 #include "transport/objmgr.h"
 
@@ -29,33 +31,15 @@ static void usage(void)
 		"                  [--copy-batch-us US] [--notice-hold-ms MS]\n");
 }
 
-/* A count from 0 to @max: --spin-us (the object manager's busy-poll window, up to 1 s),
- * --copy-batch-us (how long pulled copies' directory records are gathered, up to 1 s),
- * --notice-hold-ms (how long their seal notices may wait, up to 10 s). */
-static int parse_uint(const char *v, unsigned long max, uint32_t *out)
-{
-	char *end;
-	unsigned long n;
-
-	errno = 0;
-	n = strtoul(v, &end, 10);
-	if (errno || end == v || *end || n > max || v[0] == '-')
-		return -EINVAL;
-	*out = (uint32_t)n;
-	return 0;
-}
-
+/* A port, 0..65535 (0: any). */
 static int parse_port(const char *s, uint16_t *out)
 {
-	char *end;
-	unsigned long v;
+	uint32_t v;
+	int ret = ferry__parse_u32(s, 65535, &v);
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > 65535)
-		return -EINVAL;
-	*out = (uint16_t)v;
-	return 0;
+	if (ret == 0)
+		*out = (uint16_t)v;
+	return ret;
 }
 
 static int parse_transport(const char *s, enum ferry__node_transport *out)
@@ -97,11 +81,11 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
 		o->rdma_busy_poll = !strcmp(v, "on");
 	else if (!strcmp(a, "--spin-us"))
-		return parse_uint(v, 1000000, &o->spin_us);
+		return ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us);
 	else if (!strcmp(a, "--copy-batch-us"))
-		return parse_uint(v, 1000000, &o->copy_batch_us);
+		return ferry__parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us);
 	else if (!strcmp(a, "--notice-hold-ms"))
-		return parse_uint(v, 10000, &o->notice_hold_ms);
+		return ferry__parse_u32(v, FERRY__OBJMGR_MAX_NOTICE_HOLD_MS, &o->notice_hold_ms);
 	else
 		return -EINVAL;
 	return 0;

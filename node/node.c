@@ -429,7 +429,7 @@ static int check_opts(const struct ferry__node_opts *o)
 		FLOG_ERROR(COMP, "unknown transport %d", (int)o->transport);
 		return -EINVAL;
 	}
-	if (o->copy_batch_us > 1000000) {
+	if (o->copy_batch_us > FERRY__NODE_MAX_COPY_BATCH_US) {
 		FLOG_ERROR(COMP, "copy record batching %u us: at most 1 s", o->copy_batch_us);
 		return -EINVAL;
 	}

@@ -27,6 +27,9 @@ enum ferry__node_transport {
 };
 
 /* Options; zeros are defaults except gcs_address and the token. */
+/* The longest pulled copies' directory records are gathered (1 s). */
+#define FERRY__NODE_MAX_COPY_BATCH_US 1000000u
+
 struct ferry__node_opts {
 	const char *gcs_address;	      /* "host:port" of the GCS (required) */
 	const void *token;		      /* cluster token (copied) */
@@ -48,9 +51,9 @@ struct ferry__node_opts {
 	uint64_t max_bytes_in_flight; /* pull admission; 0: half the store */
 	uint32_t copy_batch_us;	      /* pulled copies and removals are recorded in batches
 				       * gathered for up to this long (primaries at once); 0:
-				       * 1000, at most 1000000 */
+				       * 1000, at most FERRY__NODE_MAX_COPY_BATCH_US */
 	uint32_t notice_hold_ms;      /* the object manager's notice_hold_ms (objmgr.h); 0: 1,
-				       * at most 10000 */
+				       * at most FERRY__OBJMGR_MAX_NOTICE_HOLD_MS */
 };
 
 /*

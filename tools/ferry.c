@@ -43,6 +43,7 @@
 #include <ferry/config.h>
 #include <ferry/gcs.h>
 
+#include "common/loop.h"
 #include "common/util.h"
 #include "transport/objmgr.h"
 
@@ -818,8 +819,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size;
-	char *end;
-	unsigned long v;
+	uint32_t v;
 	int c;
 
 	o->port = DEFAULT_PORT;
@@ -831,9 +831,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'p':
 		case 'w':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || v > (c == 'p' ? 65535ul : 3600ul) ||
+			if (ferry__parse_u32(optarg, c == 'p' ? 65535 : 3600, &v) < 0 ||
 			    (c == 'w' && v == 0)) {
 				fail_msg("bad --%s value: %s", c == 'p' ? "port" : "timeout",
 					 optarg);
@@ -873,9 +871,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->ip = optarg;
 			break;
 		case 's':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || v > 1000000ul || optarg[0] == '-') {
+			if (ferry__parse_u32(optarg, FERRY_LOOP_MAX_SPIN_US, &v) < 0) {
 				fail_msg("bad --spin-us value: %s (0..1000000)", optarg);
 				return -EINVAL;
 			}

@@ -908,11 +908,11 @@ static int check_opts(const struct ferry__objmgr_opts *o)
 		FLOG_ERROR(COMP, "unknown transport bits 0x%x", o->transports);
 		return -EINVAL;
 	}
-	if (o->spin_us > 1000000) {
+	if (o->spin_us > FERRY_LOOP_MAX_SPIN_US) {
 		FLOG_ERROR(COMP, "busy poll window %u us: at most 1 s", o->spin_us);
 		return -EINVAL;
 	}
-	if (o->notice_hold_ms > 10000) {
+	if (o->notice_hold_ms > FERRY__OBJMGR_MAX_NOTICE_HOLD_MS) {
 		FLOG_ERROR(COMP, "seal notices held %u ms: at most 10 s", o->notice_hold_ms);
 		return -EINVAL;
 	}

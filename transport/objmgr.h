@@ -51,6 +51,9 @@ unsigned ferry__node_addr_transports(const struct ferry__node_addr *a);
 int ferry__host_boot_id(char *buf, size_t size);
 
 /* Options; zeros are defaults except store_socket, gcs (for pulls) and the token. */
+/* The longest the loop's copies' seal notices may be held back (10 s). */
+#define FERRY__OBJMGR_MAX_NOTICE_HOLD_MS 10000u
+
 struct ferry__objmgr_opts {
 	const char *store_socket;     /* this node's plasma store socket (required) */
 	struct ferry_gcs_client *gcs; /* borrowed; must outlive ferry__objmgr_stop() */
@@ -79,7 +82,8 @@ struct ferry__objmgr_opts {
 	uint64_t max_bytes_in_flight; /* pull admission limit; 0: half the store's capacity */
 	bool node_records_copies;     /* the embedding node records pulled copies (see pull) */
 	uint32_t notice_hold_ms;      /* the loop's copies' seal notices wait up to this long
-				       * (objmgr_fast.c); 0: 1, at most 10000 */
+				       * (objmgr_fast.c); 0: 1, at most
+				       * FERRY__OBJMGR_MAX_NOTICE_HOLD_MS */
 };
 
 /* How a pull ended. */

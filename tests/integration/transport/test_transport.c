@@ -377,21 +377,6 @@ FTEST(node_process_stops_clean)
 	tt_proc_signal(&gcs, SIGTERM);
 }
 
-/* 1 if the directory lists @node as a location of @id. */
-static int listed(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-		  const struct ferry_node_id *node)
-{
-	struct ferry_gcs_object_info info;
-	int found = 0;
-
-	if (ferry_gcs_object_lookup(c, id, &info) < 0)
-		return 0;
-	for (uint32_t i = 0; i < info.nlocations; i++)
-		found |= ferry_node_id_eq(&info.locations[i], node);
-	ferry_gcs_free(info.locations);
-	return found;
-}
-
 static struct ferry__node *g_gone_node;		  /* whose copy the hook deletes */
 static struct ferry_plasma_client *g_gone_client; /* a client of its store */
 
@@ -432,24 +417,12 @@ FTEST(copy_gone_before_record_unlisted)
 		/* Whatever is still queued lands now; a record after the removal would stay. */
 		for (int i = 0; i < 20; i++) {
 			ftest_assert_ok(ferry__node_sync(b));
-			ftest_assert_int_eq(listed(c, &id, ferry__node_id(b)), 0);
+			ftest_assert_int_eq(tt_listed(c, &id, ferry__node_id(b), 0, 0), 0);
 			usleep(5 * 1000);
 		}
 		ferry_plasma_client_disconnect(g_gone_client);
 	}
 	tt_cluster_stop(&t);
-}
-
-/* 1 if @node is listed for @id within @ms (polled every 5 ms), else 0. */
-static int listed_within(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-			 const struct ferry_node_id *node, unsigned ms)
-{
-	for (unsigned t = 0; t <= ms; t += 5) {
-		if (listed(c, id, node))
-			return 1;
-		usleep(5 * 1000);
-	}
-	return 0;
 }
 
 /* The directory thread gathers pulled copies (copy_batch_us, here the most: 1 s) and sends a
@@ -475,22 +448,22 @@ FTEST(copy_records_gathered_primaries_at_once)
 	ferry_object_id_random(&z);
 	tt_put(ferry__node_socket(a), &x, 64, 1);
 	tt_put(ferry__node_socket(a), &z, 64, 2);
-	ftest_assert_int_eq(listed_within(c, &x, ferry__node_id(a), 500), 1);
-	ftest_assert_int_eq(listed_within(c, &z, ferry__node_id(a), 500), 1);
+	ftest_assert_int_eq(tt_listed(c, &x, ferry__node_id(a), 0, 500), 1);
+	ftest_assert_int_eq(tt_listed(c, &z, ferry__node_id(a), 0, 500), 1);
 	/* A pulled copy waits for company: unlisted 300 ms after the pull. */
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &x, NULL));
-	ftest_assert_int_eq(listed_within(c, &x, ferry__node_id(b), 300), 0);
+	ftest_assert_int_eq(tt_listed(c, &x, ferry__node_id(b), 0, 300), 0);
 	/* A primary on b goes at once and takes the copy queued before it along. */
 	tt_put(ferry__node_socket(b), &y, 64, 3);
-	ftest_assert_int_eq(listed_within(c, &y, ferry__node_id(b), 500), 1);
-	ftest_assert_int_eq(listed(c, &x, ferry__node_id(b)), 1);
+	ftest_assert_int_eq(tt_listed(c, &y, ferry__node_id(b), 0, 500), 1);
+	ftest_assert_int_eq(tt_listed(c, &x, ferry__node_id(b), 0, 0), 1);
 	/* A copy and its removal, gathered together, sent by the sync in order: unlisted. */
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &z, NULL));
 	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(b), NULL, &cb));
 	ftest_assert_ok(ferry_plasma_client_delete(cb, &z, 1, NULL));
 	ferry_plasma_client_disconnect(cb);
 	ftest_assert_ok(ferry__node_sync(b));
-	ftest_assert_int_eq(listed(c, &z, ferry__node_id(b)), 0);
-	ftest_assert_int_eq(listed(c, &z, ferry__node_id(a)), 1);
+	ftest_assert_int_eq(tt_listed(c, &z, ferry__node_id(b), 0, 0), 0);
+	ftest_assert_int_eq(tt_listed(c, &z, ferry__node_id(a), 0, 0), 1);
 	tt_cluster_stop(&t);
 }

@@ -82,29 +82,6 @@ FTEST(fast_small_pull_with_busy_poll)
 	small_pulls_end_on_the_loop(2000);
 }
 
-/* Two nodes on this host with shm: a cached same-host location is read from the other store's
- * shared index and copied once, on the loop (its client there connected by the first pull);
- * an object larger than the client's chunk (1 MiB) goes to a pull thread, still over shm. */
-/* 1 if @node is listed for @id within @ms (polled every 5 ms), else 0. */
-static int listed_within(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-			 const struct ferry_node_id *node, unsigned ms)
-{
-	for (unsigned t = 0; t <= ms; t += 5) {
-		struct ferry_gcs_object_info info;
-		int found = 0;
-
-		if (ferry_gcs_object_lookup(c, id, &info) == 0) {
-			for (uint32_t i = 0; i < info.nlocations; i++)
-				found |= ferry_node_id_eq(&info.locations[i], node);
-			ferry_gcs_free(info.locations);
-		}
-		if (found)
-			return 1;
-		usleep(5 * 1000);
-	}
-	return 0;
-}
-
 /* In a node (whose store has hooks, so every seal is reported) the loop's copy's seal notice
  * is held back (here for up to 10 s, the most): the copy is readable on the node at once, the store
  * and so the directory hear of it only at the flush that ferry__node_sync() makes. Fails if
@@ -126,12 +103,15 @@ FTEST(fast_copy_seal_notice_held_back_until_flushed)
 	pl = tt_pull_cached(c, a, b, &id);
 	ftest_assert_uint_eq(pl.b1.pulls_fast, pl.b0.pulls_fast + 1);
 	tt_check(ferry__node_socket(b), &id, 64, 3);
-	ftest_assert_int_eq(listed_within(c, &id, ferry__node_id(b), 300), 0);
+	ftest_assert_int_eq(tt_listed(c, &id, ferry__node_id(b), 0, 300), 0);
 	ftest_assert_ok(ferry__node_sync(b));
-	ftest_assert_int_eq(listed_within(c, &id, ferry__node_id(b), 0), 1);
+	ftest_assert_int_eq(tt_listed(c, &id, ferry__node_id(b), 0, 0), 1);
 	tt_cluster_stop(&t);
 }
 
+/* Two nodes on this host with shm: a cached same-host location is read from the other store's
+ * shared index and copied once, on the loop (its client there connected by the first pull);
+ * an object larger than the client's chunk (1 MiB) goes to a pull thread, still over shm. */
 FTEST(fast_same_host_pull_over_shm)
 {
 	struct tt_cluster t = tt_cluster_start(2, 64, false, 0);

@@ -287,21 +287,34 @@ int tt_present(const char *socket, const struct ferry_object_id *id)
 	return found;
 }
 
+bool tt_listed(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+	       const struct ferry_node_id *node, uint32_t nloc, unsigned ms)
+{
+	for (unsigned t = 0;; t += 5) {
+		struct ferry_gcs_object_info info;
+		bool ok = false;
+
+		if (ferry_gcs_object_lookup(c, id, &info) == 0) {
+			ok = info.nlocations >= nloc;
+			if (ok && node) {
+				ok = false;
+				for (uint32_t i = 0; i < info.nlocations; i++)
+					ok |= ferry_node_id_eq(&info.locations[i], node);
+			}
+			ferry_gcs_free(info.locations);
+		}
+		if (ok)
+			return true;
+		if (t >= ms)
+			return false;
+		usleep(5 * 1000);
+	}
+}
+
 void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc)
 {
-	struct ferry_gcs_object_info info;
-
-	for (int i = 0; i < 1000; i++) {
-		if (ferry_gcs_object_lookup(c, id, &info) == 0) {
-			uint32_t n = info.nlocations;
-
-			ferry_gcs_free(info.locations);
-			if (n >= nloc)
-				return;
-		}
-		usleep(10 * 1000);
-	}
-	ftest_assert_true(!"the object never reached the directory");
+	if (!tt_listed(c, id, NULL, nloc, 10000))
+		ftest_assert_true(!"the object never reached the directory");
 }
 
 static const char *transport_name(unsigned t)

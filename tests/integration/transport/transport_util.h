@@ -140,6 +140,10 @@ void tt_pull_concurrently(struct ferry__objmgr *om, const struct ferry_object_id
 void tt_check_killed_pull(int ret, struct ferry__node *puller, const struct ferry_object_id *id,
 			  uint64_t size, uint64_t seed);
 
+/* Does the directory list @id at @nloc or more nodes, and at @node (unless NULL), within @ms
+ * (polled every 5 ms; 0: one look)? */
+bool tt_listed(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+	       const struct ferry_node_id *node, uint32_t nloc, unsigned ms);
 /* Wait (10 s at most: a hang guard) until the directory lists @id at @nloc or more nodes. */
 void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc);
 
