@@ -291,6 +291,7 @@ static int decode_object(const void *data, size_t size, struct ferry_gcs_object_
 	out->owner_worker = op.obj.owner_worker;
 	out->owner_node = op.obj.owner_node;
 	out->size_bytes = op.obj.size_bytes;
+	out->metadata_bytes = op.obj.metadata_bytes;
 	out->state = op.obj.state;
 	if (op.obj.nlocations) {
 		out->locations = ferry__calloc(op.obj.nlocations, sizeof(*out->locations));

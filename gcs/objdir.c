@@ -183,6 +183,7 @@ static struct ferry__objdir_entry *build(const struct ferry__objdir_info *info)
 	e->owner_worker = info->owner_worker;
 	e->owner_node = info->owner_node;
 	e->size_bytes = info->size_bytes;
+	e->metadata_bytes = info->metadata_bytes;
 	if (info->spill_url && info->spill_url[0]) {
 		e->spill_url = ferry__strdup(info->spill_url);
 		if (!e->spill_url)
@@ -311,7 +312,8 @@ static struct ferry__objdir_entry *find(const struct ferry__objdir *od,
 }
 
 int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_object_id *id,
-			       const struct ferry_node_id *node, uint64_t size_bytes)
+			       const struct ferry_node_id *node, uint64_t size_bytes,
+			       uint32_t metadata_bytes)
 {
 	struct ferry__objdir_entry *e = find(od, id, "add location");
 	struct ferry__objdir_loc *loc, **tail;
@@ -343,8 +345,10 @@ int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_obje
 	}
 	*tail = loc;
 	e->nlocations++;
-	if (size_bytes)
+	if (size_bytes) {
 		e->size_bytes = size_bytes;
+		e->metadata_bytes = metadata_bytes;
+	}
 	e->state = FERRY_GCS_OBJECT_AVAILABLE;
 	notify(od, e, false);
 	return 1;

@@ -46,6 +46,7 @@ struct ferry__objdir_entry {
 	struct ferry_worker_id owner_worker;  /* owner (worker or driver) */
 	struct ferry_node_id owner_node;      /* node the owner runs on */
 	uint64_t size_bytes;		      /* object size, 0 = not known yet */
+	uint32_t metadata_bytes;	      /* its metadata's size (known with size_bytes) */
 	enum ferry_gcs_object_state state;    /* pending, available or lost */
 	bool owner_dead;		      /* lost for good: the owner died */
 	uint32_t nlocations;		      /* length of locations */
@@ -61,6 +62,7 @@ struct ferry__objdir_info {
 	struct ferry_worker_id owner_worker;   /* owner */
 	struct ferry_node_id owner_node;       /* owner's node */
 	uint64_t size_bytes;		       /* size, 0 = unknown */
+	uint32_t metadata_bytes;	       /* metadata size (meaningful with size_bytes) */
 	enum ferry_gcs_object_state state;     /* restore only: the state to set */
 	bool owner_dead;		       /* restore only */
 	const char *spill_url;		       /* NULL = none */
@@ -104,12 +106,13 @@ int ferry__objdir_restore(struct ferry__objdir *od, const struct ferry__objdir_i
 
 /*
  * ferry__objdir_add_location() - a copy of @id now lives on @node. @size_bytes, if not 0, must
- * match the known size (or sets it). Returns 1 added, 0 already there, -ENOENT (unknown object),
+ * match the known size (or sets it, and @metadata_bytes with it). Returns 1 added, 0 already there, -ENOENT (unknown object),
  * -EOWNERDEAD (its owner died: free the copy), -EINVAL (size mismatch), -E2BIG (too many
  * copies), -ENOMEM.
  */
 int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_object_id *id,
-			       const struct ferry_node_id *node, uint64_t size_bytes);
+			       const struct ferry_node_id *node, uint64_t size_bytes,
+			       uint32_t metadata_bytes);
 
 /* ferry__objdir_remove_location() - the copy on @node is gone; with no copy and no spilled copy
  * left an available object becomes lost. 1, 0 (was not there), -ENOENT (unknown object). */

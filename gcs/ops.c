@@ -161,6 +161,7 @@ static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info
 	ferry__gcs_put_u32(w, o->nlocations);
 	for (uint32_t i = 0; i < o->nlocations; i++)
 		PUT_ID(w, o->locations[i]);
+	ferry__gcs_put_u32(w, o->metadata_bytes); /* a later field: see get_trailing_u32() */
 }
 
 static void put_kv(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
@@ -197,6 +198,7 @@ static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *o
 		PUT_ID(w, op->obj_location.id);
 		PUT_ID(w, op->obj_location.node);
 		ferry__gcs_put_u64(w, op->obj_location.size_bytes);
+		ferry__gcs_put_u32(w, op->obj_location.metadata_bytes); /* a later field */
 		break;
 	case FERRY__GCS_OP_OBJ_SPILLED:
 		PUT_ID(w, op->obj_spilled.id);
@@ -492,6 +494,13 @@ static void get_error(struct ferry__gcs_reader *r, struct ferry__gcs_error *e)
 	e->message = TEXT(r);
 }
 
+/* A field added at the end of a record after the first release: absent (0) in records that
+ * older logs, snapshots and peers wrote, whose body ends before it. */
+static uint32_t get_trailing_u32(struct ferry__gcs_reader *r)
+{
+	return r->left ? ferry__gcs_get_u32(r) : 0;
+}
+
 static void get_obj(struct ferry__gcs_reader *r, struct ferry__objdir_info *o)
 {
 	GET_ID(r, o->id);
@@ -503,6 +512,7 @@ static void get_obj(struct ferry__gcs_reader *r, struct ferry__objdir_info *o)
 	o->spill_url = ferry__gcs_get_str(r, FERRY__OBJDIR_MAX_URL);
 	o->nlocations = get_count(r, FERRY__OBJDIR_MAX_LOCATIONS);
 	o->locations = id_array(r, o->nlocations, sizeof(struct ferry_node_id));
+	o->metadata_bytes = get_trailing_u32(r);
 }
 
 static void get_kv(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
@@ -538,6 +548,7 @@ static void get_small(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		GET_ID(r, op->obj_location.id);
 		GET_ID(r, op->obj_location.node);
 		op->obj_location.size_bytes = ferry__gcs_get_u64(r);
+		op->obj_location.metadata_bytes = get_trailing_u32(r);
 		break;
 	case FERRY__GCS_OP_OBJ_SPILLED:
 		GET_ID(r, op->obj_spilled.id);

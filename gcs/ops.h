@@ -99,6 +99,7 @@ struct ferry__gcs_op {
 			struct ferry_object_id id; /* the object */
 			struct ferry_node_id node; /* the copy's node */
 			uint64_t size_bytes;	   /* ADD: size, 0 = unknown */
+			uint32_t metadata_bytes;   /* ADD: metadata size, with size_bytes */
 		} obj_location;			   /* OBJ_ADD/REMOVE_LOCATION */
 		struct {
 			struct ferry_object_id id; /* the object */

@@ -153,9 +153,9 @@ static int apply_objdir(struct ferry__gcs_state *s, const struct ferry__gcs_op *
 	case FERRY__GCS_OP_OBJ_ADD:
 		return ferry__objdir_add(s->objdir, &op->obj);
 	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
-		return ferry__objdir_add_location(s->objdir, &op->obj_location.id,
-						  &op->obj_location.node,
-						  op->obj_location.size_bytes);
+		return ferry__objdir_add_location(
+			s->objdir, &op->obj_location.id, &op->obj_location.node,
+			op->obj_location.size_bytes, op->obj_location.metadata_bytes);
 	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
 		return ferry__objdir_remove_location(s->objdir, &op->obj_location.id,
 						     &op->obj_location.node);
@@ -463,6 +463,7 @@ int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_
 	op->obj.owner_worker = e->owner_worker;
 	op->obj.owner_node = e->owner_node;
 	op->obj.size_bytes = e->size_bytes;
+	op->obj.metadata_bytes = e->metadata_bytes;
 	op->obj.state = e->state;
 	op->obj.owner_dead = e->owner_dead;
 	op->obj.spill_url = e->spill_url;

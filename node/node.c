@@ -69,6 +69,7 @@ struct dir_item {
 	uint64_t queued_ns;	   /* when (CLOCK_MONOTONIC) */
 	struct ferry_object_id id; /* the object */
 	uint64_t size;		   /* its data bytes */
+	uint32_t metadata_size;	   /* its metadata bytes */
 	struct dir_item *next;	   /* queue */
 };
 
@@ -143,7 +144,7 @@ static void on_miss(void *arg, const struct ferry_object_id *id)
 }
 
 static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct ferry_object_id *id,
-		    uint64_t size)
+		    uint64_t size, uint32_t metadata_size)
 {
 	struct dir_item *it = ferry__calloc(1, sizeof(*it));
 	bool wake;
@@ -155,6 +156,7 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	it->kind = kind;
 	it->id = *id;
 	it->size = size;
+	it->metadata_size = metadata_size;
 	it->queued_ns = ferry__now_ns();
 	pthread_mutex_lock(&node->lock);
 	/* The directory thread sleeps untimed only on an empty queue; otherwise it is sending or
@@ -176,13 +178,12 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
 		      uint32_t metadata_size, bool primary)
 {
-	(void)metadata_size;
-	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size);
+	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size, metadata_size);
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
-	enqueue(arg, DIR_REMOVED, id, 0);
+	enqueue(arg, DIR_REMOVED, id, 0, 0);
 }
 
 /* ---- node threads ---- */
@@ -210,6 +211,7 @@ static size_t dir_ops(struct ferry__node *node, const struct dir_item *it,
 		       sizeof(ops[n].obj.owner_worker.bytes));
 		ops[n].obj.owner_node = node->id;
 		ops[n].obj.size_bytes = it->size;
+		ops[n].obj.metadata_bytes = it->metadata_size;
 		shards[n++] = shard;
 	}
 	ops[n] = (struct ferry__gcs_op){.type = it->kind == DIR_REMOVED
@@ -218,6 +220,7 @@ static size_t dir_ops(struct ferry__node *node, const struct dir_item *it,
 	ops[n].obj_location.id = it->id;
 	ops[n].obj_location.node = node->id;
 	ops[n].obj_location.size_bytes = it->kind == DIR_REMOVED ? 0 : it->size;
+	ops[n].obj_location.metadata_bytes = it->kind == DIR_REMOVED ? 0 : it->metadata_size;
 	shards[n++] = shard;
 	return n;
 }

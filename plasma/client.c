@@ -294,7 +294,7 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 	struct ferry__plasma_object o;
 	int r;
 
-	if (!c || !id || !data || (metadata_size && !metadata))
+	if (!c || !id || !data)
 		return -EINVAL;
 	if (total < data_size || total > c->arena.size)
 		return -E2BIG;
@@ -325,7 +325,7 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 out:
 	if (r < 0)
 		return r;
-	if (metadata_size)
+	if (metadata)
 		memcpy(o.data + data_size, metadata, metadata_size);
 	*data = o.data;
 	return 0;
@@ -340,7 +340,7 @@ int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 	struct ferry__plasma_object o;
 	int r;
 
-	if (!c || !id || !data || (metadata_size && !metadata))
+	if (!c || !id || !data)
 		return -EINVAL;
 	if (total < data_size || total > c->local_max)
 		return -ENOBUFS;
@@ -352,7 +352,7 @@ int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 	pthread_mutex_unlock(&c->chunk_lock);
 	if (r < 0)
 		return r;
-	if (metadata_size)
+	if (metadata)
 		memcpy(o.data + data_size, metadata, metadata_size);
 	*data = o.data;
 	return 0;

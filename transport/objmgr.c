@@ -104,8 +104,9 @@ static struct ferry__objmgr_handoff *handoff_at(void *steps, size_t stride, size
 	return (struct ferry__objmgr_handoff *)(void *)((char *)steps + i * stride + offset);
 }
 
-void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
-			       unsigned n, void (*start)(void *step, int status))
+unsigned ferry__objmgr_handoff_start(struct ferry__objmgr *om, void *steps, size_t stride,
+				     size_t offset, unsigned n,
+				     void (*start)(void *step, int status))
 {
 	unsigned posted = 0;
 	int ret;
@@ -124,6 +125,12 @@ void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t str
 		else
 			h->status = ret = ret < 0 ? ret : -ECANCELED;
 	}
+	return posted;
+}
+
+void ferry__objmgr_handoff_wait(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
+				unsigned n, unsigned posted)
+{
 	pthread_mutex_lock(&om->lock);
 	for (unsigned i = 0; i < posted; i++) {
 		struct ferry__objmgr_handoff *h = handoff_at(steps, stride, offset, i);
@@ -134,6 +141,14 @@ void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t str
 	pthread_mutex_unlock(&om->lock);
 	for (unsigned i = 0; i < n; i++)
 		pthread_cond_destroy(&handoff_at(steps, stride, offset, i)->cond);
+}
+
+void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
+			       unsigned n, void (*start)(void *step, int status))
+{
+	unsigned posted = ferry__objmgr_handoff_start(om, steps, stride, offset, n, start);
+
+	ferry__objmgr_handoff_wait(om, steps, stride, offset, n, posted);
 }
 
 void ferry__objmgr_handoff_done(struct ferry__objmgr *om, struct ferry__objmgr_handoff *h,
@@ -341,8 +356,9 @@ unsigned ferry__objmgr_transport_for(const struct ferry__objmgr *om,
 
 static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		     const struct ferry__node_addr *helpers, unsigned nhelpers,
-		     const struct ferry_object_id *id, struct ferry__objmgr_result *res)
+		     const struct ferry__objmgr_pull *p, struct ferry__objmgr_result *res)
 {
+	const struct ferry_object_id *id = &p->id;
 	unsigned both = om->opts.transports & ferry__node_addr_transports(a);
 	unsigned t = ferry__objmgr_transport_for(om, a);
 
@@ -355,7 +371,7 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		int ret;
 
 		res->transport = FERRY_GCS_TRANSPORT_RDMA;
-		ret = ferry__objmgr_rdma_pull(om, a, id, &res->bytes);
+		ret = ferry__objmgr_rdma_pull(om, a, id, &p->sizes, &res->bytes);
 		/* What TCP carries and RDMA does not (metadata over a message), or no RDMA path
 		 * to the node: the same node over TCP. Other errors end this location. */
 		if (!(ret == -EMSGSIZE || ret == -EHOSTUNREACH) ||
@@ -428,7 +444,7 @@ static int fast_continue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	p->fast_tried = false;
 	p->fast_probe = NULL;
 	if (p->fast_status == FERRY__OBJMGR_FAST_RETRY)
-		return pull_from(om, a, helpers, nhelpers, &p->id, res);
+		return pull_from(om, a, helpers, nhelpers, p, res);
 	res->transport = p->fast_transport;
 	if (!f)
 		return p->fast_status;
@@ -447,7 +463,6 @@ static bool location_final(int r)
 static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			 struct ferry_gcs_object_info *info, struct ferry__objmgr_result *res)
 {
-	const struct ferry_object_id *id = &p->id;
 	struct ferry__node_addr *addrs = ferry__calloc(info->nlocations, sizeof(*addrs));
 	int *have = ferry__calloc(info->nlocations, sizeof(*have));
 	struct ferry__node_addr helpers[MAX_SOURCES - 1];
@@ -469,7 +484,7 @@ static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		if (p->fast_tried && ferry_node_id_eq(&info->locations[i], &p->fast_node))
 			r = fast_continue(om, p, &addrs[i], helpers, nhelpers, res);
 		else
-			r = pull_from(om, &addrs[i], helpers, nhelpers, id, res);
+			r = pull_from(om, &addrs[i], helpers, nhelpers, p, res);
 		if (location_final(r)) {
 			ret = r;
 			break;
@@ -533,7 +548,7 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		memcpy(cached, p->cached, ncached * sizeof(cached[0]));
 	} else {
 		ferry__objmgr_locs_start(om);
-		ncached = ferry__objmgr_locs_get(om, id, cached, NULL);
+		ncached = ferry__objmgr_locs_get(om, id, cached, &p->sizes);
 	}
 	if (ncached) {
 		info.locations = cached;
@@ -545,6 +560,11 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	r = ferry_gcs_object_lookup(om->opts.gcs, id, &info);
 	if (r < 0)
 		return ncached ? ret : r == -ETIMEDOUT ? r : -ENOENT;
+	if (info.size_bytes) {
+		p->sizes = (struct ferry__objmgr_sizes){info.size_bytes, info.metadata_bytes};
+		if (ferry__objmgr_sizes_hook)
+			ferry__objmgr_sizes_hook(id, &p->sizes);
+	}
 	drop_tried(&info, cached, ncached);
 	if (info.nlocations || !ncached) {
 		r = try_locations(om, p, &info, res);
@@ -574,6 +594,8 @@ static int pull_once(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 }
 
 void (*ferry__objmgr_sealed_hook)(struct ferry__objmgr *om, const struct ferry_object_id *id);
+void (*ferry__objmgr_sizes_hook)(const struct ferry_object_id *id,
+				 struct ferry__objmgr_sizes *sizes);
 
 /*
  * Record a pulled copy without a node (tests, tools): before the waiters hear, so that a

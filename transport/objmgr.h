@@ -112,6 +112,8 @@ struct ferry__objmgr_stats {
 	uint64_t bytes_served;	   /* data bytes sent */
 	uint64_t pulls_fast;	   /* of pulls_ok, those done on the loop's fast path */
 	uint64_t fast_handovers;   /* fast-path pulls handed to a pull thread */
+	uint64_t early_copies;	   /* RDMA copies created while their probe was out, kept */
+	uint64_t early_discarded;  /* of those created, aborted: the reply said otherwise */
 };
 
 /*

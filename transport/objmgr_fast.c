@@ -267,13 +267,12 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	struct ferry__objmgr_fetch *f;
 	struct ferry_node_id node;
 	struct ferry__node_addr a;
-	uint64_t size = 0;
 	unsigned t;
 
 	if (!om->opts.gcs || !om->opts.node_records_copies || ferry__objmgr_sealed_hook ||
 	    ferry_plasma_client_contains(om->store, &p->id) == 1)
 		return false;
-	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached, &size);
+	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached, &p->sizes);
 	if (first_location(om, p, &a, &node) < 0)
 		return false;
 	p->fast_node = node;
@@ -296,8 +295,8 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	}
 	/* RDMA: only objects the directory says fit a reply. A larger one would be pinned by
 	 * the probe and probed again by the pull thread. */
-	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && size > 0 &&
-	    size <= FERRY__OBJMGR_RDMA_INLINE_MAX) {
+	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && p->sizes.data > 0 &&
+	    p->sizes.data + p->sizes.metadata <= FERRY__OBJMGR_RDMA_INLINE_MAX) {
 		p->fast_transport = FERRY_GCS_TRANSPORT_RDMA;
 		if (!ferry__objmgr_rdma_fast_start(om, p, &a))
 			return false;

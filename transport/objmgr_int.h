@@ -40,7 +40,9 @@ struct ferry__objmgr_req;
  * ferry__objmgr_handoff_run() posts @start(step, 0) on the loop for each of @n steps at @steps
  * (@stride bytes apart, each with its handoff @offset bytes in) and sleeps until the loop called
  * ferry__objmgr_handoff_done() on each; after that the loop never touches the step. A step that
- * cannot be posted (stopping, no memory) is not started and gets -ECANCELED.
+ * cannot be posted (stopping, no memory) is not started and gets -ECANCELED. In two halves:
+ * _start() posts (returns how many went) and _wait(), with that count, sleeps; the thread may
+ * do other work between them, not touching the steps.
  */
 struct ferry__objmgr_handoff {
 	int status;	     /* the step's result */
@@ -50,6 +52,11 @@ struct ferry__objmgr_handoff {
 
 void ferry__objmgr_handoff_run(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
 			       unsigned n, void (*start)(void *step, int status));
+unsigned ferry__objmgr_handoff_start(struct ferry__objmgr *om, void *steps, size_t stride,
+				     size_t offset, unsigned n,
+				     void (*start)(void *step, int status));
+void ferry__objmgr_handoff_wait(struct ferry__objmgr *om, void *steps, size_t stride, size_t offset,
+				unsigned n, unsigned posted);
 void ferry__objmgr_handoff_done(struct ferry__objmgr *om, struct ferry__objmgr_handoff *h,
 				int status);
 
@@ -116,6 +123,12 @@ struct ferry__objmgr_waiter {
 	struct ferry__objmgr_waiter *next; /* list */
 };
 
+/* An object's sizes as the directory has them (a hint: the probe's reply is the truth). */
+struct ferry__objmgr_sizes {
+	uint64_t data;	   /* data bytes; 0: unknown (then so is metadata) */
+	uint32_t metadata; /* metadata bytes */
+};
+
 struct ferry__objmgr_pull {
 	struct ferry_object_id id;	      /* the object */
 	struct ferry__objmgr_waiter *waiters; /* who to tell */
@@ -131,6 +144,7 @@ struct ferry__objmgr_pull {
 	struct ferry__objmgr_fetch *fast_probe; /* its probe's reply, to go on from; or NULL */
 	uint32_t ncached;			/* the cached locations it read */
 	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS]; /* them */
+	struct ferry__objmgr_sizes sizes; /* the directory's (cache or look-up), once read */
 };
 
 /* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
@@ -271,12 +285,14 @@ int ferry__objmgr_try_admit(struct ferry__objmgr *om, uint64_t bytes);
 
 /* objmgr_rdma.c (objmgr_rdma_none.c without verbs). start: before the loop runs; -ENODEV
  * where no RDMA device routes to the node's address. pull: a pull thread's whole data phase
- * from @a (probe, create, READ, seal or abort); *@bytes = data + metadata on success. shutdown:
+ * from @a (probe, create, READ, seal or abort); *@bytes = data + metadata on success. @sizes,
+ * the directory's, let the copy be created while the probe is out. shutdown:
  * on the loop at stop. free: after the loop is destroyed. */
 struct ferry__objmgr_rdma;
 int ferry__objmgr_rdma_start(struct ferry__objmgr *om);
 int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_addr *a,
-			    const struct ferry_object_id *id, uint64_t *bytes);
+			    const struct ferry_object_id *id,
+			    const struct ferry__objmgr_sizes *sizes, uint64_t *bytes);
 void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om);
 void ferry__objmgr_rdma_free(struct ferry__objmgr *om);
 /* objmgr_rdma.c: the fast path's probe of @p from @a, on the loop without a pull thread (om->lock
@@ -286,12 +302,17 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
- * many (0: not cached, look it up), and its data size as the directory has it (*@size, may be
- * NULL; 0 unknown); free it (after the GCS client is gone). */
+ * many (0: not cached, look it up), and its sizes as the directory has them (*@sizes, may be NULL); free it
+ * (after the GCS client is gone). */
 void ferry__objmgr_locs_start(struct ferry__objmgr *om);
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
-				struct ferry_node_id *out, uint64_t *size);
+				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes);
 void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
+
+/* Tests only: when set, called with an object's sizes as read from the location cache or the
+ * GCS (to make them stale, as a record written without the metadata size is). */
+extern void (*ferry__objmgr_sizes_hook)(const struct ferry_object_id *id,
+					struct ferry__objmgr_sizes *sizes);
 
 /* Tests only: when set, called on the pull thread right after a pull sealed its copy, before
  * anything records it or any callback runs (to delete or evict the copy at that point). */

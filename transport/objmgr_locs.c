@@ -30,7 +30,7 @@
 enum { LOCS_OFF = 0, LOCS_STARTING = 1, LOCS_ON = 2, LOCS_FAILED = 3 };
 
 struct loc_entry {
-	uint64_t size;							/* data bytes, 0 unknown */
+	struct ferry__objmgr_sizes sizes;				/* the directory's */
 	uint32_t nlocations;						/* used */
 	struct ferry_node_id locations[FERRY__OBJMGR_CACHED_LOCATIONS]; /* copies */
 };
@@ -61,7 +61,8 @@ static void take_record(struct ferry__objmgr_locs *l, const struct ferry_gcs_eve
 	} else if (ferry__hashmap_get(&l->map, ev->key) ||
 		   ferry__hashmap_count(&l->map) < MAX_ENTRIES) {
 		if (ferry__hashmap_put(&l->map, ev->key, (void **)&e) >= 0) {
-			e->size = info.size_bytes;
+			e->sizes.data = info.size_bytes;
+			e->sizes.metadata = info.metadata_bytes;
 			e->nlocations = n;
 			memcpy(e->locations, info.locations, n * sizeof(e->locations[0]));
 		} else {
@@ -107,7 +108,7 @@ void ferry__objmgr_locs_start(struct ferry__objmgr *om)
 }
 
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
-				struct ferry_node_id *out, uint64_t *size)
+				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes)
 {
 	struct ferry__objmgr_locs *l = &om->locs;
 	struct loc_entry *e;
@@ -120,8 +121,11 @@ uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_obj
 	if (e) {
 		n = e->nlocations;
 		memcpy(out, e->locations, n * sizeof(*out));
-		if (size)
-			*size = e->size;
+		if (sizes) {
+			*sizes = e->sizes;
+			if (ferry__objmgr_sizes_hook)
+				ferry__objmgr_sizes_hook(id, sizes);
+		}
 	}
 	pthread_mutex_unlock(&l->lock);
 	return n;

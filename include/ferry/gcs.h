@@ -361,7 +361,9 @@ struct ferry_gcs_object_info {
 	struct ferry_object_id id;	     /* the object */
 	struct ferry_worker_id owner_worker; /* its owner */
 	struct ferry_node_id owner_node;     /* the owner's node */
-	uint64_t size_bytes;		     /* 0 = unknown */
+	uint64_t size_bytes;		     /* data bytes, 0 = unknown */
+	uint32_t metadata_bytes;	     /* metadata bytes (meaningful when size_bytes is
+					      * known; 0 when it was recorded without) */
 	enum ferry_gcs_object_state state;   /* pending, available, lost */
 	uint32_t nlocations;		     /* length of locations */
 	struct ferry_node_id *locations;     /* copies; lookup: free with ferry_gcs_free */

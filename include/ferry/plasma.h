@@ -137,8 +137,10 @@ FERRY_API void ferry_plasma_client_disconnect(struct ferry_plasma_client *c);
 
 /*
  * ferry_plasma_client_create() - create object @id of @data_size bytes with @metadata_size
- * bytes of @metadata (copied; may be NULL when 0) and return its writable data in *@data
- * (64-byte aligned; the metadata follows the data). Write it, then seal or abort. Until then
+ * bytes of @metadata (copied) and return its writable data in *@data (64-byte aligned; the
+ * metadata follows the data). A NULL @metadata leaves its @metadata_size bytes at
+ * *@data + @data_size for the caller to write (a copy whose metadata is still on its way). Write
+ * it, then seal or abort. Until then
  * nobody else sees the object, and the buffer stays valid. A primary copy: never evicted,
  * spilled to disk under pressure. Small objects are created in the client's arena chunk with
  * no round trip. Returns 0, -EEXIST (@id exists, sealed or not), -E2BIG (larger than the

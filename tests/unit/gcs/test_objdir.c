@@ -67,10 +67,11 @@ FTEST(locations_drive_the_state)
 	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
 	ftest_assert_errno(ferry__objdir_add(od, &info), -EEXIST);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_PENDING);
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100), 1);
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0), 0);
-	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n2, 99), -EINVAL);
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 0), 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 7), 1);
+	ftest_assert_uint_eq(ferry__objdir_get(od, &id)->metadata_bytes, 7);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0), 0);
+	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n2, 99, 0), -EINVAL);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 0, 0), 1);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_AVAILABLE);
 	ftest_assert_uint_eq(ferry__objdir_get(od, &id)->nlocations, 2);
 	ftest_assert_int_eq(ferry__objdir_remove_location(od, &id, &n1), 1);
@@ -82,13 +83,13 @@ FTEST(locations_drive_the_state)
 	ftest_assert_ok(ferry__objdir_set_spilled(od, &id, NULL));
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_LOST);
 	/* A recomputed object comes back. */
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 100), 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 100, 0), 1);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_AVAILABLE);
 	ftest_assert_int_eq(c.changed, 8);
 	ftest_assert_ok(ferry__objdir_remove(od, &id));
 	ftest_assert_int_eq(c.removed, 1);
 	ftest_assert_errno(ferry__objdir_remove(od, &id), -ENOENT);
-	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n1, 0), -ENOENT);
+	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n1, 0, 0), -ENOENT);
 	/* The node index forgot the removed object's location. */
 	ftest_assert_int_eq(ferry__objdir_node_died(od, &n2), 0);
 	ferry__objdir_destroy(od);
@@ -123,7 +124,7 @@ FTEST(owner_death_marks_its_objects_lost)
 		ftest_assert_true(ferry__objdir_get(od, &mine[i])->owner_dead);
 	}
 	ftest_assert_int_eq(state_of(od, &other), FERRY_GCS_OBJECT_PENDING);
-	ftest_assert_errno(ferry__objdir_add_location(od, &mine[0], &node, 0), -EOWNERDEAD);
+	ftest_assert_errno(ferry__objdir_add_location(od, &mine[0], &node, 0, 0), -EOWNERDEAD);
 	ftest_assert_errno(ferry__objdir_set_spilled(od, &mine[0], "s3://x"), -EOWNERDEAD);
 	ferry__objdir_destroy(od);
 }
@@ -273,7 +274,7 @@ FTEST(allocation_failures_change_nothing)
 		int ret;
 
 		ferry__alloc_fail_after(n);
-		ret = ferry__objdir_add_location(od, &id, &extra, 0);
+		ret = ferry__objdir_add_location(od, &id, &extra, 0, 0);
 		ferry__alloc_fail_after(-1);
 		if (ret == 1)
 			break;

@@ -80,6 +80,7 @@ static void add_object(struct script *sc, const struct ferry_object_id *id,
 	op->obj.owner_worker = *owner;
 	op->obj.owner_node = *node;
 	op->obj.size_bytes = 4096;
+	op->obj.metadata_bytes = 24;
 	op->obj.nlocations = nloc;
 	op->obj.locations = locs;
 }
@@ -172,6 +173,8 @@ static void script_one(struct script *sc)
 	op = next_op(sc, FERRY__GCS_OP_OBJ_ADD_LOCATION);
 	op->obj_location.id = o3;
 	op->obj_location.node = n3;
+	op->obj_location.size_bytes = 4096;
+	op->obj_location.metadata_bytes = 40; /* the copy's node knows the metadata size */
 	op = next_op(sc, FERRY__GCS_OP_OBJ_SPILLED);
 	op->obj_spilled.id = o5;
 	op->obj_spilled.url = "file:///spill/o5";
@@ -572,6 +575,14 @@ FTEST(records_round_trip)
 }
 
 /* Every prefix of every record, a trailing byte, an unknown type, absurd counts: -EPROTO. */
+/* Object records end with a field added after the first release (the metadata size): the
+ * record without it, as older logs and snapshots hold it, still decodes. */
+static bool has_later_field(enum ferry__gcs_op_type t)
+{
+	return t == FERRY__GCS_OP_OBJ_ADD || t == FERRY__GCS_OP_RESTORE_OBJ ||
+	       t == FERRY__GCS_OP_OBJ_ADD_LOCATION || t == FERRY__GCS_OP_OBJ_REMOVE_LOCATION;
+}
+
 FTEST(malformed_records_are_rejected)
 {
 	static const uint8_t unknown[] = {200, 0, 0};
@@ -584,8 +595,20 @@ FTEST(malformed_records_are_rejected)
 		struct ferry__gcs_writer w = {&b, 0};
 
 		ferry__gcs_op_encode(&sc.ops[i], &w);
-		for (size_t len = 0; len < b.size; len++)
+		for (size_t len = 0; len < b.size; len++) {
+			if (len + 4 == b.size && has_later_field(sc.ops[i].type)) {
+				ftest_assert_ok(ferry__gcs_op_decode(b.data, len, &op));
+				ftest_assert_uint_eq(
+					op.type == FERRY__GCS_OP_OBJ_ADD ||
+							op.type == FERRY__GCS_OP_RESTORE_OBJ
+						? op.obj.metadata_bytes
+						: op.obj_location.metadata_bytes,
+					0);
+				ferry__gcs_op_release(&op);
+				continue;
+			}
 			ftest_assert_errno(ferry__gcs_op_decode(b.data, len, &op), -EPROTO);
+		}
 		ftest_assert_ptr_notnull(ferry__gcs_buf_grow(&b, 1));
 		ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &op), -EPROTO);
 		ferry__gcs_buf_fini(&b);
