@@ -165,11 +165,13 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	std::vector<ferry__objmgr_result> res(ids.size());
 	ferry_bench::Latency lat;
 	bool checked = false;
+	ferry__objmgr_stats st0, st1;
 
 	// One untimed round first: connection setup (a TCP handshake, an rdma_cm exchange that
 	// takes ~100 ms under TCG) is not a pull's cost, and perftest does not time it either.
 	if (ferry__embed_pull_all(puller, ids.data(), ids.size(), res.data()) == 0)
 		(void)ferry__embed_drop(puller, ids.data(), ids.size());
+	ferry__objmgr_get_stats(ferry__embed_node_objmgr(puller), &st0);
 	for (auto _ : state) {
 		uint64_t t0 = ferry_bench::now_ns();
 		int ret = ferry__embed_pull_all(puller, ids.data(), ids.size(), res.data());
@@ -212,6 +214,11 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	}
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(size * ids.size()));
 	state.counters["in_flight"] = (double)ids.size();
+	// The share of pulls the loop ended (objmgr_fast.c, objmgr_rdma.c), without a pull thread.
+	ferry__objmgr_get_stats(ferry__embed_node_objmgr(puller), &st1);
+	if (state.iterations())
+		state.counters["on_loop"] = (double)(st1.pulls_fast - st0.pulls_fast) /
+					    ((double)state.iterations() * (double)ids.size());
 	lat.publish(state);
 }
 

@@ -671,6 +671,10 @@ static void *pull_thread(void *arg)
 		pthread_mutex_unlock(&om->lock);
 		if (!p)
 			return NULL;
+		if (p->big) { /* the loop runs this pull: create its copy, nothing else */
+			ferry__objmgr_rdma_big_create(om, p);
+			continue;
+		}
 		res.id = p->id;
 		/* The fast path created the copy and could not seal it: as pull_tcp would. */
 		if (p->fast_abort)

@@ -180,6 +180,29 @@ int ferry__objmgr_flush_notices(struct ferry__objmgr *om)
 	return ferry__plasma_client_flush(om->store, true);
 }
 
+/* @p's copy of @bytes is sealed in the index (seal_begin's @notice and @gen): call the waiters
+ * back, then the store's bookkeeping (p is gone then), held back unless someone waits in the
+ * store (2). */
+static void fast_succeeded(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, uint64_t bytes,
+			   int notice, uint32_t gen)
+{
+	struct ferry__objmgr_result res = {
+		.id = p->id,
+		.source = p->fast_node,
+		.transport = p->fast_transport,
+		.attempts = 1,
+		.bytes = bytes,
+	};
+
+	pthread_mutex_lock(&om->lock);
+	om->stats.pulls_fast++;
+	pthread_mutex_unlock(&om->lock);
+	ferry__objmgr_finish(om, p, &res);
+	if (notice && ferry__plasma_client_seal_end(om->store, &res.id, gen, notice == 1) == 1)
+		(void)ferry__loop_timer_start(om->loop, &om->notices, om->opts.notice_hold_ms, 0,
+					      flush_notices);
+}
+
 /* A probe of @p ended with @status (0: the object in @data/@metadata; > 0: a pull thread goes
  * on; < 0: the attempt's error): finish on the loop or hand over. @f: the TCP probe (taken),
  * or NULL. */
@@ -187,32 +210,38 @@ static void fast_end_pull(struct ferry__objmgr *om, struct ferry__objmgr_pull *p
 			  struct ferry__objmgr_fetch *f, int status, const uint8_t *data,
 			  uint64_t data_size, const uint8_t *metadata, uint32_t metadata_size)
 {
-	struct ferry__objmgr_result res = {
-		.id = p->id,
-		.source = p->fast_node,
-		.transport = p->fast_transport,
-		.attempts = 1,
-	};
+	uint64_t bytes = 0;
 	uint32_t gen = 0;
 	int notice = 0, ret = status;
 
 	if (ret == 0)
-		ret = complete(om, p, data, data_size, metadata, metadata_size, &res.bytes, &notice,
+		ret = complete(om, p, data, data_size, metadata, metadata_size, &bytes, &notice,
 			       &gen);
 	if (ret != 0) {
 		hand_over(om, p, f, ret);
 	} else {
 		ferry__objmgr_probe_free(f);
-		pthread_mutex_lock(&om->lock);
-		om->stats.pulls_fast++;
-		pthread_mutex_unlock(&om->lock);
-		ferry__objmgr_finish(om, p, &res);
-		/* The store's bookkeeping after the waiters (p is gone: res.id names it), held
-		 * back unless someone waits in the store (2). */
-		if (notice &&
-		    ferry__plasma_client_seal_end(om->store, &res.id, gen, notice == 1) == 1)
-			(void)ferry__loop_timer_start(om->loop, &om->notices,
-						      om->opts.notice_hold_ms, 0, flush_notices);
+		fast_succeeded(om, p, bytes, notice, gen);
+	}
+	fast_end(om);
+}
+
+void ferry__objmgr_fast_filled(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status,
+			       bool created, uint64_t bytes)
+{
+	uint32_t gen = 0;
+	int notice = 0, ret = status;
+
+	if (ret == 0) {
+		ret = ferry__plasma_client_seal_begin(om->store, &p->id, &gen);
+		notice = ret > 0 ? ret : 0;
+		ret = ret > 0 ? 0 : ret;
+	}
+	if (ret != 0) {
+		p->fast_abort = created;
+		hand_over(om, p, NULL, ret);
+	} else {
+		fast_succeeded(om, p, bytes, notice, gen);
 	}
 	fast_end(om);
 }
@@ -295,10 +324,11 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	}
 	/* RDMA: only objects the directory says fit a reply. A larger one would be pinned by
 	 * the probe and probed again by the pull thread. */
-	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && p->sizes.data > 0 &&
-	    p->sizes.data + p->sizes.metadata <= FERRY__OBJMGR_RDMA_INLINE_MAX) {
+	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && p->sizes.data > 0) {
 		p->fast_transport = FERRY_GCS_TRANSPORT_RDMA;
-		if (!ferry__objmgr_rdma_fast_start(om, p, &a))
+		if (p->sizes.data + p->sizes.metadata <= FERRY__OBJMGR_RDMA_INLINE_MAX
+			    ? !ferry__objmgr_rdma_fast_start(om, p, &a)
+			    : !ferry__objmgr_rdma_big_start(om, p, &a))
 			return false;
 		om->fast_pulls++;
 		return true;

@@ -145,6 +145,8 @@ struct ferry__objmgr_pull {
 	uint32_t ncached;			/* the cached locations it read */
 	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS]; /* them */
 	struct ferry__objmgr_sizes sizes; /* the directory's (cache or look-up), once read */
+	struct rbig *big; /* a large RDMA pull the loop runs: a pull thread only creates the copy
+			   * (objmgr_rdma.c); NULL otherwise */
 };
 
 /* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
@@ -236,6 +238,12 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 void ferry__objmgr_fast_probed(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status,
 			       const uint8_t *data, uint64_t data_size, const uint8_t *metadata,
 			       uint32_t metadata_size);
+/* objmgr_fast.c: the loop READ the whole object into @p's copy, which a pull thread created
+ * (@status 0: seal it there and finish, @bytes of data + metadata), or the attempt ended with
+ * @status (FERRY__OBJMGR_FAST_RETRY, or its error): hand it to a pull thread, which first aborts
+ * the copy if @created. Admission is already given back. */
+void ferry__objmgr_fast_filled(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status,
+			       bool created, uint64_t bytes);
 /* objmgr_fast.c: free a heap probe and its results (NULL: nothing). */
 void ferry__objmgr_probe_free(struct ferry__objmgr_fetch *f);
 /* objmgr.c: the TCP data phase after probe @f (heap; taken over) succeeded from @a: admission,
@@ -299,6 +307,14 @@ void ferry__objmgr_rdma_free(struct ferry__objmgr *om);
  * held; its end calls ferry__objmgr_fast_probed() on the loop). false: not started. */
 bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 				   const struct ferry__node_addr *a);
+/* objmgr_rdma.c: a large object's pull from @a run by the loop (om->lock held): the probe goes
+ * at once and @p is queued (p->big set) for a pull thread, which only creates the copy with
+ * ferry__objmgr_rdma_big_create(); the loop READs, seals and finishes, or hands over through
+ * ferry__objmgr_fast_filled(). false: not started (nothing queued). */
+struct rbig;
+bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+				  const struct ferry__node_addr *a);
+void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmgr_pull *p);
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how

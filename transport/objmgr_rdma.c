@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -387,6 +388,180 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
 		return false;
 	}
 	return true;
+}
+
+/* ---- a large object's pull, run by the loop ---- */
+
+/*
+ * An object the directory says a reply cannot carry (so the probe pins it), under SPLIT_MIN
+ * (one QP), with its location cached: the loop sends the probe at once, while a pull thread
+ * admits and creates the copy from the directory's sizes (the store's round trip may block,
+ * which the loop never does). Whichever of the two ends second has the loop READ straight
+ * into the copy; then the loop sends PullDone, seals and calls the waiters back. A pull
+ * thread's pull hands off four times on its way (caller to pull thread, to the loop for the
+ * probe, back, to the loop for the READ, back); this one hands off once each way, and the
+ * probe does not wait for a pull thread to wake (each hand-off costs ~0.1 ms in the
+ * soft-RoCE VM). A failed probe or create, sizes other than the directory's (a record written
+ * without the metadata size), an inline reply, a failed READ or seal: the pin is released and
+ * the pull goes to a pull thread as from the fast path (which aborts the copy first and goes
+ * on from the attempt's result, or tries the location afresh).
+ */
+struct rbig {
+	struct rfetch f;		  /* the probe, then the READ (first: on_done's) */
+	struct ferry__objmgr_sizes sizes; /* the directory's: the copy is made with them */
+	uint8_t *dst;			  /* the copy; NULL: none */
+	int create_status;		  /* the pull thread's admit + create (0: admitted) */
+	int probe_status;		  /* the probe's end */
+	bool created;			  /* create_status is in */
+	bool probed;			  /* probe_status is in */
+};
+
+static void big_count(struct ferry__objmgr *om, bool kept)
+{
+	pthread_mutex_lock(&om->lock);
+	if (kept)
+		om->stats.early_copies++;
+	else
+		om->stats.early_discarded++;
+	pthread_mutex_unlock(&om->lock);
+}
+
+/* The end: give admission back and finish or hand over (objmgr_fast.c). */
+static void big_end(struct rbig *b, int status)
+{
+	struct ferry__objmgr *om = b->f.om;
+	uint64_t total = b->sizes.data + b->sizes.metadata;
+
+	if (b->create_status == 0)
+		ferry__objmgr_unadmit(om, total);
+	ferry__objmgr_fast_filled(om, b->f.owner, status, b->dst != NULL, total);
+	ferry__free(b->f.metadata);
+	ferry__free(b->f.data);
+	ferry__free(b);
+}
+
+static void big_read_done(struct rfetch *f, int status)
+{
+	struct rbig *b = (struct rbig *)f;
+
+	/* The READ went over the pin's own endpoint: success proves the bytes were the
+	 * object's throughout, so PullDone need not be waited for. */
+	done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
+	big_end(b, status);
+}
+
+/* Both the probe and the create ended: READ, or end. */
+static void big_go(struct rbig *b)
+{
+	struct rfetch *f = &b->f;
+	bool pinned = b->probe_status == 0 && !f->inline_all;
+	int st = b->probe_status;
+
+	if (st == 0 && (b->create_status < 0 || !pinned || f->data_size != b->sizes.data ||
+			f->metadata_size != b->sizes.metadata)) {
+		/* Afresh, from the reply's sizes: the pull thread's own probe and create decide. */
+		f->owner->sizes = (struct ferry__objmgr_sizes){f->data_size, f->metadata_size};
+		st = FERRY__OBJMGR_FAST_RETRY;
+	} else if (st == -EMSGSIZE || st == -EHOSTUNREACH) {
+		st = FERRY__OBJMGR_FAST_RETRY; /* pull_from() goes to TCP after these */
+	}
+	if (st != 0) {
+		if (pinned)
+			done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
+		if (b->dst)
+			big_count(f->om, false);
+		big_end(b, st);
+		return;
+	}
+	big_count(f->om, true);
+	if (f->metadata_size)
+		memcpy(b->dst + f->data_size, f->metadata, f->metadata_size);
+	/* The same rfetch READs now, over the endpoint that took the pin (qp 0, its gen). */
+	f->step = STEP_READ;
+	f->qp = 0;
+	f->dst = b->dst;
+	f->len = f->data_size;
+	f->base.started = false;
+	f->on_done = big_read_done;
+	fetch_start(f, 0);
+}
+
+static void big_probed(struct rfetch *f, int status)
+{
+	struct rbig *b = (struct rbig *)f;
+
+	b->probed = true;
+	b->probe_status = status;
+	if (b->created)
+		big_go(b);
+}
+
+static void big_created(void *arg, int status)
+{
+	struct rbig *b = arg;
+
+	(void)status; /* the pull holds a fast_pulls count: the loop runs until it ends */
+	b->created = true;
+	if (b->probed)
+		big_go(b);
+}
+
+bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+				  const struct ferry__node_addr *a)
+{
+	struct rbig *b;
+
+	if (!om->rdma || !om->rdma->ctx || p->sizes.data >= SPLIT_MIN)
+		return false;
+	b = ferry__calloc(1, sizeof(*b));
+	if (!b)
+		return false;
+	b->f.om = om;
+	b->f.step = STEP_PROBE;
+	b->f.id = p->id;
+	snprintf(b->f.ip, sizeof(b->f.ip), "%s", a->ip);
+	b->f.port = a->rdma_port;
+	b->f.on_done = big_probed;
+	b->f.owner = p;
+	b->sizes = p->sizes;
+	if (ferry__loop_post(om->loop, fetch_start, &b->f) < 0) {
+		ferry__free(b);
+		return false;
+	}
+	p->big = b;
+	ferry__objmgr_enqueue(om, p);
+	return true;
+}
+
+void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
+{
+	struct rbig *b = p->big;
+	uint64_t total = b->sizes.data + b->sizes.metadata;
+	void *dst = NULL;
+	bool told = false;
+	int ret;
+
+	p->big = NULL; /* the loop may hand the pull over to a pull thread later */
+	ret = ferry__objmgr_admit(om, total); /* -ECANCELED when stopping */
+	if (ret == 0) {
+		ret = ferry_plasma_client_create_ex(om->store, &p->id, b->sizes.data, NULL,
+						    b->sizes.metadata,
+						    FERRY_PLASMA_CREATE_SECONDARY, &dst);
+		if (ret < 0)
+			ferry__objmgr_unadmit(om, total);
+	}
+	b->dst = ret == 0 ? dst : NULL;
+	b->create_status = ret;
+	/* The loop runs until this pull ends (it holds a fast_pulls count), so only memory for
+	 * the post can be short: try again. */
+	while ((ret = ferry__loop_post(om->loop, big_created, b)) == -ENOMEM) {
+		if (!told)
+			FLOG_WARN(COMP, "no memory to hand a created copy to the loop: retrying");
+		told = true;
+		usleep(1000);
+	}
+	if (ret < 0)
+		FLOG_ERROR(COMP, "cannot hand a created copy to the loop: %s", strerror(-ret));
 }
 
 /* ---- pulling: the pull thread's side ---- */

@@ -14,9 +14,10 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 }
 
 int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_addr *a,
-			    const struct ferry_object_id *id, uint64_t *bytes)
+			    const struct ferry_object_id *id,
+			    const struct ferry__objmgr_sizes *sizes, uint64_t *bytes)
 {
-	(void)om, (void)a, (void)id, (void)bytes;
+	(void)om, (void)a, (void)id, (void)sizes, (void)bytes;
 	return -EHOSTUNREACH;
 }
 
@@ -25,6 +26,18 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
 {
 	(void)om, (void)p, (void)a;
 	return false;
+}
+
+bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+				  const struct ferry__node_addr *a)
+{
+	(void)om, (void)p, (void)a;
+	return false;
+}
+
+void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
+{
+	(void)om, (void)p; /* never queued: big_start never starts one */
 }
 
 const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om)

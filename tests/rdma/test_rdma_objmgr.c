@@ -96,23 +96,27 @@ static void metadata_unknown(const struct ferry_object_id *id, struct ferry__obj
 }
 
 /*
- * The loop's fast path over RDMA: with the location cached and the directory's sizes within a
- * reply, the pull ends on the loop (pulls_fast) after one probe. A larger object is left to a
- * pull thread (one probe still), which creates the copy while the probe is out (early_copies).
- * Records that lack the metadata size (stale): an object whose metadata makes the reply too
- * large gets a pinned reply on the fast path, which sends PullDone at once (the source can free
- * the object after a delete) and hands over, and the pull thread's own probe reads it; a large
- * object's early copy has the wrong size and is discarded for one made from the reply.
+ * The loop's fast path over RDMA, with the location cached. The directory's sizes within a
+ * reply: the pull ends on the loop (pulls_fast) after one probe. Larger: the loop probes while
+ * a pull thread creates the copy (early_copies), then READs and ends the pull itself, one probe
+ * still. Records that lack the metadata size (stale): an object whose metadata makes the reply
+ * too large gets a pinned reply on the fast path, which sends PullDone at once (the source can
+ * free the object after a delete) and hands over, and the pull thread's own probe reads it; a
+ * large object's early copy has the wrong size and is discarded, and the pull thread, from the
+ * reply's sizes, makes one that is kept.
  */
 FTEST(small_pulls_end_on_the_loop)
 {
 	static const struct {
 		uint64_t size, meta;
-		bool stale, fast, early;
-	} cases[] = {{1, 3, false, true, false},	{4096, 3, false, true, false},
-		     {60000, 3, false, true, false},	{200000, 3, false, false, true},
-		     {65000, 1000, false, false, true}, {65000, 1000, true, false, false},
-		     {200000, 1000, true, false, true}};
+		bool stale, fast;
+		unsigned served, kept, discarded;
+	} cases[] = {
+		{1, 3, false, true, 1, 0, 0},	      {4096, 3, false, true, 1, 0, 0},
+		{60000, 3, false, true, 1, 0, 0},     {200000, 3, false, true, 1, 1, 0},
+		{65000, 1000, false, true, 1, 1, 0},  {65000, 1000, true, false, 2, 0, 0},
+		{200000, 1000, true, false, 2, 1, 1},
+	};
 	struct ferry_plasma_connect_opts co = {.name = "test"};
 	struct tt_pulled pl;
 	struct ferry_plasma_client *pa;
@@ -147,29 +151,19 @@ FTEST(small_pulls_end_on_the_loop)
 			check_with_metadata(ferry__node_socket(b), &id, cases[k].size,
 					    (uint32_t)cases[k].meta);
 		tt_wait_location(c, &id, 2); /* the node recorded the copy */
-		/* An early copy: kept when the record was right, else discarded. */
-		ftest_assert_uint_eq(pl.b1.early_copies,
-				     pl.b0.early_copies + (cases[k].early && !cases[k].stale));
+		ftest_assert_uint_eq(pl.b1.early_copies, pl.b0.early_copies + cases[k].kept);
 		ftest_assert_uint_eq(pl.b1.early_discarded,
-				     pl.b0.early_discarded + (cases[k].early && cases[k].stale));
-		if (!cases[k].fast && !cases[k].stale) { /* one probe, by a pull thread */
-			ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers);
-			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
-		} else if (!cases[k].fast && cases[k].size < 100000) {
-			ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + 1);
-			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 2);
-			/* Both pins went: the source frees the object once deleted. */
-			ftest_assert_ok(
-				ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
-			ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));
-			for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), &id); i++)
-				usleep(10000);
-			ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
-			ferry_plasma_client_disconnect(pa);
-		} else {
-			ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers);
-			ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
-		}
+				     pl.b0.early_discarded + cases[k].discarded);
+		ftest_assert_uint_eq(pl.a1.requests_served,
+				     pl.a0.requests_served + cases[k].served);
+		ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + !cases[k].fast);
+		/* Every pin went: the source frees the object once deleted. */
+		ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
+		ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));
+		for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), &id); i++)
+			usleep(10000);
+		ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
+		ferry_plasma_client_disconnect(pa);
 	}
 	ferry__objmgr_sizes_hook = NULL;
 	tt_cluster_stop(&t);
@@ -370,6 +364,66 @@ FTEST(lost_completion_times_out)
 	ftest_assert_uint_eq(st.bytes_in_flight, 0);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id2, NULL));
 	tt_check(ferry__node_socket(b), &id2, 1u << 20, 33);
+	tt_cluster_stop(&t);
+}
+
+/*
+ * Large pulls the loop runs (the location cached) when things fail. A failed READ: the pin is
+ * released, a pull thread aborts the copy and fails over to the other location. A READ whose
+ * completion never comes: the deadline ends the pull with -ETIMEDOUT, no copy is left and the
+ * admission is given back, and the next pull from the same source works on a new endpoint.
+ */
+FTEST(large_pulls_on_the_loop_fail_over_and_time_out)
+{
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry__objmgr_stats s0, s1;
+	struct ferry__node *a1, *a2, *b;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id x, y, z;
+	struct ferry_gcs_client *c;
+	struct ferry__objmgr *om;
+	struct tt_cluster t;
+
+	rt_require_device();
+	t = rdma_cluster(2, 32);
+	a1 = t.node[0], a2 = t.node[1];
+	b = tt_cluster_add(&t, 32, 3000);
+	om = ferry__node_objmgr(b);
+	c = tt_cluster_client(&t);
+	tt_warm_cache(om, ferry__node_socket(a1), c);
+	ferry_object_id_random(&x);
+	ferry_object_id_random(&y);
+	ferry_object_id_random(&z);
+	tt_put(ferry__node_socket(a1), &x, 1u << 20, 41);
+	tt_put(ferry__node_socket(a2), &x, 1u << 20, 41);
+	tt_put(ferry__node_socket(a1), &y, 1u << 20, 42);
+	tt_put(ferry__node_socket(a1), &z, 1u << 20, 43);
+	tt_wait_cached(om, &x, 2, locs);
+	tt_wait_cached(om, &y, 1, locs);
+	tt_wait_cached(om, &z, 1, locs);
+
+	ferry__objmgr_get_stats(om, &s0);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_FAIL_READ, 0));
+	ftest_assert_ok(ferry__objmgr_pull_wait(om, &x, &res));
+	ferry__objmgr_get_stats(om, &s1);
+	ftest_assert_uint_eq(res.attempts, 2);
+	ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
+	ftest_assert_uint_eq(s1.early_copies, s0.early_copies + 2); /* the loop's, the thread's */
+	ftest_assert_uint_eq(s1.fast_handovers, s0.fast_handovers + 1);
+	ftest_assert_uint_eq(s1.pulls_fast, s0.pulls_fast);
+	tt_check(ferry__node_socket(b), &x, 1u << 20, 41);
+
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_DROP_READ, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(om, &y, NULL), -ETIMEDOUT);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &y), 0);
+	ferry__objmgr_get_stats(om, &s1);
+	ftest_assert_uint_eq(s1.bytes_in_flight, 0);
+	ftest_assert_uint_eq(s1.fast_handovers, s0.fast_handovers + 2);
+
+	ftest_assert_ok(ferry__objmgr_pull_wait(om, &z, &res));
+	ferry__objmgr_get_stats(om, &s0);
+	ftest_assert_uint_eq(s0.pulls_fast, s1.pulls_fast + 1); /* on the loop again */
+	tt_check(ferry__node_socket(b), &z, 1u << 20, 43);
 	tt_cluster_stop(&t);
 }
 
