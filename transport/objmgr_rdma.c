@@ -442,12 +442,17 @@ static void big_end(struct rbig *b, int status)
 
 static void big_read_done(struct rfetch *f, int status)
 {
-	struct rbig *b = (struct rbig *)f;
+	struct ferry__objmgr_rdma *r = f->om->rdma;
+	uint64_t gen = f->gen, xfer = f->xfer;
+	uint16_t port = f->port;
+	char ip[sizeof(f->ip)];
 
 	/* The READ went over the pin's own endpoint: success proves the bytes were the
-	 * object's throughout, so PullDone need not be waited for. */
-	done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
-	big_end(b, status);
+	 * object's throughout, so PullDone need not be waited for, nor sent first: the waiters
+	 * are called back before it (posting a SEND costs ~0.2 ms in the soft-RoCE VM). */
+	memcpy(ip, f->ip, sizeof(ip));
+	big_end((struct rbig *)f, status); /* frees f */
+	done_on_pin_endpoint(r, ip, port, gen, xfer);
 }
 
 /* Both the probe and the create ended: READ, or end. */
