@@ -11,9 +11,11 @@
  * - Taken only where a pull thread would start with exactly this probe: the object is not
  *   local, its locations are cached, every one's address is known (a pull thread would wait for
  *   a missing node record), the first location a pull thread would try (order_locations()'s
- *   order, self skipped) is reached over TCP, RDMA or shm. Over RDMA only
- *   when the directory's size says the object fits a reply (64 KiB): a larger one would be
- *   pinned by the probe and probed again by the pull thread. Not with the test-only sealed
+ *   order, self skipped) is reached over TCP, RDMA or shm. Over RDMA, the directory's sizes
+ *   (data + metadata) choose: an object that fits a reply (64 KiB) is probed here; a larger
+ *   one (under 4 MiB, one QP) is run by the loop with a pull thread creating its copy
+ *   meanwhile (objmgr_rdma.c, "a large object's pull"), ending in ferry__objmgr_fast_filled().
+ *   Not with the test-only sealed
  *   hook, nor when this object manager records copies itself (a blocking GCS call): inside a
  *   node, the node records them from its store's on_sealed hook.
  * - The loop never blocks on the store or on admission. Admission that would wait, a create the

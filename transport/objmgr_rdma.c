@@ -24,6 +24,11 @@
  *   remote memory: the region has no remote-write access.
  * - Pull steps (struct rfetch) are made by a pull thread, handed to the loop with
  *   ferry__loop_post(), and waited for; the loop never touches a step after marking it done.
+ *   When the object directory's sizes (data and metadata) say the reply will pin the object,
+ *   its copy is created while the probe is out (the store's round trip then overlaps the
+ *   probe's); with the location cached, the loop runs the whole pull and a pull thread only
+ *   creates the copy ("a large object's pull" below). The reply is the truth: a copy created
+ *   from sizes it contradicts is aborted and made again from the reply.
  *   A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
  *   destroying the QP stops them), which ends every READ on it with -ECANCELED before the
  *   puller aborts and frees its half-written object. Peers, the steps on them, connect, drop
@@ -416,7 +421,9 @@ struct rbig {
 	bool probed;			  /* probe_status is in */
 };
 
-static void big_count(struct ferry__objmgr *om, bool kept)
+/* A copy created before the probe's reply came: kept (the reply confirmed the sizes it was made
+ * with) or discarded. */
+static void count_early(struct ferry__objmgr *om, bool kept)
 {
 	pthread_mutex_lock(&om->lock);
 	if (kept)
@@ -424,6 +431,30 @@ static void big_count(struct ferry__objmgr *om, bool kept)
 	else
 		om->stats.early_discarded++;
 	pthread_mutex_unlock(&om->lock);
+}
+
+/* Does probe @f's reply (status @status) pin an object of exactly @sizes? */
+static bool reply_fits(const struct rfetch *f, int status, const struct ferry__objmgr_sizes *sizes)
+{
+	return status == 0 && !f->inline_all && f->data_size == sizes->data &&
+	       f->metadata_size == sizes->metadata;
+}
+
+/* Admit and create @id's copy from the directory's @sizes, its metadata left to be written
+ * from the reply (a pull thread). 0 and *@dst (admitted), or the error (nothing admitted). */
+static int create_early(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			const struct ferry__objmgr_sizes *sizes, void **dst)
+{
+	uint64_t total = sizes->data + sizes->metadata;
+	int ret = ferry__objmgr_admit(om, total); /* -ECANCELED when stopping */
+
+	if (ret < 0)
+		return ret;
+	ret = ferry_plasma_client_create_ex(om->store, id, sizes->data, NULL, sizes->metadata,
+					    FERRY_PLASMA_CREATE_SECONDARY, dst);
+	if (ret < 0)
+		ferry__objmgr_unadmit(om, total);
+	return ret;
 }
 
 /* The end: give admission back and finish or hand over (objmgr_fast.c). */
@@ -462,8 +493,7 @@ static void big_go(struct rbig *b)
 	bool pinned = b->probe_status == 0 && !f->inline_all;
 	int st = b->probe_status;
 
-	if (st == 0 && (b->create_status < 0 || !pinned || f->data_size != b->sizes.data ||
-			f->metadata_size != b->sizes.metadata)) {
+	if (st == 0 && (b->create_status < 0 || !reply_fits(f, st, &b->sizes))) {
 		/* Afresh, from the reply's sizes: the pull thread's own probe and create decide. */
 		f->owner->sizes = (struct ferry__objmgr_sizes){f->data_size, f->metadata_size};
 		st = FERRY__OBJMGR_FAST_RETRY;
@@ -474,11 +504,11 @@ static void big_go(struct rbig *b)
 		if (pinned)
 			done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
 		if (b->dst)
-			big_count(f->om, false);
+			count_early(f->om, false);
 		big_end(b, st);
 		return;
 	}
-	big_count(f->om, true);
+	count_early(f->om, true);
 	if (f->metadata_size)
 		memcpy(b->dst + f->data_size, f->metadata, f->metadata_size);
 	/* The same rfetch READs now, over the endpoint that took the pin (qp 0, its gen). */
@@ -541,20 +571,12 @@ bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr
 void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmgr_pull *p)
 {
 	struct rbig *b = p->big;
-	uint64_t total = b->sizes.data + b->sizes.metadata;
 	void *dst = NULL;
 	bool told = false;
 	int ret;
 
 	p->big = NULL; /* the loop may hand the pull over to a pull thread later */
-	ret = ferry__objmgr_admit(om, total); /* -ECANCELED when stopping */
-	if (ret == 0) {
-		ret = ferry_plasma_client_create_ex(om->store, &p->id, b->sizes.data, NULL,
-						    b->sizes.metadata,
-						    FERRY_PLASMA_CREATE_SECONDARY, &dst);
-		if (ret < 0)
-			ferry__objmgr_unadmit(om, total);
-	}
+	ret = create_early(om, &p->id, &b->sizes, &dst);
 	b->dst = ret == 0 ? dst : NULL;
 	b->create_status = ret;
 	/* The loop runs until this pull ends (it holds a fast_pulls count), so only memory for
@@ -687,42 +709,29 @@ static int release_pin(struct ferry__objmgr *om, const struct rfetch *probe, boo
 static void *probe_and_create(struct ferry__objmgr *om, struct rfetch *probe,
 			      const struct ferry__objmgr_sizes *sizes)
 {
-	uint64_t total = sizes->data + sizes->metadata;
-	bool admitted = false;
 	void *dst = NULL;
 	unsigned posted;
 
-	if (!sizes->data || total <= INLINE_MAX) {
+	if (!sizes->data || sizes->data + sizes->metadata <= INLINE_MAX) {
 		run_steps(om, probe, 1);
 		return NULL;
 	}
 	probe->om = om;
 	posted = ferry__objmgr_handoff_start(om, probe, sizeof(*probe), offsetof(struct rfetch, h),
 					     1, fetch_start);
-	if (ferry__objmgr_admit(om, total) == 0) {
-		admitted = true;
-		if (ferry_plasma_client_create_ex(om->store, &probe->id, sizes->data, NULL,
-						  sizes->metadata, FERRY_PLASMA_CREATE_SECONDARY,
-						  &dst) < 0)
-			dst = NULL; /* the create after the probe decides */
-	}
+	if (create_early(om, &probe->id, sizes, &dst) < 0)
+		dst = NULL; /* the create after the probe decides */
 	ferry__objmgr_handoff_wait(om, probe, sizeof(*probe), offsetof(struct rfetch, h), 1,
 				   posted);
-	if (dst && (probe->h.status < 0 || probe->inline_all || probe->data_size != sizes->data ||
-		    probe->metadata_size != sizes->metadata)) {
+	if (dst && !reply_fits(probe, probe->h.status, sizes)) {
 		FLOG_DEBUG(COMP, "the copy made during the probe does not fit its reply: again");
 		(void)ferry_plasma_client_abort(om->store, &probe->id);
+		ferry__objmgr_unadmit(om, sizes->data + sizes->metadata);
+		count_early(om, false);
 		dst = NULL;
-		pthread_mutex_lock(&om->lock);
-		om->stats.early_discarded++;
-		pthread_mutex_unlock(&om->lock);
 	} else if (dst) {
-		pthread_mutex_lock(&om->lock);
-		om->stats.early_copies++;
-		pthread_mutex_unlock(&om->lock);
+		count_early(om, true);
 	}
-	if (!dst && admitted)
-		ferry__objmgr_unadmit(om, total);
 	if (dst && probe->metadata_size)
 		memcpy((uint8_t *)dst + probe->data_size, probe->metadata, probe->metadata_size);
 	return dst;
