@@ -143,6 +143,40 @@ static void on_miss(void *arg, const struct ferry_object_id *id)
 	pthread_mutex_unlock(&node->lock);
 }
 
+/*
+ * A pulled copy removed before its record went: take the record back (node->lock held). The
+ * directory never has to hear of a copy that came and went within one batch window (a puller
+ * that reads an object once and drops it), which spares the GCS a pass and every location
+ * cache a publication. Only while the queue is short, as it is unless the GCS is slow (the
+ * thread takes DIR_BATCH at a time): the scan is linear. true: taken back.
+ */
+static bool take_back_copy(struct ferry__node *node, const struct ferry_object_id *id)
+{
+	struct dir_item *prev = NULL;
+
+	if (node->queued > 2 * DIR_BATCH)
+		return false;
+	for (struct dir_item *it = node->queue; it; prev = it, it = it->next) {
+		if (it->kind != DIR_COPY || !ferry_object_id_eq(&it->id, id))
+			continue;
+		if (prev)
+			prev->next = it->next;
+		else
+			node->queue = it->next;
+		if (node->queue_tail == it)
+			node->queue_tail = prev;
+		node->queued--;
+		ferry__free(it);
+		if (!node->queue) { /* nothing left to send: a sync waiting for it is done */
+			node->flush = false;
+			if (!node->dir_busy)
+				pthread_cond_broadcast(&node->idle_cond);
+		}
+		return true;
+	}
+	return false;
+}
+
 static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct ferry_object_id *id,
 		    uint64_t size, uint32_t metadata_size)
 {
@@ -159,6 +193,11 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	it->metadata_size = metadata_size;
 	it->queued_ns = ferry__now_ns();
 	pthread_mutex_lock(&node->lock);
+	if (kind == DIR_REMOVED && take_back_copy(node, id)) {
+		pthread_mutex_unlock(&node->lock);
+		ferry__free(it);
+		return;
+	}
 	/* The directory thread sleeps untimed only on an empty queue; otherwise it is sending or
 	 * gathering copies until a deadline, and only a primary or a full batch cuts that short.
 	 * So a pulled copy wakes nobody (see DESIGN). */
@@ -289,8 +328,9 @@ static void *dir_main(void *arg)
 			pthread_cond_wait(&node->queue_cond, &node->lock);
 		if (!node->queue)
 			break;
-		/* Copies and removals wait for company, up to copy_batch_us after the oldest. */
-		while (!node->stopping && !node->flush && !node->queued_primaries &&
+		/* Copies and removals wait for company, up to copy_batch_us after the oldest (a
+		 * copy taken back meanwhile may leave nothing). */
+		while (node->queue && !node->stopping && !node->flush && !node->queued_primaries &&
 		       node->queued < DIR_BATCH) {
 			uint64_t due = node->queue->queued_ns + node->opts.copy_batch_us * 1000ull;
 			struct timespec ts = {.tv_sec = (time_t)(due / 1000000000u),
@@ -300,6 +340,8 @@ static void *dir_main(void *arg)
 				break;
 			(void)pthread_cond_timedwait(&node->queue_cond, &node->lock, &ts);
 		}
+		if (!node->queue)
+			continue;
 		items = node->queue;
 		/* Take what has queued up (at most DIR_BATCH): one round trip for all of it. */
 		for (it = items;; it = it->next) {
