@@ -25,7 +25,8 @@
  *   each. A copy only adds a source, so listing it 1 ms later costs nothing but a choice of
  *   source; a removal listed 1 ms too long costs a puller one failed attempt (it fails over).
  *   A primary (the object's first record: nothing can pull it before) goes at once, with what
- *   queued before it, and so does everything when ferry__node_sync() asks.
+ *   queued before it, and so does everything when ferry__node_sync() asks. A copy removed
+ *   while its record still waits is taken back with its removal: neither goes.
  * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
  *   node->lock so that stop can clear node->om under the same lock).
  * - Stop: heartbeat and directory threads, then the object manager (its pulls end), the GCS

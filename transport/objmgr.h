@@ -127,8 +127,9 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 /*
  * ferry__objmgr_flush_notices() - the store has handled the seal of every copy this object
  * manager made so far (the loop's fast path holds those notices back up to 1 ms): after it,
- * the store lists them and its on_sealed hook has run for each. A round trip to the store;
- * any thread but the loop's. 0 or -errno.
+ * the store lists them and its on_sealed hook has run for each, including a pull whose
+ * waiters were just called back (its notice follows them on the loop). A loop pass and a round
+ * trip to the store; any thread but the loop's. 0 or -errno.
  */
 int ferry__objmgr_flush_notices(struct ferry__objmgr *om);
 

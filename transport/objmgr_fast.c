@@ -15,9 +15,8 @@
  *   (data + metadata) choose: an object that fits a reply (64 KiB) is probed here; a larger
  *   one (under 4 MiB, one QP) is run by the loop with a pull thread creating its copy
  *   meanwhile (objmgr_rdma.c, "a large object's pull"), ending in ferry__objmgr_fast_filled().
- *   Not with the test-only sealed
- *   hook, nor when this object manager records copies itself (a blocking GCS call): inside a
- *   node, the node records them from its store's on_sealed hook.
+ *   Not with the test-only sealed hook, nor when this object manager records copies itself (a
+ *   blocking GCS call): inside a node, the node records them from its store's on_sealed hook.
  * - The loop never blocks on the store or on admission. Admission that would wait, a create the
  *   chunk cannot take (too large, chunk full) or that fails, a seal that fails (its abort is a
  *   store round trip), a probe that failed, an object larger than the probe's inline bytes:
@@ -42,6 +41,7 @@
  * - The waiters' callbacks run on the loop thread here (objmgr.h: they must not block).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -177,8 +177,29 @@ static void flush_notices(struct ferry__loop_timer *t, int status)
 	(void)ferry__plasma_client_flush(om->store, false);
 }
 
+/* A pass of the loop, waited for. */
+struct loop_barrier {
+	struct ferry__objmgr *om;	/* owner */
+	struct ferry__objmgr_handoff h; /* the wait */
+};
+
+static void barrier_run(void *arg, int status)
+{
+	struct loop_barrier *b = arg;
+
+	ferry__objmgr_handoff_done(b->om, &b->h, status);
+}
+
 int ferry__objmgr_flush_notices(struct ferry__objmgr *om)
 {
+	struct loop_barrier b = {.om = om};
+
+	/* A fast pull's waiters are called back before its notice is handed to the client, on
+	 * the loop right after: one loop pass first, so that the notice of every pull the caller
+	 * has seen end is in the client when it flushes. */
+	if (om->loop_started)
+		ferry__objmgr_handoff_run(om, &b, sizeof(b), offsetof(struct loop_barrier, h), 1,
+					  barrier_run);
 	return ferry__plasma_client_flush(om->store, true);
 }
 
@@ -324,8 +345,8 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 		om->fast_pulls++;
 		return true;
 	}
-	/* RDMA: only objects the directory says fit a reply. A larger one would be pinned by
-	 * the probe and probed again by the pull thread. */
+	/* RDMA: the directory's sizes choose a probe whose reply carries the object, or a large
+	 * pull the loop runs while a pull thread creates the copy (not known: a pull thread). */
 	if (t == FERRY_GCS_TRANSPORT_RDMA && a.rdma_port && p->sizes.data > 0) {
 		p->fast_transport = FERRY_GCS_TRANSPORT_RDMA;
 		if (p->sizes.data + p->sizes.metadata <= FERRY__OBJMGR_RDMA_INLINE_MAX
