@@ -88,6 +88,20 @@ static void check_with_metadata(const char *socket, const struct ferry_object_id
 	ferry_plasma_client_disconnect(c);
 }
 
+/* Delete @id on @a: its store frees it within 20 s, which it cannot while a pin holds it. */
+static void freed_once_deleted(struct ferry__node *a, const struct ferry_object_id *id)
+{
+	struct ferry_plasma_connect_opts co = {.name = "test"};
+	struct ferry_plasma_client *pa;
+
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
+	ftest_assert_ok(ferry_plasma_client_delete(pa, id, 1, NULL));
+	for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), id); i++)
+		usleep(10000);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(a), id), 0);
+	ferry_plasma_client_disconnect(pa);
+}
+
 /* The directory's record of an object as one written without the metadata size says it. */
 static void metadata_unknown(const struct ferry_object_id *id, struct ferry__objmgr_sizes *s)
 {
@@ -117,9 +131,7 @@ FTEST(small_pulls_end_on_the_loop)
 		{65000, 1000, false, true, 1, 1, 0},  {65000, 1000, true, false, 2, 0, 0},
 		{200000, 1000, true, false, 2, 1, 1},
 	};
-	struct ferry_plasma_connect_opts co = {.name = "test"};
 	struct tt_pulled pl;
-	struct ferry_plasma_client *pa;
 	struct ferry_gcs_client *c;
 	struct ferry__node *a, *b;
 	struct ferry_object_id id;
@@ -157,13 +169,7 @@ FTEST(small_pulls_end_on_the_loop)
 		ftest_assert_uint_eq(pl.a1.requests_served,
 				     pl.a0.requests_served + cases[k].served);
 		ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + !cases[k].fast);
-		/* Every pin went: the source frees the object once deleted. */
-		ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
-		ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));
-		for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), &id); i++)
-			usleep(10000);
-		ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
-		ferry_plasma_client_disconnect(pa);
+		freed_once_deleted(a, &id); /* every pin went */
 	}
 	ferry__objmgr_sizes_hook = NULL;
 	tt_cluster_stop(&t);
@@ -278,7 +284,7 @@ FTEST(puller_killed_mid_read_releases_pin)
 {
 	struct tt_proc gcs, b;
 	struct ferry__node *a;
-	struct ferry_plasma_client *pa, *pb;
+	struct ferry_plasma_client *pb;
 	struct ferry_plasma_connect_opts co = {.name = "test"};
 	struct ferry_plasma_view v;
 	struct tt_killer k;
@@ -299,12 +305,7 @@ FTEST(puller_killed_mid_read_releases_pin)
 	(void)ferry_plasma_client_get(pb, &id, 1, 60000, &v);
 	tt_killer_join(&k);
 	ferry_plasma_client_disconnect(pb);
-	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), &co, &pa));
-	ftest_assert_ok(ferry_plasma_client_delete(pa, &id, 1, NULL));
-	for (int i = 0; i < 2000 && tt_present(ferry__node_socket(a), &id); i++)
-		usleep(10000);
-	ftest_assert_int_eq(tt_present(ferry__node_socket(a), &id), 0);
-	ferry_plasma_client_disconnect(pa);
+	freed_once_deleted(a, &id);
 	ferry__node_stop(a);
 	tt_proc_signal(&gcs, SIGTERM);
 }
