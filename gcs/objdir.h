@@ -106,9 +106,9 @@ int ferry__objdir_restore(struct ferry__objdir *od, const struct ferry__objdir_i
 
 /*
  * ferry__objdir_add_location() - a copy of @id now lives on @node. @size_bytes, if not 0, must
- * match the known size (or sets it, and @metadata_bytes with it). Returns 1 added, 0 already there, -ENOENT (unknown object),
- * -EOWNERDEAD (its owner died: free the copy), -EINVAL (size mismatch), -E2BIG (too many
- * copies), -ENOMEM.
+ * match the known size (or sets it, and @metadata_bytes with it). Returns 1 added, 0 already
+ * there, -ENOENT (unknown object), -EOWNERDEAD (its owner died: free the copy), -EINVAL (size
+ * mismatch), -E2BIG (too many copies), -ENOMEM.
  */
 int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_object_id *id,
 			       const struct ferry_node_id *node, uint64_t size_bytes,

@@ -311,15 +311,14 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
  * at once and @p is queued (p->big set) for a pull thread, which only creates the copy with
  * ferry__objmgr_rdma_big_create(); the loop READs, seals and finishes, or hands over through
  * ferry__objmgr_fast_filled(). false: not started (nothing queued). */
-struct rbig;
 bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 				  const struct ferry__node_addr *a);
 void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmgr_pull *p);
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
- * many (0: not cached, look it up), and its sizes as the directory has them (*@sizes, may be NULL); free it
- * (after the GCS client is gone). */
+ * many (0: not cached, look it up), and its sizes as the directory has them (*@sizes, may be
+ * NULL); free it (after the GCS client is gone). */
 void ferry__objmgr_locs_start(struct ferry__objmgr *om);
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
 				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes);

@@ -494,8 +494,12 @@ static void big_go(struct rbig *b)
 	int st = b->probe_status;
 
 	if (st == 0 && (b->create_status < 0 || !reply_fits(f, st, &b->sizes))) {
-		/* Afresh, from the reply's sizes: the pull thread's own probe and create decide. */
-		f->owner->sizes = (struct ferry__objmgr_sizes){f->data_size, f->metadata_size};
+		/* Afresh: the pull thread's own probe and create decide, with the reply's sizes for
+		 * an early copy, or none after a failed create (it would only fail again early). */
+		f->owner->sizes =
+			b->create_status < 0
+				? (struct ferry__objmgr_sizes){0, 0}
+				: (struct ferry__objmgr_sizes){f->data_size, f->metadata_size};
 		st = FERRY__OBJMGR_FAST_RETRY;
 	} else if (st == -EMSGSIZE || st == -EHOSTUNREACH) {
 		st = FERRY__OBJMGR_FAST_RETRY; /* pull_from() goes to TCP after these */

@@ -243,6 +243,37 @@ FTEST(absent_and_full)
 		ftest_assert_int_eq(tt_present(ferry__node_socket(a), &big), 0);
 		ferry_plasma_client_disconnect(pc);
 	}
+	/* A large pull the loop runs, into a store kept full by a primary: the pull thread's
+	 * create fails, the pin is released, the retry through a pull thread ends in the same
+	 * error, and nothing is left behind. */
+	{
+		struct ferry_plasma_client *pb;
+		struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+		struct ferry__objmgr *om = ferry__node_objmgr(b);
+		struct ferry__objmgr_stats s0, s1;
+		struct ferry_object_id fill, mid;
+		void *d = NULL;
+		int ret = -1;
+
+		tt_warm_cache(om, ferry__node_socket(a), c);
+		ferry_object_id_random(&fill);
+		ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(b), NULL, &pb));
+		for (uint64_t mib = 16; mib >= 8 && ret < 0; mib--)
+			ret = ferry_plasma_client_create(pb, &fill, mib << 20, NULL, 0, &d);
+		ftest_assert_ok(ret);
+		ftest_assert_ok(ferry_plasma_client_seal(pb, &fill));
+		ferry_object_id_random(&mid);
+		tt_put(ferry__node_socket(a), &mid, 3u << 20, 5);
+		tt_wait_cached(om, &mid, 1, locs);
+		ferry__objmgr_get_stats(om, &s0);
+		ftest_assert_int_lt(ferry__objmgr_pull_wait(om, &mid, NULL), 0);
+		ferry__objmgr_get_stats(om, &s1);
+		ftest_assert_uint_eq(s1.fast_handovers, s0.fast_handovers + 1);
+		ftest_assert_uint_eq(s1.bytes_in_flight, 0);
+		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &mid), 0);
+		freed_once_deleted(a, &mid);
+		ferry_plasma_client_disconnect(pb);
+	}
 	tt_cluster_stop(&t);
 }
 
