@@ -687,6 +687,11 @@ static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 	ferry__spin_loop_enter();
 	while (now < end) {
 		*ret = io_uring_submit_and_get_events(&loop->ring);
+		if (loop->poller && enter_ok(*ret) && loop->poller(loop->poller_arg, false) > 0) {
+			loop->last_busy_ns = ferry__now_ns();
+			busy = true;
+			break;
+		}
 		if (!enter_ok(*ret) || io_uring_cq_ready(&loop->ring) ||
 		    atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
 		    atomic_load_explicit(&loop->posted, memory_order_relaxed)) {
@@ -708,6 +713,7 @@ static int wait_events(struct ferry__loop *loop)
 	uint64_t wait_ns = ferry__loop_timers_wait_ns(loop);
 	struct __kernel_timespec ts, *tsp = NULL;
 	struct io_uring_cqe *cqe;
+	bool found;
 	int ret = 0;
 
 	if (loop->spin_ns && wait_ns != 0 && !io_uring_cq_ready(&loop->ring)) {
@@ -723,9 +729,13 @@ static int wait_events(struct ferry__loop *loop)
 			ts.tv_nsec = (long long)(wait_ns % 1000000000u);
 			tsp = &ts;
 		}
-		/* From here a post writes the eventfd; one that came before is run first. */
+		/* From here a post writes the eventfd; one that came before is run first. The
+		 * poller arms its event and polls once more: work it finds means no sleep. */
 		atomic_store(&loop->awake, false);
-		if (atomic_load(&loop->posted))
+		found = loop->spin_ns && loop->poller && loop->poller(loop->poller_arg, true) > 0;
+		if (found)
+			loop->last_busy_ns = ferry__now_ns();
+		if (found || atomic_load(&loop->posted))
 			ret = io_uring_submit_and_get_events(&loop->ring);
 		else
 			ret = io_uring_submit_and_wait_timeout(&loop->ring, &cqe, 1, tsp, NULL);
@@ -736,6 +746,13 @@ out:
 		return 0;
 	FLOG_ERROR(LOOP_LOG, "io_uring_enter: %s", ferry_strerror(ret));
 	return ret;
+}
+
+void ferry__loop_set_poller(struct ferry__loop *loop, int (*poll)(void *arg, bool sleeping),
+			    void *arg)
+{
+	loop->poller = poll;
+	loop->poller_arg = arg;
 }
 
 int ferry__loop_run(struct ferry__loop *loop)

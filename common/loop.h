@@ -193,6 +193,20 @@ void ferry__loop_stop(struct ferry__loop *loop);
  */
 int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status), void *arg);
 
+/*
+ * ferry__loop_set_poller() - a source of work outside the ring that the loop polls itself while
+ * it spins (opts.spin_us), such as an RDMA completion queue: a completion event costs the kernel a
+ * softirq, an event queue entry and a poll wake-up per completion (~0.1 ms each in the soft-RoCE
+ * VM; ib_send_lat's round trip there is 31 us polled and 272 us with events), where a poll of the
+ * queue is a read of shared memory. @poll(@arg, false) runs on every spin pass; @poll(@arg, true)
+ * runs before the loop sleeps and must arrange that new work wakes the ring (arm the event) before
+ * it polls a last time. It returns how much work it ran: > 0 counts as a busy pass (no sleep, and
+ * the spin window starts again). Loop thread only; NULL @poll removes it. Without a spin window the
+ * poller is never called (the loop sleeps at once; the source must keep its event armed).
+ */
+void ferry__loop_set_poller(struct ferry__loop *loop, int (*poll)(void *arg, bool sleeping),
+			    void *arg);
+
 /* ferry__loop_now_ms() - the monotonic clock in milliseconds, as timers see it. */
 uint64_t ferry__loop_now_ms(void);
 

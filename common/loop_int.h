@@ -65,6 +65,8 @@ struct ferry__loop {
 	uint64_t spin_ns;			       /* busy-poll window, 0 = off */
 	uint64_t last_busy_ns;			       /* when a pass last had completions */
 	uint64_t spins;				       /* passes that found work by polling */
+	int (*poller)(void *arg, bool sleeping);       /* ferry__loop_set_poller() */
+	void *poller_arg;			       /* " */
 };
 
 /* loop_ops.c: an SQE with @n free slots behind it (flushes a full SQ), or NULL; re-submit a

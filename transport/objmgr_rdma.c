@@ -827,6 +827,25 @@ static void drive(struct ferry__objmgr_rdma *r)
 		(void)ferry__loop_timer_stop(&r->tick);
 }
 
+/*
+ * The loop's poller while it spins (opts.spin_us): the CQ is polled on every spin pass and its
+ * event armed only when the loop is about to sleep (see ferry__loop_set_poller).
+ */
+static int spin_poll(void *arg, bool sleeping)
+{
+	struct ferry__objmgr_rdma *r = arg;
+	int n;
+
+	if (!r->ctx || r->shut)
+		return 0;
+	n = ferry__rdma_poll(r->ctx, sleeping);
+	if (n < 0)
+		FLOG_ERROR(COMP, "RDMA completion queue failed: %s", strerror(-n));
+	if (n != 0)
+		drive(r); /* endpoints the completions failed, deadlines, the tick */
+	return n;
+}
+
 static void on_tick(struct ferry__loop_timer *t, int status)
 {
 	if (status == 0)
@@ -891,6 +910,7 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	o.op_timeout_ms = om->opts.timeout_ms;
 	o.max_reads = 2 * om->opts.rdma_depth;
 	o.busy_poll = om->opts.rdma_busy_poll;
+	o.caller_arms = om->opts.spin_us > 0; /* the loop polls the CQ while it spins */
 	ret = ferry__rdma_ctx_create(&o, &r->ctx);
 	if (ret < 0)
 		return ret; /* the caller logs: -ENODEV is expected where there is no device */
@@ -906,6 +926,8 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	r->tick.cb = on_tick;
 	r->sweep.data = r;
 	ret = arm_polls(r);
+	if (ret == 0 && om->opts.spin_us)
+		ferry__loop_set_poller(om->loop, spin_poll, r);
 	if (ret == 0)
 		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000,
 					      ferry__objmgr_rdma_sweep_pins);
@@ -931,6 +953,8 @@ void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
 	if (!r || r->shut)
 		return;
 	r->shut = true;
+	if (om->opts.spin_us)
+		ferry__loop_set_poller(om->loop, NULL, NULL);
 	(void)ferry__loop_timer_stop(&r->tick);
 	(void)ferry__loop_timer_stop(&r->sweep);
 	if (ferry__loop_req_pending(&r->cm_poll))

@@ -43,6 +43,7 @@ struct ferry__rdma_ctx_opts {
 	uint32_t connect_timeout_ms; /* default connect/accept deadline; 0 = 10000 */
 	uint32_t op_timeout_ms;	     /* deadline of each READ from its submission; 0 = 30000 */
 	int busy_poll;		     /* spin on the CQ while work is in flight (see timeout_ms) */
+	int caller_arms;	     /* the completion event is armed only by ferry__rdma_poll() */
 };
 
 /*
@@ -101,6 +102,16 @@ int ferry__rdma_ctx_timeout_ms(const struct ferry__rdma_ctx *ctx);
  * -errno when the event channel itself failed.
  */
 int ferry__rdma_progress(struct ferry__rdma_ctx *ctx);
+
+/*
+ * ferry__rdma_poll() - for a caller that busy-polls (opts.caller_arms): poll the CQ and run the
+ * completions' callbacks; with @arm, then arm the completion event and poll once more, so that a
+ * caller that sees 0 may sleep on the event fd. With caller_arms, ferry__rdma_progress() never
+ * arms: while the caller spins, a completion costs no event (a softirq, an event queue entry and
+ * a wake-up in the kernel). Returns completions handled (>= 0) or -EIO. Call
+ * ferry__rdma_progress() after one that handled any (endpoints they failed are closed there).
+ */
+int ferry__rdma_poll(struct ferry__rdma_ctx *ctx, bool arm);
 
 /* ferry__rdma_ctx_region() - what a peer needs to READ our region: its address and rkey. */
 void ferry__rdma_ctx_region(const struct ferry__rdma_ctx *ctx, uint64_t *addr, uint32_t *rkey);

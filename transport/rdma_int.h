@@ -202,6 +202,7 @@ struct ferry__rdma_ctx {
 	uint32_t connect_timeout_ms;	      /* " */
 	uint32_t op_timeout_ms;		      /* " */
 	bool busy_poll;			      /* " */
+	bool caller_arms;		      /* " */
 	uint32_t max_chunk;		      /* port: largest message (READ chunk) */
 	uint8_t max_rd_atom;		      /* device: READs we answer at once per QP */
 	uint8_t max_init_rd_atom;	      /* device: READs we issue at once per QP */

@@ -370,6 +370,52 @@ FTEST(read_error_fails_over)
 	tt_cluster_stop(&t);
 }
 
+/*
+ * Nodes whose loops busy-poll (--spin-us): the loop polls the CQ while it spins and arms the
+ * completion event only before it sleeps. Every size moves; a pull after the loops have slept
+ * (the windows long past) is woken by the armed event, small and large; a failed READ fails
+ * over to the other location.
+ */
+FTEST(busy_polling_loops_poll_then_arm)
+{
+	static const uint64_t sizes[] = {1024, 1u << 20};
+	struct tt_cluster t;
+	struct ferry__node *a, *a2, *b;
+	struct ferry_gcs_client *c;
+	struct ferry__objmgr_result res;
+	struct ferry_object_id id;
+
+	rt_require_device();
+	tt_node_spin_us = 1000;
+	t = rdma_cluster(2, 160);
+	a = t.node[0], b = t.node[1];
+	tt_move_sizes(t.gcs.port, a, b, FERRY_GCS_TRANSPORT_RDMA);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		ferry_object_id_random(&id);
+		tt_put(ferry__node_socket(a), &id, sizes[i], 40 + (unsigned)i);
+		ftest_assert_ok(ferry__node_sync(a));
+		usleep(200 * 1000); /* both loops asleep, their CQ events armed */
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+		ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
+		tt_check(ferry__node_socket(b), &id, sizes[i], 40 + (unsigned)i);
+	}
+	a2 = tt_cluster_add(&t, 32, 0);
+	c = tt_cluster_client(&t);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 3u << 20, 42);
+	tt_put(ferry__node_socket(a2), &id, 3u << 20, 42);
+	ftest_assert_ok(ferry__node_sync(a));
+	ftest_assert_ok(ferry__node_sync(a2));
+	tt_wait_location(c, &id, 2);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(ferry__node_objmgr(b),
+							FERRY__RDMA_FAULT_FAIL_READ, 0));
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
+	ftest_assert_uint_eq(res.attempts, 2);
+	tt_check(ferry__node_socket(b), &id, 3u << 20, 42);
+	tt_node_spin_us = 0;
+	tt_cluster_stop(&t);
+}
+
 /* A READ whose completion never comes (injected): the deadline ends the pull with -ETIMEDOUT,
  * the half object is gone, and the next pull from the same source works on a new endpoint. */
 FTEST(lost_completion_times_out)

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The loop core: create/destroy under OOM, timers (order, cancel, repeat), posts from many
  * threads racing with stop, and destroy delivering -ECANCELED exactly once. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -523,6 +526,163 @@ FTEST(busy_poll_serves_traffic_then_sleeps)
 	ftest_assert_uint_lt(r.timer_ns - r.timer_due_ns, 100 * 1000000ull);
 	ftest_assert_uint_lt(cpu1 - cpu0, 100 * 1000000ull);
 	ferry__loop_destroy(r.loop);
+}
+
+/*
+ * A work source outside the ring, like an RDMA CQ: items are polled, and an event (an eventfd
+ * the loop watches) is written only for an item that comes while the source is armed.
+ */
+struct poll_src {
+	struct ferry__loop *loop;   /* spins 200 ms after its last work */
+	int efd;		    /* the source's event */
+	struct ferry__loop_req req; /* the loop's poll of efd */
+	atomic_int pending;	    /* items produced, not taken */
+	atomic_int taken;	    /* items taken (by a poll or the event's callback) */
+	atomic_bool armed;	    /* the next item writes efd */
+	atomic_int events;	    /* efd writes */
+	atomic_int spin_polls;	    /* poller calls while spinning */
+	atomic_int sleep_polls;	    /* poller calls before a sleep */
+	clockid_t cpu;		    /* the loop thread's CPU clock */
+	atomic_bool cpu_ready;	    /* cpu is set */
+};
+
+static void src_produce(struct poll_src *s)
+{
+	uint64_t one = 1;
+
+	atomic_fetch_add(&s->pending, 1);
+	if (atomic_exchange(&s->armed, false)) {
+		atomic_fetch_add(&s->events, 1);
+		ftest_assert_int_eq(write(s->efd, &one, sizeof(one)), (int)sizeof(one));
+	}
+}
+
+static int src_take(struct poll_src *s)
+{
+	int n = atomic_exchange(&s->pending, 0);
+
+	atomic_fetch_add(&s->taken, n);
+	return n;
+}
+
+static int src_poller(void *arg, bool sleeping)
+{
+	struct poll_src *s = arg;
+
+	if (sleeping) {
+		atomic_fetch_add(&s->sleep_polls, 1);
+		atomic_store(&s->armed, true); /* arm, then poll: nothing slips between */
+	} else {
+		atomic_fetch_add(&s->spin_polls, 1);
+	}
+	return src_take(s);
+}
+
+static void src_event(struct ferry__loop_req *req, int result)
+{
+	struct poll_src *s = req->data;
+	uint64_t v;
+
+	if (result < 0)
+		return;
+	ftest_assert_int_eq(read(s->efd, &v, sizeof(v)), (int)sizeof(v));
+	(void)src_take(s);
+}
+
+static void src_attach(void *arg, int status)
+{
+	struct poll_src *s = arg;
+
+	ftest_assert_int_eq(status, 0);
+	s->req.data = s;
+	ftest_assert_ok(ferry__loop_poll(s->loop, &s->req, s->efd, POLLIN, true, src_event));
+	ferry__loop_set_poller(s->loop, src_poller, s);
+}
+
+static void *src_loop_main(void *arg)
+{
+	struct poll_src *s = arg;
+
+	pthread_getcpuclockid(pthread_self(), &s->cpu);
+	atomic_store(&s->cpu_ready, true);
+	ftest_assert_ok(ferry__loop_run(s->loop));
+	return NULL;
+}
+
+/* Produce one item and wait until the loop took it. */
+static void src_one(struct poll_src *s)
+{
+	int before = atomic_load(&s->taken);
+
+	src_produce(s);
+	while (atomic_load(&s->taken) == before)
+		sched_yield();
+}
+
+/*
+ * A spinning loop finds a poller's work by polling, with no event written while traffic lasts;
+ * when the window has passed the poller arms its event and the loop sleeps (little CPU over
+ * 300 ms idle); an item then comes through the event and wakes it; nothing is lost or taken
+ * twice. A loop without a spin window never calls the poller.
+ */
+FTEST(poller_polled_while_spinning_armed_before_sleep)
+{
+	struct ferry__loop_opts opts = {.spin_us = 200000};
+	struct poll_src s = {0};
+	uint64_t cpu0, cpu1;
+	pthread_t t;
+
+	s.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ftest_assert_int_ge(s.efd, 0);
+	ftest_assert_ok(ferry__loop_create(&opts, &s.loop));
+	ftest_assert_ok(ferry__loop_post(s.loop, src_attach, &s));
+	ftest_assert_int_eq(pthread_create(&t, NULL, src_loop_main, &s), 0);
+	while (!atomic_load(&s.cpu_ready))
+		sched_yield();
+	/* The first item may find the loop asleep (it was armed before any traffic). */
+	src_one(&s);
+	atomic_store(&s.events, 0);
+	for (int i = 0; i < 200; i++)
+		src_one(&s);
+	ftest_log("while spinning: %d polls, %d events", atomic_load(&s.spin_polls),
+		  atomic_load(&s.events));
+	ftest_assert_int_eq(atomic_load(&s.events), 0);
+	ftest_assert_int_gt(atomic_load(&s.spin_polls), 0);
+	/* Idle: the window passes, the poller is armed, the loop sleeps. */
+	usleep(300 * 1000);
+	cpu0 = thread_cpu_ns(s.cpu);
+	usleep(300 * 1000);
+	cpu1 = thread_cpu_ns(s.cpu);
+	ftest_log("%.1f ms of CPU over 300 ms idle", (double)(cpu1 - cpu0) / 1e6);
+	ftest_assert_uint_lt(cpu1 - cpu0, 100 * 1000000ull);
+	ftest_assert_int_gt(atomic_load(&s.sleep_polls), 0);
+	ftest_assert_true(atomic_load(&s.armed));
+	src_one(&s); /* through the event */
+	ftest_assert_int_eq(atomic_load(&s.events), 1);
+	ferry__loop_stop(s.loop);
+	pthread_join(t, NULL);
+	ftest_assert_int_eq(atomic_load(&s.taken), 202);
+	ftest_assert_int_eq(atomic_load(&s.pending), 0);
+	ferry__loop_destroy(s.loop);
+	close(s.efd);
+
+	/* No spin window: the loop sleeps at once and never asks the poller. */
+	memset(&s, 0, sizeof(s));
+	s.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ftest_assert_ok(ferry__loop_create(NULL, &s.loop));
+	ftest_assert_ok(ferry__loop_post(s.loop, src_attach, &s));
+	atomic_store(&s.armed, true); /* such a source keeps its event armed */
+	ftest_assert_int_eq(pthread_create(&t, NULL, src_loop_main, &s), 0);
+	for (int i = 0; i < 20; i++) {
+		atomic_store(&s.armed, true);
+		src_one(&s);
+	}
+	ferry__loop_stop(s.loop);
+	pthread_join(t, NULL);
+	ftest_assert_int_eq(atomic_load(&s.spin_polls) + atomic_load(&s.sleep_polls), 0);
+	ftest_assert_int_eq(atomic_load(&s.events), 20);
+	ferry__loop_destroy(s.loop);
+	close(s.efd);
 }
 
 /* Waiters that can spin now (each counted in; the caller lets them go). */
