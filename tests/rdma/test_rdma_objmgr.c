@@ -341,23 +341,17 @@ FTEST(puller_killed_mid_read_releases_pin)
 	tt_proc_signal(&gcs, SIGTERM);
 }
 
-/* A READ that completes in error (injected) ends the attempt at that source: the pull goes on
- * at the next location and the copy is whole. */
-FTEST(read_error_fails_over)
+/* A 3 MiB object on @a1 and @a2 (pattern @seed); B's first READ fails (injected): the pull
+ * fails over to the other location and ends over RDMA with the right bytes. */
+static void read_fails_over(struct ferry_gcs_client *c, struct ferry__node *a1,
+			    struct ferry__node *a2, struct ferry__node *b, uint64_t seed)
 {
-	struct tt_cluster t;
-	struct ferry__node *a1, *a2, *b;
-	struct ferry_gcs_client *c;
 	struct ferry__objmgr_result res;
 	struct ferry_object_id id;
 
-	rt_require_device();
-	t = rdma_cluster(3, 32);
-	a1 = t.node[0], a2 = t.node[1], b = t.node[2];
-	c = tt_cluster_client(&t);
 	ferry_object_id_random(&id);
-	tt_put(ferry__node_socket(a1), &id, 3u << 20, 31);
-	tt_put(ferry__node_socket(a2), &id, 3u << 20, 31);
+	tt_put(ferry__node_socket(a1), &id, 3u << 20, seed);
+	tt_put(ferry__node_socket(a2), &id, 3u << 20, seed);
 	ftest_assert_ok(ferry__node_sync(a1));
 	ftest_assert_ok(ferry__node_sync(a2));
 	tt_wait_location(c, &id, 2);
@@ -366,7 +360,20 @@ FTEST(read_error_fails_over)
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
 	ftest_assert_uint_eq(res.attempts, 2);
 	ftest_assert_uint_eq(res.transport, FERRY_GCS_TRANSPORT_RDMA);
-	tt_check(ferry__node_socket(b), &id, 3u << 20, 31);
+	tt_check(ferry__node_socket(b), &id, 3u << 20, seed);
+}
+
+/* A READ that completes in error (injected) ends the attempt at that source: the pull goes on
+ * at the next location and the copy is whole. */
+FTEST(read_error_fails_over)
+{
+	struct tt_cluster t;
+	struct ferry__node *a1, *a2, *b;
+
+	rt_require_device();
+	t = rdma_cluster(3, 32);
+	a1 = t.node[0], a2 = t.node[1], b = t.node[2];
+	read_fails_over(tt_cluster_client(&t), a1, a2, b, 31);
 	tt_cluster_stop(&t);
 }
 
@@ -381,7 +388,6 @@ FTEST(busy_polling_loops_poll_then_arm)
 	static const uint64_t sizes[] = {1024, 1u << 20};
 	struct tt_cluster t;
 	struct ferry__node *a, *a2, *b;
-	struct ferry_gcs_client *c;
 	struct ferry__objmgr_result res;
 	struct ferry_object_id id;
 
@@ -400,18 +406,7 @@ FTEST(busy_polling_loops_poll_then_arm)
 		tt_check(ferry__node_socket(b), &id, sizes[i], 40 + (unsigned)i);
 	}
 	a2 = tt_cluster_add(&t, 32, 0);
-	c = tt_cluster_client(&t);
-	ferry_object_id_random(&id);
-	tt_put(ferry__node_socket(a), &id, 3u << 20, 42);
-	tt_put(ferry__node_socket(a2), &id, 3u << 20, 42);
-	ftest_assert_ok(ferry__node_sync(a));
-	ftest_assert_ok(ferry__node_sync(a2));
-	tt_wait_location(c, &id, 2);
-	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(ferry__node_objmgr(b),
-							FERRY__RDMA_FAULT_FAIL_READ, 0));
-	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
-	ftest_assert_uint_eq(res.attempts, 2);
-	tt_check(ferry__node_socket(b), &id, 3u << 20, 42);
+	read_fails_over(tt_cluster_client(&t), a, a2, b, 42);
 	tt_node_spin_us = 0;
 	tt_cluster_stop(&t);
 }
