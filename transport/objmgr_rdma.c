@@ -953,8 +953,7 @@ void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
 	if (!r || r->shut)
 		return;
 	r->shut = true;
-	if (om->opts.spin_us)
-		ferry__loop_set_poller(om->loop, NULL, NULL);
+	ferry__loop_set_poller(om->loop, NULL, NULL); /* start's, if it spins */
 	(void)ferry__loop_timer_stop(&r->tick);
 	(void)ferry__loop_timer_stop(&r->sweep);
 	if (ferry__loop_req_pending(&r->cm_poll))

@@ -436,24 +436,44 @@ FTEST(post_under_allocation_failure)
 
 /* ---- busy poll ---- */
 
+/* A thread that runs @loop (ferry__loop_run) until it is stopped. */
+struct loop_thread_arg {
+	struct ferry__loop *loop;
+	clockid_t *cpu;	   /* where its CPU clock goes, or NULL */
+	atomic_bool ready; /* *cpu is set; the thread no longer reads this struct */
+};
+
+static void *loop_thread_main(void *arg)
+{
+	struct loop_thread_arg *a = arg;
+	struct ferry__loop *loop = a->loop;
+
+	if (a->cpu)
+		pthread_getcpuclockid(pthread_self(), a->cpu);
+	atomic_store(&a->ready, true);
+	ftest_assert_ok(ferry__loop_run(loop));
+	return NULL;
+}
+
+/* Start a thread running @loop; with @cpu, return once its CPU clock is in *@cpu. */
+static pthread_t start_loop_thread(struct ferry__loop *loop, clockid_t *cpu)
+{
+	struct loop_thread_arg a = {.loop = loop, .cpu = cpu};
+	pthread_t t;
+
+	ftest_assert_int_eq(pthread_create(&t, NULL, loop_thread_main, &a), 0);
+	while (!atomic_load(&a.ready))
+		sched_yield();
+	return t;
+}
+
 struct spin_run {
 	struct ferry__loop *loop;	 /* spins 20 ms after its last completion */
 	clockid_t cpu;			 /* the loop thread's CPU clock */
-	atomic_bool cpu_ready;		 /* cpu is set */
 	atomic_int posts_run;		 /* on_spin_post calls */
 	struct ferry__loop_timer timer;	 /* started while the loop spins */
 	uint64_t timer_due_ns, timer_ns; /* when it was due, when it fired */
 };
-
-static void *spin_loop_main(void *arg)
-{
-	struct spin_run *r = arg;
-
-	pthread_getcpuclockid(pthread_self(), &r->cpu);
-	atomic_store(&r->cpu_ready, true);
-	ftest_assert_ok(ferry__loop_run(r->loop));
-	return NULL;
-}
 
 static void on_spin_post(void *arg, int status)
 {
@@ -503,9 +523,7 @@ FTEST(busy_poll_serves_traffic_then_sleeps)
 	pthread_t t;
 
 	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
-	ftest_assert_int_eq(pthread_create(&t, NULL, spin_loop_main, &r), 0);
-	while (!atomic_load(&r.cpu_ready))
-		sched_yield();
+	t = start_loop_thread(r.loop, &r.cpu);
 	for (int i = 0; i < 200; i++) {
 		ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
 		while (atomic_load(&r.posts_run) <= i)
@@ -543,7 +561,6 @@ struct poll_src {
 	atomic_int spin_polls;	    /* poller calls while spinning */
 	atomic_int sleep_polls;	    /* poller calls before a sleep */
 	clockid_t cpu;		    /* the loop thread's CPU clock */
-	atomic_bool cpu_ready;	    /* cpu is set */
 };
 
 static void src_produce(struct poll_src *s)
@@ -599,16 +616,6 @@ static void src_attach(void *arg, int status)
 	ferry__loop_set_poller(s->loop, src_poller, s);
 }
 
-static void *src_loop_main(void *arg)
-{
-	struct poll_src *s = arg;
-
-	pthread_getcpuclockid(pthread_self(), &s->cpu);
-	atomic_store(&s->cpu_ready, true);
-	ftest_assert_ok(ferry__loop_run(s->loop));
-	return NULL;
-}
-
 /* Produce one item and wait until the loop took it. */
 static void src_one(struct poll_src *s)
 {
@@ -636,9 +643,7 @@ FTEST(poller_polled_while_spinning_armed_before_sleep)
 	ftest_assert_int_ge(s.efd, 0);
 	ftest_assert_ok(ferry__loop_create(&opts, &s.loop));
 	ftest_assert_ok(ferry__loop_post(s.loop, src_attach, &s));
-	ftest_assert_int_eq(pthread_create(&t, NULL, src_loop_main, &s), 0);
-	while (!atomic_load(&s.cpu_ready))
-		sched_yield();
+	t = start_loop_thread(s.loop, &s.cpu);
 	/* The first item may find the loop asleep (it was armed before any traffic). */
 	src_one(&s);
 	atomic_store(&s.events, 0);
@@ -672,7 +677,7 @@ FTEST(poller_polled_while_spinning_armed_before_sleep)
 	ftest_assert_ok(ferry__loop_create(NULL, &s.loop));
 	ftest_assert_ok(ferry__loop_post(s.loop, src_attach, &s));
 	atomic_store(&s.armed, true); /* such a source keeps its event armed */
-	ftest_assert_int_eq(pthread_create(&t, NULL, src_loop_main, &s), 0);
+	t = start_loop_thread(s.loop, &s.cpu);
 	for (int i = 0; i < 20; i++) {
 		atomic_store(&s.armed, true);
 		src_one(&s);
@@ -761,9 +766,7 @@ FTEST(waiters_spin_only_on_cpus_the_loops_leave)
 	waiters_leave(n);
 
 	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
-	ftest_assert_int_eq(pthread_create(&t, NULL, spin_loop_main, &r), 0);
-	while (!atomic_load(&r.cpu_ready))
-		sched_yield();
+	t = start_loop_thread(r.loop, &r.cpu);
 	ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
 	while (atomic_load(&r.posts_run) == 0)
 		sched_yield();
@@ -809,12 +812,6 @@ static void *ping_main(void *arg)
 	return NULL;
 }
 
-static void *pp_loop_main(void *arg)
-{
-	ftest_assert_ok(ferry__loop_run(arg));
-	return NULL;
-}
-
 /* Two threads each post and wait for the run, 10000 times, into a loop that sleeps between
  * posts or is busy with the other thread's: a post that neither wakes the loop nor is seen by
  * it before it sleeps would hang here (the test's timeout fails it). */
@@ -824,7 +821,7 @@ FTEST(posts_into_a_sleeping_or_busy_loop_are_never_lost)
 	struct pinger_arg args[2] = {{&pp, 0}, {&pp, 1}};
 	pthread_t loop_thread, posters[2];
 
-	ftest_assert_int_eq(pthread_create(&loop_thread, NULL, pp_loop_main, pp.loop), 0);
+	loop_thread = start_loop_thread(pp.loop, NULL);
 	for (int i = 0; i < 2; i++)
 		ftest_assert_int_eq(pthread_create(&posters[i], NULL, ping_main, &args[i]), 0);
 	for (int i = 0; i < 2; i++)
