@@ -216,9 +216,16 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	state.counters["in_flight"] = (double)ids.size();
 	// The share of pulls the loop ended (objmgr_fast.c, objmgr_rdma.c), without a pull thread.
 	ferry__objmgr_get_stats(ferry__embed_node_objmgr(puller), &st1);
-	if (state.iterations())
+	if (state.iterations()) {
 		state.counters["on_loop"] = (double)(st1.pulls_fast - st0.pulls_fast) /
 					    ((double)state.iterations() * (double)ids.size());
+		// RDMA: the share whose READ went with the probe and was kept (objmgr_rdma.c).
+		if (st1.read_ahead_kept + st1.read_ahead_missed >
+		    st0.read_ahead_kept + st0.read_ahead_missed)
+			state.counters["read_ahead"] =
+				(double)(st1.read_ahead_kept - st0.read_ahead_kept) /
+				((double)state.iterations() * (double)ids.size());
+	}
 	lat.publish(state);
 }
 

@@ -274,11 +274,13 @@ int ferry_gcs_object_remove_location(struct ferry_gcs_client *c, const struct fe
 	return object_location(c, FERRY__GCS_OP_OBJ_REMOVE_LOCATION, id, node, 0);
 }
 
-/* An object record (RESTORE_OBJ) into @out, locations copied. */
+/* An object record (RESTORE_OBJ) into @out, locations and places copied into one allocation
+ * (callers free locations: see struct ferry_gcs_object_info). */
 static int decode_object(const void *data, size_t size, struct ferry_gcs_object_info *out)
 {
 	struct ferry__gcs_op op;
 	int ret = ferry__gcs_op_decode(data, size, &op);
+	uint32_t n;
 
 	if (ret < 0)
 		return ret;
@@ -293,15 +295,22 @@ static int decode_object(const void *data, size_t size, struct ferry_gcs_object_
 	out->size_bytes = op.obj.size_bytes;
 	out->metadata_bytes = op.obj.metadata_bytes;
 	out->state = op.obj.state;
-	if (op.obj.nlocations) {
-		out->locations = ferry__calloc(op.obj.nlocations, sizeof(*out->locations));
+	n = op.obj.nlocations;
+	if (n) {
+		/* The places follow the IDs, whose size keeps them aligned. */
+		_Static_assert(
+			sizeof(struct ferry_node_id) % _Alignof(struct ferry_gcs_object_place) == 0,
+			"places after the IDs are aligned");
+		out->locations = ferry__calloc(n, sizeof(*out->locations) + sizeof(*out->places));
 		if (!out->locations) {
 			ferry__gcs_op_release(&op);
 			return -ENOMEM;
 		}
-		memcpy(out->locations, op.obj.locations,
-		       op.obj.nlocations * sizeof(*out->locations));
-		out->nlocations = op.obj.nlocations;
+		out->places = (struct ferry_gcs_object_place *)(out->locations + n);
+		memcpy(out->locations, op.obj.locations, n * sizeof(*out->locations));
+		if (op.obj.places) /* else unknown: the zeros of calloc */
+			memcpy(out->places, op.obj.places, n * sizeof(*out->places));
+		out->nlocations = n;
 	}
 	ferry__gcs_op_release(&op);
 	return 0;

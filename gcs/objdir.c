@@ -196,6 +196,8 @@ static struct ferry__objdir_entry *build(const struct ferry__objdir_info *info)
 		if (!loc)
 			goto err_free;
 		loc->node = info->locations[i];
+		if (info->places && info->places[i].alloc) /* as add_location: alloc 0 = unknown */
+			loc->place = info->places[i];
 		loc->obj = e;
 		*tail = loc;
 		tail = &loc->obj_next;
@@ -311,9 +313,21 @@ static struct ferry__objdir_entry *find(const struct ferry__objdir *od,
 	return e;
 }
 
+/* A copy already listed: take a known @place that differs (0: nothing changed, 1: changed). */
+static int update_place(struct ferry__objdir *od, struct ferry__objdir_loc *loc,
+			const struct ferry_gcs_object_place *place)
+{
+	if (!place || !place->alloc ||
+	    (loc->place.offset == place->offset && loc->place.alloc == place->alloc))
+		return 0;
+	loc->place = *place;
+	notify(od, loc->obj, false);
+	return 1;
+}
+
 int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_object_id *id,
 			       const struct ferry_node_id *node, uint64_t size_bytes,
-			       uint32_t metadata_bytes)
+			       uint32_t metadata_bytes, const struct ferry_gcs_object_place *place)
 {
 	struct ferry__objdir_entry *e = find(od, id, "add location");
 	struct ferry__objdir_loc *loc, **tail;
@@ -330,13 +344,15 @@ int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_obje
 	}
 	for (tail = &e->locations; *tail; tail = &(*tail)->obj_next)
 		if (ferry_node_id_eq(&(*tail)->node, node))
-			return 0;
+			return update_place(od, *tail, place);
 	if (e->nlocations >= FERRY__OBJDIR_MAX_LOCATIONS)
 		return -E2BIG;
 	loc = ferry__calloc(1, sizeof(*loc));
 	if (!loc)
 		return -ENOMEM;
 	loc->node = *node;
+	if (place && place->alloc) /* alloc 0 says unknown, whatever the offset */
+		loc->place = *place;
 	loc->obj = e;
 	ret = index_add(&od->by_loc_node, node, &loc->node_link);
 	if (ret < 0) {

@@ -36,6 +36,7 @@ struct ferry__objdir_link {
 /* One copy of one object on one node. */
 struct ferry__objdir_loc {
 	struct ferry_node_id node;	     /* where the copy is */
+	struct ferry_gcs_object_place place; /* where it lies in that node's store; 0/0: unknown */
 	struct ferry__objdir_entry *obj;     /* whose copy */
 	struct ferry__objdir_loc *obj_next;  /* the object's next location (insertion order) */
 	struct ferry__objdir_link node_link; /* on the node's list of locations */
@@ -68,6 +69,7 @@ struct ferry__objdir_info {
 	const char *spill_url;		       /* NULL = none */
 	uint32_t nlocations;		       /* length of locations */
 	const struct ferry_node_id *locations; /* add: initial copies (0 or more) */
+	const struct ferry_gcs_object_place *places; /* parallel to locations; NULL: all unknown */
 };
 
 /*
@@ -105,14 +107,17 @@ int ferry__objdir_add(struct ferry__objdir *od, const struct ferry__objdir_info 
 int ferry__objdir_restore(struct ferry__objdir *od, const struct ferry__objdir_info *info);
 
 /*
- * ferry__objdir_add_location() - a copy of @id now lives on @node. @size_bytes, if not 0, must
- * match the known size (or sets it, and @metadata_bytes with it). Returns 1 added, 0 already
- * there, -ENOENT (unknown object), -EOWNERDEAD (its owner died: free the copy), -EINVAL (size
- * mismatch), -E2BIG (too many copies), -ENOMEM.
+ * ferry__objdir_add_location() - a copy of @id now lives on @node, at @place in its store (NULL,
+ * or alloc 0: unknown). @size_bytes, if not 0, must match the known size (or sets it, and
+ * @metadata_bytes with it). A copy already there takes a known @place that differs from its own
+ * (the node holds a new copy: it dropped the object and made it again), and that counts as a change: reported and returned
+ * as 1 like an addition; an unknown @place leaves its place as it is. Returns 1 added or place
+ * changed, 0 already there, -ENOENT (unknown object), -EOWNERDEAD (its owner died: free the
+ * copy), -EINVAL (size mismatch), -E2BIG (too many copies), -ENOMEM.
  */
 int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_object_id *id,
 			       const struct ferry_node_id *node, uint64_t size_bytes,
-			       uint32_t metadata_bytes);
+			       uint32_t metadata_bytes, const struct ferry_gcs_object_place *place);
 
 /* ferry__objdir_remove_location() - the copy on @node is gone; with no copy and no spilled copy
  * left an available object becomes lost. 1, 0 (was not there), -ENOENT (unknown object). */

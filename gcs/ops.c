@@ -149,6 +149,32 @@ static void put_error(struct ferry__gcs_writer *w, const struct ferry__gcs_error
 	ferry__gcs_put_str(w, e->message);
 }
 
+static bool place_known(const struct ferry_gcs_object_place *p)
+{
+	return p->offset || p->alloc;
+}
+
+static void put_place(struct ferry__gcs_writer *w, const struct ferry_gcs_object_place *p)
+{
+	ferry__gcs_put_u64(w, p->offset);
+	ferry__gcs_put_u64(w, p->alloc);
+}
+
+/* The places of @o, after metadata_bytes: only when one is known (see ops.h). */
+static void put_places(struct ferry__gcs_writer *w, const struct ferry__objdir_info *o)
+{
+	uint32_t i = 0;
+
+	if (!o->places)
+		return;
+	while (i < o->nlocations && !place_known(&o->places[i]))
+		i++;
+	if (i == o->nlocations)
+		return;
+	for (i = 0; i < o->nlocations; i++)
+		put_place(w, &o->places[i]);
+}
+
 static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info *o)
 {
 	PUT_ID(w, o->id);
@@ -162,6 +188,7 @@ static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info
 	for (uint32_t i = 0; i < o->nlocations; i++)
 		PUT_ID(w, o->locations[i]);
 	ferry__gcs_put_u32(w, o->metadata_bytes); /* a later field: see get_trailing_u32() */
+	put_places(w, o);			  /* later still */
 }
 
 static void put_kv(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
@@ -199,6 +226,9 @@ static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *o
 		PUT_ID(w, op->obj_location.node);
 		ferry__gcs_put_u64(w, op->obj_location.size_bytes);
 		ferry__gcs_put_u32(w, op->obj_location.metadata_bytes); /* a later field */
+		if (op->type == FERRY__GCS_OP_OBJ_ADD_LOCATION &&
+		    place_known(&op->obj_location.place))
+			put_place(w, &op->obj_location.place); /* later still */
 		break;
 	case FERRY__GCS_OP_OBJ_SPILLED:
 		PUT_ID(w, op->obj_spilled.id);
@@ -501,8 +531,31 @@ static uint32_t get_trailing_u32(struct ferry__gcs_reader *r)
 	return r->left ? ferry__gcs_get_u32(r) : 0;
 }
 
-static void get_obj(struct ferry__gcs_reader *r, struct ferry__objdir_info *o)
+static void get_place(struct ferry__gcs_reader *r, struct ferry_gcs_object_place *p)
 {
+	p->offset = ferry__gcs_get_u64(r);
+	p->alloc = ferry__gcs_get_u64(r);
+}
+
+/* The places after an object record's metadata_bytes, if any (NULL: none known). Present, they
+ * must all be there: the reader fails a short block (-EPROTO). */
+static void get_places(struct ferry__gcs_reader *r, struct ferry__gcs_op *op,
+		       struct ferry__objdir_info *o)
+{
+	struct ferry_gcs_object_place *p;
+
+	if (r->err || !r->left || !o->nlocations)
+		return; /* bytes left with no locations: trailing bytes, rejected by the caller */
+	p = op_array(op, r, o->nlocations, sizeof(*p));
+	for (uint32_t i = 0; i < o->nlocations && !r->err; i++)
+		get_place(r, &p[i]);
+	o->places = p;
+}
+
+static void get_obj(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	struct ferry__objdir_info *o = &op->obj;
+
 	GET_ID(r, o->id);
 	GET_ID(r, o->owner_worker);
 	GET_ID(r, o->owner_node);
@@ -513,6 +566,7 @@ static void get_obj(struct ferry__gcs_reader *r, struct ferry__objdir_info *o)
 	o->nlocations = get_count(r, FERRY__OBJDIR_MAX_LOCATIONS);
 	o->locations = id_array(r, o->nlocations, sizeof(struct ferry_node_id));
 	o->metadata_bytes = get_trailing_u32(r);
+	get_places(r, op, o);
 }
 
 static void get_kv(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
@@ -549,6 +603,8 @@ static void get_small(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		GET_ID(r, op->obj_location.node);
 		op->obj_location.size_bytes = ferry__gcs_get_u64(r);
 		op->obj_location.metadata_bytes = get_trailing_u32(r);
+		if (op->type == FERRY__GCS_OP_OBJ_ADD_LOCATION && r->left)
+			get_place(r, &op->obj_location.place); /* short: -EPROTO */
 		break;
 	case FERRY__GCS_OP_OBJ_SPILLED:
 		GET_ID(r, op->obj_spilled.id);
@@ -627,7 +683,7 @@ static void get_body(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		break;
 	case FERRY__GCS_OP_OBJ_ADD:
 	case FERRY__GCS_OP_RESTORE_OBJ:
-		get_obj(r, &op->obj);
+		get_obj(r, op);
 		break;
 	default:
 		get_small(r, op);

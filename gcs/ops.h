@@ -8,6 +8,12 @@
  * of op type, then the op's fields in the order of the structs in gcs/tables.h, gcs/objdir.h:
  * IDs as raw bytes, enums as u8, counts as u32, amounts as f64, text as u32 length + bytes + NUL
  * (NULL and "" are the same), byte strings as u32 length + bytes. A record has no trailing bytes.
+ * Fields added after the first release go at the end of a record and may be absent (records of
+ * older logs, snapshots and peers end before them: they read as 0), but one present must be
+ * whole: metadata_bytes (u32) after the object records; then the copy's place (u64 offset, u64
+ * alloc) after OBJ_ADD_LOCATION's, and nlocations places after OBJ_ADD's and RESTORE_OBJ's.
+ * Places are written only when one is not 0/0, so a record without one stays readable by a GCS
+ * that predates them.
  * It may move to FlatBuffers with the rest of the wire format; the WAL version would then change.
  *
  * Thread model: pure functions.
@@ -100,7 +106,8 @@ struct ferry__gcs_op {
 			struct ferry_node_id node; /* the copy's node */
 			uint64_t size_bytes;	   /* ADD: size, 0 = unknown */
 			uint32_t metadata_bytes;   /* ADD: metadata size, with size_bytes */
-		} obj_location;			   /* OBJ_ADD/REMOVE_LOCATION */
+			struct ferry_gcs_object_place place; /* ADD: where it lies; 0/0: unknown */
+		} obj_location;				     /* OBJ_ADD/REMOVE_LOCATION */
 		struct {
 			struct ferry_object_id id; /* the object */
 			const char *url;	   /* spilled copy, NULL = none */

@@ -155,7 +155,8 @@ static int apply_objdir(struct ferry__gcs_state *s, const struct ferry__gcs_op *
 	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
 		return ferry__objdir_add_location(
 			s->objdir, &op->obj_location.id, &op->obj_location.node,
-			op->obj_location.size_bytes, op->obj_location.metadata_bytes);
+			op->obj_location.size_bytes, op->obj_location.metadata_bytes,
+			&op->obj_location.place);
 	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
 		return ferry__objdir_remove_location(s->objdir, &op->obj_location.id,
 						     &op->obj_location.node);
@@ -348,9 +349,12 @@ static int cmp_id20(const void *a, const void *b)
 	return memcmp(*(const void *const *)a, *(const void *const *)b, FERRY_OBJECT_ID_SIZE);
 }
 
-static int cmp_node(const void *a, const void *b)
+static int cmp_loc_node(const void *a, const void *b)
 {
-	return memcmp(a, b, sizeof(struct ferry_node_id));
+	const struct ferry__objdir_loc *x = *(const struct ferry__objdir_loc *const *)a;
+	const struct ferry__objdir_loc *y = *(const struct ferry__objdir_loc *const *)b;
+
+	return memcmp(&x->node, &y->node, sizeof(x->node));
 }
 
 void ferry__gcs_restore_op(struct ferry__gcs_op *op, enum ferry__gcs_table table, const void *rec)
@@ -443,20 +447,38 @@ static int emit_kv_entry(void *arg, struct ferry__gcs_slice ns, struct ferry__gc
 	return k->emit(k->ctx, &op);
 }
 
-/* One RESTORE_OBJ for @e, its locations sorted (their order carries no meaning). */
+/* One RESTORE_OBJ for @e, its locations sorted (their order carries no meaning), each place
+ * kept with its location. */
 int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,
 			 struct ferry__gcs_op *op)
 {
+	struct ferry_gcs_object_place *places;
+	const struct ferry__objdir_loc **sorted;
 	struct ferry_node_id *locs;
-	uint32_t n = 0;
+	size_t n = e->nlocations ? e->nlocations : 1;
+	uint8_t *base;
 
+	/* One block (allocated, so aligned for anything): places, IDs, then the pointers qsort
+	 * orders; places and IDs are 16 bytes each, so every part starts aligned. */
+	_Static_assert(sizeof(struct ferry_node_id) % _Alignof(void *) == 0 &&
+			       sizeof(*places) % _Alignof(void *) == 0,
+		       "each part of the block starts aligned");
 	scratch->size = 0;
-	locs = ferry__gcs_buf_grow(scratch, (e->nlocations ? e->nlocations : 1) * sizeof(*locs));
-	if (!locs)
+	base = ferry__gcs_buf_grow(scratch,
+				   n * (sizeof(*places) + sizeof(*locs) + sizeof(*sorted)));
+	if (!base)
 		return -ENOMEM;
+	places = (struct ferry_gcs_object_place *)base;
+	locs = (struct ferry_node_id *)(base + n * sizeof(*places));
+	sorted = (const struct ferry__objdir_loc **)(base + n * (sizeof(*places) + sizeof(*locs)));
+	n = 0;
 	for (const struct ferry__objdir_loc *l = e->locations; l; l = l->obj_next)
-		locs[n++] = l->node;
-	qsort(locs, n, sizeof(*locs), cmp_node);
+		sorted[n++] = l;
+	qsort(sorted, n, sizeof(*sorted), cmp_loc_node);
+	for (size_t i = 0; i < n; i++) {
+		locs[i] = sorted[i]->node;
+		places[i] = sorted[i]->place;
+	}
 	memset(op, 0, sizeof(*op));
 	op->type = FERRY__GCS_OP_RESTORE_OBJ;
 	op->obj.id = e->id;
@@ -467,8 +489,9 @@ int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_
 	op->obj.state = e->state;
 	op->obj.owner_dead = e->owner_dead;
 	op->obj.spill_url = e->spill_url;
-	op->obj.nlocations = n;
+	op->obj.nlocations = (uint32_t)n;
 	op->obj.locations = locs;
+	op->obj.places = places;
 	return 0;
 }
 

@@ -123,7 +123,7 @@ int ferry__gcs_state_dump(struct ferry__gcs_state *s, struct ferry__gcs_buf *out
  * Records as published and snapshotted (shared by snapshots, pub/sub and table reads):
  * ferry__gcs_restore_op() - @op becomes the RESTORE_* op of @rec, a record of @table (borrowed).
  * ferry__gcs_object_op() - @op becomes the RESTORE_OBJ op of @e, its locations sorted in
- * @scratch (borrowed by @op). 0 or -ENOMEM.
+ * @scratch with their places beside them (borrowed by @op). 0 or -ENOMEM.
  */
 void ferry__gcs_restore_op(struct ferry__gcs_op *op, enum ferry__gcs_table table, const void *rec);
 int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_buf *scratch,

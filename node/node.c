@@ -66,12 +66,13 @@ enum dir_kind {
 };
 
 struct dir_item {
-	enum dir_kind kind;	   /* what to tell the GCS */
-	uint64_t queued_ns;	   /* when (CLOCK_MONOTONIC) */
-	struct ferry_object_id id; /* the object */
-	uint64_t size;		   /* its data bytes */
-	uint32_t metadata_size;	   /* its metadata bytes */
-	struct dir_item *next;	   /* queue */
+	enum dir_kind kind;		     /* what to tell the GCS */
+	uint64_t queued_ns;		     /* when (CLOCK_MONOTONIC) */
+	struct ferry_object_id id;	     /* the object */
+	uint64_t size;			     /* its data bytes */
+	uint32_t metadata_size;		     /* its metadata bytes */
+	struct ferry_gcs_object_place place; /* where the store put it (sealed kinds) */
+	struct dir_item *next;		     /* queue */
 };
 
 struct ferry__node {
@@ -179,7 +180,7 @@ static bool take_back_copy(struct ferry__node *node, const struct ferry_object_i
 }
 
 static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct ferry_object_id *id,
-		    uint64_t size, uint32_t metadata_size)
+		    uint64_t size, uint32_t metadata_size, struct ferry_gcs_object_place place)
 {
 	struct dir_item *it = ferry__calloc(1, sizeof(*it));
 	bool wake;
@@ -192,6 +193,7 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	it->id = *id;
 	it->size = size;
 	it->metadata_size = metadata_size;
+	it->place = place;
 	it->queued_ns = ferry__now_ns();
 	pthread_mutex_lock(&node->lock);
 	if (kind == DIR_REMOVED && take_back_copy(node, id)) {
@@ -216,14 +218,16 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 }
 
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary)
+		      uint32_t metadata_size, bool primary, uint64_t offset, uint64_t alloc)
 {
-	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size, metadata_size);
+	/* The place lets a puller READ the bytes while its pin request is out (RDMA). */
+	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size, metadata_size,
+		(struct ferry_gcs_object_place){.offset = offset, .alloc = alloc});
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
-	enqueue(arg, DIR_REMOVED, id, 0, 0);
+	enqueue(arg, DIR_REMOVED, id, 0, 0, (struct ferry_gcs_object_place){0, 0});
 }
 
 /* ---- node threads ---- */
@@ -261,6 +265,7 @@ static size_t dir_ops(struct ferry__node *node, const struct dir_item *it,
 	ops[n].obj_location.node = node->id;
 	ops[n].obj_location.size_bytes = it->kind == DIR_REMOVED ? 0 : it->size;
 	ops[n].obj_location.metadata_bytes = it->kind == DIR_REMOVED ? 0 : it->metadata_size;
+	ops[n].obj_location.place = it->place;
 	shards[n++] = shard;
 	return n;
 }

@@ -676,3 +676,16 @@ void ferry__plasma_client_arena(const struct ferry_plasma_client *c, void **base
 	*base = c->arena.base;
 	*size = c->arena.size;
 }
+
+int ferry__plasma_client_view_place(const struct ferry_plasma_client *c,
+				    const struct ferry_plasma_view *view, uint64_t *offset,
+				    uint64_t *alloc)
+{
+	if (!c || !view || view->status || !view->handle_flags || view->handle_index > c->ix.mask)
+		return -EINVAL;
+	/* The view's pin keeps the entry sealed where it is: neither field can change under us
+	 * (the pin's acquire made the writer's stores visible). */
+	*offset = (uint64_t)((const uint8_t *)view->data - c->arena.base);
+	*alloc = c->ix.ext[view->handle_index].alloc;
+	return 0;
+}

@@ -19,6 +19,16 @@ struct ferry_plasma_view;
 void ferry__plasma_client_arena(const struct ferry_plasma_client *c, void **base, uint64_t *size);
 
 /*
+ * ferry__plasma_client_view_place() - where pinned @view's bytes lie: the data's offset in the
+ * arena and the placement's id (plasma/layout.h: entry_ext.alloc; never names two placements,
+ * so a peer that read the bytes at that offset before the pin can trust them when the pin
+ * names the same id). 0, or -EINVAL (not a valid view).
+ */
+int ferry__plasma_client_view_place(const struct ferry_plasma_client *c,
+				    const struct ferry_plasma_view *view, uint64_t *offset,
+				    uint64_t *alloc);
+
+/*
  * ferry__plasma_client_create_small() - ferry_plasma_client_create_ex() limited to the
  * client's chunk: never a request to the store, so a thread that must not block on the store
  * (the object manager's loop) may create. Returns as create_ex, or -ENOBUFS: too large for the

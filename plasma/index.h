@@ -88,6 +88,7 @@ struct ferry__plasma_object {
 	uint32_t metadata_size; /* metadata bytes, at data + data_size */
 	uint32_t index;		/* entry slot */
 	uint32_t gen;		/* entry generation */
+	uint64_t alloc;		/* the placement's id (layout.h: entry_ext.alloc) */
 	uint16_t owner;		/* creator's client slot */
 	uint8_t flags;		/* FERRY__PLASMA_F_* */
 	uint8_t state;		/* enum ferry__plasma_state when it was read */

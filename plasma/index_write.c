@@ -225,6 +225,8 @@ static void claim(struct ferry__plasma_index *ix, uint32_t i, const struct ferry
 	e->offset = in->offset;
 	e->data_size = in->data_size;
 	ix->ext[i].chunk = in->chunk;
+	ix->ext[i].alloc =
+		atomic_fetch_add_explicit(&ix->hdr->alloc_seq, 1, memory_order_relaxed) + 1;
 	stamp(ix, i);
 	w = ferry__plasma_word(FERRY__PLASMA_CREATING, in->flags, in->owner, gen);
 	atomic_store_explicit(&e->word, w, memory_order_release);
@@ -329,6 +331,9 @@ int ferry__plasma_index_restore(struct ferry__plasma_index *ix, uint32_t index, 
 	if (offset > ix->arena_size || size > ix->arena_size - offset)
 		return -EINVAL;
 	e->offset = offset;
+	/* New memory: a new placement (published with the state by transition()'s CAS). */
+	ix->ext[index & ix->mask].alloc =
+		atomic_fetch_add_explicit(&ix->hdr->alloc_seq, 1, memory_order_relaxed) + 1;
 	return transition(ix, index, gen, FERRY__PLASMA_SPILLED, FERRY__PLASMA_SEALED, &w);
 }
 

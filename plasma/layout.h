@@ -7,7 +7,7 @@
  *   offset 0             struct ferry__plasma_header (magic, sizes, section offsets, the
  *                        writer lock, shared counters), padded to 4 KiB
  *   entries_offset       struct ferry__plasma_entry[table_slots]      64 B each, hot fields
- *   ext_offset           struct ferry__plasma_entry_ext[table_slots]  8 B each, cold fields
+ *   ext_offset           struct ferry__plasma_entry_ext[table_slots]  16 B each, cold fields
  *   clients_offset       max_clients slots of client_stride bytes: struct ferry__plasma_client
  *                        followed by pin_records struct ferry__plasma_pin_record
  *   chunks_offset        _Atomic uint32_t chunk_live[max_chunks]
@@ -28,7 +28,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "plasma needs lock-free 64-bit atomi
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "plasma needs lock-free 32-bit atomics");
 
 #define FERRY__PLASMA_MAGIC 0x31414d53414c5046ull /* "FPLASMA1" */
-#define FERRY__PLASMA_LAYOUT_VERSION 3u
+#define FERRY__PLASMA_LAYOUT_VERSION 4u
 #define FERRY__PLASMA_MAX_CLIENTS 128u /* bits in an entry's pin mask */
 #define FERRY__PLASMA_STORE_SLOT 0u    /* the store's own client slot */
 
@@ -113,6 +113,12 @@ _Static_assert(sizeof(struct ferry__plasma_entry) == 64, "entry is one cache lin
 struct ferry__plasma_entry_ext {
 	_Atomic uint32_t lru_stamp; /* header lru_clock when last first-pinned (or created) */
 	uint32_t chunk;		    /* 1 + index of the client chunk holding the bytes; 0: none */
+	/* This placement of the bytes: from the header's alloc_seq, set when the entry is claimed
+	 * and again when a spilled object is read back to new memory. Unlike (index, gen), which
+	 * a restore keeps, it never names two placements, so a peer that READ the bytes at an
+	 * offset before pinning can tell from a pin naming the same alloc that they were the
+	 * object's all along (transport/objmgr_rdma.c). */
+	uint64_t alloc;
 };
 
 /* What one client holds on one entry. Written only by that client. */
@@ -171,7 +177,8 @@ struct ferry__plasma_header {
 					* others, hooks and subscribers, accept a delay) */
 	_Atomic uint32_t used_slots __attribute__((aligned(64))); /* non-free slots (lock) */
 	_Atomic uint32_t live_objects;				  /* CLAIMED..EVICTING entries */
-	_Atomic uint64_t seal_seq; /* bumped by every seal: the store can spot local seals */
+	_Atomic uint64_t seal_seq;  /* bumped by every seal: the store can spot local seals */
+	_Atomic uint64_t alloc_seq; /* the last entry_ext.alloc handed out */
 };
 
 #endif

@@ -16,7 +16,9 @@
  *    created here and then aborted while waited for is not reported again in that episode.
  *  - on_sealed: once per sealed object, whoever sealed it (also clients sealing in shared
  *    memory: with a hook set, every sealer tells the store at once; a client that dies
- *    between its seal and that notice is caught when its connection closes).
+ *    between its seal and that notice is caught when its connection closes). @offset and
+ *    @alloc say where its bytes lie (the data's arena offset and the placement's id, which a
+ *    restore from spill changes: layout.h), for peers that read them one-sided.
  *  - on_removed: a sealed object left the store (deleted, or a secondary copy evicted), after
  *    its on_sealed. Spilling and restoring are not removals; aborts of unsealed objects are
  *    not reported. An object deleted before the store heard of its seal gets neither call.
@@ -45,7 +47,8 @@ struct ferry__plasma_server_opts {
 	unsigned store_flags;		       /* FERRY__PLASMA_STORE_* (tests: NO_PREFAULT) */
 	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			  uint32_t metadata_size, bool primary);	 /* see above */
+			  uint32_t metadata_size, bool primary, uint64_t offset,
+			  uint64_t alloc);				 /* see above */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* see above */
 	void *hook_arg;							 /* for the hooks */
 	uint32_t miss_quiet_ms; /* on_miss episode ends this long after its last wait; 0: 1000 */

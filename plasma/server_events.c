@@ -162,7 +162,10 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 	srv->announced[o->index] = o->gen;
 	if (srv->on_sealed)
 		srv->on_sealed(srv->hook_arg, id, o->data_size, o->metadata_size,
-			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0);
+			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0,
+			       /* a spilled object's offset means nothing */
+			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->offset,
+			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->alloc);
 	emit(srv, FERRY__WIRE_PLASMA_EVENT_KIND_SEALED, id, o);
 }
 

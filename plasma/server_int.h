@@ -120,7 +120,8 @@ struct ferry__plasma_server {
 	/* events (server_events.c) */
 	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			  uint32_t metadata_size, bool primary);	 /* hook or NULL */
+			  uint32_t metadata_size, bool primary, uint64_t offset,
+			  uint64_t alloc);				 /* hook or NULL */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void *hook_arg;							 /* for the hooks */
 	uint32_t *announced;	       /* per entry: generation whose seal was reported */

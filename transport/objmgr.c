@@ -548,7 +548,7 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		memcpy(cached, p->cached, ncached * sizeof(cached[0]));
 	} else {
 		ferry__objmgr_locs_start(om);
-		ncached = ferry__objmgr_locs_get(om, id, cached, &p->sizes);
+		ncached = ferry__objmgr_locs_get(om, id, cached, &p->sizes, NULL);
 	}
 	if (ncached) {
 		info.locations = cached;
@@ -596,6 +596,8 @@ static int pull_once(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 void (*ferry__objmgr_sealed_hook)(struct ferry__objmgr *om, const struct ferry_object_id *id);
 void (*ferry__objmgr_sizes_hook)(const struct ferry_object_id *id,
 				 struct ferry__objmgr_sizes *sizes);
+void (*ferry__objmgr_place_hook)(const struct ferry_object_id *id,
+				 struct ferry_gcs_object_place *place);
 
 /*
  * Record a pulled copy without a node (tests, tools): before the waiters hear, so that a
@@ -995,7 +997,8 @@ static int init_sync(struct ferry__objmgr *om)
 
 static int connect_store(struct ferry__objmgr *om)
 {
-	struct ferry_plasma_connect_opts co = {.name = "objmgr"};
+	struct ferry_plasma_connect_opts co = {.name = "objmgr",
+					       .chunk_bytes = FERRY__OBJMGR_STORE_CHUNK};
 	struct ferry_plasma_stats st;
 	int ret;
 

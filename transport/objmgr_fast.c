@@ -324,10 +324,15 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 	if (!om->opts.gcs || !om->opts.node_records_copies || ferry__objmgr_sealed_hook ||
 	    ferry_plasma_client_contains(om->store, &p->id) == 1)
 		return false;
-	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached, &p->sizes);
+	p->ncached = ferry__objmgr_locs_get(om, &p->id, p->cached, &p->sizes, p->cached_place);
 	if (first_location(om, p, &a, &node) < 0)
 		return false;
 	p->fast_node = node;
+	for (uint32_t i = 0; i < p->ncached; i++)
+		if (ferry_node_id_eq(&p->cached[i], &node))
+			p->fast_place = p->cached_place[i];
+	if (ferry__objmgr_place_hook)
+		ferry__objmgr_place_hook(&p->id, &p->fast_place);
 	t = ferry__objmgr_transport_for(om, &a);
 	if (t == FERRY_GCS_TRANSPORT_SHM) {
 		struct shm_fast *s = ferry__calloc(1, sizeof(*s));

@@ -27,6 +27,12 @@
 #define FERRY__OBJMGR_MAX_MESSAGE (FERRY__OBJMGR_MAX_CHUNK + FERRY__OBJMGR_MAX_METADATA + 4096)
 /* Data a first request asks for: objects up to this size take one round trip. */
 #define FERRY__OBJMGR_INLINE_BYTES (64u << 10)
+/* The arena chunk the object manager asks its store for (the store caps it at arena / 16).
+ * Creates up to a quarter of it need no round trip to the store, so the loop itself can
+ * create a copy of up to 2 MiB (a 1 MiB object with its metadata) and READ into it while the
+ * pin request is out (objmgr_rdma.c). The price is the chunk's: its memory is freed once the
+ * last object in it is gone. */
+#define FERRY__OBJMGR_STORE_CHUNK (8u << 20)
 
 /* Control messages over the TCP engine: this prefix (MessageType as uint16 LE, then zeros),
  * then the FlatBuffer, which so stays 8-byte aligned. */
@@ -144,6 +150,9 @@ struct ferry__objmgr_pull {
 	struct ferry__objmgr_fetch *fast_probe; /* its probe's reply, to go on from; or NULL */
 	uint32_t ncached;			/* the cached locations it read */
 	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS]; /* them */
+	/* Where each lies in its store, as the directory has it (0/0: unknown). */
+	struct ferry_gcs_object_place cached_place[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_gcs_object_place fast_place; /* fast_node's */
 	struct ferry__objmgr_sizes sizes; /* the directory's (cache or look-up), once read */
 	struct rbig *big; /* a large RDMA pull the loop runs: a pull thread only creates the copy
 			   * (objmgr_rdma.c); NULL otherwise */
@@ -317,17 +326,23 @@ void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmg
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
- * many (0: not cached, look it up), and its sizes as the directory has them (*@sizes, may be
- * NULL); free it (after the GCS client is gone). */
+ * many (0: not cached, look it up), its sizes as the directory has them (*@sizes, may be
+ * NULL) and where each copy lies in its store (@places, as many as @out, may be NULL); free
+ * it (after the GCS client is gone). */
 void ferry__objmgr_locs_start(struct ferry__objmgr *om);
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
-				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes);
+				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes,
+				struct ferry_gcs_object_place *places);
 void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
 
 /* Tests only: when set, called with an object's sizes as read from the location cache or the
  * GCS (to make them stale, as a record written without the metadata size is). */
 extern void (*ferry__objmgr_sizes_hook)(const struct ferry_object_id *id,
 					struct ferry__objmgr_sizes *sizes);
+/* Tests only: when set, called with the place of the location a fast-path pull chose, as read
+ * from the location cache (to make it stale). */
+extern void (*ferry__objmgr_place_hook)(const struct ferry_object_id *id,
+					struct ferry_gcs_object_place *place);
 
 /* Tests only: when set, called on the pull thread right after a pull sealed its copy, before
  * anything records it or any callback runs (to delete or evict the copy at that point). */

@@ -30,9 +30,10 @@
 enum { LOCS_OFF = 0, LOCS_STARTING = 1, LOCS_ON = 2, LOCS_FAILED = 3 };
 
 struct loc_entry {
-	struct ferry__objmgr_sizes sizes;				/* the directory's */
-	uint32_t nlocations;						/* used */
-	struct ferry_node_id locations[FERRY__OBJMGR_CACHED_LOCATIONS]; /* copies */
+	struct ferry__objmgr_sizes sizes;				      /* the directory's */
+	uint32_t nlocations;						      /* used */
+	struct ferry_node_id locations[FERRY__OBJMGR_CACHED_LOCATIONS];	      /* copies */
+	struct ferry_gcs_object_place places[FERRY__OBJMGR_CACHED_LOCATIONS]; /* theirs */
 };
 
 static void forget_all(struct ferry__objmgr_locs *l)
@@ -65,6 +66,9 @@ static void take_record(struct ferry__objmgr_locs *l, const struct ferry_gcs_eve
 			e->sizes.metadata = info.metadata_bytes;
 			e->nlocations = n;
 			memcpy(e->locations, info.locations, n * sizeof(e->locations[0]));
+			for (uint32_t i = 0; i < n; i++)
+				e->places[i] = info.places ? info.places[i]
+							   : (struct ferry_gcs_object_place){0, 0};
 		} else {
 			(void)ferry__hashmap_remove(&l->map, ev->key, NULL);
 		}
@@ -108,7 +112,8 @@ void ferry__objmgr_locs_start(struct ferry__objmgr *om)
 }
 
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
-				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes)
+				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes,
+				struct ferry_gcs_object_place *places)
 {
 	struct ferry__objmgr_locs *l = &om->locs;
 	struct loc_entry *e;
@@ -121,6 +126,8 @@ uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_obj
 	if (e) {
 		n = e->nlocations;
 		memcpy(out, e->locations, n * sizeof(*out));
+		if (places)
+			memcpy(places, e->places, n * sizeof(*places));
 		if (sizes) {
 			*sizes = e->sizes;
 			if (ferry__objmgr_sizes_hook)

@@ -39,6 +39,7 @@ struct rfetch {
 	uint64_t gen;		   /* PROBE: its endpoint's; READ (qp 0)/DONE: must match */
 	uint8_t *dst;		   /* READ: where */
 	uint64_t raddr;		   /* READ: remote address */
+	uint64_t alloc;		   /* PROBE: the reply's placement id (0: none named) */
 	uint32_t rkey;		   /* READ: remote key */
 	uint64_t len;		   /* READ: bytes */
 	struct ferry__objmgr_step
@@ -63,6 +64,8 @@ struct rpeer {
 	struct ferry__rdma_ep *ep;	/* NULL once gone */
 	uint64_t gen;			/* tells a reconnected endpoint from the one that pinned */
 	uint64_t next_xfer;		/* ids of our requests */
+	uint64_t rbase;			/* the server's arena start, from a reply; 0: not yet */
+	uint32_t rkey;			/* its key (with rbase) */
 };
 
 /* A pin held for a puller until its PullDone. */

@@ -10,6 +10,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/wire.h"
+#include "plasma/client_arena.h"
 #include "transport/objmgr_rdma_int.h"
 
 #define COMP "objmgr"
@@ -45,7 +46,7 @@ static int build_reply(struct rserve *s, const void *req, struct ferry_plasma_vi
 {
 	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(req);
 	struct ferry__wire_pull_reply m;
-	uint64_t addr;
+	uint64_t addr, off;
 	uint32_t rkey;
 
 	memset(&m, 0, sizeof(m));
@@ -75,6 +76,12 @@ static int build_reply(struct rserve *s, const void *req, struct ferry_plasma_vi
 		 * remote address. */
 		m.rdma_addr = (uint64_t)(uintptr_t)view->data;
 		m.rdma_rkey = rkey;
+		m.rdma_base = addr;
+		/* The placement's id lets a puller that READ before this reply (from the
+		 * directory's place) know whether those bytes were this object's. */
+		if (ferry__plasma_client_view_place(s->r->om->store, view, &off, &m.alloc) < 0 ||
+		    addr + off != m.rdma_addr)
+			m.alloc = 0; /* cannot happen with a pinned view; 0 makes no claim */
 		*keep = true;
 	}
 	return ferry__wire_pull_reply_build(&s->r->fb, &m);

@@ -356,24 +356,38 @@ FERRY_API int ferry_gcs_pg_get(struct ferry_gcs_client *c,
 			       struct ferry_gcs_pg_info **out);
 FERRY_API int ferry_gcs_pg_list(struct ferry_gcs_client *c, struct ferry_gcs_pg_info **pgs);
 
-/* An object directory entry. */
+/* Where one copy lies in its node's store, as that store described it when it listed the copy:
+ * a hint for one-sided reads (the source confirms it before the bytes count). 0/0: unknown. */
+struct ferry_gcs_object_place {
+	uint64_t offset; /* the data's offset in the store's arena */
+	uint64_t alloc;	 /* the store's id of that allocation (never reused); 0: unknown */
+};
+
+/*
+ * An object directory entry. places[i] says where the copy on locations[i] lies (0/0 where
+ * unknown, e.g. recorded by an older node); NULL when there are no locations. Lookups and event
+ * decoders return both arrays in one allocation, locations first and places right after it, so
+ * freeing locations frees places too (never free places itself).
+ */
 struct ferry_gcs_object_info {
-	struct ferry_object_id id;	     /* the object */
-	struct ferry_worker_id owner_worker; /* its owner */
-	struct ferry_node_id owner_node;     /* the owner's node */
-	uint64_t size_bytes;		     /* data bytes, 0 = unknown */
-	uint32_t metadata_bytes;	     /* metadata bytes (meaningful when size_bytes is
-					      * known; 0 when it was recorded without) */
-	enum ferry_gcs_object_state state;   /* pending, available, lost */
-	uint32_t nlocations;		     /* length of locations */
-	struct ferry_node_id *locations;     /* copies; lookup: free with ferry_gcs_free */
+	struct ferry_object_id id;	       /* the object */
+	struct ferry_worker_id owner_worker;   /* its owner */
+	struct ferry_node_id owner_node;       /* the owner's node */
+	uint64_t size_bytes;		       /* data bytes, 0 = unknown */
+	uint32_t metadata_bytes;	       /* metadata bytes (meaningful when size_bytes is
+						* known; 0 when it was recorded without) */
+	enum ferry_gcs_object_state state;     /* pending, available, lost */
+	uint32_t nlocations;		       /* length of locations and of places */
+	struct ferry_node_id *locations;       /* copies; lookup: free with ferry_gcs_free */
+	struct ferry_gcs_object_place *places; /* where each copy lies (see above) */
 };
 
 /* Object directory calls, routed to shard ferry_gcs_object_shard(id, nshards). Only shard 0
  * tracks nodes; when it declares a node dead, every shard drops that node's copies (shards > 0
  * follow shard 0's node deaths: ferry-gcs --shard I/N --shard0 HOST:PORT).
  * object_add: 1, -EEXIST. add/remove_location: 1 changed, 0 nothing to do, -ENOENT.
- * object_lookup: 0 and *@out (free out->locations), -ENOENT. */
+ * object_lookup: 0 and *@out (free out->locations, which frees out->places too), -ENOENT.
+ * add_location records no place (unknown); the node daemon reports places itself. */
 FERRY_API int ferry_gcs_object_add(struct ferry_gcs_client *c, const struct ferry_object_id *id,
 				   const struct ferry_worker_id *owner_worker,
 				   const struct ferry_node_id *owner_node, uint64_t size_bytes);
@@ -455,7 +469,8 @@ struct ferry_gcs_log_info {
 
 /* Decoders for event data: 0, -EINVAL (another channel or a removal), -EPROTO (malformed).
  * node: out->address points into the event. object: out->locations (if any) must be freed with
- * ferry_gcs_free. error, log: pointers into the event. */
+ * ferry_gcs_free (out->places, in the same allocation, goes with it). error, log: pointers
+ * into the event. */
 FERRY_API int ferry_gcs_event_error(const struct ferry_gcs_event *ev,
 				    struct ferry_gcs_error_info *out);
 FERRY_API int ferry_gcs_event_log(const struct ferry_gcs_event *ev, struct ferry_gcs_log_info *out);

@@ -99,8 +99,9 @@ static int write_op(FILE *f, struct ferry__fb_builder *b, const struct ferry__gc
 static int seed_ops(FILE *f, struct ferry__fb_builder *b)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_REGISTER};
+	struct ferry_gcs_object_place place = {4096, 17};
 	struct ferry_node_id node = {{1, 2, 3}};
-	struct ferry_object_id obj = {{9, 8, 7}};
+	struct ferry_object_id obj = {{9, 8, 7}}, obj2 = {{9, 8, 6}};
 	int ret = 0;
 
 	op.node.id = node;
@@ -125,6 +126,17 @@ static int seed_ops(FILE *f, struct ferry__fb_builder *b)
 	op.type = FERRY__GCS_OP_OBJ_ADD_LOCATION;
 	op.obj_location.id = obj;
 	op.obj_location.node = node;
+	ret |= write_op(f, b, &op);
+	op.obj_location.place = place; /* the same copy listed with its place: the later field */
+	ret |= write_op(f, b, &op);
+	memset(&op, 0, sizeof(op));
+	op.type = FERRY__GCS_OP_OBJ_ADD; /* with a copy and its place: the places block */
+	op.obj.id = obj2;
+	op.obj.owner_worker.bytes[0] = 5;
+	op.obj.owner_node = node;
+	op.obj.nlocations = 1;
+	op.obj.locations = &node;
+	op.obj.places = &place;
 	ret |= write_op(f, b, &op);
 	memset(&op, 0, sizeof(op));
 	op.type = FERRY__GCS_OP_NODE_STATE;

@@ -175,6 +175,103 @@ FTEST(small_pulls_end_on_the_loop)
 	tt_cluster_stop(&t);
 }
 
+/* The place the next fast-path pull uses in place of the directory's (read_ahead test). */
+static struct ferry_gcs_object_place forced_place;
+
+static void force_place(const struct ferry_object_id *id, struct ferry_gcs_object_place *place)
+{
+	(void)id;
+	*place = forced_place;
+}
+
+/* The place the location cache holds for @id's only copy. */
+static struct ferry_gcs_object_place cached_place(struct ferry__objmgr *om,
+						  const struct ferry_object_id *id)
+{
+	struct ferry_gcs_object_place places[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+
+	tt_wait_cached(om, id, 1, locs);
+	ftest_assert_uint_eq(ferry__objmgr_locs_get(om, id, locs, NULL, places), 1);
+	return places[0];
+}
+
+/*
+ * A large pull whose place the directory has READs with the probe, not after its reply, once
+ * the endpoint's first reply told the puller the source's arena. The reply names the placement
+ * the bytes were read from: kept (one READ, read_ahead_kept). A stale place, which points at
+ * another object's bytes (another placement id), or at another object's offset under this
+ * object's id: the READ ahead is thrown away and the object READ again from the reply's address
+ * (read_ahead_missed), byte-exact; every pin is released.
+ */
+FTEST(large_pulls_read_ahead_of_the_reply)
+{
+	struct ferry_object_id w, x, y, z, other;
+	struct ferry_gcs_object_place px, pother;
+	struct ferry_gcs_client *c;
+	struct ferry__node *a, *b;
+	struct ferry__objmgr *om;
+	struct tt_pulled pl;
+	struct tt_cluster t;
+
+	rt_require_device();
+	t = rdma_cluster(2, 128); /* the puller's chunk (arena / 16) holds a 1 MiB copy */
+	a = t.node[0], b = t.node[1];
+	om = ferry__node_objmgr(b);
+	c = tt_cluster_client(&t);
+	tt_warm_cache(om, ferry__node_socket(a), c);
+	ferry_object_id_random(&w);
+	ferry_object_id_random(&x);
+	ferry_object_id_random(&y);
+	ferry_object_id_random(&z);
+	ferry_object_id_random(&other);
+	tt_put(ferry__node_socket(a), &w, 1u << 20, 51);
+	tt_put(ferry__node_socket(a), &x, 1u << 20, 52);
+	tt_put(ferry__node_socket(a), &y, 1u << 20, 53);
+	tt_put(ferry__node_socket(a), &z, 1u << 20, 54);
+	tt_put(ferry__node_socket(a), &other, 1u << 20, 55);
+	px = cached_place(om, &x);
+	pother = cached_place(om, &other);
+	ftest_assert_true(px.alloc != 0 && pother.alloc != 0 && px.alloc != pother.alloc);
+	ftest_assert_true(px.offset != pother.offset);
+
+	/* The endpoint's first large reply teaches the arena: no READ ahead before it. */
+	pl = tt_pull_cached(c, a, b, &w);
+	ftest_assert_uint_eq(pl.b1.read_ahead_kept + pl.b1.read_ahead_missed, 0);
+	tt_check(ferry__node_socket(b), &w, 1u << 20, 51);
+
+	pl = tt_pull_cached(c, a, b, &x);
+	ftest_assert_uint_eq(pl.res.transport, FERRY_GCS_TRANSPORT_RDMA);
+	ftest_assert_uint_eq(pl.b1.read_ahead_kept, pl.b0.read_ahead_kept + 1);
+	ftest_assert_uint_eq(pl.b1.read_ahead_missed, pl.b0.read_ahead_missed);
+	ftest_assert_uint_eq(pl.b1.early_copies, pl.b0.early_copies + 1);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
+	tt_check(ferry__node_socket(b), &x, 1u << 20, 52);
+	freed_once_deleted(a, &x);
+
+	/* Another object's bytes and placement: the reply names y's. */
+	forced_place = pother;
+	ferry__objmgr_place_hook = force_place;
+	pl = tt_pull_cached(c, a, b, &y);
+	ftest_assert_uint_eq(pl.b1.read_ahead_missed, pl.b0.read_ahead_missed + 1);
+	ftest_assert_uint_eq(pl.b1.read_ahead_kept, pl.b0.read_ahead_kept);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
+	tt_check(ferry__node_socket(b), &y, 1u << 20, 53);
+	freed_once_deleted(a, &y);
+
+	/* z's placement id at another object's offset: the reply's address differs. */
+	forced_place = cached_place(om, &z);
+	forced_place.offset = pother.offset;
+	pl = tt_pull_cached(c, a, b, &z);
+	ftest_assert_uint_eq(pl.b1.read_ahead_missed, pl.b0.read_ahead_missed + 1);
+	ftest_assert_uint_eq(pl.b1.read_ahead_kept, pl.b0.read_ahead_kept);
+	tt_check(ferry__node_socket(b), &z, 1u << 20, 54);
+	freed_once_deleted(a, &z);
+	ferry__objmgr_place_hook = NULL;
+	tt_check(ferry__node_socket(a), &other, 1u << 20, 55); /* only read, never written */
+	tt_cluster_stop(&t);
+}
+
 FTEST(concurrent_pulls_read_once)
 {
 	struct tt_cluster t;

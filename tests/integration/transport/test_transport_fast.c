@@ -164,7 +164,8 @@ FTEST(fast_dead_peer_goes_to_the_next_location)
 	ftest_assert_true(ferry_node_id_eq(&dead, ferry__node_id(n[first])));
 	/* Stopped, its records still listed: the fast path tries it first. */
 	tt_cluster_stop_node(&t, n[first]);
-	ftest_assert_uint_eq(ferry__objmgr_locs_get(ferry__node_objmgr(b), &id, locs, NULL), 2);
+	ftest_assert_uint_eq(ferry__objmgr_locs_get(ferry__node_objmgr(b), &id, locs, NULL, NULL),
+			     2);
 	sb0 = tt_stats(b);
 	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, &res));
 	sb1 = tt_stats(b);

@@ -441,7 +441,7 @@ void tt_wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, 
 		    struct ferry_node_id *out)
 {
 	for (int i = 0; i < 2000; i++) {
-		if (ferry__objmgr_locs_get(om, id, out, NULL) >= n)
+		if (ferry__objmgr_locs_get(om, id, out, NULL, NULL) >= n)
 			return;
 		usleep(5 * 1000);
 	}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Object directory: states and locations, owner and node death cascades, change reports,
- * sharding, and allocation failures. */
+/* Object directory: states and locations, places of copies, owner and node death cascades,
+ * change reports, sharding, and allocation failures. */
 #include "common/alloc.h"
 #include "ftest.h"
 #include "gcs/objdir.h"
@@ -67,11 +67,11 @@ FTEST(locations_drive_the_state)
 	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
 	ftest_assert_errno(ferry__objdir_add(od, &info), -EEXIST);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_PENDING);
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 7), 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 7, NULL), 1);
 	ftest_assert_uint_eq(ferry__objdir_get(od, &id)->metadata_bytes, 7);
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0), 0);
-	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n2, 99, 0), -EINVAL);
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 0, 0), 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, NULL), 0);
+	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n2, 99, 0, NULL), -EINVAL);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 0, 0, NULL), 1);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_AVAILABLE);
 	ftest_assert_uint_eq(ferry__objdir_get(od, &id)->nlocations, 2);
 	ftest_assert_int_eq(ferry__objdir_remove_location(od, &id, &n1), 1);
@@ -83,15 +83,84 @@ FTEST(locations_drive_the_state)
 	ftest_assert_ok(ferry__objdir_set_spilled(od, &id, NULL));
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_LOST);
 	/* A recomputed object comes back. */
-	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 100, 0), 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 100, 0, NULL), 1);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_AVAILABLE);
 	ftest_assert_int_eq(c.changed, 8);
 	ftest_assert_ok(ferry__objdir_remove(od, &id));
 	ftest_assert_int_eq(c.removed, 1);
 	ftest_assert_errno(ferry__objdir_remove(od, &id), -ENOENT);
-	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n1, 0, 0), -ENOENT);
+	ftest_assert_errno(ferry__objdir_add_location(od, &id, &n1, 0, 0, NULL), -ENOENT);
 	/* The node index forgot the removed object's location. */
 	ftest_assert_int_eq(ferry__objdir_node_died(od, &n2), 0);
+	ferry__objdir_destroy(od);
+}
+
+/* The place of @id's copy on @node (that copy must exist). */
+static struct ferry_gcs_object_place place_on(struct ferry__objdir *od, struct ferry_object_id *id,
+					      struct ferry_node_id *node)
+{
+	const struct ferry__objdir_entry *e = ferry__objdir_get(od, id);
+
+	ftest_assert_ptr_notnull(e);
+	for (const struct ferry__objdir_loc *l = e->locations; l; l = l->obj_next)
+		if (ferry_node_id_eq(&l->node, node))
+			return l->place;
+	FTEST__FAIL("no copy on that node");
+}
+
+static void assert_place(struct ferry_gcs_object_place got, uint64_t offset, uint64_t alloc)
+{
+	ftest_assert_uint_eq(got.offset, offset);
+	ftest_assert_uint_eq(got.alloc, alloc);
+}
+
+/* A copy's place: stored with a new copy; the same place again changes nothing; another known
+ * place replaces it and counts (returned 1, reported) like an addition; an unknown one (NULL,
+ * alloc 0) leaves it; a copy removed and listed again without one does not get the old one. */
+FTEST(add_location_records_and_updates_places)
+{
+	struct changes c = {0};
+	struct ferry__objdir *od = new_dir(&c);
+	struct ferry_gcs_object_place a = {4096, 7}, b = {8192, 9}, no_alloc = {64, 0};
+	struct ferry_gcs_object_place places[2] = {{128, 3}, {0, 0}};
+	struct ferry_node_id n1, n2, both[2];
+	struct ferry_worker_id owner;
+	struct ferry_object_id id, seeded;
+	struct ferry__objdir_info info;
+
+	ferry_worker_id_random(&owner);
+	ferry_node_id_random(&n1);
+	ferry_node_id_random(&n2);
+	info = info_of(&id, &owner, &n1);
+	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
+	c.changed = 0;
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &a), 1);
+	assert_place(place_on(od, &id, &n1), 4096, 7);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &a), 0);
+	ftest_assert_int_eq(c.changed, 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &b), 1);
+	assert_place(place_on(od, &id, &n1), 8192, 9);
+	ftest_assert_int_eq(c.changed, 2); /* subscribers hear of the new place */
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, NULL), 0);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, &no_alloc), 0);
+	assert_place(place_on(od, &id, &n1), 8192, 9);
+	ftest_assert_int_eq(c.changed, 2);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 0, 0, &no_alloc), 1);
+	assert_place(place_on(od, &id, &n2), 0, 0);
+	ftest_assert_uint_eq(ferry__objdir_get(od, &id)->nlocations, 2);
+	ftest_assert_int_eq(ferry__objdir_remove_location(od, &id, &n1), 1);
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, NULL), 1);
+	assert_place(place_on(od, &id, &n1), 0, 0);
+	/* Initial copies take their places from the info. */
+	both[0] = n1;
+	both[1] = n2;
+	info = info_of(&seeded, &owner, &n1);
+	info.nlocations = 2;
+	info.locations = both;
+	info.places = places;
+	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
+	assert_place(place_on(od, &seeded, &n1), 128, 3);
+	assert_place(place_on(od, &seeded, &n2), 0, 0);
 	ferry__objdir_destroy(od);
 }
 
@@ -124,7 +193,8 @@ FTEST(owner_death_marks_its_objects_lost)
 		ftest_assert_true(ferry__objdir_get(od, &mine[i])->owner_dead);
 	}
 	ftest_assert_int_eq(state_of(od, &other), FERRY_GCS_OBJECT_PENDING);
-	ftest_assert_errno(ferry__objdir_add_location(od, &mine[0], &node, 0, 0), -EOWNERDEAD);
+	ftest_assert_errno(ferry__objdir_add_location(od, &mine[0], &node, 0, 0, NULL),
+			   -EOWNERDEAD);
 	ftest_assert_errno(ferry__objdir_set_spilled(od, &mine[0], "s3://x"), -EOWNERDEAD);
 	ferry__objdir_destroy(od);
 }
@@ -274,7 +344,7 @@ FTEST(allocation_failures_change_nothing)
 		int ret;
 
 		ferry__alloc_fail_after(n);
-		ret = ferry__objdir_add_location(od, &id, &extra, 0, 0);
+		ret = ferry__objdir_add_location(od, &id, &extra, 0, 0, NULL);
 		ferry__alloc_fail_after(-1);
 		if (ret == 1)
 			break;

@@ -2,14 +2,16 @@
 /*
  * The GCS server and client in one process (the server on its own loop thread): calls through
  * the client; a long pipelined burst whose replies span several send chunks, with large
- * (unpacked) replies between small (packed) ones, comes back complete and in order; a malformed
- * multi-get closes only that connection; every allocation failure of server creation unwinds.
+ * (unpacked) replies between small (packed) ones, comes back complete and in order; lookups and
+ * object events carry where each copy lies; a malformed multi-get closes only that connection;
+ * every allocation failure of server creation unwinds.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ferry/gcs.h>
@@ -18,6 +20,7 @@
 #include "common/frame.h"
 #include "common/wire.h"
 #include "ftest.h"
+#include "gcs/client.h"
 #include "gcs/codec.h"
 #include "gcs/ops.h"
 #include "gcs/server.h"
@@ -94,6 +97,135 @@ FTEST(client_calls_in_process)
 	ftest_assert_str_eq(nodes[0].address, "127.0.0.1:1");
 	ftest_assert_int_eq(nodes[0].state, FERRY_GCS_NODE_ALIVE);
 	ferry_gcs_free(nodes);
+	ferry_gcs_client_destroy(c);
+	stop(&r);
+}
+
+/* ---- object places ---- */
+
+struct object_events {
+	pthread_mutex_t lock;		    /* guards the rest */
+	pthread_cond_t cond;		    /* signalled on each record */
+	unsigned records;		    /* object records decoded */
+	unsigned bad;			    /* records that did not decode */
+	uint32_t nlocations;		    /* the last record's locations */
+	struct ferry_gcs_object_place last; /* the last record's first place */
+};
+
+static void on_object(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct object_events *e = arg;
+	struct ferry_gcs_object_info info;
+
+	if (ev->kind == FERRY_GCS_EVENT_RESYNC || !ev->size)
+		return;
+	pthread_mutex_lock(&e->lock);
+	if (ferry_gcs_event_object(ev, &info) == 0) {
+		e->nlocations = info.nlocations;
+		if (info.nlocations)
+			e->last = info.places[0];
+		ferry_gcs_free(info.locations); /* the places with them */
+		e->records++;
+	} else {
+		e->bad++;
+	}
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Wait (at most 10 s: a hang, not a speed check) for the @want-th record; its first place. */
+static struct ferry_gcs_object_place object_event(struct object_events *e, unsigned want)
+{
+	struct ferry_gcs_object_place last;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&e->lock);
+	while (e->records < want && pthread_cond_timedwait(&e->cond, &e->lock, &ts) == 0)
+		;
+	ftest_assert_uint_eq(e->records, want);
+	ftest_assert_uint_eq(e->bad, 0);
+	last = e->last;
+	pthread_mutex_unlock(&e->lock);
+	return last;
+}
+
+/* As the node daemon lists a copy: OBJ_ADD_LOCATION with its place. */
+static int add_location_at(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+			   const struct ferry_node_id *node, uint64_t offset, uint64_t alloc)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD_LOCATION};
+
+	op.obj_location.id = *id;
+	op.obj_location.node = *node;
+	op.obj_location.size_bytes = 64;
+	op.obj_location.place = (struct ferry_gcs_object_place){offset, alloc};
+	return ferry__gcs_client_apply(c, 0, &op);
+}
+
+/* The place of the copy on @node in @info (which must list it). */
+static struct ferry_gcs_object_place place_in(const struct ferry_gcs_object_info *info,
+					      const struct ferry_node_id *node)
+{
+	for (uint32_t i = 0; i < info->nlocations; i++)
+		if (ferry_node_id_eq(&info->locations[i], node))
+			return info->places[i];
+	FTEST__FAIL("no copy on that node");
+}
+
+/* Places reach readers both ways: a lookup returns them beside the locations, and the object's
+ * subscribers get them in the snapshot and in a delta when a copy's place changes. The public
+ * add_location knows no place: 0/0. */
+FTEST(lookups_and_events_carry_places)
+{
+	struct object_events e = {
+		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, {0, 0}};
+	struct ferry_gcs_object_info info = {0};
+	struct ferry_gcs_object_place p;
+	struct ferry_worker_id owner;
+	struct ferry_node_id n1, n2;
+	struct ferry_object_id id;
+	struct ferry_gcs_client *c;
+	struct running r;
+
+	ferry_object_id_random(&id);
+	ferry_worker_id_random(&owner);
+	ferry_node_id_random(&n1);
+	ferry_node_id_random(&n2);
+	start(&r);
+	c = connect_client(&r);
+	ftest_assert_int_eq(ferry_gcs_object_add(c, &id, &owner, &n1, 64), 1);
+	ftest_assert_int_eq(ferry_gcs_object_add_location(c, &id, &n1, 64), 1);
+	ftest_assert_ok(ferry_gcs_object_lookup(c, &id, &info));
+	ftest_assert_uint_eq(info.nlocations, 1);
+	ftest_assert_ptr_notnull(info.places);
+	ftest_assert_uint_eq(info.places[0].alloc, 0);
+	ftest_assert_uint_eq(info.places[0].offset, 0);
+	ferry_gcs_free(info.locations);
+	ftest_assert_ok(ferry_gcs_subscribe(c, FERRY_GCS_CH_OBJECT_LOCATIONS, id.bytes,
+					    sizeof(id.bytes), on_object, &e));
+	p = object_event(&e, 1); /* the snapshot */
+	ftest_assert_uint_eq(p.alloc, 0);
+	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7), 1); /* the copy's place */
+	p = object_event(&e, 2);
+	ftest_assert_uint_eq(p.offset, 4096);
+	ftest_assert_uint_eq(p.alloc, 7);
+	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7), 0); /* nothing new */
+	ftest_assert_int_eq(add_location_at(c, &id, &n2, 1 << 20, 8), 1);
+	ftest_assert_ok(ferry_gcs_object_lookup(c, &id, &info));
+	ftest_assert_uint_eq(info.nlocations, 2);
+	p = place_in(&info, &n1);
+	ftest_assert_uint_eq(p.offset, 4096);
+	ftest_assert_uint_eq(p.alloc, 7);
+	p = place_in(&info, &n2);
+	ftest_assert_uint_eq(p.offset, 1 << 20);
+	ftest_assert_uint_eq(p.alloc, 8);
+	ferry_gcs_free(info.locations);
+	object_event(&e, 3); /* n2's copy; the unchanged n1 sent none */
+	pthread_mutex_lock(&e.lock);
+	ftest_assert_uint_eq(e.nlocations, 2);
+	pthread_mutex_unlock(&e.lock);
 	ferry_gcs_client_destroy(c);
 	stop(&r);
 }

@@ -29,6 +29,22 @@ static const struct ferry__gcs_bundle bundles[2] = {{{1, 0, 0, 0, NULL}, {{0}}},
 						    {{2, 0, 1e6, 1, custom}, {{0}}}};
 static struct ferry_node_id placed[2] = {{{1, 2}}, {{1, 3}}};
 static struct ferry_node_id two_nodes[2] = {{{1, 1}}, {{1, 2}}};
+static struct ferry_gcs_object_place two_places[2] = {{4096, 5}, {0, 0}}; /* n2's unknown */
+
+/* Where @s has @id's copy on @node: it must be at @offset in allocation @alloc. */
+static void assert_place(struct ferry__gcs_state *s, const struct ferry_object_id *id,
+			 const struct ferry_node_id *node, uint64_t offset, uint64_t alloc)
+{
+	const struct ferry__objdir_entry *e = ferry__objdir_get(ferry__gcs_state_objdir(s), id);
+	const struct ferry__objdir_loc *l;
+
+	ftest_assert_ptr_notnull(e);
+	for (l = e->locations; l && !ferry_node_id_eq(&l->node, node); l = l->obj_next)
+		;
+	ftest_assert_ptr_notnull(l);
+	ftest_assert_uint_eq(l->place.offset, offset);
+	ftest_assert_uint_eq(l->place.alloc, alloc);
+}
 
 struct script {
 	struct ferry__gcs_op ops[MAX_OPS]; /* in order */
@@ -166,6 +182,7 @@ static void script_one(struct script *sc)
 	kv(sc, FERRY__GCS_OP_KV_DELETE, "fn", "fn/mul", NULL, false);
 	kv(sc, FERRY__GCS_OP_KV_DELETE_PREFIX, "cfg", "tmp/", NULL, false);
 	add_object(sc, &o1, &w1, &n1, 2, two_nodes);
+	sc->ops[sc->n - 1].obj.places = two_places;
 	add_object(sc, &o2, &w2, &n2, 1, &n1);
 	add_object(sc, &o3, &w2, &n2, 0, NULL);
 	add_object(sc, &o4, &driver, &n3, 1, &n3);
@@ -175,6 +192,11 @@ static void script_one(struct script *sc)
 	op->obj_location.node = n3;
 	op->obj_location.size_bytes = 4096;
 	op->obj_location.metadata_bytes = 40; /* the copy's node knows the metadata size */
+	op->obj_location.place = (struct ferry_gcs_object_place){1 << 20, 77};
+	op = next_op(sc, FERRY__GCS_OP_OBJ_ADD_LOCATION); /* listed again: a new place */
+	op->obj_location.id = o3;
+	op->obj_location.node = n3;
+	op->obj_location.place = (struct ferry_gcs_object_place){2 << 20, 78};
 	op = next_op(sc, FERRY__GCS_OP_OBJ_SPILLED);
 	op->obj_spilled.id = o5;
 	op->obj_spilled.url = "file:///spill/o5";
@@ -286,6 +308,7 @@ FTEST(replay_restores_every_table_exactly)
 			    FERRY_GCS_OBJECT_LOST); /* owner w2 died */
 	ftest_assert_ptr_null(ferry__objdir_get(ferry__gcs_state_objdir(s), &o4));
 	ftest_assert_uint_eq(ferry__gcs_task_events_count(ferry__gcs_state_tables(s)), 3);
+	assert_place(s, &o3, &n3, 2 << 20, 78); /* the log kept the later place */
 	ferry__gcs_buf_fini(&a);
 	ferry__gcs_buf_fini(&b);
 	ferry__gcs_buf_fini(&c);
@@ -364,6 +387,7 @@ FTEST(snapshot_then_replay)
 	ftest_assert_uint_gt(st.replayed, (uint64_t)two.n); /* snapshot records + the log */
 	dump(s, &b);
 	assert_same(&a, &b);
+	assert_place(s, &o3, &n3, 2 << 20, 78); /* from the snapshot (script two keeps the copy) */
 	ferry__gcs_buf_fini(&a);
 	ferry__gcs_buf_fini(&b);
 	ferry__gcs_state_close(s);
@@ -574,15 +598,58 @@ FTEST(records_round_trip)
 	}
 }
 
-/* Every prefix of every record, a trailing byte, an unknown type, absurd counts: -EPROTO. */
-/* Object records end with a field added after the first release (the metadata size): the
- * record without it, as older logs and snapshots hold it, still decodes. */
+/* Object records end with fields added after the first release (the metadata size, then the
+ * places when one is known): the record without them, as older logs and snapshots hold it,
+ * still decodes. */
 static bool has_later_field(enum ferry__gcs_op_type t)
 {
 	return t == FERRY__GCS_OP_OBJ_ADD || t == FERRY__GCS_OP_RESTORE_OBJ ||
 	       t == FERRY__GCS_OP_OBJ_ADD_LOCATION || t == FERRY__GCS_OP_OBJ_REMOVE_LOCATION;
 }
 
+static bool is_obj(enum ferry__gcs_op_type t)
+{
+	return t == FERRY__GCS_OP_OBJ_ADD || t == FERRY__GCS_OP_RESTORE_OBJ;
+}
+
+/* The bytes of @op's places block as encoded (0: none written). */
+static size_t places_bytes(const struct ferry__gcs_op *op)
+{
+	bool known = false;
+
+	if (op->type == FERRY__GCS_OP_OBJ_ADD_LOCATION)
+		return op->obj_location.place.offset || op->obj_location.place.alloc ? 16 : 0;
+	if (!is_obj(op->type) || !op->obj.places)
+		return 0;
+	for (uint32_t i = 0; i < op->obj.nlocations; i++)
+		known |= op->obj.places[i].offset || op->obj.places[i].alloc;
+	return known ? 16 * (size_t)op->obj.nlocations : 0;
+}
+
+/* Decode the first @len bytes of @b, a record of @op cut where its later fields begin: the
+ * places (and with @no_metadata the metadata size) read as 0. */
+static void assert_decodes_without_later(const struct ferry__gcs_buf *b, size_t len,
+					 const struct ferry__gcs_op *orig, bool no_metadata)
+{
+	struct ferry__gcs_op op;
+
+	ftest_assert_ok(ferry__gcs_op_decode(b->data, len, &op));
+	if (is_obj(op.type)) {
+		ftest_assert_ptr_null(op.obj.places);
+		ftest_assert_uint_eq(op.obj.metadata_bytes,
+				     no_metadata ? 0 : orig->obj.metadata_bytes);
+	} else {
+		ftest_assert_uint_eq(op.obj_location.place.offset, 0);
+		ftest_assert_uint_eq(op.obj_location.place.alloc, 0);
+		ftest_assert_uint_eq(op.obj_location.metadata_bytes,
+				     no_metadata ? 0 : orig->obj_location.metadata_bytes);
+	}
+	ferry__gcs_op_release(&op);
+}
+
+/* Every prefix of every record, a trailing byte, an unknown type, absurd counts: -EPROTO, but
+ * for a record cut exactly where its later fields begin. A places block cut short (8 of a
+ * place's 16 bytes, say) is one of those prefixes: rejected. */
 FTEST(malformed_records_are_rejected)
 {
 	static const uint8_t unknown[] = {200, 0, 0};
@@ -594,17 +661,18 @@ FTEST(malformed_records_are_rejected)
 		struct ferry__gcs_buf b = {0};
 		struct ferry__gcs_writer w = {&b, 0};
 
+		size_t places = places_bytes(&sc.ops[i]);
+
 		ferry__gcs_op_encode(&sc.ops[i], &w);
 		for (size_t len = 0; len < b.size; len++) {
-			if (len + 4 == b.size && has_later_field(sc.ops[i].type)) {
-				ftest_assert_ok(ferry__gcs_op_decode(b.data, len, &op));
-				ftest_assert_uint_eq(
-					op.type == FERRY__GCS_OP_OBJ_ADD ||
-							op.type == FERRY__GCS_OP_RESTORE_OBJ
-						? op.obj.metadata_bytes
-						: op.obj_location.metadata_bytes,
-					0);
-				ferry__gcs_op_release(&op);
+			bool later = has_later_field(sc.ops[i].type);
+
+			if (later && places && len + places == b.size) {
+				assert_decodes_without_later(&b, len, &sc.ops[i], false);
+				continue;
+			}
+			if (later && len + places + 4 == b.size) {
+				assert_decodes_without_later(&b, len, &sc.ops[i], true);
 				continue;
 			}
 			ftest_assert_errno(ferry__gcs_op_decode(b.data, len, &op), -EPROTO);
@@ -617,4 +685,158 @@ FTEST(malformed_records_are_rejected)
 	memset(huge + 1 + 16 + 1, 0xff, 4); /* nnodes = 4 billion */
 	ftest_assert_errno(ferry__gcs_op_decode(huge, sizeof(huge), &op), -EPROTO);
 	ftest_assert_uint_eq(ferry__crc32c(0, "123456789", 9), 0xe3069283u);
+}
+
+static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_buf b = {0};
+	struct ferry__gcs_writer w = {&b, 0};
+
+	ferry__gcs_op_encode(op, &w);
+	ftest_assert_ok(w.err);
+	return b;
+}
+
+/* A copy's place rides after the metadata size of OBJ_ADD_LOCATION, whole or not at all: an
+ * unknown place is not written (the record is the one an older node sends), a record without it
+ * decodes as 0/0, and one cut inside it is malformed. REMOVE_LOCATION carries none. */
+FTEST(location_place_is_a_later_field)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD_LOCATION}, got;
+	struct ferry__gcs_buf with, without;
+
+	op.obj_location.id = o1;
+	op.obj_location.node = n2;
+	op.obj_location.size_bytes = 4096;
+	op.obj_location.metadata_bytes = 8;
+	op.obj_location.place = (struct ferry_gcs_object_place){0x123456789a, 42};
+	with = encode(&op);
+	ftest_assert_ok(ferry__gcs_op_decode(with.data, with.size, &got));
+	ftest_assert_uint_eq(got.obj_location.place.offset, 0x123456789a);
+	ftest_assert_uint_eq(got.obj_location.place.alloc, 42);
+	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
+	ferry__gcs_op_release(&got);
+	op.obj_location.place = (struct ferry_gcs_object_place){0, 0};
+	without = encode(&op);
+	ftest_assert_uint_eq(without.size + 16, with.size);
+	ftest_assert_mem_eq(without.data, with.data, without.size);
+	ftest_assert_ok(ferry__gcs_op_decode(without.data, without.size, &got));
+	ftest_assert_uint_eq(got.obj_location.place.offset, 0);
+	ftest_assert_uint_eq(got.obj_location.place.alloc, 0);
+	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
+	ferry__gcs_op_release(&got);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 8, &got), -EPROTO);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 1, &got), -EPROTO);
+	ferry__gcs_buf_fini(&with);
+	ferry__gcs_buf_fini(&without);
+	op.type = FERRY__GCS_OP_OBJ_REMOVE_LOCATION;
+	op.obj_location.place = (struct ferry_gcs_object_place){1, 2};
+	with = encode(&op);
+	op.obj_location.place = (struct ferry_gcs_object_place){0, 0};
+	without = encode(&op);
+	ftest_assert_uint_eq(with.size, without.size);
+	ferry__gcs_buf_fini(&with);
+	ferry__gcs_buf_fini(&without);
+}
+
+/* RESTORE_OBJ (and OBJ_ADD) carry one place per location after the metadata size, when any is
+ * known; without the block every place reads as unknown; a block cut short, or places with no
+ * locations, are malformed. */
+FTEST(object_places_are_a_later_block)
+{
+	static const struct ferry_gcs_object_place places[2] = {{64, 3}, {1u << 30, 4}};
+	static const struct ferry_gcs_object_place unknown[2] = {{0, 0}, {0, 0}};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_OBJ}, got;
+	struct ferry__gcs_buf with, without;
+
+	op.obj.id = o1;
+	op.obj.owner_worker = w1;
+	op.obj.owner_node = n1;
+	op.obj.size_bytes = 4096;
+	op.obj.metadata_bytes = 24;
+	op.obj.state = FERRY_GCS_OBJECT_AVAILABLE;
+	op.obj.nlocations = 2;
+	op.obj.locations = two_nodes;
+	op.obj.places = places;
+	with = encode(&op);
+	ftest_assert_ok(ferry__gcs_op_decode(with.data, with.size, &got));
+	ftest_assert_ptr_notnull(got.obj.places);
+	for (int i = 0; i < 2; i++) {
+		ftest_assert_uint_eq(got.obj.places[i].offset, places[i].offset);
+		ftest_assert_uint_eq(got.obj.places[i].alloc, places[i].alloc);
+	}
+	ftest_assert_uint_eq(got.obj.metadata_bytes, 24);
+	ferry__gcs_op_release(&got);
+	op.obj.places = unknown; /* all unknown: written as if NULL */
+	without = encode(&op);
+	ftest_assert_uint_eq(without.size + 2 * 16, with.size);
+	ftest_assert_mem_eq(without.data, with.data, without.size);
+	ftest_assert_ok(ferry__gcs_op_decode(without.data, without.size, &got));
+	ftest_assert_ptr_null(got.obj.places);
+	ftest_assert_uint_eq(got.obj.metadata_bytes, 24);
+	ferry__gcs_op_release(&got);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 16, &got), -EPROTO);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 8, &got), -EPROTO);
+	ferry__gcs_buf_fini(&with);
+	/* No locations, yet a place after them: trailing bytes. */
+	op.obj.nlocations = 0;
+	op.obj.locations = NULL;
+	op.obj.places = NULL;
+	ferry__gcs_buf_fini(&without);
+	without = encode(&op);
+	ftest_assert_ptr_notnull(ferry__gcs_buf_grow(&without, 16));
+	memset(without.data + without.size - 16, 1, 16);
+	ftest_assert_errno(ferry__gcs_op_decode(without.data, without.size, &got), -EPROTO);
+	ferry__gcs_buf_fini(&without);
+}
+
+/* Places through the log, a snapshot and the published record: a state built from ops listing
+ * copies out of ID order, one of them moved, replays and restores each place with its copy. */
+FTEST(places_survive_replay_and_snapshots)
+{
+	static const struct ferry_node_id *order[3] = {&n3, &n1, &n2};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD}, rec;
+	struct ferry__gcs_buf scratch = {0};
+	struct ferry__gcs_state *s = open_state(dir());
+	struct ferry__wal_stats st;
+
+	op.obj.id = o1;
+	op.obj.owner_worker = w1;
+	op.obj.owner_node = n1;
+	op.obj.size_bytes = 4096;
+	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
+	for (int i = 0; i < 3; i++) {
+		memset(&op, 0, sizeof(op));
+		op.type = FERRY__GCS_OP_OBJ_ADD_LOCATION;
+		op.obj_location.id = o1;
+		op.obj_location.node = *order[i];
+		op.obj_location.place = (struct ferry_gcs_object_place){order[i]->bytes[1] * 100u,
+									order[i]->bytes[1]};
+		ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
+	}
+	op.obj_location.place = (struct ferry_gcs_object_place){250, 5}; /* n2's copy moved */
+	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
+	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 0);
+	ferry__gcs_state_close(s);
+	for (int round = 0; round < 2; round++) {
+		s = open_state(dir()); /* round 0: the log; round 1: the snapshot */
+		assert_place(s, &o1, &n1, 100, 1);
+		assert_place(s, &o1, &n2, 250, 5);
+		assert_place(s, &o1, &n3, 300, 3);
+		ftest_assert_ok(ferry__gcs_object_op(
+			ferry__objdir_get(ferry__gcs_state_objdir(s), &o1), &scratch, &rec));
+		for (uint32_t i = 0; i < 3; i++) { /* sorted by node, places beside them */
+			ftest_assert_uint_eq(rec.obj.locations[i].bytes[1], i + 1);
+			ftest_assert_uint_eq(rec.obj.places[i].alloc, i == 1 ? 5 : i + 1);
+		}
+		if (round == 0) {
+			ftest_assert_ok(ferry__gcs_state_snapshot(s));
+			ftest_assert_ok(ferry__gcs_state_wait(s));
+			ferry__wal_get_stats(ferry__gcs_state_wal(s), &st);
+			ftest_assert_uint_eq(st.snapshots, 1);
+			ftest_assert_uint_eq(st.segments_deleted, 1); /* the log is gone */
+		}
+		ferry__gcs_state_close(s);
+	}
+	ferry__gcs_buf_fini(&scratch);
 }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "client_test.h"
+#include "plasma/client_arena.h"
 #include "plasma/client_int.h"
 
 #define KIB (1ull << 10)
@@ -21,13 +22,15 @@ struct rec {
 	bool primary;		   /* sealed: primary copy */
 	uint32_t metadata_size;	   /* sealed */
 	uint64_t data_size;	   /* sealed */
+	uint64_t offset;	   /* sealed: where the data lies */
+	uint64_t alloc;		   /* sealed: the placement's id */
 	struct ferry_object_id id; /* the object */
 };
 
 static int rec_fd = -1; /* the store process writes records here */
 
 static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t data_size,
-		    uint32_t metadata_size, bool primary)
+		    uint32_t metadata_size, bool primary, uint64_t offset, uint64_t alloc)
 {
 	struct rec r;
 
@@ -36,6 +39,8 @@ static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t dat
 	r.primary = primary;
 	r.metadata_size = metadata_size;
 	r.data_size = data_size;
+	r.offset = offset;
+	r.alloc = alloc;
 	r.id = *id;
 	/* One write of less than PIPE_BUF: atomic. The test checks what arrives. */
 	if (write(rec_fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
@@ -43,22 +48,22 @@ static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t dat
 }
 
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary)
+		      uint32_t metadata_size, bool primary, uint64_t offset, uint64_t alloc)
 {
 	(void)arg;
-	put_rec(REC_SEALED, id, data_size, metadata_size, primary);
+	put_rec(REC_SEALED, id, data_size, metadata_size, primary, offset, alloc);
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
 	(void)arg;
-	put_rec(REC_REMOVED, id, 0, 0, false);
+	put_rec(REC_REMOVED, id, 0, 0, false, 0, 0);
 }
 
 static void on_miss(void *arg, const struct ferry_object_id *id)
 {
 	(void)arg;
-	put_rec(REC_MISS, id, 0, 0, false);
+	put_rec(REC_MISS, id, 0, 0, false, 0, 0);
 }
 
 /* A store with hooks; the test reads their records from the returned fd. */
@@ -99,7 +104,7 @@ static void expect(int fd, int kind, uint32_t n)
 	ftest_assert_mem_eq(r.id.bytes, id.bytes, sizeof(id.bytes));
 }
 
-static void expect_sealed(int fd, uint32_t n, uint64_t size, uint32_t meta, bool primary)
+static struct rec expect_sealed(int fd, uint32_t n, uint64_t size, uint32_t meta, bool primary)
 {
 	struct rec r = next_rec(fd);
 	struct ferry_object_id id = oid(n);
@@ -109,6 +114,25 @@ static void expect_sealed(int fd, uint32_t n, uint64_t size, uint32_t meta, bool
 	ftest_assert_uint_eq(r.data_size, size);
 	ftest_assert_uint_eq(r.metadata_size, meta);
 	ftest_assert_int_eq(r.primary, primary);
+	return r;
+}
+
+/* The place the hook reported for object @n is where a reader's view finds it. */
+static void expect_place(const struct test_store *t, uint32_t n, const struct rec *r)
+{
+	struct ferry_plasma_client *c = client_connect(t);
+	struct ferry_object_id id = oid(n);
+	struct ferry_plasma_view v;
+	uint64_t offset, alloc;
+
+	ftest_assert_ok(ferry_plasma_client_get(c, &id, 1, 0, &v));
+	ftest_assert_ok(ferry__plasma_client_view_place(c, &v, &offset, &alloc));
+	ftest_assert_uint_eq(offset, r->offset);
+	ftest_assert_uint_eq(alloc, r->alloc);
+	ftest_assert_true(alloc != 0);
+	ftest_assert_ok(ferry_plasma_client_release(c, &v));
+	ftest_assert_errno(ferry__plasma_client_view_place(c, &v, &offset, &alloc), -EINVAL);
+	ferry_plasma_client_disconnect(c);
 }
 
 /* Run @fn in a child process (it must exit 0) and wait for it. */
@@ -146,10 +170,16 @@ FTEST(sealed_hook_sees_every_seal_of_another_process)
 	struct test_store t;
 	int fd = spawn_hooked(&t, 32 * MIB, NULL);
 
+	struct rec r[3];
+
 	in_child(put_small_large_secondary, &t, 10);
-	expect_sealed(fd, 10, 100, 4, true);
-	expect_sealed(fd, 11, 2 * MIB, 4, true);
-	expect_sealed(fd, 12, 300, 0, false);
+	r[0] = expect_sealed(fd, 10, 100, 4, true);
+	r[1] = expect_sealed(fd, 11, 2 * MIB, 4, true);
+	r[2] = expect_sealed(fd, 12, 300, 0, false);
+	for (uint32_t k = 0; k < 3; k++) {
+		expect_place(&t, 10 + k, &r[k]);
+		ftest_assert_true(r[k].alloc != r[(k + 1) % 3].alloc);
+	}
 	store_stop(&t);
 	close(fd);
 }

@@ -94,11 +94,16 @@ FTEST(spill_and_restore_are_byte_exact)
 {
 	static const uint64_t sizes[] = {0, 1, 100, 4096, 65 * KIB, 300 * KIB, 9 * MIB + 3};
 	struct ferry__plasma_store *s = spill_store(16 * MIB, ftest_tmpdir(), 0, 0);
+	uint64_t freed, alloc[FERRY_ARRAY_SIZE(sizes)];
 	struct ferry__plasma_object o;
-	uint64_t freed;
 
-	for (uint32_t n = 0; n < FERRY_ARRAY_SIZE(sizes); n++)
+	for (uint32_t n = 0; n < FERRY_ARRAY_SIZE(sizes); n++) {
 		put_object(s, 0, n, sizes[n], FERRY__PLASMA_F_PRIMARY, NULL);
+		state_of(s, n, &o);
+		alloc[n] = o.alloc;
+		for (uint32_t k = 0; k < n; k++) /* every placement has its own id */
+			ftest_assert_true(alloc[n] != 0 && alloc[n] != alloc[k]);
+	}
 	ftest_assert_int_eq(ferry__plasma_store_spill(s, 64 * MIB, &freed), 7);
 	ftest_assert_uint_eq(stats(s).allocated_bytes, 0);
 	ftest_assert_uint_eq(stats(s).spilled_objects, 7);
@@ -112,6 +117,13 @@ FTEST(spill_and_restore_are_byte_exact)
 	}
 	for (uint32_t n = FERRY_ARRAY_SIZE(sizes); n-- > 0;)
 		check_object(s, n);
+	/* Read back to new memory under the same entry and generation: a new placement id, so a
+	 * peer that READ the old offset cannot take those bytes for the object's. */
+	for (uint32_t n = 0; n < FERRY_ARRAY_SIZE(sizes); n++) {
+		state_of(s, n, &o);
+		for (uint32_t k = 0; k < FERRY_ARRAY_SIZE(sizes); k++)
+			ftest_assert_true(o.alloc != 0 && o.alloc != alloc[k]);
+	}
 	ftest_assert_uint_eq(stats(s).restored_objects, 7);
 	ftest_assert_uint_eq(stats(s).spilled_objects, 0);
 	ftest_assert_uint_eq(stats(s).spill_files, 0); /* its last object came back */
