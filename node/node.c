@@ -63,6 +63,7 @@ enum dir_kind {
 	DIR_SEALED = 1,	 /* a primary copy sealed: object_add + add_location */
 	DIR_REMOVED = 2, /* a copy left: remove_location */
 	DIR_COPY = 3,	 /* a secondary (pulled) copy sealed: add_location */
+	DIR_MOVED = 4,	 /* a listed copy read back from spill: add_location (its new place) */
 };
 
 struct dir_item {
@@ -222,6 +223,16 @@ static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data
 {
 	/* The place lets a puller READ the bytes while its pin request is out (RDMA). */
 	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size, metadata_size,
+		(struct ferry_gcs_object_place){.offset = offset, .alloc = alloc});
+}
+
+/* The directory's place for the copy would name memory it left: pullers reading ahead would
+ * READ twice (objmgr_rdma.c). Not taken back with a removal, unlike a new copy: the copy was
+ * listed before it moved. */
+static void on_moved(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+		     uint32_t metadata_size, uint64_t offset, uint64_t alloc)
+{
+	enqueue(arg, DIR_MOVED, id, data_size, metadata_size,
 		(struct ferry_gcs_object_place){.offset = offset, .alloc = alloc});
 }
 
@@ -518,6 +529,7 @@ static int start_store(struct ferry__node *node)
 	so.store_flags = node->opts.store_flags;
 	so.on_miss = on_miss;
 	so.on_sealed = on_sealed;
+	so.on_moved = on_moved;
 	so.on_removed = on_removed;
 	so.hook_arg = node;
 	return ferry__plasma_server_start_new(&so, &node->store);

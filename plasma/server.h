@@ -19,6 +19,8 @@
  *    between its seal and that notice is caught when its connection closes). @offset and
  *    @alloc say where its bytes lie (the data's arena offset and the placement's id, which a
  *    restore from spill changes: layout.h), for peers that read them one-sided.
+ *  - on_moved: a sealed object reported by on_sealed was read back from spill to new memory:
+ *    its new @offset and @alloc (the old ones name memory it left).
  *  - on_removed: a sealed object left the store (deleted, or a secondary copy evicted), after
  *    its on_sealed. Spilling and restoring are not removals; aborts of unsealed objects are
  *    not reported. An object deleted before the store heard of its seal gets neither call.
@@ -50,7 +52,9 @@ struct ferry__plasma_server_opts {
 			  uint32_t metadata_size, bool primary, uint64_t offset,
 			  uint64_t alloc);				 /* see above */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* see above */
-	void *hook_arg;							 /* for the hooks */
+	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+			 uint32_t metadata_size, uint64_t offset, uint64_t alloc); /* see above */
+	void *hook_arg;		/* for the hooks */
 	uint32_t miss_quiet_ms; /* on_miss episode ends this long after its last wait; 0: 1000 */
 };
 

@@ -93,6 +93,7 @@ int ferry__plasma_events_init(struct ferry__plasma_server *srv,
 	srv->on_miss = o->on_miss;
 	srv->on_sealed = o->on_sealed;
 	srv->on_removed = o->on_removed;
+	srv->on_moved = o->on_moved;
 	srv->hook_arg = o->hook_arg;
 	srv->miss_quiet_ms = o->miss_quiet_ms ? o->miss_quiet_ms : DEFAULT_MISS_QUIET_MS;
 	ferry__hashmap_init(&srv->missing, sizeof(struct ferry_object_id),
@@ -167,6 +168,19 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->offset,
 			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->alloc);
 	emit(srv, FERRY__WIRE_PLASMA_EVENT_KIND_SEALED, id, o);
+}
+
+void ferry__plasma_events_moved(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen)
+{
+	struct ferry_object_id id;
+	struct ferry__plasma_object o;
+
+	/* Only a copy whose seal went out has a place someone may hold. */
+	if (!srv->on_moved || !srv->announced || srv->announced[index] != gen ||
+	    ferry__plasma_index_read(srv->ix, index, &o) != FERRY__PLASMA_SEALED || o.gen != gen)
+		return;
+	ferry__plasma_index_read_id(srv->ix, index, &id);
+	srv->on_moved(srv->hook_arg, &id, o.data_size, o.metadata_size, o.offset, o.alloc);
 }
 
 void ferry__plasma_events_removed(void *arg, uint32_t index, uint32_t gen, bool evicted)

@@ -123,7 +123,9 @@ struct ferry__plasma_server {
 			  uint32_t metadata_size, bool primary, uint64_t offset,
 			  uint64_t alloc);				 /* hook or NULL */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
-	void *hook_arg;							 /* for the hooks */
+	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+			 uint32_t metadata_size, uint64_t offset, uint64_t alloc); /* or NULL */
+	void *hook_arg;		       /* for the hooks */
 	uint32_t *announced;	       /* per entry: generation whose seal was reported */
 	uint32_t announce_refs;	       /* hooks (1) + subscribers: > 0, every sealer notifies */
 	struct ferry__hashmap missing; /* ObjectID -> struct ferry__plasma_miss */
@@ -204,6 +206,8 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 				 const struct ferry_object_id *id);
 /* The store's on_removed hook (arg: the server). */
 void ferry__plasma_events_removed(void *arg, uint32_t index, uint32_t gen, bool evicted);
+/* Entry @index (generation @gen) was read back from spill: on_moved, if its seal was reported. */
+void ferry__plasma_events_moved(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen);
 /* Client slot @slot is going away: report seals it made whose notice never came. */
 void ferry__plasma_events_client_gone(struct ferry__plasma_server *srv, uint32_t slot);
 /* A parked wait wants @it, which is absent: report the miss unless already reported. */

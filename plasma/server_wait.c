@@ -88,6 +88,8 @@ static int try_item(struct ferry__plasma_wait *w, struct ferry__plasma_wait_item
 		r = ferry__plasma_store_restore(c->srv->store, o.index, o.gen);
 		if (r < 0 && r != -ENOENT)
 			return r;
+		if (r == 0) /* new memory: whoever holds the old place must learn the new one */
+			ferry__plasma_events_moved(c->srv, o.index, o.gen);
 	}
 	r = ferry__plasma_pin_for(c, &it->id, &it->obj);
 	/* Absent, being created, or changing: it may still come. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "plasma/client_arena.h"
 #include "plasma/server.h"
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
@@ -247,6 +248,66 @@ FTEST(local_get_pulls)
 	ftest_assert_ok(ferry_plasma_client_release(cb, &v));
 	ferry_plasma_client_disconnect(cb);
 	tt_check(ferry__node_socket(b), &id, 100000, 12);
+	tt_cluster_stop(&t);
+}
+
+/* The directory's place of @id's only copy, once it is not @not (alloc): 10 s at most. */
+static struct ferry_gcs_object_place listed_place(struct ferry_gcs_client *c,
+						  const struct ferry_object_id *id, uint64_t not )
+{
+	struct ferry_gcs_object_place p = {0, 0};
+
+	for (int i = 0; i < 1000; i++) {
+		struct ferry_gcs_object_info info;
+
+		int ret = ferry_gcs_object_lookup(c, id, &info);
+
+		if (ret != -ENOENT) { /* not listed yet */
+			ftest_assert_ok(ret);
+			if (info.nlocations == 1 && info.places)
+				p = info.places[0];
+			ferry_gcs_free(info.locations);
+		}
+		if (p.alloc && p.alloc != not )
+			return p;
+		usleep(10000);
+	}
+	FTEST__FAIL("the directory never listed a new place for the copy");
+}
+
+/*
+ * The directory lists where a copy lies in its store (RDMA pullers READ there before the
+ * source answers), and follows it: a primary spilled and read back to new memory is listed
+ * at its new place, with a new placement id, where the store's own view finds it.
+ */
+FTEST(a_copy_read_back_from_spill_is_listed_at_its_new_place)
+{
+	struct ferry_gcs_object_place before, after;
+	struct ferry_plasma_client *pc = NULL;
+	struct ferry_gcs_client *c;
+	struct ferry_plasma_view v;
+	struct ferry_object_id id;
+	uint64_t offset, alloc, freed;
+	struct tt_cluster t;
+
+	tt_node_spill_dir = ftest_tmpdir();
+	t = tt_cluster_start(1, 32, true, 0);
+	tt_node_spill_dir = NULL;
+	c = tt_cluster_client(&t);
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(t.node[0]), &id, 1u << 20, 61);
+	before = listed_place(c, &id, 0);
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(t.node[0]), NULL, &pc));
+	ftest_assert_int_ge(ferry_plasma_client_evict(pc, 32u << 20, &freed), 1); /* spilled */
+	ftest_assert_ok(ferry_plasma_client_get(pc, &id, 1, 10000, &v));	  /* read back */
+	ftest_assert_ok(ferry__plasma_client_view_place(pc, &v, &offset, &alloc));
+	ftest_assert_true(alloc != before.alloc);
+	after = listed_place(c, &id, before.alloc);
+	ftest_assert_uint_eq(after.alloc, alloc);
+	ftest_assert_uint_eq(after.offset, offset);
+	ftest_assert_ok(ferry_plasma_client_release(pc, &v));
+	ferry_plasma_client_disconnect(pc);
+	tt_check(ferry__node_socket(t.node[0]), &id, 1u << 20, 61);
 	tt_cluster_stop(&t);
 }
 

@@ -135,6 +135,7 @@ struct ferry__node *tt_node_start(uint16_t gcs_port, unsigned memory_mib, bool n
 uint32_t tt_node_spin_us;
 uint32_t tt_node_copy_batch_us;
 uint32_t tt_node_notice_hold_ms;
+const char *tt_node_spill_dir;
 
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
@@ -160,6 +161,7 @@ struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, boo
 	o.spin_us = tt_node_spin_us;
 	o.copy_batch_us = tt_node_copy_batch_us;
 	o.notice_hold_ms = tt_node_notice_hold_ms;
+	o.spill_dir = tt_node_spill_dir;
 	ftest_assert_ok(ferry__node_start(&o, &node));
 	return node;
 }

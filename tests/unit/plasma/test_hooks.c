@@ -15,7 +15,7 @@
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
 
-enum { REC_SEALED = 1, REC_REMOVED, REC_MISS };
+enum { REC_SEALED = 1, REC_REMOVED, REC_MISS, REC_MOVED };
 
 struct rec {
 	uint8_t kind;		   /* REC_* */
@@ -54,6 +54,13 @@ static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data
 	put_rec(REC_SEALED, id, data_size, metadata_size, primary, offset, alloc);
 }
 
+static void on_moved(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+		     uint32_t metadata_size, uint64_t offset, uint64_t alloc)
+{
+	(void)arg;
+	put_rec(REC_MOVED, id, data_size, metadata_size, true, offset, alloc);
+}
+
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
 	(void)arg;
@@ -75,6 +82,7 @@ static int spawn_hooked(struct test_store *t, uint64_t memory, const char *spill
 		.spill_dir = spill_dir,
 		.on_sealed = on_sealed,
 		.on_removed = on_removed,
+		.on_moved = on_moved,
 		.on_miss = on_miss,
 		.miss_quiet_ms = 600000, /* no episode ends by time in these tests */
 	};
@@ -95,13 +103,14 @@ static struct rec next_rec(int fd)
 	return r;
 }
 
-static void expect(int fd, int kind, uint32_t n)
+static struct rec expect(int fd, int kind, uint32_t n)
 {
 	struct rec r = next_rec(fd);
 	struct ferry_object_id id = oid(n);
 
 	ftest_assert_int_eq(r.kind, kind);
 	ftest_assert_mem_eq(r.id.bytes, id.bytes, sizeof(id.bytes));
+	return r;
 }
 
 static struct rec expect_sealed(int fd, uint32_t n, uint64_t size, uint32_t meta, bool primary)
@@ -210,10 +219,15 @@ FTEST(a_seal_whose_notice_never_came_is_reported_when_its_client_goes)
 	close(fd);
 }
 
+/*
+ * A spill is not a removal; the read back is a move (on_moved: the new place, a new placement
+ * id, where a reader's view finds it).
+ */
 FTEST(removed_hook_for_deletes_and_evictions_not_spills)
 {
 	struct test_store t;
 	int fd = spawn_hooked(&t, 16 * MIB, ftest_tmpdir());
+	struct rec sealed3, moved3;
 	struct ferry_plasma_client *c;
 	struct ferry_object_id id = oid(2);
 	struct ferry_plasma_stats st;
@@ -229,7 +243,7 @@ FTEST(removed_hook_for_deletes_and_evictions_not_spills)
 	client_put(c, 3, 4 * MIB);
 	expect(fd, REC_SEALED, 1);
 	expect(fd, REC_SEALED, 2);
-	expect(fd, REC_SEALED, 3);
+	sealed3 = expect(fd, REC_SEALED, 3);
 	id = oid(1);
 	ftest_assert_ok(ferry_plasma_client_delete(c, &id, 1, &status));
 	ftest_assert_ok(status);
@@ -240,6 +254,10 @@ FTEST(removed_hook_for_deletes_and_evictions_not_spills)
 	ftest_assert_uint_ge(st.spilled_objects, 1);
 	expect(fd, REC_REMOVED, 2);
 	client_check(c, 3, 4 * MIB, 0); /* restored */
+	moved3 = expect(fd, REC_MOVED, 3);
+	ftest_assert_uint_eq(moved3.data_size, 4 * MIB);
+	ftest_assert_true(moved3.alloc != sealed3.alloc);
+	expect_place(&t, 3, &moved3);
 	id = oid(3);
 	ftest_assert_ok(ferry_plasma_client_delete(c, &id, 1, &status));
 	expect(fd, REC_REMOVED, 3);
