@@ -987,8 +987,10 @@ static int spin_poll(void *arg, bool sleeping)
 	if (!r->ctx || r->shut)
 		return 0;
 	n = ferry__rdma_poll(r->ctx, sleeping);
-	if (n < 0)
+	/* Once per episode: a spinning loop would log it on every pass. */
+	if (n < 0 && !r->cq_failing)
 		FLOG_ERROR(COMP, "RDMA completion queue failed: %s", strerror(-n));
+	r->cq_failing = n < 0;
 	if (n != 0)
 		drive(r); /* endpoints the completions failed, deadlines, the tick */
 	return n;
@@ -1035,6 +1037,9 @@ static int arm_polls(struct ferry__objmgr_rdma *r)
 
 int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 {
+	/* A spinning loop polls the CQ itself, so only it may arm the event: the two go together
+	 * (an unarmed CQ with nobody polling it would never wake the loop). */
+	bool loop_polls = om->opts.spin_us > 0;
 	struct ferry__rdma_ctx_opts o = {0};
 	struct ferry__objmgr_rdma *r;
 	void *base;
@@ -1058,7 +1063,7 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	o.op_timeout_ms = om->opts.timeout_ms;
 	o.max_reads = 2 * om->opts.rdma_depth;
 	o.busy_poll = om->opts.rdma_busy_poll;
-	o.caller_arms = om->opts.spin_us > 0; /* the loop polls the CQ while it spins */
+	o.caller_arms = loop_polls;
 	ret = ferry__rdma_ctx_create(&o, &r->ctx);
 	if (ret < 0)
 		return ret; /* the caller logs: -ENODEV is expected where there is no device */
@@ -1074,7 +1079,7 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	r->tick.cb = on_tick;
 	r->sweep.data = r;
 	ret = arm_polls(r);
-	if (ret == 0 && om->opts.spin_us)
+	if (ret == 0 && loop_polls)
 		ferry__loop_set_poller(om->loop, spin_poll, r);
 	if (ret == 0)
 		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000,

@@ -96,6 +96,7 @@ struct ferry__objmgr_rdma {
 	bool driving;			       /* inside drive() */
 	bool again;			       /* drive once more */
 	bool shut;			       /* shutdown began */
+	bool cq_failing;		       /* the spin poll's CQ error is logged */
 	struct ferry__objmgr_peer_set peers;   /* outgoing endpoints */
 	struct rserve *served;		       /* accepted endpoints */
 	uint64_t next_gen;		       /* of the next rpeer */
