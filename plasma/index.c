@@ -102,7 +102,9 @@ int ferry__plasma_index_format(void *region, uint64_t size,
 {
 	struct ferry__plasma_header *h = region;
 	struct ferry__plasma_client *store;
+	struct ferry_object_id seed;
 	struct layout l;
+	uint64_t seq;
 	int r;
 
 	r = compute_layout(p, &l);
@@ -135,6 +137,13 @@ int ferry__plasma_index_format(void *region, uint64_t size,
 	r = init_writer_lock(&h->writer_lock);
 	if (r < 0)
 		return r;
+	/* Placement ids start at random: a store started again (on the same address, with the
+	 * directory still listing the old one's places) must not hand out ids the old one gave,
+	 * which a puller reading ahead would take for the places it read (objmgr_rdma.c). Half the
+	 * range: 2^63 ids to go before a wrap. */
+	ferry_object_id_random(&seed);
+	memcpy(&seq, seed.bytes, sizeof(seq));
+	atomic_store(&h->alloc_seq, seq >> 1);
 	store = (struct ferry__plasma_client *)(void *)((uint8_t *)region + l.clients);
 	store->pid = store_pid;
 	atomic_store(&store->state, FERRY__PLASMA_CLIENT_LIVE);
