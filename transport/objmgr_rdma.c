@@ -589,11 +589,11 @@ static void big_probed(struct rfetch *f, int status)
 
 	b->probed = true;
 	b->probe_status = status;
-	if (b->read_ahead ? b->ahead_ended : b->created) {
-		if (b->read_ahead)
+	if (b->read_ahead) {
+		if (b->ahead_ended)
 			ahead_go(b);
-		else
-			big_go(b);
+	} else if (b->created) {
+		big_go(b);
 	}
 }
 
