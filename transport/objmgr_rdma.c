@@ -173,7 +173,8 @@ static int fetch_go(struct ferry__objmgr_step *s)
 				       f->om->opts.rdma_chunk_bytes, f->om->opts.rdma_depth,
 				       read_done, f);
 		f->reading = ret == 0;
-		return ret;
+		/* An endpoint that broke after the reply: the puller's errors say so as a reset. */
+		return ret == -ENOTCONN ? -ECONNRESET : ret;
 	case STEP_DONE:
 		ret = send_done(r, peer->ep, f->xfer);
 		fetch_finish(f, ret);
@@ -573,6 +574,16 @@ static void ahead_go(struct rbig *b)
 	else
 		om->stats.read_ahead_missed++;
 	pthread_mutex_unlock(&om->lock);
+	if (b->ahead_status < 0 && b->probe_status == 0) {
+		/* A failed READ (the endpoint is torn down, or its deadline passed): this source's
+		 * attempt ends as after any failed READ, the pin released if its endpoint still
+		 * stands; a READ again there could not work. */
+		if (!f->inline_all)
+			done_on_pin_endpoint(om->rdma, f->ip, f->port, f->gen, f->xfer);
+		count_early(om, false);
+		big_end(b, b->ahead_status);
+		return;
+	}
 	if (!kept) {
 		big_go(b);
 		return;

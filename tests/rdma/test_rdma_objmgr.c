@@ -206,7 +206,9 @@ static struct ferry_gcs_object_place cached_place(struct ferry__objmgr *om,
  */
 FTEST(large_pulls_read_ahead_of_the_reply)
 {
-	struct ferry_object_id w, x, y, z, other;
+	struct ferry_object_id w, x, y, z, other, u, v, l, n;
+	struct ferry__objmgr_result res;
+	struct ferry__objmgr_stats st;
 	struct ferry_gcs_object_place px, pother;
 	struct ferry_gcs_client *c;
 	struct ferry__node *a, *b;
@@ -215,8 +217,9 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	struct tt_cluster t;
 
 	rt_require_device();
-	t = rdma_cluster(2, 128); /* the puller's chunk (arena / 16) holds a 1 MiB copy */
-	a = t.node[0], b = t.node[1];
+	t = rdma_cluster(1, 128);
+	a = t.node[0];
+	b = tt_cluster_add(&t, 128, 3000); /* its chunk (arena / 16) holds a 1 MiB copy */
 	om = ferry__node_objmgr(b);
 	c = tt_cluster_client(&t);
 	tt_warm_cache(om, ferry__node_socket(a), c);
@@ -225,11 +228,19 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	ferry_object_id_random(&y);
 	ferry_object_id_random(&z);
 	ferry_object_id_random(&other);
+	ferry_object_id_random(&u);
+	ferry_object_id_random(&v);
+	ferry_object_id_random(&l);
+	ferry_object_id_random(&n);
 	tt_put(ferry__node_socket(a), &w, 1u << 20, 51);
 	tt_put(ferry__node_socket(a), &x, 1u << 20, 52);
 	tt_put(ferry__node_socket(a), &y, 1u << 20, 53);
 	tt_put(ferry__node_socket(a), &z, 1u << 20, 54);
 	tt_put(ferry__node_socket(a), &other, 1u << 20, 55);
+	tt_put(ferry__node_socket(a), &u, 1u << 20, 56);
+	tt_put(ferry__node_socket(a), &v, 1u << 20, 57);
+	tt_put(ferry__node_socket(a), &l, 1u << 20, 58);
+	tt_put(ferry__node_socket(a), &n, 1u << 20, 59);
 	px = cached_place(om, &x);
 	pother = cached_place(om, &other);
 	ftest_assert_true(px.alloc != 0 && pother.alloc != 0 && px.alloc != pother.alloc);
@@ -269,6 +280,29 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	freed_once_deleted(a, &z);
 	ferry__objmgr_place_hook = NULL;
 	tt_check(ferry__node_socket(a), &other, 1u << 20, 55); /* only read, never written */
+	/* A READ ahead that fails ends this source's attempt as any failed READ does: with no
+	 * other location, -ECONNRESET; no copy or admission left, the pin released. */
+	(void)cached_place(om, &u);
+	st = tt_stats(b);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_FAIL_READ, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(om, &u, &res), -ECONNRESET);
+	ftest_assert_uint_eq(tt_stats(b).read_ahead_missed, st.read_ahead_missed + 1);
+	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &u), 0);
+	freed_once_deleted(a, &u);
+	/* One whose completion never comes: the deadline ends it (the endpoint goes, so the READ
+	 * stops) with -ETIMEDOUT, nothing left behind; then the next pull works. */
+	pl = tt_pull_cached(c, a, b, &l); /* an endpoint that knows the arena again */
+	tt_check(ferry__node_socket(b), &l, 1u << 20, 58);
+	(void)cached_place(om, &v);
+	st = tt_stats(b);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_DROP_READ, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(om, &v, NULL), -ETIMEDOUT);
+	ftest_assert_uint_eq(tt_stats(b).read_ahead_missed, st.read_ahead_missed + 1);
+	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &v), 0);
+	pl = tt_pull_cached(c, a, b, &n);
+	tt_check(ferry__node_socket(b), &n, 1u << 20, 59);
 	tt_cluster_stop(&t);
 }
 
