@@ -431,7 +431,9 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
  * soft-RoCE VM). A failed probe or create, sizes other than the directory's (a record written
  * without the metadata size), an inline reply, a failed READ or seal: the pin is released and
  * the pull goes to a pull thread as from the fast path (which aborts the copy first and goes
- * on from the attempt's result, or tries the location afresh).
+ * on from the attempt's result, or tries the location afresh). With the copy's place known
+ * and the copy creatable from the client's chunk, the loop creates it itself and READs ahead
+ * of the reply (big_begin, and DESIGN above): no pull thread at all.
  */
 struct rbig {
 	struct rfetch f;		     /* the probe, then the READ (first: on_done's) */
