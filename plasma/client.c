@@ -686,6 +686,6 @@ int ferry__plasma_client_view_place(const struct ferry_plasma_client *c,
 	/* The view's pin keeps the entry sealed where it is: neither field can change under us
 	 * (the pin's acquire made the writer's stores visible). */
 	*offset = (uint64_t)((const uint8_t *)view->data - c->arena.base);
-	*alloc = c->ix.ext[view->handle_index].alloc;
+	*alloc = ferry__plasma_index_alloc(&c->ix, view->handle_index);
 	return 0;
 }

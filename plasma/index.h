@@ -88,7 +88,6 @@ struct ferry__plasma_object {
 	uint32_t metadata_size; /* metadata bytes, at data + data_size */
 	uint32_t index;		/* entry slot */
 	uint32_t gen;		/* entry generation */
-	uint64_t alloc;		/* the placement's id (layout.h: entry_ext.alloc) */
 	uint16_t owner;		/* creator's client slot */
 	uint8_t flags;		/* FERRY__PLASMA_F_* */
 	uint8_t state;		/* enum ferry__plasma_state when it was read */
@@ -194,6 +193,16 @@ int ferry__plasma_index_find(const struct ferry__plasma_index *ix, const struct 
  * the entry cannot change: store only). */
 void ferry__plasma_index_read_id(const struct ferry__plasma_index *ix, uint32_t index,
 				 struct ferry_object_id *out);
+
+/* ferry__plasma_index_alloc() - entry @index's placement id (layout.h: entry_ext.alloc).
+ * Not in struct ferry__plasma_object: it lies on another cache line than the entry, which
+ * every get would then touch; read it only where a placement is named (meaningful while the
+ * entry is pinned, or sealed for the store). */
+static inline uint64_t ferry__plasma_index_alloc(const struct ferry__plasma_index *ix,
+						 uint32_t index)
+{
+	return ix->ext[index & ix->mask].alloc;
+}
 
 /* ferry__plasma_index_read() - entry @index into @out (fields valid from CREATING on).
  * Returns its state (>= 0). */

@@ -62,7 +62,6 @@ static inline void fill(const struct ferry__plasma_index *ix, uint32_t i, uint64
 		.metadata_size = e->metadata_size,
 		.index = i,
 		.gen = ferry__plasma_word_gen(w),
-		.alloc = ix->ext[i].alloc,
 		.owner = (uint16_t)ferry__plasma_word_owner(w),
 		.flags = (uint8_t)ferry__plasma_word_flags(w),
 		.state = (uint8_t)ferry__plasma_word_state(w),

@@ -166,7 +166,9 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0,
 			       /* a spilled object's offset means nothing */
 			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->offset,
-			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->alloc);
+			       o->state == FERRY__PLASMA_SPILLED
+				       ? 0
+				       : ferry__plasma_index_alloc(srv->ix, o->index));
 	emit(srv, FERRY__WIRE_PLASMA_EVENT_KIND_SEALED, id, o);
 }
 
@@ -180,7 +182,8 @@ void ferry__plasma_events_moved(struct ferry__plasma_server *srv, uint32_t index
 	    ferry__plasma_index_read(srv->ix, index, &o) != FERRY__PLASMA_SEALED || o.gen != gen)
 		return;
 	ferry__plasma_index_read_id(srv->ix, index, &id);
-	srv->on_moved(srv->hook_arg, &id, o.data_size, o.metadata_size, o.offset, o.alloc);
+	srv->on_moved(srv->hook_arg, &id, o.data_size, o.metadata_size, o.offset,
+		      ferry__plasma_index_alloc(srv->ix, index));
 }
 
 void ferry__plasma_events_removed(void *arg, uint32_t index, uint32_t gen, bool evicted)

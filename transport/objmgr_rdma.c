@@ -441,7 +441,6 @@ struct rbig {
 	struct ferry__objmgr_sizes sizes;    /* the directory's: the copy is made with them */
 	struct ferry_gcs_object_place place; /* the directory's, of this copy; 0/0: unknown */
 	uint8_t *dst;			     /* the copy; NULL: none */
-	uint64_t ahead_addr;		     /* where the READ ahead read from */
 	int create_status;		     /* the pull thread's admit + create (0: admitted) */
 	int probe_status;		     /* the probe's end */
 	int ahead_status;		     /* the READ ahead's end */
@@ -451,16 +450,19 @@ struct rbig {
 	bool ahead_ended;		     /* ahead_status is in */
 };
 
+/* One more in counter @yes of om->stats if @kept, else in @no. */
+static void count_either(struct ferry__objmgr *om, bool kept, uint64_t *yes, uint64_t *no)
+{
+	pthread_mutex_lock(&om->lock);
+	(*(kept ? yes : no))++;
+	pthread_mutex_unlock(&om->lock);
+}
+
 /* A copy created before the probe's reply came: kept (the reply confirmed the sizes it was made
  * with) or discarded. */
 static void count_early(struct ferry__objmgr *om, bool kept)
 {
-	pthread_mutex_lock(&om->lock);
-	if (kept)
-		om->stats.early_copies++;
-	else
-		om->stats.early_discarded++;
-	pthread_mutex_unlock(&om->lock);
+	count_either(om, kept, &om->stats.early_copies, &om->stats.early_discarded);
 }
 
 /* Does probe @f's reply (status @status) pin an object of exactly @sizes? */
@@ -471,17 +473,24 @@ static bool reply_fits(const struct rfetch *f, int status, const struct ferry__o
 }
 
 /* Admit and create @id's copy from the directory's @sizes, its metadata left to be written
- * from the reply (a pull thread). 0 and *@dst (admitted), or the error (nothing admitted). */
+ * from the reply. A pull thread may wait for admission and the store; the loop (@on_loop)
+ * never does: it is told no instead (-EAGAIN, or -ENOBUFS when only the store could make the
+ * copy). 0 and *@dst (admitted), or the error (nothing admitted). */
 static int create_early(struct ferry__objmgr *om, const struct ferry_object_id *id,
-			const struct ferry__objmgr_sizes *sizes, void **dst)
+			const struct ferry__objmgr_sizes *sizes, bool on_loop, void **dst)
 {
 	uint64_t total = sizes->data + sizes->metadata;
-	int ret = ferry__objmgr_admit(om, total); /* -ECANCELED when stopping */
+	int ret = on_loop ? ferry__objmgr_try_admit(om, total)
+			  : ferry__objmgr_admit(om, total); /* -ECANCELED when stopping */
 
 	if (ret < 0)
 		return ret;
-	ret = ferry_plasma_client_create_ex(om->store, id, sizes->data, NULL, sizes->metadata,
-					    FERRY_PLASMA_CREATE_SECONDARY, dst);
+	ret = on_loop ? ferry__plasma_client_create_small(om->store, id, sizes->data, NULL,
+							  sizes->metadata,
+							  FERRY_PLASMA_CREATE_SECONDARY, dst)
+		      : ferry_plasma_client_create_ex(om->store, id, sizes->data, NULL,
+						      sizes->metadata,
+						      FERRY_PLASMA_CREATE_SECONDARY, dst);
 	if (ret < 0)
 		ferry__objmgr_unadmit(om, total);
 	return ret;
@@ -516,11 +525,33 @@ static void big_read_done(struct rfetch *f, int status)
 	done_on_pin_endpoint(r, ip, port, gen, xfer);
 }
 
+/* This source's attempt ends with @st: the pin released if the probe took one (over its own
+ * endpoint, if that still stands), an early copy counted as discarded. */
+static void big_fail(struct rbig *b, int st)
+{
+	struct rfetch *f = &b->f;
+
+	if (b->probe_status == 0 && !f->inline_all)
+		done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
+	if (b->dst)
+		count_early(f->om, false);
+	big_end(b, st);
+}
+
+/* The reply confirmed the sizes the copy was made with: it is kept, its metadata the reply's. */
+static void big_keep_copy(struct rbig *b)
+{
+	struct rfetch *f = &b->f;
+
+	count_early(f->om, true);
+	if (f->metadata_size)
+		memcpy(b->dst + f->data_size, f->metadata, f->metadata_size);
+}
+
 /* Both the probe and the create ended: READ, or end. */
 static void big_go(struct rbig *b)
 {
 	struct rfetch *f = &b->f;
-	bool pinned = b->probe_status == 0 && !f->inline_all;
 	int st = b->probe_status;
 
 	if (st == 0 && (b->create_status < 0 || !reply_fits(f, st, &b->sizes))) {
@@ -535,16 +566,10 @@ static void big_go(struct rbig *b)
 		st = FERRY__OBJMGR_FAST_RETRY; /* pull_from() goes to TCP after these */
 	}
 	if (st != 0) {
-		if (pinned)
-			done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
-		if (b->dst)
-			count_early(f->om, false);
-		big_end(b, st);
+		big_fail(b, st);
 		return;
 	}
-	count_early(f->om, true);
-	if (f->metadata_size)
-		memcpy(b->dst + f->data_size, f->metadata, f->metadata_size);
+	big_keep_copy(b);
 	/* The same rfetch READs now, over the endpoint that took the pin (qp 0, its gen). */
 	f->step = STEP_READ;
 	f->qp = 0;
@@ -567,32 +592,21 @@ static void ahead_go(struct rbig *b)
 	struct rfetch *f = &b->f;
 	struct ferry__objmgr *om = f->om;
 	bool kept = b->ahead_status == 0 && reply_fits(f, b->probe_status, &b->sizes) &&
-		    f->alloc == b->place.alloc && f->raddr == b->ahead_addr &&
+		    f->alloc == b->place.alloc && f->raddr == b->ahead.raddr &&
 		    f->rkey == b->ahead.rkey;
 
-	pthread_mutex_lock(&om->lock);
-	if (kept)
-		om->stats.read_ahead_kept++;
-	else
-		om->stats.read_ahead_missed++;
-	pthread_mutex_unlock(&om->lock);
+	count_either(om, kept, &om->stats.read_ahead_kept, &om->stats.read_ahead_missed);
 	if (b->ahead_status < 0 && b->probe_status == 0) {
 		/* A failed READ (the endpoint is torn down, or its deadline passed): this source's
-		 * attempt ends as after any failed READ, the pin released if its endpoint still
-		 * stands; a READ again there could not work. */
-		if (!f->inline_all)
-			done_on_pin_endpoint(om->rdma, f->ip, f->port, f->gen, f->xfer);
-		count_early(om, false);
-		big_end(b, b->ahead_status);
+		 * attempt ends as after any failed READ; a READ again there could not work. */
+		big_fail(b, b->ahead_status);
 		return;
 	}
 	if (!kept) {
 		big_go(b);
 		return;
 	}
-	count_early(om, true);
-	if (f->metadata_size)
-		memcpy(b->dst + f->data_size, f->metadata, f->metadata_size);
+	big_keep_copy(b);
 	big_read_done(f, 0);
 }
 
@@ -620,28 +634,6 @@ static void ahead_done(struct rfetch *f, int status)
 		ahead_go(b);
 }
 
-/* Admit and create the copy on the loop: only from the client's chunk (no store round trip,
- * which may block). 0 (b->dst set), or -errno (nothing admitted or created). */
-static int create_on_loop(struct rbig *b)
-{
-	struct ferry__objmgr *om = b->f.om;
-	uint64_t total = b->sizes.data + b->sizes.metadata;
-	void *dst;
-	int ret = ferry__objmgr_try_admit(om, total);
-
-	if (ret < 0)
-		return ret;
-	ret = ferry__plasma_client_create_small(om->store, &b->f.id, b->sizes.data, NULL,
-						b->sizes.metadata, FERRY_PLASMA_CREATE_SECONDARY,
-						&dst);
-	if (ret < 0) {
-		ferry__objmgr_unadmit(om, total);
-		return ret;
-	}
-	b->dst = dst;
-	return 0;
-}
-
 /*
  * A large pull whose place the directory has, on the loop: with the endpoint up (its first
  * reply told us the server's arena and key) and the copy made from the chunk, the READ goes
@@ -655,10 +647,12 @@ static void big_begin(void *arg, int status)
 	struct ferry__objmgr *om = b->f.om;
 	struct ferry__objmgr_rdma *r = om->rdma;
 	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, b->f.ip, b->f.port, 0);
+	void *dst;
 
-	if (peer && peer->base.up && peer->ep && peer->rbase && create_on_loop(b) == 0) {
+	if (peer && peer->base.up && peer->ep && peer->rbase &&
+	    create_early(om, &b->f.id, &b->sizes, true, &dst) == 0) {
 		b->f.owner->big = NULL; /* no pull thread creates it */
-		b->created = true;
+		b->dst = dst;
 		b->read_ahead = true;
 		b->ahead = (struct rfetch){
 			.om = om,
@@ -674,7 +668,6 @@ static void big_begin(void *arg, int status)
 			.owner = b->f.owner,
 		};
 		memcpy(b->ahead.ip, b->f.ip, sizeof(b->ahead.ip));
-		b->ahead_addr = b->ahead.raddr;
 		fetch_start(&b->f, 0);
 		fetch_start(&b->ahead, 0);
 		return;
@@ -741,7 +734,7 @@ void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmg
 	int ret;
 
 	p->big = NULL; /* the loop may hand the pull over to a pull thread later */
-	ret = create_early(om, &p->id, &b->sizes, &dst);
+	ret = create_early(om, &p->id, &b->sizes, false, &dst);
 	b->dst = ret == 0 ? dst : NULL;
 	b->create_status = ret;
 	/* The loop runs until this pull ends (it holds a fast_pulls count), so only memory for
@@ -884,7 +877,7 @@ static void *probe_and_create(struct ferry__objmgr *om, struct rfetch *probe,
 	probe->om = om;
 	posted = ferry__objmgr_handoff_start(om, probe, sizeof(*probe), offsetof(struct rfetch, h),
 					     1, fetch_start);
-	if (create_early(om, &probe->id, sizes, &dst) < 0)
+	if (create_early(om, &probe->id, sizes, false, &dst) < 0)
 		dst = NULL; /* the create after the probe decides */
 	ferry__objmgr_handoff_wait(om, probe, sizeof(*probe), offsetof(struct rfetch, h), 1,
 				   posted);

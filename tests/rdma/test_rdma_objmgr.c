@@ -175,6 +175,13 @@ FTEST(small_pulls_end_on_the_loop)
 	tt_cluster_stop(&t);
 }
 
+/* A new 1 MiB object on the store at @socket, its bytes from @seed: its ID into *@id. */
+static void put_new_mib(const char *socket, struct ferry_object_id *id, uint64_t seed)
+{
+	ferry_object_id_random(id);
+	tt_put(socket, id, 1u << 20, seed);
+}
+
 /* The place the next fast-path pull uses in place of the directory's (read_ahead test). */
 static struct ferry_gcs_object_place forced_place;
 
@@ -223,24 +230,15 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	om = ferry__node_objmgr(b);
 	c = tt_cluster_client(&t);
 	tt_warm_cache(om, ferry__node_socket(a), c);
-	ferry_object_id_random(&w);
-	ferry_object_id_random(&x);
-	ferry_object_id_random(&y);
-	ferry_object_id_random(&z);
-	ferry_object_id_random(&other);
-	ferry_object_id_random(&u);
-	ferry_object_id_random(&v);
-	ferry_object_id_random(&l);
-	ferry_object_id_random(&n);
-	tt_put(ferry__node_socket(a), &w, 1u << 20, 51);
-	tt_put(ferry__node_socket(a), &x, 1u << 20, 52);
-	tt_put(ferry__node_socket(a), &y, 1u << 20, 53);
-	tt_put(ferry__node_socket(a), &z, 1u << 20, 54);
-	tt_put(ferry__node_socket(a), &other, 1u << 20, 55);
-	tt_put(ferry__node_socket(a), &u, 1u << 20, 56);
-	tt_put(ferry__node_socket(a), &v, 1u << 20, 57);
-	tt_put(ferry__node_socket(a), &l, 1u << 20, 58);
-	tt_put(ferry__node_socket(a), &n, 1u << 20, 59);
+	put_new_mib(ferry__node_socket(a), &w, 51);
+	put_new_mib(ferry__node_socket(a), &x, 52);
+	put_new_mib(ferry__node_socket(a), &y, 53);
+	put_new_mib(ferry__node_socket(a), &z, 54);
+	put_new_mib(ferry__node_socket(a), &other, 55);
+	put_new_mib(ferry__node_socket(a), &u, 56);
+	put_new_mib(ferry__node_socket(a), &v, 57);
+	put_new_mib(ferry__node_socket(a), &l, 58);
+	put_new_mib(ferry__node_socket(a), &n, 59);
 	px = cached_place(om, &x);
 	pother = cached_place(om, &other);
 	ftest_assert_true(px.alloc != 0 && pother.alloc != 0 && px.alloc != pother.alloc);
@@ -595,13 +593,10 @@ FTEST(large_pulls_on_the_loop_fail_over_and_time_out)
 	om = ferry__node_objmgr(b);
 	c = tt_cluster_client(&t);
 	tt_warm_cache(om, ferry__node_socket(a1), c);
-	ferry_object_id_random(&x);
-	ferry_object_id_random(&y);
-	ferry_object_id_random(&z);
-	tt_put(ferry__node_socket(a1), &x, 1u << 20, 41);
-	tt_put(ferry__node_socket(a2), &x, 1u << 20, 41);
-	tt_put(ferry__node_socket(a1), &y, 1u << 20, 42);
-	tt_put(ferry__node_socket(a1), &z, 1u << 20, 43);
+	put_new_mib(ferry__node_socket(a1), &x, 41);
+	tt_put(ferry__node_socket(a2), &x, 1u << 20, 41); /* the same object at a second node */
+	put_new_mib(ferry__node_socket(a1), &y, 42);
+	put_new_mib(ferry__node_socket(a1), &z, 43);
 	tt_wait_cached(om, &x, 2, locs);
 	tt_wait_cached(om, &y, 1, locs);
 	tt_wait_cached(om, &z, 1, locs);

@@ -51,6 +51,22 @@ static enum ferry_gcs_object_state state_of(struct ferry__objdir *od, struct fer
 	return e->state;
 }
 
+/* A pending object *@id of a random owner *@owner on a random node *@n1, added to @od, and a
+ * second random node *@n2; returns what was added. */
+static struct ferry__objdir_info add_pending(struct ferry__objdir *od, struct ferry_object_id *id,
+					     struct ferry_worker_id *owner,
+					     struct ferry_node_id *n1, struct ferry_node_id *n2)
+{
+	struct ferry__objdir_info info;
+
+	ferry_worker_id_random(owner);
+	ferry_node_id_random(n1);
+	ferry_node_id_random(n2);
+	info = info_of(id, owner, n1);
+	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
+	return info;
+}
+
 FTEST(locations_drive_the_state)
 {
 	struct changes c = {0};
@@ -60,11 +76,7 @@ FTEST(locations_drive_the_state)
 	struct ferry_object_id id;
 	struct ferry__objdir_info info;
 
-	ferry_worker_id_random(&owner);
-	ferry_node_id_random(&n1);
-	ferry_node_id_random(&n2);
-	info = info_of(&id, &owner, &n1);
-	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
+	info = add_pending(od, &id, &owner, &n1, &n2);
 	ftest_assert_errno(ferry__objdir_add(od, &info), -EEXIST);
 	ftest_assert_int_eq(state_of(od, &id), FERRY_GCS_OBJECT_PENDING);
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 7, NULL), 1);
@@ -128,11 +140,7 @@ FTEST(add_location_records_and_updates_places)
 	struct ferry_object_id id, seeded;
 	struct ferry__objdir_info info;
 
-	ferry_worker_id_random(&owner);
-	ferry_node_id_random(&n1);
-	ferry_node_id_random(&n2);
-	info = info_of(&id, &owner, &n1);
-	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
+	info = add_pending(od, &id, &owner, &n1, &n2);
 	c.changed = 0;
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &a), 1);
 	assert_place(place_on(od, &id, &n1), 4096, 7);

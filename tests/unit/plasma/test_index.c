@@ -380,19 +380,24 @@ FTEST(placement_ids_are_unique_and_start_at_random)
 {
 	struct ferry__plasma_store *s1 = small_store(4 * MIB, 64, 0);
 	struct ferry__plasma_store *s2 = small_store(4 * MIB, 64, 0);
+	struct ferry__plasma_index *ix1 = ferry__plasma_store_index(s1);
 	struct ferry__plasma_object a, b, c, g;
 	struct ferry_object_id id = oid(2);
+	uint64_t aa, ab, ac;
 	struct view v;
 
 	put_object(s1, 0, 1, 100, FERRY__PLASMA_F_PRIMARY, &a);
 	put_object(s1, 0, 2, 100, FERRY__PLASMA_F_PRIMARY, &b);
 	put_object(s2, 0, 1, 100, FERRY__PLASMA_F_PRIMARY, &c);
-	ftest_assert_true(a.alloc != 0 && b.alloc != 0 && c.alloc != 0);
-	ftest_assert_true(a.alloc != b.alloc);
-	ftest_assert_true(a.alloc != c.alloc); /* 2^-63 to fail by chance */
+	aa = ferry__plasma_index_alloc(ix1, a.index);
+	ab = ferry__plasma_index_alloc(ix1, b.index);
+	ac = ferry__plasma_index_alloc(ferry__plasma_store_index(s2), c.index);
+	ftest_assert_true(aa != 0 && ab != 0 && ac != 0);
+	ftest_assert_true(aa != ab);
+	ftest_assert_true(aa != ac); /* 2^-63 to fail by chance */
 	view_attach(s1, &v);
 	ftest_assert_ok(ferry__plasma_index_get(&v.ix, 0, &id, &g));
-	ftest_assert_uint_eq(g.alloc, b.alloc);
+	ftest_assert_uint_eq(ferry__plasma_index_alloc(&v.ix, g.index), ab);
 	ftest_assert_int_eq(ferry__plasma_index_release(&v.ix, 0, &g), 0);
 	view_detach(&v);
 	ferry__plasma_store_destroy(s2);
