@@ -157,6 +157,24 @@ Pair *pair_for(unsigned transports, const char *ip, uint32_t spin_us)
 	return g_pair.get();
 }
 
+// The loop's shares of @pulls pulls between the stats @st0 and @st1 as counters: on_loop (ended
+// on the loop, objmgr_fast.c, no pull thread), and over RDMA read_ahead (the READ went with the
+// probe and was kept) and one_sided (one READ, no message, kept), each when it was tried.
+void loop_shares(benchmark::State &state, const ferry__objmgr_stats &st0,
+		 const ferry__objmgr_stats &st1, double pulls)
+{
+	if (pulls <= 0)
+		return;
+	state.counters["on_loop"] = (double)(st1.pulls_fast - st0.pulls_fast) / pulls;
+	if (st1.read_ahead_kept + st1.read_ahead_missed >
+	    st0.read_ahead_kept + st0.read_ahead_missed)
+		state.counters["read_ahead"] =
+			(double)(st1.read_ahead_kept - st0.read_ahead_kept) / pulls;
+	if (st1.one_sided_kept + st1.one_sided_missed > st0.one_sided_kept + st0.one_sided_missed)
+		state.counters["one_sided"] =
+			(double)(st1.one_sided_kept - st0.one_sided_kept) / pulls;
+}
+
 // The timed loop shared by the local and two-host modes: each iteration pulls @ids on @puller
 // concurrently (timed), then drops the copies (untimed: manual time).
 void pull_loop(benchmark::State &state, ferry__embed_node *puller,
@@ -214,18 +232,8 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	}
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(size * ids.size()));
 	state.counters["in_flight"] = (double)ids.size();
-	// The share of pulls the loop ended (objmgr_fast.c, objmgr_rdma.c), without a pull thread.
 	ferry__objmgr_get_stats(ferry__embed_node_objmgr(puller), &st1);
-	if (state.iterations()) {
-		state.counters["on_loop"] = (double)(st1.pulls_fast - st0.pulls_fast) /
-					    ((double)state.iterations() * (double)ids.size());
-		// RDMA: the share whose READ went with the probe and was kept (objmgr_rdma.c).
-		if (st1.read_ahead_kept + st1.read_ahead_missed >
-		    st0.read_ahead_kept + st0.read_ahead_missed)
-			state.counters["read_ahead"] =
-				(double)(st1.read_ahead_kept - st0.read_ahead_kept) /
-				((double)state.iterations() * (double)ids.size());
-	}
+	loop_shares(state, st0, st1, (double)state.iterations() * (double)ids.size());
 	lat.publish(state);
 }
 
@@ -383,8 +391,7 @@ void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint3
 	std::vector<ferry_object_id> ids;
 	ferry_bench::Latency lat;
 	Chain chain;
-	uint64_t fast0, fast1;
-	ferry__objmgr_stats st;
+	ferry__objmgr_stats st0, st1;
 	Pair *p = pair_with_objects(state, transports, spin_us, size, kChain, ids);
 
 	if (!p)
@@ -394,8 +401,7 @@ void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint3
 	int ret = chain.run(om, ids);
 	if (ret == 0)
 		ret = ferry__embed_drop(p->b(), ids.data(), ids.size());
-	ferry__objmgr_get_stats(om, &st);
-	fast0 = st.pulls_fast;
+	ferry__objmgr_get_stats(om, &st0);
 	while (ret == 0 && state.KeepRunningBatch((benchmark::IterationCount)kChain)) {
 		ret = chain.run(om, ids);
 		if (ret < 0)
@@ -419,11 +425,8 @@ void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint3
 	}
 	if (ret < 0)
 		state.SkipWithError((std::string("chain: ") + ferry_strerror(ret)).c_str());
-	ferry__objmgr_get_stats(om, &st);
-	fast1 = st.pulls_fast;
-	// The share of pulls that ended on the loop (the rest went through a pull thread).
-	if (state.iterations())
-		state.counters["on_loop"] = (double)(fast1 - fast0) / (double)state.iterations();
+	ferry__objmgr_get_stats(om, &st1);
+	loop_shares(state, st0, st1, (double)state.iterations());
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)size);
 	lat.publish(state);
 	ferry_plasma_client_delete(ferry__embed_node_client(p->a()), ids.data(), ids.size(),

@@ -313,12 +313,18 @@ static struct ferry__objdir_entry *find(const struct ferry__objdir *od,
 	return e;
 }
 
-/* A copy already listed: take a known @place that differs (0: nothing changed, 1: changed). */
+static bool place_eq(const struct ferry_gcs_object_place *a, const struct ferry_gcs_object_place *b)
+{
+	return a->offset == b->offset && a->alloc == b->alloc && a->check == b->check;
+}
+
+/* A copy already listed: take a known @place that differs in any field (0: nothing changed, 1:
+ * changed). The check counts too: a reader verifies one-sided READs by it, so a check that
+ * changes for the same allocation must reach subscribers like a move. */
 static int update_place(struct ferry__objdir *od, struct ferry__objdir_loc *loc,
 			const struct ferry_gcs_object_place *place)
 {
-	if (!place || !place->alloc ||
-	    (loc->place.offset == place->offset && loc->place.alloc == place->alloc))
+	if (!place || !place->alloc || place_eq(&loc->place, place))
 		return 0;
 	loc->place = *place;
 	notify(od, loc->obj, false);

@@ -36,7 +36,7 @@ struct ferry__objdir_link {
 /* One copy of one object on one node. */
 struct ferry__objdir_loc {
 	struct ferry_node_id node;	     /* where the copy is */
-	struct ferry_gcs_object_place place; /* where it lies in that node's store; 0/0: unknown */
+	struct ferry_gcs_object_place place; /* where it lies in its node's store; all 0: unknown */
 	struct ferry__objdir_entry *obj;     /* whose copy */
 	struct ferry__objdir_loc *obj_next;  /* the object's next location (insertion order) */
 	struct ferry__objdir_link node_link; /* on the node's list of locations */
@@ -110,10 +110,11 @@ int ferry__objdir_restore(struct ferry__objdir *od, const struct ferry__objdir_i
  * ferry__objdir_add_location() - a copy of @id now lives on @node, at @place in its store (NULL,
  * or alloc 0: unknown). @size_bytes, if not 0, must match the known size (or sets it, and
  * @metadata_bytes with it). A copy already there takes a known @place that differs from its own
- * (the node holds a new copy: it dropped the object and made it again), and that counts as a change: reported and returned
- * as 1 like an addition; an unknown @place leaves its place as it is. Returns 1 added or place
- * changed, 0 already there, -ENOENT (unknown object), -EOWNERDEAD (its owner died: free the
- * copy), -EINVAL (size mismatch), -E2BIG (too many copies), -ENOMEM.
+ * in any field, the check included (the node holds a new copy: it dropped the object and made
+ * it again), and that counts as a change: reported and returned as 1 like an addition; an
+ * unknown @place leaves its place as it is. Returns 1 added or place changed, 0 already there,
+ * -ENOENT (unknown object), -EOWNERDEAD (its owner died: free the copy), -EINVAL (size
+ * mismatch), -E2BIG (too many copies), -ENOMEM.
  */
 int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_object_id *id,
 			       const struct ferry_node_id *node, uint64_t size_bytes,

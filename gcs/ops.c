@@ -158,6 +158,7 @@ static void put_place(struct ferry__gcs_writer *w, const struct ferry_gcs_object
 {
 	ferry__gcs_put_u64(w, p->offset);
 	ferry__gcs_put_u64(w, p->alloc);
+	ferry__gcs_put_u64(w, p->check);
 }
 
 /* The places of @o, after metadata_bytes: only when one is known (see ops.h). */
@@ -531,24 +532,33 @@ static uint32_t get_trailing_u32(struct ferry__gcs_reader *r)
 	return r->left ? ferry__gcs_get_u32(r) : 0;
 }
 
-static void get_place(struct ferry__gcs_reader *r, struct ferry_gcs_object_place *p)
+/* A place as written before it had a check (offset, alloc): what older logs, snapshots and
+ * peers hold. Places always end their record, so the bytes left tell the two layouts apart. */
+#define PLACE_BYTES_NO_CHECK 16
+
+/* A place, with its check unless @no_check (then 0: none). */
+static void get_place(struct ferry__gcs_reader *r, struct ferry_gcs_object_place *p, bool no_check)
 {
 	p->offset = ferry__gcs_get_u64(r);
 	p->alloc = ferry__gcs_get_u64(r);
+	p->check = no_check ? 0 : ferry__gcs_get_u64(r);
 }
 
 /* The places after an object record's metadata_bytes, if any (NULL: none known). Present, they
- * must all be there: the reader fails a short block (-EPROTO). */
+ * must all be there, in one layout: exactly nlocations places without checks, else with them
+ * (a short block or bytes after it: -EPROTO). */
 static void get_places(struct ferry__gcs_reader *r, struct ferry__gcs_op *op,
 		       struct ferry__objdir_info *o)
 {
 	struct ferry_gcs_object_place *p;
+	bool no_check;
 
 	if (r->err || !r->left || !o->nlocations)
 		return; /* bytes left with no locations: trailing bytes, rejected by the caller */
+	no_check = r->left == (size_t)o->nlocations * PLACE_BYTES_NO_CHECK;
 	p = op_array(op, r, o->nlocations, sizeof(*p));
 	for (uint32_t i = 0; i < o->nlocations && !r->err; i++)
-		get_place(r, &p[i]);
+		get_place(r, &p[i], no_check);
 	o->places = p;
 }
 
@@ -604,7 +614,8 @@ static void get_small(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		op->obj_location.size_bytes = ferry__gcs_get_u64(r);
 		op->obj_location.metadata_bytes = get_trailing_u32(r);
 		if (op->type == FERRY__GCS_OP_OBJ_ADD_LOCATION && r->left)
-			get_place(r, &op->obj_location.place); /* short: -EPROTO */
+			get_place(r, &op->obj_location.place, /* short: -EPROTO */
+				  r->left == PLACE_BYTES_NO_CHECK);
 		break;
 	case FERRY__GCS_OP_OBJ_SPILLED:
 		GET_ID(r, op->obj_spilled.id);

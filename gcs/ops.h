@@ -11,9 +11,12 @@
  * Fields added after the first release go at the end of a record and may be absent (records of
  * older logs, snapshots and peers end before them: they read as 0), but one present must be
  * whole: metadata_bytes (u32) after the object records; then the copy's place (u64 offset, u64
- * alloc) after OBJ_ADD_LOCATION's, and nlocations places after OBJ_ADD's and RESTORE_OBJ's.
- * Places are written only when one is not 0/0, so a record without one stays readable by a GCS
- * that predates them.
+ * alloc, u64 check) after OBJ_ADD_LOCATION's, and nlocations places after OBJ_ADD's and
+ * RESTORE_OBJ's. Places are written only when one has an offset or alloc, so a record without
+ * one stays readable by a GCS that predates them. Places written before the check was added are
+ * 16 bytes (no check): ending the record, they are told apart by the bytes left, and read with
+ * check 0. The other way round does not hold: a GCS that predates the check rejects a record
+ * with a 24-byte place (-EPROTO), so the GCS is upgraded before the nodes.
  * It may move to FlatBuffers with the rest of the wire format; the WAL version would then change.
  *
  * Thread model: pure functions.
@@ -106,7 +109,7 @@ struct ferry__gcs_op {
 			struct ferry_node_id node; /* the copy's node */
 			uint64_t size_bytes;	   /* ADD: size, 0 = unknown */
 			uint32_t metadata_bytes;   /* ADD: metadata size, with size_bytes */
-			struct ferry_gcs_object_place place; /* ADD: where it lies; 0/0: unknown */
+			struct ferry_gcs_object_place place; /* ADD: where; all 0: unknown */
 		} obj_location;				     /* OBJ_ADD/REMOVE_LOCATION */
 		struct {
 			struct ferry_object_id id; /* the object */

@@ -459,7 +459,8 @@ int ferry__gcs_object_op(const struct ferry__objdir_entry *e, struct ferry__gcs_
 	uint8_t *base;
 
 	/* One block (allocated, so aligned for anything): places, IDs, then the pointers qsort
-	 * orders; places and IDs are 16 bytes each, so every part starts aligned. */
+	 * orders; places (24 bytes) and IDs (16) are multiples of a pointer's alignment, so every
+	 * part starts aligned. */
 	_Static_assert(sizeof(struct ferry_node_id) % _Alignof(void *) == 0 &&
 			       sizeof(*places) % _Alignof(void *) == 0,
 		       "each part of the block starts aligned");

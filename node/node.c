@@ -218,27 +218,35 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	pthread_mutex_unlock(&node->lock);
 }
 
-static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary, uint64_t offset, uint64_t alloc)
+_Static_assert(FERRY__PLASMA_CHECK_MAX == FERRY_GCS_CHECK_MAX, "one content check limit");
+
+static struct ferry_gcs_object_place gcs_place(const struct ferry__plasma_place *p)
 {
-	/* The place lets a puller READ the bytes while its pin request is out (RDMA). */
+	return (struct ferry_gcs_object_place){
+		.offset = p->offset, .alloc = p->alloc, .check = p->check};
+}
+
+static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+		      uint32_t metadata_size, bool primary, const struct ferry__plasma_place *place)
+{
+	/* The place lets a puller READ the bytes without asking first (RDMA): a large object's
+	 * while its pin request is out, a small one's alone, checked by its hash. */
 	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size, metadata_size,
-		(struct ferry_gcs_object_place){.offset = offset, .alloc = alloc});
+		gcs_place(place));
 }
 
 /* The directory's place for the copy would name memory it left: pullers reading ahead would
  * READ twice (objmgr_rdma.c). Not taken back with a removal, unlike a new copy: the copy was
  * listed before it moved. */
 static void on_moved(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		     uint32_t metadata_size, uint64_t offset, uint64_t alloc)
+		     uint32_t metadata_size, const struct ferry__plasma_place *place)
 {
-	enqueue(arg, DIR_MOVED, id, data_size, metadata_size,
-		(struct ferry_gcs_object_place){.offset = offset, .alloc = alloc});
+	enqueue(arg, DIR_MOVED, id, data_size, metadata_size, gcs_place(place));
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
-	enqueue(arg, DIR_REMOVED, id, 0, 0, (struct ferry_gcs_object_place){0, 0});
+	enqueue(arg, DIR_REMOVED, id, 0, 0, (struct ferry_gcs_object_place){0});
 }
 
 /* ---- node threads ---- */

@@ -16,11 +16,11 @@
  *    created here and then aborted while waited for is not reported again in that episode.
  *  - on_sealed: once per sealed object, whoever sealed it (also clients sealing in shared
  *    memory: with a hook set, every sealer tells the store at once; a client that dies
- *    between its seal and that notice is caught when its connection closes). @offset and
- *    @alloc say where its bytes lie (the data's arena offset and the placement's id, which a
- *    restore from spill changes: layout.h), for peers that read them one-sided.
+ *    between its seal and that notice is caught when its connection closes). @place says
+ *    where its bytes lie and, for a small object, what they hash to: for peers that read them
+ *    one-sided (struct ferry__plasma_place).
  *  - on_moved: a sealed object reported by on_sealed was read back from spill to new memory:
- *    its new @offset and @alloc (the old ones name memory it left).
+ *    its new @place (the old one names memory it left).
  *  - on_removed: a sealed object left the store (deleted, or a secondary copy evicted), after
  *    its on_sealed. Spilling and restoring are not removals; aborts of unsealed objects are
  *    not reported. An object deleted before the store heard of its seal gets neither call.
@@ -34,6 +34,23 @@
 #include <ferry/plasma.h>
 
 struct ferry__plasma_server;
+
+/* The largest object (data + metadata) whose place carries a content check. */
+#define FERRY__PLASMA_CHECK_MAX (64u << 10)
+
+/*
+ * Where a sealed object's bytes lie, as the hooks report it. The check lets a peer that READ
+ * the bytes without asking us (transport/objmgr_rdma.c) know they were the object's: the
+ * memory may have been freed and reused meanwhile, which the hash of what it read then shows.
+ * It is computed on the store's thread, the only one that frees arena memory, while the
+ * object is sealed, so it hashes the object's own bytes.
+ */
+struct ferry__plasma_place {
+	uint64_t offset; /* the data's arena offset (metadata right after it) */
+	uint64_t alloc;	 /* the placement's id (layout.h): a restore from spill changes it */
+	uint64_t check;	 /* ferry__hash_content() of data + metadata, when they are at most
+			  * FERRY__PLASMA_CHECK_MAX bytes; 0: not computed */
+};
 
 struct ferry__plasma_server_opts {
 	const char *socket_path;	       /* Unix socket; NULL: no listener (tests, fuzz) */
@@ -49,12 +66,13 @@ struct ferry__plasma_server_opts {
 	unsigned store_flags;		       /* FERRY__PLASMA_STORE_* (tests: NO_PREFAULT) */
 	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			  uint32_t metadata_size, bool primary, uint64_t offset,
-			  uint64_t alloc);				 /* see above */
+			  uint32_t metadata_size, bool primary,
+			  const struct ferry__plasma_place *place);	 /* see above */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			 uint32_t metadata_size, uint64_t offset, uint64_t alloc); /* see above */
-	void *hook_arg;		/* for the hooks */
+			 uint32_t metadata_size,
+			 const struct ferry__plasma_place *place); /* see above */
+	void *hook_arg;						   /* for the hooks */
 	uint32_t miss_quiet_ms; /* on_miss episode ends this long after its last wait; 0: 1000 */
 };
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "plasma/server_int.h"
@@ -152,6 +153,21 @@ static void emit(struct ferry__plasma_server *srv, uint8_t kind, const struct fe
 		srv->flush_posted = true;
 }
 
+/*
+ * Sealed, in-memory object @o's place. Its bytes are stable while we hash them: this thread is
+ * the only one that frees arena memory, and sealed bytes never change.
+ */
+static void place_of(struct ferry__plasma_server *srv, const struct ferry__plasma_object *o,
+		     struct ferry__plasma_place *place)
+{
+	const uint8_t *bytes = ferry__plasma_store_arena(srv->store)->base + o->offset;
+	uint64_t total = o->data_size + o->metadata_size;
+
+	place->offset = o->offset;
+	place->alloc = ferry__plasma_index_alloc(srv->ix, o->index);
+	place->check = total <= FERRY__PLASMA_CHECK_MAX ? ferry__hash_content(bytes, total) : 0;
+}
+
 void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 				 const struct ferry__plasma_object *o,
 				 const struct ferry_object_id *id)
@@ -161,19 +177,20 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 	if (!srv->announce_refs || srv->announced[o->index] == o->gen)
 		return;
 	srv->announced[o->index] = o->gen;
-	if (srv->on_sealed)
+	if (srv->on_sealed) {
+		struct ferry__plasma_place place = {0}; /* a spilled object's means nothing */
+
+		if (o->state != FERRY__PLASMA_SPILLED)
+			place_of(srv, o, &place);
 		srv->on_sealed(srv->hook_arg, id, o->data_size, o->metadata_size,
-			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0,
-			       /* a spilled object's offset means nothing */
-			       o->state == FERRY__PLASMA_SPILLED ? 0 : o->offset,
-			       o->state == FERRY__PLASMA_SPILLED
-				       ? 0
-				       : ferry__plasma_index_alloc(srv->ix, o->index));
+			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0, &place);
+	}
 	emit(srv, FERRY__WIRE_PLASMA_EVENT_KIND_SEALED, id, o);
 }
 
 void ferry__plasma_events_moved(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen)
 {
+	struct ferry__plasma_place place;
 	struct ferry_object_id id;
 	struct ferry__plasma_object o;
 
@@ -182,8 +199,8 @@ void ferry__plasma_events_moved(struct ferry__plasma_server *srv, uint32_t index
 	    ferry__plasma_index_read(srv->ix, index, &o) != FERRY__PLASMA_SEALED || o.gen != gen)
 		return;
 	ferry__plasma_index_read_id(srv->ix, index, &id);
-	srv->on_moved(srv->hook_arg, &id, o.data_size, o.metadata_size, o.offset,
-		      ferry__plasma_index_alloc(srv->ix, index));
+	place_of(srv, &o, &place);
+	srv->on_moved(srv->hook_arg, &id, o.data_size, o.metadata_size, &place);
 }
 
 void ferry__plasma_events_removed(void *arg, uint32_t index, uint32_t gen, bool evicted)

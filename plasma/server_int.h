@@ -120,12 +120,13 @@ struct ferry__plasma_server {
 	/* events (server_events.c) */
 	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			  uint32_t metadata_size, bool primary, uint64_t offset,
-			  uint64_t alloc);				 /* hook or NULL */
+			  uint32_t metadata_size, bool primary,
+			  const struct ferry__plasma_place *place);	 /* hook or NULL */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			 uint32_t metadata_size, uint64_t offset, uint64_t alloc); /* or NULL */
-	void *hook_arg;		       /* for the hooks */
+			 uint32_t metadata_size,
+			 const struct ferry__plasma_place *place); /* or NULL */
+	void *hook_arg;						   /* for the hooks */
 	uint32_t *announced;	       /* per entry: generation whose seal was reported */
 	uint32_t announce_refs;	       /* hooks (1) + subscribers: > 0, every sealer notifies */
 	struct ferry__hashmap missing; /* ObjectID -> struct ferry__plasma_miss */

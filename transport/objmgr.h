@@ -118,6 +118,10 @@ struct ferry__objmgr_stats {
 				    * place, whose bytes the reply confirmed */
 	uint64_t read_ahead_missed; /* of those, READ again: the reply named another placement
 				     * (or the READ failed) */
+	uint64_t one_sided_kept;    /* small RDMA pulls done with one READ and no message: the
+				     * bytes hashed to the directory's check */
+	uint64_t one_sided_missed;  /* of those READs, bytes that did not (or a failed READ):
+				     * the pull asked the source after all */
 };
 
 /*

@@ -12,7 +12,8 @@
  *   local, its locations are cached, every one's address is known (a pull thread would wait for
  *   a missing node record), the first location a pull thread would try (order_locations()'s
  *   order, self skipped) is reached over TCP, RDMA or shm. Over RDMA, the directory's sizes
- *   (data + metadata) choose: an object that fits a reply (64 KiB) is probed here; a larger
+ *   (data + metadata) choose: an object that fits a reply (64 KiB) is READ one-sided when its
+ *   place has a content check and the endpoint is up (objmgr_rdma.c), else probed here; a larger
  *   one (under 4 MiB, one QP) is run by the loop with a pull thread creating its copy
  *   meanwhile (objmgr_rdma.c, "a large object's pull"), ending in ferry__objmgr_fast_filled().
  *   Not with the test-only sealed hook, nor when this object manager records copies itself (a

@@ -68,7 +68,7 @@ static void take_record(struct ferry__objmgr_locs *l, const struct ferry_gcs_eve
 			memcpy(e->locations, info.locations, n * sizeof(e->locations[0]));
 			for (uint32_t i = 0; i < n; i++)
 				e->places[i] = info.places ? info.places[i]
-							   : (struct ferry_gcs_object_place){0, 0};
+							   : (struct ferry_gcs_object_place){0};
 		} else {
 			(void)ferry__hashmap_remove(&l->map, ev->key, NULL);
 		}

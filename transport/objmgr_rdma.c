@@ -31,15 +31,29 @@
  *   from sizes it contradicts is aborted and made again from the reply.
  * - READ ahead of the reply. The directory also keeps where each copy lies in its store (the
  *   data's arena offset and the store's id of that placement, which no other placement ever
- *   gets: plasma/layout.h), and each reply names the server's arena start. So once an
- *   endpoint has had one pinned reply, a large pull whose copy the loop can create from the
- *   client's chunk posts the READ together with the probe. The READ may run before the server
+ *   gets: plasma/layout.h), and the endpoint knows the server's arena start. So with the
+ *   endpoint up, a large pull whose copy the loop can create from the client's chunk posts
+ *   the READ together with the probe. The READ may run before the server
  *   pins the object; the reply then says which placement the pin holds. The same placement at
  *   the same address: it held the object's bytes from its seal (before the directory listed
  *   it) through the pin, unchanged, so the bytes read are the object's. Another one (deleted
  *   and put again, spilled and read back, a stale record): the bytes are thrown away and READ
  *   again under the pin. Reading memory the object has left is harmless: the region is the
  *   server's arena, read-only to us, and nothing is kept unless the reply confirms it.
+ *   The arena start and key come with the endpoint: the server's accept names them
+ *   (transport/rdma_conn.c), so the first large pull on an endpoint READs ahead already.
+ * - One READ and no message for a small object. For an object of up to FERRY_GCS_CHECK_MAX
+ *   bytes the directory's place also holds a content check, the hash of its data + metadata
+ *   that the source's store took at the seal. The puller READs data + metadata (stored
+ *   together) from the place into its copy and hashes them: equal, the bytes are the
+ *   object's, whatever that memory went through meanwhile, and the pull is done without the
+ *   server's CPU (no PullRequest, reply, pin or PullDone: one READ's round trip instead of two
+ *   SENDs'). Not equal (a stale place, wrong sizes in the directory): the copy is aborted and
+ *   the source asked. Why a hash and not the reply's word, as for large objects: there is no
+ *   reply to wait for, and a READ's bytes cannot be ordered against a version read in the same
+ *   READ on real NICs, whose DMA reads may complete in any order; a hash over what arrived
+ *   does not care. Not a defence against a store client that writes colliding bytes on
+ *   purpose: such a client can already write the arena.
  *   A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
  *   destroying the QP stops them), which ends every READ on it with -ECANCELED before the
  *   puller aborts and frees its half-written object. Peers, the steps on them, connect, drop
@@ -53,6 +67,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/wire.h"
@@ -241,14 +256,7 @@ static void peer_message(struct ferry__rdma_ep *ep, const void *buf, size_t len,
 									      : -ECONNRESET);
 			return;
 		}
-		status = take_probe(f, v);
-		/* The server's arena and key, for READs posted before the next reply (a large
-		 * pull whose place the directory has): the same for as long as this endpoint. */
-		if (status == 0 && !f->inline_all && ferry__wire_pull_reply_rdma_base(v)) {
-			peer->rbase = ferry__wire_pull_reply_rdma_base(v);
-			peer->rkey = f->rkey;
-		}
-		fetch_finish(f, status);
+		fetch_finish(f, take_probe(f, v));
 		return;
 	}
 	/* Nobody waits for it (cannot happen while steps end only with their endpoint): a pin
@@ -265,8 +273,13 @@ static void peer_closed(struct ferry__rdma_ep *ep, int reason, void *arg)
 
 static void peer_connected(struct ferry__rdma_ep *ep, int status, void *arg)
 {
-	(void)ep;
-	ferry__objmgr_peer_connected(&((struct rpeer *)arg)->base, status);
+	struct rpeer *peer = arg;
+
+	/* The server's arena and key, for READs posted without asking first (the directory's
+	 * places): the same for as long as this endpoint lives. */
+	if (status == 0 && ferry__rdma_ep_peer_region(ep, &peer->rbase, &peer->rkey) < 0)
+		peer->rbase = 0;
+	ferry__objmgr_peer_connected(&peer->base, status);
 }
 
 static const struct ferry__rdma_ep_cbs peer_cbs = {
@@ -281,7 +294,7 @@ static int peer_connect(struct ferry__objmgr_peer *base, const char *ip, uint16_
 	struct rpeer *peer = rpeer_of(base);
 
 	peer->gen = ++r->next_gen;
-	peer->rbase = 0; /* a new endpoint learns it from its own first reply */
+	peer->rbase = 0; /* a new endpoint learns it from its own accept */
 	return ferry__rdma_connect(r->ctx, ip, port, r->om->opts.timeout_ms, &peer_cbs, peer,
 				   &peer->ep);
 }
@@ -393,25 +406,41 @@ static void fast_probe_done(struct rfetch *f, int status)
 	ferry__free(f);
 }
 
+/*
+ * A small object's pull whose place and content check the directory has (struct rsmall
+ * below); the rfetch is its first member, so fast_probe_done() frees it whole.
+ */
+struct rsmall {
+	struct rfetch f;		     /* the READ, or the probe */
+	struct ferry__objmgr_sizes sizes;    /* the directory's */
+	struct ferry_gcs_object_place place; /* the directory's, of this copy */
+};
+
+static void small_begin(void *arg, int status);
+
 bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 				   const struct ferry__node_addr *a)
 {
-	struct rfetch *f;
+	struct rsmall *s;
+	bool one_sided;
 
 	if (!om->rdma || !om->rdma->ctx)
 		return false;
-	f = ferry__calloc(1, sizeof(*f));
-	if (!f)
+	s = ferry__calloc(1, sizeof(*s));
+	if (!s)
 		return false;
-	f->om = om;
-	f->step = STEP_PROBE;
-	f->id = p->id;
-	snprintf(f->ip, sizeof(f->ip), "%s", a->ip);
-	f->port = a->rdma_port;
-	f->on_done = fast_probe_done;
-	f->owner = p;
-	if (ferry__loop_post(om->loop, fetch_start, f) < 0) {
-		ferry__free(f);
+	s->f.om = om;
+	s->f.step = STEP_PROBE;
+	s->f.id = p->id;
+	snprintf(s->f.ip, sizeof(s->f.ip), "%s", a->ip);
+	s->f.port = a->rdma_port;
+	s->f.on_done = fast_probe_done;
+	s->f.owner = p;
+	s->sizes = p->sizes;
+	s->place = p->fast_place;
+	one_sided = s->place.alloc && s->place.check;
+	if (ferry__loop_post(om->loop, one_sided ? small_begin : fetch_start, s) < 0) {
+		ferry__free(s);
 		return false;
 	}
 	return true;
@@ -747,6 +776,67 @@ void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmg
 	}
 	if (ret < 0)
 		FLOG_ERROR(COMP, "cannot hand a created copy to the loop: %s", strerror(-ret));
+}
+
+/* ---- a small object's pull: one READ, no message ---- */
+
+/*
+ * The READ ended. The bytes count when they hash to the directory's content check, which the
+ * source's store computed from the object's own bytes at its seal: whatever happened to that
+ * memory meanwhile (freed, reused, spilled and read back elsewhere), bytes that hash to it are
+ * the object's (a 64-bit hash: a false match needs a collision, not a race). Bytes that do
+ * not: the copy is aborted and a pull thread asks the source as without a place
+ * (FERRY__OBJMGR_FAST_RETRY), whose answer decides, so a stale place or a wrong size in the
+ * directory costs time, never a wrong result. A failed READ (the endpoint broke, or the
+ * deadline passed and took it down) ends this source's attempt as any failed READ does: the
+ * pull fails over, or ends with -ECONNRESET / -ETIMEDOUT.
+ */
+static void small_read_done(struct rfetch *f, int status)
+{
+	struct rsmall *s = (struct rsmall *)f;
+	struct ferry__objmgr *om = f->om;
+	uint64_t total = s->sizes.data + s->sizes.metadata;
+	bool kept = status == 0 && ferry__hash_content(f->dst, total) == s->place.check;
+
+	count_either(om, kept, &om->stats.one_sided_kept, &om->stats.one_sided_missed);
+	ferry__objmgr_unadmit(om, total);
+	ferry__objmgr_fast_filled(om, f->owner,
+				  status < 0 ? status
+				  : kept     ? 0
+					     : FERRY__OBJMGR_FAST_RETRY,
+				  true, total);
+	ferry__free(s);
+}
+
+/*
+ * A small object whose place and check the directory has, on the loop: with the endpoint up
+ * (its accept named the server's arena and key) and the copy made from the client's chunk, one
+ * READ of data + metadata (stored together at both ends) straight into the copy, and nothing
+ * else: no PullRequest, no reply, no pin, so the server's CPU takes no part and the pull costs
+ * one READ's round trip instead of two SENDs'. Otherwise (first pull to the node, chunk full,
+ * admission short) the probe goes as without a place.
+ */
+static void small_begin(void *arg, int status)
+{
+	struct rsmall *s = arg;
+	struct ferry__objmgr *om = s->f.om;
+	struct ferry__objmgr_rdma *r = om->rdma;
+	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, s->f.ip, s->f.port, 0);
+	uint64_t total = s->sizes.data + s->sizes.metadata;
+	void *dst;
+
+	if (peer && peer->base.up && peer->ep && peer->rbase &&
+	    s->place.offset <= UINT64_MAX - peer->rbase - total &&
+	    create_early(om, &s->f.id, &s->sizes, true, &dst) == 0) {
+		s->f.step = STEP_READ;
+		s->f.gen = peer->gen; /* qp 0: fetch_start checks it is still this endpoint */
+		s->f.dst = dst;
+		s->f.raddr = peer->rbase + s->place.offset;
+		s->f.rkey = peer->rkey;
+		s->f.len = total;
+		s->f.on_done = small_read_done;
+	}
+	fetch_start(&s->f, status);
 }
 
 /* ---- pulling: the pull thread's side ---- */

@@ -6,10 +6,11 @@
  *
  * Handshake (network byte order, fits IB's 56 bytes of connect private data):
  *   connect -> hello   {magic, version, recv_depth, msg_size, token_len, token[40]}
- *   accept  <- welcome {magic, version, recv_depth, msg_size}
+ *   accept  <- welcome {magic, version, recv_depth, msg_size, region_rkey, region_addr}
  *   reject  <- refusal {magic, version, errno}: EACCES token, EPROTO version, ENOMEM
  */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -38,12 +39,18 @@ struct hello {
 };
 _Static_assert(sizeof(struct hello) == 56, "IB connect private data holds 56 bytes");
 
+/* The acceptor's region rides along so that the connector can READ from it before asking
+ * anything (transport/objmgr_rdma.c): its first pull may already be one-sided. An acceptor
+ * that sends the first 12 bytes only leaves the rest zero (IB pads private data): unknown. */
 struct welcome {
-	uint32_t magic;	     /* RDMA_MAGIC */
-	uint16_t version;    /* FERRY__RDMA_VERSION */
-	uint16_t recv_depth; /* receives the acceptor posts */
-	uint32_t msg_size;   /* bytes per receive buffer */
+	uint32_t magic;	      /* RDMA_MAGIC */
+	uint16_t version;     /* FERRY__RDMA_VERSION */
+	uint16_t recv_depth;  /* receives the acceptor posts */
+	uint32_t msg_size;    /* bytes per receive buffer */
+	uint32_t region_rkey; /* the acceptor's region: its key, */
+	uint64_t region_addr; /* and its start; 0: none */
 };
+_Static_assert(sizeof(struct welcome) == 24, "welcome has no padding");
 
 struct refusal {
 	uint32_t magic;	   /* RDMA_MAGIC */
@@ -378,6 +385,8 @@ static void connect_established(struct ferry__rdma_ep *ep, const struct cm_event
 	}
 	ep->peer_recv_depth = ntohs(w.recv_depth);
 	ep->peer_msg_size = ntohl(w.msg_size);
+	ep->peer_region_rkey = ntohl(w.region_rkey);
+	ep->peer_region_addr = be64toh(w.region_addr);
 	ferry__rdma_ep_established(ep);
 }
 
@@ -474,6 +483,8 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 	struct welcome w;
 	struct rdma_conn_param param = {.private_data = &w, .private_data_len = sizeof(w)};
 	struct hello h;
+	uint64_t region_addr;
+	uint32_t region_rkey;
 	char peer[INET6_ADDRSTRLEN + 8];
 	int err = check_hello(ctx, ev, &h);
 
@@ -497,8 +508,10 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 	err = setup_qp(ep);
 	if (err)
 		goto err_free_ep;
-	w = (struct welcome){htonl(RDMA_MAGIC), htons(FERRY__RDMA_VERSION),
-			     htons((uint16_t)ep->recv_depth), htonl(ep->msg_size)};
+	ferry__rdma_ctx_region(ctx, &region_addr, &region_rkey);
+	w = (struct welcome){
+		htonl(RDMA_MAGIC),   htons(FERRY__RDMA_VERSION), htons((uint16_t)ep->recv_depth),
+		htonl(ep->msg_size), htonl(region_rkey),	 htobe64(region_addr)};
 	param.responder_resources = FERRY_MIN(ev->initiator_depth, ctx->max_rd_atom);
 	param.initiator_depth = FERRY_MIN(ev->responder_resources, ctx->max_init_rd_atom);
 	param.retry_count = RETRY_COUNT;

@@ -357,11 +357,17 @@ FERRY_API int ferry_gcs_pg_get(struct ferry_gcs_client *c,
 FERRY_API int ferry_gcs_pg_list(struct ferry_gcs_client *c, struct ferry_gcs_pg_info **pgs);
 
 /* Where one copy lies in its node's store, as that store described it when it listed the copy:
- * a hint for one-sided reads (the source confirms it before the bytes count). 0/0: unknown. */
+ * a hint for one-sided reads, which confirm it before the bytes count (by the source's reply,
+ * or for a small object by its content check). All 0: unknown. */
 struct ferry_gcs_object_place {
 	uint64_t offset; /* the data's offset in the store's arena */
 	uint64_t alloc;	 /* the store's id of that allocation (never reused); 0: unknown */
+	uint64_t check;	 /* ferry__hash_content() of data + metadata, for objects of at most
+			  * FERRY_GCS_CHECK_MAX bytes; 0: none */
 };
+
+/* The largest object (data + metadata) whose place carries a content check. */
+#define FERRY_GCS_CHECK_MAX (64u << 10)
 
 /*
  * An object directory entry. places[i] says where the copy on locations[i] lies (0/0 where

@@ -99,7 +99,7 @@ static int write_op(FILE *f, struct ferry__fb_builder *b, const struct ferry__gc
 static int seed_ops(FILE *f, struct ferry__fb_builder *b)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_REGISTER};
-	struct ferry_gcs_object_place place = {4096, 17};
+	struct ferry_gcs_object_place place = {4096, 17, 0x5eedc4ec5eedc4ec};
 	struct ferry_node_id node = {{1, 2, 3}};
 	struct ferry_object_id obj = {{9, 8, 7}}, obj2 = {{9, 8, 6}};
 	int ret = 0;

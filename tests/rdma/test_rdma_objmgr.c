@@ -34,7 +34,7 @@ FTEST(sizes_over_rdma)
 {
 	struct tt_cluster t;
 	struct ferry__node *a, *b;
-	struct ferry__objmgr_stats st;
+	struct ferry__objmgr_stats sa, sb;
 
 	rt_require_device();
 	t = rdma_cluster(2, 160);
@@ -43,9 +43,13 @@ FTEST(sizes_over_rdma)
 			  FERRY_GCS_TRANSPORT_RDMA);
 	ftest_assert_ptr_notnull(strstr(ferry__node_address(a), "rdma="));
 	tt_move_sizes(t.gcs.port, a, b, FERRY_GCS_TRANSPORT_RDMA);
-	ferry__objmgr_get_stats(ferry__node_objmgr(a), &st);
-	ftest_assert_uint_eq(st.requests_served, 5);
-	ftest_assert_uint_eq(st.requests_refused, 0);
+	/* Each pull asked A once, or (1 B and 4 KiB, when B's location cache had them by then)
+	 * was one READ that A never heard of; none was READ in vain. */
+	ferry__objmgr_get_stats(ferry__node_objmgr(a), &sa);
+	ferry__objmgr_get_stats(ferry__node_objmgr(b), &sb);
+	ftest_assert_uint_eq(sa.requests_served + sb.one_sided_kept, 5);
+	ftest_assert_uint_eq(sa.requests_refused, 0);
+	ftest_assert_uint_eq(sb.one_sided_missed, 0);
 	tt_cluster_stop(&t);
 }
 
@@ -110,26 +114,32 @@ static void metadata_unknown(const struct ferry_object_id *id, struct ferry__obj
 }
 
 /*
- * The loop's fast path over RDMA, with the location cached. The directory's sizes within a
- * reply: the pull ends on the loop (pulls_fast) after one probe. Larger: the loop probes while
- * a pull thread creates the copy (early_copies), then READs and ends the pull itself, one probe
- * still. Records that lack the metadata size (stale): an object whose metadata makes the reply
- * too large gets a pinned reply on the fast path, which sends PullDone at once (the source can
- * free the object after a delete) and hands over, and the pull thread's own probe reads it; a
- * large object's early copy has the wrong size and is discarded, and the pull thread, from the
- * reply's sizes, makes one that is kept.
+ * The loop's fast path over RDMA, with the location cached. Up to 64 KiB (data + metadata),
+ * the directory has the copy's place and content check: the pull is one READ, no message
+ * (one_sided_kept; the source serves no request), ended on the loop (pulls_fast). Larger: the
+ * loop probes and READs ahead while creating the copy (early_copies), one probe. Records that
+ * lack the metadata size (stale): a small object's READ is short, so its bytes do not hash to
+ * the check (one_sided_missed) and a pull thread's probe reads it; an object whose metadata
+ * makes it larger than the check covers (no check) gets a pinned reply on the fast path, which
+ * sends PullDone at once (the source can free the object after a delete) and hands over, and
+ * the pull thread's own probe reads it; a large object's early copy has the wrong size and is
+ * discarded, and the pull thread, from the reply's sizes, makes one that is kept.
  */
 FTEST(small_pulls_end_on_the_loop)
 {
 	static const struct {
 		uint64_t size, meta;
 		bool stale, fast;
-		unsigned served, kept, discarded;
+		unsigned served, kept, discarded, one_sided, missed;
 	} cases[] = {
-		{1, 3, false, true, 1, 0, 0},	      {4096, 3, false, true, 1, 0, 0},
-		{60000, 3, false, true, 1, 0, 0},     {200000, 3, false, true, 1, 1, 0},
-		{65000, 1000, false, true, 1, 1, 0},  {65000, 1000, true, false, 2, 0, 0},
-		{200000, 1000, true, false, 2, 1, 1},
+		{1, 3, false, true, 0, 0, 0, 1, 0},
+		{4096, 3, false, true, 0, 0, 0, 1, 0},
+		{60000, 3, false, true, 0, 0, 0, 1, 0},
+		{200000, 3, false, true, 1, 1, 0, 0, 0},
+		{65000, 1000, false, true, 1, 1, 0, 0, 0},
+		{1000, 3, true, false, 1, 0, 0, 0, 1},
+		{65000, 1000, true, false, 2, 0, 0, 0, 0},
+		{200000, 1000, true, false, 2, 1, 1, 0, 0},
 	};
 	struct tt_pulled pl;
 	struct ferry_gcs_client *c;
@@ -169,6 +179,10 @@ FTEST(small_pulls_end_on_the_loop)
 		ftest_assert_uint_eq(pl.a1.requests_served,
 				     pl.a0.requests_served + cases[k].served);
 		ftest_assert_uint_eq(pl.b1.fast_handovers, pl.b0.fast_handovers + !cases[k].fast);
+		ftest_assert_uint_eq(pl.b1.one_sided_kept,
+				     pl.b0.one_sided_kept + cases[k].one_sided);
+		ftest_assert_uint_eq(pl.b1.one_sided_missed,
+				     pl.b0.one_sided_missed + cases[k].missed);
 		freed_once_deleted(a, &id); /* every pin went */
 	}
 	ferry__objmgr_sizes_hook = NULL;
@@ -205,7 +219,7 @@ static struct ferry_gcs_object_place cached_place(struct ferry__objmgr *om,
 
 /*
  * A large pull whose place the directory has READs with the probe, not after its reply, once
- * the endpoint's first reply told the puller the source's arena. The reply names the placement
+ * the endpoint is up (its accept told the puller the source's arena). The reply names the placement
  * the bytes were read from: kept (one READ, read_ahead_kept). A stale place, which points at
  * another object's bytes (another placement id), or at another object's offset under this
  * object's id: the READ ahead is thrown away and the object READ again from the reply's address
@@ -244,9 +258,10 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	ftest_assert_true(px.alloc != 0 && pother.alloc != 0 && px.alloc != pother.alloc);
 	ftest_assert_true(px.offset != pother.offset);
 
-	/* The endpoint's first large reply teaches the arena: no READ ahead before it. */
+	/* The endpoint's accept named the arena: the first large pull on it READs ahead. */
 	pl = tt_pull_cached(c, a, b, &w);
-	ftest_assert_uint_eq(pl.b1.read_ahead_kept + pl.b1.read_ahead_missed, 0);
+	ftest_assert_uint_eq(pl.b1.read_ahead_kept, 1);
+	ftest_assert_uint_eq(pl.b1.read_ahead_missed, 0);
 	tt_check(ferry__node_socket(b), &w, 1u << 20, 51);
 
 	pl = tt_pull_cached(c, a, b, &x);
@@ -301,6 +316,123 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &v), 0);
 	pl = tt_pull_cached(c, a, b, &n);
 	tt_check(ferry__node_socket(b), &n, 1u << 20, 59);
+	tt_cluster_stop(&t);
+}
+
+/* A new object of @size bytes from @seed on the store at @socket: its ID into *@id. */
+static void put_new(const char *socket, struct ferry_object_id *id, uint64_t size, uint64_t seed)
+{
+	ferry_object_id_random(id);
+	tt_put(socket, id, size, seed);
+}
+
+/*
+ * A small object whose place and content check the directory has is pulled with one READ and
+ * no message: the source serves no request. Bytes that do not hash to the check (a stale place
+ * pointing at another object's bytes, of another size or the same) are thrown away and the
+ * source asked (one request), byte-exact; the other object is only read. A READ that fails
+ * ends the attempt (-ECONNRESET), one whose completion never comes at the deadline
+ * (-ETIMEDOUT), with nothing left behind; later pulls work, one READ again.
+ */
+FTEST(small_pulls_read_one_sided)
+{
+	struct ferry_object_id x, y, z, other, f, d, n;
+	struct ferry_gcs_object_place px, py, pz, pother;
+	struct ferry__objmgr_result res;
+	struct ferry__objmgr_stats st;
+	struct ferry_gcs_client *c;
+	struct ferry__node *a, *b;
+	struct ferry__objmgr *om;
+	struct tt_pulled pl;
+	struct tt_cluster t;
+
+	rt_require_device();
+	t = rdma_cluster(1, 64);
+	a = t.node[0];
+	b = tt_cluster_add(&t, 64, 3000); /* a 3 s deadline, for the lost READ */
+	om = ferry__node_objmgr(b);
+	c = tt_cluster_client(&t);
+	tt_warm_cache(om, ferry__node_socket(a), c); /* the endpoint is up */
+	put_new(ferry__node_socket(a), &x, 8, 61);
+	put_new(ferry__node_socket(a), &y, 4096, 62);
+	put_new(ferry__node_socket(a), &z, 8, 63);
+	put_new(ferry__node_socket(a), &other, 8, 64);
+	put_new(ferry__node_socket(a), &f, 100, 65);
+	put_new(ferry__node_socket(a), &d, 100, 66);
+	put_new(ferry__node_socket(a), &n, 100, 67);
+	px = cached_place(om, &x);
+	py = cached_place(om, &y);
+	pz = cached_place(om, &z);
+	pother = cached_place(om, &other);
+	ftest_assert_true(px.check && py.check && pz.check && pother.check);
+	ftest_assert_true(pz.check != pother.check);
+
+	pl = tt_pull_cached(c, a, b, &x);
+	ftest_assert_uint_eq(pl.res.transport, FERRY_GCS_TRANSPORT_RDMA);
+	ftest_assert_uint_eq(pl.res.bytes, 8 + 3); /* tt_put() adds 3 bytes of metadata */
+	ftest_assert_uint_eq(pl.b1.one_sided_kept, pl.b0.one_sided_kept + 1);
+	ftest_assert_uint_eq(pl.b1.one_sided_missed, pl.b0.one_sided_missed);
+	ftest_assert_uint_eq(pl.b1.pulls_fast, pl.b0.pulls_fast + 1);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served);
+	tt_check(ferry__node_socket(b), &x, 8, 61);
+	tt_wait_location(c, &x, 2);
+	/* The copy is listed with its own place and the same check (same bytes). */
+	{
+		struct ferry_gcs_object_info info;
+
+		ftest_assert_ok(ferry_gcs_object_lookup(c, &x, &info));
+		ftest_assert_ptr_notnull(info.places);
+		for (uint32_t i = 0; i < info.nlocations; i++)
+			ftest_assert_uint_eq(info.places[i].check, px.check);
+		ferry_gcs_free(info.locations);
+	}
+
+	/* Stale places: y's check over other's bytes (4 KiB read where 8 B lie), then z's over
+	 * another 8-byte object's. */
+	ferry__objmgr_place_hook = force_place;
+	forced_place = (struct ferry_gcs_object_place){pother.offset, pother.alloc, py.check};
+	pl = tt_pull_cached(c, a, b, &y);
+	ftest_assert_uint_eq(pl.b1.one_sided_missed, pl.b0.one_sided_missed + 1);
+	ftest_assert_uint_eq(pl.b1.one_sided_kept, pl.b0.one_sided_kept);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
+	tt_check(ferry__node_socket(b), &y, 4096, 62);
+	forced_place = (struct ferry_gcs_object_place){pother.offset, pother.alloc, pz.check};
+	pl = tt_pull_cached(c, a, b, &z);
+	ftest_assert_uint_eq(pl.b1.one_sided_missed, pl.b0.one_sided_missed + 1);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
+	tt_check(ferry__node_socket(b), &z, 8, 63);
+	ferry__objmgr_place_hook = NULL;
+	tt_check(ferry__node_socket(a), &other, 8, 64); /* only read, never written */
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &other), 0);
+
+	/* A READ that fails (its endpoint torn down) ends the attempt as any failed READ does:
+	 * with no other location, -ECONNRESET; no copy or admission left. */
+	(void)cached_place(om, &f);
+	st = tt_stats(b);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_FAIL_READ, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(om, &f, &res), -ECONNRESET);
+	ftest_assert_uint_eq(tt_stats(b).one_sided_missed, st.one_sided_missed + 1);
+	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &f), 0);
+
+	/* One whose completion never comes: the deadline takes the endpoint down, which ends the
+	 * READ: -ETIMEDOUT, nothing left. The next pull works, one READ again once the endpoint
+	 * is back up. */
+	pl = tt_pull_cached(c, a, b, &n); /* a new endpoint (a probe: it was down) */
+	tt_check(ferry__node_socket(b), &n, 100, 67);
+	(void)cached_place(om, &d);
+	st = tt_stats(b);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_DROP_READ, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(om, &d, NULL), -ETIMEDOUT);
+	ftest_assert_uint_eq(tt_stats(b).one_sided_missed, st.one_sided_missed + 1);
+	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &d), 0);
+	pl = tt_pull_cached(c, a, b, &f);
+	tt_check(ferry__node_socket(b), &f, 100, 65);
+	pl = tt_pull_cached(c, a, b, &d);
+	ftest_assert_uint_eq(pl.b1.one_sided_kept, pl.b0.one_sided_kept + 1);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served);
+	tt_check(ferry__node_socket(b), &d, 100, 66);
 	tt_cluster_stop(&t);
 }
 

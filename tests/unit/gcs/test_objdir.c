@@ -120,21 +120,25 @@ static struct ferry_gcs_object_place place_on(struct ferry__objdir *od, struct f
 	FTEST__FAIL("no copy on that node");
 }
 
-static void assert_place(struct ferry_gcs_object_place got, uint64_t offset, uint64_t alloc)
+static void assert_place(struct ferry_gcs_object_place got, uint64_t offset, uint64_t alloc,
+			 uint64_t check)
 {
 	ftest_assert_uint_eq(got.offset, offset);
 	ftest_assert_uint_eq(got.alloc, alloc);
+	ftest_assert_uint_eq(got.check, check);
 }
 
 /* A copy's place: stored with a new copy; the same place again changes nothing; another known
- * place replaces it and counts (returned 1, reported) like an addition; an unknown one (NULL,
- * alloc 0) leaves it; a copy removed and listed again without one does not get the old one. */
+ * place replaces it and counts (returned 1, reported) like an addition, even when only its check
+ * differs; an unknown one (NULL, alloc 0, whatever its check) leaves it; a copy removed and
+ * listed again without one does not get the old one. */
 FTEST(add_location_records_and_updates_places)
 {
 	struct changes c = {0};
 	struct ferry__objdir *od = new_dir(&c);
-	struct ferry_gcs_object_place a = {4096, 7}, b = {8192, 9}, no_alloc = {64, 0};
-	struct ferry_gcs_object_place places[2] = {{128, 3}, {0, 0}};
+	struct ferry_gcs_object_place a = {4096, 7, 0xa7}, b = {8192, 9, 0xb9};
+	struct ferry_gcs_object_place rechecked = {8192, 9, 0xb0}, no_alloc = {64, 0, 0x64};
+	struct ferry_gcs_object_place places[2] = {{128, 3, 0x83}, {0, 0, 0}};
 	struct ferry_node_id n1, n2, both[2];
 	struct ferry_worker_id owner;
 	struct ferry_object_id id, seeded;
@@ -143,23 +147,26 @@ FTEST(add_location_records_and_updates_places)
 	info = add_pending(od, &id, &owner, &n1, &n2);
 	c.changed = 0;
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &a), 1);
-	assert_place(place_on(od, &id, &n1), 4096, 7);
+	assert_place(place_on(od, &id, &n1), 4096, 7, 0xa7);
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &a), 0);
 	ftest_assert_int_eq(c.changed, 1);
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &b), 1);
-	assert_place(place_on(od, &id, &n1), 8192, 9);
+	assert_place(place_on(od, &id, &n1), 8192, 9, 0xb9);
 	ftest_assert_int_eq(c.changed, 2); /* subscribers hear of the new place */
+	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 100, 0, &rechecked), 1);
+	assert_place(place_on(od, &id, &n1), 8192, 9, 0xb0);
+	ftest_assert_int_eq(c.changed, 3); /* and of a new check alone */
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, NULL), 0);
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, &no_alloc), 0);
-	assert_place(place_on(od, &id, &n1), 8192, 9);
-	ftest_assert_int_eq(c.changed, 2);
+	assert_place(place_on(od, &id, &n1), 8192, 9, 0xb0);
+	ftest_assert_int_eq(c.changed, 3);
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n2, 0, 0, &no_alloc), 1);
-	assert_place(place_on(od, &id, &n2), 0, 0);
+	assert_place(place_on(od, &id, &n2), 0, 0, 0);
 	ftest_assert_uint_eq(ferry__objdir_get(od, &id)->nlocations, 2);
 	ftest_assert_int_eq(ferry__objdir_remove_location(od, &id, &n1), 1);
 	ftest_assert_int_eq(ferry__objdir_add_location(od, &id, &n1, 0, 0, NULL), 1);
-	assert_place(place_on(od, &id, &n1), 0, 0);
-	/* Initial copies take their places from the info. */
+	assert_place(place_on(od, &id, &n1), 0, 0, 0);
+	/* Initial copies take their places, checks included, from the info. */
 	both[0] = n1;
 	both[1] = n2;
 	info = info_of(&seeded, &owner, &n1);
@@ -167,8 +174,8 @@ FTEST(add_location_records_and_updates_places)
 	info.locations = both;
 	info.places = places;
 	ftest_assert_int_eq(ferry__objdir_add(od, &info), 1);
-	assert_place(place_on(od, &seeded, &n1), 128, 3);
-	assert_place(place_on(od, &seeded, &n2), 0, 0);
+	assert_place(place_on(od, &seeded, &n1), 128, 3, 0x83);
+	assert_place(place_on(od, &seeded, &n2), 0, 0, 0);
 	ferry__objdir_destroy(od);
 }
 

@@ -153,14 +153,15 @@ static struct ferry_gcs_object_place object_event(struct object_events *e, unsig
 
 /* As the node daemon lists a copy: OBJ_ADD_LOCATION with its place. */
 static int add_location_at(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-			   const struct ferry_node_id *node, uint64_t offset, uint64_t alloc)
+			   const struct ferry_node_id *node, uint64_t offset, uint64_t alloc,
+			   uint64_t check)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD_LOCATION};
 
 	op.obj_location.id = *id;
 	op.obj_location.node = *node;
 	op.obj_location.size_bytes = 64;
-	op.obj_location.place = (struct ferry_gcs_object_place){offset, alloc};
+	op.obj_location.place = (struct ferry_gcs_object_place){offset, alloc, check};
 	return ferry__gcs_client_apply(c, 0, &op);
 }
 
@@ -174,13 +175,13 @@ static struct ferry_gcs_object_place place_in(const struct ferry_gcs_object_info
 	FTEST__FAIL("no copy on that node");
 }
 
-/* Places reach readers both ways: a lookup returns them beside the locations, and the object's
- * subscribers get them in the snapshot and in a delta when a copy's place changes. The public
- * add_location knows no place: 0/0. */
+/* Places, checks included, reach readers both ways: a lookup returns them beside the locations,
+ * and the object's subscribers get them in the snapshot and in a delta when a copy's place
+ * changes, if only its check. The public add_location knows no place: all 0. */
 FTEST(lookups_and_events_carry_places)
 {
 	struct object_events e = {
-		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, {0, 0}};
+		PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, {0, 0, 0}};
 	struct ferry_gcs_object_info info = {0};
 	struct ferry_gcs_object_place p;
 	struct ferry_worker_id owner;
@@ -202,27 +203,35 @@ FTEST(lookups_and_events_carry_places)
 	ftest_assert_ptr_notnull(info.places);
 	ftest_assert_uint_eq(info.places[0].alloc, 0);
 	ftest_assert_uint_eq(info.places[0].offset, 0);
+	ftest_assert_uint_eq(info.places[0].check, 0);
 	ferry_gcs_free(info.locations);
 	ftest_assert_ok(ferry_gcs_subscribe(c, FERRY_GCS_CH_OBJECT_LOCATIONS, id.bytes,
 					    sizeof(id.bytes), on_object, &e));
 	p = object_event(&e, 1); /* the snapshot */
 	ftest_assert_uint_eq(p.alloc, 0);
-	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7), 1); /* the copy's place */
+	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7, 0xc7), 1); /* the copy's place */
 	p = object_event(&e, 2);
 	ftest_assert_uint_eq(p.offset, 4096);
 	ftest_assert_uint_eq(p.alloc, 7);
-	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7), 0); /* nothing new */
-	ftest_assert_int_eq(add_location_at(c, &id, &n2, 1 << 20, 8), 1);
+	ftest_assert_uint_eq(p.check, 0xc7);
+	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7, 0xc7), 0); /* nothing new */
+	ftest_assert_int_eq(add_location_at(c, &id, &n1, 4096, 7, 0xc8), 1); /* a new check */
+	p = object_event(&e, 3);
+	ftest_assert_uint_eq(p.alloc, 7);
+	ftest_assert_uint_eq(p.check, 0xc8);
+	ftest_assert_int_eq(add_location_at(c, &id, &n2, 1 << 20, 8, 0), 1); /* no check */
 	ftest_assert_ok(ferry_gcs_object_lookup(c, &id, &info));
 	ftest_assert_uint_eq(info.nlocations, 2);
 	p = place_in(&info, &n1);
 	ftest_assert_uint_eq(p.offset, 4096);
 	ftest_assert_uint_eq(p.alloc, 7);
+	ftest_assert_uint_eq(p.check, 0xc8);
 	p = place_in(&info, &n2);
 	ftest_assert_uint_eq(p.offset, 1 << 20);
 	ftest_assert_uint_eq(p.alloc, 8);
+	ftest_assert_uint_eq(p.check, 0);
 	ferry_gcs_free(info.locations);
-	object_event(&e, 3); /* n2's copy; the unchanged n1 sent none */
+	object_event(&e, 4); /* n2's copy; the unchanged n1 sent none */
 	pthread_mutex_lock(&e.lock);
 	ftest_assert_uint_eq(e.nlocations, 2);
 	pthread_mutex_unlock(&e.lock);

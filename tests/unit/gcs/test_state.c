@@ -29,11 +29,13 @@ static const struct ferry__gcs_bundle bundles[2] = {{{1, 0, 0, 0, NULL}, {{0}}},
 						    {{2, 0, 1e6, 1, custom}, {{0}}}};
 static struct ferry_node_id placed[2] = {{{1, 2}}, {{1, 3}}};
 static struct ferry_node_id two_nodes[2] = {{{1, 1}}, {{1, 2}}};
-static struct ferry_gcs_object_place two_places[2] = {{4096, 5}, {0, 0}}; /* n2's unknown */
+/* o1's copies' places: n2's unknown */
+static struct ferry_gcs_object_place two_places[2] = {{4096, 5, 0x4c}, {0, 0, 0}};
 
-/* Where @s has @id's copy on @node: it must be at @offset in allocation @alloc. */
+/* Where @s has @id's copy on @node: it must be at @offset in allocation @alloc, with @check. */
 static void assert_place(struct ferry__gcs_state *s, const struct ferry_object_id *id,
-			 const struct ferry_node_id *node, uint64_t offset, uint64_t alloc)
+			 const struct ferry_node_id *node, uint64_t offset, uint64_t alloc,
+			 uint64_t check)
 {
 	const struct ferry__objdir_entry *e = ferry__objdir_get(ferry__gcs_state_objdir(s), id);
 	const struct ferry__objdir_loc *l;
@@ -44,6 +46,7 @@ static void assert_place(struct ferry__gcs_state *s, const struct ferry_object_i
 	ftest_assert_ptr_notnull(l);
 	ftest_assert_uint_eq(l->place.offset, offset);
 	ftest_assert_uint_eq(l->place.alloc, alloc);
+	ftest_assert_uint_eq(l->place.check, check);
 }
 
 struct script {
@@ -192,11 +195,11 @@ static void script_one(struct script *sc)
 	op->obj_location.node = n3;
 	op->obj_location.size_bytes = 4096;
 	op->obj_location.metadata_bytes = 40; /* the copy's node knows the metadata size */
-	op->obj_location.place = (struct ferry_gcs_object_place){1 << 20, 77};
+	op->obj_location.place = (struct ferry_gcs_object_place){1 << 20, 77, 0x77c};
 	op = next_op(sc, FERRY__GCS_OP_OBJ_ADD_LOCATION); /* listed again: a new place */
 	op->obj_location.id = o3;
 	op->obj_location.node = n3;
-	op->obj_location.place = (struct ferry_gcs_object_place){2 << 20, 78};
+	op->obj_location.place = (struct ferry_gcs_object_place){2 << 20, 78, 0x78c};
 	op = next_op(sc, FERRY__GCS_OP_OBJ_SPILLED);
 	op->obj_spilled.id = o5;
 	op->obj_spilled.url = "file:///spill/o5";
@@ -308,7 +311,7 @@ FTEST(replay_restores_every_table_exactly)
 			    FERRY_GCS_OBJECT_LOST); /* owner w2 died */
 	ftest_assert_ptr_null(ferry__objdir_get(ferry__gcs_state_objdir(s), &o4));
 	ftest_assert_uint_eq(ferry__gcs_task_events_count(ferry__gcs_state_tables(s)), 3);
-	assert_place(s, &o3, &n3, 2 << 20, 78); /* the log kept the later place */
+	assert_place(s, &o3, &n3, 2 << 20, 78, 0x78c); /* the log kept the later place */
 	ferry__gcs_buf_fini(&a);
 	ferry__gcs_buf_fini(&b);
 	ferry__gcs_buf_fini(&c);
@@ -387,7 +390,7 @@ FTEST(snapshot_then_replay)
 	ftest_assert_uint_gt(st.replayed, (uint64_t)two.n); /* snapshot records + the log */
 	dump(s, &b);
 	assert_same(&a, &b);
-	assert_place(s, &o3, &n3, 2 << 20, 78); /* from the snapshot (script two keeps the copy) */
+	assert_place(s, &o3, &n3, 2 << 20, 78, 0x78c); /* from the snapshot (script two keeps it) */
 	ferry__gcs_buf_fini(&a);
 	ferry__gcs_buf_fini(&b);
 	ferry__gcs_state_close(s);
@@ -612,18 +615,21 @@ static bool is_obj(enum ferry__gcs_op_type t)
 	return t == FERRY__GCS_OP_OBJ_ADD || t == FERRY__GCS_OP_RESTORE_OBJ;
 }
 
-/* The bytes of @op's places block as encoded (0: none written). */
-static size_t places_bytes(const struct ferry__gcs_op *op)
+#define PLACE_BYTES 24		/* offset, alloc, check */
+#define PLACE_BYTES_NO_CHECK 16 /* offset, alloc: as written before the check */
+
+/* How many places @op's record carries as encoded (0: none written). */
+static size_t places_written(const struct ferry__gcs_op *op)
 {
 	bool known = false;
 
 	if (op->type == FERRY__GCS_OP_OBJ_ADD_LOCATION)
-		return op->obj_location.place.offset || op->obj_location.place.alloc ? 16 : 0;
+		return op->obj_location.place.offset || op->obj_location.place.alloc;
 	if (!is_obj(op->type) || !op->obj.places)
 		return 0;
 	for (uint32_t i = 0; i < op->obj.nlocations; i++)
 		known |= op->obj.places[i].offset || op->obj.places[i].alloc;
-	return known ? 16 * (size_t)op->obj.nlocations : 0;
+	return known ? op->obj.nlocations : 0;
 }
 
 /* Decode the first @len bytes of @b, a record of @op cut where its later fields begin: the
@@ -648,8 +654,9 @@ static void assert_decodes_without_later(const struct ferry__gcs_buf *b, size_t 
 }
 
 /* Every prefix of every record, a trailing byte, an unknown type, absurd counts: -EPROTO, but
- * for a record cut exactly where its later fields begin. A places block cut short (8 of a
- * place's 16 bytes, say) is one of those prefixes: rejected. */
+ * for a record cut exactly where its later fields begin, or where its places block is as long
+ * as the same places without checks (an older writer's record). A places block cut anywhere
+ * else (20 of a place's 24 bytes, say) is one of those prefixes: rejected. */
 FTEST(malformed_records_are_rejected)
 {
 	static const uint8_t unknown[] = {200, 0, 0};
@@ -661,12 +668,18 @@ FTEST(malformed_records_are_rejected)
 		struct ferry__gcs_buf b = {0};
 		struct ferry__gcs_writer w = {&b, 0};
 
-		size_t places = places_bytes(&sc.ops[i]);
+		size_t nplaces = places_written(&sc.ops[i]), places = nplaces * PLACE_BYTES;
 
 		ferry__gcs_op_encode(&sc.ops[i], &w);
 		for (size_t len = 0; len < b.size; len++) {
 			bool later = has_later_field(sc.ops[i].type);
 
+			if (places && len + places - nplaces * PLACE_BYTES_NO_CHECK == b.size) {
+				/* as long as the places without checks: an older layout */
+				ftest_assert_ok(ferry__gcs_op_decode(b.data, len, &op));
+				ferry__gcs_op_release(&op);
+				continue;
+			}
 			if (later && places && len + places == b.size) {
 				assert_decodes_without_later(&b, len, &sc.ops[i], false);
 				continue;
@@ -697,9 +710,10 @@ static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
 	return b;
 }
 
-/* A copy's place rides after the metadata size of OBJ_ADD_LOCATION, whole or not at all: an
- * unknown place is not written (the record is the one an older node sends), a record without it
- * decodes as 0/0, and one cut inside it is malformed. REMOVE_LOCATION carries none. */
+/* A copy's place, its check included, rides after the metadata size of OBJ_ADD_LOCATION, whole
+ * or not at all: an unknown place is not written (the record is the one an older node sends), a
+ * record without it decodes as all 0, and one cut inside it is malformed (but for 16 bytes: see
+ * places_without_checks_decode). REMOVE_LOCATION carries none. */
 FTEST(location_place_is_a_later_field)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD_LOCATION}, got;
@@ -709,43 +723,47 @@ FTEST(location_place_is_a_later_field)
 	op.obj_location.node = n2;
 	op.obj_location.size_bytes = 4096;
 	op.obj_location.metadata_bytes = 8;
-	op.obj_location.place = (struct ferry_gcs_object_place){0x123456789a, 42};
+	op.obj_location.place = (struct ferry_gcs_object_place){0x123456789a, 42, 0xc4ec};
 	with = encode(&op);
 	ftest_assert_ok(ferry__gcs_op_decode(with.data, with.size, &got));
 	ftest_assert_uint_eq(got.obj_location.place.offset, 0x123456789a);
 	ftest_assert_uint_eq(got.obj_location.place.alloc, 42);
+	ftest_assert_uint_eq(got.obj_location.place.check, 0xc4ec);
 	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
 	ferry__gcs_op_release(&got);
-	op.obj_location.place = (struct ferry_gcs_object_place){0, 0};
+	op.obj_location.place = (struct ferry_gcs_object_place){0, 0, 0};
 	without = encode(&op);
-	ftest_assert_uint_eq(without.size + 16, with.size);
+	ftest_assert_uint_eq(without.size + PLACE_BYTES, with.size);
 	ftest_assert_mem_eq(without.data, with.data, without.size);
 	ftest_assert_ok(ferry__gcs_op_decode(without.data, without.size, &got));
 	ftest_assert_uint_eq(got.obj_location.place.offset, 0);
 	ftest_assert_uint_eq(got.obj_location.place.alloc, 0);
+	ftest_assert_uint_eq(got.obj_location.place.check, 0);
 	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
 	ferry__gcs_op_release(&got);
-	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 8, &got), -EPROTO);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 16, &got), -EPROTO);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 4, &got), -EPROTO);
 	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 1, &got), -EPROTO);
 	ferry__gcs_buf_fini(&with);
 	ferry__gcs_buf_fini(&without);
 	op.type = FERRY__GCS_OP_OBJ_REMOVE_LOCATION;
-	op.obj_location.place = (struct ferry_gcs_object_place){1, 2};
+	op.obj_location.place = (struct ferry_gcs_object_place){1, 2, 3};
 	with = encode(&op);
-	op.obj_location.place = (struct ferry_gcs_object_place){0, 0};
+	op.obj_location.place = (struct ferry_gcs_object_place){0, 0, 0};
 	without = encode(&op);
 	ftest_assert_uint_eq(with.size, without.size);
 	ferry__gcs_buf_fini(&with);
 	ferry__gcs_buf_fini(&without);
 }
 
-/* RESTORE_OBJ (and OBJ_ADD) carry one place per location after the metadata size, when any is
- * known; without the block every place reads as unknown; a block cut short, or places with no
- * locations, are malformed. */
+/* RESTORE_OBJ (and OBJ_ADD) carry one place per location, checks included, after the metadata
+ * size, when any is known; without the block every place reads as unknown; a block cut short
+ * (but to 16 bytes a place: see places_without_checks_decode), or places with no locations, are
+ * malformed. */
 FTEST(object_places_are_a_later_block)
 {
-	static const struct ferry_gcs_object_place places[2] = {{64, 3}, {1u << 30, 4}};
-	static const struct ferry_gcs_object_place unknown[2] = {{0, 0}, {0, 0}};
+	static const struct ferry_gcs_object_place places[2] = {{64, 3, 0xc3}, {1u << 30, 4, 0xc4}};
+	static const struct ferry_gcs_object_place unknown[2] = {{0, 0, 0}, {0, 0, 0}};
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_OBJ}, got;
 	struct ferry__gcs_buf with, without;
 
@@ -764,19 +782,21 @@ FTEST(object_places_are_a_later_block)
 	for (int i = 0; i < 2; i++) {
 		ftest_assert_uint_eq(got.obj.places[i].offset, places[i].offset);
 		ftest_assert_uint_eq(got.obj.places[i].alloc, places[i].alloc);
+		ftest_assert_uint_eq(got.obj.places[i].check, places[i].check);
 	}
 	ftest_assert_uint_eq(got.obj.metadata_bytes, 24);
 	ferry__gcs_op_release(&got);
 	op.obj.places = unknown; /* all unknown: written as if NULL */
 	without = encode(&op);
-	ftest_assert_uint_eq(without.size + 2 * 16, with.size);
+	ftest_assert_uint_eq(without.size + 2 * PLACE_BYTES, with.size);
 	ftest_assert_mem_eq(without.data, with.data, without.size);
 	ftest_assert_ok(ferry__gcs_op_decode(without.data, without.size, &got));
 	ftest_assert_ptr_null(got.obj.places);
 	ftest_assert_uint_eq(got.obj.metadata_bytes, 24);
 	ferry__gcs_op_release(&got);
-	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 16, &got), -EPROTO);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - PLACE_BYTES, &got), -EPROTO);
 	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 8, &got), -EPROTO);
+	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 1, &got), -EPROTO);
 	ferry__gcs_buf_fini(&with);
 	/* No locations, yet a place after them: trailing bytes. */
 	op.obj.nlocations = 0;
@@ -790,8 +810,65 @@ FTEST(object_places_are_a_later_block)
 	ferry__gcs_buf_fini(&without);
 }
 
+/* Appends @n places to @b as a writer from before the check did: offset and alloc only. */
+static void put_places_without_checks(struct ferry__gcs_buf *b,
+				      const struct ferry_gcs_object_place *places, uint32_t n)
+{
+	struct ferry__gcs_writer w = {b, 0};
+
+	for (uint32_t i = 0; i < n; i++) {
+		ferry__gcs_put_u64(&w, places[i].offset);
+		ferry__gcs_put_u64(&w, places[i].alloc);
+	}
+	ftest_assert_ok(w.err);
+}
+
+/* Places were 16 bytes (offset, alloc) before the check: an older node's OBJ_ADD_LOCATION and
+ * an older log's or snapshot's object record still decode, their checks 0. Cut, they are
+ * malformed like any other. */
+FTEST(places_without_checks_decode)
+{
+	static const struct ferry_gcs_object_place places[2] = {{64, 3, 0xc3}, {1u << 30, 4, 0xc4}};
+	struct ferry__gcs_op loc = {.type = FERRY__GCS_OP_OBJ_ADD_LOCATION};
+	struct ferry__gcs_op obj = {.type = FERRY__GCS_OP_RESTORE_OBJ}, got;
+	struct ferry__gcs_buf b;
+
+	loc.obj_location.id = o1;
+	loc.obj_location.node = n2;
+	loc.obj_location.size_bytes = 4096;
+	b = encode(&loc); /* no place known: the record ends where an older one's place begins */
+	put_places_without_checks(&b, places, 1);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_uint_eq(got.obj_location.place.offset, 64);
+	ftest_assert_uint_eq(got.obj_location.place.alloc, 3);
+	ftest_assert_uint_eq(got.obj_location.place.check, 0);
+	ferry__gcs_op_release(&got);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size - 1, &got), -EPROTO);
+	ferry__gcs_buf_fini(&b);
+	obj.obj.id = o1;
+	obj.obj.owner_worker = w1;
+	obj.obj.owner_node = n1;
+	obj.obj.size_bytes = 4096;
+	obj.obj.state = FERRY_GCS_OBJECT_AVAILABLE;
+	obj.obj.nlocations = 2;
+	obj.obj.locations = two_nodes;
+	b = encode(&obj);
+	put_places_without_checks(&b, places, 2);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_ptr_notnull(got.obj.places);
+	for (int i = 0; i < 2; i++) {
+		ftest_assert_uint_eq(got.obj.places[i].offset, places[i].offset);
+		ftest_assert_uint_eq(got.obj.places[i].alloc, places[i].alloc);
+		ftest_assert_uint_eq(got.obj.places[i].check, 0);
+	}
+	ferry__gcs_op_release(&got);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size - 1, &got), -EPROTO);
+	ferry__gcs_buf_fini(&b);
+}
+
 /* Places through the log, a snapshot and the published record: a state built from ops listing
- * copies out of ID order, one of them moved, replays and restores each place with its copy. */
+ * copies out of ID order, one of them moved and then given a new check alone (a change too),
+ * replays and restores each place, check included, with its copy. */
 FTEST(places_survive_replay_and_snapshots)
 {
 	static const struct ferry_node_id *order[3] = {&n3, &n1, &n2};
@@ -806,28 +883,33 @@ FTEST(places_survive_replay_and_snapshots)
 	op.obj.size_bytes = 4096;
 	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
 	for (int i = 0; i < 3; i++) {
+		uint64_t k = order[i]->bytes[1]; /* n1..n3: 1..3 */
+
 		memset(&op, 0, sizeof(op));
 		op.type = FERRY__GCS_OP_OBJ_ADD_LOCATION;
 		op.obj_location.id = o1;
 		op.obj_location.node = *order[i];
-		op.obj_location.place = (struct ferry_gcs_object_place){order[i]->bytes[1] * 100u,
-									order[i]->bytes[1]};
+		op.obj_location.place = (struct ferry_gcs_object_place){k * 100u, k, k * 0x1111u};
 		ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
 	}
-	op.obj_location.place = (struct ferry_gcs_object_place){250, 5}; /* n2's copy moved */
+	op.obj_location.place = (struct ferry_gcs_object_place){250, 5, 0x250}; /* n2's moved */
+	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
+	op.obj_location.place.check = 0x251; /* the same allocation, a new check */
 	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 1);
 	ftest_assert_int_eq(ferry__gcs_state_apply(s, &op, NULL), 0);
 	ferry__gcs_state_close(s);
 	for (int round = 0; round < 2; round++) {
 		s = open_state(dir()); /* round 0: the log; round 1: the snapshot */
-		assert_place(s, &o1, &n1, 100, 1);
-		assert_place(s, &o1, &n2, 250, 5);
-		assert_place(s, &o1, &n3, 300, 3);
+		assert_place(s, &o1, &n1, 100, 1, 0x1111);
+		assert_place(s, &o1, &n2, 250, 5, 0x251);
+		assert_place(s, &o1, &n3, 300, 3, 0x3333);
 		ftest_assert_ok(ferry__gcs_object_op(
 			ferry__objdir_get(ferry__gcs_state_objdir(s), &o1), &scratch, &rec));
 		for (uint32_t i = 0; i < 3; i++) { /* sorted by node, places beside them */
 			ftest_assert_uint_eq(rec.obj.locations[i].bytes[1], i + 1);
 			ftest_assert_uint_eq(rec.obj.places[i].alloc, i == 1 ? 5 : i + 1);
+			ftest_assert_uint_eq(rec.obj.places[i].check,
+					     i == 1 ? 0x251 : 0x1111 * (i + 1));
 		}
 		if (round == 0) {
 			ftest_assert_ok(ferry__gcs_state_snapshot(s));

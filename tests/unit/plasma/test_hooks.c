@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "client_test.h"
+#include "common/hash.h"
 #include "plasma/client_arena.h"
 #include "plasma/client_int.h"
 
@@ -24,13 +25,14 @@ struct rec {
 	uint64_t data_size;	   /* sealed */
 	uint64_t offset;	   /* sealed: where the data lies */
 	uint64_t alloc;		   /* sealed: the placement's id */
+	uint64_t check;		   /* sealed: the content check (small objects) */
 	struct ferry_object_id id; /* the object */
 };
 
 static int rec_fd = -1; /* the store process writes records here */
 
 static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t data_size,
-		    uint32_t metadata_size, bool primary, uint64_t offset, uint64_t alloc)
+		    uint32_t metadata_size, bool primary, const struct ferry__plasma_place *place)
 {
 	struct rec r;
 
@@ -39,8 +41,11 @@ static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t dat
 	r.primary = primary;
 	r.metadata_size = metadata_size;
 	r.data_size = data_size;
-	r.offset = offset;
-	r.alloc = alloc;
+	if (place) {
+		r.offset = place->offset;
+		r.alloc = place->alloc;
+		r.check = place->check;
+	}
 	r.id = *id;
 	/* One write of less than PIPE_BUF: atomic. The test checks what arrives. */
 	if (write(rec_fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
@@ -48,29 +53,29 @@ static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t dat
 }
 
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary, uint64_t offset, uint64_t alloc)
+		      uint32_t metadata_size, bool primary, const struct ferry__plasma_place *place)
 {
 	(void)arg;
-	put_rec(REC_SEALED, id, data_size, metadata_size, primary, offset, alloc);
+	put_rec(REC_SEALED, id, data_size, metadata_size, primary, place);
 }
 
 static void on_moved(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		     uint32_t metadata_size, uint64_t offset, uint64_t alloc)
+		     uint32_t metadata_size, const struct ferry__plasma_place *place)
 {
 	(void)arg;
-	put_rec(REC_MOVED, id, data_size, metadata_size, true, offset, alloc);
+	put_rec(REC_MOVED, id, data_size, metadata_size, true, place);
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
 	(void)arg;
-	put_rec(REC_REMOVED, id, 0, 0, false, 0, 0);
+	put_rec(REC_REMOVED, id, 0, 0, false, NULL);
 }
 
 static void on_miss(void *arg, const struct ferry_object_id *id)
 {
 	(void)arg;
-	put_rec(REC_MISS, id, 0, 0, false, 0, 0);
+	put_rec(REC_MISS, id, 0, 0, false, NULL);
 }
 
 /* A store with hooks; the test reads their records from the returned fd. */
@@ -126,7 +131,8 @@ static struct rec expect_sealed(int fd, uint32_t n, uint64_t size, uint32_t meta
 	return r;
 }
 
-/* The place the hook reported for object @n is where a reader's view finds it. */
+/* The place the hook reported for object @n is where a reader's view finds it, with the hash of
+ * the bytes found there for a small object (none for a large one). */
 static void expect_place(const struct test_store *t, uint32_t n, const struct rec *r)
 {
 	struct ferry_plasma_client *c = client_connect(t);
@@ -139,6 +145,13 @@ static void expect_place(const struct test_store *t, uint32_t n, const struct re
 	ftest_assert_uint_eq(offset, r->offset);
 	ftest_assert_uint_eq(alloc, r->alloc);
 	ftest_assert_true(alloc != 0);
+	ftest_assert_true(v.metadata_size == 0 ||
+			  (const uint8_t *)v.metadata == (const uint8_t *)v.data + v.data_size);
+	if (v.data_size + v.metadata_size <= FERRY__PLASMA_CHECK_MAX)
+		ftest_assert_uint_eq(r->check,
+				     ferry__hash_content(v.data, v.data_size + v.metadata_size));
+	else
+		ftest_assert_uint_eq(r->check, 0);
 	ftest_assert_ok(ferry_plasma_client_release(c, &v));
 	ftest_assert_errno(ferry__plasma_client_view_place(c, &v, &offset, &alloc), -EINVAL);
 	ferry_plasma_client_disconnect(c);
