@@ -277,7 +277,8 @@ static void peer_connected(struct ferry__rdma_ep *ep, int status, void *arg)
 
 	/* The server's arena and key, for READs posted without asking first (the directory's
 	 * places): the same for as long as this endpoint lives. */
-	if (status == 0 && ferry__rdma_ep_peer_region(ep, &peer->rbase, &peer->rkey) < 0)
+	if (status == 0 &&
+	    ferry__rdma_ep_peer_region(ep, &peer->rbase, &peer->rlen, &peer->rkey) < 0)
 		peer->rbase = 0;
 	ferry__objmgr_peer_connected(&peer->base, status);
 }
@@ -664,22 +665,40 @@ static void ahead_done(struct rfetch *f, int status)
 }
 
 /*
- * A large pull whose place the directory has, on the loop: with the endpoint up (its first
- * reply told us the server's arena and key) and the copy made from the chunk, the READ goes
- * with the probe instead of after its reply, which takes the probe's round trip (~0.9 ms of a
- * 1 MiB pull in the soft-RoCE VM) off the pull. Otherwise as without a place: a pull thread
- * creates the copy while the probe is out.
+ * Can @f's object be READ from the directory's place (@offset, @len bytes) now, on the loop?
+ * The endpoint to its server is up, its accept named the server's arena and the place lies
+ * inside it (a READ outside would fail and take the endpoint down), and the copy (@sizes) could
+ * be made from the client's chunk without waiting: then the endpoint, the copy in *@dst,
+ * admitted. Else NULL, nothing made. @status: the post's.
+ */
+static struct rpeer *read_now(struct ferry__objmgr *om, const struct rfetch *f, uint64_t offset,
+			      uint64_t len, const struct ferry__objmgr_sizes *sizes, int status,
+			      void **dst)
+{
+	struct ferry__objmgr_rdma *r = om->rdma;
+	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, f->ip, f->port, 0);
+
+	if (!peer || !peer->base.up || !peer->ep || !peer->rbase || offset > peer->rlen ||
+	    len > peer->rlen - offset || create_early(om, &f->id, sizes, true, dst) < 0)
+		return NULL;
+	return peer;
+}
+
+/*
+ * A large pull whose place the directory has, on the loop: with the endpoint up and the copy
+ * made from the chunk (read_now), the READ goes with the probe instead of after its reply,
+ * which takes the probe's round trip (~0.9 ms of a 1 MiB pull in the soft-RoCE VM) off the
+ * pull. Otherwise as without a place: a pull thread creates the copy while the probe is out.
  */
 static void big_begin(void *arg, int status)
 {
 	struct rbig *b = arg;
 	struct ferry__objmgr *om = b->f.om;
-	struct ferry__objmgr_rdma *r = om->rdma;
-	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, b->f.ip, b->f.port, 0);
 	void *dst;
+	struct rpeer *peer =
+		read_now(om, &b->f, b->place.offset, b->sizes.data, &b->sizes, status, &dst);
 
-	if (peer && peer->base.up && peer->ep && peer->rbase &&
-	    create_early(om, &b->f.id, &b->sizes, true, &dst) == 0) {
+	if (peer) {
 		b->f.owner->big = NULL; /* no pull thread creates it */
 		b->dst = dst;
 		b->read_ahead = true;
@@ -820,14 +839,11 @@ static void small_begin(void *arg, int status)
 {
 	struct rsmall *s = arg;
 	struct ferry__objmgr *om = s->f.om;
-	struct ferry__objmgr_rdma *r = om->rdma;
-	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, s->f.ip, s->f.port, 0);
 	uint64_t total = s->sizes.data + s->sizes.metadata;
 	void *dst;
+	struct rpeer *peer = read_now(om, &s->f, s->place.offset, total, &s->sizes, status, &dst);
 
-	if (peer && peer->base.up && peer->ep && peer->rbase &&
-	    s->place.offset <= UINT64_MAX - peer->rbase - total &&
-	    create_early(om, &s->f.id, &s->sizes, true, &dst) == 0) {
+	if (peer) {
 		s->f.step = STEP_READ;
 		s->f.gen = peer->gen; /* qp 0: fetch_start checks it is still this endpoint */
 		s->f.dst = dst;

@@ -484,12 +484,14 @@ void ferry__rdma_ctx_region(const struct ferry__rdma_ctx *ctx, uint64_t *addr, u
 		*rkey = ctx->mr->rkey;
 }
 
-int ferry__rdma_ep_peer_region(const struct ferry__rdma_ep *ep, uint64_t *addr, uint32_t *rkey)
+int ferry__rdma_ep_peer_region(const struct ferry__rdma_ep *ep, uint64_t *addr, uint64_t *len,
+			       uint32_t *rkey)
 {
-	/* peer_region_addr is set from the welcome, which only a connector receives. */
-	if (ep->state != RDMA_EP_ESTABLISHED || !ep->peer_region_addr)
+	/* peer_region_* are set from the welcome, which only a connector receives. */
+	if (ep->state != RDMA_EP_ESTABLISHED || !ep->peer_region_addr || !ep->peer_region_len)
 		return -ENODATA;
 	*addr = ep->peer_region_addr;
+	*len = ep->peer_region_len;
 	*rkey = ep->peer_region_rkey;
 	return 0;
 }

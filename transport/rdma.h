@@ -119,9 +119,11 @@ void ferry__rdma_ctx_region(const struct ferry__rdma_ctx *ctx, uint64_t *addr, u
 /*
  * ferry__rdma_ep_peer_region() - the region of the peer this endpoint connected to, as its
  * accept said (a connector's only: the acceptor learns nothing of the connector's). 0 and
- * *@addr, *@rkey; -ENODATA: not connected by us, not yet established, or the peer named none.
+ * *@addr, *@len, *@rkey; -ENODATA: not connected by us, not yet established, or the peer named
+ * none. A READ outside it would fail and take the endpoint down: check before posting.
  */
-int ferry__rdma_ep_peer_region(const struct ferry__rdma_ep *ep, uint64_t *addr, uint32_t *rkey);
+int ferry__rdma_ep_peer_region(const struct ferry__rdma_ep *ep, uint64_t *addr, uint64_t *len,
+			       uint32_t *rkey);
 
 /* ferry__rdma_ctx_device() - the opened device's name ("rxe0"), for logs. */
 const char *ferry__rdma_ctx_device(const struct ferry__rdma_ctx *ctx);

@@ -6,7 +6,8 @@
  *
  * Handshake (network byte order, fits IB's 56 bytes of connect private data):
  *   connect -> hello   {magic, version, recv_depth, msg_size, token_len, token[40]}
- *   accept  <- welcome {magic, version, recv_depth, msg_size, region_rkey, region_addr}
+ *   accept  <- welcome {magic, version, recv_depth, msg_size, region_rkey, region_addr,
+ *                       region_len}
  *   reject  <- refusal {magic, version, errno}: EACCES token, EPROTO version, ENOMEM
  */
 #include <arpa/inet.h>
@@ -48,9 +49,10 @@ struct welcome {
 	uint16_t recv_depth;  /* receives the acceptor posts */
 	uint32_t msg_size;    /* bytes per receive buffer */
 	uint32_t region_rkey; /* the acceptor's region: its key, */
-	uint64_t region_addr; /* and its start; 0: none */
+	uint64_t region_addr; /* its start (0: none), */
+	uint64_t region_len;  /* and its length */
 };
-_Static_assert(sizeof(struct welcome) == 24, "welcome has no padding");
+_Static_assert(sizeof(struct welcome) == 32, "welcome has no padding");
 
 struct refusal {
 	uint32_t magic;	   /* RDMA_MAGIC */
@@ -387,6 +389,7 @@ static void connect_established(struct ferry__rdma_ep *ep, const struct cm_event
 	ep->peer_msg_size = ntohl(w.msg_size);
 	ep->peer_region_rkey = ntohl(w.region_rkey);
 	ep->peer_region_addr = be64toh(w.region_addr);
+	ep->peer_region_len = be64toh(w.region_len);
 	ferry__rdma_ep_established(ep);
 }
 
@@ -483,7 +486,7 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 	struct welcome w;
 	struct rdma_conn_param param = {.private_data = &w, .private_data_len = sizeof(w)};
 	struct hello h;
-	uint64_t region_addr;
+	uint64_t region_addr, region_len;
 	uint32_t region_rkey;
 	char peer[INET6_ADDRSTRLEN + 8];
 	int err = check_hello(ctx, ev, &h);
@@ -509,9 +512,14 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 	if (err)
 		goto err_free_ep;
 	ferry__rdma_ctx_region(ctx, &region_addr, &region_rkey);
-	w = (struct welcome){
-		htonl(RDMA_MAGIC),   htons(FERRY__RDMA_VERSION), htons((uint16_t)ep->recv_depth),
-		htonl(ep->msg_size), htonl(region_rkey),	 htobe64(region_addr)};
+	region_len = ctx->region_size;
+	w = (struct welcome){.magic = htonl(RDMA_MAGIC),
+			     .version = htons(FERRY__RDMA_VERSION),
+			     .recv_depth = htons((uint16_t)ep->recv_depth),
+			     .msg_size = htonl(ep->msg_size),
+			     .region_rkey = htonl(region_rkey),
+			     .region_addr = htobe64(region_addr),
+			     .region_len = htobe64(region_len)};
 	param.responder_resources = FERRY_MIN(ev->initiator_depth, ctx->max_rd_atom);
 	param.initiator_depth = FERRY_MIN(ev->responder_resources, ctx->max_init_rd_atom);
 	param.retry_count = RETRY_COUNT;

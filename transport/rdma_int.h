@@ -142,7 +142,8 @@ struct ferry__rdma_ep {
 	uint32_t peer_recv_depth;      /* receive buffers the peer posts */
 	uint32_t peer_msg_size;	       /* bytes per peer receive buffer */
 	uint32_t peer_region_rkey;     /* connector: the acceptor's region key, */
-	uint64_t peer_region_addr;     /* and start (its welcome); 0: unknown */
+	uint64_t peer_region_addr;     /* start (its welcome; 0: unknown) */
+	uint64_t peer_region_len;      /* and length */
 	uint32_t *send_free;	       /* stack of free send slots */
 	uint32_t send_free_count;      /* entries in send_free */
 	uint32_t credits;	       /* sends the peer can take now */

@@ -196,6 +196,21 @@ static void put_new_mib(const char *socket, struct ferry_object_id *id, uint64_t
 	tt_put(socket, id, 1u << 20, seed);
 }
 
+/*
+ * Node A on the soft-RoCE address and a puller B added with a 3 s deadline (for the lost READ
+ * cases), @memory_mib of store each; B's location cache warm and its endpoint to A up. Into
+ * @t (by pointer: the tests keep it on their stack).
+ */
+static void puller_pair(struct tt_cluster *t, unsigned memory_mib, struct ferry__node **a,
+			struct ferry__node **b, struct ferry_gcs_client **c)
+{
+	*t = rdma_cluster(1, memory_mib);
+	*a = t->node[0];
+	*b = tt_cluster_add(t, memory_mib, 3000);
+	*c = tt_cluster_client(t);
+	tt_warm_cache(ferry__node_objmgr(*b), ferry__node_socket(*a), *c);
+}
+
 /* The place the next fast-path pull uses in place of the directory's (read_ahead test). */
 static struct ferry_gcs_object_place forced_place;
 
@@ -238,12 +253,8 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	struct tt_cluster t;
 
 	rt_require_device();
-	t = rdma_cluster(1, 128);
-	a = t.node[0];
-	b = tt_cluster_add(&t, 128, 3000); /* its chunk (arena / 16) holds a 1 MiB copy */
+	puller_pair(&t, 128, &a, &b, &c); /* B's chunk (arena / 16) holds a 1 MiB copy */
 	om = ferry__node_objmgr(b);
-	c = tt_cluster_client(&t);
-	tt_warm_cache(om, ferry__node_socket(a), c);
 	put_new_mib(ferry__node_socket(a), &w, 51);
 	put_new_mib(ferry__node_socket(a), &x, 52);
 	put_new_mib(ferry__node_socket(a), &y, 53);
@@ -330,14 +341,15 @@ static void put_new(const char *socket, struct ferry_object_id *id, uint64_t siz
  * A small object whose place and content check the directory has is pulled with one READ and
  * no message: the source serves no request. Bytes that do not hash to the check (a stale place
  * pointing at another object's bytes, of another size or the same) are thrown away and the
- * source asked (one request), byte-exact; the other object is only read. A READ that fails
+ * source asked (one request), byte-exact; the other object is only read. A place outside the
+ * source's arena is not READ at all. A READ that fails
  * ends the attempt (-ECONNRESET), one whose completion never comes at the deadline
  * (-ETIMEDOUT), with nothing left behind; later pulls work, one READ again.
  */
 FTEST(small_pulls_read_one_sided)
 {
-	struct ferry_object_id x, y, z, other, f, d, n;
-	struct ferry_gcs_object_place px, py, pz, pother;
+	struct ferry_object_id x, y, z, other, f, d, n, g;
+	struct ferry_gcs_object_place px, py, pz, pother, pg;
 	struct ferry__objmgr_result res;
 	struct ferry__objmgr_stats st;
 	struct ferry_gcs_client *c;
@@ -347,12 +359,8 @@ FTEST(small_pulls_read_one_sided)
 	struct tt_cluster t;
 
 	rt_require_device();
-	t = rdma_cluster(1, 64);
-	a = t.node[0];
-	b = tt_cluster_add(&t, 64, 3000); /* a 3 s deadline, for the lost READ */
+	puller_pair(&t, 64, &a, &b, &c);
 	om = ferry__node_objmgr(b);
-	c = tt_cluster_client(&t);
-	tt_warm_cache(om, ferry__node_socket(a), c); /* the endpoint is up */
 	put_new(ferry__node_socket(a), &x, 8, 61);
 	put_new(ferry__node_socket(a), &y, 4096, 62);
 	put_new(ferry__node_socket(a), &z, 8, 63);
@@ -360,11 +368,13 @@ FTEST(small_pulls_read_one_sided)
 	put_new(ferry__node_socket(a), &f, 100, 65);
 	put_new(ferry__node_socket(a), &d, 100, 66);
 	put_new(ferry__node_socket(a), &n, 100, 67);
+	put_new(ferry__node_socket(a), &g, 8, 68);
 	px = cached_place(om, &x);
 	py = cached_place(om, &y);
 	pz = cached_place(om, &z);
 	pother = cached_place(om, &other);
-	ftest_assert_true(px.check && py.check && pz.check && pother.check);
+	pg = cached_place(om, &g);
+	ftest_assert_true(px.check && py.check && pz.check && pother.check && pg.check);
 	ftest_assert_true(pz.check != pother.check);
 
 	pl = tt_pull_cached(c, a, b, &x);
@@ -401,9 +411,18 @@ FTEST(small_pulls_read_one_sided)
 	ftest_assert_uint_eq(pl.b1.one_sided_missed, pl.b0.one_sided_missed + 1);
 	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
 	tt_check(ferry__node_socket(b), &z, 8, 63);
+	/* A place past the end of A's arena is not READ (that would fail and take the endpoint
+	 * down): the source is asked; the endpoint stays, so the next pull is one READ. */
+	forced_place = (struct ferry_gcs_object_place){1ull << 40, pother.alloc, pg.check};
+	pl = tt_pull_cached(c, a, b, &g);
+	ftest_assert_uint_eq(pl.b1.one_sided_missed, pl.b0.one_sided_missed);
+	ftest_assert_uint_eq(pl.b1.one_sided_kept, pl.b0.one_sided_kept);
+	ftest_assert_uint_eq(pl.a1.requests_served, pl.a0.requests_served + 1);
+	tt_check(ferry__node_socket(b), &g, 8, 68);
 	ferry__objmgr_place_hook = NULL;
+	pl = tt_pull_cached(c, a, b, &other);
+	ftest_assert_uint_eq(pl.b1.one_sided_kept, pl.b0.one_sided_kept + 1);
 	tt_check(ferry__node_socket(a), &other, 8, 64); /* only read, never written */
-	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &other), 0);
 
 	/* A READ that fails (its endpoint torn down) ends the attempt as any failed READ does:
 	 * with no other location, -ECONNRESET; no copy or admission left. */
