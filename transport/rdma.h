@@ -18,6 +18,7 @@
 #ifndef FERRY_TRANSPORT_RDMA_H
 #define FERRY_TRANSPORT_RDMA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -4,14 +4,9 @@
  * carried in the connect private data (token, version, receive depth and buffer size), the
  * endpoint state machine fed by rdma_cm events, and teardown. See the DESIGN block in rdma.c.
  *
- * Handshake (network byte order, fits IB's 56 bytes of connect private data):
- *   connect -> hello   {magic, version, recv_depth, msg_size, token_len, token[40]}
- *   accept  <- welcome {magic, version, recv_depth, msg_size, region_rkey, region_addr,
- *                       region_len}
- *   reject  <- refusal {magic, version, errno}: EACCES token, EPROTO version, ENOMEM
+ * The handshake's messages and their checks are rdma_hs.c's.
  */
 #include <arpa/inet.h>
-#include <endian.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -20,46 +15,14 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "transport/rdma_hs.h"
 #include "transport/rdma_int.h"
 
-#define RDMA_MAGIC 0x4652444du /* "FRDM" */
 #define LISTEN_BACKLOG 128
 #define RESOLVE_TIMEOUT_MS 2000
 #define RETRY_COUNT 7
 #define RNR_RETRY_COUNT 3	 /* credits make RNR impossible; if it happens, fail, don't spin */
 #define REJ_INVALID_SERVICE_ID 8 /* IB CM reject reason: nobody listens there */
-
-struct hello {
-	uint32_t magic;			      /* RDMA_MAGIC */
-	uint16_t version;		      /* FERRY__RDMA_VERSION */
-	uint16_t recv_depth;		      /* receives the sender posts: the peer's credits */
-	uint32_t msg_size;		      /* bytes per receive buffer */
-	uint8_t token_len;		      /* token bytes, 0xff for a digest */
-	uint8_t reserved[3];		      /* zero */
-	uint8_t token[FERRY__RDMA_TOKEN_MAX]; /* cluster token */
-};
-_Static_assert(sizeof(struct hello) == 56, "IB connect private data holds 56 bytes");
-
-/* The acceptor's region rides along so that the connector can READ from it before asking
- * anything (transport/objmgr_rdma.c): its first pull may already be one-sided. An acceptor
- * that sends the first 12 bytes only leaves the rest zero (IB pads private data): unknown. */
-struct welcome {
-	uint32_t magic;	      /* RDMA_MAGIC */
-	uint16_t version;     /* FERRY__RDMA_VERSION */
-	uint16_t recv_depth;  /* receives the acceptor posts */
-	uint32_t msg_size;    /* bytes per receive buffer */
-	uint32_t region_rkey; /* the acceptor's region: its key, */
-	uint64_t region_addr; /* its start (0: none), */
-	uint64_t region_len;  /* and its length */
-};
-_Static_assert(sizeof(struct welcome) == 32, "welcome has no padding");
-
-struct refusal {
-	uint32_t magic;	   /* RDMA_MAGIC */
-	uint16_t version;  /* FERRY__RDMA_VERSION */
-	uint16_t reserved; /* zero */
-	int32_t error;	   /* positive errno */
-};
 
 /* What we keep of an rdma_cm event: it is acked before it is handled. */
 struct cm_event {
@@ -291,23 +254,12 @@ err_free_ep:
 	return err;
 }
 
-static void fill_hello(const struct ferry__rdma_ep *ep, struct hello *h)
-{
-	memset(h, 0, sizeof(*h));
-	h->magic = htonl(RDMA_MAGIC);
-	h->version = htons(FERRY__RDMA_VERSION);
-	h->recv_depth = htons((uint16_t)ep->recv_depth);
-	h->msg_size = htonl(ep->msg_size);
-	h->token_len = ep->ctx->token_len;
-	memcpy(h->token, ep->ctx->token, sizeof(h->token));
-}
-
 static void route_resolved(struct ferry__rdma_ep *ep)
 {
 	struct ferry__rdma_ctx *ctx = ep->ctx;
-	struct hello h;
+	uint8_t h[FERRY__RDMA_HELLO_BYTES];
 	struct rdma_conn_param param = {
-		.private_data = &h,
+		.private_data = h,
 		.private_data_len = sizeof(h),
 		.responder_resources = ctx->max_rd_atom,
 		.initiator_depth = (uint8_t)FERRY_MIN(ctx->max_init_rd_atom, ep->max_reads),
@@ -320,7 +272,10 @@ static void route_resolved(struct ferry__rdma_ep *ep)
 		ferry__rdma_ep_fail(ep, err);
 		return;
 	}
-	fill_hello(ep, &h);
+	ferry__rdma_hello_write(h,
+				&(struct ferry__rdma_terms){.recv_depth = (uint16_t)ep->recv_depth,
+							    .msg_size = ep->msg_size},
+				ctx->token_len, ctx->token);
 	if (rdma_connect(ep->id, &param)) {
 		err = -errno;
 		FLOG_ERROR(RDMA_LOG, "%s: rdma_connect: %s", ctx->device, ferry_strerror(errno));
@@ -353,43 +308,21 @@ static void addr_resolved(struct ferry__rdma_ep *ep)
 	ep->state = RDMA_EP_RESOLVING_ROUTE;
 }
 
-static int refusal_errno(const struct cm_event *ev)
-{
-	struct refusal r;
-
-	if (ev->private_len >= sizeof(r)) {
-		memcpy(&r, ev->private_data, sizeof(r));
-		if (ntohl(r.magic) == RDMA_MAGIC) {
-			int err = (int)ntohl((uint32_t)r.error);
-
-			/* Our own refusals: bad token/version are the caller's to see. */
-			return err == EACCES || err == EPROTO ? -err : -ECONNREFUSED;
-		}
-	}
-	return -ECONNREFUSED;
-}
-
 static void connect_established(struct ferry__rdma_ep *ep, const struct cm_event *ev)
 {
-	struct welcome w;
+	struct ferry__rdma_terms t;
 
-	if (ev->private_len < sizeof(w)) {
+	if (ferry__rdma_welcome_read(ev->private_data, ev->private_len, &t) < 0) {
+		FLOG_ERROR(RDMA_LOG, "%s: the acceptor's reply is not Ferry's (or another version)",
+			   ep->ctx->device);
 		ferry__rdma_ep_fail(ep, -EPROTO);
 		return;
 	}
-	memcpy(&w, ev->private_data, sizeof(w));
-	if (ntohl(w.magic) != RDMA_MAGIC || ntohs(w.version) != FERRY__RDMA_VERSION ||
-	    ntohs(w.recv_depth) < 4 || ntohl(w.msg_size) < 64) {
-		FLOG_ERROR(RDMA_LOG, "%s: the acceptor's reply is not Ferry's (version %u)",
-			   ep->ctx->device, ntohs(w.version));
-		ferry__rdma_ep_fail(ep, -EPROTO);
-		return;
-	}
-	ep->peer_recv_depth = ntohs(w.recv_depth);
-	ep->peer_msg_size = ntohl(w.msg_size);
-	ep->peer_region_rkey = ntohl(w.region_rkey);
-	ep->peer_region_addr = be64toh(w.region_addr);
-	ep->peer_region_len = be64toh(w.region_len);
+	ep->peer_recv_depth = t.recv_depth;
+	ep->peer_msg_size = t.msg_size;
+	ep->peer_region_rkey = t.region_rkey;
+	ep->peer_region_addr = t.region_addr;
+	ep->peer_region_len = t.region_len;
 	ferry__rdma_ep_established(ep);
 }
 
@@ -418,8 +351,10 @@ static void ep_event(struct ferry__rdma_ep *ep, const struct cm_event *ev)
 			ferry__rdma_ep_established(ep);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		ferry__rdma_ep_fail(ep, ev->status == REJ_INVALID_SERVICE_ID ? -ECONNREFUSED
-									     : refusal_errno(ev));
+		ferry__rdma_ep_fail(
+			ep, ev->status == REJ_INVALID_SERVICE_ID
+				    ? -ECONNREFUSED
+				    : ferry__rdma_refusal_read(ev->private_data, ev->private_len));
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 		ferry__rdma_ep_fail(ep, event_errno(ev, -EHOSTUNREACH));
@@ -450,32 +385,10 @@ static void ep_event(struct ferry__rdma_ep *ep, const struct cm_event *ev)
 
 static void refuse(struct rdma_cm_id *id, int err)
 {
-	struct refusal r = {
-		.magic = htonl(RDMA_MAGIC),
-		.version = htons(FERRY__RDMA_VERSION),
-		.error = (int32_t)htonl((uint32_t)-err),
-	};
+	uint8_t r[FERRY__RDMA_REFUSAL_BYTES];
 
-	rdma_reject(id, &r, sizeof(r));
-}
-
-/* 0 if @ev carries a hello with our version and token, else -EPROTO / -EACCES. */
-static int check_hello(const struct ferry__rdma_ctx *ctx, const struct cm_event *ev,
-		       struct hello *h)
-{
-	unsigned diff = 0;
-
-	if (ev->private_len < sizeof(*h))
-		return -EPROTO;
-	memcpy(h, ev->private_data, sizeof(*h));
-	if (ntohl(h->magic) != RDMA_MAGIC || ntohs(h->version) != FERRY__RDMA_VERSION ||
-	    ntohs(h->recv_depth) < 4 || ntohl(h->msg_size) < 64)
-		return -EPROTO;
-	/* Constant time over the whole field, whatever the lengths. */
-	diff = h->token_len ^ ctx->token_len;
-	for (size_t i = 0; i < sizeof(h->token); i++)
-		diff |= (unsigned)(h->token[i] ^ ctx->token[i]);
-	return diff ? -EACCES : 0;
+	ferry__rdma_refusal_write(r, err);
+	rdma_reject(id, r, sizeof(r));
 }
 
 /* Accept: validate, build the endpoint and its QP, reply. Failures reject, never crash. */
@@ -483,13 +396,13 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 {
 	struct ferry__rdma_ctx *ctx = l->ctx;
 	struct ferry__rdma_ep *ep;
-	struct welcome w;
-	struct rdma_conn_param param = {.private_data = &w, .private_data_len = sizeof(w)};
-	struct hello h;
-	uint64_t region_addr, region_len;
-	uint32_t region_rkey;
+	uint8_t w[FERRY__RDMA_WELCOME_BYTES];
+	struct rdma_conn_param param = {.private_data = w, .private_data_len = sizeof(w)};
+	struct ferry__rdma_terms t;
+	uint64_t region_addr;
 	char peer[INET6_ADDRSTRLEN + 8];
-	int err = check_hello(ctx, ev, &h);
+	int err = ferry__rdma_hello_read(ev->private_data, ev->private_len, ctx->token_len,
+					 ctx->token, &t);
 
 	if (err) {
 		FLOG_WARN(RDMA_LOG, "%s: refused a connection from %s: %s", ctx->device,
@@ -506,20 +419,18 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 	ep->id = ev->id;
 	ep->id->context = ep;
 	ep->listener = l;
-	ep->peer_recv_depth = ntohs(h.recv_depth);
-	ep->peer_msg_size = ntohl(h.msg_size);
+	ep->peer_recv_depth = t.recv_depth;
+	ep->peer_msg_size = t.msg_size;
 	err = setup_qp(ep);
 	if (err)
 		goto err_free_ep;
-	ferry__rdma_ctx_region(ctx, &region_addr, &region_rkey);
-	region_len = ctx->region_size;
-	w = (struct welcome){.magic = htonl(RDMA_MAGIC),
-			     .version = htons(FERRY__RDMA_VERSION),
-			     .recv_depth = htons((uint16_t)ep->recv_depth),
-			     .msg_size = htonl(ep->msg_size),
-			     .region_rkey = htonl(region_rkey),
-			     .region_addr = htobe64(region_addr),
-			     .region_len = htobe64(region_len)};
+	/* Our terms, and our region: the connector may READ from it before asking anything. */
+	t = (struct ferry__rdma_terms){.recv_depth = (uint16_t)ep->recv_depth,
+				       .msg_size = ep->msg_size,
+				       .region_len = ctx->region_size};
+	ferry__rdma_ctx_region(ctx, &region_addr, &t.region_rkey);
+	t.region_addr = region_addr;
+	ferry__rdma_welcome_write(w, &t);
 	param.responder_resources = FERRY_MIN(ev->initiator_depth, ctx->max_rd_atom);
 	param.initiator_depth = FERRY_MIN(ev->responder_resources, ctx->max_init_rd_atom);
 	param.retry_count = RETRY_COUNT;
