@@ -33,8 +33,8 @@
  *   data's arena offset and the store's id of that placement, which no other placement ever
  *   gets: plasma/layout.h), and the endpoint knows the server's arena start. So with the
  *   endpoint up, a large pull whose copy the loop can create from the client's chunk posts
- *   the READ together with the probe. The READ may run before the server
- *   pins the object; the reply then says which placement the pin holds. The same placement at
+ *   the READ together with the probe. The READ may run before the server pins the object;
+ *   the reply then says which placement the pin holds. The same placement at
  *   the same address: it held the object's bytes from its seal (before the directory listed
  *   it) through the pin, unchanged, so the bytes read are the object's. Another one (deleted
  *   and put again, spilled and read back, a stale record): the bytes are thrown away and READ
@@ -54,7 +54,7 @@
  *   READ on real NICs, whose DMA reads may complete in any order; a hash over what arrived
  *   does not care. Not a defence against a store client that writes colliding bytes on
  *   purpose: such a client can already write the arena.
- *   A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
+ * - Deadlines. A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
  *   destroying the QP stops them), which ends every READ on it with -ECANCELED before the
  *   puller aborts and frees its half-written object. Peers, the steps on them, connect, drop
  *   and deadlines are objmgr_peer.c's (shared with TCP); peer_ops gives it the RDMA parts.
