@@ -407,6 +407,19 @@ static void fast_probe_done(struct rfetch *f, int status)
 	ferry__free(f);
 }
 
+/* @f: the loop's probe of pull @p at @a's RDMA port, ending in @on_done. */
+static void probe_init(struct rfetch *f, struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
+		       const struct ferry__node_addr *a, void (*on_done)(struct rfetch *, int))
+{
+	f->om = om;
+	f->step = STEP_PROBE;
+	f->id = p->id;
+	snprintf(f->ip, sizeof(f->ip), "%s", a->ip);
+	f->port = a->rdma_port;
+	f->on_done = on_done;
+	f->owner = p;
+}
+
 /*
  * A small object's pull whose place and content check the directory has (struct rsmall
  * below); the rfetch is its first member, so fast_probe_done() frees it whole.
@@ -430,13 +443,7 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
 	s = ferry__calloc(1, sizeof(*s));
 	if (!s)
 		return false;
-	s->f.om = om;
-	s->f.step = STEP_PROBE;
-	s->f.id = p->id;
-	snprintf(s->f.ip, sizeof(s->f.ip), "%s", a->ip);
-	s->f.port = a->rdma_port;
-	s->f.on_done = fast_probe_done;
-	s->f.owner = p;
+	probe_init(&s->f, om, p, a, fast_probe_done);
 	s->sizes = p->sizes;
 	s->place = p->fast_place;
 	one_sided = s->place.alloc && s->place.check;
@@ -746,13 +753,7 @@ bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr
 	b = ferry__calloc(1, sizeof(*b));
 	if (!b)
 		return false;
-	b->f.om = om;
-	b->f.step = STEP_PROBE;
-	b->f.id = p->id;
-	snprintf(b->f.ip, sizeof(b->f.ip), "%s", a->ip);
-	b->f.port = a->rdma_port;
-	b->f.on_done = big_probed;
-	b->f.owner = p;
+	probe_init(&b->f, om, p, a, big_probed);
 	b->sizes = p->sizes;
 	b->place = p->fast_place;
 	p->big = b;

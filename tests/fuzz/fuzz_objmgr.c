@@ -130,19 +130,7 @@ static int seed_requests(FILE *f, struct ferry__fb_builder *b)
 
 static int write_text(const char *dir, const char *name, const char *text)
 {
-	char path[4096];
-	FILE *f;
-	int bad;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		return 1;
-	}
-	bad = fputs(text, f) < 0;
-	bad |= fclose(f) != 0;
-	return bad;
+	return fuzz_write_seed(dir, name, "", 0, text, strlen(text));
 }
 
 int fuzz_make_corpus(const char *dir)

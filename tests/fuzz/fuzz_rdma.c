@@ -105,20 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 static int write_seed(const char *dir, const char *name, char kind, const void *bytes, size_t len)
 {
-	char path[4096];
-	FILE *f;
-	int bad;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		return 1;
-	}
-	bad = fputc(kind, f) == EOF;
-	bad |= fwrite(bytes, 1, len, f) != len;
-	bad |= fclose(f) != 0;
-	return bad;
+	return fuzz_write_seed(dir, name, &kind, 1, bytes, len);
 }
 
 int fuzz_make_corpus(const char *dir)

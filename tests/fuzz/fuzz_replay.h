@@ -18,4 +18,9 @@ int fuzz_replay_check(void);
 /* Write the target's seed corpus into @dir: 0 or nonzero. */
 int fuzz_make_corpus(const char *dir);
 
+/* For seed writers: @dir/@name holds @prefix (@prefix_len bytes: a target's input kind, or
+ * none) then @len bytes of @bytes. 0, or nonzero after a message on stderr. */
+int fuzz_write_seed(const char *dir, const char *name, const void *prefix, size_t prefix_len,
+		    const void *bytes, size_t len);
+
 #endif

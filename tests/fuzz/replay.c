@@ -14,6 +14,27 @@
 #include "common/alloc.h"
 #include "fuzz_replay.h"
 
+int fuzz_write_seed(const char *dir, const char *name, const void *prefix, size_t prefix_len,
+		    const void *bytes, size_t len)
+{
+	char path[4096];
+	FILE *f;
+	int bad;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f) {
+		perror(path);
+		return 1;
+	}
+	bad = fwrite(prefix, 1, prefix_len, f) != prefix_len;
+	bad |= fwrite(bytes, 1, len, f) != len;
+	bad |= fclose(f) != 0;
+	if (bad)
+		fprintf(stderr, "%s: cannot write\n", path);
+	return bad;
+}
+
 static int run_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");

@@ -8,6 +8,7 @@
  * killed mid-READ does not leave its pin on the source. Where no RDMA device exists, each case
  * skips with the reason (run the suite through tools/softroce-vm).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -232,6 +233,36 @@ static struct ferry_gcs_object_place cached_place(struct ferry__objmgr *om,
 	return places[0];
 }
 
+/* A counter of @n's object manager, at @offset in its stats. */
+static uint64_t stat_at(struct ferry__node *n, size_t offset)
+{
+	struct ferry__objmgr_stats st = tt_stats(n);
+	uint64_t v;
+
+	memcpy(&v, (const char *)&st + offset, sizeof(v));
+	return v;
+}
+
+/*
+ * B's next READ hits @fault (the injected failure, or a completion that never comes): the pull
+ * of @id (its place cached, no other location) ends with @err, counted once in the stats
+ * counter at @missed; nothing left admitted, no copy.
+ */
+static void read_fault_ends_pull(struct ferry__node *b, const struct ferry_object_id *id, int fault,
+				 int err, size_t missed)
+{
+	struct ferry__objmgr *om = ferry__node_objmgr(b);
+	uint64_t before;
+
+	(void)cached_place(om, id);
+	before = stat_at(b, missed);
+	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, fault, 0));
+	ftest_assert_errno(ferry__objmgr_pull_wait(om, id, NULL), err);
+	ftest_assert_uint_eq(stat_at(b, missed), before + 1);
+	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
+	ftest_assert_int_eq(tt_present(ferry__node_socket(b), id), 0);
+}
+
 /*
  * A large pull whose place the directory has READs with the probe, not after its reply, once
  * the endpoint is up (its accept told the puller the source's arena). The reply names the placement
@@ -243,8 +274,6 @@ static struct ferry_gcs_object_place cached_place(struct ferry__objmgr *om,
 FTEST(large_pulls_read_ahead_of_the_reply)
 {
 	struct ferry_object_id w, x, y, z, other, u, v, l, n;
-	struct ferry__objmgr_result res;
-	struct ferry__objmgr_stats st;
 	struct ferry_gcs_object_place px, pother;
 	struct ferry_gcs_client *c;
 	struct ferry__node *a, *b;
@@ -306,25 +335,15 @@ FTEST(large_pulls_read_ahead_of_the_reply)
 	tt_check(ferry__node_socket(a), &other, 1u << 20, 55); /* only read, never written */
 	/* A READ ahead that fails ends this source's attempt as any failed READ does: with no
 	 * other location, -ECONNRESET; no copy or admission left, the pin released. */
-	(void)cached_place(om, &u);
-	st = tt_stats(b);
-	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_FAIL_READ, 0));
-	ftest_assert_errno(ferry__objmgr_pull_wait(om, &u, &res), -ECONNRESET);
-	ftest_assert_uint_eq(tt_stats(b).read_ahead_missed, st.read_ahead_missed + 1);
-	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
-	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &u), 0);
+	read_fault_ends_pull(b, &u, FERRY__RDMA_FAULT_FAIL_READ, -ECONNRESET,
+			     offsetof(struct ferry__objmgr_stats, read_ahead_missed));
 	freed_once_deleted(a, &u);
 	/* One whose completion never comes: the deadline ends it (the endpoint goes, so the READ
 	 * stops) with -ETIMEDOUT, nothing left behind; then the next pull works. */
 	pl = tt_pull_cached(c, a, b, &l); /* an endpoint that knows the arena again */
 	tt_check(ferry__node_socket(b), &l, 1u << 20, 58);
-	(void)cached_place(om, &v);
-	st = tt_stats(b);
-	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_DROP_READ, 0));
-	ftest_assert_errno(ferry__objmgr_pull_wait(om, &v, NULL), -ETIMEDOUT);
-	ftest_assert_uint_eq(tt_stats(b).read_ahead_missed, st.read_ahead_missed + 1);
-	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
-	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &v), 0);
+	read_fault_ends_pull(b, &v, FERRY__RDMA_FAULT_DROP_READ, -ETIMEDOUT,
+			     offsetof(struct ferry__objmgr_stats, read_ahead_missed));
 	pl = tt_pull_cached(c, a, b, &n);
 	tt_check(ferry__node_socket(b), &n, 1u << 20, 59);
 	tt_cluster_stop(&t);
@@ -350,8 +369,6 @@ FTEST(small_pulls_read_one_sided)
 {
 	struct ferry_object_id x, y, z, other, f, d, n, g;
 	struct ferry_gcs_object_place px, py, pz, pother, pg;
-	struct ferry__objmgr_result res;
-	struct ferry__objmgr_stats st;
 	struct ferry_gcs_client *c;
 	struct ferry__node *a, *b;
 	struct ferry__objmgr *om;
@@ -426,26 +443,16 @@ FTEST(small_pulls_read_one_sided)
 
 	/* A READ that fails (its endpoint torn down) ends the attempt as any failed READ does:
 	 * with no other location, -ECONNRESET; no copy or admission left. */
-	(void)cached_place(om, &f);
-	st = tt_stats(b);
-	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_FAIL_READ, 0));
-	ftest_assert_errno(ferry__objmgr_pull_wait(om, &f, &res), -ECONNRESET);
-	ftest_assert_uint_eq(tt_stats(b).one_sided_missed, st.one_sided_missed + 1);
-	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
-	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &f), 0);
+	read_fault_ends_pull(b, &f, FERRY__RDMA_FAULT_FAIL_READ, -ECONNRESET,
+			     offsetof(struct ferry__objmgr_stats, one_sided_missed));
 
 	/* One whose completion never comes: the deadline takes the endpoint down, which ends the
 	 * READ: -ETIMEDOUT, nothing left. The next pull works, one READ again once the endpoint
 	 * is back up. */
 	pl = tt_pull_cached(c, a, b, &n); /* a new endpoint (a probe: it was down) */
 	tt_check(ferry__node_socket(b), &n, 100, 67);
-	(void)cached_place(om, &d);
-	st = tt_stats(b);
-	ftest_assert_ok(ferry__objmgr_rdma_inject_fault(om, FERRY__RDMA_FAULT_DROP_READ, 0));
-	ftest_assert_errno(ferry__objmgr_pull_wait(om, &d, NULL), -ETIMEDOUT);
-	ftest_assert_uint_eq(tt_stats(b).one_sided_missed, st.one_sided_missed + 1);
-	ftest_assert_uint_eq(tt_stats(b).bytes_in_flight, 0);
-	ftest_assert_int_eq(tt_present(ferry__node_socket(b), &d), 0);
+	read_fault_ends_pull(b, &d, FERRY__RDMA_FAULT_DROP_READ, -ETIMEDOUT,
+			     offsetof(struct ferry__objmgr_stats, one_sided_missed));
 	pl = tt_pull_cached(c, a, b, &f);
 	tt_check(ferry__node_socket(b), &f, 100, 65);
 	pl = tt_pull_cached(c, a, b, &d);
