@@ -510,7 +510,8 @@ static bool pull_final(int r)
 	return location_final(r) || r == -EEXIST;
 }
 
-/* Drop from @info's locations those in @tried[0..@ntried). */
+/* Drop from @info's locations those in @tried[0..@ntried), and their places with them (the
+ * two arrays stay parallel). */
 static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_node_id *tried,
 		       uint32_t ntried)
 {
@@ -521,8 +522,12 @@ static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_no
 
 		for (uint32_t j = 0; j < ntried && !seen; j++)
 			seen = ferry_node_id_eq(&info->locations[i], &tried[j]);
-		if (!seen)
-			info->locations[kept++] = info->locations[i];
+		if (seen)
+			continue;
+		info->locations[kept] = info->locations[i];
+		if (info->places)
+			info->places[kept] = info->places[i];
+		kept++;
 	}
 	info->nlocations = kept;
 }
