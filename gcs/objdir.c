@@ -172,6 +172,12 @@ static int check_info(const struct ferry__objdir *od, const struct ferry__objdir
 	return 0;
 }
 
+/* A place says something only with its placement id: alloc 0 is unknown, whatever the rest. */
+static bool place_known(const struct ferry_gcs_object_place *p)
+{
+	return p->alloc != 0;
+}
+
 static struct ferry__objdir_entry *build(const struct ferry__objdir_info *info)
 {
 	struct ferry__objdir_entry *e = ferry__calloc(1, sizeof(*e));
@@ -196,7 +202,7 @@ static struct ferry__objdir_entry *build(const struct ferry__objdir_info *info)
 		if (!loc)
 			goto err_free;
 		loc->node = info->locations[i];
-		if (info->places && info->places[i].alloc) /* as add_location: alloc 0 = unknown */
+		if (info->places && place_known(&info->places[i]))
 			loc->place = info->places[i];
 		loc->obj = e;
 		*tail = loc;
@@ -324,7 +330,7 @@ static bool place_eq(const struct ferry_gcs_object_place *a, const struct ferry_
 static int update_place(struct ferry__objdir *od, struct ferry__objdir_loc *loc,
 			const struct ferry_gcs_object_place *place)
 {
-	if (!place || !place->alloc || place_eq(&loc->place, place))
+	if (!place || !place_known(place) || place_eq(&loc->place, place))
 		return 0;
 	loc->place = *place;
 	notify(od, loc->obj, false);
@@ -357,7 +363,7 @@ int ferry__objdir_add_location(struct ferry__objdir *od, const struct ferry_obje
 	if (!loc)
 		return -ENOMEM;
 	loc->node = *node;
-	if (place && place->alloc) /* alloc 0 says unknown, whatever the offset */
+	if (place && place_known(place))
 		loc->place = *place;
 	loc->obj = e;
 	ret = index_add(&od->by_loc_node, node, &loc->node_link);

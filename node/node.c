@@ -540,6 +540,9 @@ static int start_store(struct ferry__node *node)
 	so.on_moved = on_moved;
 	so.on_removed = on_removed;
 	so.hook_arg = node;
+	/* Only pullers that READ from this store use the checks (objmgr_rdma.c): a node that
+	 * cannot serve RDMA does not hash every small object it seals. */
+	so.content_checks = node->opts.transport != FERRY__NODE_TRANSPORT_TCP;
 	return ferry__plasma_server_start_new(&so, &node->store);
 }
 

@@ -49,7 +49,7 @@ struct ferry__plasma_place {
 	uint64_t offset; /* the data's arena offset (metadata right after it) */
 	uint64_t alloc;	 /* the placement's id (layout.h): a restore from spill changes it */
 	uint64_t check;	 /* ferry__hash_content() of data + metadata, when they are at most
-			  * FERRY__PLASMA_CHECK_MAX bytes; 0: not computed */
+			  * FERRY__PLASMA_CHECK_MAX bytes and opts.content_checks; 0: none */
 };
 
 struct ferry__plasma_server_opts {
@@ -74,6 +74,7 @@ struct ferry__plasma_server_opts {
 			 const struct ferry__plasma_place *place); /* see above */
 	void *hook_arg;						   /* for the hooks */
 	uint32_t miss_quiet_ms; /* on_miss episode ends this long after its last wait; 0: 1000 */
+	bool content_checks; /* places carry content checks (a store peers READ from one-sided) */
 };
 
 /*

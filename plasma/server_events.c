@@ -96,6 +96,7 @@ int ferry__plasma_events_init(struct ferry__plasma_server *srv,
 	srv->on_removed = o->on_removed;
 	srv->on_moved = o->on_moved;
 	srv->hook_arg = o->hook_arg;
+	srv->content_checks = o->content_checks;
 	srv->miss_quiet_ms = o->miss_quiet_ms ? o->miss_quiet_ms : DEFAULT_MISS_QUIET_MS;
 	ferry__hashmap_init(&srv->missing, sizeof(struct ferry_object_id),
 			    sizeof(struct ferry__plasma_miss));
@@ -165,7 +166,9 @@ static void place_of(struct ferry__plasma_server *srv, const struct ferry__plasm
 
 	place->offset = o->offset;
 	place->alloc = ferry__plasma_index_alloc(srv->ix, o->index);
-	place->check = total <= FERRY__PLASMA_CHECK_MAX ? ferry__hash_content(bytes, total) : 0;
+	place->check = srv->content_checks && total <= FERRY__PLASMA_CHECK_MAX
+			       ? ferry__hash_content(bytes, total)
+			       : 0;
 }
 
 void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,

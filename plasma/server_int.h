@@ -127,6 +127,7 @@ struct ferry__plasma_server {
 			 uint32_t metadata_size,
 			 const struct ferry__plasma_place *place); /* or NULL */
 	void *hook_arg;						   /* for the hooks */
+	bool content_checks;	       /* the places the hooks report carry checks */
 	uint32_t *announced;	       /* per entry: generation whose seal was reported */
 	uint32_t announce_refs;	       /* hooks (1) + subscribers: > 0, every sealer notifies */
 	struct ferry__hashmap missing; /* ObjectID -> struct ferry__plasma_miss */

@@ -420,35 +420,24 @@ static void probe_init(struct rfetch *f, struct ferry__objmgr *om, struct ferry_
 	f->owner = p;
 }
 
-/*
- * A small object's pull whose place and content check the directory has (struct rsmall
- * below); the rfetch is its first member, so fast_probe_done() frees it whole.
- */
-struct rsmall {
-	struct rfetch f;		     /* the READ, or the probe */
-	struct ferry__objmgr_sizes sizes;    /* the directory's */
-	struct ferry_gcs_object_place place; /* the directory's, of this copy */
-};
-
 static void small_begin(void *arg, int status);
 
+/* The probe of a small object, or (small_begin) its one READ when the pull's place has a
+ * content check: the pull (f->owner) holds the directory's sizes and place throughout. */
 bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 				   const struct ferry__node_addr *a)
 {
-	struct rsmall *s;
-	bool one_sided;
+	struct rfetch *f;
+	bool one_sided = p->fast_place.alloc && p->fast_place.check;
 
 	if (!om->rdma || !om->rdma->ctx)
 		return false;
-	s = ferry__calloc(1, sizeof(*s));
-	if (!s)
+	f = ferry__calloc(1, sizeof(*f));
+	if (!f)
 		return false;
-	probe_init(&s->f, om, p, a, fast_probe_done);
-	s->sizes = p->sizes;
-	s->place = p->fast_place;
-	one_sided = s->place.alloc && s->place.check;
-	if (ferry__loop_post(om->loop, one_sided ? small_begin : fetch_start, s) < 0) {
-		ferry__free(s);
+	probe_init(f, om, p, a, fast_probe_done);
+	if (ferry__loop_post(om->loop, one_sided ? small_begin : fetch_start, f) < 0) {
+		ferry__free(f);
 		return false;
 	}
 	return true;
@@ -813,19 +802,18 @@ void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmg
  */
 static void small_read_done(struct rfetch *f, int status)
 {
-	struct rsmall *s = (struct rsmall *)f;
 	struct ferry__objmgr *om = f->om;
-	uint64_t total = s->sizes.data + s->sizes.metadata;
-	bool kept = status == 0 && ferry__hash_content(f->dst, total) == s->place.check;
+	bool kept =
+		status == 0 && ferry__hash_content(f->dst, f->len) == f->owner->fast_place.check;
 
 	count_either(om, kept, &om->stats.one_sided_kept, &om->stats.one_sided_missed);
-	ferry__objmgr_unadmit(om, total);
+	ferry__objmgr_unadmit(om, f->len); /* the READ covered the whole copy */
 	ferry__objmgr_fast_filled(om, f->owner,
 				  status < 0 ? status
 				  : kept     ? 0
 					     : FERRY__OBJMGR_FAST_RETRY,
-				  true, total);
-	ferry__free(s);
+				  true, f->len);
+	ferry__free(f);
 }
 
 /*
@@ -838,22 +826,23 @@ static void small_read_done(struct rfetch *f, int status)
  */
 static void small_begin(void *arg, int status)
 {
-	struct rsmall *s = arg;
-	struct ferry__objmgr *om = s->f.om;
-	uint64_t total = s->sizes.data + s->sizes.metadata;
+	struct rfetch *f = arg;
+	const struct ferry__objmgr_pull *p = f->owner;
+	uint64_t total = p->sizes.data + p->sizes.metadata;
 	void *dst;
-	struct rpeer *peer = read_now(om, &s->f, s->place.offset, total, &s->sizes, status, &dst);
+	struct rpeer *peer =
+		read_now(f->om, f, p->fast_place.offset, total, &p->sizes, status, &dst);
 
 	if (peer) {
-		s->f.step = STEP_READ;
-		s->f.gen = peer->gen; /* qp 0: fetch_start checks it is still this endpoint */
-		s->f.dst = dst;
-		s->f.raddr = peer->rbase + s->place.offset;
-		s->f.rkey = peer->rkey;
-		s->f.len = total;
-		s->f.on_done = small_read_done;
+		f->step = STEP_READ;
+		f->gen = peer->gen; /* qp 0: fetch_start checks it is still this endpoint */
+		f->dst = dst;
+		f->raddr = peer->rbase + p->fast_place.offset;
+		f->rkey = peer->rkey;
+		f->len = total;
+		f->on_done = small_read_done;
 	}
-	fetch_start(&s->f, status);
+	fetch_start(f, status);
 }
 
 /* ---- pulling: the pull thread's side ---- */

@@ -46,7 +46,7 @@ static int build_reply(struct rserve *s, const void *req, struct ferry_plasma_vi
 {
 	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(req);
 	struct ferry__wire_pull_reply m;
-	uint64_t addr, off;
+	uint64_t off;
 	uint32_t rkey;
 
 	memset(&m, 0, sizeof(m));
@@ -71,12 +71,11 @@ static int build_reply(struct rserve *s, const void *req, struct ferry_plasma_vi
 		m.data = view->data;
 		m.data_count = view->data_size;
 	} else {
-		ferry__rdma_ctx_region(s->r->ctx, &addr, &rkey);
+		ferry__rdma_ctx_region(s->r->ctx, NULL, &rkey);
 		/* The arena is registered at our mapping's addresses: the view's pointer is the
 		 * remote address. */
 		m.rdma_addr = (uint64_t)(uintptr_t)view->data;
 		m.rdma_rkey = rkey;
-		m.rdma_base = addr;
 		/* The placement's id lets a puller that READ before this reply (from the
 		 * directory's place) know whether those bytes were this object's. */
 		if (ferry__plasma_client_view_place(s->r->om->store, view, &off, &m.alloc) < 0)

@@ -487,12 +487,13 @@ void ferry__rdma_ctx_region(const struct ferry__rdma_ctx *ctx, uint64_t *addr, u
 int ferry__rdma_ep_peer_region(const struct ferry__rdma_ep *ep, uint64_t *addr, uint64_t *len,
 			       uint32_t *rkey)
 {
-	/* peer_region_* are set from the welcome, which only a connector receives. */
-	if (ep->state != RDMA_EP_ESTABLISHED || !ep->peer_region_addr || !ep->peer_region_len)
+	/* The region comes with the welcome, which only a connector receives (which reads a
+	 * region that names no memory as none: rdma_hs.c). */
+	if (ep->state != RDMA_EP_ESTABLISHED || !ep->peer.region_addr)
 		return -ENODATA;
-	*addr = ep->peer_region_addr;
-	*len = ep->peer_region_len;
-	*rkey = ep->peer_region_rkey;
+	*addr = ep->peer.region_addr;
+	*len = ep->peer.region_len;
+	*rkey = ep->peer.region_rkey;
 	return 0;
 }
 

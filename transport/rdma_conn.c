@@ -175,7 +175,7 @@ void ferry__rdma_ep_established(struct ferry__rdma_ep *ep)
 	ep->flags |= RDMA_EP_REPORTED | RDMA_EP_WAS_UP;
 	ep->listener = NULL;
 	ep->deadline_ns = 0;
-	ep->credits = ep->peer_recv_depth;
+	ep->credits = ep->peer.recv_depth;
 	FLOG_DEBUG(RDMA_LOG, "%s: endpoint %u established", ep->ctx->device, ep->slot);
 	ep->cbs.on_connect(ep, 0, ep->arg);
 }
@@ -318,11 +318,7 @@ static void connect_established(struct ferry__rdma_ep *ep, const struct cm_event
 		ferry__rdma_ep_fail(ep, -EPROTO);
 		return;
 	}
-	ep->peer_recv_depth = t.recv_depth;
-	ep->peer_msg_size = t.msg_size;
-	ep->peer_region_rkey = t.region_rkey;
-	ep->peer_region_addr = t.region_addr;
-	ep->peer_region_len = t.region_len;
+	ep->peer = t;
 	ferry__rdma_ep_established(ep);
 }
 
@@ -419,8 +415,7 @@ static void connect_request(struct ferry__rdma_listener *l, const struct cm_even
 	ep->id = ev->id;
 	ep->id->context = ep;
 	ep->listener = l;
-	ep->peer_recv_depth = t.recv_depth;
-	ep->peer_msg_size = t.msg_size;
+	ep->peer = t; /* a hello names no region */
 	err = setup_qp(ep);
 	if (err)
 		goto err_free_ep;

@@ -14,6 +14,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "transport/rdma.h"
+#include "transport/rdma_hs.h"
 
 #define RDMA_LOG "rdma"
 
@@ -134,16 +135,14 @@ struct ferry__rdma_ep {
 	struct ferry__rdma_link link;	       /* in ctx->closing or ctx->graveyard */
 	uint32_t cq_entries;		       /* completion queue entries reserved for this QP */
 	/* Control messages: one registered slab, recv_depth receive buffers then send slots. */
-	unsigned char *slab;	       /* (recv_depth + send_slots) * msg_size bytes */
-	struct ibv_mr *slab_mr;	       /* its registration (local write only) */
-	uint32_t recv_depth;	       /* receive buffers we post */
-	uint32_t send_slots;	       /* send buffers */
-	uint32_t msg_size;	       /* bytes per buffer */
-	uint32_t peer_recv_depth;      /* receive buffers the peer posts */
-	uint32_t peer_msg_size;	       /* bytes per peer receive buffer */
-	uint32_t peer_region_rkey;     /* connector: the acceptor's region key, */
-	uint64_t peer_region_addr;     /* start (its welcome; 0: unknown) */
-	uint64_t peer_region_len;      /* and length */
+	unsigned char *slab;	/* (recv_depth + send_slots) * msg_size bytes */
+	struct ibv_mr *slab_mr; /* its registration (local write only) */
+	uint32_t recv_depth;	/* receive buffers we post */
+	uint32_t send_slots;	/* send buffers */
+	uint32_t msg_size;	/* bytes per buffer */
+	/* What the peer said in the handshake: the receive buffers it posts and their size, and
+	 * (a connector's only, from the welcome) its region; 0: none. */
+	struct ferry__rdma_terms peer;
 	uint32_t *send_free;	       /* stack of free send slots */
 	uint32_t send_free_count;      /* entries in send_free */
 	uint32_t credits;	       /* sends the peer can take now */

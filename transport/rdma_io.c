@@ -117,7 +117,7 @@ size_t ferry__rdma_ep_max_msg(const struct ferry__rdma_ep *ep)
 {
 	if (!(ep->flags & RDMA_EP_WAS_UP))
 		return 0;
-	return FERRY_MIN(ep->msg_size, ep->peer_msg_size);
+	return FERRY_MIN(ep->msg_size, ep->peer.msg_size);
 }
 
 /* One SEND WITH IMM from a free slot; returns owed credits with it. */
@@ -230,9 +230,9 @@ void ferry__rdma_on_recv(struct ferry__rdma_ep *ep, uint32_t index, const struct
 	}
 	imm = ntohl(wc->imm_data);
 	credits = imm & IMM_CREDITS_MASK;
-	if (ep->credits + credits > ep->peer_recv_depth) {
+	if (ep->credits + credits > ep->peer.recv_depth) {
 		FLOG_ERROR(RDMA_LOG, "%s: endpoint %u: peer returned %u credits, %u outstanding",
-			   ep->ctx->device, ep->slot, credits, ep->peer_recv_depth - ep->credits);
+			   ep->ctx->device, ep->slot, credits, ep->peer.recv_depth - ep->credits);
 		ferry__rdma_ep_fail(ep, -EPROTO);
 		return;
 	}

@@ -344,7 +344,8 @@ FTEST(small_objects_are_listed_with_a_content_check)
 	struct ferry_object_id id;
 	struct tt_cluster t;
 
-	t = tt_cluster_start(1, 32, true, 0);
+	/* auto: a node that may serve RDMA (none on this host: it serves TCP) */
+	t = tt_cluster_start_ex(1, 32, true, 0, FERRY__NODE_TRANSPORT_AUTO, NULL);
 	c = tt_cluster_client(&t);
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		ferry_object_id_random(&id);

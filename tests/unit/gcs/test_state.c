@@ -710,6 +710,20 @@ static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
 	return b;
 }
 
+/* @b decodes to an ADD_LOCATION with 8 bytes of metadata at place (@offset, @alloc, @check). */
+static void decodes_to_place(const struct ferry__gcs_buf *b, uint64_t offset, uint64_t alloc,
+			     uint64_t check)
+{
+	struct ferry__gcs_op got;
+
+	ftest_assert_ok(ferry__gcs_op_decode(b->data, b->size, &got));
+	ftest_assert_uint_eq(got.obj_location.place.offset, offset);
+	ftest_assert_uint_eq(got.obj_location.place.alloc, alloc);
+	ftest_assert_uint_eq(got.obj_location.place.check, check);
+	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
+	ferry__gcs_op_release(&got);
+}
+
 /* A copy's place, its check included, rides after the metadata size of OBJ_ADD_LOCATION, whole
  * or not at all: an unknown place is not written (the record is the one an older node sends), a
  * record without it decodes as all 0, and one cut inside it is malformed (but for 16 bytes: see
@@ -725,22 +739,12 @@ FTEST(location_place_is_a_later_field)
 	op.obj_location.metadata_bytes = 8;
 	op.obj_location.place = (struct ferry_gcs_object_place){0x123456789a, 42, 0xc4ec};
 	with = encode(&op);
-	ftest_assert_ok(ferry__gcs_op_decode(with.data, with.size, &got));
-	ftest_assert_uint_eq(got.obj_location.place.offset, 0x123456789a);
-	ftest_assert_uint_eq(got.obj_location.place.alloc, 42);
-	ftest_assert_uint_eq(got.obj_location.place.check, 0xc4ec);
-	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
-	ferry__gcs_op_release(&got);
+	decodes_to_place(&with, 0x123456789a, 42, 0xc4ec);
 	op.obj_location.place = (struct ferry_gcs_object_place){0, 0, 0};
 	without = encode(&op);
 	ftest_assert_uint_eq(without.size + PLACE_BYTES, with.size);
 	ftest_assert_mem_eq(without.data, with.data, without.size);
-	ftest_assert_ok(ferry__gcs_op_decode(without.data, without.size, &got));
-	ftest_assert_uint_eq(got.obj_location.place.offset, 0);
-	ftest_assert_uint_eq(got.obj_location.place.alloc, 0);
-	ftest_assert_uint_eq(got.obj_location.place.check, 0);
-	ftest_assert_uint_eq(got.obj_location.metadata_bytes, 8);
-	ferry__gcs_op_release(&got);
+	decodes_to_place(&without, 0, 0, 0);
 	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 16, &got), -EPROTO);
 	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 4, &got), -EPROTO);
 	ftest_assert_errno(ferry__gcs_op_decode(with.data, with.size - 1, &got), -EPROTO);

@@ -90,6 +90,7 @@ static int spawn_hooked(struct test_store *t, uint64_t memory, const char *spill
 		.on_moved = on_moved,
 		.on_miss = on_miss,
 		.miss_quiet_ms = 600000, /* no episode ends by time in these tests */
+		.content_checks = true,	 /* as a node that serves RDMA */
 	};
 	int p[2];
 
