@@ -200,6 +200,13 @@ static void serve_pull(struct ferry__objmgr *om, struct ferry__tcp_ep *ep, const
 	status = ret == 0 ? ferry__wire_pull_reply_status(
 				    ferry__wire_pull_reply_root_verified(ferry__fb_builder_data(b)))
 			  : ret;
+	/* Counted before the reply leaves: it may go out from inside the send (a small frame is
+	 * sent at once, tcp_io.c), and the puller can be done and read these before we return. */
+	pthread_mutex_lock(&om->lock);
+	om->stats.requests_served++;
+	om->stats.requests_refused += status < 0;
+	om->stats.bytes_served += status < 0 ? 0 : range;
+	pthread_mutex_unlock(&om->lock);
 	if (ret == 0 && status == 0 && ferry__wire_pull_request_stream(v)) {
 		/* The reply goes first: the puller learns of a refusal before any data. */
 		ret = ferry__objmgr_send(ep, b, FERRY__WIRE_MSG_PULL_REPLY);
@@ -215,11 +222,6 @@ static void serve_pull(struct ferry__objmgr *om, struct ferry__tcp_ep *ep, const
 		FLOG_WARN(COMP, "cannot answer a pull: %s", strerror(-ret));
 		ferry__tcp_ep_destroy(ep);
 	}
-	pthread_mutex_lock(&om->lock);
-	om->stats.requests_served++;
-	om->stats.requests_refused += status < 0;
-	om->stats.bytes_served += status < 0 ? 0 : range;
-	pthread_mutex_unlock(&om->lock);
 }
 
 static void serve_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)

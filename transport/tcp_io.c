@@ -528,6 +528,39 @@ static int send_chunk(struct tcp_sock *sock, struct tcp_chunk *c, struct tcp_xfe
 	return 0;
 }
 
+/*
+ * Small control frames at the head of an open endpoint's queue, with nothing in flight on the
+ * socket, go out at once with a non-blocking send(2) from the handler that queued them, instead
+ * of as an SQE submitted at the end of the loop's pass whose completion is reaped a pass later:
+ * a small pull's request and its reply each leave sooner. Order holds: nothing else is in flight
+ * on the socket, and the frames go from the head of its queue. What the socket does not take
+ * now (full, or an error, which the ring's send then reports through the usual path) goes
+ * through the ring from where this stopped. Handshake frames (no endpoint yet) keep the ring,
+ * whose completion moves the handshake on.
+ */
+#define DIRECT_SEND_MAX 4096u
+
+static void send_direct(struct tcp_sock *sock)
+{
+	struct tcp_msg *m;
+	ssize_t n;
+
+	while ((m = sock->msg_head) && sock->ep && sock->ep->state == EP_OPEN &&
+	       m->size - m->done <= DIRECT_SEND_MAX) {
+		n = send(sock->fd, m->data + m->done, m->size - m->done,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n <= 0)
+			return;
+		m->done += (size_t)n;
+		if (m->done < m->size)
+			return;
+		sock->msg_head = m->next;
+		if (!sock->msg_head)
+			sock->msg_tail = &sock->msg_head;
+		ferry__free(m);
+	}
+}
+
 static void tx_kick(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
@@ -537,6 +570,7 @@ static void tx_kick(struct tcp_sock *sock)
 	if (sock->tx_busy || sock->fd < 0 || sock->shut ||
 	    ferry__loop_req_pending(&sock->connect_req))
 		return;
+	send_direct(sock);
 	if (sock->msg_head) {
 		ret = send_msg(sock);
 	} else if (ep && ep->state == EP_OPEN && (x = next_tx_xfer(ep))) {

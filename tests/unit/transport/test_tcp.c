@@ -81,6 +81,36 @@ FTEST(sizes_both_ways_local_peer_default)
 	sizes_case(2, 0, 0);
 }
 
+/*
+ * Small control frames go out with a direct non-blocking send while nothing is in flight on the
+ * socket (tcp_io.c, send_direct). Queue far more than the kernel's socket buffers hold before
+ * the loop runs, so that a direct send stops part-way through a frame and the ring must send the
+ * rest of it, then the queue: every message arrives whole and in order.
+ */
+FTEST(control_messages_past_a_full_socket)
+{
+	enum { N = 30000 };
+	struct side client = {0};
+	uint8_t *buf = malloc(8 + 3000);
+	struct env e;
+
+	ftest_assert_ptr_notnull(buf);
+	env_init(&e, NULL);
+	env_connect(&e, &client);
+	for (uint64_t i = 0; i < N; i++) {
+		memcpy(buf, &i, 8);
+		fill(buf + 8, msg_len(i) - 8, i);
+		ftest_assert_ok(ferry__tcp_send(client.ep, buf, msg_len(i)));
+	}
+	run_until_at_least(e.loop, &e.server[0].msgs, N);
+	ftest_assert_int_eq(e.server[0].msgs, N);
+	ftest_assert_int_eq(e.server[0].bad_msgs, 0);
+	free(buf);
+	ferry__tcp_ep_destroy(client.ep);
+	ferry__tcp_ep_destroy(e.server[0].ep);
+	env_fini(&e);
+}
+
 /* Thousands of control messages of varied sizes, both ways at once, while data flows. */
 FTEST(control_messages_in_order_both_ways)
 {
