@@ -81,6 +81,23 @@ FTEST(sizes_both_ways_local_peer_default)
 	sizes_case(2, 0, 0);
 }
 
+/* Queue control messages 0..@n-1 (msg_len()'s sizes, numbered, patterned) on @ep, and each on
+ * @also too when set. */
+static void send_numbered(struct ferry__tcp_ep *ep, struct ferry__tcp_ep *also, uint64_t n)
+{
+	uint8_t *buf = malloc(8 + 3000);
+
+	ftest_assert_ptr_notnull(buf);
+	for (uint64_t i = 0; i < n; i++) {
+		memcpy(buf, &i, 8);
+		fill(buf + 8, msg_len(i) - 8, i);
+		ftest_assert_ok(ferry__tcp_send(ep, buf, msg_len(i)));
+		if (also)
+			ftest_assert_ok(ferry__tcp_send(also, buf, msg_len(i)));
+	}
+	free(buf);
+}
+
 /*
  * Small control frames go out with a direct non-blocking send while nothing is in flight on the
  * socket (tcp_io.c, send_direct). Queue far more than the kernel's socket buffers hold before
@@ -91,21 +108,14 @@ FTEST(control_messages_past_a_full_socket)
 {
 	enum { N = 30000 };
 	struct side client = {0};
-	uint8_t *buf = malloc(8 + 3000);
 	struct env e;
 
-	ftest_assert_ptr_notnull(buf);
 	env_init(&e, NULL);
 	env_connect(&e, &client);
-	for (uint64_t i = 0; i < N; i++) {
-		memcpy(buf, &i, 8);
-		fill(buf + 8, msg_len(i) - 8, i);
-		ftest_assert_ok(ferry__tcp_send(client.ep, buf, msg_len(i)));
-	}
+	send_numbered(client.ep, NULL, N);
 	run_until_at_least(e.loop, &e.server[0].msgs, N);
 	ftest_assert_int_eq(e.server[0].msgs, N);
 	ftest_assert_int_eq(e.server[0].bad_msgs, 0);
-	free(buf);
 	ferry__tcp_ep_destroy(client.ep);
 	ferry__tcp_ep_destroy(e.server[0].ep);
 	env_fini(&e);
@@ -116,25 +126,18 @@ FTEST(control_messages_in_order_both_ways)
 {
 	enum { N = 2000 };
 	struct side client = {0};
-	uint8_t *buf = malloc(8 + 3000);
+	static const uint8_t buf[8];
 	struct env e;
 
-	ftest_assert_ptr_notnull(buf);
 	env_init(&e, NULL);
 	env_connect(&e, &client);
-	for (uint64_t i = 0; i < N; i++) {
-		memcpy(buf, &i, 8);
-		fill(buf + 8, msg_len(i) - 8, i);
-		ftest_assert_ok(ferry__tcp_send(client.ep, buf, msg_len(i)));
-		ftest_assert_ok(ferry__tcp_send(e.server[0].ep, buf, msg_len(i)));
-	}
+	send_numbered(client.ep, e.server[0].ep, N);
 	transfer(&e, &client, &e.server[0], 3u << 20, 7);
 	run_until_at_least(e.loop, &client.msgs, N);
 	run_until_at_least(e.loop, &e.server[0].msgs, N);
 	ftest_assert_int_eq(client.bad_msgs, 0);
 	ftest_assert_int_eq(e.server[0].bad_msgs, 0);
 	ftest_assert_errno(ferry__tcp_send(client.ep, buf, (1u << 20) + 1), -EMSGSIZE);
-	free(buf);
 	ferry__tcp_ep_destroy(client.ep);
 	ferry__tcp_ep_destroy(e.server[0].ep);
 	env_fini(&e);
