@@ -274,14 +274,8 @@ static void peer_closed(struct ferry__rdma_ep *ep, int reason, void *arg)
 
 static void peer_connected(struct ferry__rdma_ep *ep, int status, void *arg)
 {
-	struct rpeer *peer = arg;
-
-	/* The server's arena and key, for READs posted without asking first (the directory's
-	 * places): the same for as long as this endpoint lives. */
-	if (status == 0 &&
-	    ferry__rdma_ep_peer_region(ep, &peer->rbase, &peer->rlen, &peer->rkey) < 0)
-		peer->rbase = 0;
-	ferry__objmgr_peer_connected(&peer->base, status);
+	(void)ep;
+	ferry__objmgr_peer_connected(&((struct rpeer *)arg)->base, status);
 }
 
 static const struct ferry__rdma_ep_cbs peer_cbs = {
@@ -296,7 +290,6 @@ static int peer_connect(struct ferry__objmgr_peer *base, const char *ip, uint16_
 	struct rpeer *peer = rpeer_of(base);
 
 	peer->gen = ++r->next_gen;
-	peer->rbase = 0; /* a new endpoint learns it from its own accept */
 	return ferry__rdma_connect(r->ctx, ip, port, r->om->opts.timeout_ms, &peer_cbs, peer,
 				   &peer->ep);
 }
@@ -665,19 +658,26 @@ static void ahead_done(struct rfetch *f, int status)
  * Can @f's object be READ from the directory's place (@offset, @len bytes) now, on the loop?
  * The endpoint to its server is up, its accept named the server's arena and the place lies
  * inside it (a READ outside would fail and take the endpoint down), and the copy (@sizes) could
- * be made from the client's chunk without waiting: then the endpoint, the copy in *@dst,
- * admitted. Else NULL, nothing made. @status: the post's.
+ * be made from the client's chunk without waiting: then the endpoint, the place's remote
+ * address and key in *@raddr and *@rkey, the copy in *@dst, admitted. Else NULL, nothing made.
+ * @status: the post's. The region is the endpoint's own (its handshake's terms), so a new
+ * endpoint to the same server never reads with an old one's.
  */
 static struct rpeer *read_now(struct ferry__objmgr *om, const struct rfetch *f, uint64_t offset,
 			      uint64_t len, const struct ferry__objmgr_sizes *sizes, int status,
-			      void **dst)
+			      uint64_t *raddr, uint32_t *rkey, void **dst)
 {
 	struct ferry__objmgr_rdma *r = om->rdma;
 	struct rpeer *peer = status < 0 || r->shut ? NULL : peer_find(r, f->ip, f->port, 0);
+	uint64_t base, size;
+	uint32_t key;
 
-	if (!peer || !peer->base.up || !peer->ep || !peer->rbase || offset > peer->rlen ||
-	    len > peer->rlen - offset || create_early(om, &f->id, sizes, true, dst) < 0)
+	if (!peer || !peer->base.up || !peer->ep ||
+	    ferry__rdma_ep_peer_region(peer->ep, &base, &size, &key) < 0 || offset > size ||
+	    len > size - offset || create_early(om, &f->id, sizes, true, dst) < 0)
 		return NULL;
+	*raddr = base + offset;
+	*rkey = key;
 	return peer;
 }
 
@@ -691,9 +691,11 @@ static void big_begin(void *arg, int status)
 {
 	struct rbig *b = arg;
 	struct ferry__objmgr *om = b->f.om;
+	uint64_t raddr;
+	uint32_t rkey;
 	void *dst;
-	struct rpeer *peer =
-		read_now(om, &b->f, b->place.offset, b->sizes.data, &b->sizes, status, &dst);
+	struct rpeer *peer = read_now(om, &b->f, b->place.offset, b->sizes.data, &b->sizes, status,
+				      &raddr, &rkey, &dst);
 
 	if (peer) {
 		b->f.owner->big = NULL; /* no pull thread creates it */
@@ -706,8 +708,8 @@ static void big_begin(void *arg, int status)
 			.port = b->f.port,
 			.gen = peer->gen, /* qp 0: fetch_start checks it is still this endpoint */
 			.dst = b->dst,
-			.raddr = peer->rbase + b->place.offset,
-			.rkey = peer->rkey,
+			.raddr = raddr,
+			.rkey = rkey,
 			.len = b->sizes.data,
 			.on_done = ahead_done,
 			.owner = b->f.owner,
@@ -832,8 +834,8 @@ static void small_begin(void *arg, int status)
 	const struct ferry__objmgr_pull *p = f->owner;
 	uint64_t total = p->sizes.data + p->sizes.metadata;
 	void *dst;
-	struct rpeer *peer =
-		read_now(f->om, f, p->fast_place.offset, total, &p->sizes, status, &dst);
+	struct rpeer *peer = read_now(f->om, f, p->fast_place.offset, total, &p->sizes, status,
+				      &f->raddr, &f->rkey, &dst);
 
 	if (!peer) {
 		fetch_start(f, status); /* the probe */
@@ -842,8 +844,6 @@ static void small_begin(void *arg, int status)
 	f->step = STEP_READ;
 	f->gen = peer->gen;
 	f->dst = dst;
-	f->raddr = peer->rbase + p->fast_place.offset;
-	f->rkey = peer->rkey;
 	f->len = total;
 	f->on_done = small_read_done;
 	/* The endpoint read_now() found, in this loop turn: fetch_start() would look it up again.

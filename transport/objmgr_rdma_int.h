@@ -64,9 +64,6 @@ struct rpeer {
 	struct ferry__rdma_ep *ep;	/* NULL once gone */
 	uint64_t gen;			/* tells a reconnected endpoint from the one that pinned */
 	uint64_t next_xfer;		/* ids of our requests */
-	uint64_t rbase;			/* the server's arena start, from its accept; 0: unknown */
-	uint64_t rlen;			/* its length (with rbase) */
-	uint32_t rkey;			/* its key (with rbase) */
 };
 
 /* A pin held for a puller until its PullDone. */
