@@ -295,13 +295,13 @@ Pair *pair_with_objects(benchmark::State &state, unsigned transports, uint32_t s
 	return p;
 }
 
-// Local mode: A puts @in_flight objects of @size, B pulls them.
-void BM_transport_pull(benchmark::State &state, unsigned transports, uint32_t spin_us)
+// Local mode: A puts @in_flight objects of @size, B pulls them (the nodes' default sleeping
+// loops; BM_transport_spin_pull is the busy-poll row).
+void BM_transport_pull(benchmark::State &state, unsigned transports)
 {
 	const uint64_t size = (uint64_t)state.range(0);
 	std::vector<ferry_object_id> ids;
-	Pair *p =
-		pair_with_objects(state, transports, spin_us, size, (uint64_t)state.range(1), ids);
+	Pair *p = pair_with_objects(state, transports, 0, size, (uint64_t)state.range(1), ids);
 
 	if (!p)
 		return;
@@ -537,7 +537,7 @@ void register_local(bool big)
 	for (auto &be : backends) {
 		std::string name = std::string("BM_transport_") + be.name + "_pull" + suffix;
 		auto *b = benchmark::RegisterBenchmark(name.c_str(), BM_transport_pull,
-						       be.transports, 0u);
+						       be.transports);
 		if (!big) {
 			sizes(b, false);
 		} else {
