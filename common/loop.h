@@ -4,9 +4,10 @@
  * Requests (accept, connect, recv, send, zero-copy send, sendmsg/recvmsg, poll, close, raw SQEs)
  * and timers are structs the caller embeds in its own objects, so the hot path never allocates.
  *
- * Thread model: a loop belongs to one thread at a time: the thread inside ferry__loop_run(), or,
- * while the loop is not running, the thread that set it up or destroys it. Only
- * ferry__loop_stop() and ferry__loop_post() may be called from any thread.
+ * Thread model: a loop belongs to one thread at a time: the thread inside ferry__loop_run(), a
+ * thread that borrowed the running loop with ferry__loop_drive(), or, while the loop is not
+ * running, the thread that set it up or destroys it. Only ferry__loop_stop(),
+ * ferry__loop_post() and ferry__loop_drive() may be called from any thread.
  *
  * Request lifetime (libuv's rule): when a function that takes a callback returns an error, the
  * callback is never called. When it returns 0, the callback is called exactly once with the final
@@ -178,6 +179,23 @@ int ferry__loop_run(struct ferry__loop *loop);
  * it ended in an error.
  */
 void ferry__loop_thread_run(struct ferry__loop *loop, const char *name, const char *comp);
+
+/*
+ * ferry__loop_drive() - run @loop's passes on the calling thread until @done(@arg) is true, the
+ * monotonic clock (ferry__now_ns) reaches @end_ns, or the loop is stopped; never sleeps. For a
+ * thread that would otherwise busy-wait for a result of the loop's work: with the loop thread,
+ * the waiter and the loops of its peers all spinning, a 2-core machine has more spinners than
+ * CPUs, and every hand-off between the waiter and the loop thread waits for the scheduler. The
+ * loop thread parks while a driver holds the loop. A driver's pass runs timers, the poller,
+ * the completions already in the CQ and posts, but never enters the ring: what needs a
+ * submission goes back to the loop thread (see loop.c, "Drivers"). Callbacks then run on the
+ * driver. @done is called without the loop held and must be cheap (an atomic load). Returns 1
+ * when @done became true, 0 at the deadline or on stop, -EBUSY when the loop cannot be driven
+ * (FERRY_LOOP_SINGLE_ISSUER, not running, or this thread is driving a loop already: a callback
+ * waiting inside a pass).
+ */
+int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *arg,
+		      uint64_t end_ns);
 
 /*
  * ferry__loop_stop() - make ferry__loop_run() return after the callbacks of the current pass.

@@ -772,25 +772,41 @@ static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
 	pthread_mutex_unlock(&w->lock);
 }
 
+static bool is_zero(void *arg)
+{
+	return atomic_load_explicit((atomic_size_t *)arg, memory_order_acquire) == 0;
+}
+
 /*
- * With a busy-poll window (opts.spin_us), poll *@pending, yielding the CPU to runnable threads,
- * until it is 0 or the window has passed: the waiting side of the loop's spin (a waiter woken by
- * a futex costs a wake-up per pull). While the loops spinning for the pull leave a CPU for it
- * (ferry__spin_waiter_enter, loop.h), always; when they do not, as the measured choice says
+ * With a busy-poll window (opts.spin_us), wait for *@pending to be 0 without sleeping, for at
+ * most the window: the waiting side of the loop's spin (a waiter woken by a futex costs a
+ * wake-up per pull). The waiter runs the loop's passes itself (ferry__loop_drive; loop.c,
+ * "Drivers"): the pull is started, its request sent, the reply read off the polled socket or
+ * the CQ, and the pull completed on this thread, with no hand-off to the loop thread and back.
+ * Where the loop cannot be driven (this thread is inside one of its passes), poll *@pending,
+ * yielding the CPU to runnable threads: while the loops spinning for the pull leave a CPU for
+ * it (ferry__spin_waiter_enter, loop.h), always; when they do not, as the measured choice says
  * (ferry__spin_crowded_pick: a wake-up against the loops' slowdown). Returns the crowded choice
  * to report (0 slept, 1 spun), or -1 when there was none to make.
  */
-static int spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *pending)
+static int spin_until_zero(struct ferry__objmgr *om, atomic_size_t *pending)
 {
 	bool counted;
 	uint64_t end;
+	int ret;
 
 	if (!om->opts.spin_us || !atomic_load_explicit(pending, memory_order_acquire))
+		return -1;
+	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
+	/* Counted: stop waits for drivers to let go of the loop before it is destroyed. */
+	atomic_fetch_add(&om->drivers, 1);
+	ret = ferry__loop_drive(om->loop, is_zero, pending, end);
+	atomic_fetch_sub(&om->drivers, 1);
+	if (ret != -EBUSY)
 		return -1;
 	counted = ferry__spin_waiter_enter();
 	if (!counted && !ferry__spin_crowded_pick())
 		return 0;
-	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
 	while (atomic_load_explicit(pending, memory_order_acquire) && ferry__now_ns() < end &&
 	       !(counted && ferry__spin_crowded()))
 		sched_yield();
@@ -992,6 +1008,7 @@ static int init_sync(struct ferry__objmgr *om)
 			    sizeof(struct ferry__node_addr));
 	ferry__shm_peers_init(&om->shm);
 	pthread_mutex_init(&om->lock, NULL);
+	atomic_init(&om->drivers, 0);
 	pthread_cond_init(&om->work_cond, NULL);
 	pthread_cond_init(&om->admit_cond, NULL);
 	pthread_cond_init(&om->nodes_cond, NULL);
@@ -1039,6 +1056,19 @@ static int start_threads(struct ferry__objmgr *om)
 			return ret;
 	}
 	return 0;
+}
+
+/*
+ * The loop's poller while it spins (ferry__loop_set_poller): the RDMA completion queue and the
+ * TCP control sockets being polled (tcp.c, "Polled receive"). Both arm their wake-ups when
+ * @sleeping. On the loop thread; om->tcp goes NULL at shutdown, on the loop.
+ */
+static int spin_poll(void *arg, bool sleeping)
+{
+	struct ferry__objmgr *om = arg;
+	int n = ferry__objmgr_rdma_spin_poll(om, sleeping), t = ferry__tcp_poll(om->tcp, sleeping);
+
+	return (n > 0 ? n : 0) + t; /* a failed CQ is logged by the RDMA part */
 }
 
 /* RDMA where asked for; where it is optional and cannot be had here, without it (logged). */
@@ -1092,6 +1122,8 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = start_rdma(om);
 	if (ret < 0)
 		goto err_destroy;
+	if (om->opts.spin_us)
+		ferry__loop_set_poller(om->loop, spin_poll, om);
 	ret = start_threads(om);
 	if (ret < 0)
 		goto err_destroy;
@@ -1143,6 +1175,10 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 		ferry__loop_stop(om->loop);
 		pthread_join(om->loop_thread, NULL);
 		om->loop_started = false;
+		/* Waiters driving the loop see it stopped and go back to waiting for their
+		 * pulls' ends (destroy runs them): none may hold the loop when it is freed. */
+		while (atomic_load(&om->drivers))
+			sched_yield();
 	}
 	/* The fast path's seal notices still held back (its timer is on the stopped loop). */
 	(void)ferry__plasma_client_flush(om->store, false);

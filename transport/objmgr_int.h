@@ -204,6 +204,7 @@ struct ferry__objmgr {
 	struct ferry__objmgr_stats stats;      /* counters */
 	struct ferry__objmgr_locs locs;	       /* location cache */
 	unsigned fast_pulls;		       /* pulls on the loop's fast path */
+	atomic_uint drivers;		       /* waiters inside ferry__loop_drive() */
 	pthread_cond_t fast_cond;	       /* fast_pulls went to 0 */
 	struct ferry__loop_timer notices;      /* flushes the seal notices held back (fast path) */
 };
@@ -311,6 +312,8 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 			    const struct ferry_object_id *id,
 			    const struct ferry__objmgr_sizes *sizes, uint64_t *bytes);
 void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om);
+/* The RDMA part of the loop's poller when it spins (objmgr.c, spin_poll): the CQ. */
+int ferry__objmgr_rdma_spin_poll(struct ferry__objmgr *om, bool sleeping);
 void ferry__objmgr_rdma_free(struct ferry__objmgr *om);
 /* objmgr_rdma.c: the fast path's probe of @p from @a, on the loop without a pull thread (om->lock
  * held; its end calls ferry__objmgr_fast_probed() on the loop). false: not started. */

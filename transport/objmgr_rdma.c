@@ -1108,6 +1108,11 @@ static int spin_poll(void *arg, bool sleeping)
 	return n;
 }
 
+int ferry__objmgr_rdma_spin_poll(struct ferry__objmgr *om, bool sleeping)
+{
+	return om->rdma ? spin_poll(om->rdma, sleeping) : 0;
+}
+
 static void on_tick(struct ferry__loop_timer *t, int status)
 {
 	if (status == 0)
@@ -1191,8 +1196,6 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 	r->tick.cb = on_tick;
 	r->sweep.data = r;
 	ret = arm_polls(r);
-	if (ret == 0 && loop_polls)
-		ferry__loop_set_poller(om->loop, spin_poll, r);
 	if (ret == 0)
 		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000,
 					      ferry__objmgr_rdma_sweep_pins);
@@ -1217,8 +1220,7 @@ void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
 
 	if (!r || r->shut)
 		return;
-	r->shut = true;
-	ferry__loop_set_poller(om->loop, NULL, NULL); /* start's, if it spins */
+	r->shut = true; /* ferry__objmgr_rdma_spin_poll() does nothing from here */
 	(void)ferry__loop_timer_stop(&r->tick);
 	(void)ferry__loop_timer_stop(&r->sweep);
 	if (ferry__loop_req_pending(&r->cm_poll))

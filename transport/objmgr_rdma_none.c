@@ -51,6 +51,13 @@ void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
 	(void)om;
 }
 
+int ferry__objmgr_rdma_spin_poll(struct ferry__objmgr *om, bool sleeping)
+{
+	(void)om;
+	(void)sleeping;
+	return 0;
+}
+
 void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
 {
 	(void)om;

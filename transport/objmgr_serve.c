@@ -276,6 +276,7 @@ int ferry__objmgr_serve_start(struct ferry__objmgr *om)
 	to.max_msg = FERRY__OBJMGR_MAX_MESSAGE;
 	to.connect_timeout_ms = om->opts.timeout_ms;
 	to.op_timeout_ms = om->opts.timeout_ms;
+	to.poll_us = om->opts.spin_us; /* the loop polls the control sockets while it spins */
 	ret = ferry__tcp_ctx_create(&to, &om->tcp);
 	if (ret < 0)
 		return ret;

@@ -21,6 +21,7 @@
 #ifndef FERRY_TRANSPORT_TCP_H
 #define FERRY_TRANSPORT_TCP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,7 @@ struct ferry__tcp_ctx_opts {
 	uint32_t op_timeout_ms;	     /* deadline of each expect/send_data; 0 = 30000 */
 	uint32_t sock_buf_bytes;     /* SO_SNDBUF and SO_RCVBUF; 0 = kernel autotuning */
 	uint32_t flags;		     /* FERRY__TCP_* below */
+	uint32_t poll_us;	     /* polled control receives (ferry__tcp_poll); 0 = off */
 };
 
 /*
@@ -82,6 +84,16 @@ struct ferry__tcp_ep_cbs {
 typedef void (*ferry__tcp_xfer_cb)(void *arg, int status);
 
 int ferry__tcp_ctx_create(const struct ferry__tcp_ctx_opts *opts, struct ferry__tcp_ctx **out);
+
+/*
+ * ferry__tcp_poll() - for a context whose loop busy-polls (opts.poll_us set; see tcp.c,
+ * "Polled receive"): read what has arrived on the control sockets being polled, and run it as
+ * a completed receive would. The loop's poller (ferry__loop_set_poller) calls it on every spin
+ * pass with @sleeping false; with @sleeping true, before the loop sleeps, it hands every polled
+ * socket back to an armed io_uring receive, so that data wakes the loop. Returns how many
+ * sockets had something (> 0: a busy pass). Loop thread only; a no-op when poll_us is 0.
+ */
+int ferry__tcp_poll(struct ferry__tcp_ctx *ctx, bool sleeping);
 /* Destroys every endpoint and listener still open (outstanding transfers complete with
  * -ECANCELED from inside this call, see "Buffers and cancellation"). Accepts NULL. Not from
  * inside a callback. Call it before ferry__loop_destroy(): memory the kernel still references

@@ -167,6 +167,9 @@ struct tcp_sock {
 	bool acked;				  /* connect: our HELLO was accepted */
 	bool refusing;				  /* accepted: close once the refusal is sent */
 	bool shut;				  /* shutdown(2) done */
+	bool polled;				  /* on ctx->polled: receive by ferry__tcp_poll */
+	struct tcp_link poll_link;		  /* ctx->polled */
+	uint64_t polled_since_ns;		  /* when it last went on the list */
 };
 
 enum tcp_ep_state {
@@ -240,6 +243,8 @@ struct ferry__tcp_ctx {
 	struct tcp_link listeners;   /* listeners, live and dying */
 	unsigned live;		     /* eps + listeners + pending sockets not yet freed */
 	bool destroyed;		     /* freed by the last of them */
+	uint64_t poll_ns;	     /* opts.poll_us; 0 = every receive armed in the ring */
+	struct tcp_link polled;	     /* sockets whose receive ferry__tcp_poll() does */
 };
 
 #define TCP_SCRATCH_SIZE (64u << 10)
@@ -267,6 +272,8 @@ void ferry__tcp_tx_kick_all(struct ferry__tcp_ep *ep);
 void ferry__tcp_xfer_decide(struct tcp_xfer *x, int status);
 /* Finish every transfer on ep->ready (callbacks run). */
 void ferry__tcp_run_ready(struct ferry__tcp_ep *ep);
+/* Take @sock off the polled list (ferry__tcp_poll), if it is on it. */
+void ferry__tcp_sock_unpoll(struct tcp_sock *sock);
 /* Free queued control frames and the receive buffers of a socket. */
 void ferry__tcp_sock_release(struct tcp_sock *sock);
 /* True when no kernel request of @sock is pending (chunk notifications included). */

@@ -600,35 +600,69 @@ void ferry__tcp_tx_kick_all(struct ferry__tcp_ep *ep)
 
 static void on_rx(struct ferry__loop_req *req, int result);
 
-/* Arm the receive of what is left of the current piece. */
-static int rx_arm(struct tcp_sock *sock)
+/* Where the rest of the current piece goes, and how much of it to read at once. */
+static uint8_t *rx_dst(struct tcp_sock *sock, size_t *left)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
-	size_t left = sock->rx_want - sock->rx_got;
-	uint8_t *dst;
 
+	*left = sock->rx_want - sock->rx_got;
 	switch (sock->rx_state) {
 	case RX_HDR:
-		dst = sock->hdr + sock->rx_got;
-		break;
+		return sock->hdr + sock->rx_got;
 	case RX_MSG:
-		dst = ep->msg_buf + sock->rx_got;
-		break;
+		return ep->msg_buf + sock->rx_got;
 	case RX_DATA:
-		dst = sock->rx_xfer->buf + sock->rx_hdr.b + sock->rx_got;
-		break;
+		return sock->rx_xfer->buf + sock->rx_hdr.b + sock->rx_got;
 	case RX_HELLO:
-		dst = sock->hello + sock->rx_got;
-		break;
+		return sock->hello + sock->rx_got;
 	case RX_DRAIN:
-		dst = sock->ctx->scratch;
-		left = FERRY_MIN(left, (size_t)TCP_SCRATCH_SIZE);
-		break;
+		*left = FERRY_MIN(*left, (size_t)TCP_SCRATCH_SIZE);
+		return sock->ctx->scratch;
 	default:
-		return -EINVAL;
+		return NULL;
 	}
+}
+
+/* Arm the ring's receive of what is left of the current piece. */
+static int rx_arm_ring(struct tcp_sock *sock)
+{
+	size_t left;
+	uint8_t *dst = rx_dst(sock, &left);
+
+	if (!dst)
+		return -EINVAL;
 	return ferry__loop_recv(sock->ctx->loop, &sock->rx_req, sock->fd, dst, left, MSG_WAITALL,
 				on_rx);
+}
+
+/* Polled receive (tcp.c, DESIGN): an open endpoint's control socket, between frames or in a
+ * control message, while the context polls. */
+static bool rx_pollable(const struct tcp_sock *sock)
+{
+	return sock->ctx->poll_ns && sock->index == 0 && sock->ep && sock->ep->state == EP_OPEN &&
+	       !sock->shut && sock->fd >= 0 &&
+	       (sock->rx_state == RX_HDR || sock->rx_state == RX_MSG);
+}
+
+void ferry__tcp_sock_unpoll(struct tcp_sock *sock)
+{
+	if (!sock->polled)
+		return;
+	sock->polled = false;
+	tcp_list_del(&sock->poll_link);
+}
+
+/* Receive what is left of the current piece: polled, or by the ring. */
+static int rx_arm(struct tcp_sock *sock)
+{
+	if (!rx_pollable(sock))
+		return rx_arm_ring(sock);
+	if (!sock->polled) {
+		sock->polled = true;
+		tcp_list_add_tail(&sock->ctx->polled, &sock->poll_link);
+	}
+	sock->polled_since_ns = ferry__now_ns();
+	return 0;
 }
 
 static int rx_piece(struct tcp_sock *sock, enum tcp_rx_state state, size_t want)
@@ -845,6 +879,71 @@ static void on_rx(struct ferry__loop_req *req, int result)
 		rx_step(sock, result);
 	ep->busy--;
 	ferry__tcp_ep_settle(ep);
+}
+
+/* ---- polled receive ---- */
+
+/* One polled socket's turn: read what is there and run it as on_rx() would. 1 if it had
+ * something (or an error), 0 if nothing was there. */
+static int poll_one(struct tcp_sock *sock)
+{
+	struct ferry__tcp_ep *ep = sock->ep;
+	size_t left;
+	uint8_t *dst = rx_dst(sock, &left);
+	ssize_t n = recv(sock->fd, dst, left, MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	ferry__tcp_sock_unpoll(sock); /* rx_step() polls it again for what comes next */
+	ep->busy++;
+	rx_step(sock, n < 0 ? -errno : (int)n);
+	ep->busy--;
+	ferry__tcp_ep_settle(ep);
+	return 1;
+}
+
+/* Back to the ring: the loop is about to sleep, or the socket has been quiet a while. */
+static void hand_back(struct tcp_sock *sock)
+{
+	struct ferry__tcp_ep *ep = sock->ep;
+	int ret;
+
+	ferry__tcp_sock_unpoll(sock);
+	ret = rx_arm_ring(sock);
+	if (ret < 0) {
+		ep->busy++;
+		FLOG_WARN(TCP_LOG, "%s: cannot receive: %s", ep->peer, ferry_strerror(ret));
+		ferry__tcp_ep_fail(ep, ret);
+		ep->busy--;
+		ferry__tcp_ep_settle(ep);
+	}
+}
+
+int ferry__tcp_poll(struct ferry__tcp_ctx *ctx, bool sleeping)
+{
+	unsigned turns = 0;
+	uint64_t now;
+	int n = 0;
+
+	if (!ctx || !ctx->poll_ns || tcp_list_empty(&ctx->polled))
+		return 0;
+	now = ferry__now_ns();
+	for (struct tcp_link *l = ctx->polled.next; l != &ctx->polled; l = l->next)
+		turns++;
+	/* A turn may free sockets anywhere on the list (a message callback destroying an
+	 * endpoint): each takes the head, after moving it to the tail, and nothing else. */
+	while (turns-- && !tcp_list_empty(&ctx->polled)) {
+		struct tcp_sock *sock =
+			FERRY_CONTAINER_OF(ctx->polled.next, struct tcp_sock, poll_link);
+
+		tcp_list_del(&sock->poll_link);
+		tcp_list_add_tail(&ctx->polled, &sock->poll_link);
+		if (sleeping || sock->polled_since_ns + ctx->poll_ns < now)
+			hand_back(sock);
+		else
+			n += poll_one(sock);
+	}
+	return n;
 }
 
 /* ---- socket state ---- */

@@ -167,18 +167,45 @@ static inline struct ferry__tcp_ctx_opts env_opts(struct ferry__loop *loop)
 					    .flags = FERRY__TCP_ZC_LOCAL};
 }
 
-static inline void env_init(struct env *e, const struct ferry__tcp_ctx_opts *opts)
+static inline int env_poll(void *arg, bool sleeping)
 {
+	return ferry__tcp_poll(arg, sleeping);
+}
+
+/* The env on a loop that busy-polls for @spin_us after its last work (0: it always sleeps),
+ * with the context's poller installed; opts->poll_us turns polled receive on. */
+static inline void env_init_spin(struct env *e, const struct ferry__tcp_ctx_opts *opts,
+				 unsigned spin_us)
+{
+	struct ferry__loop_opts lo = {.spin_us = spin_us};
 	struct ferry__tcp_ctx_opts o;
 
 	memset(e, 0, sizeof(*e));
-	ftest_assert_ok(ferry__loop_create(NULL, &e->loop));
+	ftest_assert_ok(ferry__loop_create(&lo, &e->loop));
 	o = opts ? *opts : env_opts(e->loop);
 	o.loop = e->loop;
 	ftest_assert_ok(ferry__tcp_ctx_create(&o, &e->ctx));
+	if (spin_us)
+		ferry__loop_set_poller(e->loop, env_poll, e->ctx);
 	ftest_assert_ok(ferry__tcp_listen(e->ctx, "127.0.0.1", 0, &env_listen_cbs, e, &e->lis));
 	e->port = ferry__tcp_listener_port(e->lis);
 	ftest_assert_uint_gt(e->port, 0);
+}
+
+static inline void env_init(struct env *e, const struct ferry__tcp_ctx_opts *opts)
+{
+	env_init_spin(e, opts, 0);
+}
+
+/* The env on a loop that sleeps (@polled false: every receive armed in the ring), or on one
+ * that busy-polls for 100 ms after its last work with polled receive on (tcp.c, "Polled
+ * receive": the control socket read by ferry__tcp_poll while the loop spins). */
+static inline void env_init_mode(struct env *e, bool polled)
+{
+	struct ferry__tcp_ctx_opts o = env_opts(NULL);
+
+	o.poll_us = polled ? 100000 : 0;
+	env_init_spin(e, &o, polled ? 100000 : 0);
 }
 
 static inline void env_fini(struct env *e)

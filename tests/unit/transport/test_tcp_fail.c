@@ -117,14 +117,14 @@ static void expect_on(struct env *e, struct side *s, uint8_t *buf, size_t len, s
 
 /* A peer that closes halfway through a data frame: -ECONNRESET for the transfer, then on_close
  * once, after it. */
-FTEST(peer_closes_mid_frame)
+static void peer_closes_mid_frame_case(bool polled)
 {
 	uint8_t buf[1000], junk[500];
 	struct done rx = {0};
 	int pending = 1, fd;
 	struct env e;
 
-	env_init(&e, NULL);
+	env_init_mode(&e, polled);
 	fd = raw_peer(&e, TOKEN);
 	expect_on(&e, &e.server[0], buf, sizeof(buf), &rx, &pending);
 	raw_frame(fd, FERRY__TCP_DATA, 1000, 1, 0);
@@ -141,7 +141,13 @@ FTEST(peer_closes_mid_frame)
 	env_fini(&e);
 }
 
-static void garbage_case(const uint8_t *bytes, size_t len, size_t buf_len)
+FTEST(peer_closes_mid_frame)
+{
+	peer_closes_mid_frame_case(false);
+	peer_closes_mid_frame_case(true);
+}
+
+static void garbage_mode(const uint8_t *bytes, size_t len, size_t buf_len, bool polled)
 {
 	uint8_t *area = malloc(buf_len + 128);
 	struct done rx = {0};
@@ -149,7 +155,7 @@ static void garbage_case(const uint8_t *bytes, size_t len, size_t buf_len)
 	struct env e;
 
 	memset(area, 0x5A, buf_len + 128);
-	env_init(&e, NULL);
+	env_init_mode(&e, polled);
 	fd = raw_peer(&e, TOKEN);
 	expect_on(&e, &e.server[0], area + 64, buf_len, &rx, &pending);
 	write_all(fd, bytes, len);
@@ -165,6 +171,13 @@ static void garbage_case(const uint8_t *bytes, size_t len, size_t buf_len)
 	env_fini(&e);
 	close(fd);
 	free(area);
+}
+
+/* Every garbage case on both kinds of receive. */
+static void garbage_case(const uint8_t *bytes, size_t len, size_t buf_len)
+{
+	garbage_mode(bytes, len, buf_len, false);
+	garbage_mode(bytes, len, buf_len, true);
 }
 
 FTEST(garbage_is_eproto)
