@@ -29,6 +29,7 @@
 #endif
 
 extern "C" {
+#include "common/loop.h"
 #include "tools/cluster_embed.h"
 }
 
@@ -504,6 +505,13 @@ void BM_transport_spin_pull(benchmark::State &state, unsigned transports, uint32
 		state.SkipWithError(error.c_str());
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)size);
 	state.counters["in_flight"] = 1;
+	// The process's measured choices (common/loop.h) as they stand after the run: the running
+	// geometric means of waits that drove the loop or waited for its thread, and of drives
+	// during which the parked loop thread yielded or slept.
+	state.counters["drive_us"] = (double)ferry__spin_drive_avg(true) / 1e3;
+	state.counters["wait_us"] = (double)ferry__spin_drive_avg(false) / 1e3;
+	state.counters["park_yield_us"] = (double)ferry__spin_park_avg(true) / 1e3;
+	state.counters["park_sleep_us"] = (double)ferry__spin_park_avg(false) / 1e3;
 	ferry__objmgr_get_stats(ferry__embed_node_objmgr(b), &st1);
 	loop_shares(state, st0, st1, (double)state.iterations());
 	lat.publish(state);

@@ -547,6 +547,7 @@ int ferry__loop_create(const struct ferry__loop_opts *opts, struct ferry__loop *
 		goto err_destroy_park_lock;
 	atomic_init(&loop->drivers, 0);
 	atomic_init(&loop->passes, 0);
+	atomic_init(&loop->park_spins, false);
 	atomic_init(&loop->parked_asleep, false);
 	loop->post_tail = &loop->post_head;
 	loop->spin_ns = (uint64_t)opts->spin_us * 1000u;
@@ -650,9 +651,16 @@ bool ferry__spin_crowded(void)
  * the side not taken only gets a sample every FERRY__SPIN_EXPLORE waits. Relaxed atomics: a
  * lost update between two reporting threads only costs the figure one sample.
  */
-static atomic_uint_fast64_t crowded_lg[2]; /* [0] slept, [1] spun */
-static atomic_uint crowded_samples[2];
-static atomic_uint crowded_picks;
+/* A measured choice between sleeping [0] and spinning [1] (see the comment above). */
+struct spin_choice {
+	atomic_uint_fast64_t lg[2]; /* running mean of log2(wait), 0 = none yet */
+	atomic_uint samples[2];	    /* waits counted in, up to 8 */
+	atomic_uint picks;	    /* choices made */
+};
+
+static struct spin_choice crowded;	 /* waiters that found no CPU left */
+static struct spin_choice parking;	 /* parked loop threads, judged by their drivers' waits */
+static struct spin_choice drive_or_wait; /* [1] a waiter drives the loop, [0] it waits */
 
 /* log2(@ns) in 1/1024ths, the fraction read linearly off the mantissa (within 0.09 of exact). */
 static uint64_t lg_of(uint64_t ns)
@@ -665,11 +673,11 @@ static uint64_t lg_of(uint64_t ns)
 	return (uint64_t)e * 1024u + ((e >= 10 ? ns >> (e - 10) : ns << (10 - e)) & 1023u);
 }
 
-bool ferry__spin_crowded_pick(void)
+static bool choice_pick(struct spin_choice *c)
 {
-	unsigned n = atomic_fetch_add_explicit(&crowded_picks, 1, memory_order_relaxed);
-	uint64_t slept = atomic_load_explicit(&crowded_lg[0], memory_order_relaxed);
-	uint64_t spun = atomic_load_explicit(&crowded_lg[1], memory_order_relaxed);
+	unsigned n = atomic_fetch_add_explicit(&c->picks, 1, memory_order_relaxed);
+	uint64_t slept = atomic_load_explicit(&c->lg[0], memory_order_relaxed);
+	uint64_t spun = atomic_load_explicit(&c->lg[1], memory_order_relaxed);
 	unsigned every;
 	bool spin;
 
@@ -682,27 +690,61 @@ bool ferry__spin_crowded_pick(void)
 	return n % every == every - 1 ? !spin : spin;
 }
 
-void ferry__spin_crowded_report(bool spun, uint64_t ns)
+static void choice_report(struct spin_choice *c, bool spun, uint64_t ns)
 {
-	uint64_t avg = atomic_load_explicit(&crowded_lg[spun], memory_order_relaxed),
-		 lg = lg_of(ns);
-	unsigned n = atomic_load_explicit(&crowded_samples[spun], memory_order_relaxed);
+	uint64_t avg = atomic_load_explicit(&c->lg[spun], memory_order_relaxed), lg = lg_of(ns);
+	unsigned n = atomic_load_explicit(&c->samples[spun], memory_order_relaxed);
 
 	if (n < 8)
-		atomic_store_explicit(&crowded_samples[spun], ++n, memory_order_relaxed);
+		atomic_store_explicit(&c->samples[spun], ++n, memory_order_relaxed);
 	avg = lg >= avg ? avg + (lg - avg) / n : avg - (avg - lg) / n;
-	atomic_store_explicit(&crowded_lg[spun], avg ? avg : 1, memory_order_relaxed);
+	atomic_store_explicit(&c->lg[spun], avg ? avg : 1, memory_order_relaxed);
 }
 
-uint64_t ferry__spin_crowded_avg(bool spun)
+static uint64_t choice_avg(struct spin_choice *c, bool spun)
 {
-	uint64_t lg = atomic_load_explicit(&crowded_lg[spun], memory_order_relaxed);
+	uint64_t lg = atomic_load_explicit(&c->lg[spun], memory_order_relaxed);
 	unsigned e = (unsigned)(lg >> 10);
 
 	if (!lg)
 		return 0;
 	/* 2^(e + f/1024), the fraction read back linearly as it was taken. */
 	return e >= 10 ? (1024u + (lg & 1023u)) << (e - 10) : (1024u + (lg & 1023u)) >> (10 - e);
+}
+
+bool ferry__spin_crowded_pick(void)
+{
+	return choice_pick(&crowded);
+}
+
+void ferry__spin_crowded_report(bool spun, uint64_t ns)
+{
+	choice_report(&crowded, spun, ns);
+}
+
+uint64_t ferry__spin_crowded_avg(bool spun)
+{
+	return choice_avg(&crowded, spun);
+}
+
+uint64_t ferry__spin_park_avg(bool spun)
+{
+	return choice_avg(&parking, spun);
+}
+
+bool ferry__spin_drive_pick(void)
+{
+	return choice_pick(&drive_or_wait);
+}
+
+void ferry__spin_drive_report(bool drove, uint64_t ns)
+{
+	choice_report(&drive_or_wait, drove, ns);
+}
+
+uint64_t ferry__spin_drive_avg(bool drove)
+{
+	return choice_avg(&drive_or_wait, drove);
 }
 
 void ferry__spin_loop_enter(void)
@@ -818,9 +860,12 @@ static unsigned reap(struct ferry__loop *loop)
 /* Let go of the loop for drivers until none is left (see DESIGN, "Drivers"). */
 static void park(struct ferry__loop *loop)
 {
+	bool spin = choice_pick(&parking);
+
+	atomic_store_explicit(&loop->park_spins, spin, memory_order_relaxed);
 	pthread_mutex_unlock(&loop->run_lock);
 	for (;;) {
-		uint64_t end = ferry__now_ns() + loop->spin_ns;
+		uint64_t end = ferry__now_ns() + (spin ? loop->spin_ns : 0);
 
 		while (atomic_load(&loop->drivers) && ferry__now_ns() < end)
 			sched_yield();
@@ -918,6 +963,7 @@ out:
 
 int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *arg, uint64_t end_ns)
 {
+	uint64_t start = ferry__now_ns();
 	int ret;
 
 	if (!loop->drivable || driving)
@@ -936,6 +982,10 @@ int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 			sched_yield();
 		}
 	}
+	if (ret == 1) /* how the loop thread parked during this wait: the measured choice */
+		choice_report(&parking,
+			      atomic_load_explicit(&loop->park_spins, memory_order_relaxed),
+			      ferry__now_ns() - start);
 	return ret;
 }
 

@@ -144,6 +144,31 @@ void ferry__spin_crowded_report(bool spun, uint64_t ns);
 uint64_t ferry__spin_crowded_avg(bool spun);
 
 /*
+ * A loop thread parked for a driver (ferry__loop_drive) either yields its CPU in a loop until
+ * the drivers leave, ready to take the loop back at once, or sleeps and is woken by the last
+ * one. On this host a TCP pull took 10.5 us with the thread yielding and 20 us with it asleep
+ * (the wake-up, and the next driver waiting for the woken thread to park again); in the
+ * soft-RoCE VM an RDMA pull took 72-76 us yielding and 63-67 asleep (the yields take vCPU time
+ * from rxe's work). So it is the same measured choice as a crowded waiter's, judged by the
+ * drivers' waits. ferry__spin_park_avg() - a side's running geometric mean in ns, 0 before its
+ * first wait.
+ */
+uint64_t ferry__spin_park_avg(bool spun);
+
+/*
+ * Whether a busy-waiting thread drives the loop at all, or waits for the loop thread as before
+ * drivers existed, is measured the same way: driving took a TCP pull on this host from 16.5-18.2
+ * to 10.2-10.6 us, but where the loop's hand-offs between threads cost more than the hops they
+ * save (an RDMA pull in the soft-RoCE VM: 62-67 -> 70-73 us), waiting wins.
+ * ferry__spin_drive_pick() - true: drive (ferry__loop_drive); false: wait.
+ * ferry__spin_drive_report() - how long the wait (request to result) took on side @drove.
+ * ferry__spin_drive_avg() - a side's running geometric mean in ns, 0 before its first report.
+ */
+bool ferry__spin_drive_pick(void);
+void ferry__spin_drive_report(bool drove, uint64_t ns);
+uint64_t ferry__spin_drive_avg(bool drove);
+
+/*
  * FERRY_LOOP_SINGLE_ISSUER: IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (fewer interrupts, the
  * kernel runs completions only when the loop waits). The ring starts disabled and the first
  * thread to call ferry__loop_run() (or destroy) becomes its only submitter: requests made before
