@@ -658,9 +658,7 @@ struct spin_choice {
 	atomic_uint picks;	    /* choices made */
 };
 
-static struct spin_choice crowded;	 /* waiters that found no CPU left */
-static struct spin_choice parking;	 /* parked loop threads, judged by their drivers' waits */
-static struct spin_choice drive_or_wait; /* [1] a waiter drives the loop, [0] it waits */
+static struct spin_choice choices[FERRY__SPIN_CHOICES]; /* by enum ferry__spin_choice */
 
 /* log2(@ns) in 1/1024ths, the fraction read linearly off the mantissa (within 0.09 of exact). */
 static uint64_t lg_of(uint64_t ns)
@@ -673,8 +671,9 @@ static uint64_t lg_of(uint64_t ns)
 	return (uint64_t)e * 1024u + ((e >= 10 ? ns >> (e - 10) : ns << (10 - e)) & 1023u);
 }
 
-static bool choice_pick(struct spin_choice *c)
+bool ferry__spin_pick(enum ferry__spin_choice which)
 {
+	struct spin_choice *c = &choices[which];
 	unsigned n = atomic_fetch_add_explicit(&c->picks, 1, memory_order_relaxed);
 	uint64_t slept = atomic_load_explicit(&c->lg[0], memory_order_relaxed);
 	uint64_t spun = atomic_load_explicit(&c->lg[1], memory_order_relaxed);
@@ -690,8 +689,9 @@ static bool choice_pick(struct spin_choice *c)
 	return n % every == every - 1 ? !spin : spin;
 }
 
-static void choice_report(struct spin_choice *c, bool spun, uint64_t ns)
+void ferry__spin_report(enum ferry__spin_choice which, bool spun, uint64_t ns)
 {
+	struct spin_choice *c = &choices[which];
 	uint64_t avg = atomic_load_explicit(&c->lg[spun], memory_order_relaxed), lg = lg_of(ns);
 	unsigned n = atomic_load_explicit(&c->samples[spun], memory_order_relaxed);
 
@@ -701,8 +701,9 @@ static void choice_report(struct spin_choice *c, bool spun, uint64_t ns)
 	atomic_store_explicit(&c->lg[spun], avg ? avg : 1, memory_order_relaxed);
 }
 
-static uint64_t choice_avg(struct spin_choice *c, bool spun)
+uint64_t ferry__spin_avg(enum ferry__spin_choice which, bool spun)
 {
+	struct spin_choice *c = &choices[which];
 	uint64_t lg = atomic_load_explicit(&c->lg[spun], memory_order_relaxed);
 	unsigned e = (unsigned)(lg >> 10);
 
@@ -710,41 +711,6 @@ static uint64_t choice_avg(struct spin_choice *c, bool spun)
 		return 0;
 	/* 2^(e + f/1024), the fraction read back linearly as it was taken. */
 	return e >= 10 ? (1024u + (lg & 1023u)) << (e - 10) : (1024u + (lg & 1023u)) >> (10 - e);
-}
-
-bool ferry__spin_crowded_pick(void)
-{
-	return choice_pick(&crowded);
-}
-
-void ferry__spin_crowded_report(bool spun, uint64_t ns)
-{
-	choice_report(&crowded, spun, ns);
-}
-
-uint64_t ferry__spin_crowded_avg(bool spun)
-{
-	return choice_avg(&crowded, spun);
-}
-
-uint64_t ferry__spin_park_avg(bool spun)
-{
-	return choice_avg(&parking, spun);
-}
-
-bool ferry__spin_drive_pick(void)
-{
-	return choice_pick(&drive_or_wait);
-}
-
-void ferry__spin_drive_report(bool drove, uint64_t ns)
-{
-	choice_report(&drive_or_wait, drove, ns);
-}
-
-uint64_t ferry__spin_drive_avg(bool drove)
-{
-	return choice_avg(&drive_or_wait, drove);
 }
 
 void ferry__spin_loop_enter(void)
@@ -860,7 +826,7 @@ static unsigned reap(struct ferry__loop *loop)
 /* Let go of the loop for drivers until none is left (see DESIGN, "Drivers"). */
 static void park(struct ferry__loop *loop)
 {
-	bool spin = choice_pick(&parking);
+	bool spin = ferry__spin_pick(FERRY__SPIN_PARK);
 
 	atomic_store_explicit(&loop->park_spins, spin, memory_order_relaxed);
 	pthread_mutex_unlock(&loop->run_lock);
@@ -983,9 +949,9 @@ int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 		}
 	}
 	if (ret == 1) /* how the loop thread parked during this wait: the measured choice */
-		choice_report(&parking,
-			      atomic_load_explicit(&loop->park_spins, memory_order_relaxed),
-			      ferry__now_ns() - start);
+		ferry__spin_report(FERRY__SPIN_PARK,
+				   atomic_load_explicit(&loop->park_spins, memory_order_relaxed),
+				   ferry__now_ns() - start);
 	return ret;
 }
 

@@ -106,7 +106,7 @@ struct ferry__loop_opts {
  * pull 0.8-0.9 ms against 0.5-0.6 ms. Loops in their spin window always count in (they make
  * progress for every waiter); a thread that only waits for a result spins while that leaves a
  * CPU to each spinner, and stops as soon as it does not. When none is left to begin with, the
- * choice between sleeping and spinning anyway is measured (ferry__spin_crowded_pick below).
+ * choice between sleeping and spinning anyway is measured (ferry__spin_pick below).
  *
  * ferry__spin_waiter_enter() - count the caller in if a CPU is left for it: true (then call
  * ferry__spin_leave() when done), else false (sleep instead).
@@ -131,42 +131,36 @@ unsigned ferry__spin_cpus(void);
  * FERRY__SPIN_EXPLORE_FAR when the two are more than 2x apart: in the soft-RoCE VM a spinning
  * wait took 2 ms against 0.6 asleep, and each try cost that much).
  *
- * ferry__spin_crowded_pick() - true: spin through this crowded wait; false: sleep.
- * ferry__spin_crowded_report() - how long the wait (from the request to its result) took on
- * side @spun; both sides' running (geometric) means drive the pick.
- * ferry__spin_crowded_avg() - a side's running geometric mean in ns (within ~6%), 0 before its
- * first report.
+ * Two more choices of the same kind, each with its own figures:
+ * - A loop thread parked for a driver (ferry__loop_drive) either yields its CPU in a loop until
+ *   the drivers leave, ready to take the loop back at once, or sleeps and is woken by the last
+ *   one. On this host a TCP pull took 10.5 us with the thread yielding and 20 us with it asleep
+ *   (the wake-up, and the next driver waiting for the woken thread to park again); in the
+ *   soft-RoCE VM an RDMA pull took 72-76 us yielding and 63-67 asleep (the yields take vCPU time
+ *   from rxe's work). Judged by the drivers' waits.
+ * - A busy-waiting thread drives the loop, or waits for the loop thread as before drivers
+ *   existed: driving took a TCP pull on this host from 16.5-18.2 to 10.2-10.6 us, but where the
+ *   loop's hand-offs between threads cost more than the hops they save (an RDMA pull in the
+ *   soft-RoCE VM: 62-67 -> 70-73 us), waiting wins.
+ *
+ * ferry__spin_pick() - the side to take this time: true spins (crowded: spin through the wait;
+ * park: yield; drive: drive), false sleeps (or waits for the loop thread).
+ * ferry__spin_report() - how long the wait (from the request to its result) took on side @spun;
+ * both sides' running (geometric) means drive the pick.
+ * ferry__spin_avg() - a side's running geometric mean in ns (within ~6%), 0 before its first
+ * report.
  */
 #define FERRY__SPIN_EXPLORE 16
 #define FERRY__SPIN_EXPLORE_FAR 64
-bool ferry__spin_crowded_pick(void);
-void ferry__spin_crowded_report(bool spun, uint64_t ns);
-uint64_t ferry__spin_crowded_avg(bool spun);
-
-/*
- * A loop thread parked for a driver (ferry__loop_drive) either yields its CPU in a loop until
- * the drivers leave, ready to take the loop back at once, or sleeps and is woken by the last
- * one. On this host a TCP pull took 10.5 us with the thread yielding and 20 us with it asleep
- * (the wake-up, and the next driver waiting for the woken thread to park again); in the
- * soft-RoCE VM an RDMA pull took 72-76 us yielding and 63-67 asleep (the yields take vCPU time
- * from rxe's work). So it is the same measured choice as a crowded waiter's, judged by the
- * drivers' waits. ferry__spin_park_avg() - a side's running geometric mean in ns, 0 before its
- * first wait.
- */
-uint64_t ferry__spin_park_avg(bool spun);
-
-/*
- * Whether a busy-waiting thread drives the loop at all, or waits for the loop thread as before
- * drivers existed, is measured the same way: driving took a TCP pull on this host from 16.5-18.2
- * to 10.2-10.6 us, but where the loop's hand-offs between threads cost more than the hops they
- * save (an RDMA pull in the soft-RoCE VM: 62-67 -> 70-73 us), waiting wins.
- * ferry__spin_drive_pick() - true: drive (ferry__loop_drive); false: wait.
- * ferry__spin_drive_report() - how long the wait (request to result) took on side @drove.
- * ferry__spin_drive_avg() - a side's running geometric mean in ns, 0 before its first report.
- */
-bool ferry__spin_drive_pick(void);
-void ferry__spin_drive_report(bool drove, uint64_t ns);
-uint64_t ferry__spin_drive_avg(bool drove);
+enum ferry__spin_choice {
+	FERRY__SPIN_CROWDED, /* a waiter that found no CPU left */
+	FERRY__SPIN_PARK,    /* a loop thread parked for a driver */
+	FERRY__SPIN_DRIVE,   /* a busy waiter: drive the loop or wait for its thread */
+	FERRY__SPIN_CHOICES
+};
+bool ferry__spin_pick(enum ferry__spin_choice c);
+void ferry__spin_report(enum ferry__spin_choice c, bool spun, uint64_t ns);
+uint64_t ferry__spin_avg(enum ferry__spin_choice c, bool spun);
 
 /*
  * FERRY_LOOP_SINGLE_ISSUER: IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (fewer interrupts, the

@@ -783,11 +783,11 @@ static bool is_zero(void *arg)
  * wake-up per pull). The waiter runs the loop's passes itself (ferry__loop_drive; loop.c,
  * "Drivers"): the pull is started, its request sent, the reply read off the polled socket or
  * the CQ, and the pull completed on this thread, with no hand-off to the loop thread and back.
- * Whether to drive at all is a measured choice (ferry__spin_drive_pick, loop.h). When the
+ * Whether to drive at all is a measured choice (ferry__spin_pick(FERRY__SPIN_DRIVE), loop.h). When the
  * waiter does not drive, or cannot (this thread is inside one of the loop's passes), poll *@pending,
  * yielding the CPU to runnable threads: while the loops spinning for the pull leave a CPU for
  * it (ferry__spin_waiter_enter, loop.h), always; when they do not, as the measured choice says
- * (ferry__spin_crowded_pick: a wake-up against the loops' slowdown). Returns the choices made,
+ * (FERRY__SPIN_CROWDED: a wake-up against the loops' slowdown). Returns the choices made,
  * to report with the wait's length.
  */
 /* The measured choices a wait made (loop.h), to report with its length; -1: none made. */
@@ -805,7 +805,7 @@ static struct wait_choices spin_until_zero(struct ferry__objmgr *om, atomic_size
 	if (!om->opts.spin_us || !atomic_load_explicit(pending, memory_order_acquire))
 		return ch;
 	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
-	if (om->may_drive && ferry__spin_drive_pick()) {
+	if (om->may_drive && ferry__spin_pick(FERRY__SPIN_DRIVE)) {
 		int ret;
 
 		/* Counted: stop waits for drivers to let go of the loop before it is destroyed. */
@@ -820,7 +820,7 @@ static struct wait_choices spin_until_zero(struct ferry__objmgr *om, atomic_size
 		ch.drove = 0;
 	}
 	counted = ferry__spin_waiter_enter();
-	if (!counted && !ferry__spin_crowded_pick()) {
+	if (!counted && !ferry__spin_pick(FERRY__SPIN_CROWDED)) {
 		ch.crowded = 0;
 		return ch;
 	}
@@ -871,9 +871,9 @@ int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_i
 	pthread_mutex_unlock(&w.lock);
 	ns = ferry__now_ns() - start;
 	if (ch.crowded >= 0)
-		ferry__spin_crowded_report(ch.crowded, ns);
+		ferry__spin_report(FERRY__SPIN_CROWDED, ch.crowded, ns);
 	if (ch.drove >= 0)
-		ferry__spin_drive_report(ch.drove, ns);
+		ferry__spin_report(FERRY__SPIN_DRIVE, ch.drove, ns);
 	ferry__free(slots);
 	for (size_t i = 0; i < count && !first; i++)
 		first = results[i].status;

@@ -90,10 +90,10 @@ FTEST(driver_runs_the_loop_on_its_own_thread)
 			ftest_assert_int_gt(on_me, 0);
 		/* The parked loop thread's choice (loop.h) has a figure for each side. */
 		ftest_log("drives with the loop thread yielding %.1f us, asleep %.1f us",
-			  (double)ferry__spin_park_avg(true) / 1e3,
-			  (double)ferry__spin_park_avg(false) / 1e3);
-		ftest_assert_uint_gt(ferry__spin_park_avg(true), 0);
-		ftest_assert_uint_gt(ferry__spin_park_avg(false), 0);
+			  (double)ferry__spin_avg(FERRY__SPIN_PARK, true) / 1e3,
+			  (double)ferry__spin_avg(FERRY__SPIN_PARK, false) / 1e3);
+		ftest_assert_uint_gt(ferry__spin_avg(FERRY__SPIN_PARK, true), 0);
+		ftest_assert_uint_gt(ferry__spin_avg(FERRY__SPIN_PARK, false), 0);
 		ferry__loop_stop(loop);
 		pthread_join(t, NULL);
 		ferry__loop_destroy(loop);
