@@ -5,8 +5,10 @@
  * adopted over a socketpair expects three transfers into buffers fenced by canaries; the input
  * is written to the other end, which is then closed, and the loop runs until the endpoint
  * closes. A canary that changed (a write outside a buffer), a transfer callback that ran twice
- * or after on_close, or a missing on_close aborts. Every 24-byte window of the input also goes
- * through the header decoder.
+ * or after on_close, or a missing on_close aborts. Each input runs twice: on a loop that sleeps
+ * (every receive armed in the ring) and on one that busy-polls with polled receive (the control
+ * socket read by ferry__tcp_poll). Every 24-byte window of the input also goes through the
+ * header decoder.
  *
  * Built with FUZZ_TCP_REPLAY and replay.c, it replays its corpus (suite fuzz):
  *   fuzz_tcp_replay DIR|FILE...        run each input, fail on a leak or an empty corpus
@@ -110,21 +112,30 @@ static void feed(int fd, const uint8_t *data, size_t size)
 	shutdown(fd, SHUT_WR);
 }
 
-static void run_input(struct run *r, const uint8_t *data, size_t size)
+static int poll_tcp(void *arg, bool sleeping)
 {
+	return ferry__tcp_poll(arg, sleeping);
+}
+
+static void run_input(struct run *r, const uint8_t *data, size_t size, bool polled)
+{
+	struct ferry__loop_opts lo = {.spin_us = polled ? 1000 : 0};
 	struct ferry__tcp_ctx_opts o = {0};
 	struct ferry__tcp_ctx *ctx = NULL;
 	struct ferry__tcp_ep *ep = NULL;
 	int sv[2];
 
-	if (ferry__loop_create(NULL, &r->loop) < 0)
+	if (ferry__loop_create(&lo, &r->loop) < 0)
 		abort();
 	o.loop = r->loop;
 	o.max_msg = 1u << 16;
+	o.poll_us = lo.spin_us;
 	if (ferry__tcp_ctx_create(&o, &ctx) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
 	    ferry__tcp_ep_adopt(ctx, &sv[0], 1, &cbs, NULL, &ep) < 0)
 		abort();
+	if (polled)
+		ferry__loop_set_poller(r->loop, poll_tcp, ctx);
 	for (size_t k = 0; k < 3; k++)
 		if (ferry__tcp_expect(ep, expects[k].id, r->area[k] + FENCE, expects[k].len,
 				      on_xfer, &r->calls[k]) < 0)
@@ -145,7 +156,6 @@ static void run_input(struct run *r, const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool quiet;
-	struct run r = {0};
 
 	if (!quiet) {
 		ferry_log_configure("off");
@@ -154,18 +164,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > MAX_INPUT)
 		size = MAX_INPUT;
 	decode_windows(data, size);
-	for (size_t k = 0; k < 3; k++) {
-		r.area[k] = malloc(expects[k].len + 2 * FENCE);
-		if (!r.area[k])
-			abort();
-		memset(r.area[k], CANARY, expects[k].len + 2 * FENCE);
+	for (int polled = 0; polled < 2; polled++) {
+		struct run r = {0};
+
+		for (size_t k = 0; k < 3; k++) {
+			r.area[k] = malloc(expects[k].len + 2 * FENCE);
+			if (!r.area[k])
+				abort();
+			memset(r.area[k], CANARY, expects[k].len + 2 * FENCE);
+		}
+		cur = &r;
+		run_input(&r, data, size, polled);
+		check_fences(&r);
+		cur = NULL;
+		for (size_t k = 0; k < 3; k++)
+			free(r.area[k]);
 	}
-	cur = &r;
-	run_input(&r, data, size);
-	check_fences(&r);
-	cur = NULL;
-	for (size_t k = 0; k < 3; k++)
-		free(r.area[k]);
 	return 0;
 }
 
