@@ -857,7 +857,8 @@ static void undrive(struct ferry__loop *loop)
 	}
 }
 
-static __thread struct ferry__loop *driving; /* the loop this thread drives, if any */
+/* The loop whose passes this thread runs (in ferry__loop_run or as a driver), if any. */
+static __thread struct ferry__loop *driving;
 
 /*
  * One pass for a driver: timers, the poller, the completions already in the CQ, posts; never
@@ -957,6 +958,7 @@ int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 
 int ferry__loop_run(struct ferry__loop *loop)
 {
+	struct ferry__loop *outer = driving;
 	int ret = 0;
 
 	if (loop->running || loop->destroying)
@@ -964,6 +966,8 @@ int ferry__loop_run(struct ferry__loop *loop)
 	ret = enable_ring(loop);
 	if (ret < 0)
 		return ret;
+	/* A callback of this loop that would drive it (it holds run_lock) is refused. */
+	driving = loop;
 	pthread_mutex_lock(&loop->run_lock);
 	loop->running = true;
 	atomic_store(&loop->awake, true);
@@ -986,6 +990,7 @@ int ferry__loop_run(struct ferry__loop *loop)
 	loop->running = false;
 	atomic_fetch_add_explicit(&loop->passes, 1, memory_order_release); /* drivers waiting */
 	pthread_mutex_unlock(&loop->run_lock);
+	driving = outer;
 	return ret;
 }
 

@@ -210,8 +210,8 @@ void ferry__loop_thread_run(struct ferry__loop *loop, const char *name, const ch
  * submission goes back to the loop thread (see loop.c, "Drivers"). Callbacks then run on the
  * driver. @done is called without the loop held and must be cheap (an atomic load). Returns 1
  * when @done became true, 0 at the deadline or on stop, -EBUSY when the loop cannot be driven
- * (FERRY_LOOP_SINGLE_ISSUER, not running, or this thread is driving a loop already: a callback
- * waiting inside a pass).
+ * (FERRY_LOOP_SINGLE_ISSUER, not running, or this thread runs a loop's passes already: a
+ * callback waiting inside a pass, of a driver or of the loop thread).
  */
 int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *arg,
 		      uint64_t end_ns);
