@@ -467,6 +467,11 @@ int ferry__loop_inject(struct ferry__loop *loop, const struct ferry__loop_fault 
 	return 0;
 }
 
+unsigned ferry__loop_spin_us(const struct ferry__loop *loop)
+{
+	return (unsigned)(loop->spin_ns / 1000u);
+}
+
 unsigned ferry__loop_inflight(const struct ferry__loop *loop)
 {
 	return loop->inflight;

@@ -244,6 +244,9 @@ int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status)
 void ferry__loop_set_poller(struct ferry__loop *loop, int (*poll)(void *arg, bool sleeping),
 			    void *arg);
 
+/* ferry__loop_spin_us() - the loop's busy-poll window (opts.spin_us), 0 if it always sleeps. */
+unsigned ferry__loop_spin_us(const struct ferry__loop *loop);
+
 /* ferry__loop_now_ms() - the monotonic clock in milliseconds, as timers see it. */
 uint64_t ferry__loop_now_ms(void);
 

@@ -106,6 +106,13 @@ static int check_opts(const struct ferry__tcp_ctx_opts *o)
 		FLOG_ERROR(TCP_LOG, "context options without a loop");
 		return -EINVAL;
 	}
+	/* Polled sockets are read only by the poller of a spinning loop: on a loop that always
+	 * sleeps their receives would never run. */
+	if (o->poll_us && !ferry__loop_spin_us(o->loop)) {
+		FLOG_ERROR(TCP_LOG, "polled receive (%u us) on a loop without a busy-poll window",
+			   o->poll_us);
+		return -EINVAL;
+	}
 	if ((o->flags & ~FERRY__TCP_ZC_LOCAL) || o->conns_per_peer > FERRY__TCP_MAX_CONNS ||
 	    o->chunk_size > FERRY__TCP_MAX_CHUNK || o->token_size > FERRY__TCP_TOKEN_MAX ||
 	    (o->token_size && !o->token)) {

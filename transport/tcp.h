@@ -43,7 +43,7 @@ struct ferry__tcp_ctx_opts {
 	uint32_t op_timeout_ms;	     /* deadline of each expect/send_data; 0 = 30000 */
 	uint32_t sock_buf_bytes;     /* SO_SNDBUF and SO_RCVBUF; 0 = kernel autotuning */
 	uint32_t flags;		     /* FERRY__TCP_* below */
-	uint32_t poll_us;	     /* polled control receives (ferry__tcp_poll); 0 = off */
+	uint32_t poll_us;	     /* polled receive (ferry__tcp_poll); 0 = off */
 };
 
 /*
@@ -92,6 +92,8 @@ int ferry__tcp_ctx_create(const struct ferry__tcp_ctx_opts *opts, struct ferry__
  * pass with @sleeping false; with @sleeping true, before the loop sleeps, it hands every polled
  * socket back to an armed io_uring receive, so that data wakes the loop. Returns how many
  * sockets had something (> 0: a busy pass). Loop thread only; a no-op when poll_us is 0.
+ * poll_us needs a loop with a spin window (create fails with -EINVAL otherwise), and the loop's
+ * poller must call this: a polled socket is read by nothing else.
  */
 int ferry__tcp_poll(struct ferry__tcp_ctx *ctx, bool sleeping);
 /* Destroys every endpoint and listener still open (outstanding transfers complete with

@@ -389,6 +389,9 @@ FTEST(bad_arguments)
 	o = env_opts(e.loop);
 	o.conns_per_peer = FERRY__TCP_MAX_CONNS + 1;
 	ftest_assert_errno(ferry__tcp_ctx_create(&o, &ctx), -EINVAL);
+	o = env_opts(e.loop);
+	o.poll_us = 100; /* polled receive on a loop that never spins: nothing would read */
+	ftest_assert_errno(ferry__tcp_ctx_create(&o, &ctx), -EINVAL);
 	ftest_assert_errno(ferry__tcp_listen(e.ctx, "127.0.0.1", 0, &none, NULL, &l), -EINVAL);
 	ftest_assert_errno(ferry__tcp_listen(e.ctx, "", 0, &side_cbs, NULL, &l), -EINVAL);
 	ftest_assert_errno(ferry__tcp_listen(e.ctx, "127.0.0.1", e.port, &side_cbs, NULL, &l),
