@@ -527,8 +527,6 @@ int ferry__loop_create(const struct ferry__loop_opts *opts, struct ferry__loop *
 	loop = ferry__calloc(1, sizeof(*loop));
 	if (!loop)
 		return -ENOMEM;
-	/* A single issuer's completions are posted only when it enters the ring itself. */
-	loop->drivable = !(opts->flags & FERRY_LOOP_SINGLE_ISSUER);
 	ret = setup_ring(loop, depth, opts->flags & FERRY_LOOP_SINGLE_ISSUER);
 	if (ret < 0)
 		goto err_free_loop;
@@ -882,6 +880,17 @@ static int drive_pass(struct ferry__loop *loop)
 	return io_uring_sq_ready(&loop->ring) ? -EAGAIN : n;
 }
 
+/* Whether a driver stops: 1 @done holds, 0 the loop is stopping or the deadline passed, -1 on. */
+static int drive_ends(struct ferry__loop *loop, bool (*done)(void *arg), void *arg, uint64_t end_ns)
+{
+	if (done(arg))
+		return 1;
+	if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
+	    ferry__now_ns() >= end_ns)
+		return 0;
+	return -1;
+}
+
 /* One turn of ferry__loop_drive(): 1 done, 0 deadline or stop, -EAGAIN SQEs left, -EBUSY. */
 static int drive_turn(struct ferry__loop *loop, bool (*done)(void *arg), void *arg, uint64_t end_ns)
 {
@@ -891,12 +900,7 @@ static int drive_turn(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 	if (!atomic_load(&loop->awake))
 		wake(loop); /* asleep in the kernel: the pass it wakes into parks */
 	while (pthread_mutex_trylock(&loop->run_lock) != 0) {
-		if (done(arg)) {
-			ret = 1;
-			goto out;
-		}
-		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
-		    ferry__now_ns() >= end_ns)
+		if ((ret = drive_ends(loop, done, arg, end_ns)) >= 0)
 			goto out;
 		sched_yield();
 	}
@@ -906,17 +910,9 @@ static int drive_turn(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 	}
 	driving = loop;
 	ferry__spin_loop_enter();
-	for (;;) {
-		int n;
+	while ((ret = drive_ends(loop, done, arg, end_ns)) < 0) {
+		int n = drive_pass(loop);
 
-		if (done(arg)) {
-			ret = 1;
-			break;
-		}
-		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
-		    ferry__now_ns() >= end_ns)
-			break;
-		n = drive_pass(loop);
 		if (n < 0) {
 			ret = n;
 			break;
@@ -938,7 +934,8 @@ int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 	uint64_t start = ferry__now_ns();
 	int ret;
 
-	if (!loop->drivable || driving)
+	/* A single issuer's completions are posted only when it enters the ring itself. */
+	if ((loop->ring.flags & IORING_SETUP_SINGLE_ISSUER) || driving)
 		return -EBUSY;
 	while ((ret = drive_turn(loop, done, arg, end_ns)) == -EAGAIN) {
 		/* The pass left SQEs: the loop thread submits them in its next pass, then the
@@ -946,11 +943,8 @@ int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *a
 		uint64_t pass = atomic_load_explicit(&loop->passes, memory_order_acquire);
 
 		while (atomic_load_explicit(&loop->passes, memory_order_acquire) == pass) {
-			if (done(arg))
-				return 1;
-			if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
-			    ferry__now_ns() >= end_ns)
-				return 0;
+			if ((ret = drive_ends(loop, done, arg, end_ns)) >= 0)
+				return ret;
 			sched_yield();
 		}
 	}

@@ -67,7 +67,6 @@ struct ferry__loop {
 	uint64_t spins;				       /* passes that found work by polling */
 	int (*poller)(void *arg, bool sleeping);       /* ferry__loop_set_poller() */
 	void *poller_arg;			       /* " */
-	bool drivable;				       /* FERRY_LOOP_DRIVABLE */
 	pthread_mutex_t run_lock;  /* held by whoever runs passes: the loop thread or a driver */
 	atomic_uint drivers;	   /* threads in ferry__loop_drive() */
 	atomic_uint passes;	   /* passes the loop thread has entered the ring in */

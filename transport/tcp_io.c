@@ -829,6 +829,12 @@ static int rx_complete(struct tcp_sock *sock, struct tcp_xfer *x)
 	return ferry__tcp_rx_arm_hdr(sock);
 }
 
+static void rx_fail(struct ferry__tcp_ep *ep, int err)
+{
+	FLOG_WARN(TCP_LOG, "%s: cannot receive: %s", ep->peer, ferry_strerror(err));
+	ferry__tcp_ep_fail(ep, err);
+}
+
 static void rx_step(struct tcp_sock *sock, int result)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
@@ -857,15 +863,13 @@ static void rx_step(struct tcp_sock *sock, int result)
 	} else {
 		ret = rx_complete(sock, x);
 	}
-	if (ret < 0 && ep->state == EP_OPEN) {
-		FLOG_WARN(TCP_LOG, "%s: cannot receive: %s", ep->peer, ferry_strerror(ret));
-		ferry__tcp_ep_fail(ep, ret);
-	}
+	if (ret < 0 && ep->state == EP_OPEN)
+		rx_fail(ep, ret);
 }
 
-static void on_rx(struct ferry__loop_req *req, int result)
+/* A receive of @sock ended with @result (bytes or -errno): from the ring, or a polled read. */
+static void rx_result(struct tcp_sock *sock, int result)
 {
-	struct tcp_sock *sock = req->data;
 	struct ferry__tcp_ep *ep = sock->ep;
 
 	if (!ep) {
@@ -881,13 +885,17 @@ static void on_rx(struct ferry__loop_req *req, int result)
 	ferry__tcp_ep_settle(ep);
 }
 
+static void on_rx(struct ferry__loop_req *req, int result)
+{
+	rx_result(req->data, result);
+}
+
 /* ---- polled receive ---- */
 
 /* One polled socket's turn: read what is there and run it as on_rx() would. 1 if it had
  * something (or an error), 0 if nothing was there. */
 static int poll_one(struct tcp_sock *sock)
 {
-	struct ferry__tcp_ep *ep = sock->ep;
 	size_t left;
 	uint8_t *dst = rx_dst(sock, &left);
 	ssize_t n = recv(sock->fd, dst, left, MSG_DONTWAIT);
@@ -895,10 +903,7 @@ static int poll_one(struct tcp_sock *sock)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return 0;
 	ferry__tcp_sock_unpoll(sock); /* rx_step() polls it again for what comes next */
-	ep->busy++;
-	rx_step(sock, n < 0 ? -errno : (int)n);
-	ep->busy--;
-	ferry__tcp_ep_settle(ep);
+	rx_result(sock, n < 0 ? -errno : (int)n);
 	return 1;
 }
 
@@ -912,8 +917,7 @@ static void hand_back(struct tcp_sock *sock)
 	ret = rx_arm_ring(sock);
 	if (ret < 0) {
 		ep->busy++;
-		FLOG_WARN(TCP_LOG, "%s: cannot receive: %s", ep->peer, ferry_strerror(ret));
-		ferry__tcp_ep_fail(ep, ret);
+		rx_fail(ep, ret);
 		ep->busy--;
 		ferry__tcp_ep_settle(ep);
 	}
