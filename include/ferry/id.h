@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fixed-size binary identifiers (design.md "Identifiers"): ObjectID is 20 bytes, the others 16.
+ * Fixed-size binary identifiers (docs/architecture.md "Identifiers"): ObjectID is 20 bytes,
+ * the others 16.
  * An object made by a task is named from the task's ID and its return index, so re-executing
  * the task recreates the same IDs (lineage reconstruction depends on it).
  *
