@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The first program: put a string into a node's object store under a 20-byte object ID, or get
- * it from any node of the cluster (the node pulls it from where it is). README "A first program".
- * Build: cc put_get.c $(pkg-config --cflags --libs ferry) -o put_get
+ * The first program (README "A first program"): put a string under a 20-byte object ID into a
+ * node's store, or get it from any node of the cluster. Build with
+ * cc put_get.c $(pkg-config --cflags --libs ferry) -o put_get
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,36 +17,32 @@ int main(int argc, char **argv)
 	struct ferry_plasma_view view;
 	struct ferry_object_id id;
 	char hex[FERRY_ID_HEX_MAX];
-	int ret = -EINVAL;
+	int ret;
 
-	if (argc == 2 && !strcmp(argv[1], "new-id")) { /* random, never all zero (nil) */
+	if (argc == 2 && !strcmp(argv[1], "new-id")) { /* a random ID, never all zero */
 		ferry_object_id_random(&id);
 		ferry_object_id_to_hex(&id, hex, sizeof(hex));
 		return puts(hex) < 0;
 	}
-	if (argc < 4 || ferry_object_id_from_hex(argv[3], &id) < 0) {
-		fprintf(stderr,
-			"usage: %s new-id | SOCKET put ID TEXT | SOCKET get ID [TIMEOUT_MS]\n"
-			"ID: 40 hex digits (20 bytes)\n",
-			argv[0]);
+	if (argc < 4 || ferry_object_id_from_hex(argv[3], &id) < 0) { /* 40 hex digits */
+		fputs("usage: put_get new-id | SOCKET put ID TEXT | SOCKET get ID [TIMEOUT_MS]\n",
+		      stderr);
 		return 2;
 	}
-	if (!strcmp(argv[2], "put") && argc == 5) {
-		ret = ferry_plasma_client_connect(argv[1], NULL, &c);
-		if (ret == 0) /* create + copy + seal: visible to the whole cluster from here on */
-			ret = ferry_plasma_client_put(c, &id, argv[4], strlen(argv[4]), NULL, 0);
-	} else if (!strcmp(argv[2], "get") && argc <= 5) {
-		ret = ferry_plasma_client_connect(argv[1], NULL, &c);
-		if (ret == 0) /* waits up to the timeout for the object to exist and arrive here */
-			ret = ferry_plasma_client_get(c, &id, 1, argc == 5 ? atoll(argv[4]) : 10000,
-						      &view);
-		if (ret == 0) {
+	ret = ferry_plasma_client_connect(argv[1], NULL, &c);	/* the node's store socket */
+	if (ret == 0 && !strcmp(argv[2], "put") && argc == 5) { /* copy in, seal: immutable */
+		ret = ferry_plasma_client_put(c, &id, argv[4], strlen(argv[4]), NULL, 0);
+	} else if (ret == 0 && !strcmp(argv[2], "get")) { /* waits until it is here, or timeout */
+		ret = ferry_plasma_client_get(c, &id, 1, argc > 4 ? atoll(argv[4]) : 10000, &view);
+		if (ret == 0) { /* a zero-copy view into the store, pinned until released */
 			printf("%.*s\n", (int)view.data_size, (const char *)view.data);
 			ferry_plasma_client_release(c, &view);
 		}
+	} else if (ret == 0) {
+		ret = -EINVAL;
 	}
-	if (ret < 0)
-		fprintf(stderr, "%s %s: %s\n", argv[0], argv[2], ferry_strerror(ret));
+	if (ret < 0) /* every call returns 0 or -errno */
+		fprintf(stderr, "put_get %s: %s\n", argv[2], ferry_strerror(ret));
 	ferry_plasma_client_disconnect(c);
 	return ret < 0;
 }

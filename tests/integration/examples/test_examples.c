@@ -4,6 +4,7 @@
  * a real two-node cluster (ferry-gcs + two ferry-node processes on loopback) and gets it on the
  * other; and `meson install` into a temporary root, the example compiled there with
  * `pkg-config --cflags --libs ferry` and run with LD_LIBRARY_PATH against installed daemons.
+ * And that the README shows examples/put_get.c as it is.
  * Environment (from meson.build): FERRY_GCS_BIN, FERRY_NODE_BIN, FERRY_PUT_GET_BIN,
  * FERRY_BUILD_ROOT, FERRY_SOURCE_ROOT, FERRY_PREFIX, FERRY_LIBDIR, FERRY_BINDIR, FERRY_CC,
  * FERRY_SANITIZE.
@@ -229,4 +230,37 @@ FTEST(install_pkg_config_compile_run)
 	stop(&n2);
 	stop(&n1);
 	stop(&gcs);
+}
+
+static char *slurp(const char *name)
+{
+	static char buf[2][1 << 16];
+	static int which;
+	char path[512];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", env("FERRY_SOURCE_ROOT"), name);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	n = fread(buf[which], 1, sizeof(buf[which]) - 1, f);
+	fclose(f);
+	buf[which][n] = '\0';
+	return buf[which++];
+}
+
+/* The README shows the whole first program: it must be the file the tests build and run. */
+FTEST(readme_shows_put_get)
+{
+	char *readme = slurp("README.md"), *code = slurp("examples/put_get.c");
+	char *from = strstr(code, "#include <errno.h>"), *shown, *end;
+
+	ftest_assert_ptr_notnull(from);
+	shown = strstr(readme, "```c\n#include <errno.h>");
+	ftest_assert_ptr_notnull(shown);
+	shown += strlen("```c\n");
+	end = strstr(shown, "```\n");
+	ftest_assert_ptr_notnull(end);
+	*end = '\0';
+	ftest_assert_str_eq(shown, from);
 }
