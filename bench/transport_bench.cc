@@ -725,9 +725,9 @@ int run_server(remote_args &a)
 		sigaddset(&set, SIGINT);
 		sigaddset(&set, SIGTERM);
 		pthread_sigmask(SIG_BLOCK, &set, nullptr);
-		printf("ferry-bench transport server ready (commit %s): node %s, spin %u us\n"
+		printf("ferry-bench transport server ready (commit %s): GCS %s node %s spin %u us\n"
 		       "on the other host run: ferry-bench transport --client %s --token-file %s\n",
-		       FERRY_BENCH_COMMIT, ferry__embed_node_address(node), a.spin_us, addr,
+		       FERRY_BENCH_COMMIT, addr, ferry__embed_node_address(node), a.spin_us, addr,
 		       a.token_file);
 		fflush(stdout);
 		sigwait(&set, &sig);

@@ -74,6 +74,9 @@ int ferry__net_ifaces(const char *sysfs, struct ferry__net_iface *out, size_t ma
  */
 bool ferry__net_if_rdma(const char *sysfs, const char *name);
 
+/* ferry__net_rdma_devices() - whether @sysfs lists any RDMA device (class/infiniband). */
+bool ferry__net_rdma_devices(const char *sysfs);
+
 /* ferry__net_ip_text() - the numeric host of @addr (IPv4-mapped IPv6 as IPv4) into @buf.
  * 0, or -EAFNOSUPPORT (not IP) / -ENOSPC. */
 int ferry__net_ip_text(const struct sockaddr *addr, char *buf, size_t size);

@@ -105,6 +105,22 @@ bool ferry__net_if_rdma(const char *sysfs, const char *name)
 	return found;
 }
 
+bool ferry__net_rdma_devices(const char *sysfs)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/class/infiniband", sysfs);
+	d = opendir(path);
+	while (d && !found && (e = readdir(d)))
+		found = e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return found;
+}
+
 int ferry__net_ip_text(const struct sockaddr *addr, char *buf, size_t size)
 {
 	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)addr;

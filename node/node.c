@@ -573,9 +573,12 @@ static int start_objmgr(struct ferry__node *node)
 	oo.ip = node->ip;
 	oo.port = node->opts.port;
 	oo.transports = FERRY_GCS_TRANSPORT_TCP | (node->opts.no_shm ? 0 : FERRY_GCS_TRANSPORT_SHM);
-	/* auto: RDMA where this host has a device for the address (the object manager logs the
-	 * outcome); rdma: a start without it fails. */
-	if (node->opts.transport != FERRY__NODE_TRANSPORT_TCP)
+	/* auto: RDMA where this host has a device for the address (the object manager warns when
+	 * one exists and does not serve it); on a host with no RDMA device at all, as most are,
+	 * that is no news: said at info. rdma: a start without it fails. */
+	if (node->opts.transport == FERRY__NODE_TRANSPORT_AUTO && !ferry__net_rdma_devices("/sys"))
+		FLOG_INFO(COMP, "no RDMA device on this host: pulls use TCP/shm");
+	else if (node->opts.transport != FERRY__NODE_TRANSPORT_TCP)
 		oo.transports |= FERRY_GCS_TRANSPORT_RDMA;
 	if (node->opts.transport == FERRY__NODE_TRANSPORT_AUTO)
 		oo.optional = FERRY_GCS_TRANSPORT_RDMA;

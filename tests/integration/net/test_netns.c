@@ -5,8 +5,9 @@
  * bind mount over /proc/sys/kernel/random/boot_id inside the namespace) so that they see two
  * hosts and pull over TCP, never shm. An object put on one node's store is got through the
  * other's, each node's registered address is its veth address (ready line and `ferry status`),
- * and a node that advertises loopback there is warned about. Needs root and iproute2 (skips
- * otherwise). Programs: FERRY_GCS_BIN, FERRY_NODE_BIN, FERRY_CLI_BIN.
+ * and a node that advertises loopback there is warned about; ferry-bench's two-host mode
+ * across them. Needs root and iproute2 (skips otherwise). Programs: FERRY_GCS_BIN,
+ * FERRY_NODE_BIN, FERRY_CLI_BIN, FERRY_BENCH_BIN (its test skips without it).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -397,4 +398,66 @@ FTEST(interface_name_and_loopback_warning)
 	ftest_assert_ptr_notnull(strstr(out, "3 nodes, 3 alive"));
 	ftest_assert_ptr_notnull(strstr(out, "warning: node"));
 	ftest_assert_ptr_notnull(strstr(out, "loopback address 127.0.0.1"));
+}
+
+/* Run @cmd in host @h's namespace as that host, to its end: its stdout into @out. */
+static int run_in(int h, const char *cmd, char *out, size_t size)
+{
+	char full[4096];
+	size_t n = 0;
+	FILE *p;
+	int status;
+
+	snprintf(full, sizeof(full),
+		 "ip netns exec %s sh -c 'mount --bind %s /proc/sys/kernel/random/boot_id && "
+		 "exec %s'",
+		 env.ns[h], boot_file(h), cmd);
+	p = popen(full, "r");
+	ftest_assert_ptr_notnull(p);
+	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
+		n += strlen(out + n);
+	out[n] = '\0';
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+FTEST(bench_two_hosts)
+{
+	const char *bench = bin("FERRY_BENCH_BIN");
+	char log[512], line[1024], gcs[64], cmd[2048], out[16384], row[64];
+	const char *argv[] = {bench,	"transport", "--server",     "--ip",	   env.veth[0],
+			      "--port", "0",	     "--token-file", token_file(), "--transport",
+			      "tcp",	"--spin-us", "50",	     NULL};
+	unsigned port;
+
+	if (access(bench, X_OK) < 0)
+		ftest_skip("%s not built", bench);
+	make_hosts();
+	setenv("FERRY_BENCH_STORE_MIB", "640", 1); /* the server holds 8 x 64 MiB and more */
+	snprintf(log, sizeof(log), "%s/server.log", ftest_tmpdir());
+	spawn(0, argv, log, line, sizeof(line));
+	ftest_assert_int_eq(
+		sscanf(line, "ferry-bench transport server ready (commit %*s GCS %63s", gcs), 1);
+	ftest_assert_ptr_notnull(strstr(line, " spin 50 us"));
+	/* The client gives no --ip: its node must advertise its own veth address. */
+	setenv("FERRY_BENCH_STORE_MIB", "64", 1);
+	snprintf(log, sizeof(log), "%s/client.log", ftest_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "%s transport --client %s --token-file %s --transport tcp --spin-us 50 "
+		 "--benchmark_filter=BM_transport_remote_pull/8/1/ --benchmark_min_time=0.01 "
+		 "--benchmark_format=json 2>%s",
+		 bench, gcs, token_file(), log);
+	ftest_assert_int_eq(run_in(1, cmd, out, sizeof(out)), 0);
+	show_log(log);
+	ftest_log("client's JSON:\n%s", out);
+	ftest_assert_ptr_notnull(strstr(out, "\"ferry_commit\""));
+	ftest_assert_ptr_notnull(strstr(out, "\"label\": \"tcp commit="));
+	/* The GCS of the server keeps the client's registration (it never expires nodes). */
+	ftest_assert_int_eq(sscanf(strchr(gcs, ':') + 1, "%u", &port), 1);
+	status(port, out, sizeof(out));
+	for (int i = 0; i < 2; i++) {
+		snprintf(row, sizeof(row), " %s:", env.ip[i]);
+		ftest_assert_ptr_notnull(strstr(out, row));
+	}
+	ftest_assert_ptr_null(strstr(out, "127.0.0.1"));
 }

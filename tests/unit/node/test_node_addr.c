@@ -56,6 +56,8 @@ FTEST(rdma_interfaces_from_sysfs)
 	ftest_assert_false(ferry__net_if_rdma(sys, "../net/ib0"));
 	ftest_assert_false(ferry__net_if_rdma(sys, ""));
 	ftest_assert_false(ferry__net_if_rdma("/nonexistent", "ib0"));
+	ftest_assert_true(ferry__net_rdma_devices(sys));
+	ftest_assert_false(ferry__net_rdma_devices("/nonexistent"));
 }
 
 FTEST(ip_predicates)
