@@ -119,8 +119,12 @@ int ferry__node_choose_ip(struct ferry_gcs_client *gcs, const struct ferry__node
 int ferry__node_addr_clash(const struct ferry__node_addr *self,
 			   const struct ferry__node_addr *other);
 
-/* ferry__node_check_addresses() - WARN for each live node of the cluster that clashes with
- * this node's @address (ferry__node_addr_clash()); a loopback self is said once. */
+/*
+ * ferry__node_check_addresses() - for a node whose @address is loopback while it reaches the
+ * GCS over a network: WARN if a live node on another host advertises a network address
+ * (ferry__node_addr_clash()), else say at info that later ones will not reach it. Nothing
+ * for other nodes (the check lists every node; `ferry status` shows every clash).
+ */
 void ferry__node_check_addresses(struct ferry_gcs_client *gcs, const struct ferry_node_id *self_id,
 				 const char *address);
 

@@ -153,22 +153,33 @@ int ferry__node_addr_clash(const struct ferry__node_addr *self,
 	return self_lo ? 1 : 2;
 }
 
-/* The log line for one clash (ferry__node_addr_clash() @clash) with node @other_hex. */
-static void warn_clash(int clash, const struct ferry__node_addr *self, const char *other_hex,
-		       const struct ferry__node_addr *other)
+/* Whether this host reaches the GCS over loopback (a one-host cluster). */
+static bool gcs_over_loopback(struct ferry_gcs_client *gcs)
 {
-	if (clash == 1)
-		FLOG_WARN(COMP,
-			  "this node advertises the loopback address %s, but node %.12s on "
-			  "another host advertises %s: that host cannot pull from this node. "
-			  "Start it with --ip ADDRESS|INTERFACE, or join the GCS by an address "
-			  "the other hosts use",
-			  self->ip, other_hex, other->ip);
-	else
-		FLOG_WARN(COMP,
-			  "node %.12s on another host advertises the loopback address %s: this "
-			  "node cannot pull from it (restart it with --ip ADDRESS|INTERFACE)",
-			  other_hex, other->ip);
+	char ip[FERRY__NET_IP_MAX];
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	return ferry__gcs_client_local_addr(gcs, 0, &ss, &len) == 0 &&
+	       ferry__net_ip_text((struct sockaddr *)&ss, ip, sizeof(ip)) == 0 &&
+	       ferry__net_ip_loopback(ip);
+}
+
+/* The first live node of @nodes[0..@n) on another host that @self clashes with, or -1. */
+static int first_clash(const struct ferry_gcs_node_info *nodes, int n,
+		       const struct ferry_node_id *self_id, const struct ferry__node_addr *self,
+		       struct ferry__node_addr *other)
+{
+	for (int i = 0; i < n; i++) {
+		const char *text = nodes[i].address ? nodes[i].address : "";
+
+		if (nodes[i].state != FERRY_GCS_NODE_DEAD &&
+		    memcmp(&nodes[i].id, self_id, sizeof(*self_id)) &&
+		    ferry__node_addr_parse(text, strlen(text), other) == 0 &&
+		    ferry__node_addr_clash(self, other) == 1)
+			return i;
+	}
+	return -1;
 }
 
 void ferry__node_check_addresses(struct ferry_gcs_client *gcs, const struct ferry_node_id *self_id,
@@ -177,30 +188,32 @@ void ferry__node_check_addresses(struct ferry_gcs_client *gcs, const struct ferr
 	struct ferry_gcs_node_info *nodes = NULL;
 	struct ferry__node_addr self, other;
 	char hex[FERRY_ID_HEX_MAX];
-	bool warned_self = false; /* one line says it of this node */
-	int n;
+	int n, i;
 
-	if (ferry__node_addr_parse(address, strlen(address), &self) < 0)
+	/* Only a node that advertises loopback while it reaches the GCS over a network lists the
+	 * table (O(nodes)): every node doing it at start would cost the GCS O(nodes^2). */
+	if (ferry__node_addr_parse(address, strlen(address), &self) < 0 ||
+	    !ferry__net_ip_loopback(self.ip) || gcs_over_loopback(gcs))
 		return;
 	n = ferry_gcs_node_list(gcs, &nodes);
 	if (n < 0) {
 		FLOG_INFO(COMP, "cannot list the nodes to check their addresses: %s", strerror(-n));
 		return;
 	}
-	for (int i = 0; i < n; i++) {
-		const char *text = nodes[i].address ? nodes[i].address : "";
-		int clash;
-
-		if (nodes[i].state == FERRY_GCS_NODE_DEAD ||
-		    !memcmp(&nodes[i].id, self_id, sizeof(*self_id)) ||
-		    ferry__node_addr_parse(text, strlen(text), &other) < 0)
-			continue;
-		clash = ferry__node_addr_clash(&self, &other);
-		if (!clash || (clash == 1 && warned_self))
-			continue;
-		warned_self |= clash == 1;
+	i = first_clash(nodes, n, self_id, &self, &other);
+	if (i >= 0) {
 		ferry_node_id_to_hex(&nodes[i].id, hex, sizeof(hex));
-		warn_clash(clash, &self, hex, &other);
+		FLOG_WARN(COMP,
+			  "this node advertises the loopback address %s, but node %.12s on "
+			  "another host advertises %s: that host cannot pull from this node. "
+			  "Start it with --ip ADDRESS|INTERFACE, or join the GCS by an address "
+			  "the other hosts use",
+			  self.ip, hex, other.ip);
+	} else {
+		FLOG_INFO(COMP,
+			  "this node advertises the loopback address %s while it reaches the GCS "
+			  "over a network: nodes that join from other hosts will not reach it",
+			  self.ip);
 	}
 	ferry_gcs_free(nodes);
 }
