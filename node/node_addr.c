@@ -7,7 +7,13 @@
  * to reach the GCS, so on a multi-host cluster it is an address other hosts reach too, and on a
  * one-host cluster (a GCS on 127.0.0.1) it is loopback, which is right there. A host whose
  * route to the GCS has no RDMA device but which has an RDMA interface (IPoIB, RoCE) advertises
- * that one instead when RDMA is wanted: otherwise the node would quietly serve TCP only.
+ * that one instead when RDMA is wanted: otherwise the node would quietly serve TCP only (TCP
+ * then goes over that interface too: the address format has one address for all transports).
+ *
+ * The object manager listens on the chosen address itself, not on the wildcard: what a node
+ * serves is what it advertises, and a listener nobody was told about is not left open on every
+ * interface. A wildcard --ip (0.0.0.0, ::, which `ferry start --ip 0.0.0.0` passes on) is
+ * taken as "not given": advertising it would send pullers to themselves.
  */
 #include <errno.h>
 #include <stdio.h>
