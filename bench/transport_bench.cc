@@ -8,7 +8,9 @@
 //
 // Two hosts, like perftest: `ferry-bench transport --server --ip A --token-file F` holds the
 // objects and prints the client's command; `ferry-bench transport --client A:PORT --token-file
-// F [--ip B] [benchmark flags]` pulls them (BM_transport_remote_pull/SIZE/IN_FLIGHT).
+// F [--ip B] [benchmark flags]` pulls them (BM_transport_remote_pull/SIZE/IN_FLIGHT). Each
+// row's label names the transport the pulls used (a client without RDMA to the server says
+// tcp, not quietly) and the Ferry commit (ferry-bench --help lists the flags).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "bench_util.h"
+#include "bench_version.h"
 #include "ferry_config.h"
 
 #if FERRY_HAVE_RDMA
@@ -30,6 +34,8 @@
 
 extern "C" {
 #include "common/loop.h"
+#include "common/net.h"
+#include "common/util.h"
 #include "tools/cluster_embed.h"
 }
 
@@ -84,6 +90,24 @@ const char *transport_name(unsigned t)
 	default:
 		return t ? "?" : "local";
 	}
+}
+
+// The transports in @bits ("rdma+tcp"), for labels and errors.
+std::string transports_text(unsigned bits)
+{
+	std::string s;
+
+	for (unsigned t :
+	     {FERRY_GCS_TRANSPORT_RDMA, FERRY_GCS_TRANSPORT_TCP, FERRY_GCS_TRANSPORT_SHM})
+		if (bits & t)
+			s += std::string(s.empty() ? "" : "+") + transport_name(t);
+	return s.empty() ? "local" : s;
+}
+
+// A row's label: the transports its pulls used and the Ferry commit.
+void label(benchmark::State &state, unsigned used)
+{
+	state.SetLabel(transports_text(used) + " commit=" + FERRY_BENCH_COMMIT);
 }
 
 // A GCS and two nodes in this process. A serves, B pulls; both speak @transports.
@@ -184,6 +208,7 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	std::vector<ferry__objmgr_result> res(ids.size());
 	ferry_bench::Latency lat;
 	bool checked = false;
+	unsigned used = 0; // transports the timed pulls took
 	ferry__objmgr_stats st0, st1;
 
 	// One untimed round first: connection setup (a TCP handshake, an rdma_cm exchange that
@@ -207,6 +232,8 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 		else
 			for (auto &r : res)
 				lat.add(r.micros * 1000);
+		for (auto &r : res)
+			used |= r.transport;
 		if (want_transport && res[0].transport != want_transport) {
 			state.SkipWithError((std::string("pulled over ") +
 					     transport_name(res[0].transport) + ", not " +
@@ -233,6 +260,7 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	}
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)(size * ids.size()));
 	state.counters["in_flight"] = (double)ids.size();
+	label(state, used);
 	ferry__objmgr_get_stats(ferry__embed_node_objmgr(puller), &st1);
 	loop_shares(state, st0, st1, (double)state.iterations() * (double)ids.size());
 	lat.publish(state);
@@ -429,6 +457,7 @@ void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint3
 	ferry__objmgr_get_stats(om, &st1);
 	loop_shares(state, st0, st1, (double)state.iterations());
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)size);
+	label(state, chain.transports);
 	lat.publish(state);
 	ferry_plasma_client_delete(ferry__embed_node_client(p->a()), ids.data(), ids.size(),
 				   nullptr);
@@ -450,7 +479,7 @@ void BM_transport_spin_pull(benchmark::State &state, unsigned transports, uint32
 	std::vector<ferry_object_id> ids;
 	ferry_bench::Latency lat;
 	ferry__objmgr_stats st0, st1;
-	ferry__objmgr_result res;
+	ferry__objmgr_result res = {};
 	std::string error;
 	Pair *p = pair_with_objects(state, transports, spin_us, size, kChain, ids);
 	int ret = 0;
@@ -505,6 +534,7 @@ void BM_transport_spin_pull(benchmark::State &state, unsigned transports, uint32
 		state.SkipWithError(error.c_str());
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)size);
 	state.counters["in_flight"] = 1;
+	label(state, next > 0 ? res.transport : 0u);
 	// The process's measured choices (common/loop.h) as they stand after the run: the running
 	// geometric means of waits that drove the loop or waited for its thread, and of drives
 	// during which the parked loop thread yielded or slept.
@@ -586,11 +616,14 @@ void register_local(bool big)
 struct remote_args {
 	bool server = false;	      // --server
 	const char *client = nullptr; // --client HOST:PORT
-	const char *ip = nullptr;     // --ip ADDR: where this side listens
-	unsigned port = 6390;	      // --port: the server's GCS
+	const char *ip = nullptr;     // --ip ADDR|IFACE: where this side's node serves
+	uint32_t port = 6390;	      // --port: the server's GCS
 	const char *token_file = nullptr;
 	unsigned transports = 0; // --transport tcp|rdma|auto
+	uint32_t spin_us = 0;	 // --spin-us: the nodes' busy-poll window
+	bool spin_given = false; // --spin-us was given (two-host mode only)
 	std::string token;
+	char server_ip[FERRY__NET_IP_MAX] = ""; // --server: --ip as an address
 };
 
 int read_token(remote_args &a)
@@ -626,9 +659,37 @@ std::vector<std::pair<uint64_t, uint64_t>> remote_objects()
 	return v;
 }
 
+// The server's GCS listens on --ip, so an interface name becomes its first address here (the
+// node takes either). Without --ip: 127.0.0.1, which only this host reaches (said).
+int server_ip(remote_args &a)
+{
+	ferry__net_iface ifs[64];
+	int n;
+
+	if (!a.ip || ferry__net_ip_valid(a.ip)) {
+		snprintf(a.server_ip, sizeof(a.server_ip), "%s", a.ip ? a.ip : "127.0.0.1");
+		if (!a.ip)
+			fprintf(stderr,
+				"ferry-bench transport: serving on 127.0.0.1, which only this "
+				"host reaches: give --ip ADDR|IFACE for a client on another "
+				"host\n");
+		return 0;
+	}
+	n = ferry__net_ifaces("/sys", ifs, 64);
+	for (int i = 0; i < n; i++)
+		if (!strcmp(ifs[i].name, a.ip)) {
+			snprintf(a.server_ip, sizeof(a.server_ip), "%s", ifs[i].ip);
+			return 0;
+		}
+	fprintf(stderr,
+		"ferry-bench transport: --ip %s: neither an address nor an interface with one\n",
+		a.ip);
+	return -ENODEV;
+}
+
 int run_server(remote_args &a)
 {
-	const char *ip = a.ip ? a.ip : "127.0.0.1";
+	const char *ip = a.server_ip;
 	ferry__embed_gcs *gcs = nullptr;
 	ferry__embed_node *node = nullptr;
 	char addr[64];
@@ -641,14 +702,16 @@ int run_server(remote_args &a)
 			ferry_strerror(ret));
 		return 1;
 	}
-	snprintf(addr, sizeof(addr), "%s:%u", ip, ferry__embed_gcs_port(gcs));
+	snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%u" : "%s:%u", ip,
+		 ferry__embed_gcs_port(gcs));
 	ferry__embed_node_opts o = {};
 	o.gcs = addr;
 	o.token = a.token.data();
 	o.token_len = a.token.size();
-	o.ip = ip;
+	o.ip = a.ip ? a.ip : ip;
 	o.memory_bytes = store_bytes();
 	o.transports = a.transports;
+	o.spin_us = a.spin_us;
 	o.name = "server";
 	ret = ferry__embed_node_start(&o, &node);
 	for (auto &so : remote_objects()) {
@@ -662,9 +725,10 @@ int run_server(remote_args &a)
 		sigaddset(&set, SIGINT);
 		sigaddset(&set, SIGTERM);
 		pthread_sigmask(SIG_BLOCK, &set, nullptr);
-		printf("ferry-bench transport server ready: node %s\n"
+		printf("ferry-bench transport server ready (commit %s): GCS %s node %s spin %u us\n"
 		       "on the other host run: ferry-bench transport --client %s --token-file %s\n",
-		       ferry__embed_node_address(node), addr, a.token_file);
+		       FERRY_BENCH_COMMIT, addr, ferry__embed_node_address(node), a.spin_us, addr,
+		       a.token_file);
 		fflush(stdout);
 		sigwait(&set, &sig);
 	} else {
@@ -687,7 +751,7 @@ void BM_transport_remote_pull(benchmark::State &state)
 	pull_loop(state, g_remote_node, ids, size, 0);
 }
 
-int run_client(remote_args &a, int argc, char **argv)
+int run_client(remote_args &a)
 {
 	ferry__embed_node_opts o = {};
 	o.gcs = a.client;
@@ -696,6 +760,7 @@ int run_client(remote_args &a, int argc, char **argv)
 	o.ip = a.ip;
 	o.memory_bytes = store_bytes();
 	o.transports = a.transports;
+	o.spin_us = a.spin_us;
 	o.name = "client";
 	int ret = ferry__embed_node_start(&o, &g_remote_node);
 	if (ret < 0) {
@@ -703,10 +768,12 @@ int run_client(remote_args &a, int argc, char **argv)
 			ferry_strerror(ret));
 		return 1;
 	}
+	// Where the pulls go out from; each row's label says which transport they took.
+	fprintf(stderr, "ferry-bench transport client (commit %s): node %s, spin %u us\n",
+		FERRY_BENCH_COMMIT, ferry__embed_node_address(g_remote_node), a.spin_us);
 	auto *b =
 		benchmark::RegisterBenchmark("BM_transport_remote_pull", BM_transport_remote_pull);
 	sizes(b, g_1gib);
-	benchmark::Initialize(&argc, argv);
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	ferry__embed_node_stop(g_remote_node);
@@ -724,43 +791,80 @@ unsigned parse_transport(const char *s)
 	return ~0u;
 }
 
+// One of our flags with its value @v: 0, or -EINVAL (said).
+int parse_flag(remote_args &a, const std::string &f, const char *v)
+{
+	int ret = 0;
+
+	if (f == "--client")
+		a.client = v;
+	else if (f == "--ip")
+		a.ip = v;
+	else if (f == "--port")
+		ret = ferry__parse_u32(v, 65535, &a.port);
+	else if (f == "--token-file")
+		a.token_file = v;
+	else if (f == "--spin-us") {
+		ret = ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &a.spin_us);
+		a.spin_given = true;
+	} else if ((a.transports = parse_transport(v)) == ~0u)
+		ret = -EINVAL;
+	if (ret < 0)
+		fprintf(stderr, "ferry-bench transport: bad value for %s: %s\n", f.c_str(), v);
+	return ret;
+}
+
+// Our flags out of @argv, the rest (Google Benchmark's, or unknown) into @rest.
+int parse_args(remote_args &a, int argc, char **argv, std::vector<char *> &rest)
+{
+	for (int i = 1; i < argc; i++) {
+		std::string f = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
+		bool takes = f == "--client" || f == "--ip" || f == "--port" ||
+			     f == "--token-file" || f == "--transport" || f == "--spin-us";
+
+		if (f == "--help" || f == "-h") {
+			ferry_bench_usage(stdout);
+			exit(0);
+		}
+		if (takes && !v) {
+			fprintf(stderr, "ferry-bench transport: %s needs a value\n", f.c_str());
+			return -EINVAL;
+		}
+		if (takes && parse_flag(a, f, v) < 0)
+			return -EINVAL;
+		if (f == "--1gib")
+			g_1gib = true;
+		else if (f == "--server")
+			a.server = true;
+		else if (!takes)
+			rest.push_back(argv[i]);
+		i += takes;
+	}
+	if (a.server && a.client) {
+		fprintf(stderr, "ferry-bench transport: --server or --client, not both\n");
+		return -EINVAL;
+	}
+	if (a.spin_given && !a.server && !a.client) {
+		fprintf(stderr, "ferry-bench transport: --spin-us is for --server/--client (the "
+				"local rows busy-poll in BM_transport_*_spin_pull)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 } // namespace
 
-// `ferry-bench transport [--1gib] [--server | --client HOST:PORT] ...`; other arguments go to
-// Google Benchmark. Called by main.cc with argv[0] = "transport".
+// `ferry-bench transport [--1gib] [--server | --client HOST:PORT] ...`; Google Benchmark's flags
+// go to it, anything else is refused. Called by main.cc with argv[0] = "transport".
 int ferry_bench_transport_main(int argc, char **argv)
 {
 	remote_args a;
 	std::vector<char *> rest = {argv[0]};
 
-	for (int i = 1; i < argc; i++) {
-		std::string f = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-		bool takes = f == "--client" || f == "--ip" || f == "--port" ||
-			     f == "--token-file" || f == "--transport";
-		if (takes && !v) {
-			fprintf(stderr, "ferry-bench transport: %s needs a value\n", f.c_str());
-			return 2;
-		}
-		if (f == "--1gib")
-			g_1gib = true;
-		else if (f == "--server")
-			a.server = true;
-		else if (f == "--client")
-			a.client = v;
-		else if (f == "--ip")
-			a.ip = v;
-		else if (f == "--port")
-			a.port = (unsigned)atoi(v);
-		else if (f == "--token-file")
-			a.token_file = v;
-		else if (f == "--transport" && (a.transports = parse_transport(v)) == ~0u) {
-			fprintf(stderr, "ferry-bench transport: --transport tcp, rdma or auto\n");
-			return 2;
-		} else if (f != "--transport")
-			rest.push_back(argv[i]);
-		if (takes)
-			i++;
+	if (parse_args(a, argc, argv, rest) < 0) {
+		ferry_bench_usage(stderr);
+		return 2;
 	}
 	std::string filter = std::string("--benchmark_filter=") +
 			     (a.client ? "BM_transport_remote_" : "BM_transport_");
@@ -771,18 +875,16 @@ int ferry_bench_transport_main(int argc, char **argv)
 		rest.push_back(&filter[0]);
 	argc = (int)rest.size();
 	rest.push_back(nullptr);
+	// Before anything starts: a mistyped flag must not cost a server or a node.
+	if (ferry_bench_init(&argc, rest.data()) < 0)
+		return 2;
 	if (a.server || a.client) {
-		if (a.server && a.client) {
-			fprintf(stderr, "ferry-bench transport: --server or --client, not both\n");
+		if (read_token(a) < 0 || (a.server && server_ip(a) < 0))
 			return 2;
-		}
-		if (read_token(a) < 0)
-			return 2;
-		return a.server ? run_server(a) : run_client(a, argc, rest.data());
+		return a.server ? run_server(a) : run_client(a);
 	}
 	if (g_1gib)
 		register_local(true);
-	benchmark::Initialize(&argc, rest.data());
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	g_pair.reset();

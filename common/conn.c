@@ -818,3 +818,10 @@ size_t ferry__conn_queued_bytes(const struct ferry__conn *conn)
 {
 	return conn->tx_bytes;
 }
+
+int ferry__conn_local_addr(const struct ferry__conn *conn, struct sockaddr_storage *ss,
+			   socklen_t *len)
+{
+	*len = sizeof(*ss);
+	return getsockname(conn->fd, (struct sockaddr *)ss, len) == 0 ? 0 : -errno;
+}

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "common/loop.h"
 #include "common/wire.h"
@@ -131,6 +132,10 @@ struct ferry__loop *ferry__conn_loop(const struct ferry__conn *conn);
 const char *ferry__conn_peer(const struct ferry__conn *conn);
 /* Bytes queued and not yet written: a caller can hold back when a peer reads slowly. */
 size_t ferry__conn_queued_bytes(const struct ferry__conn *conn);
+/* ferry__conn_local_addr() - the local end of the connection (getsockname) into @ss/@len: for
+ * a client, the address the kernel chose to reach the peer. 0 or -errno. */
+int ferry__conn_local_addr(const struct ferry__conn *conn, struct sockaddr_storage *ss,
+			   socklen_t *len);
 
 /* ---- server ---- */
 

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Socket plumbing for stream connections: address resolution, listening sockets (TCP and Unix),
- * and per-socket tuning. Everything here is synchronous and cheap except name resolution.
+ * per-socket tuning, and this host's interface addresses (which one a node advertises).
+ * Everything here is synchronous and cheap except name resolution.
  *
  * Thread model: thread-safe (no shared state).
  */
 #ifndef FERRY_COMMON_NET_H
 #define FERRY_COMMON_NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -42,5 +44,47 @@ void ferry__net_tune(int fd);
 
 /* ferry__net_describe() - "127.0.0.1:4000", "[::1]:4000" or the Unix path, into @buf. */
 void ferry__net_describe(const struct sockaddr *addr, socklen_t len, char *buf, size_t size);
+
+/* ---- addresses of this host ---- */
+
+#define FERRY__NET_IP_MAX 48 /* a numeric IPv4/IPv6 address and its NUL */
+
+/* One address of a network interface (ferry__net_ifaces()). */
+struct ferry__net_iface {
+	char name[16];		    /* the interface (IFNAMSIZ) */
+	char ip[FERRY__NET_IP_MAX]; /* one of its addresses, numeric */
+	int family;		    /* AF_INET or AF_INET6 */
+	bool up;		    /* IFF_UP and IFF_RUNNING */
+	bool loopback;		    /* IFF_LOOPBACK */
+	bool rdma;		    /* an RDMA device sits on it (IPoIB, RoCE, soft-RoCE) */
+};
+
+/*
+ * ferry__net_ifaces() - this host's interface addresses (IPv4, then IPv6 without link-local
+ * ones, which need a scope to be reached) into @out[0..@max), in the kernel's order within each
+ * family. RDMA devices are looked up under @sysfs ("/sys"; tests give a fake tree). Returns
+ * how many (at most @max), or -errno (logged).
+ */
+int ferry__net_ifaces(const char *sysfs, struct ferry__net_iface *out, size_t max);
+
+/*
+ * ferry__net_if_rdma() - whether an RDMA device serves interface @name, as @sysfs shows it: an
+ * InfiniBand link (IPoIB, type 32), a NIC whose device has an infiniband/ entry (RoCE, iWARP),
+ * or a software device whose parent is @name (rdma_rxe, siw).
+ */
+bool ferry__net_if_rdma(const char *sysfs, const char *name);
+
+/* ferry__net_rdma_devices() - whether @sysfs lists any RDMA device (class/infiniband). */
+bool ferry__net_rdma_devices(const char *sysfs);
+
+/* ferry__net_ip_text() - the numeric host of @addr (IPv4-mapped IPv6 as IPv4) into @buf.
+ * 0, or -EAFNOSUPPORT (not IP) / -ENOSPC. */
+int ferry__net_ip_text(const struct sockaddr *addr, char *buf, size_t size);
+
+/* Numeric address predicates: a valid IPv4/IPv6 literal; loopback (127/8, ::1, their mapped
+ * forms); the wildcard (0.0.0.0, ::). The latter two are false for what is not a literal. */
+bool ferry__net_ip_valid(const char *ip);
+bool ferry__net_ip_loopback(const char *ip);
+bool ferry__net_ip_wildcard(const char *ip);
 
 #endif

@@ -143,6 +143,8 @@ static void on_connect(struct ferry__conn *conn)
 		shard_send(s, r);
 	pthread_mutex_lock(&c->lock);
 	s->ever_connected = true;
+	if (ferry__conn_local_addr(conn, &s->local, &s->local_len) < 0)
+		s->local_len = 0;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -541,6 +543,23 @@ void ferry_gcs_client_destroy(struct ferry_gcs_client *c)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	ferry__free(c);
+}
+
+int ferry__gcs_client_local_addr(struct ferry_gcs_client *c, unsigned shard,
+				 struct sockaddr_storage *ss, socklen_t *len)
+{
+	int ret = -ENOTCONN;
+
+	if (shard >= c->nshards)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	if (c->shards[shard].local_len) {
+		*ss = c->shards[shard].local;
+		*len = c->shards[shard].local_len;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return ret;
 }
 
 void ferry_gcs_free(void *p)

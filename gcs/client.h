@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <ferry/gcs.h>
 
@@ -70,5 +71,13 @@ int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
  */
 int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *shards,
 				 const struct ferry__gcs_op *ops, size_t n, int *statuses);
+
+/*
+ * ferry__gcs_client_local_addr() - this side's address of @shard's last established connection
+ * (getsockname): the address through which this host reaches the GCS. 0, -EINVAL (no such
+ * shard) or -ENOTCONN (never connected). Any thread.
+ */
+int ferry__gcs_client_local_addr(struct ferry_gcs_client *c, unsigned shard,
+				 struct sockaddr_storage *ss, socklen_t *len);
 
 #endif

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "common/fb.h"
 #include "common/loop.h"
@@ -60,6 +61,8 @@ struct shard {
 	struct ferry__conn *conn;		 /* loop: current connection, or NULL */
 	bool connected;				 /* loop: handshake done */
 	bool ever_connected;			 /* lock: connected at least once */
+	struct sockaddr_storage local;		 /* lock: our end of the last connection */
+	socklen_t local_len;			 /* lock: its length; 0 before the first */
 	struct ferry__loop_timer reconnect;	 /* loop: next attempt */
 	struct creq *pending;			 /* loop: requests without a reply */
 	uint64_t epoch;				 /* loop: pub/sub epoch of the last batch, 0 none */

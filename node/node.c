@@ -81,6 +81,7 @@ struct ferry__node {
 	uint8_t token[256];		    /* cluster token */
 	char socket_path[108];		    /* the store's socket */
 	char address[FERRY__NODE_ADDR_MAX]; /* advertised */
+	char ip[FERRY__NET_IP_MAX];	    /* served on and advertised (node_addr.c) */
 	struct ferry_node_id id;	    /* this node */
 	struct ferry__plasma_server *store; /* the embedded store */
 	struct ferry_gcs_client *gcs;	    /* GCS client */
@@ -569,12 +570,15 @@ static int start_objmgr(struct ferry__node *node)
 	oo.node_id = node->id;
 	oo.token = node->token;
 	oo.token_len = node->opts.token_len;
-	oo.ip = node->opts.ip;
+	oo.ip = node->ip;
 	oo.port = node->opts.port;
 	oo.transports = FERRY_GCS_TRANSPORT_TCP | (node->opts.no_shm ? 0 : FERRY_GCS_TRANSPORT_SHM);
-	/* auto: RDMA where this host has a device for the address (the object manager logs the
-	 * outcome); rdma: a start without it fails. */
-	if (node->opts.transport != FERRY__NODE_TRANSPORT_TCP)
+	/* auto: RDMA where this host has a device for the address (the object manager warns when
+	 * one exists and does not serve it); on a host with no RDMA device at all, as most are,
+	 * that is no news: said at info. rdma: a start without it fails. */
+	if (node->opts.transport == FERRY__NODE_TRANSPORT_AUTO && !ferry__net_rdma_devices("/sys"))
+		FLOG_INFO(COMP, "no RDMA device on this host: pulls use TCP/shm");
+	else if (node->opts.transport != FERRY__NODE_TRANSPORT_TCP)
 		oo.transports |= FERRY_GCS_TRANSPORT_RDMA;
 	if (node->opts.transport == FERRY__NODE_TRANSPORT_AUTO)
 		oo.optional = FERRY_GCS_TRANSPORT_RDMA;
@@ -609,6 +613,7 @@ static int register_node(struct ferry__node *node)
 		FLOG_ERROR(COMP, "node registration failed: %s", strerror(-ret));
 		return ret;
 	}
+	ferry__node_check_addresses(node->gcs, &node->id, node->address);
 	ret = -pthread_create(&node->heartbeat, NULL, heartbeat_main, node);
 	if (ret == 0) {
 		node->threads = 1;
@@ -642,6 +647,8 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		ret = start_store(node);
 	if (ret == 0)
 		ret = start_gcs(node);
+	if (ret == 0)
+		ret = ferry__node_choose_ip(node->gcs, &node->opts, node->ip, sizeof(node->ip));
 	if (ret == 0)
 		ret = start_objmgr(node);
 	if (ret == 0)

@@ -10,13 +10,17 @@
 #ifndef FERRY_NODE_NODE_H
 #define FERRY_NODE_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ferry/gcs.h>
 #include <ferry/id.h>
 
+#include "common/net.h"
+#include "transport/objmgr.h"
+
 struct ferry__node;
-struct ferry__objmgr;
 
 /* Transport choice (--transport). */
 enum ferry__node_transport {
@@ -37,7 +41,8 @@ struct ferry__node_opts {
 	uint64_t memory_bytes;		      /* store arena; 0: the plasma default */
 	enum ferry__node_transport transport; /* see the enum */
 	unsigned no_shm;		      /* 1: never pull over shm (tests of TCP) */
-	const char *ip;			      /* address to serve and advertise; NULL: 127.0.0.1 */
+	const char *ip;			      /* address or interface to serve on and advertise;
+					       * NULL: see ferry__node_pick_ip() */
 	uint16_t port;			      /* object manager port; 0: any free one */
 	uint16_t rdma_port;		      /* RDMA listen port; 0: any free one */
 	int rdma_busy_poll;		      /* 1: spin on the CQ while READs are in flight */
@@ -57,11 +62,12 @@ struct ferry__node_opts {
 };
 
 /*
- * ferry__node_start() - start a node: store, object manager, GCS client; register the node
- * (address, store capacity) and start heartbeating. Returns 0 and *@out, -EINVAL (bad options,
- * logged), -ENODEV (transport rdma and no RDMA device serves the address), -EACCES /
- * -ETIMEDOUT (the GCS), or
- * the store's / object manager's error.
+ * ferry__node_start() - start a node: store, GCS client, object manager (serving on the address
+ * ferry__node_choose_ip() picks); register the node (address, store capacity), warn about
+ * addresses in the cluster that cannot reach each other, and start heartbeating. Returns 0 and
+ * *@out, -EINVAL (bad options, logged), -ENODEV (transport rdma and no RDMA device serves the
+ * address, or --ip names no interface with an address), -EACCES / -ETIMEDOUT (the GCS), or the
+ * store's / object manager's error.
  */
 int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **out);
 
@@ -78,6 +84,49 @@ struct ferry__objmgr *ferry__node_objmgr(const struct ferry__node *node);
 /* ferry__node_sync() - send every directory update queued so far (seals, removals) at once and
  * wait until they have reached the GCS. Returns 0 or the first error since the last sync. */
 int ferry__node_sync(struct ferry__node *node);
+
+/* ---- the advertised address (node_addr.c) ---- */
+
+/* The address a node advertises, and why (for the log). */
+struct ferry__node_ip_pick {
+	char ip[FERRY__NET_IP_MAX]; /* numeric */
+	char why[160];		    /* where it came from */
+};
+
+/*
+ * ferry__node_pick_ip() - the address a node serves on and advertises, from the inputs that
+ * ferry__node_choose_ip() gathers: @opt_ip (--ip) when it is an address, or an interface's
+ * first address when it names one (NULL, empty or a wildcard: not given); else @route_ip, the
+ * local address of the node's connection to the GCS (NULL: 127.0.0.1); but with @want_rdma,
+ * when @route_ip is not loopback and its interface has no RDMA device, the first address of an
+ * up interface that has one. @ifs[0..@n): this host's addresses (ferry__net_ifaces()).
+ * 0, or -ENODEV (@opt_ip is neither an address nor an interface with one; logged).
+ */
+int ferry__node_pick_ip(const char *opt_ip, const char *route_ip, bool want_rdma,
+			const struct ferry__net_iface *ifs, size_t n,
+			struct ferry__node_ip_pick *out);
+
+/* ferry__node_choose_ip() - ferry__node_pick_ip() on this host for a node whose GCS client
+ * @gcs is connected: the address into @ip (logged at info). 0 or -errno. */
+int ferry__node_choose_ip(struct ferry_gcs_client *gcs, const struct ferry__node_opts *o, char *ip,
+			  size_t size);
+
+/*
+ * ferry__node_addr_clash() - whether two nodes' advertised addresses cannot reach each other:
+ * on different hosts (boot ids), one loopback and the other not. 0: fine; 1: @self is the
+ * loopback one; 2: @other is.
+ */
+int ferry__node_addr_clash(const struct ferry__node_addr *self,
+			   const struct ferry__node_addr *other);
+
+/*
+ * ferry__node_check_addresses() - for a node whose @address is loopback while it reaches the
+ * GCS over a network: WARN if a live node on another host advertises a network address
+ * (ferry__node_addr_clash()), else say at info that later ones will not reach it. Nothing
+ * for other nodes (the check lists every node; `ferry status` shows every clash).
+ */
+void ferry__node_check_addresses(struct ferry_gcs_client *gcs, const struct ferry_node_id *self_id,
+				 const char *address);
 
 /* ferry__node_read_token() - a token file's bytes (one trailing newline dropped) into @buf.
  * Returns the length, or -errno (logged). */

@@ -39,7 +39,7 @@ struct ferry__embed_node_opts {
 	const char *gcs;       /* "host:port" of the GCS */
 	const void *token;     /* cluster token */
 	size_t token_len;      /* its bytes */
-	const char *ip;	       /* where the object manager listens; NULL: 127.0.0.1 */
+	const char *ip;	       /* --ip of the node (node.h); NULL: its default */
 	uint64_t memory_bytes; /* store arena; 0: 256 MiB */
 	unsigned transports;   /* FERRY_GCS_TRANSPORT_*; 0: the object manager's default */
 	const char *name;      /* for socket names and logs; NULL: "node" */

@@ -82,8 +82,17 @@ static int serve_a(int hello_fd, int stop_fd)
 		}
 	if (ret == 0) {
 		h.a = *ferry__embed_node_id(a);
+		unsigned t = ferry__objmgr_transports(ferry__embed_node_objmgr(a));
+
 		printf("  started   GCS on %s and node A (process %d) at %s\n", addr, (int)getpid(),
 		       ferry__embed_node_address(a));
+		/* Most machines have no RDMA device: a fact to state, not a warning. */
+		printf("  node A    serves %s%s%s\n", t & FERRY_GCS_TRANSPORT_RDMA ? "rdma+" : "",
+		       "tcp+shm",
+		       t & FERRY_GCS_TRANSPORT_RDMA ? ""
+						    : " (no RDMA device on this machine: TCP and "
+						      "shared memory carry every "
+						      "pull)");
 		printf("  node A    put 4 x 64 B, 4 x 1 MiB, 2 x 64 MiB and recorded them in the "
 		       "GCS object directory\n");
 		fflush(stdout);
@@ -362,8 +371,9 @@ static int figures(const struct pullers *p)
 	int ret = 0;
 
 	printf("\n  figures (pulls repeated: p50 of 200 small, best of 3 large; the limits "
-	       "measured "
-	       "now):\n");
+	       "measured now).\n"
+	       "  The nodes sleep while idle instead of busy-polling, so a small pull includes\n"
+	       "  waking their threads (ferry-node --spin-us trades CPU for that latency):\n");
 	ret |= figure(p->b, 2, false, "one loopback TCP stream", tcp_gbps);
 	ret |= figure(p->c, 2, false, "memcpy into shared memory", mc);
 	ret |= figure(p->b, 0, true, "loopback TCP round trip p50", rtt);
@@ -401,7 +411,9 @@ static int pull_everything(const struct hello *h)
 		goto out;
 	}
 	printf("  started   node B (tcp) and node C (tcp + shm) in process %d\n", (int)getpid());
-	printf("\n  every object pulled by C, then by B (B may take it from A or from C):\n");
+	printf("\n  every object pulled by C, then by B (B may take it from A or from C);\n"
+	       "  a node's first pulls are cold (it connects, learns where objects live, its\n"
+	       "  store's pages are touched for the first time): the figures below repeat pulls\n");
 	for (unsigned k = 0; k < FERRY_ARRAY_SIZE(objects); k++)
 		for (unsigned n = 0; n < objects[k].count; n++)
 			failed |= pull_one(&p, p.c, 'C', k, n) < 0;
@@ -459,5 +471,9 @@ int main(void)
 	waitpid(a, &status, 0);
 	printf("\n  stopped   every node and the GCS (process %d exit %d)\n", (int)a,
 	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	printf("\n  next: a cluster of your own: `ferry start --head` on one host, then on each "
+	       "other\n"
+	       "  host the `ferry start --address ...` line it prints; `ferry status` lists the\n"
+	       "  nodes. Measure pulls between two hosts: `ferry-bench --help`.\n");
 	return rc || !WIFEXITED(status) || WEXITSTATUS(status) ? 1 : 0;
 }

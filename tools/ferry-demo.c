@@ -409,6 +409,10 @@ int main(void)
 	       "\n  gets and small puts above take none (the index lives in shared memory).\n\n",
 	       rtt);
 	store_stop(&d);
+	if (rc == 0)
+		printf("\n  next: ferry-cluster-demo moves objects between nodes (a GCS and three\n"
+		       "  nodes on this machine); `ferry start --head` starts a cluster of your "
+		       "own.\n");
 out:
 	free(src);
 	store_stop(&d);

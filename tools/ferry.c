@@ -45,6 +45,7 @@
 
 #include "common/loop.h"
 #include "common/util.h"
+#include "node/node.h"
 #include "transport/objmgr.h"
 
 #define DEFAULT_PORT 6380
@@ -714,28 +715,63 @@ static const char *state_name(enum ferry_gcs_node_state s)
 	return "?";
 }
 
+/* One node's row: its advertised address (ip:tcp port) and the transports it serves (with the
+ * RDMA port, which differs from the TCP one). */
 static void print_node(const struct ferry_gcs_node_info *n)
 {
 	const char *text = n->address ? n->address : "";
 	struct ferry__node_addr a;
-	char id[2 * sizeof(n->id) + 1], where[128] = "", tp[32] = "";
-	unsigned t = 0;
+	char id[2 * sizeof(n->id) + 1], where[128] = "", tp[48] = "";
+	size_t len;
 
 	ferry_id_to_hex(&n->id, sizeof(n->id), id, sizeof(id));
 	if (ferry__node_addr_parse(text, strlen(text), &a) == 0) {
-		t = ferry__node_addr_transports(&a);
-		snprintf(where, sizeof(where), "%s:%u", a.ip,
+		snprintf(where, sizeof(where), strchr(a.ip, ':') ? "[%s]:%u" : "%s:%u", a.ip,
 			 a.tcp_port ? a.tcp_port : a.rdma_port);
+		if (a.rdma_port)
+			snprintf(tp, sizeof(tp), "rdma:%u,", a.rdma_port);
+		len = strlen(tp);
+		snprintf(tp + len, sizeof(tp) - len, "%s%s", a.tcp_port ? "tcp," : "",
+			 a.shm_path[0] ? "shm," : "");
+		if (*tp)
+			tp[strlen(tp) - 1] = '\0';
 	} else {
 		snprintf(where, sizeof(where), "%.100s", text);
 	}
-	snprintf(tp, sizeof(tp), "%s%s%s", t & FERRY_GCS_TRANSPORT_RDMA ? "rdma," : "",
-		 t & FERRY_GCS_TRANSPORT_TCP ? "tcp," : "",
-		 t & FERRY_GCS_TRANSPORT_SHM ? "shm," : "");
-	if (*tp)
-		tp[strlen(tp) - 1] = '\0';
-	printf("%-12.12s  %-8s  %-22s  %-14s  %8.1f MiB\n", id, state_name(n->state), where,
+	printf("%-12.12s  %-8s  %-22s  %-18s  %8.1f MiB\n", id, state_name(n->state), where,
 	       *tp ? tp : "-", (double)n->store_capacity_bytes / (1 << 20));
+}
+
+/* A warning under the list for each live node that advertises loopback while live nodes on
+ * other hosts do not: those hosts cannot pull from it (node_addr.c warns in its log too). */
+static void print_clashes(const struct ferry_gcs_node_info *nodes, int count)
+{
+	struct ferry__node_addr a, b;
+	char id[2 * sizeof(nodes[0].id) + 1];
+
+	for (int i = 0; i < count; i++) {
+		const char *ta = nodes[i].address ? nodes[i].address : "";
+		bool clash = false;
+
+		if (nodes[i].state == FERRY_GCS_NODE_DEAD ||
+		    ferry__node_addr_parse(ta, strlen(ta), &a) < 0)
+			continue;
+		for (int j = 0; j < count && !clash; j++) {
+			const char *tb = nodes[j].address ? nodes[j].address : "";
+
+			clash = j != i && nodes[j].state != FERRY_GCS_NODE_DEAD &&
+				ferry__node_addr_parse(tb, strlen(tb), &b) == 0 &&
+				ferry__node_addr_clash(&a, &b) == 1;
+		}
+		if (!clash)
+			continue;
+		ferry_id_to_hex(&nodes[i].id, sizeof(nodes[i].id), id, sizeof(id));
+		printf("warning: node %.12s advertises the loopback address %s while nodes on "
+		       "other "
+		       "hosts do not:\n  they cannot pull from it. Restart it with --ip "
+		       "ADDRESS|INTERFACE\n",
+		       id, a.ip);
+	}
 }
 
 static int read_token(const char *path, char *buf, size_t *len)
@@ -790,13 +826,14 @@ static int cmd_status(const struct opts *o)
 		fail_msg("listing nodes at %s failed: %s", addr, ferry_strerror(ret));
 		return ret;
 	}
-	printf("GCS %s\n%-12s  %-8s  %-22s  %-14s  %12s\n", addr, "NODE", "STATE", "ADDRESS",
+	printf("GCS %s\n%-12s  %-8s  %-22s  %-18s  %12s\n", addr, "NODE", "STATE", "ADDRESS",
 	       "TRANSPORTS", "STORE");
 	for (int i = 0; i < ret; i++) {
 		print_node(&nodes[i]);
 		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
 	}
 	printf("%d node%s, %d alive\n", ret, ret == 1 ? "" : "s", alive);
+	print_clashes(nodes, ret);
 	ferry_gcs_free(nodes);
 	return 0;
 }
