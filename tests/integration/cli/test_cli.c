@@ -130,7 +130,9 @@ static int file_exists(const char *name)
 static void use_run_dir(void)
 {
 	snprintf(run_dir, sizeof(run_dir), "%s/run", ftest_tmpdir());
-	atexit(stop_all); /* a failed assert must not leave daemons behind (they left our group) */
+	/* A failed assert must not leave daemons behind (they left our group). A test that
+	 * passes stops them itself: its tmpdir is removed before exit. */
+	atexit(stop_all);
 }
 
 FTEST(cli_head_node_status_stop)
@@ -369,6 +371,7 @@ FTEST(cli_second_head_leaves_cluster)
 	expect_unchanged(token, cluster);
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+	stop_all(); /* atexit would come after the run dir is gone */
 }
 
 /* A join to an address where nothing listens fails at once and leaves the cluster file alone,
@@ -387,6 +390,7 @@ FTEST(cli_failed_join_leaves_cluster)
 	ftest_assert_ptr_notnull(strstr(out, "connection refused"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+	stop_all(); /* atexit would come after the run dir is gone */
 }
 
 /* The GCS dies under its node: status says so without waiting for a connection, and --head is
@@ -410,6 +414,7 @@ FTEST(cli_dead_gcs_not_replaced)
 	ftest_assert_false(file_exists("gcs.pid") && running(pid_in("gcs.pid")));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 1);
 	ftest_assert_ptr_notnull(strstr(out, "is not running any more"));
+	stop_all(); /* atexit would come after the run dir is gone */
 }
 
 /* Nothing listens: "connection refused", long before the deadline (the GCS client would retry
