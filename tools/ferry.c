@@ -319,8 +319,11 @@ static int start_node(const struct opts *o, const struct start *s)
 				"--port",
 				"0"};
 	node_argv(o, argv, 11, memory);
-	printf("starting ferry-node %s: store %.1f GiB%s, pre-faulted before it is ready\n", stem,
-	       (double)d.store_bytes / (1u << 30), is_default ? " (default; --memory SIZE)" : "");
+	printf("starting ferry-node %s: store %.*f %s%s, pre-faulted before it is ready\n", stem,
+	       d.store_bytes < (1ull << 30) ? 0 : 1,
+	       (double)d.store_bytes / (d.store_bytes < (1ull << 30) ? (1u << 20) : (1u << 30)),
+	       d.store_bytes < (1ull << 30) ? "MiB" : "GiB",
+	       is_default ? " (default; --memory SIZE)" : "");
 	fflush(stdout);
 	ret = ferry__cli_daemon_spawn(&d, argv);
 	if (ret == 0)

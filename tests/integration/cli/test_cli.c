@@ -152,6 +152,7 @@ FTEST(cli_head_node_status_stop)
 			    0);
 	snprintf(expect, sizeof(expect), "cluster address 127.0.0.1:%u", port);
 	ftest_assert_ptr_notnull(strstr(out, expect));
+	ftest_assert_ptr_notnull(strstr(out, "node-1: store 64 MiB"));
 	snprintf(token, sizeof(token), "%s/token", run_dir);
 	ftest_assert_ok(stat(token, &st));
 	ftest_assert_uint_eq(st.st_mode & 0777, 0600);
