@@ -375,13 +375,15 @@ FTEST(cli_second_head_leaves_cluster)
 	stop_all(); /* atexit would come after the run dir is gone */
 }
 
-/* A join to an address where nothing listens fails at once and leaves the cluster file alone,
- * so a plain status still asks the right GCS. */
+/* A join to an address where nothing listens, or with a token the GCS refuses, fails at once
+ * and leaves the cluster file alone, so a plain status still asks the right GCS. */
 FTEST(cli_failed_join_leaves_cluster)
 {
-	char out[8192], token[1024], cluster[1024];
+	char out[8192], token[1024], cluster[1024], wrong[512], address[256];
+	FILE *f;
 
 	start_head(token, cluster, sizeof(token));
+	ftest_assert_int_eq(sscanf(cluster, "address %255s", address), 1);
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"start --address 127.0.0.1:%u --memory 64M --timeout 20",
 				free_port()),
@@ -389,6 +391,18 @@ FTEST(cli_failed_join_leaves_cluster)
 	expect_unchanged(token, cluster);
 	ftest_assert_int_eq(file_exists("node-2"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "connection refused"));
+	/* The right GCS with a wrong token: refused before a node is started. */
+	snprintf(wrong, sizeof(wrong), "%s/wrong-token", ftest_tmpdir());
+	f = fopen(wrong, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs("not the token\n", f);
+	fclose(f);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --address %s --token-file %s --memory 64M",
+				address, wrong),
+			    1);
+	expect_unchanged(token, cluster);
+	ftest_assert_int_eq(file_exists("node-2"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "refused the token"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
 	stop_all(); /* atexit would come after the run dir is gone */
