@@ -58,14 +58,18 @@ __attribute__((format(printf, 3, 4))) static int cli(char *out, size_t size, con
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Stop what the test started and remove its run directory (sessions and logs included). */
 static void stop_all(void)
 {
-	char out[4096];
+	char out[4096], cmd[512];
 
-	if (*run_dir)
-		cli(out, sizeof(out), "stop --timeout 5");
+	if (!*run_dir)
+		return;
+	cli(out, sizeof(out), "stop --timeout 5");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", run_dir);
 }
-
 static uint16_t free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -127,14 +131,15 @@ static int file_exists(const char *name)
 	return access(path, F_OK) == 0;
 }
 
+/* A private run directory outside the test's tmpdir: the harness removes that one before exit
+ * handlers run, and stop_all() must still find the pids of daemons a failed assert left (they
+ * left our process group). */
 static void use_run_dir(void)
 {
-	snprintf(run_dir, sizeof(run_dir), "%s/run", ftest_tmpdir());
-	/* A failed assert must not leave daemons behind (they left our group). A test that
-	 * passes stops them itself: its tmpdir is removed before exit. */
+	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-cli-test-XXXXXX");
+	ftest_assert_ptr_notnull(mkdtemp(run_dir));
 	atexit(stop_all);
 }
-
 FTEST(cli_head_node_status_stop)
 {
 	char out[8192], token[512], expect[128];
@@ -372,7 +377,6 @@ FTEST(cli_second_head_leaves_cluster)
 	expect_unchanged(token, cluster);
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
-	stop_all(); /* atexit would come after the run dir is gone */
 }
 
 /* A join to an address where nothing listens, or with a token the GCS refuses, fails at once
@@ -405,7 +409,6 @@ FTEST(cli_failed_join_leaves_cluster)
 	ftest_assert_ptr_notnull(strstr(out, "refused the token"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
-	stop_all(); /* atexit would come after the run dir is gone */
 }
 
 /* The GCS dies under its node: status says so without waiting for a connection, and --head is
@@ -429,7 +432,6 @@ FTEST(cli_dead_gcs_not_replaced)
 	ftest_assert_false(file_exists("gcs.pid") && running(pid_in("gcs.pid")));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 1);
 	ftest_assert_ptr_notnull(strstr(out, "is not running any more"));
-	stop_all(); /* atexit would come after the run dir is gone */
 }
 
 /* Nothing listens: "connection refused", long before the deadline (the GCS client would retry
