@@ -393,6 +393,18 @@ static int gcs_connect(const char *address, const char *token_path, pid_t local_
 	return ret;
 }
 
+/* The end of the GCS's log in the cluster's session. */
+static void print_gcs_log(const struct ferry__cli_cluster *c)
+{
+	char logs[PATH_MAX], path[PATH_MAX + 16];
+
+	if (!*c->session)
+		return;
+	ferry__cli_session_logs(c->session, logs, sizeof(logs));
+	snprintf(path, sizeof(path), "%s/gcs.log", logs);
+	ferry__cli_print_log_tail(path);
+}
+
 /* --head: refused while anything this run directory started still runs. */
 static int head_allowed(const struct ferry__cli_live *live)
 {
@@ -413,13 +425,7 @@ static int head_allowed(const struct ferry__cli_live *live)
 				live->nodes_alive, live->nodes_alive == 1 ? "" : "s",
 				live->nodes_alive == 1 ? "s" : "", live->first_node,
 				(int)live->first_node_pid);
-		if (*c.session) {
-			char logs[PATH_MAX], path[PATH_MAX + 16];
-
-			ferry__cli_session_logs(c.session, logs, sizeof(logs));
-			snprintf(path, sizeof(path), "%s/gcs.log", logs);
-			ferry__cli_print_log_tail(path);
-		}
+		print_gcs_log(&c);
 		return -EEXIST;
 	}
 	return 0;
@@ -604,8 +610,11 @@ static int cmd_status(const struct opts *o)
 	/* The GCS this host started, if that is the one asked: known dead without a connect. */
 	ret = gcs_connect(addr, token_path, strcmp(addr, here.address) ? 0 : live.gcs, o->timeout_s,
 			  &c);
-	if (ret < 0)
+	if (ret < 0) {
+		if (!strcmp(addr, here.address) && live.gcs && !live.gcs_alive)
+			print_gcs_log(&here); /* why it is gone */
 		return ret;
+	}
 	ret = ferry_gcs_node_list(c, &nodes);
 	ferry_gcs_client_destroy(c);
 	if (ret < 0) {
