@@ -15,18 +15,20 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "gcs/server.h"
 
 #define COMP "gcs"
 #define TOKEN_MAX 4096
 
-static void usage(void)
+static void usage(FILE *to)
 {
-	fprintf(stderr,
+	fprintf(to,
 		"usage: ferry-gcs --port P --token-file F [--wal DIR] [--shard I/N]\n"
 		"                 [--shard0 HOST:PORT] [--host ADDR] [--node-deadline-ms MS]\n"
 		"                 [--spin-us US] (busy poll after traffic, 0..1000000, default "
-		"%u)\n",
+		"%u)\n"
+		"       ferry-gcs --help | --version\n",
 		FERRY_GCS_SPIN_US);
 }
 
@@ -147,8 +149,18 @@ int main(int argc, char **argv)
 	char token[TOKEN_MAX];
 	int ret;
 
+	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
+		if (ferry__is_help_flag(argv[i])) {
+			usage(stdout);
+			return 0;
+		}
+		if (ferry__is_version_flag(argv[i])) {
+			ferry__version_print("ferry-gcs");
+			return 0;
+		}
+	}
 	if (parse_args(argc, argv, &opts, &spin_us, &token_file) < 0) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	ret = read_token(token_file, token, &opts.token_len);

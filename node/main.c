@@ -16,19 +16,20 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "node/node.h"
 #include "transport/objmgr.h"
 
 #define COMP "node"
 
-static void usage(void)
+static void usage(FILE *to)
 {
-	fprintf(stderr,
-		"usage: ferry-node --gcs HOST:PORT --token-file F [--memory SIZE]\n"
-		"                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
-		"                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
-		"                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
-		"                  [--copy-batch-us US] [--notice-hold-ms MS]\n");
+	fprintf(to, "usage: ferry-node --gcs HOST:PORT --token-file F [--memory SIZE]\n"
+		    "                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
+		    "                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
+		    "                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
+		    "                  [--copy-batch-us US] [--notice-hold-ms MS]\n"
+		    "       ferry-node --help | --version\n");
 }
 
 /* A port, 0..65535 (0: any). */
@@ -113,8 +114,18 @@ int main(int argc, char **argv)
 	sigset_t stop_sigs;
 	int ret, sig;
 
+	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
+		if (ferry__is_help_flag(argv[i])) {
+			usage(stdout);
+			return 0;
+		}
+		if (ferry__is_version_flag(argv[i])) {
+			ferry__version_print("ferry-node");
+			return 0;
+		}
+	}
 	if (parse_args(argc, argv, &opts, &token_file) < 0) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	ret = ferry__node_read_token(token_file, token, sizeof(token));

@@ -16,6 +16,7 @@
 
 #include <ferry/config.h>
 
+#include "common/version.h"
 #include "plasma/server.h"
 #include "plasma/store.h"
 
@@ -32,7 +33,8 @@ static const char usage[] =
 	"  --hugepages[=MODE]     require (alone), auto (the default: if available) or off\n"
 	"  --max-clients N        client slots, at most 127 (default 63)\n"
 	"  --no-prefault          leave arena pages to first touch (faster start, slower puts)\n"
-	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n";
+	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n"
+	"  --help, --version      this text, or the version and commit; nothing else is done\n";
 
 struct args {
 	struct ferry_config cfg;	       /* defaults and FERRY_* */
@@ -90,6 +92,7 @@ static int parse_option(struct args *a, int opt, const char *arg)
 	}
 }
 
+/* 0, or 1 for --help and 2 for --version (main answers them), or -EINVAL (said why). */
 static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option longopts[] = {
@@ -103,14 +106,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"max-clients", required_argument, NULL, 'c'},
 		{"no-prefault", no_argument, NULL, 'p'},
 		{"log", required_argument, NULL, 'l'},
-		{"help", no_argument, NULL, '?'},
+		{"help", no_argument, NULL, 'H'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
 
 	if (ferry_config_load(&a->cfg) < 0)
 		return -EINVAL; /* the log said which variable */
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'H' || opt == 'V' || opt == 'h')
+			return opt == 'V' ? 2 : 1; /* answered by main, before anything starts */
 		if (opt == '?' || parse_option(a, opt, optarg) < 0) {
 			if (opt != '?')
 				fprintf(stderr, "ferry-plasma: bad value for %s\n",
@@ -136,10 +142,17 @@ int main(int argc, char **argv)
 	sigset_t stop;
 	int sig, r;
 
-	if (parse_args(argc, argv, &a) < 0) {
+	r = parse_args(argc, argv, &a);
+	if (r < 0) {
 		fputs(usage, stderr);
 		return 2;
 	}
+	if (r == 1)
+		fputs(usage, stdout);
+	else if (r == 2)
+		ferry__version_print("ferry-plasma");
+	if (r > 0)
+		return 0;
 	/* Blocked in every thread (the loop's inherits the mask): main takes them in sigwait. */
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "common/version.h"
 #include "tools/cluster_embed.h"
 
 #define MIB (1ull << 20)
@@ -434,11 +435,19 @@ out:
 	return ret < 0 || failed ? 1 : 0;
 }
 
-int main(void)
+static const char demo_usage[] =
+	"usage: ferry-cluster-demo [--help | --version]\n"
+	"Runs a GCS and three nodes on this machine, pulls objects between them over TCP and\n"
+	"shared memory, and prints each pull beside this machine's own limits.\n";
+
+int main(int argc, char **argv)
 {
 	int hello_pipe[2], stop_pipe[2], status = 0, rc;
 	struct hello h;
 	pid_t a;
+
+	if (argc > 1)
+		return ferry__args_none(argc, argv, "ferry-cluster-demo", demo_usage);
 
 	printf("ferry cluster demo: a GCS and nodes on this machine, objects pulled between "
 	       "them\n\n");

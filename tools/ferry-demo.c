@@ -24,6 +24,8 @@
 
 #include <ferry/plasma.h>
 
+#include "common/version.h"
+
 #define MIB (1ull << 20)
 #define PROCS 4
 #define SMALL_PER_PROC 2000
@@ -378,12 +380,20 @@ static void cleanup_dir(const struct demo *d)
 	rmdir(d->dir);
 }
 
-int main(void)
+static const char demo_usage[] =
+	"usage: ferry-demo [--help | --version]\n"
+	"Starts a private ferry-plasma store and client processes, moves objects through it and\n"
+	"prints what happened beside this machine's own limits. Takes about ten seconds.\n";
+
+int main(int argc, char **argv)
 {
 	struct demo d = {0};
 	uint8_t *src;
 	double mc, rtt;
 	int rc = 1;
+
+	if (argc > 1)
+		return ferry__args_none(argc, argv, "ferry-demo", demo_usage);
 
 	snprintf(d.dir, sizeof(d.dir), "/tmp/ferry-demo-XXXXXX");
 	if (!mkdtemp(d.dir)) {

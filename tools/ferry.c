@@ -7,21 +7,29 @@
  *
  * DESIGN
  * - Run directory: $FERRY_RUN_DIR, default /tmp/ferry-$UID (mode 0700). It holds `token` (made
- *   by --head when no --token-file is given, mode 0600), `cluster` (the GCS address and the token
- *   file's path, so status and further nodes need no flags), `gcs.pid` / `gcs.out` / `gcs.log`,
- *   and one `node-N/` per node (pid, out, log, store socket, spill directory). `node-N` is
- *   claimed with mkdir, so several nodes on one host never share a store, socket or port (each
- *   node listens on a free port).
- * - Daemons are started with a double fork and setsid (no controlling terminal, parent init),
- *   stdout to `*.out` (the ready line) and stderr to `*.log`. start waits for the ready line
- *   with a deadline, watching that the process is still alive; a daemon that dies prints the
- *   end of its log.
+ *   by --head when no --token-file is given, mode 0600), `cluster` (the GCS address, the token
+ *   file's path and the session, so status and further nodes need no flags), `gcs.pid`, one
+ *   `node-N/` per node (pid, store socket, spill directory), `lock`, and the sessions:
+ *   `session_DATE_TIME_PID/logs/` (gcs.out/.log, node-N.out/.log: each daemon's stdout, where
+ *   its ready line is, and stderr) with `session_latest` pointing at the newest. `node-N` is
+ *   claimed with mkdir, so several nodes on one host never share a store, socket or port.
+ * - A cluster is never damaged by a command that fails or is refused: start and stop hold the
+ *   run directory's lock; `start --head` is refused while a GCS or a node started here still
+ *   runs (a GCS that died leaves nodes holding its token: they are named, and `ferry stop`
+ *   comes first; a new GCS with a new token would orphan them silently); the new token goes to
+ *   a temporary file, and `token` and `cluster` are replaced (rename) only once the GCS and
+ *   its node are ready. `start --address` checks first that the GCS answers and takes the
+ *   token, writes `cluster` only on success and only where no live cluster has one.
+ * - Daemons are started with a double fork and setsid (no controlling terminal, parent init).
+ *   start waits for the ready line with a deadline, watching that the process is still alive
+ *   and showing a node's store pre-faulting; a daemon that fails prints why and its log's end.
+ * - Sessions: a head start, or a node start where no cluster runs, makes a new session; a node
+ *   joining the cluster of this run directory logs into its session. stop removes the run
+ *   files and keeps the sessions (logs outlive the cluster, as Ray's session logs do).
  * - stop signals nodes first, then the GCS: SIGTERM, wait up to --timeout, then SIGKILL. A pid
  *   is signalled only while /proc says it is still the program we started (pids get reused).
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
@@ -29,39 +37,44 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <ferry/config.h>
 #include <ferry/gcs.h>
+#include <ferry/plasma.h>
 
 #include "common/loop.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "node/node.h"
+#include "tools/ferry_cli.h"
 #include "transport/objmgr.h"
 
 #define DEFAULT_PORT 6380
 #define DEFAULT_TIMEOUT_S 30
-#define TOKEN_MAX 4096
-#define MAX_NODES 64 /* node-N slots per run directory */
+/* A node's default store: the store's own default (30% of RAM) but at most a quarter of the
+ * memory still available, so each further node on a host fits in what the others left, and at
+ * most 4 GiB, which pre-faults in seconds. */
+#define DEFAULT_STORE_CAP (4ull << 30)
+#define STORE_ROUND (64ull << 20)
 
 static const char usage_text[] =
 	"usage: ferry start --head [--port P] [--token-file F] [NODE OPTIONS]\n"
 	"       ferry start --address HOST:PORT [--token-file F] [NODE OPTIONS]\n"
 	"       ferry status [--address HOST:PORT] [--token-file F]\n"
 	"       ferry stop\n"
-	"NODE OPTIONS: [--memory SIZE] [--transport rdma|tcp|auto] [--ip ADDR]\n"
+	"       ferry --help | --version\n"
+	"NODE OPTIONS: [--memory SIZE] (store size; default 30% of RAM, at most a quarter of the\n"
+	"              available memory and 4G) [--transport rdma|tcp|auto] [--ip ADDR]\n"
 	"              [--spin-us US] (busy poll for latency: ferry-node --spin-us)\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
-	"Run files (pids, logs, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID.\n";
+	"Run files (pids, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID; each\n"
+	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
 
 struct opts {
 	bool head;		/* start --head */
@@ -75,373 +88,25 @@ struct opts {
 	unsigned timeout_s;	/* deadlines */
 };
 
-struct daemon {
-	const char *name;	 /* "ferry-gcs", "ferry-node": the program it must still be */
-	char pid_path[PATH_MAX]; /* where its pid is recorded */
-	char out_path[PATH_MAX]; /* its stdout: the ready line */
-	char log_path[PATH_MAX]; /* its stderr */
-	pid_t pid;		 /* once started */
+/* What one start is doing: filled as it goes, undone by start_undo() if it fails. */
+struct start {
+	struct ferry__cli_cluster cluster; /* what the cluster file will say */
+	char new_token[PATH_MAX];	   /* a token made by this start, not yet installed */
+	char logs[PATH_MAX];		   /* the session's log directory */
+	pid_t gcs;			   /* a GCS this start spawned */
 };
-
-static char run_dir[PATH_MAX - 64];
-
-static void fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_msg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("ferry: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-/* ---- run directory and small files ---- */
-
-/* Find the run directory; @create: make it (start) rather than accept its absence. */
-static int run_dir_init(bool create)
-{
-	const char *env = getenv("FERRY_RUN_DIR");
-	struct stat st;
-
-	if (env && *env)
-		snprintf(run_dir, sizeof(run_dir), "%s", env);
-	else
-		snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-%u", (unsigned)getuid());
-	if (!create && access(run_dir, F_OK) < 0 && errno == ENOENT)
-		return 0; /* status and stop cope with nothing there */
-	if (mkdir(run_dir, 0700) < 0 && errno != EEXIST) {
-		fail_msg("cannot create run directory %s: %s", run_dir, strerror(errno));
-		return -errno;
-	}
-	if (stat(run_dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
-		fail_msg("run directory %s is not a directory of yours", run_dir);
-		return -EPERM;
-	}
-	return 0;
-}
-
-static int write_file(const char *path, const char *text, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	size_t len = strlen(text);
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len) {
-		close(fd);
-		return -EIO;
-	}
-	return close(fd) < 0 ? -errno : 0;
-}
-
-/* The file's first @size - 1 bytes, NUL-terminated. Returns the length or -errno. */
-static ssize_t read_file(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return n;
-}
-
-static pid_t read_pid(const char *path)
-{
-	char buf[32];
-
-	if (read_file(path, buf, sizeof(buf)) <= 0)
-		return 0;
-	return (pid_t)strtol(buf, NULL, 10);
-}
-
-/* Is @pid alive (not a zombie) and still running @name? */
-static bool pid_is(pid_t pid, const char *name)
-{
-	char path[64], buf[512];
-	const char *base, *state;
-
-	if (pid <= 0)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_file(path, buf, sizeof(buf)) <= 0)
-		return false;
-	state = strrchr(buf, ')');
-	if (!state || state[1] != ' ' || state[2] == 'Z' || state[2] == 'X')
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	if (read_file(path, buf, sizeof(buf)) <= 0)
-		return false;
-	base = strrchr(buf, '/');
-	return strcmp(base ? base + 1 : buf, name) == 0;
-}
-
-/* A 32-byte random token as hex, in run_dir/token (0600). */
-static int make_token(char *path, size_t size)
-{
-	unsigned char raw[32];
-	char hex[2 * sizeof(raw) + 2];
-
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-		fail_msg("getrandom: %s", strerror(errno));
-		return -EIO;
-	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-	strcat(hex, "\n");
-	snprintf(path, size, "%s/token", run_dir);
-	unlink(path);
-	if (write_file(path, hex, 0600) < 0) {
-		fail_msg("cannot write %s: %s", path, strerror(errno));
-		return -EIO;
-	}
-	return 0;
-}
-
-/* The cluster file: "address HOST:PORT\ntoken PATH\n". */
-static int cluster_read(char *addr, size_t addr_size, char *token, size_t token_size)
-{
-	char path[PATH_MAX], buf[2 * PATH_MAX], *line, *save = NULL;
-
-	snprintf(path, sizeof(path), "%s/cluster", run_dir);
-	if (read_file(path, buf, sizeof(buf)) <= 0)
-		return -ENOENT;
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		if (!strncmp(line, "address ", 8))
-			snprintf(addr, addr_size, "%s", line + 8);
-		else if (!strncmp(line, "token ", 6))
-			snprintf(token, token_size, "%s", line + 6);
-	}
-	return *addr && *token ? 0 : -EINVAL;
-}
-
-static int cluster_write(const char *addr, const char *token_path)
-{
-	char path[PATH_MAX], buf[2 * PATH_MAX + 32];
-
-	snprintf(path, sizeof(path), "%s/cluster", run_dir);
-	snprintf(buf, sizeof(buf), "address %s\ntoken %s\n", addr, token_path);
-	return write_file(path, buf, 0600);
-}
-
-/* ---- starting daemons ---- */
-
-static void daemon_paths(struct daemon *d, const char *name, const char *dir, const char *stem)
-{
-	memset(d, 0, sizeof(*d));
-	d->name = name;
-	snprintf(d->pid_path, sizeof(d->pid_path), "%s/%s.pid", dir, stem);
-	snprintf(d->out_path, sizeof(d->out_path), "%s/%s.out", dir, stem);
-	snprintf(d->log_path, sizeof(d->log_path), "%s/%s.log", dir, stem);
-}
-
-/* In the daemon (grandchild): redirect and exec; on failure report errno on @err_fd. */
-static void __attribute__((noreturn))
-exec_daemon(const struct daemon *d, const char *const argv[], int err_fd)
-{
-	int out = open(d->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	int log = open(d->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	int null = open("/dev/null", O_RDONLY);
-	int e;
-
-	if (out < 0 || log < 0 || null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 ||
-	    dup2(log, 2) < 0)
-		goto report;
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != err_fd)
-			close(fd); /* the daemon inherits only its three streams */
-	/* execv's prototype predates const; it does not write the strings. */
-	execv(argv[0], ((union {
-			       const char *const *c;
-			       char *const *m;
-		       }){.c = argv})
-			       .m);
-report:
-	e = errno;
-	if (write(err_fd, &e, sizeof(e)) < 0)
-		_exit(127);
-	_exit(127);
-}
-
-/*
- * Start @argv as a daemon: double fork, setsid, cwd /. Writes d->pid and its pid file.
- * Returns 0 or -errno (exec failures included: the exec's errno comes back over a CLOEXEC
- * pipe that closes silently on success).
- */
-static int daemon_spawn(struct daemon *d, const char *const argv[])
-{
-	int pfd[2], status = 0, e = 0;
-	pid_t child, pid = 0;
-	char buf[32];
-
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return -errno;
-	child = fork();
-	if (child < 0) {
-		e = errno;
-		goto err_close_pipe;
-	}
-	if (child == 0) {
-		setsid();
-		if (chdir("/") < 0)
-			_exit(1);
-		pid = fork();
-		if (pid == 0)
-			exec_daemon(d, argv, pfd[1]);
-		_exit(write(pfd[1], &pid, sizeof(pid)) == sizeof(pid) && pid > 0 ? 0 : 1);
-	}
-	close(pfd[1]);
-	waitpid(child, &status, 0);
-	if (read(pfd[0], &pid, sizeof(pid)) != sizeof(pid) || pid <= 0) {
-		close(pfd[0]);
-		return -ECHILD;
-	}
-	d->pid = pid;
-	if (read(pfd[0], &e, sizeof(e)) == sizeof(e)) {
-		close(pfd[0]);
-		fail_msg("cannot run %s: %s", argv[0], strerror(e));
-		return -e;
-	}
-	close(pfd[0]);
-	snprintf(buf, sizeof(buf), "%d\n", (int)pid);
-	return write_file(d->pid_path, buf, 0600);
-err_close_pipe:
-	close(pfd[0]);
-	close(pfd[1]);
-	return -e;
-}
-
-static void print_log_tail(const char *path)
-{
-	char buf[4096];
-	ssize_t n = read_file(path, buf, sizeof(buf));
-	const char *start = buf;
-
-	if (n <= 0)
-		return;
-	/* The last ~10 lines: enough to show why it exited. */
-	for (int lines = 0, i = (int)n - 2; i >= 0; i--)
-		if (buf[i] == '\n' && ++lines == 10) {
-			start = buf + i + 1;
-			break;
-		}
-	fprintf(stderr, "--- last lines of %s ---\n%s", path, start);
-}
-
-/* Wait until d->out_path holds a full line containing @marker; copy it to @line. */
-static int daemon_wait_ready(const struct daemon *d, const char *marker, unsigned timeout_s,
-			     char *line, size_t size)
-{
-	uint64_t deadline = ferry__now_ms() + (uint64_t)timeout_s * 1000u;
-	char buf[1024];
-	size_t len;
-
-	for (;;) {
-		char *nl, *hit;
-
-		if (read_file(d->out_path, buf, sizeof(buf)) > 0 && (hit = strstr(buf, marker)) &&
-		    (nl = strchr(hit, '\n'))) {
-			char *begin = hit;
-
-			while (begin > buf && begin[-1] != '\n')
-				begin--;
-			*nl = '\0';
-			len = FERRY_MIN((size_t)(nl - begin), size - 1);
-			memcpy(line, begin, len);
-			line[len] = '\0';
-			return 0;
-		}
-		if (!pid_is(d->pid, d->name)) {
-			fail_msg("%s (pid %d) exited before it was ready", d->name, (int)d->pid);
-			print_log_tail(d->log_path);
-			return -ECHILD;
-		}
-		if (ferry__now_ms() >= deadline) {
-			fail_msg("%s (pid %d) not ready after %u s", d->name, (int)d->pid,
-				 timeout_s);
-			print_log_tail(d->log_path);
-			return -ETIMEDOUT;
-		}
-		usleep(20 * 1000);
-	}
-}
-
-/* SIGTERM, wait up to @timeout_s, SIGKILL. Returns 1 if it had to kill, 0, or -ESRCH. */
-static int daemon_stop(pid_t pid, const char *name, unsigned timeout_s)
-{
-	uint64_t deadline = ferry__now_ms() + (uint64_t)timeout_s * 1000u;
-
-	if (!pid_is(pid, name))
-		return -ESRCH;
-	kill(pid, SIGTERM);
-	while (pid_is(pid, name)) {
-		if (ferry__now_ms() >= deadline) {
-			kill(pid, SIGKILL);
-			for (int i = 0; i < 200 && pid_is(pid, name); i++)
-				usleep(10 * 1000);
-			return 1;
-		}
-		usleep(10 * 1000);
-	}
-	return 0;
-}
-
-/* Where a sibling program is: $FERRY_<NAME>_BIN, next to this program, one level up (the build
- * tree keeps tools/ apart), ../node, then $PATH. */
-static int find_program(const char *name, const char *env, char *out, size_t size)
-{
-	static const char *const rel[] = {"", "/..", "/../node", "/../bin"};
-	char self[PATH_MAX / 2], *slash;
-	ssize_t n;
-
-	if (getenv(env) && *getenv(env)) {
-		snprintf(out, size, "%s", getenv(env));
-		return 0;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash)
-			*slash = '\0';
-		for (size_t i = 0; i < FERRY_ARRAY_SIZE(rel); i++) {
-			snprintf(out, size, "%s%s/%s", self, rel[i], name);
-			if (access(out, X_OK) == 0)
-				return 0;
-		}
-	}
-	for (const char *p = getenv("PATH"); p && *p;) {
-		const char *end = strchrnul(p, ':');
-
-		snprintf(out, size, "%.*s/%s", (int)(end - p), p, name);
-		if (end > p && access(out, X_OK) == 0)
-			return 0;
-		p = *end ? end + 1 : end;
-	}
-	fail_msg("cannot find %s (set %s)", name, env);
-	return -ENOENT;
-}
 
 /* ---- stop ---- */
 
-/* Stop the daemon whose files are @dir/@stem.*, then remove them. */
-static int stop_one(const char *dir, const char *stem, const char *name, unsigned timeout_s)
+/* Stop the daemon whose pid file is @pid_path. Returns 0, -ENOENT (none recorded), -EBUSY. */
+static int stop_one(const char *pid_path, const char *name, unsigned timeout_s)
 {
-	struct daemon d;
-	pid_t pid;
+	pid_t pid = ferry__cli_read_pid(pid_path);
 	int ret;
 
-	daemon_paths(&d, name, dir, stem);
-	pid = read_pid(d.pid_path);
 	if (!pid)
 		return -ENOENT;
-	ret = daemon_stop(pid, name, timeout_s);
+	ret = ferry__cli_daemon_stop(pid, name, timeout_s);
 	if (ret == 1)
 		printf("killed  %-10s pid %d (no exit %u s after SIGTERM)\n", name, (int)pid,
 		       timeout_s);
@@ -449,65 +114,64 @@ static int stop_one(const char *dir, const char *stem, const char *name, unsigne
 		printf("stopped %-10s pid %d\n", name, (int)pid);
 	else
 		printf("%-10s pid %d was not running\n", name, (int)pid);
-	unlink(d.pid_path);
-	unlink(d.out_path);
-	unlink(d.log_path);
-	return pid_is(pid, name) ? -EBUSY : 0;
+	if (ferry__cli_pid_is(pid, name))
+		return -EBUSY;
+	unlink(pid_path);
+	return 0;
 }
 
-/* Remove what a node left in its directory (socket, empty spill dir), then the directory. */
-static void remove_node_dir(const char *dir)
-{
-	char path[PATH_MAX];
-
-	static const char *const files[] = {"store.sock", "node.pid", "node.out", "node.log"};
-
-	for (size_t i = 0; i < FERRY_ARRAY_SIZE(files); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-		unlink(path);
-	}
-	snprintf(path, sizeof(path), "%s/spill", dir);
-	rmdir(path);
-	if (rmdir(dir) < 0 && errno != ENOENT)
-		fail_msg("left %s in place: %s", dir, strerror(errno));
-}
-
-/* Stop every node, then the GCS, and remove the run files. */
+/* Stop every node, then the GCS, and remove the run files; the sessions' logs stay. */
 static int stop_all(unsigned timeout_s)
 {
 	char dir[PATH_MAX - 32], path[PATH_MAX];
 	int failed = 0, stopped = 0, ret;
 
-	for (unsigned i = 1; i <= MAX_NODES; i++) {
-		snprintf(dir, sizeof(dir), "%s/node-%u", run_dir, i);
+	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
+		snprintf(dir, sizeof(dir), "%s/node-%u", ferry__cli_run_dir, i);
 		if (access(dir, F_OK) < 0)
 			continue;
-		ret = stop_one(dir, "node", "ferry-node", timeout_s);
+		snprintf(path, sizeof(path), "%s/node.pid", dir);
+		ret = stop_one(path, "ferry-node", timeout_s);
 		failed |= ret == -EBUSY;
 		stopped += ret == 0;
 		if (ret != -EBUSY)
-			remove_node_dir(dir);
+			ferry__cli_remove_node_dir(dir);
 	}
-	ret = stop_one(run_dir, "gcs", "ferry-gcs", timeout_s);
+	snprintf(path, sizeof(path), "%s/gcs.pid", ferry__cli_run_dir);
+	ret = stop_one(path, "ferry-gcs", timeout_s);
 	failed |= ret == -EBUSY;
 	stopped += ret == 0;
-	for (const char *const *f = (const char *const[]){"cluster", "token", NULL}; *f; f++) {
-		snprintf(path, sizeof(path), "%s/%s", run_dir, *f);
-		unlink(path); /* token: only ever the generated one lives here */
-	}
 	if (failed) {
-		fail_msg("some processes could not be stopped; run files kept in %s", run_dir);
+		ferry__cli_fail("some processes could not be stopped; run files kept in %s",
+				ferry__cli_run_dir);
 		return -EBUSY;
 	}
-	rmdir(run_dir); /* fails harmlessly if someone put other files there */
+	for (const char *const *f = (const char *const[]){"cluster", "token", NULL}; *f; f++) {
+		snprintf(path, sizeof(path), "%s/%s", ferry__cli_run_dir, *f);
+		unlink(path); /* token: only ever the generated one lives here */
+	}
 	if (!stopped)
-		printf("nothing was running from %s\n", run_dir);
+		printf("nothing was running from %s\n", ferry__cli_run_dir);
+	snprintf(path, sizeof(path), "%s/session_latest", ferry__cli_run_dir);
+	if (stopped && access(path, F_OK) == 0)
+		printf("logs kept in %s/logs\n", path);
 	return 0;
 }
 
 static int cmd_stop(const struct opts *o)
 {
-	return stop_all(o->timeout_s);
+	int lock, ret;
+
+	if (access(ferry__cli_run_dir, F_OK) < 0) {
+		printf("nothing was running from %s\n", ferry__cli_run_dir);
+		return 0;
+	}
+	lock = ferry__cli_run_lock();
+	if (lock < 0)
+		return lock;
+	ret = stop_all(o->timeout_s);
+	close(lock);
+	return ret;
 }
 
 /* ---- start ---- */
@@ -531,22 +195,17 @@ static void advertised_ip(const struct opts *o, char *buf, size_t size)
 	freeifaddrs(ifs);
 }
 
-static int start_gcs(const struct opts *o, const char *token_path, char *addr, size_t size)
+static int start_gcs(const struct opts *o, struct start *s, const char *token_path)
 {
-	char bin[PATH_MAX], port[16], line[256], ip[64];
-	struct daemon d;
+	char bin[PATH_MAX], port[16], line[256], ip[64], *addr = s->cluster.address;
+	struct ferry__cli_daemon d;
 	unsigned got;
 	int ret;
 
-	daemon_paths(&d, "ferry-gcs", run_dir, "gcs");
-	if (pid_is(read_pid(d.pid_path), d.name)) {
-		fail_msg("a GCS started from %s is running already (pid %d): ferry stop first",
-			 run_dir, (int)read_pid(d.pid_path));
-		return -EEXIST;
-	}
-	ret = find_program("ferry-gcs", "FERRY_GCS_BIN", bin, sizeof(bin));
+	ret = ferry__cli_find_program("ferry-gcs", "FERRY_GCS_BIN", bin, sizeof(bin));
 	if (ret < 0)
 		return ret;
+	ferry__cli_daemon_paths(&d, "ferry-gcs", ferry__cli_run_dir, "gcs", s->logs, "gcs");
 	snprintf(port, sizeof(port), "%u", o->port);
 	const char *argv[] = {bin,
 			      "--port",
@@ -556,15 +215,17 @@ static int start_gcs(const struct opts *o, const char *token_path, char *addr, s
 			      "--host",
 			      o->ip ? o->ip : "0.0.0.0",
 			      NULL};
-	ret = daemon_spawn(&d, argv);
+	ret = ferry__cli_daemon_spawn(&d, argv);
+	s->gcs = d.pid;
 	if (ret == 0)
-		ret = daemon_wait_ready(&d, "listening on port", o->timeout_s, line, sizeof(line));
+		ret = ferry__cli_daemon_wait_ready(&d, "listening on port", o->timeout_s, line,
+						   sizeof(line));
 	if (ret < 0)
 		return ret;
 	if (sscanf(line, "ferry-gcs listening on port %u", &got) != 1)
 		got = o->port;
 	advertised_ip(o, ip, sizeof(ip));
-	snprintf(addr, size, "%s:%u", ip, got);
+	snprintf(addr, sizeof(s->cluster.address), "%s:%u", ip, got);
 	printf("started ferry-gcs   pid %-7d port %u (log %s)\n", (int)d.pid, got, d.log_path);
 	return 0;
 }
@@ -572,8 +233,8 @@ static int start_gcs(const struct opts *o, const char *token_path, char *addr, s
 /* Claim the first free node-N directory. */
 static int claim_node_dir(char *dir, size_t size, unsigned *index)
 {
-	for (unsigned i = 1; i <= MAX_NODES; i++) {
-		snprintf(dir, size, "%s/node-%u", run_dir, i);
+	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
+		snprintf(dir, size, "%s/node-%u", ferry__cli_run_dir, i);
 		if (mkdir(dir, 0700) == 0) {
 			*index = i;
 			return 0;
@@ -581,66 +242,101 @@ static int claim_node_dir(char *dir, size_t size, unsigned *index)
 		if (errno != EEXIST)
 			break;
 	}
-	fail_msg("no free node slot in %s (at most %d nodes per host)", run_dir, MAX_NODES);
+	ferry__cli_fail("no free node slot in %s (at most %d nodes per host)", ferry__cli_run_dir,
+			FERRY_CLI_MAX_NODES);
 	return -ENOSPC;
 }
 
-static int start_node(const struct opts *o, const char *gcs_addr, const char *token_path)
+static uint64_t mem_available(void)
 {
-	char bin[PATH_MAX], dir[PATH_MAX - 32], sock[PATH_MAX], spill[PATH_MAX], line[512];
-	const char *argv[24];
-	struct daemon d;
-	unsigned index, n = 0;
-	int ret;
+	char buf[4096], *p;
 
-	ret = find_program("ferry-node", "FERRY_NODE_BIN", bin, sizeof(bin));
-	if (ret < 0)
-		return ret;
-	ret = claim_node_dir(dir, sizeof(dir), &index);
-	if (ret < 0)
-		return ret;
-	daemon_paths(&d, "ferry-node", dir, "node");
-	snprintf(sock, sizeof(sock), "%s/store.sock", dir);
-	snprintf(spill, sizeof(spill), "%s/spill", dir);
-	argv[n++] = bin;
-	argv[n++] = "--gcs";
-	argv[n++] = gcs_addr;
-	argv[n++] = "--token-file";
-	argv[n++] = token_path;
-	argv[n++] = "--socket";
-	argv[n++] = sock;
-	argv[n++] = "--spill-dir";
-	argv[n++] = spill;
-	argv[n++] = "--port";
-	argv[n++] = "0"; /* a free port: several nodes may share this host */
-	if (o->memory) {
-		argv[n++] = "--memory";
-		argv[n++] = o->memory;
-	}
-	if (o->transport) {
-		argv[n++] = "--transport";
-		argv[n++] = o->transport;
-	}
-	if (o->ip) {
-		argv[n++] = "--ip";
-		argv[n++] = o->ip;
-	}
-	if (o->spin_us) {
-		argv[n++] = "--spin-us";
-		argv[n++] = o->spin_us;
+	if (ferry__cli_read_file("/proc/meminfo", buf, sizeof(buf)) <= 0 ||
+	    !(p = strstr(buf, "MemAvailable:")))
+		return UINT64_MAX;
+	return strtoull(p + 13, NULL, 10) << 10;
+}
+
+/* The node's store size: --memory, else the default of DEFAULT_STORE_CAP's comment. */
+static uint64_t store_bytes(const struct opts *o, bool *is_default)
+{
+	uint64_t bytes;
+
+	*is_default = !o->memory;
+	if (o->memory && ferry_parse_size(o->memory, &bytes) == 0)
+		return bytes;
+	bytes = FERRY_MIN(ferry_plasma_default_memory_bytes(), mem_available() / 4);
+	bytes = FERRY_MIN(bytes, DEFAULT_STORE_CAP) & ~(STORE_ROUND - 1);
+	return FERRY_MAX(bytes, STORE_ROUND);
+}
+
+/* Everything after the node's own: the argv for ferry-node. */
+static void node_argv(const struct opts *o, const char **argv, unsigned n, const char *memory)
+{
+	const char *pairs[][2] = {{"--memory", memory},
+				  {"--transport", o->transport},
+				  {"--ip", o->ip},
+				  {"--spin-us", o->spin_us}};
+
+	for (size_t i = 0; i < FERRY_ARRAY_SIZE(pairs); i++) {
+		if (!pairs[i][1])
+			continue;
+		argv[n++] = pairs[i][0];
+		argv[n++] = pairs[i][1];
 	}
 	argv[n] = NULL;
-	ret = daemon_spawn(&d, argv);
+}
+
+static int start_node(const struct opts *o, const struct start *s)
+{
+	char bin[PATH_MAX], dir[PATH_MAX - 32], sock[PATH_MAX], spill[PATH_MAX], line[512];
+	char stem[32], memory[32];
+	struct ferry__cli_daemon d;
+	unsigned index = 0;
+	bool is_default;
+	int ret;
+
+	ret = ferry__cli_find_program("ferry-node", "FERRY_NODE_BIN", bin, sizeof(bin));
 	if (ret == 0)
-		ret = daemon_wait_ready(&d, "ready", o->timeout_s, line, sizeof(line));
+		ret = claim_node_dir(dir, sizeof(dir), &index);
+	if (ret < 0)
+		return ret;
+	snprintf(stem, sizeof(stem), "node-%u", index);
+	ferry__cli_daemon_paths(&d, "ferry-node", dir, "node", s->logs, stem);
+	d.store_bytes = store_bytes(o, &is_default);
+	snprintf(memory, sizeof(memory), "%" PRIu64, d.store_bytes);
+	snprintf(sock, sizeof(sock), "%s/store.sock", dir);
+	snprintf(spill, sizeof(spill), "%s/spill", dir);
+	/* --port 0: a free port, several nodes may share this host. */
+	const char *argv[24] = {bin,
+				"--gcs",
+				s->cluster.address,
+				"--token-file",
+				*s->new_token ? s->new_token : s->cluster.token,
+				"--socket",
+				sock,
+				"--spill-dir",
+				spill,
+				"--port",
+				"0"};
+	node_argv(o, argv, 11, memory);
+	printf("starting ferry-node %s: store %.*f %s%s, pre-faulted before it is ready\n", stem,
+	       d.store_bytes < (1ull << 30) ? 0 : 1,
+	       (double)d.store_bytes / (d.store_bytes < (1ull << 30) ? (1u << 20) : (1u << 30)),
+	       d.store_bytes < (1ull << 30) ? "MiB" : "GiB",
+	       is_default ? " (default; --memory SIZE)" : "");
+	fflush(stdout);
+	ret = ferry__cli_daemon_spawn(&d, argv);
+	if (ret == 0)
+		ret = ferry__cli_daemon_wait_ready(&d, "ready", o->timeout_s, line, sizeof(line));
 	if (ret < 0) {
 		if (d.pid > 0)
-			daemon_stop(d.pid, d.name, o->timeout_s);
+			ferry__cli_daemon_stop(d.pid, d.name, o->timeout_s);
 		unlink(d.pid_path);
-		remove_node_dir(dir);
+		ferry__cli_remove_node_dir(dir);
 		return ret;
 	}
-	printf("started ferry-node  pid %-7d node-%u: %s (log %s)\n", (int)d.pid, index, line,
+	printf("started ferry-node  pid %-7d %s: %s (log %s)\n", (int)d.pid, stem, line,
 	       d.log_path);
 	return 0;
 }
@@ -649,54 +345,208 @@ static int start_node(const struct opts *o, const char *gcs_addr, const char *to
 static int token_path_abs(const char *given, char *out)
 {
 	if (!realpath(given, out) || access(out, R_OK) < 0) {
-		fail_msg("token file %s: %s", given, strerror(errno));
+		ferry__cli_fail("token file %s: %s", given, strerror(errno));
 		return -ENOENT;
 	}
 	return 0;
 }
 
-static int cmd_start(const struct opts *o)
+static int read_token(const char *path, char *buf, size_t *len)
 {
-	char token[PATH_MAX], addr[256] = "", old_token[PATH_MAX] = "";
+	ssize_t n = ferry__cli_read_file(path, buf, FERRY_CLI_TOKEN_MAX);
+
+	if (n > 0 && buf[n - 1] == '\n')
+		n--;
+	if (n <= 0) {
+		ferry__cli_fail("token file %s is empty or unreadable", path);
+		return -EINVAL;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+/* A GCS client for @address with the token in @token_path; says why when it cannot. */
+static int gcs_connect(const char *address, const char *token_path, pid_t local_gcs,
+		       unsigned timeout_s, struct ferry_gcs_client **out)
+{
+	struct ferry_gcs_client_opts co = {0};
+	char token[FERRY_CLI_TOKEN_MAX];
+	const char *addrs[1] = {address};
 	int ret;
 
-	if (o->head == !!o->address) {
-		fail_msg("start needs exactly one of --head or --address HOST:PORT");
-		return -EINVAL;
-	}
-	if (o->token_file)
-		ret = token_path_abs(o->token_file, token);
-	else if (o->head)
-		ret = make_token(token, sizeof(token));
-	else if (cluster_read(addr, sizeof(addr), old_token, sizeof(old_token)) == 0)
-		ret = token_path_abs(old_token, token);
-	else {
-		fail_msg("--address needs --token-file (the head's token file, copied here)");
-		return -EINVAL;
-	}
-	if (ret < 0)
-		return ret;
-	if (o->head)
-		ret = start_gcs(o, token, addr, sizeof(addr));
-	else
-		snprintf(addr, sizeof(addr), "%s", o->address);
-	if (ret < 0)
-		return ret;
-	ret = cluster_write(addr, token);
+	ret = ferry__cli_probe_gcs(address, local_gcs, timeout_s);
 	if (ret == 0)
-		ret = start_node(o, addr, token);
-	if (ret < 0 && o->head) {
-		/* A head without its node is no cluster: undo it, so a retry starts clean. */
-		fprintf(stderr, "ferry: stopping the GCS again\n");
-		stop_all(o->timeout_s);
+		ret = read_token(token_path, token, &co.token_len);
+	if (ret < 0)
+		return ret;
+	co.addresses = addrs;
+	co.naddresses = 1;
+	co.token = token;
+	co.timeout_ms = timeout_s * 1000u;
+	ret = ferry_gcs_client_connect(&co, out);
+	if (ret == -EACCES)
+		ferry__cli_fail(
+			"the GCS at %s refused the token in %s (bad cluster token: give the "
+			"head's token file)",
+			address, token_path);
+	else if (ret < 0)
+		ferry__cli_fail("cannot reach the GCS at %s: %s", address, ferry_strerror(ret));
+	return ret;
+}
+
+/* The end of the GCS's log in the cluster's session. */
+static void print_gcs_log(const struct ferry__cli_cluster *c)
+{
+	char logs[PATH_MAX], path[PATH_MAX + 16];
+
+	if (!*c->session)
+		return;
+	ferry__cli_session_logs(c->session, logs, sizeof(logs));
+	snprintf(path, sizeof(path), "%s/gcs.log", logs);
+	ferry__cli_print_log_tail(path);
+}
+
+/* --head: refused while anything this run directory started still runs. */
+static int head_allowed(const struct ferry__cli_live *live)
+{
+	struct ferry__cli_cluster c;
+
+	ferry__cli_cluster_read(&c);
+	if (live->gcs_alive) {
+		ferry__cli_fail("a GCS started from %s is running already (pid %d, cluster %s): "
+				"ferry stop first",
+				ferry__cli_run_dir, (int)live->gcs, *c.address ? c.address : "?");
+		return -EEXIST;
 	}
+	if (live->nodes_alive) {
+		ferry__cli_fail("the GCS started from %s%s is gone, but %u node%s it started still "
+				"run%s (node-%u, pid %d) with its token; a new GCS would orphan "
+				"them: `ferry stop`, then `ferry start --head`",
+				ferry__cli_run_dir, live->gcs ? "" : " (no pid recorded)",
+				live->nodes_alive, live->nodes_alive == 1 ? "" : "s",
+				live->nodes_alive == 1 ? "s" : "", live->first_node,
+				(int)live->first_node_pid);
+		print_gcs_log(&c);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+/* --head: a new session, a new token (unless given), the GCS. */
+static int start_head(const struct opts *o, struct start *s)
+{
+	int ret;
+
+	ferry__cli_reap_stale_nodes(); /* head_allowed: none of them runs */
+	ret = ferry__cli_session_create(s->cluster.session, sizeof(s->cluster.session));
+	if (ret < 0)
+		return ret;
+	ferry__cli_session_logs(s->cluster.session, s->logs, sizeof(s->logs));
+	if (o->token_file)
+		ret = token_path_abs(o->token_file, s->cluster.token);
+	else
+		ret = ferry__cli_token_make(s->new_token, sizeof(s->new_token));
+	if (ret < 0)
+		return ret;
+	return start_gcs(o, s, o->token_file ? s->cluster.token : s->new_token);
+}
+
+/* --address: the token, a GCS that answers and takes it, and the session to log into. */
+static int start_joiner(const struct opts *o, struct start *s, const struct ferry__cli_live *live,
+			const struct ferry__cli_cluster *here)
+{
+	struct ferry_gcs_client *c = NULL;
+	bool same = !strcmp(here->address, o->address);
+	int ret;
+
+	if (o->token_file)
+		ret = token_path_abs(o->token_file, s->cluster.token);
+	else if (*here->token)
+		ret = token_path_abs(here->token, s->cluster.token);
+	else {
+		ferry__cli_fail(
+			"--address needs --token-file (the head's token file, copied here)");
+		return -EINVAL;
+	}
+	if (ret < 0)
+		return ret;
+	snprintf(s->cluster.address, sizeof(s->cluster.address), "%s", o->address);
+	ret = gcs_connect(o->address, s->cluster.token, same ? live->gcs : 0, o->timeout_s, &c);
+	ferry_gcs_client_destroy(c);
+	if (ret < 0)
+		return ret;
+	if ((live->gcs_alive || live->nodes_alive) && *here->session) {
+		snprintf(s->cluster.session, sizeof(s->cluster.session), "%s", here->session);
+	} else {
+		ret = ferry__cli_session_create(s->cluster.session, sizeof(s->cluster.session));
+		if (ret < 0)
+			return ret;
+	}
+	ferry__cli_session_logs(s->cluster.session, s->logs, sizeof(s->logs));
+	return 0;
+}
+
+/* A head that failed: stop the GCS it started; nothing else of it was written. */
+static void start_undo(const struct opts *o, struct start *s)
+{
+	char path[PATH_MAX];
+
+	if (s->gcs > 0) {
+		fprintf(stderr, "ferry: stopping the GCS again\n");
+		ferry__cli_daemon_stop(s->gcs, "ferry-gcs", o->timeout_s);
+		snprintf(path, sizeof(path), "%s/gcs.pid", ferry__cli_run_dir);
+		unlink(path);
+	}
+	if (*s->new_token)
+		unlink(s->new_token);
+}
+
+static int start_locked(const struct opts *o, struct start *s)
+{
+	struct ferry__cli_cluster here;
+	struct ferry__cli_live live;
+	int ret;
+
+	ferry__cli_run_live(&live);
+	ferry__cli_cluster_read(&here);
+	ret = o->head ? head_allowed(&live) : 0;
+	if (ret == 0)
+		ret = o->head ? start_head(o, s) : start_joiner(o, s, &live, &here);
+	if (ret == 0)
+		ret = start_node(o, s);
+	if (ret == 0 && *s->new_token)
+		ret = ferry__cli_token_install(s->new_token, s->cluster.token,
+					       sizeof(s->cluster.token));
+	if (ret < 0)
+		return ret;
+	*s->new_token = '\0';
+	/* A node joining the live cluster of this directory leaves its cluster file alone. */
+	if (o->head || !(live.gcs_alive || live.nodes_alive) || !*here.address)
+		ret = ferry__cli_cluster_write(&s->cluster);
+	if (ret < 0)
+		ferry__cli_fail("cannot write %s/cluster: %s", ferry__cli_run_dir, strerror(-ret));
+	return ret;
+}
+
+static int cmd_start(const struct opts *o)
+{
+	struct start s = {0};
+	int lock, ret;
+
+	lock = ferry__cli_run_lock();
+	if (lock < 0)
+		return lock;
+	ret = start_locked(o, &s);
+	if (ret < 0)
+		start_undo(o, &s);
+	close(lock);
 	if (ret < 0)
 		return ret;
 	if (o->head)
 		printf("cluster address %s\n"
 		       "on other hosts: copy %s there and run\n"
 		       "  ferry start --address %s --token-file TOKEN_FILE\n",
-		       addr, token, addr);
+		       s.cluster.address, s.cluster.token, s.cluster.address);
 	return 0;
 }
 
@@ -774,56 +624,37 @@ static void print_clashes(const struct ferry_gcs_node_info *nodes, int count)
 	}
 }
 
-static int read_token(const char *path, char *buf, size_t *len)
-{
-	ssize_t n = read_file(path, buf, TOKEN_MAX);
-
-	if (n > 0 && buf[n - 1] == '\n')
-		n--;
-	if (n <= 0) {
-		fail_msg("token file %s is empty or unreadable", path);
-		return -EINVAL;
-	}
-	*len = (size_t)n;
-	return 0;
-}
-
 static int cmd_status(const struct opts *o)
 {
-	char addr[256] = "", token_path[PATH_MAX] = "", token[TOKEN_MAX];
-	struct ferry_gcs_client_opts co = {0};
+	struct ferry__cli_cluster here;
 	struct ferry_gcs_node_info *nodes = NULL;
 	struct ferry_gcs_client *c = NULL;
-	const char *addrs[1];
+	const char *addr, *token_path;
+	struct ferry__cli_live live;
 	int ret, alive = 0;
 
-	cluster_read(addr, sizeof(addr), token_path, sizeof(token_path));
-	if (o->address)
-		snprintf(addr, sizeof(addr), "%s", o->address);
-	if (o->token_file)
-		snprintf(token_path, sizeof(token_path), "%s", o->token_file);
+	ferry__cli_cluster_read(&here);
+	ferry__cli_run_live(&live);
+	addr = o->address ? o->address : here.address;
+	token_path = o->token_file ? o->token_file : here.token;
 	if (!*addr || !*token_path) {
-		fail_msg("no cluster started from %s: give --address HOST:PORT --token-file F",
-			 run_dir);
+		ferry__cli_fail(
+			"no cluster started from %s: give --address HOST:PORT --token-file F",
+			ferry__cli_run_dir);
 		return -EINVAL;
 	}
-	ret = read_token(token_path, token, &co.token_len);
-	if (ret < 0)
-		return ret;
-	addrs[0] = addr;
-	co.addresses = addrs;
-	co.naddresses = 1;
-	co.token = token;
-	co.timeout_ms = o->timeout_s * 1000u;
-	ret = ferry_gcs_client_connect(&co, &c);
+	/* The GCS this host started, if that is the one asked: known dead without a connect. */
+	ret = gcs_connect(addr, token_path, strcmp(addr, here.address) ? 0 : live.gcs, o->timeout_s,
+			  &c);
 	if (ret < 0) {
-		fail_msg("cannot reach the GCS at %s: %s", addr, ferry_strerror(ret));
+		if (!strcmp(addr, here.address) && live.gcs && !live.gcs_alive)
+			print_gcs_log(&here); /* why it is gone */
 		return ret;
 	}
 	ret = ferry_gcs_node_list(c, &nodes);
 	ferry_gcs_client_destroy(c);
 	if (ret < 0) {
-		fail_msg("listing nodes at %s failed: %s", addr, ferry_strerror(ret));
+		ferry__cli_fail("listing nodes at %s failed: %s", addr, ferry_strerror(ret));
 		return ret;
 	}
 	printf("GCS %s\n%-12s  %-8s  %-22s  %-18s  %12s\n", addr, "NODE", "STATE", "ADDRESS",
@@ -840,6 +671,7 @@ static int cmd_status(const struct opts *o)
 
 /* ---- command line ---- */
 
+/* 0, 1 for --help, 2 for --version, or -EINVAL (said why). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -853,6 +685,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"spin-us", required_argument, NULL, 's'},
 		{"timeout", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size;
@@ -861,8 +694,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 	o->port = DEFAULT_PORT;
 	o->timeout_s = DEFAULT_TIMEOUT_S;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'h':
+			return 1;
+		case 'V':
+			return 2;
 		case 'H':
 			o->head = true;
 			break;
@@ -870,8 +707,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'w':
 			if (ferry__parse_u32(optarg, c == 'p' ? 65535 : 3600, &v) < 0 ||
 			    (c == 'w' && v == 0)) {
-				fail_msg("bad --%s value: %s", c == 'p' ? "port" : "timeout",
-					 optarg);
+				ferry__cli_fail("bad --%s value: %s", c == 'p' ? "port" : "timeout",
+						optarg);
 				return -EINVAL;
 			}
 			if (c == 'p')
@@ -881,7 +718,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'a':
 			if (!strchr(optarg, ':')) {
-				fail_msg("--address wants HOST:PORT, got %s", optarg);
+				ferry__cli_fail("--address wants HOST:PORT, got %s", optarg);
 				return -EINVAL;
 			}
 			o->address = optarg;
@@ -891,7 +728,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'm':
 			if (ferry_parse_size(optarg, &size) < 0 || size == 0) {
-				fail_msg("bad --memory size: %s (e.g. 512M, 4G)", optarg);
+				ferry__cli_fail("bad --memory size: %s (e.g. 512M, 4G)", optarg);
 				return -EINVAL;
 			}
 			o->memory = optarg;
@@ -899,7 +736,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'T':
 			if (strcmp(optarg, "rdma") && strcmp(optarg, "tcp") &&
 			    strcmp(optarg, "auto")) {
-				fail_msg("--transport is rdma, tcp or auto, not %s", optarg);
+				ferry__cli_fail("--transport is rdma, tcp or auto, not %s", optarg);
 				return -EINVAL;
 			}
 			o->transport = optarg;
@@ -909,7 +746,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 's':
 			if (ferry__parse_u32(optarg, FERRY_LOOP_MAX_SPIN_US, &v) < 0) {
-				fail_msg("bad --spin-us value: %s (0..1000000)", optarg);
+				ferry__cli_fail("bad --spin-us value: %s (0..1000000)", optarg);
 				return -EINVAL;
 			}
 			o->spin_us = optarg;
@@ -919,10 +756,43 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (optind < argc) {
-		fail_msg("unexpected argument: %s", argv[optind]);
+		ferry__cli_fail("unexpected argument: %s", argv[optind]);
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* The command's exit code: 2 for a usage error, 1 for a failure, 0. */
+static int run(const char *cmd, const struct opts *o)
+{
+	int ret;
+
+	if (o->head && o->address) {
+		ferry__cli_fail("start takes --head or --address HOST:PORT, not both");
+		return 2;
+	}
+	if (!strcmp(cmd, "start") && !o->head && !o->address) {
+		ferry__cli_fail(
+			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
+		return 2;
+	}
+	if ((strcmp(cmd, "start") &&
+	     (o->head || o->memory || o->transport || o->ip || o->spin_us)) ||
+	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
+		ferry__cli_fail("option not valid for %s", cmd);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (ferry__cli_run_dir_init(!strcmp(cmd, "start")) < 0)
+		return 1;
+	if (!strcmp(cmd, "start"))
+		ret = cmd_start(o);
+	else if (!strcmp(cmd, "status"))
+		ret = cmd_status(o);
+	else
+		ret = cmd_stop(o);
+	fflush(stdout);
+	return ret < 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -931,35 +801,33 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 	int ret;
 
-	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+	if (ferry__is_help_flag(cmd) || !strcmp(cmd, "help")) {
 		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (ferry__is_version_flag(cmd)) {
+		ferry__version_print("ferry");
 		return 0;
 	}
 	if (strcmp(cmd, "start") && strcmp(cmd, "status") && strcmp(cmd, "stop")) {
 		if (*cmd)
-			fail_msg("unknown command: %s", cmd);
+			ferry__cli_fail("unknown command: %s", cmd);
 		fputs(usage_text, stderr);
 		return 2;
 	}
-	if (parse_opts(argc - 1, argv + 1, &o) < 0) {
-		fputs(usage_text, stderr);
-		return 2;
+	ret = parse_opts(argc - 1, argv + 1, &o);
+	if (ret > 0) { /* --help or --version after the command */
+		if (ret == 1)
+			fputs(usage_text, stdout);
+		else
+			ferry__version_print("ferry");
+		return 0;
 	}
-	if ((strcmp(cmd, "start") && (o.head || o.memory || o.transport || o.ip || o.spin_us)) ||
-	    (!strcmp(cmd, "stop") && (o.address || o.token_file))) {
-		fail_msg("option not valid for %s", cmd);
-		fputs(usage_text, stderr);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	if (run_dir_init(!strcmp(cmd, "start")) < 0)
-		return 1;
-	if (!strcmp(cmd, "start"))
-		ret = cmd_start(&o);
-	else if (!strcmp(cmd, "status"))
-		ret = cmd_status(&o);
+	if (ret == 0)
+		ret = run(cmd, &o);
 	else
-		ret = cmd_stop(&o);
-	fflush(stdout);
-	return ret < 0 ? 1 : 0;
+		ret = 2;
+	if (ret == 2)
+		fputs(usage_text, stderr);
+	return ret;
 }

@@ -2,8 +2,12 @@
 /*
  * The `ferry` command as an operator uses it: start a head (GCS + node) and a second node on
  * this host, see both alive in `ferry status`, crash one (it turns dead), stop, and check that no
- * process and no run file is left. Also its answers to bad flags and to a GCS that is not there.
- * Programs: FERRY_CLI_BIN, FERRY_GCS_BIN, FERRY_NODE_BIN (the test skips without a node).
+ * process and no run file is left but the session's logs. A refused second head, a failed join
+ * and a dead GCS must leave the cluster's files byte-identical and `status` answering; a refused
+ * connection and a name that does not resolve are said at once, in one line. Also the answers
+ * to bad flags, and --help/--version of every program.
+ * Programs: FERRY_CLI_BIN, FERRY_GCS_BIN, FERRY_NODE_BIN (tests needing a node skip without),
+ * FERRY_PLASMA_BIN, FERRY_DEMO_BIN, FERRY_CLUSTER_DEMO_BIN.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -15,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/harness/ftest.h"
@@ -53,14 +58,18 @@ __attribute__((format(printf, 3, 4))) static int cli(char *out, size_t size, con
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Stop what the test started and remove its run directory (sessions and logs included). */
 static void stop_all(void)
 {
-	char out[4096];
+	char out[4096], cmd[512];
 
-	if (*run_dir)
-		cli(out, sizeof(out), "stop --timeout 5");
+	if (!*run_dir)
+		return;
+	cli(out, sizeof(out), "stop --timeout 5");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", run_dir);
 }
-
 static uint16_t free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -114,12 +123,23 @@ static int count(const char *text, const char *word)
 	return n;
 }
 
-static void use_run_dir(void)
+static int file_exists(const char *name)
 {
-	snprintf(run_dir, sizeof(run_dir), "%s/run", ftest_tmpdir());
-	atexit(stop_all); /* a failed assert must not leave daemons behind (they left our group) */
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", run_dir, name);
+	return access(path, F_OK) == 0;
 }
 
+/* A private run directory outside the test's tmpdir: the harness removes that one before exit
+ * handlers run, and stop_all() must still find the pids of daemons a failed assert left (they
+ * left our process group). */
+static void use_run_dir(void)
+{
+	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-cli-test-XXXXXX");
+	ftest_assert_ptr_notnull(mkdtemp(run_dir));
+	atexit(stop_all);
+}
 FTEST(cli_head_node_status_stop)
 {
 	char out[8192], token[512], expect[128];
@@ -137,6 +157,7 @@ FTEST(cli_head_node_status_stop)
 			    0);
 	snprintf(expect, sizeof(expect), "cluster address 127.0.0.1:%u", port);
 	ftest_assert_ptr_notnull(strstr(out, expect));
+	ftest_assert_ptr_notnull(strstr(out, "node-1: store 64 MiB"));
 	snprintf(token, sizeof(token), "%s/token", run_dir);
 	ftest_assert_ok(stat(token, &st));
 	ftest_assert_uint_eq(st.st_mode & 0777, 0600);
@@ -174,7 +195,15 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_false(running(gcs));
 	ftest_assert_false(running(node1));
 	ftest_assert_false(running(node2));
-	ftest_assert_int_eq(access(run_dir, F_OK), -1); /* run files removed */
+	/* Run files removed; the session's logs kept, session_latest pointing at them. */
+	ftest_assert_int_eq(access(token, F_OK), -1);
+	ftest_assert_int_eq(file_exists("cluster"), 0);
+	ftest_assert_int_eq(file_exists("gcs.pid"), 0);
+	ftest_assert_int_eq(file_exists("node-1"), 0);
+	ftest_assert_int_eq(file_exists("session_latest/logs/gcs.log"), 1);
+	ftest_assert_int_eq(file_exists("session_latest/logs/node-1.log"), 1);
+	ftest_assert_int_eq(file_exists("session_latest/logs/node-2.log"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "logs kept in"));
 
 	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "nothing was running"));
@@ -250,8 +279,11 @@ FTEST(cli_bad_flags)
 	ftest_assert_ptr_notnull(strstr(out, "bad --spin-us value"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --spin-us 10"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "stop --head"), 2);
-	ftest_assert_int_eq(cli(out, sizeof(out), "start"), 1);
-	ftest_assert_ptr_notnull(strstr(out, "exactly one of --head or --address"));
+	/* Neither or both of --head/--address: a usage error (2), as for any bad flag. */
+	ftest_assert_int_eq(cli(out, sizeof(out), "start"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "start needs --head"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --address 127.0.0.1:1"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "not both"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --address 127.0.0.1:1"), 1);
 	ftest_assert_ptr_notnull(strstr(out, "--token-file"));
 }
@@ -274,4 +306,228 @@ FTEST(cli_unreachable_gcs)
 	ftest_assert_ptr_notnull(strstr(out, "cannot reach the GCS at 127.0.0.1:"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 1);
 	ftest_assert_ptr_notnull(strstr(out, "no cluster started"));
+}
+
+/* ---- a cluster that a refused or failed command must leave alone ---- */
+
+static void need_node(void)
+{
+	cli_bin();
+	if (!getenv("FERRY_NODE_BIN") || access(getenv("FERRY_NODE_BIN"), X_OK) < 0)
+		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
+}
+
+/* The whole of run_dir/@name into @buf (NUL-terminated); its length. */
+static size_t slurp(const char *name, char *buf, size_t size)
+{
+	char path[512];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", run_dir, name);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return n;
+}
+
+/* A head with a small store, its token and cluster files saved in @token and @cluster. */
+static void start_head(char *token, char *cluster, size_t size)
+{
+	char out[8192];
+
+	need_node();
+	use_run_dir();
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port 0 --ip 127.0.0.1 --memory 64M --timeout 20"),
+			    0);
+	ftest_assert_uint_gt(slurp("token", token, size), 0);
+	ftest_assert_uint_gt(slurp("cluster", cluster, size), 0);
+}
+
+static void expect_unchanged(const char *token, const char *cluster)
+{
+	char now[1024];
+
+	slurp("token", now, sizeof(now));
+	ftest_assert_str_eq(now, token);
+	slurp("cluster", now, sizeof(now));
+	ftest_assert_str_eq(now, cluster);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A second --head is refused before it writes anything: the running cluster's token and
+ * cluster file stay byte for byte, and status still gets in with that token. */
+FTEST(cli_second_head_leaves_cluster)
+{
+	char out[8192], token[1024], cluster[1024];
+
+	start_head(token, cluster, sizeof(token));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --port 0 --memory 64M"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "running already"));
+	expect_unchanged(token, cluster);
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+}
+
+/* A join to an address where nothing listens, or with a token the GCS refuses, fails at once
+ * and leaves the cluster file alone, so a plain status still asks the right GCS. */
+FTEST(cli_failed_join_leaves_cluster)
+{
+	char out[8192], token[1024], cluster[1024], wrong[512], address[256];
+	FILE *f;
+
+	start_head(token, cluster, sizeof(token));
+	ftest_assert_int_eq(sscanf(cluster, "address %255s", address), 1);
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --address 127.0.0.1:%u --memory 64M --timeout 20",
+				free_port()),
+			    1);
+	expect_unchanged(token, cluster);
+	ftest_assert_int_eq(file_exists("node-2"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "connection refused"));
+	/* The right GCS with a wrong token: refused before a node is started. */
+	snprintf(wrong, sizeof(wrong), "%s/wrong-token", ftest_tmpdir());
+	f = fopen(wrong, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs("not the token\n", f);
+	fclose(f);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --address %s --token-file %s --memory 64M",
+				address, wrong),
+			    1);
+	expect_unchanged(token, cluster);
+	ftest_assert_int_eq(file_exists("node-2"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "refused the token"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+}
+
+/* The GCS dies under its node: status says so without waiting for a connection, and --head is
+ * refused (a new GCS with a new token would orphan the node) with the files unchanged. */
+FTEST(cli_dead_gcs_not_replaced)
+{
+	char out[8192], token[1024], cluster[1024];
+	pid_t gcs, node;
+
+	start_head(token, cluster, sizeof(token));
+	gcs = pid_in("gcs.pid");
+	node = pid_in("node-1/node.pid");
+	ftest_assert_ok(kill(gcs, SIGKILL));
+	for (int i = 0; i < 200 && running(gcs); i++)
+		usleep(10 * 1000);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --port 0 --memory 64M"), 1);
+	expect_unchanged(token, cluster);
+	ftest_assert_ptr_notnull(strstr(out, "still run"));
+	ftest_assert_ptr_notnull(strstr(out, "ferry stop"));
+	ftest_assert_true(running(node));
+	ftest_assert_false(file_exists("gcs.pid") && running(pid_in("gcs.pid")));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "is not running any more"));
+}
+
+/* Nothing listens: "connection refused", long before the deadline (the GCS client would retry
+ * until it, then say "timed out"). The bound is half the deadline, not a speed. */
+FTEST(cli_refused_said_at_once)
+{
+	char out[4096], token[512];
+	double t0;
+	FILE *f;
+
+	use_run_dir();
+	snprintf(token, sizeof(token), "%s/token", ftest_tmpdir());
+	f = fopen(token, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs("secret\n", f);
+	fclose(f);
+	t0 = now_s();
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"status --address 127.0.0.1:%u --token-file %s --timeout 20",
+				free_port(), token),
+			    1);
+	ftest_assert_true(now_s() - t0 < 10);
+	ftest_assert_ptr_notnull(strstr(out, "connection refused"));
+}
+
+/* A name that does not resolve (.invalid never does): one line, saying so. */
+FTEST(cli_unresolvable_one_line)
+{
+	char out[16384], token[512];
+	FILE *f;
+
+	use_run_dir();
+	snprintf(token, sizeof(token), "%s/token", ftest_tmpdir());
+	f = fopen(token, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs("secret\n", f);
+	fclose(f);
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"status --address no-such-host.invalid:6380 --token-file %s "
+				"--timeout 3",
+				token),
+			    1);
+	ftest_assert_int_eq(count(out, "\n"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "cannot resolve host 'no-such-host.invalid'"));
+}
+
+/* ---- --help and --version ---- */
+
+/* `@bin @arg` with stdout in @out; stderr must stay empty. Its exit code. */
+static int run_quiet(const char *bin, const char *arg, char *out, size_t size)
+{
+	char cmd[1024], err_path[512], err[256] = "";
+	size_t n = 0;
+	FILE *p, *f;
+	int status;
+
+	snprintf(err_path, sizeof(err_path), "%s/stderr", ftest_tmpdir());
+	snprintf(cmd, sizeof(cmd), "'%s' %s 2>'%s'", bin, arg, err_path);
+	p = popen(cmd, "r");
+	ftest_assert_ptr_notnull(p);
+	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
+		n += strlen(out + n);
+	out[n] = '\0';
+	status = pclose(p);
+	f = fopen(err_path, "r");
+	ftest_assert_ptr_notnull(f);
+	err[fread(err, 1, sizeof(err) - 1, f)] = '\0';
+	fclose(f);
+	ftest_log("%s %s -> %d\n%s", bin, arg, WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+	ftest_assert_str_eq(err, "");
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+FTEST(help_and_version_everywhere)
+{
+	static const char *const env[] = {"FERRY_CLI_BIN",  "FERRY_GCS_BIN",
+					  "FERRY_NODE_BIN", "FERRY_PLASMA_BIN",
+					  "FERRY_DEMO_BIN", "FERRY_CLUSTER_DEMO_BIN"};
+	char out[8192];
+
+	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+		const char *bin = getenv(env[i]);
+
+		if (!bin || access(bin, X_OK) < 0) {
+			ftest_log("%s not built: not checked\n", env[i]);
+			continue;
+		}
+		ftest_assert_int_eq(run_quiet(bin, "--help", out, sizeof(out)), 0);
+		ftest_assert_ptr_notnull(strstr(out, "usage: "));
+		ftest_assert_int_eq(run_quiet(bin, "--version", out, sizeof(out)), 0);
+		ftest_assert_ptr_notnull(strstr(out, " (commit "));
+	}
+	/* and after a command or other flags */
+	ftest_assert_int_eq(run_quiet(cli_bin(), "start --help", out, sizeof(out)), 0);
+	ftest_assert_ptr_notnull(strstr(out, "usage: ferry start"));
+	ftest_assert_int_eq(run_quiet(getenv("FERRY_GCS_BIN"), "--port 0 --help", out, sizeof(out)),
+			    0);
+	ftest_assert_ptr_notnull(strstr(out, "usage: ferry-gcs"));
 }

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The parts of the `ferry` command (tools/ferry.c) that know the run directory
+ * (tools/ferry_run.c), start and stop daemons (tools/ferry_daemon.c) and check that a GCS
+ * answers before anything is started against it (tools/ferry_probe.c).
+ *
+ * Thread model: one thread (a command-line program).
+ */
+#ifndef FERRY_TOOLS_FERRY_CLI_H
+#define FERRY_TOOLS_FERRY_CLI_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FERRY_CLI_MAX_NODES 64 /* node-N slots per run directory */
+#define FERRY_CLI_TOKEN_MAX 4096
+
+/* $FERRY_RUN_DIR or /tmp/ferry-$UID, set by ferry__cli_run_dir_init(). */
+extern char ferry__cli_run_dir[PATH_MAX - 256];
+
+/* "ferry: " + the message + newline on stderr. */
+__attribute__((format(printf, 1, 2))) void ferry__cli_fail(const char *fmt, ...);
+
+/* ---- run directory (ferry_run.c) ---- */
+
+/* Find the run directory; @create: make it (start) rather than accept its absence. */
+int ferry__cli_run_dir_init(bool create);
+
+/* Take the run directory's lock (start and stop hold it, so two of them never interleave their
+ * checks and writes). Returns the fd to close, or -errno (said why). */
+int ferry__cli_run_lock(void);
+
+ssize_t ferry__cli_read_file(const char *path, char *buf, size_t size);
+/* @text into @path through a temporary file and rename: readers see the old or the new file. */
+int ferry__cli_write_file(const char *path, const char *text, mode_t mode);
+pid_t ferry__cli_read_pid(const char *path);
+/* Is @pid alive (not a zombie) and still running the program @name? */
+bool ferry__cli_pid_is(pid_t pid, const char *name);
+
+/* What the run directory says about the cluster. Every field is "" when unknown. */
+struct ferry__cli_cluster {
+	char address[256];    /* GCS HOST:PORT */
+	char token[PATH_MAX]; /* token file */
+	char session[128];    /* session directory name (logs) */
+};
+int ferry__cli_cluster_read(struct ferry__cli_cluster *c);
+int ferry__cli_cluster_write(const struct ferry__cli_cluster *c);
+
+/* A new random token in a temporary file of the run directory; its path into @path. */
+int ferry__cli_token_make(char *path, size_t size);
+/* The temporary token becomes the run directory's `token`; its path into @final. */
+int ferry__cli_token_install(const char *tmp_path, char *final, size_t size);
+
+/* A new session_DATE_TIME_PID/logs directory, `session_latest` pointing at it. */
+int ferry__cli_session_create(char *name, size_t size);
+/* The logs directory of session @name. */
+void ferry__cli_session_logs(const char *name, char *dir, size_t size);
+
+/* Processes this run directory started that still run. */
+struct ferry__cli_live {
+	pid_t gcs;	      /* recorded GCS pid (0: none recorded) */
+	bool gcs_alive;	      /* ...and it still runs */
+	unsigned nodes_alive; /* node-N whose ferry-node runs */
+	unsigned first_node;  /* N of the first of them */
+	pid_t first_node_pid; /* its pid */
+};
+void ferry__cli_run_live(struct ferry__cli_live *live);
+/* Remove node-N directories whose node no longer runs (the lock is held: no start is
+ * between claiming one and writing its pid). */
+void ferry__cli_reap_stale_nodes(void);
+void ferry__cli_remove_node_dir(const char *dir);
+
+/* ---- daemons (ferry_daemon.c) ---- */
+
+struct ferry__cli_daemon {
+	const char *name;	 /* "ferry-gcs", "ferry-node": the program it must still be */
+	char pid_path[PATH_MAX]; /* where its pid is recorded */
+	char out_path[PATH_MAX]; /* its stdout: the ready line */
+	char log_path[PATH_MAX]; /* its stderr */
+	uint64_t store_bytes;	 /* a node's store size: shown while it pre-faults (0: none) */
+	pid_t pid;		 /* once started */
+};
+
+/* @pid_dir/@stem.pid, @log_dir/@log_stem.out and .log. */
+void ferry__cli_daemon_paths(struct ferry__cli_daemon *d, const char *name, const char *pid_dir,
+			     const char *stem, const char *log_dir, const char *log_stem);
+int ferry__cli_daemon_spawn(struct ferry__cli_daemon *d, const char *const argv[]);
+/* Wait for a line with @marker on its stdout (into @line); on failure say why, with the end of
+ * its log. */
+int ferry__cli_daemon_wait_ready(const struct ferry__cli_daemon *d, const char *marker,
+				 unsigned timeout_s, char *line, size_t size);
+/* SIGTERM, wait up to @timeout_s, SIGKILL. Returns 1 if it had to kill, 0, or -ESRCH. */
+int ferry__cli_daemon_stop(pid_t pid, const char *name, unsigned timeout_s);
+int ferry__cli_find_program(const char *name, const char *env, char *out, size_t size);
+void ferry__cli_print_log_tail(const char *path);
+
+/* ---- is a GCS there (ferry_probe.c) ---- */
+
+/*
+ * ferry__cli_probe_gcs() - can a TCP connection to the GCS at @address (HOST:PORT) be made?
+ * Fails at once, with one line saying why, on a name that does not resolve, a refused
+ * connection, or (@local_gcs_pid > 0) the GCS this host started no longer running (while it
+ * runs, no connection is made: it is known there). Returns 0,
+ * -EINVAL, -EHOSTUNREACH (no such host), -ECONNREFUSED, -ETIMEDOUT or another -errno.
+ */
+int ferry__cli_probe_gcs(const char *address, pid_t local_gcs_pid, unsigned timeout_s);
+
+#endif

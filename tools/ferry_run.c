@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `ferry` command's run directory: its lock, small files written whole (temporary file +
+ * rename), the cluster file, the token, per-session log directories, and which of the
+ * processes it started still run. Layout in tools/ferry.c.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/ferry_cli.h"
+
+char ferry__cli_run_dir[PATH_MAX - 256];
+
+void ferry__cli_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ferry: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int ferry__cli_run_dir_init(bool create)
+{
+	const char *env = getenv("FERRY_RUN_DIR");
+	struct stat st;
+
+	if (env && *env)
+		snprintf(ferry__cli_run_dir, sizeof(ferry__cli_run_dir), "%s", env);
+	else
+		snprintf(ferry__cli_run_dir, sizeof(ferry__cli_run_dir), "/tmp/ferry-%u",
+			 (unsigned)getuid());
+	if (!create && access(ferry__cli_run_dir, F_OK) < 0 && errno == ENOENT)
+		return 0; /* status and stop cope with nothing there */
+	if (mkdir(ferry__cli_run_dir, 0700) < 0 && errno != EEXIST) {
+		ferry__cli_fail("cannot create run directory %s: %s", ferry__cli_run_dir,
+				strerror(errno));
+		return -errno;
+	}
+	if (stat(ferry__cli_run_dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+		ferry__cli_fail("run directory %s is not a directory of yours", ferry__cli_run_dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int ferry__cli_run_lock(void)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lock", ferry__cli_run_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ferry__cli_fail("cannot open %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		fprintf(stderr, "ferry: waiting for another ferry start or stop in %s\n",
+			ferry__cli_run_dir);
+		if (flock(fd, LOCK_EX) < 0) {
+			ferry__cli_fail("lock %s: %s", path, strerror(errno));
+			close(fd);
+			return -EIO;
+		}
+	}
+	return fd;
+}
+
+ssize_t ferry__cli_read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return n;
+}
+
+int ferry__cli_write_file(const char *path, const char *text, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(text);
+	int fd, ret = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len)
+		ret = -EIO;
+	if (close(fd) < 0 && ret == 0)
+		ret = -errno;
+	if (ret == 0 && rename(tmp, path) < 0)
+		ret = -errno;
+	if (ret < 0)
+		unlink(tmp);
+	return ret;
+}
+
+pid_t ferry__cli_read_pid(const char *path)
+{
+	char buf[32];
+
+	if (ferry__cli_read_file(path, buf, sizeof(buf)) <= 0)
+		return 0;
+	return (pid_t)strtol(buf, NULL, 10);
+}
+
+bool ferry__cli_pid_is(pid_t pid, const char *name)
+{
+	char path[64], buf[512];
+	const char *base, *state;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (ferry__cli_read_file(path, buf, sizeof(buf)) <= 0)
+		return false;
+	state = strrchr(buf, ')');
+	if (!state || state[1] != ' ' || state[2] == 'Z' || state[2] == 'X')
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if (ferry__cli_read_file(path, buf, sizeof(buf)) <= 0)
+		return false;
+	base = strrchr(buf, '/');
+	return strcmp(base ? base + 1 : buf, name) == 0;
+}
+
+/* ---- cluster file and token ---- */
+
+/* The cluster file: "address HOST:PORT\ntoken PATH\nsession NAME\n". */
+int ferry__cli_cluster_read(struct ferry__cli_cluster *c)
+{
+	char path[PATH_MAX], buf[2 * PATH_MAX], *line, *save = NULL;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(path, sizeof(path), "%s/cluster", ferry__cli_run_dir);
+	if (ferry__cli_read_file(path, buf, sizeof(buf)) <= 0)
+		return -ENOENT;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "address ", 8))
+			snprintf(c->address, sizeof(c->address), "%s", line + 8);
+		else if (!strncmp(line, "token ", 6))
+			snprintf(c->token, sizeof(c->token), "%s", line + 6);
+		else if (!strncmp(line, "session ", 8))
+			snprintf(c->session, sizeof(c->session), "%s", line + 8);
+	}
+	return *c->address && *c->token ? 0 : -EINVAL;
+}
+
+int ferry__cli_cluster_write(const struct ferry__cli_cluster *c)
+{
+	char path[PATH_MAX], buf[2 * PATH_MAX + 512];
+
+	snprintf(path, sizeof(path), "%s/cluster", ferry__cli_run_dir);
+	snprintf(buf, sizeof(buf), "address %s\ntoken %s\nsession %s\n", c->address, c->token,
+		 c->session);
+	return ferry__cli_write_file(path, buf, 0600);
+}
+
+int ferry__cli_token_make(char *path, size_t size)
+{
+	unsigned char raw[32];
+	char hex[2 * sizeof(raw) + 2];
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		ferry__cli_fail("getrandom: %s", strerror(errno));
+		return -EIO;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+	strcat(hex, "\n");
+	/* Not `token` yet: that one may belong to a cluster, and is replaced only once this start
+	 * has succeeded (ferry__cli_token_install). */
+	snprintf(path, size, "%s/token.new-%d", ferry__cli_run_dir, (int)getpid());
+	if (ferry__cli_write_file(path, hex, 0600) < 0) {
+		ferry__cli_fail("cannot write %s: %s", path, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+int ferry__cli_token_install(const char *tmp_path, char *final, size_t size)
+{
+	snprintf(final, size, "%s/token", ferry__cli_run_dir);
+	if (rename(tmp_path, final) < 0) {
+		ferry__cli_fail("cannot rename %s to %s: %s", tmp_path, final, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---- sessions ---- */
+
+void ferry__cli_session_logs(const char *name, char *dir, size_t size)
+{
+	snprintf(dir, size, "%s/%s/logs", ferry__cli_run_dir, name);
+}
+
+/* Point session_latest at @name: a new link renamed over the old one. */
+static void session_link(const char *name)
+{
+	char link[PATH_MAX - 32], tmp[PATH_MAX];
+
+	snprintf(link, sizeof(link), "%s/session_latest", ferry__cli_run_dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", link, (int)getpid());
+	unlink(tmp);
+	if (symlink(name, tmp) < 0 || rename(tmp, link) < 0) {
+		ferry__cli_fail("cannot point %s at %s: %s", link, name, strerror(errno));
+		unlink(tmp);
+	}
+}
+
+int ferry__cli_session_create(char *name, size_t size)
+{
+	char dir[PATH_MAX], stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%d_%H-%M-%S", &tm);
+	snprintf(name, size, "session_%s_%d", stamp, (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/%s", ferry__cli_run_dir, name);
+	if (mkdir(dir, 0700) < 0) {
+		ferry__cli_fail("cannot create %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	ferry__cli_session_logs(name, dir, sizeof(dir));
+	if (mkdir(dir, 0700) < 0) {
+		ferry__cli_fail("cannot create %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	session_link(name);
+	return 0;
+}
+
+/* ---- what still runs ---- */
+
+static pid_t node_pid(unsigned index, char *dir, size_t size)
+{
+	char path[PATH_MAX];
+
+	snprintf(dir, size, "%s/node-%u", ferry__cli_run_dir, index);
+	snprintf(path, sizeof(path), "%s/node.pid", dir);
+	return ferry__cli_read_pid(path);
+}
+
+void ferry__cli_run_live(struct ferry__cli_live *live)
+{
+	char dir[PATH_MAX - 32], path[PATH_MAX];
+
+	memset(live, 0, sizeof(*live));
+	snprintf(path, sizeof(path), "%s/gcs.pid", ferry__cli_run_dir);
+	live->gcs = ferry__cli_read_pid(path);
+	live->gcs_alive = ferry__cli_pid_is(live->gcs, "ferry-gcs");
+	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
+		pid_t pid = node_pid(i, dir, sizeof(dir));
+
+		if (!ferry__cli_pid_is(pid, "ferry-node"))
+			continue;
+		if (live->nodes_alive++ == 0) {
+			live->first_node = i;
+			live->first_node_pid = pid;
+		}
+	}
+}
+
+void ferry__cli_remove_node_dir(const char *dir)
+{
+	static const char *const files[] = {"store.sock", "node.pid"};
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/spill", dir);
+	rmdir(path);
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		ferry__cli_fail("left %s in place: %s", dir, strerror(errno));
+}
+
+void ferry__cli_reap_stale_nodes(void)
+{
+	char dir[PATH_MAX - 32];
+
+	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
+		pid_t pid = node_pid(i, dir, sizeof(dir));
+
+		if (access(dir, F_OK) == 0 && !ferry__cli_pid_is(pid, "ferry-node"))
+			ferry__cli_remove_node_dir(dir);
+	}
+}
