@@ -7,7 +7,10 @@
 #include <cstring>
 
 #include "bench_main.h"
-#include "bench_version.h"
+
+extern "C" {
+#include "common/version.h"
+}
 
 // transport_bench.cc: `ferry-bench transport ...` (two-host mode, --1gib).
 int ferry_bench_transport_main(int argc, char **argv);
@@ -67,7 +70,7 @@ int ferry_bench_init(int *argc, char **argv)
 		ferry_bench_usage(stderr);
 		return -1;
 	}
-	benchmark::AddCustomContext("ferry_commit", FERRY_BENCH_COMMIT);
+	benchmark::AddCustomContext("ferry_commit", ferry__version_commit());
 	return 0;
 }
 
@@ -78,7 +81,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--version")) {
-		printf("ferry-bench (Ferry) commit %s\n", FERRY_BENCH_COMMIT);
+		printf("ferry-bench (Ferry) commit %s\n", ferry__version_commit());
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "transport"))

@@ -25,7 +25,6 @@
 
 #include "bench_main.h"
 #include "bench_util.h"
-#include "bench_version.h"
 #include "ferry_config.h"
 
 #if FERRY_HAVE_RDMA
@@ -36,6 +35,7 @@ extern "C" {
 #include "common/loop.h"
 #include "common/net.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "tools/cluster_embed.h"
 }
 
@@ -107,7 +107,7 @@ std::string transports_text(unsigned bits)
 // A row's label: the transports its pulls used and the Ferry commit.
 void label(benchmark::State &state, unsigned used)
 {
-	state.SetLabel(transports_text(used) + " commit=" + FERRY_BENCH_COMMIT);
+	state.SetLabel(transports_text(used) + " commit=" + ferry__version_commit());
 }
 
 // A GCS and two nodes in this process. A serves, B pulls; both speak @transports.
@@ -727,8 +727,8 @@ int run_server(remote_args &a)
 		pthread_sigmask(SIG_BLOCK, &set, nullptr);
 		printf("ferry-bench transport server ready (commit %s): GCS %s node %s spin %u us\n"
 		       "on the other host run: ferry-bench transport --client %s --token-file %s\n",
-		       FERRY_BENCH_COMMIT, addr, ferry__embed_node_address(node), a.spin_us, addr,
-		       a.token_file);
+		       ferry__version_commit(), addr, ferry__embed_node_address(node), a.spin_us,
+		       addr, a.token_file);
 		fflush(stdout);
 		sigwait(&set, &sig);
 	} else {
@@ -770,7 +770,7 @@ int run_client(remote_args &a)
 	}
 	// Where the pulls go out from; each row's label says which transport they took.
 	fprintf(stderr, "ferry-bench transport client (commit %s): node %s, spin %u us\n",
-		FERRY_BENCH_COMMIT, ferry__embed_node_address(g_remote_node), a.spin_us);
+		ferry__version_commit(), ferry__embed_node_address(g_remote_node), a.spin_us);
 	auto *b =
 		benchmark::RegisterBenchmark("BM_transport_remote_pull", BM_transport_remote_pull);
 	sizes(b, g_1gib);

@@ -14,6 +14,10 @@
 /* ferry__version() - "0.1.0 (commit 1a2b3c4d5e6f)"; "unknown" where git was not available. */
 const char *ferry__version(void);
 
+/* ferry__version_commit() - the git commit alone ("1a2b3c4d5e6f", "-dirty" appended for a
+ * changed tree), as benchmark rows and their JSON name it. */
+const char *ferry__version_commit(void);
+
 /* ferry__version_print() - "@program 0.1.0 (commit ...)" and a newline on stdout. */
 void ferry__version_print(const char *program);
 
