@@ -287,6 +287,25 @@ static void node_argv(const struct opts *o, const char **argv, unsigned n, const
 	argv[n] = NULL;
 }
 
+/* The id from a node's ready line ("... id=HEX ...") into @dir/node.id, so `status` can name the
+ * store socket of each node this host runs (the GCS knows addresses, not local paths). */
+static void record_node_id(const char *dir, const char *ready_line)
+{
+	const char *id = strstr(ready_line, " id=");
+	char path[PATH_MAX], hex[64];
+	size_t len;
+
+	if (!id)
+		return;
+	id += 4;
+	len = strcspn(id, " \n");
+	if (len == 0 || len >= sizeof(hex))
+		return;
+	snprintf(hex, sizeof(hex), "%.*s\n", (int)len, id);
+	snprintf(path, sizeof(path), "%s/node.id", dir);
+	(void)ferry__cli_write_file(path, hex, 0644);
+}
+
 static int start_node(const struct opts *o, const struct start *s)
 {
 	char bin[PATH_MAX], dir[PATH_MAX - 32], sock[PATH_MAX], spill[PATH_MAX], line[512];
@@ -338,6 +357,7 @@ static int start_node(const struct opts *o, const struct start *s)
 	}
 	printf("started ferry-node  pid %-7d %s: %s (log %s)\n", (int)d.pid, stem, line,
 	       d.log_path);
+	record_node_id(dir, line);
 	return 0;
 }
 
@@ -624,6 +644,32 @@ static void print_clashes(const struct ferry_gcs_node_info *nodes, int count)
 	}
 }
 
+/* For a node this host started and still runs, the store socket a local program connects to;
+ * printed under its row. */
+static void print_local_socket(const struct ferry_gcs_node_info *n)
+{
+	char id[2 * sizeof(n->id) + 1], path[PATH_MAX], rec[64];
+	ssize_t len;
+
+	ferry_id_to_hex(&n->id, sizeof(n->id), id, sizeof(id));
+	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
+		snprintf(path, sizeof(path), "%s/node-%u/node.id", ferry__cli_run_dir, i);
+		len = ferry__cli_read_file(path, rec, sizeof(rec) - 1);
+		if (len <= 0)
+			continue;
+		rec[len] = '\0';
+		rec[strcspn(rec, "\n")] = '\0';
+		if (strcmp(rec, id))
+			continue;
+		snprintf(path, sizeof(path), "%s/node-%u/node.pid", ferry__cli_run_dir, i);
+		if (!ferry__cli_pid_is(ferry__cli_read_pid(path), "ferry-node"))
+			return;
+		printf("  store socket (this host): %s/node-%u/store.sock\n", ferry__cli_run_dir,
+		       i);
+		return;
+	}
+}
+
 static int cmd_status(const struct opts *o)
 {
 	struct ferry__cli_cluster here;
@@ -661,6 +707,8 @@ static int cmd_status(const struct opts *o)
 	       "TRANSPORTS", "STORE");
 	for (int i = 0; i < ret; i++) {
 		print_node(&nodes[i]);
+		if (nodes[i].state != FERRY_GCS_NODE_DEAD)
+			print_local_socket(&nodes[i]);
 		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
 	}
 	printf("%d node%s, %d alive\n", ret, ret == 1 ? "" : "s", alive);

@@ -285,7 +285,7 @@ void ferry__cli_run_live(struct ferry__cli_live *live)
 
 void ferry__cli_remove_node_dir(const char *dir)
 {
-	static const char *const files[] = {"store.sock", "node.pid"};
+	static const char *const files[] = {"store.sock", "node.pid", "node.id"};
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {

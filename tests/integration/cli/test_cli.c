@@ -175,6 +175,9 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
 	ftest_assert_int_eq(count(out, " alive "), 2);
 	ftest_assert_ptr_notnull(strstr(out, "2 nodes, 2 alive"));
+	/* Each node's store socket, for the programs on this host that use it. */
+	ftest_assert_ptr_notnull(strstr(out, "node-1/store.sock"));
+	ftest_assert_ptr_notnull(strstr(out, "node-2/store.sock"));
 
 	/* A node that crashes: the GCS declares it dead, and stop copes with its stale pid. */
 	ftest_assert_ok(kill(node2, SIGKILL));
