@@ -132,6 +132,18 @@ const char *ferry__conn_peer(const struct ferry__conn *conn);
 /* Bytes queued and not yet written: a caller can hold back when a peer reads slowly. */
 size_t ferry__conn_queued_bytes(const struct ferry__conn *conn);
 
+/* A Unix peer as the kernel knows it (conn_cred.c). */
+struct ferry__conn_cred {
+	int pid;      /* at connect, in this process's pid namespace; 0: not visible from it */
+	unsigned uid; /* effective uid at connect */
+	unsigned gid; /* effective gid at connect */
+	int pidfd;    /* the peer process (the caller closes it); -1: none to be had */
+};
+
+/* ferry__conn_peer_cred() - the peer's credentials (SO_PEERCRED) and a pidfd for it
+ * (SO_PEERPIDFD, else pidfd_open()). Returns 0, -EOPNOTSUPP (not a Unix socket) or -errno. */
+int ferry__conn_peer_cred(const struct ferry__conn *conn, struct ferry__conn_cred *out);
+
 /* ---- server ---- */
 
 /* Server options; zeros are defaults except the callbacks. */
