@@ -166,8 +166,9 @@ void ferry__plasma_parked_fini(struct ferry__plasma_server *srv)
 static void sweep_dead_clients(struct ferry__plasma_server *srv)
 {
 	for (struct ferry__plasma_pclient *c = srv->clients; c; c = c->next) {
+		/* Without a pid or pidfd the process cannot be watched: its close will come. */
 		if (!c->conn || c->closing || c->slot == FERRY__PLASMA_NO_SLOT ||
-		    !process_gone(c->pid, c->pidfd))
+		    (c->pidfd < 0 && c->pid <= 0) || !process_gone(c->pid, c->pidfd))
 			continue;
 		FLOG_INFO(comp, "server: client pid %d (slot %u) gone before its connection closed",
 			  c->pid, c->slot);
