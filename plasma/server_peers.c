@@ -178,17 +178,20 @@ static void sweep_dead_clients(struct ferry__plasma_server *srv)
 	}
 }
 
-/* Slots held by @uid: connected (but for @self) and parked. */
-static uint32_t slots_of(const struct ferry__plasma_server *srv, unsigned uid,
-			 const struct ferry__plasma_pclient *self)
+/* Slots taken, connected (but for @self's) or parked: all of them, and @self's uid's. */
+static void count_slots(const struct ferry__plasma_server *srv,
+			const struct ferry__plasma_pclient *self, uint32_t *all, uint32_t *uid)
 {
-	uint32_t n = 0;
-
-	for (const struct ferry__plasma_pclient *c = srv->clients; c; c = c->next)
-		n += c != self && c->slot != FERRY__PLASMA_NO_SLOT && c->uid == uid;
+	*all = *uid = 0;
+	for (const struct ferry__plasma_pclient *c = srv->clients; c; c = c->next) {
+		if (c == self || c->slot == FERRY__PLASMA_NO_SLOT)
+			continue;
+		*all += 1;
+		*uid += c->uid == self->uid;
+	}
 	for (uint32_t i = 0; i < srv->nparked; i++)
-		n += srv->parked[i].uid == uid;
-	return n;
+		*uid += srv->parked[i].uid == self->uid;
+	*all += srv->nparked;
 }
 
 /* Slots @uid may hold (UINT32_MAX: no cap). */
@@ -202,11 +205,16 @@ static uint32_t uid_cap(const struct ferry__plasma_server *srv, unsigned uid)
 int ferry__plasma_admit(struct ferry__plasma_pclient *c, uint32_t *slot)
 {
 	struct ferry__plasma_server *srv = c->srv;
-	uint32_t cap = uid_cap(srv, c->uid), held;
+	uint32_t cap = uid_cap(srv, c->uid), all, held;
 
 	ferry__plasma_parked_sweep(srv);
-	sweep_dead_clients(srv);
-	held = slots_of(srv, c->uid, c);
+	count_slots(srv, c, &all, &held);
+	/* Processes that died before their close arrived are looked for only when they would
+	 * make us refuse (a poll per client). */
+	if (held >= cap || all + 1 >= srv->ix->max_clients) {
+		sweep_dead_clients(srv);
+		count_slots(srv, c, &all, &held);
+	}
 	if (held >= cap) {
 		FLOG_WARN(comp,
 			  "server: uid %u holds %u client slots, its cap (max_clients_per_uid)",

@@ -158,6 +158,45 @@ FTEST(claimed_pid_is_replaced_by_the_kernels)
 	ferry__plasma_server_destroy(srv);
 }
 
+/*
+ * The connecting process dies while a child it forked keeps the socket open: the store sees no
+ * close, but the process it admitted is gone, so its slot goes to the next client (which needs
+ * it: one usable slot) rather than waiting for a close that may never come.
+ */
+FTEST(slot_of_a_dead_process_is_taken_back_while_its_socket_lives_on)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c;
+	int hold[2];
+	pid_t client;
+
+	store_spawn(&t,
+		    (struct ferry__plasma_server_opts){.memory_bytes = 16 * MIB, .max_clients = 2});
+	ftest_assert_int_eq(pipe(hold), 0);
+	client = fork();
+	ftest_assert_int_ge(client, 0);
+	if (client == 0) {
+		pid_t keeper;
+		char b;
+
+		close(hold[1]);
+		if (ferry_plasma_client_connect(t.path, NULL, &c) < 0)
+			_exit(2);
+		keeper = fork(); /* inherits the socket; lives until the test closes hold[1] */
+		if (keeper == 0)
+			_exit(read(hold[0], &b, 1) < 0);
+		_exit(keeper < 0 ? 3 : 0);
+	}
+	close(hold[0]);
+	ftest_assert_int_eq(wait_child(client), 0);
+	ftest_assert_ok(ferry_plasma_client_connect(t.path, NULL, &c));
+	client_put(c, 1, 1000);
+	client_check(c, 1, 1000, 0);
+	ferry_plasma_client_disconnect(c);
+	close(hold[1]);
+	store_stop(&t);
+}
+
 /* ---- one uid cannot take every slot ---- */
 
 /* As root: let @uid reach the store's socket in the test's private directory. */
