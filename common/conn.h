@@ -137,6 +137,18 @@ size_t ferry__conn_queued_bytes(const struct ferry__conn *conn);
 int ferry__conn_local_addr(const struct ferry__conn *conn, struct sockaddr_storage *ss,
 			   socklen_t *len);
 
+/* A Unix peer as the kernel knows it (conn_cred.c). */
+struct ferry__conn_cred {
+	int pid;      /* at connect, in this process's pid namespace; 0: not visible from it */
+	unsigned uid; /* effective uid at connect */
+	unsigned gid; /* effective gid at connect */
+	int pidfd;    /* the peer process (the caller closes it); -1: none to be had */
+};
+
+/* ferry__conn_peer_cred() - the peer's credentials (SO_PEERCRED) and a pidfd for it
+ * (SO_PEERPIDFD, else pidfd_open()). Returns 0, -EOPNOTSUPP (not a Unix socket) or -errno. */
+int ferry__conn_peer_cred(const struct ferry__conn *conn, struct ferry__conn_cred *out);
+
 /* ---- server ---- */
 
 /* Server options; zeros are defaults except the callbacks. */

@@ -394,6 +394,7 @@ int ferry__pc_finish(struct ferry_plasma_client *c, struct ferry__pc_pending *p,
 int ferry__pc_hello(struct ferry_plasma_client *c, const char *name, uint64_t chunk_bytes,
 		    uint8_t **reply, size_t *len, int *fds, unsigned *nfds)
 {
+	/* pid: the store asks the kernel who we are; stores of earlier versions believed it. */
 	struct ferry__wire_plasma_connect m = {
 		.seq = 1, .pid = (int32_t)getpid(), .name = name, .want_chunk_size = chunk_bytes};
 	struct ferry__fb_builder b = {0};

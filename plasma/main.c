@@ -23,7 +23,8 @@
 static const char usage[] =
 	"usage: ferry-plasma [--socket PATH] [--memory SIZE] [--spill-dir DIR | --no-spill]\n"
 	"                    [--spill-threshold PCT] [--spill-max SIZE] [--hugepages[=MODE]]\n"
-	"                    [--max-clients N] [--no-prefault] [--log SPEC]\n"
+	"                    [--max-clients N] [--max-clients-per-uid N] [--no-prefault]\n"
+	"                    [--log SPEC]\n"
 	"  --socket PATH          Unix socket to serve (FERRY_PLASMA_SOCKET)\n"
 	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30% of RAM)\n"
 	"  --spill-dir DIR        where primaries spill under pressure (FERRY_SPILL_DIR)\n"
@@ -32,6 +33,8 @@ static const char usage[] =
 	"  --spill-max SIZE       spill space allowed (default: the disk's)\n"
 	"  --hugepages[=MODE]     require (alone), auto (the default: if available) or off\n"
 	"  --max-clients N        client slots, at most 127 (default 63)\n"
+	"  --max-clients-per-uid N  slots one uid may hold (default: half the client slots;\n"
+	"                         root and the store's own uid are not capped)\n"
 	"  --no-prefault          leave arena pages to first touch (faster start, slower puts)\n"
 	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n"
 	"  --help, --version      this text, or the version and commit; nothing else is done\n";
@@ -82,6 +85,12 @@ static int parse_option(struct args *a, int opt, const char *arg)
 			return -EINVAL;
 		a->opts.max_clients = (uint32_t)n + 1; /* plus the store's own slot */
 		return 0;
+	case 'u':
+		n = strtoul(arg, &end, 10);
+		if (*end || n < 1 || n > 127)
+			return -EINVAL;
+		a->opts.max_clients_per_uid = (uint32_t)n;
+		return 0;
 	case 'p':
 		a->opts.store_flags |= FERRY__PLASMA_STORE_NO_PREFAULT;
 		return 0;
@@ -104,6 +113,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"spill-max", required_argument, NULL, 'x'},
 		{"hugepages", optional_argument, NULL, 'h'},
 		{"max-clients", required_argument, NULL, 'c'},
+		{"max-clients-per-uid", required_argument, NULL, 'u'},
 		{"no-prefault", no_argument, NULL, 'p'},
 		{"log", required_argument, NULL, 'l'},
 		{"help", no_argument, NULL, 'H'},

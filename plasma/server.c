@@ -15,8 +15,9 @@
  * creates too large for the chunk (or that refill it), aborts, gets and waits for objects not
  * sealed yet (answered when they are, or at their timeout), deletes, evictions, listings and
  * figures, and notices (seq 0, no reply) of seals and releases made in shared memory. There is
- * no handshake frame: the socket's file permissions are the access control, and the layout
- * version in the reply guards against a mismatched client. Requests on one connection are
+ * no handshake frame: the socket's file permissions are the access control, the kernel says who
+ * connected (server_peers.c: the pid in PlasmaConnect is not believed), and the layout version
+ * in the reply guards against a mismatched client. Requests on one connection are
  * answered in order, except gets and waits, which are answered when satisfied. A connection
  * may instead send PlasmaSubscribe as its first and only request: it then only receives
  * PlasmaNotify batches (server_events.c). Requests are dispatched through one table by type.
@@ -30,7 +31,8 @@
  * is given to a newcomer only once the client said goodbye (PlasmaDisconnect) or its process is
  * gone (or a zombie): a live process whose connection closed may still write to its slot.
  * Reclaim needs the index's writer lock; if a live client holds it too long, it is retried on
- * the next tick, as is the check for the process.
+ * the next tick, as is the check for the process (server_peers.c, which also caps the slots
+ * one uid may hold).
  *
  * Tick (every tick_ms): free deferred deletes (a client whose release emptied a deleted
  * object's pins may not have told us), spill past the threshold (in the background: the
@@ -181,6 +183,7 @@ struct ferry__plasma_pclient *ferry__plasma_client_new(struct ferry__plasma_serv
 	c->srv = srv;
 	c->conn = conn;
 	c->slot = FERRY__PLASMA_NO_SLOT;
+	c->pidfd = -1;
 	ferry__hashmap_init(&c->pins, sizeof(struct ferry_object_id),
 			    sizeof(struct ferry__plasma_store_pin));
 	c->next = srv->clients;
@@ -188,74 +191,6 @@ struct ferry__plasma_pclient *ferry__plasma_client_new(struct ferry__plasma_serv
 		srv->clients->prev = c;
 	srv->clients = c;
 	return c;
-}
-
-/* Is process @pid gone, or a zombie (it runs no code any more)? */
-static bool process_gone(int pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
-		return true;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the state follows the command name, which may hold anything */
-	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-static void park(struct ferry__plasma_server *srv, struct ferry__plasma_parked p)
-{
-	struct ferry__plasma_parked *grown =
-		ferry__realloc(srv->parked, (srv->nparked + 1) * sizeof(*grown));
-
-	if (!grown) {
-		FLOG_ERROR(comp, "server: client slot %u leaked (no memory to track it)", p.slot);
-		return;
-	}
-	srv->parked = grown;
-	srv->parked[srv->nparked++] = p;
-}
-
-/* One step for a parked slot. Returns true when it is done with. */
-static bool unpark(struct ferry__plasma_server *srv, struct ferry__plasma_parked *p)
-{
-	int r = 0;
-
-	if (!p->retired) {
-		r = ferry__plasma_store_client_retire(srv->store, p->slot);
-		p->retired = r == 0;
-	}
-	if (p->retired && (p->clean || process_gone(p->pid)))
-		r = ferry__plasma_store_client_remove(srv->store, p->slot);
-	else if (p->retired)
-		return false; /* its process still runs */
-	if (r != -EAGAIN)
-		return p->retired || r < 0;
-	FLOG_WARN(comp, "server: client slot %u: writer lock busy, reclaim retried later", p->slot);
-	return false;
-}
-
-/*
- * Give a departed client's slot back. Its pins and unsealed objects are reclaimed at once; the
- * slot itself is reused only once the client left cleanly or its process is gone: a process
- * whose connection we closed (say, for a malformed request) may still write to its slot, and
- * must not share it with a newcomer. Lock timeouts and live processes are retried on the tick.
- */
-static void release_slot(struct ferry__plasma_server *srv, uint32_t slot, int pid, bool clean)
-{
-	struct ferry__plasma_parked p = {.slot = slot, .pid = pid, .clean = clean};
-
-	if (!unpark(srv, &p))
-		park(srv, p);
 }
 
 void ferry__plasma_client_leave(struct ferry__plasma_pclient *c, bool clean)
@@ -269,7 +204,7 @@ void ferry__plasma_client_leave(struct ferry__plasma_pclient *c, bool clean)
 	/* Seals whose notice it did not send (it died in between) are reported now, before
 	 * its sealed objects pass to the store's slot. */
 	ferry__plasma_events_client_gone(srv, c->slot);
-	release_slot(srv, c->slot, c->pid, clean || !c->conn);
+	ferry__plasma_slot_release(c, clean || !c->conn);
 	c->slot = FERRY__PLASMA_NO_SLOT;
 	/* Objects it was creating are gone: waits for them may now wait for absent objects. */
 	if (srv->waits)
@@ -283,6 +218,8 @@ void ferry__plasma_client_free(struct ferry__plasma_pclient *c)
 	ferry__plasma_sub_free(c);
 	ferry__plasma_client_leave(c, false);
 	ferry__hashmap_fini(&c->pins);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -347,12 +284,7 @@ static void on_tick(struct ferry__loop_timer *timer, int status)
 	if (UNDER_VALGRIND())
 		sched_yield();
 	ferry__plasma_store_tick(srv->store);
-	for (uint32_t i = 0; i < srv->nparked;) {
-		if (unpark(srv, &srv->parked[i]))
-			srv->parked[i] = srv->parked[--srv->nparked];
-		else
-			i++;
-	}
+	ferry__plasma_parked_sweep(srv);
 	seals = atomic_load_explicit(&srv->ix->hdr->seal_seq, memory_order_relaxed);
 	if (srv->waits && seals != srv->waits_seal_seq) {
 		srv->waits_seal_seq = seals;
@@ -413,6 +345,9 @@ static int create_store(struct ferry__plasma_server *srv, const struct ferry__pl
 		ferry__plasma_store_destroy(srv->store);
 		return -ENOMEM;
 	}
+	srv->own_uid = geteuid();
+	srv->max_per_uid = o->max_clients_per_uid ? o->max_clients_per_uid
+						  : FERRY_MAX((srv->ix->max_clients - 1) / 2, 1u);
 	arena = ferry__plasma_store_arena(srv->store)->size;
 	srv->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK_BYTES;
 	srv->chunk_bytes = FERRY_ALIGN_UP(
@@ -544,7 +479,7 @@ void ferry__plasma_server_destroy(struct ferry__plasma_server *srv)
 	ferry__plasma_events_fini(srv);
 	ferry__plasma_store_destroy(srv->store);
 	ferry__free(srv->held);
-	ferry__free(srv->parked);
+	ferry__plasma_parked_fini(srv);
 	ferry__free(srv->socket_path);
 	ferry__free(srv);
 }

@@ -75,6 +75,9 @@ struct ferry__plasma_server_opts {
 	void *hook_arg;						   /* for the hooks */
 	uint32_t miss_quiet_ms; /* on_miss episode ends this long after its last wait; 0: 1000 */
 	bool content_checks; /* places carry content checks (a store peers READ from one-sided) */
+	/* Slots one uid may hold, connected or parked until its process exits; 0: half the
+	 * client slots. Root and the store's own uid are not capped (server_peers.c). */
+	uint32_t max_clients_per_uid;
 };
 
 /*

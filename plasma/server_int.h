@@ -61,7 +61,9 @@ struct ferry__plasma_pclient {
 	struct ferry__plasma_pclient *next; /* same */
 	struct ferry__hashmap pins;	    /* ObjectID -> struct ferry__plasma_store_pin */
 	uint32_t slot;			    /* index client slot; NO_SLOT before PlasmaConnect */
-	int pid;			    /* its process, as it said (logs) */
+	int pid;			    /* its process, as the kernel says (0: unknown) */
+	unsigned uid;			    /* its effective uid at connect (per-uid cap) */
+	int pidfd;			    /* its process (-1: none); owned */
 	bool closing;			    /* a protocol error closed it: ignore what follows */
 	struct ferry__plasma_sub *sub;	    /* a subscriber connection: its queue; else NULL */
 	uint64_t replies;		    /* messages sent to it (tests) */
@@ -90,10 +92,12 @@ struct ferry__plasma_wait {
 	struct ferry__plasma_wait_item items[]; /* n of them */
 };
 
-/* The slot of a departed client, not reusable yet (server.c, release_slot()). */
+/* The slot of a departed client, not reusable yet (server_peers.c). */
 struct ferry__plasma_parked {
 	uint32_t slot; /* client slot */
-	int pid;       /* its process */
+	int pid;       /* its process (the kernel's word) */
+	int pidfd;     /* the same (-1: none); owned */
+	unsigned uid;  /* its uid: a parked slot counts against the uid's cap */
 	bool clean;    /* it said goodbye: reuse once reclaimed, whatever the process does */
 	bool retired;  /* its pins and objects are reclaimed */
 };
@@ -112,6 +116,8 @@ struct ferry__plasma_server {
 	struct ferry__plasma_parked *parked;   /* departed clients' slots not reusable yet */
 	uint32_t nparked;		       /* entries in parked */
 	uint64_t chunk_bytes;		       /* default chunk for a client */
+	uint32_t max_per_uid;		       /* client slots one uid may hold */
+	unsigned own_uid;		       /* the store's euid (not capped, nor is root) */
 	uint64_t waits_seal_seq;	       /* the index's seal_seq at the last re-check */
 	uint32_t tick_ms;		       /* tick period */
 	struct ferry__wire_unique_id id;       /* this store instance */
@@ -159,6 +165,21 @@ void ferry__plasma_client_free(struct ferry__plasma_pclient *c);
 /* Handle one request whose payload ferry__wire_verify() accepted. */
 void ferry__plasma_handle(struct ferry__plasma_pclient *c, uint16_t type, const void *payload,
 			  size_t len);
+
+/* server_peers.c: who the clients are, slots per uid, slots parked until a process is gone. */
+
+/* Fill @c's pid, uid and pidfd from the kernel (a client without a connection: this process).
+ * Returns 0 or -errno. */
+int ferry__plasma_identify(struct ferry__plasma_pclient *c);
+/* A client slot for identified @c into *@slot, after reclaiming the slots of processes that are
+ * gone. Returns 0 or -EUSERS (its uid is at its cap, or every slot is taken; logged). */
+int ferry__plasma_admit(struct ferry__plasma_pclient *c, uint32_t *slot);
+/* @c's slot is retired; reuse it now if @clean or its process is gone, else park it. Takes
+ * @c's pidfd. */
+void ferry__plasma_slot_release(struct ferry__plasma_pclient *c, bool clean);
+/* Finish parked slots whose process is gone (tick, admission); free them all at destroy. */
+void ferry__plasma_parked_sweep(struct ferry__plasma_server *srv);
+void ferry__plasma_parked_fini(struct ferry__plasma_server *srv);
 
 /* server_ops.c: one handler per request type (payload verified). */
 void ferry__plasma_on_connect(struct ferry__plasma_pclient *c, const void *payload);

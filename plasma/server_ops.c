@@ -89,19 +89,23 @@ void ferry__plasma_on_connect(struct ferry__plasma_pclient *c, const void *paylo
 	uint32_t slot;
 	int r;
 
-	c->pid = ferry__wire_plasma_connect_pid(v);
-	r = ferry__plasma_store_client_add(c->srv->store, c->pid, &slot);
+	/* The pid the message claims is not believed: it could name any process, one that lives
+	 * forever (the slot would never come back) or none in our pid namespace. */
+	r = ferry__plasma_identify(c);
+	if (r == 0)
+		r = ferry__plasma_admit(c, &slot);
 	if (r < 0) {
 		struct ferry__wire_plasma_connect_reply m = {.seq = seq, .status = r};
 
-		FLOG_WARN(comp, "server: refusing pid %d: %s", c->pid, ferry_strerror(r));
+		FLOG_WARN(comp, "server: refusing pid %d uid %u: %s", c->pid, c->uid,
+			  ferry_strerror(r));
 		ferry__plasma_send(c, FERRY__WIRE_MSG_PLASMA_CONNECT_REPLY,
 				   ferry__wire_plasma_connect_reply_build(&c->srv->fb, &m));
 		return;
 	}
 	c->slot = slot;
 	grant_chunk(c, ferry__wire_plasma_connect_want_chunk_size(v));
-	FLOG_INFO(comp, "server: client pid %d (%s) connected in slot %u", c->pid,
+	FLOG_INFO(comp, "server: client pid %d uid %u (%s) connected in slot %u", c->pid, c->uid,
 		  ferry__wire_plasma_connect_name(v) ? ferry__wire_plasma_connect_name(v) : "-",
 		  slot);
 	connect_reply(c, seq);

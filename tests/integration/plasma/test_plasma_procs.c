@@ -4,10 +4,12 @@
  * client processes. Puts and gets across processes (waiting for each other's seals), racing
  * creates of the same IDs, a client killed while it pins objects and writes others, a full
  * store, spilling in one process and restoring in another, malformed requests (logged, only
- * that connection closed), and a clean stop (socket removed, exit 0).
+ * that connection closed), clients known by the kernel's word rather than the pid they claim
+ * (and capped per uid), and a clean stop (socket removed, exit 0).
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,8 @@
 
 #include <ferry/plasma.h>
 
+#include "common/frame.h"
+#include "common/wire.h"
 #include "ftest.h"
 
 #define MIB (1ull << 20)
@@ -30,6 +34,24 @@ struct store {
 	char sock[256]; /* its socket */
 	char log[256];	/* its stderr */
 };
+
+/* Run ferry-plasma: @extra is "spill" (spill into @spill), or options separated by spaces
+ * (the paths are the test's own: no spaces in them). */
+static void exec_store(const char *bin, const char *sock, const char *memory, const char *spill,
+		       const char *extra)
+{
+	char cmd[1024], *argv[32], *save = NULL;
+	bool spills = extra && !strcmp(extra, "spill");
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s --memory %s --log info %s%s %s", bin, sock,
+		 memory, spills ? "--spill-dir " : "--no-spill", spills ? spill : "",
+		 extra && !spills ? extra : "");
+	for (char *o = strtok_r(cmd, " ", &save); o && n < 31; o = strtok_r(NULL, " ", &save))
+		argv[n++] = o;
+	argv[n] = NULL;
+	execv(argv[0], argv);
+}
 
 static void store_start(struct store *s, const char *memory, const char *extra)
 {
@@ -51,12 +73,7 @@ static void store_start(struct store *s, const char *memory, const char *extra)
 	if (s->pid == 0) {
 		dup2(out[1], 1);
 		dup2(logfd, 2);
-		if (extra && !strcmp(extra, "spill"))
-			execl(bin, bin, "--socket", s->sock, "--memory", memory, "--spill-dir",
-			      spill, "--log", "info", (char *)NULL);
-		else
-			execl(bin, bin, "--socket", s->sock, "--memory", memory, "--no-spill",
-			      "--log", "info", (char *)NULL);
+		exec_store(bin, s->sock, memory, spill, extra);
 		_exit(127);
 	}
 	close(out[1]);
@@ -374,5 +391,111 @@ FTEST(a_malformed_request_is_logged_and_closes_only_its_connection)
 	put(c, 2, 3 * MIB);
 	check(c, 2, 3 * MIB, 0);
 	ferry_plasma_client_disconnect(c);
+	store_stop(&s);
+}
+
+/* ---- who the clients are ---- */
+
+static int raw_connect(const struct store *s)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	memcpy(a.sun_path, s->sock, strlen(s->sock) + 1);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* PlasmaConnect claiming @pid; the reply is read and dropped (its fds with it). Returns 0 or
+ * -1 (no test asserts: it runs in a child). */
+static int send_forged_connect(int fd, int32_t pid)
+{
+	struct ferry__wire_plasma_connect m = {.seq = 1, .pid = pid, .name = "forger"};
+	struct ferry__fb_builder b = {0};
+	const uint8_t *frame;
+	uint8_t reply[256];
+	size_t size;
+	int r = -1;
+
+	if (ferry__wire_plasma_connect_build(&b, &m) == 0 &&
+	    ferry__frame_finish(&b, FERRY__WIRE_MSG_PLASMA_CONNECT, &frame, &size) == 0 &&
+	    write(fd, frame, size) == (ssize_t)size && read(fd, reply, sizeof(reply)) > 0)
+		r = 0;
+	ferry__fb_builder_fini(&b);
+	return r;
+}
+
+/*
+ * A client that claims to be a live process (here the test itself) and is then killed: its
+ * slot comes back because the store watches the process the kernel named. The store has one
+ * client slot, so the next client needs it; the log names the real pid.
+ */
+FTEST(a_killed_client_that_claimed_a_live_pid_is_cleaned_up)
+{
+	struct ferry_plasma_client *c;
+	struct store s;
+	char line[64];
+	int ready[2], status;
+	pid_t pid;
+
+	store_start(&s, "16M", "--max-clients 1");
+	ftest_assert_int_eq(pipe(ready), 0);
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = raw_connect(&s);
+
+		if (fd < 0 || send_forged_connect(fd, (int32_t)getppid()) < 0 ||
+		    write(ready[1], "x", 1) != 1)
+			_exit(1);
+		pause(); /* killed here, still connected */
+		_exit(1);
+	}
+	ftest_assert_int_eq(read(ready[0], line, 1), 1);
+	kill(pid, SIGKILL);
+	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
+	c = connect_to(&s);
+	put(c, 1, 1000);
+	check(c, 1, 1000, 0);
+	ferry_plasma_client_disconnect(c);
+	snprintf(line, sizeof(line), "client pid %d uid", (int)pid);
+	ftest_assert_true(log_has(&s, line));
+	close(ready[0]);
+	close(ready[1]);
+	store_stop(&s);
+}
+
+/* --max-clients-per-uid: uid nobody gets one slot, a second connect is refused and logged. */
+FTEST(max_clients_per_uid_caps_one_user)
+{
+	struct store s;
+	pid_t pid;
+	int status;
+
+	if (geteuid() != 0)
+		ftest_skip("needs root to run a client as uid nobody");
+	store_start(&s, "16M", "--max-clients-per-uid 1");
+	ftest_assert_int_eq(chmod(ftest_tmpdir(), 0711), 0);
+	ftest_assert_int_eq(chmod(s.sock, 0666), 0);
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct ferry_plasma_client *a, *b;
+
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(2);
+		if (ferry_plasma_client_connect(s.sock, NULL, &a) < 0)
+			_exit(3);
+		_exit(ferry_plasma_client_connect(s.sock, NULL, &b) == -EUSERS ? 0 : 4);
+	}
+	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ftest_assert_true(WIFEXITED(status));
+	ftest_assert_int_eq(WEXITSTATUS(status), 0);
+	ftest_assert_true(log_has(&s, "uid 65534 holds 1 client slots, its cap"));
 	store_stop(&s);
 }
