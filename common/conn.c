@@ -40,6 +40,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,13 +99,20 @@ static void tx_release(struct conn_tx *node, int status)
 	ferry__free(node);
 }
 
+static void stop_timers(struct ferry__conn *conn)
+{
+	(void)ferry__loop_timer_stop(&conn->timer);
+	(void)ferry__loop_timer_stop(&conn->tx_timer);
+	(void)ferry__loop_timer_stop(&conn->stall_timer);
+	(void)ferry__loop_timer_stop(&conn->frame_timer);
+}
+
 static void conn_release(struct ferry__conn *conn)
 {
 	int status = conn->close_err ? conn->close_err : -ECANCELED;
 	struct conn_tx *node, *next;
 
-	(void)ferry__loop_timer_stop(&conn->timer);
-	(void)ferry__loop_timer_stop(&conn->tx_timer);
+	stop_timers(conn);
 	for (node = conn->tx_head; node; node = next) {
 		next = node->next;
 		node->queued = false;
@@ -175,11 +183,56 @@ static void on_timer(struct ferry__loop_timer *timer, int status)
 	} else if (conn->state == CONN_FLUSHING) {
 		start_close(conn, conn->close_err);
 	} else if (conn->state == CONN_HANDSHAKE || conn->state == CONN_CONNECTING) {
-		FLOG_WARN(CONN_LOG, "%s: no handshake within %u ms, closing", conn->peer,
-			  conn->timeout_ms);
+		FLOG_PEER_WARN(CONN_LOG, conn->peer, "%s: no handshake within %u ms, closing",
+			       conn->peer, conn->timeout_ms);
 		start_close(conn, -ETIMEDOUT);
 	}
 	conn_finalize(conn);
+}
+
+/* The queue stayed past max_queued_bytes for stall_ms: the peer does not read. */
+static void on_stall_timer(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__conn *conn = timer->data;
+
+	if (status == 0 && conn->state < CONN_CLOSING) {
+		FLOG_PEER_WARN(CONN_LOG, conn->peer,
+			       "%s: %zu bytes unsent for %u ms (the peer does not read); closing",
+			       conn->peer, conn->tx_bytes, conn->stall_ms);
+		status = -ETIMEDOUT;
+	}
+	start_close(conn, status);
+	conn_finalize(conn);
+}
+
+/* A frame was begun and nothing more came for frame_ms. */
+static void on_frame_timer(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__conn *conn = timer->data;
+
+	if (status == 0 && conn->state < CONN_CLOSING) {
+		FLOG_PEER_WARN(CONN_LOG, conn->peer,
+			       "%s: idle for %u ms in the middle of a frame (%zu bytes of it); "
+			       "closing",
+			       conn->peer, conn->frame_ms,
+			       ferry__frame_parser_pending(&conn->parser));
+		status = -ETIMEDOUT;
+	}
+	start_close(conn, status);
+	conn_finalize(conn);
+}
+
+/* Arm or stop the mid-frame deadline after a read (never while we hold reading back). */
+void ferry__conn_frame_deadline(struct ferry__conn *conn)
+{
+	if (!conn->frame_ms)
+		return;
+	if (!conn->rx_paused && conn->state <= CONN_OPEN &&
+	    ferry__frame_parser_pending(&conn->parser))
+		(void)ferry__loop_timer_start(conn->loop, &conn->frame_timer, conn->frame_ms, 0,
+					      on_frame_timer);
+	else
+		(void)ferry__loop_timer_stop(&conn->frame_timer);
 }
 
 void ferry__conn_abort(struct ferry__conn *conn, int err)
@@ -347,6 +400,15 @@ static void tx_advance(struct ferry__conn *conn, size_t bytes)
 		node->queued = false;
 		tx_release(node, 0);
 	}
+	if (conn->tx_bytes < conn->tx_pause)
+		(void)ferry__loop_timer_stop(&conn->stall_timer);
+}
+
+/* A send completed: if the queue drained below max_queued_bytes, deliver and read again. */
+static void tx_maybe_resume(struct ferry__conn *conn)
+{
+	if (conn->rx_paused && conn->tx_bytes < conn->tx_pause && conn->state == CONN_OPEN)
+		ferry__conn_rx_resume(conn);
 }
 
 /* After a send completed: go on, or end a flush with our half of the close. */
@@ -390,6 +452,7 @@ static void on_tx(struct ferry__loop_req *req, int result)
 		} else {
 			tx_advance(conn, (size_t)result);
 			tx_next(conn);
+			tx_maybe_resume(conn);
 		}
 	}
 	conn_finalize(conn);
@@ -418,6 +481,7 @@ static void on_zc_sent(struct ferry__loop_req *req, int result)
 	} else {
 		tx_advance(conn, (size_t)result);
 		tx_next(conn);
+		tx_maybe_resume(conn);
 	}
 }
 
@@ -500,6 +564,13 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 			   len, conn->max_message);
 		return -EMSGSIZE;
 	}
+	if (conn->tx_max - conn->tx_bytes < FERRY_FRAME_HEADER_SIZE + len) {
+		FLOG_PEER_WARN(CONN_LOG, conn->peer,
+			       "%s: %zu bytes unsent and the peer does not read; closing",
+			       conn->peer, conn->tx_bytes);
+		start_close(conn, -ENOBUFS);
+		return -ENOBUFS;
+	}
 	if (copy && !nfds && len <= CONN_PACK_MAX &&
 	    (conn->family == AF_UNIX || len < conn->zc_min)) {
 		ret = tx_pack(conn, type, payload, len);
@@ -527,6 +598,10 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 out:
 	if (ret == 0) {
 		conn->tx_bytes += FERRY_FRAME_HEADER_SIZE + len;
+		if (conn->tx_bytes >= conn->tx_pause && conn->stall_ms &&
+		    !ferry__loop_timer_active(&conn->stall_timer))
+			(void)ferry__loop_timer_start(conn->loop, &conn->stall_timer,
+						      conn->stall_ms, 0, on_stall_timer);
 		tx_schedule(conn);
 	}
 	return ret;
@@ -607,6 +682,8 @@ int ferry__conn_new(struct ferry__loop *loop, const struct ferry__conn_opts *opt
 	conn->timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
 	conn->timer.data = conn;
 	conn->tx_timer.data = conn;
+	conn->stall_timer.data = conn->frame_timer.data = conn;
+	ferry__conn_set_limits(conn, opts, false);
 	conn->connect_req.data = conn->close_req.data = conn;
 	conn->rx_req.data = conn->tx_req.data = conn;
 	conn->tx_tail = &conn->tx_head;
@@ -616,12 +693,36 @@ int ferry__conn_new(struct ferry__loop *loop, const struct ferry__conn_opts *opt
 	return 0;
 }
 
+/* Zero means none for a connection we opened, the server default for an accepted one; SIZE_MAX
+ * / UINT_MAX mean none for both. */
+void ferry__conn_set_limits(struct ferry__conn *conn, const struct ferry__conn_opts *opts,
+			    bool server)
+{
+	size_t queued = opts->max_queued_bytes;
+	unsigned stall = opts->stall_timeout_ms, frame = opts->frame_timeout_ms;
+
+	if (!queued)
+		queued = server ? FERRY_CONN_SERVER_DEFAULT_MAX_QUEUED_BYTES : SIZE_MAX;
+	if (!stall)
+		stall = server ? FERRY_CONN_SERVER_DEFAULT_STALL_TIMEOUT_MS : 0;
+	if (!frame)
+		frame = server ? FERRY_CONN_SERVER_DEFAULT_FRAME_TIMEOUT_MS : 0;
+	conn->tx_pause = queued;
+	/* Room for what a paused connection can still owe: the reply to the message that
+	 * crossed the line, plus pushed traffic (pub/sub) until the stall deadline. */
+	conn->tx_max = queued >= (SIZE_MAX - FERRY_FRAME_HEADER_SIZE - conn->max_message) / 2
+			       ? SIZE_MAX
+			       : 2 * queued + FERRY_FRAME_HEADER_SIZE + conn->max_message;
+	conn->stall_ms = stall == UINT_MAX || queued == SIZE_MAX ? 0 : stall;
+	conn->frame_ms = frame == UINT_MAX ? 0 : frame;
+}
+
 /* Free a connection that never started (no request was made, no callback is owed). */
 static void conn_discard(struct ferry__conn *conn)
 {
 	struct conn_tx *node, *next;
 
-	(void)ferry__loop_timer_stop(&conn->tx_timer);
+	stop_timers(conn);
 	for (node = conn->tx_head; node; node = next) {
 		next = node->next;
 		ferry__conn_close_fds(node->fds, node->nfds);
@@ -817,4 +918,9 @@ const char *ferry__conn_peer(const struct ferry__conn *conn)
 size_t ferry__conn_queued_bytes(const struct ferry__conn *conn)
 {
 	return conn->tx_bytes;
+}
+
+bool ferry__conn_rx_paused(const struct ferry__conn *conn)
+{
+	return conn->rx_paused;
 }
