@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@
 #define DEFAULT_ZC_MIN (64u << 10)
 #define DEFAULT_TIMEOUT_MS 10000u
 #define FLUSH_TIMEOUT_MS 1000u
+#define TRIM_AFTER_BYTES (1u << 20) /* a connection that queued this much trims the heap */
 
 static void on_timer(struct ferry__loop_timer *timer, int status);
 static void tx_kick(struct ferry__conn *conn);
@@ -111,6 +113,7 @@ static void conn_release(struct ferry__conn *conn)
 {
 	int status = conn->close_err ? conn->close_err : -ECANCELED;
 	struct conn_tx *node, *next;
+	bool big;
 
 	stop_timers(conn);
 	for (node = conn->tx_head; node; node = next) {
@@ -127,7 +130,15 @@ static void conn_release(struct ferry__conn *conn)
 		ferry__conn_server_forget(conn);
 	if (conn->cb)
 		conn->cb->on_close(conn, conn->close_err);
+	big = conn->tx_high >= TRIM_AFTER_BYTES;
 	ferry__free(conn);
+#ifdef __GLIBC__
+	/* glibc keeps freed reply buffers in its heap (large ones too, once its mmap threshold
+	 * has adapted upwards); a daemon's memory must come back after a peer that made it
+	 * queue megabytes leaves. Only then: trimming walks the heap. */
+	if (big)
+		malloc_trim(0);
+#endif
 }
 
 static void on_closed(struct ferry__loop_req *req, int result);
@@ -598,6 +609,8 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 out:
 	if (ret == 0) {
 		conn->tx_bytes += FERRY_FRAME_HEADER_SIZE + len;
+		if (conn->tx_bytes > conn->tx_high)
+			conn->tx_high = conn->tx_bytes;
 		if (conn->tx_bytes >= conn->tx_pause && conn->stall_ms &&
 		    !ferry__loop_timer_active(&conn->stall_timer))
 			(void)ferry__loop_timer_start(conn->loop, &conn->stall_timer,

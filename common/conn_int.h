@@ -111,6 +111,7 @@ struct ferry__conn {
 	struct conn_tx *tx_spare;	   /* a sent pack chunk kept for the next, or NULL */
 	struct ferry__loop_timer tx_timer; /* kicks the send once per loop pass */
 	size_t tx_bytes;		   /* header + payload bytes queued, not written */
+	size_t tx_high;			   /* the most tx_bytes ever were */
 	bool tx_busy;			  /* a send is in flight (or a zc send awaits its result) */
 	struct conn_tx *tx_zc;		  /* the message whose zc send awaits its result */
 	unsigned zc_outstanding;	  /* zc sends whose notification has not come */
