@@ -153,6 +153,8 @@ int ferry__tcp_ctx_create(const struct ferry__tcp_ctx_opts *opts, struct ferry__
 	ctx->connect_timeout_ms =
 		opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
 	ctx->op_timeout_ms = opts->op_timeout_ms ? opts->op_timeout_ms : DEFAULT_OP_TIMEOUT_MS;
+	ctx->max_queued = opts->max_queued_bytes ? opts->max_queued_bytes : SIZE_MAX;
+	ctx->stall_timeout_ms = opts->max_queued_bytes ? opts->stall_timeout_ms : 0;
 	ctx->sock_buf_bytes = (int)FERRY_MIN(opts->sock_buf_bytes, (uint32_t)INT32_MAX);
 	ctx->flags = opts->flags;
 	ctx->poll_ns = (uint64_t)opts->poll_us * 1000u;
@@ -278,6 +280,7 @@ static struct ferry__tcp_ep *ep_new(struct ferry__tcp_ctx *ctx, unsigned nsocks,
 	ep->arg = arg;
 	ep->nsocks = nsocks;
 	ep->timer.data = ep->kick.data = ep;
+	ep->stall.data = ep;
 	ferry__hashmap_init(&ep->expects, sizeof(uint64_t), sizeof(void *));
 	tcp_list_init(&ep->link);
 	tcp_list_init(&ep->rx_xfers);
@@ -297,6 +300,7 @@ static void ep_free(struct ferry__tcp_ep *ep)
 
 	(void)ferry__loop_timer_stop(&ep->timer);
 	(void)ferry__loop_timer_stop(&ep->kick);
+	(void)ferry__loop_timer_stop(&ep->stall);
 	for (unsigned i = 0; i < ep->nsocks; i++)
 		if (ep->socks[i])
 			sock_free(ep->socks[i]);
@@ -342,6 +346,7 @@ void ferry__tcp_ep_fail(struct ferry__tcp_ep *ep, int reason)
 	if (ep->listener)
 		ep->destroyed = true; /* still forming: nobody was told about it */
 	(void)ferry__loop_timer_stop(&ep->timer);
+	(void)ferry__loop_timer_stop(&ep->stall);
 	for (unsigned i = 0; i < ep->nsocks; i++)
 		if (ep->socks[i])
 			ferry__tcp_sock_shut(ep->socks[i]);
