@@ -353,8 +353,8 @@ static void tx_queued_add(struct ferry__tcp_ep *ep, size_t bytes)
 	ep->tx_queued += bytes;
 	if (ep->tx_queued >= ep->ctx->max_queued && ep->ctx->stall_timeout_ms &&
 	    !ferry__loop_timer_active(&ep->stall))
-		(void)ferry__loop_timer_start(ep->ctx->loop, &ep->stall,
-					      ep->ctx->stall_timeout_ms, 0, on_stall);
+		(void)ferry__loop_timer_start(ep->ctx->loop, &ep->stall, ep->ctx->stall_timeout_ms,
+					      0, on_stall);
 }
 
 /* @bytes of control frames left: below the cap, read socket 0 again. */
