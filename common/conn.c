@@ -32,6 +32,16 @@
  * a Unix stream read after a message that carried fds); the read's stream range is remembered,
  * and the fds are given to the last frame that starts inside it.
  *
+ * Limits (accepted connections by default, see conn.h): a peer cannot make us hold more than
+ * it is worth. Past max_queued_bytes unsent, rx_deliver() stops handing out frames (they stay
+ * in the parser) and no receive is armed: the peer's requests wait in its own socket buffers
+ * instead of as replies in our heap. The send completion that drains the queue below the cap
+ * resumes delivery (ferry__conn_rx_resume). The check is per frame, so one read holding many
+ * pipelined requests overshoots by one reply at most. A queue past the cap for stall_ms (the
+ * peer does not read at all), or a send past twice the cap plus one message (pushed traffic
+ * such as pub/sub), closes the connection. A frame begun and left for frame_ms closes it too.
+ * After a connection that queued megabytes, the heap is trimmed so the memory really returns.
+ *
  * Close: start_close() cancels what is in flight and arms the timer; every completion of a
  * closing connection calls conn_finalize(), which, once nothing is pending, hands the fd to an
  * async close, waits for it and for the zero-copy notifications (SO_LINGER 0 first, so a peer

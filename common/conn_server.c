@@ -11,6 +11,10 @@
  * HandshakeReply with status 0 is queued, the connection leaves the list, gets the server's
  * connection callbacks and goes to on_accept. Refused: a HandshakeReply carrying the error is
  * flushed, then the connection closes and on_refused reports why; the server keeps serving.
+ * Before the Handshake passed, a connection's frames are capped at handshake_max_bytes (a
+ * larger header is refused before anything is allocated for it) and at most max_handshaking
+ * connections wait at once: a new one past that closes the oldest (-EBUSY). Warnings about a
+ * peer are rate-limited per host (common/log.h), so a flood logs a few lines and a count.
  * Closing the server cancels the accept, closes the handshaking connections and frees the server
  * once the accept completed and the list is empty (connections report to it until then).
  */

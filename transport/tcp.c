@@ -44,6 +44,13 @@
  * bytes, only at the zero-copy notification. A transfer completes when every chunk's slot came
  * back, so send_data's callback means the kernel no longer reads the source.
  *
+ * Backpressure (opts.max_queued_bytes). Control frames queued on an endpoint are copies in
+ * our heap; a peer that pipelines requests and never reads the replies would grow them
+ * without bound. Past the cap, the control socket's next header is not read after a message
+ * (ep->rx_held) until sent frames bring the queue below it; past it for stall_timeout_ms the
+ * endpoint fails with -ETIMEDOUT. Data transfers send from the caller's buffer and are not
+ * counted (their own deadline bounds them).
+ *
  * Transfers. Each has a deadline timer and counts the kernel requests using its buffer
  * (inflight). Deciding a transfer's status (done, cancelled, timed out, endpoint failed) takes
  * it out of the expect table; its callback runs once inflight is 0, from a completion or the
