@@ -143,6 +143,51 @@ FTEST(client_that_never_reads_big_gets_is_bounded_and_dropped)
 }
 
 /*
+ * A subscriber to the logs channel that never reads, while 64 KiB lines are published: it is
+ * dropped after the stall deadline (its reconnect snapshot would cover what it missed) and the
+ * server's memory stays bounded; publishing goes on.
+ */
+FTEST(subscriber_that_never_reads_is_dropped)
+{
+	const char *args[] = {"--stall-timeout-ms", "1000", NULL};
+	struct gcs_proc p = gcs_start(0, args);
+	struct ferry_gcs_client *pub = client_for(&p, 1, TOKEN);
+	struct ferry__wire_gcs_subscribe m = {.seq = 1, .channel = FERRY_GCS_CH_LOGS};
+	struct ferry__fb_builder b = {0};
+	static char line[64 << 10];
+	struct ferry_job_id job;
+	long base, peak = 0;
+	uint64_t start;
+	int fd;
+
+	memset(&job, 7, sizeof(job));
+	memset(line, 'l', sizeof(line));
+	base = rss_kib(p.pid);
+	fd = raw_open_small(p.port);
+	ftest_assert_ok(fcntl(fd, F_SETFL, 0));
+	ftest_assert_ok(ferry__wire_gcs_subscribe_build(&b, &m));
+	raw_send(fd, FERRY__WIRE_MSG_GCS_SUBSCRIBE, ferry__fb_builder_data(&b),
+		 ferry__fb_builder_size(&b));
+	ferry__fb_builder_fini(&b);
+	start = ferry__now_ms();
+	while (!dropped(fd) && ferry__now_ms() - start < 20000) {
+		for (int i = 0; i < 16; i++)
+			ftest_assert_ok(ferry_gcs_log_publish(pub, &job, line, sizeof(line)));
+		if (rss_kib(p.pid) > peak)
+			peak = rss_kib(p.pid);
+		usleep(10000);
+	}
+	ftest_log("waited %llu ms for the drop; RSS %ld KiB before, peak %ld",
+		  (unsigned long long)(ferry__now_ms() - start), base, peak);
+	ftest_assert_true(dropped(fd));
+	ftest_assert_int_lt(peak - base, 64 * 1024);
+	close(fd);
+	ftest_assert_ok(ferry_gcs_log_publish(pub, &job, "after", 5));
+	ferry_gcs_client_destroy(pub);
+	gcs_stop(&p, SIGTERM);
+}
+
+/*
  * 128 connections announce a 4 MiB handshake and send 256 KiB of it: each is refused at the
  * header instead of buffered before its token is checked, the server's RSS stays flat, and a
  * real client still connects.
