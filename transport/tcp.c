@@ -610,19 +610,31 @@ static void join(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
 	ferry__tcp_ep_settle(ep);
 }
 
+/* An accepted socket's peer as text, for its (per-peer rate-limited) warnings. */
+static void sock_peer(const struct tcp_sock *sock, char *peer, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	snprintf(peer, size, "?");
+	if (getpeername(sock->fd, (struct sockaddr *)&ss, &len) == 0)
+		ferry__net_describe((struct sockaddr *)&ss, len, peer, size);
+}
+
 /* An accepted socket's HELLO header or token arrived completely. */
 static void hello_step(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ctx *ctx = sock->ctx;
 	struct ferry__tcp_hdr *h = &sock->rx_hdr;
-	char peer[64] = "?";
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
+	char peer[64];
 
 	if (sock->rx_state == RX_HDR) {
 		if (ferry__tcp_hdr_decode(sock->hdr, ctx->max_msg, h) < 0 ||
 		    h->kind != FERRY__TCP_HELLO) {
-			FLOG_WARN(TCP_LOG, "closing a connection that did not start with HELLO");
+			sock_peer(sock, peer, sizeof(peer));
+			FLOG_PEER_WARN(TCP_LOG, peer,
+				       "closing a connection from %s that did not start with HELLO",
+				       peer);
 			pending_close(sock);
 			return;
 		}
@@ -637,9 +649,9 @@ static void hello_step(struct tcp_sock *sock)
 		}
 	}
 	if (!token_equal(ctx, sock->hello, h->len)) {
-		if (getpeername(sock->fd, (struct sockaddr *)&ss, &len) == 0)
-			ferry__net_describe((struct sockaddr *)&ss, len, peer, sizeof(peer));
-		FLOG_WARN(TCP_LOG, "refusing a connection from %s: wrong cluster token", peer);
+		sock_peer(sock, peer, sizeof(peer));
+		FLOG_PEER_WARN(TCP_LOG, peer, "refusing a connection from %s: wrong cluster token",
+			       peer);
 		refuse(sock, -EACCES);
 		return;
 	}
@@ -716,10 +728,13 @@ static void listener_maybe_free(struct ferry__tcp_listener *l)
 static void on_sock_timer(struct ferry__loop_timer *timer, int status)
 {
 	struct tcp_sock *sock = timer->data;
+	char peer[64];
 
-	if (status == 0)
-		FLOG_WARN(TCP_LOG, "closing an accepted connection: no HELLO within %u ms",
-			  sock->ctx->connect_timeout_ms);
+	if (status == 0) {
+		sock_peer(sock, peer, sizeof(peer));
+		FLOG_PEER_WARN(TCP_LOG, peer, "closing %s: no HELLO within %u ms", peer,
+			       sock->ctx->connect_timeout_ms);
+	}
 	pending_close(sock);
 }
 

@@ -932,16 +932,20 @@ static void rx_step(struct tcp_sock *sock, int result)
 static void rx_result(struct tcp_sock *sock, int result)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
+	const char *scope;
 
 	if (!ep) {
 		ferry__tcp_handshake_rx(sock, result);
 		return;
 	}
 	ep->busy++;
+	/* What the peer's bytes make anyone warn about is rate-limited per peer. */
+	scope = ferry__log_peer_scope(ep->peer);
 	if (ep->state == EP_CONNECTING)
 		ferry__tcp_handshake_rx(sock, result);
 	else
 		rx_step(sock, result);
+	ferry__log_peer_scope(scope);
 	ep->busy--;
 	ferry__tcp_ep_settle(ep);
 }
