@@ -226,11 +226,26 @@ static void on_stall_timer(struct ferry__loop_timer *timer, int status)
 	conn_finalize(conn);
 }
 
-/* A frame was begun and nothing more came for frame_ms. */
+static bool frame_pending(const struct ferry__conn *conn)
+{
+	return !conn->rx_paused && conn->state <= CONN_OPEN &&
+	       ferry__frame_parser_pending(&conn->parser);
+}
+
+/* A frame was begun and nothing more came for frame_ms. The timer is armed lazily (see
+ * ferry__conn_frame_deadline): it checks the last progress and re-arms for what is left. */
 static void on_frame_timer(struct ferry__loop_timer *timer, int status)
 {
 	struct ferry__conn *conn = timer->data;
+	uint64_t idle = ferry__loop_now_ms() - conn->rx_progress_ms;
 
+	if (status == 0 && !frame_pending(conn))
+		return;
+	if (status == 0 && idle < conn->frame_ms) {
+		(void)ferry__loop_timer_start(conn->loop, &conn->frame_timer, conn->frame_ms - idle,
+					      0, on_frame_timer);
+		return;
+	}
 	if (status == 0 && conn->state < CONN_CLOSING) {
 		FLOG_PEER_WARN(CONN_LOG, conn->peer,
 			       "%s: idle for %u ms in the middle of a frame (%zu bytes of it); "
@@ -243,17 +258,17 @@ static void on_frame_timer(struct ferry__loop_timer *timer, int status)
 	conn_finalize(conn);
 }
 
-/* Arm or stop the mid-frame deadline after a read (never while we hold reading back). */
+/* After a read: note the progress and make sure a deadline runs while a frame is half in.
+ * Reads that end mid-frame are common under pipelining, so the timer is not restarted per
+ * read: it is armed once and re-arms itself from rx_progress_ms when it fires. */
 void ferry__conn_frame_deadline(struct ferry__conn *conn)
 {
-	if (!conn->frame_ms)
+	if (!conn->frame_ms || !frame_pending(conn))
 		return;
-	if (!conn->rx_paused && conn->state <= CONN_OPEN &&
-	    ferry__frame_parser_pending(&conn->parser))
+	conn->rx_progress_ms = ferry__loop_now_ms();
+	if (!ferry__loop_timer_active(&conn->frame_timer))
 		(void)ferry__loop_timer_start(conn->loop, &conn->frame_timer, conn->frame_ms, 0,
 					      on_frame_timer);
-	else
-		(void)ferry__loop_timer_stop(&conn->frame_timer);
 }
 
 void ferry__conn_abort(struct ferry__conn *conn, int err)

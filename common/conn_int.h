@@ -86,6 +86,7 @@ struct ferry__conn {
 	bool rx_paused;				/* delivery held back by tx_pause */
 	struct ferry__loop_timer stall_timer;	/* the queue is past tx_pause */
 	struct ferry__loop_timer frame_timer;	/* a frame is half received */
+	uint64_t rx_progress_ms;		/* last read while a frame was half in */
 	struct ferry__loop_timer timer;		/* deadlines, deferred on_connect, close kick */
 	struct ferry__loop_req connect_req;	/* connect in flight */
 	struct sockaddr_storage addr;		/* connect target (read by the kernel) */
