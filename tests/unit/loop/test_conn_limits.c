@@ -134,6 +134,28 @@ static void client_connect(struct server *s, struct peer *c)
 						ferry__conn_server_port(s->srv), &opts, &c->conn));
 }
 
+/* run_until() that also gives up after @ms, so a missing limit fails an assert instead of
+ * hanging until the harness's timeout. */
+struct bounded {
+	bool (*cond)(void *arg); /* the condition */
+	void *arg;		 /* its argument */
+	uint64_t deadline;	 /* ferry__now_ms() after which we give up */
+};
+
+static bool bounded_cond(void *arg)
+{
+	struct bounded *b = arg;
+
+	return b->cond(b->arg) || ferry__now_ms() > b->deadline;
+}
+
+static void run_until_or(struct ferry__loop *loop, bool (*cond)(void *), void *arg, unsigned ms)
+{
+	struct bounded b = {cond, arg, ferry__now_ms() + ms};
+
+	run_until(loop, bounded_cond, &b);
+}
+
 /* A raw client that writes a long pipelined stream without blocking the loop, never reading. */
 struct pipeliner {
 	struct server *s;   /* its server */
@@ -206,7 +228,8 @@ FTEST(client_that_never_reads_is_held_back_then_dropped)
 	server_start(&s, &opts);
 	pipeliner_start(&pl, ferry__conn_server_port(s.srv));
 	client_connect(&s, &good);
-	run_until(s.loop, pipeliner_dropped, &pl);
+	run_until_or(s.loop, pipeliner_dropped, &pl, 10000);
+	ftest_assert_int_eq(s.peers[0].closes, 1);
 	ftest_assert_errno(s.peers[0].close_err, -ETIMEDOUT);
 	/* Held back: far fewer requests were taken than sent. */
 	ftest_assert_uint_lt(s.peers[0].received, REQUESTS);
@@ -270,28 +293,6 @@ FTEST(slow_reader_gets_every_reply)
 	close(pl.fd);
 	free(pl.buf);
 	server_stop(&s);
-}
-
-/* run_until() that also gives up after @ms, so a missing limit fails an assert instead of
- * hanging until the harness's timeout. */
-struct bounded {
-	bool (*cond)(void *arg); /* the condition */
-	void *arg;		 /* its argument */
-	uint64_t deadline;	 /* ferry__now_ms() after which we give up */
-};
-
-static bool bounded_cond(void *arg)
-{
-	struct bounded *b = arg;
-
-	return b->cond(b->arg) || ferry__now_ms() > b->deadline;
-}
-
-static void run_until_or(struct ferry__loop *loop, bool (*cond)(void *), void *arg, unsigned ms)
-{
-	struct bounded b = {cond, arg, ferry__now_ms() + ms};
-
-	run_until(loop, bounded_cond, &b);
 }
 
 static bool huge_refused(void *arg)
@@ -376,7 +377,8 @@ FTEST(stall_in_the_middle_of_a_frame_is_closed)
 	write_all(half, frame, size / 2);
 	whole = raw_tcp_connect(ferry__conn_server_port(s.srv));
 	write_all(whole, frame, size);
-	run_until(s.loop, first_closed, &s);
+	run_until_or(s.loop, first_closed, &s, 5000);
+	ftest_assert_int_eq(s.peers[0].closes, 1);
 	ftest_assert_errno(s.peers[0].close_err, -ETIMEDOUT);
 	ftest_assert_int_eq(s.accepted, 2);
 	/* The other one, idle after a whole frame, stays open well past the deadline. */
