@@ -32,6 +32,16 @@
  * a Unix stream read after a message that carried fds); the read's stream range is remembered,
  * and the fds are given to the last frame that starts inside it.
  *
+ * Limits (accepted connections by default, see conn.h): a peer cannot make us hold more than
+ * it is worth. Past max_queued_bytes unsent, rx_deliver() stops handing out frames (they stay
+ * in the parser) and no receive is armed: the peer's requests wait in its own socket buffers
+ * instead of as replies in our heap. The send completion that drains the queue below the cap
+ * resumes delivery (ferry__conn_rx_resume). The check is per frame, so one read holding many
+ * pipelined requests overshoots by one reply at most. A queue past the cap for stall_ms (the
+ * peer does not read at all), or a send past twice the cap plus one message (pushed traffic
+ * such as pub/sub), closes the connection. A frame begun and left for frame_ms closes it too.
+ * After a connection that queued megabytes, the heap is trimmed so the memory really returns.
+ *
  * Close: start_close() cancels what is in flight and arms the timer; every completion of a
  * closing connection calls conn_finalize(), which, once nothing is pending, hands the fd to an
  * async close, waits for it and for the zero-copy notifications (SO_LINGER 0 first, so a peer
@@ -40,6 +50,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,6 +64,7 @@
 #define DEFAULT_ZC_MIN (64u << 10)
 #define DEFAULT_TIMEOUT_MS 10000u
 #define FLUSH_TIMEOUT_MS 1000u
+#define TRIM_AFTER_BYTES (1u << 20) /* a connection that queued this much trims the heap */
 
 static void on_timer(struct ferry__loop_timer *timer, int status);
 static void tx_kick(struct ferry__conn *conn);
@@ -98,13 +111,21 @@ static void tx_release(struct conn_tx *node, int status)
 	ferry__free(node);
 }
 
+static void stop_timers(struct ferry__conn *conn)
+{
+	(void)ferry__loop_timer_stop(&conn->timer);
+	(void)ferry__loop_timer_stop(&conn->tx_timer);
+	(void)ferry__loop_timer_stop(&conn->stall_timer);
+	(void)ferry__loop_timer_stop(&conn->frame_timer);
+}
+
 static void conn_release(struct ferry__conn *conn)
 {
 	int status = conn->close_err ? conn->close_err : -ECANCELED;
 	struct conn_tx *node, *next;
+	bool big;
 
-	(void)ferry__loop_timer_stop(&conn->timer);
-	(void)ferry__loop_timer_stop(&conn->tx_timer);
+	stop_timers(conn);
 	for (node = conn->tx_head; node; node = next) {
 		next = node->next;
 		node->queued = false;
@@ -119,7 +140,15 @@ static void conn_release(struct ferry__conn *conn)
 		ferry__conn_server_forget(conn);
 	if (conn->cb)
 		conn->cb->on_close(conn, conn->close_err);
+	big = conn->tx_high >= TRIM_AFTER_BYTES;
 	ferry__free(conn);
+#ifdef __GLIBC__
+	/* glibc keeps freed reply buffers in its heap (large ones too, once its mmap threshold
+	 * has adapted upwards); a daemon's memory must come back after a peer that made it
+	 * queue megabytes leaves. Only then: trimming walks the heap. */
+	if (big)
+		malloc_trim(0);
+#endif
 }
 
 static void on_closed(struct ferry__loop_req *req, int result);
@@ -175,11 +204,71 @@ static void on_timer(struct ferry__loop_timer *timer, int status)
 	} else if (conn->state == CONN_FLUSHING) {
 		start_close(conn, conn->close_err);
 	} else if (conn->state == CONN_HANDSHAKE || conn->state == CONN_CONNECTING) {
-		FLOG_WARN(CONN_LOG, "%s: no handshake within %u ms, closing", conn->peer,
-			  conn->timeout_ms);
+		FLOG_PEER_WARN(CONN_LOG, conn->peer, "%s: no handshake within %u ms, closing",
+			       conn->peer, conn->timeout_ms);
 		start_close(conn, -ETIMEDOUT);
 	}
 	conn_finalize(conn);
+}
+
+/* The queue stayed past max_queued_bytes for stall_ms: the peer does not read. */
+static void on_stall_timer(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__conn *conn = timer->data;
+
+	if (status == 0 && conn->state < CONN_CLOSING) {
+		FLOG_PEER_WARN(CONN_LOG, conn->peer,
+			       "%s: %zu bytes unsent for %u ms (the peer does not read); closing",
+			       conn->peer, conn->tx_bytes, conn->stall_ms);
+		status = -ETIMEDOUT;
+	}
+	start_close(conn, status);
+	conn_finalize(conn);
+}
+
+static bool frame_pending(const struct ferry__conn *conn)
+{
+	return !conn->rx_paused && conn->state <= CONN_OPEN &&
+	       ferry__frame_parser_pending(&conn->parser);
+}
+
+/* A frame was begun and nothing more came for frame_ms. The timer is armed lazily (see
+ * ferry__conn_frame_deadline): it checks the last progress and re-arms for what is left. */
+static void on_frame_timer(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__conn *conn = timer->data;
+	uint64_t idle = ferry__loop_now_ms() - conn->rx_progress_ms;
+
+	if (status == 0 && !frame_pending(conn))
+		return;
+	if (status == 0 && idle < conn->frame_ms) {
+		(void)ferry__loop_timer_start(conn->loop, &conn->frame_timer, conn->frame_ms - idle,
+					      0, on_frame_timer);
+		return;
+	}
+	if (status == 0 && conn->state < CONN_CLOSING) {
+		FLOG_PEER_WARN(CONN_LOG, conn->peer,
+			       "%s: idle for %u ms in the middle of a frame (%zu bytes of it); "
+			       "closing",
+			       conn->peer, conn->frame_ms,
+			       ferry__frame_parser_pending(&conn->parser));
+		status = -ETIMEDOUT;
+	}
+	start_close(conn, status);
+	conn_finalize(conn);
+}
+
+/* After a read: note the progress and make sure a deadline runs while a frame is half in.
+ * Reads that end mid-frame are common under pipelining, so the timer is not restarted per
+ * read: it is armed once and re-arms itself from rx_progress_ms when it fires. */
+void ferry__conn_frame_deadline(struct ferry__conn *conn)
+{
+	if (!conn->frame_ms || !frame_pending(conn))
+		return;
+	conn->rx_progress_ms = ferry__loop_now_ms();
+	if (!ferry__loop_timer_active(&conn->frame_timer))
+		(void)ferry__loop_timer_start(conn->loop, &conn->frame_timer, conn->frame_ms, 0,
+					      on_frame_timer);
 }
 
 void ferry__conn_abort(struct ferry__conn *conn, int err)
@@ -347,6 +436,15 @@ static void tx_advance(struct ferry__conn *conn, size_t bytes)
 		node->queued = false;
 		tx_release(node, 0);
 	}
+	if (conn->tx_bytes < conn->tx_pause)
+		(void)ferry__loop_timer_stop(&conn->stall_timer);
+}
+
+/* A send completed: if the queue drained below max_queued_bytes, deliver and read again. */
+static void tx_maybe_resume(struct ferry__conn *conn)
+{
+	if (conn->rx_paused && conn->tx_bytes < conn->tx_pause && conn->state == CONN_OPEN)
+		ferry__conn_rx_resume(conn);
 }
 
 /* After a send completed: go on, or end a flush with our half of the close. */
@@ -390,6 +488,7 @@ static void on_tx(struct ferry__loop_req *req, int result)
 		} else {
 			tx_advance(conn, (size_t)result);
 			tx_next(conn);
+			tx_maybe_resume(conn);
 		}
 	}
 	conn_finalize(conn);
@@ -418,6 +517,7 @@ static void on_zc_sent(struct ferry__loop_req *req, int result)
 	} else {
 		tx_advance(conn, (size_t)result);
 		tx_next(conn);
+		tx_maybe_resume(conn);
 	}
 }
 
@@ -500,6 +600,13 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 			   len, conn->max_message);
 		return -EMSGSIZE;
 	}
+	if (conn->tx_max - conn->tx_bytes < FERRY_FRAME_HEADER_SIZE + len) {
+		FLOG_PEER_WARN(CONN_LOG, conn->peer,
+			       "%s: %zu bytes unsent and the peer does not read; closing",
+			       conn->peer, conn->tx_bytes);
+		start_close(conn, -ENOBUFS);
+		return -ENOBUFS;
+	}
 	if (copy && !nfds && len <= CONN_PACK_MAX &&
 	    (conn->family == AF_UNIX || len < conn->zc_min)) {
 		ret = tx_pack(conn, type, payload, len);
@@ -527,6 +634,12 @@ static int conn_queue(struct ferry__conn *conn, uint16_t type, const void *paylo
 out:
 	if (ret == 0) {
 		conn->tx_bytes += FERRY_FRAME_HEADER_SIZE + len;
+		if (conn->tx_bytes > conn->tx_high)
+			conn->tx_high = conn->tx_bytes;
+		if (conn->tx_bytes >= conn->tx_pause && conn->stall_ms &&
+		    !ferry__loop_timer_active(&conn->stall_timer))
+			(void)ferry__loop_timer_start(conn->loop, &conn->stall_timer,
+						      conn->stall_ms, 0, on_stall_timer);
 		tx_schedule(conn);
 	}
 	return ret;
@@ -607,6 +720,8 @@ int ferry__conn_new(struct ferry__loop *loop, const struct ferry__conn_opts *opt
 	conn->timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
 	conn->timer.data = conn;
 	conn->tx_timer.data = conn;
+	conn->stall_timer.data = conn->frame_timer.data = conn;
+	ferry__conn_set_limits(conn, opts, false);
 	conn->connect_req.data = conn->close_req.data = conn;
 	conn->rx_req.data = conn->tx_req.data = conn;
 	conn->tx_tail = &conn->tx_head;
@@ -616,12 +731,36 @@ int ferry__conn_new(struct ferry__loop *loop, const struct ferry__conn_opts *opt
 	return 0;
 }
 
+/* Zero means none for a connection we opened, the server default for an accepted one; SIZE_MAX
+ * / UINT_MAX mean none for both. */
+void ferry__conn_set_limits(struct ferry__conn *conn, const struct ferry__conn_opts *opts,
+			    bool server)
+{
+	size_t queued = opts->max_queued_bytes;
+	unsigned stall = opts->stall_timeout_ms, frame = opts->frame_timeout_ms;
+
+	if (!queued)
+		queued = server ? FERRY_CONN_SERVER_DEFAULT_MAX_QUEUED_BYTES : SIZE_MAX;
+	if (!stall)
+		stall = server ? FERRY_CONN_SERVER_DEFAULT_STALL_TIMEOUT_MS : 0;
+	if (!frame)
+		frame = server ? FERRY_CONN_SERVER_DEFAULT_FRAME_TIMEOUT_MS : 0;
+	conn->tx_pause = queued;
+	/* Room for what a paused connection can still owe: the reply to the message that
+	 * crossed the line, plus pushed traffic (pub/sub) until the stall deadline. */
+	conn->tx_max = queued >= (SIZE_MAX - FERRY_FRAME_HEADER_SIZE - conn->max_message) / 2
+			       ? SIZE_MAX
+			       : 2 * queued + FERRY_FRAME_HEADER_SIZE + conn->max_message;
+	conn->stall_ms = stall == UINT_MAX || queued == SIZE_MAX ? 0 : stall;
+	conn->frame_ms = frame == UINT_MAX ? 0 : frame;
+}
+
 /* Free a connection that never started (no request was made, no callback is owed). */
 static void conn_discard(struct ferry__conn *conn)
 {
 	struct conn_tx *node, *next;
 
-	(void)ferry__loop_timer_stop(&conn->tx_timer);
+	stop_timers(conn);
 	for (node = conn->tx_head; node; node = next) {
 		next = node->next;
 		ferry__conn_close_fds(node->fds, node->nfds);
@@ -824,4 +963,9 @@ int ferry__conn_local_addr(const struct ferry__conn *conn, struct sockaddr_stora
 {
 	*len = sizeof(*ss);
 	return getsockname(conn->fd, (struct sockaddr *)ss, len) == 0 ? 0 : -errno;
+}
+
+bool ferry__conn_rx_paused(const struct ferry__conn *conn)
+{
+	return conn->rx_paused;
 }

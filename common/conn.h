@@ -22,6 +22,7 @@
 #ifndef FERRY_COMMON_CONN_H
 #define FERRY_COMMON_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -61,7 +62,26 @@ struct ferry__conn_opts {
 	size_t zerocopy_min_bytes;		       /* 0 = 64 KiB */
 	unsigned connect_timeout_ms;		       /* connect + handshake deadline, 0 = 10 s */
 	const struct ferry__wire_handshake *handshake; /* client only; copied; NULL = none */
+	/*
+	 * Limits against a peer that does not read or stalls mid-frame. Zeros: none for
+	 * connect/open; FERRY_CONN_SERVER_DEFAULT_* for accepted connections (SIZE_MAX or
+	 * UINT_MAX: none there either). Past @max_queued_bytes unsent, incoming messages are not
+	 * delivered (nor read) until the queue drains below it: backpressure on a peer that
+	 * pipelines requests and never reads replies. A queue that stays past it for
+	 * @stall_timeout_ms, or a send that would take it past 2 x max_queued_bytes +
+	 * max_message_bytes, closes the connection (-ETIMEDOUT / -ENOBUFS, logged).
+	 */
+	size_t max_queued_bytes;   /* see above */
+	unsigned stall_timeout_ms; /* see above */
+	unsigned frame_timeout_ms; /* a frame begun and no byte for this long: -ETIMEDOUT */
 };
+
+/* Defaults of accepted connections' limits (struct ferry__conn_opts, _server_opts). */
+#define FERRY_CONN_SERVER_DEFAULT_MAX_QUEUED_BYTES (8u << 20)
+#define FERRY_CONN_SERVER_DEFAULT_STALL_TIMEOUT_MS 30000u
+#define FERRY_CONN_SERVER_DEFAULT_FRAME_TIMEOUT_MS 30000u
+#define FERRY_CONN_SERVER_DEFAULT_HANDSHAKE_MAX_BYTES (16u << 10)
+#define FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING 64u
 
 /*
  * ferry__conn_connect_tcp() / ferry__conn_connect_unix() - start connecting. Returns 0 and sets
@@ -149,6 +169,9 @@ struct ferry__conn_cred {
  * (SO_PEERPIDFD, else pidfd_open()). Returns 0, -EOPNOTSUPP (not a Unix socket) or -errno. */
 int ferry__conn_peer_cred(const struct ferry__conn *conn, struct ferry__conn_cred *out);
 
+/* True while incoming messages are held back because max_queued_bytes is reached. */
+bool ferry__conn_rx_paused(const struct ferry__conn *conn);
+
 /* ---- server ---- */
 
 /* Server options; zeros are defaults except the callbacks. */
@@ -175,8 +198,12 @@ struct ferry__conn_server_opts {
 	uint8_t server_kind;			/* PeerKind sent in the HandshakeReply */
 	struct ferry__wire_unique_id server_id; /* sent in the HandshakeReply */
 	unsigned handshake_timeout_ms;		/* 0 = 10 s */
-	int backlog;				/* listen(2) backlog, 0 = SOMAXCONN */
-	unsigned flags;				/* FERRY_CONN_SERVER_* */
+	uint32_t handshake_max_bytes;		/* largest frame before the handshake, 0 = 16 KiB */
+	unsigned max_handshaking; /* connections in their handshake at once, 0 = 64; a new one
+				     past it closes the oldest (a flood cannot lock others out) */
+	unsigned bind_retry_ms;	  /* retry a bind that finds the address in use, 0 = no retry */
+	int backlog;		  /* listen(2) backlog, 0 = SOMAXCONN */
+	unsigned flags;		  /* FERRY_CONN_SERVER_* */
 };
 
 /* Accepted connections skip the handshake: on_accept right after accept. */

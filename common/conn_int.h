@@ -79,6 +79,14 @@ struct ferry__conn {
 	uint32_t max_message;			/* largest payload in either direction */
 	size_t zc_min;				/* smallest payload sent with SEND_ZC */
 	unsigned timeout_ms;			/* connect / handshake deadline */
+	size_t tx_pause;			/* max_queued_bytes, SIZE_MAX = none */
+	size_t tx_max;				/* a send past this closes, SIZE_MAX = none */
+	unsigned stall_ms;			/* stall_timeout_ms, 0 = never */
+	unsigned frame_ms;			/* frame_timeout_ms, 0 = never */
+	bool rx_paused;				/* delivery held back by tx_pause */
+	struct ferry__loop_timer stall_timer;	/* the queue is past tx_pause */
+	struct ferry__loop_timer frame_timer;	/* a frame is half received */
+	uint64_t rx_progress_ms;		/* last read while a frame was half in */
 	struct ferry__loop_timer timer;		/* deadlines, deferred on_connect, close kick */
 	struct ferry__loop_req connect_req;	/* connect in flight */
 	struct sockaddr_storage addr;		/* connect target (read by the kernel) */
@@ -104,6 +112,7 @@ struct ferry__conn {
 	struct conn_tx *tx_spare;	   /* a sent pack chunk kept for the next, or NULL */
 	struct ferry__loop_timer tx_timer; /* kicks the send once per loop pass */
 	size_t tx_bytes;		   /* header + payload bytes queued, not written */
+	size_t tx_high;			   /* the most tx_bytes ever were */
 	bool tx_busy;			  /* a send is in flight (or a zc send awaits its result) */
 	struct conn_tx *tx_zc;		  /* the message whose zc send awaits its result */
 	unsigned zc_outstanding;	  /* zc sends whose notification has not come */
@@ -123,8 +132,15 @@ static inline void ferry__conn_close_fds(const int *fds, unsigned n)
 void ferry__conn_abort(struct ferry__conn *conn, int err);
 bool ferry__conn_finalize(struct ferry__conn *conn);
 
-/* conn_rx.c, for conn.c: keep one receive pending (0 or -errno) */
+/* conn_rx.c, for conn.c: keep one receive pending (0 or -errno); deliver what was held back
+ * by backpressure and read on */
 int ferry__conn_rx_arm(struct ferry__conn *conn);
+void ferry__conn_rx_resume(struct ferry__conn *conn);
+/* conn.c, for conn_rx.c: arm or stop the mid-frame deadline after a read */
+void ferry__conn_frame_deadline(struct ferry__conn *conn);
+/* conn.c: apply the limits of @opts (@server: accepted, zeros mean the server defaults) */
+void ferry__conn_set_limits(struct ferry__conn *conn, const struct ferry__conn_opts *opts,
+			    bool server);
 
 /* conn.c, for the server */
 int ferry__conn_new(struct ferry__loop *loop, const struct ferry__conn_opts *opts, int fd,

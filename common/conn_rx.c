@@ -129,6 +129,15 @@ static int rx_deliver(struct ferry__conn *conn)
 	int ret;
 
 	while (conn->state == CONN_OPEN || conn->state == CONN_HANDSHAKE) {
+		/* Backpressure: the replies to what is delivered would queue past the cap. The
+		 * frames stay in the parser; ferry__conn_rx_resume() goes on from here. */
+		if (conn->state == CONN_OPEN && conn->tx_bytes >= conn->tx_pause) {
+			if (!conn->rx_paused)
+				FLOG_DEBUG(CONN_LOG, "%s: %zu bytes unsent; reading held back",
+					   conn->peer, conn->tx_bytes);
+			conn->rx_paused = true;
+			return 0;
+		}
 		ret = ferry__frame_parser_next(&conn->parser, &f);
 		if (ret <= 0) {
 			if (ret < 0)
@@ -209,15 +218,38 @@ static void rx_process(struct ferry__conn *conn, size_t n)
 		ret = rx_deliver(conn);
 	if (ret == 0 && conn->state == CONN_FLUSHING)
 		rx_drain_arm(conn);
-	else if (ret == 0 && conn->state < CONN_FLUSHING)
+	else if (ret == 0 && conn->state < CONN_FLUSHING && !conn->rx_paused)
 		ret = ferry__conn_rx_arm(conn);
 	if (ret < 0)
 		ferry__conn_abort(conn, ret);
+	else
+		ferry__conn_frame_deadline(conn);
+}
+
+void ferry__conn_rx_resume(struct ferry__conn *conn)
+{
+	const char *scope = ferry__log_peer_scope(conn->peer);
+	int ret;
+
+	conn->rx_paused = false;
+	FLOG_DEBUG(CONN_LOG, "%s: queue drained to %zu bytes; reading again", conn->peer,
+		   conn->tx_bytes);
+	ret = rx_deliver(conn);
+	if (ret == 0 && conn->state == CONN_OPEN && !conn->rx_paused &&
+	    !ferry__loop_req_pending(&conn->rx_req))
+		ret = ferry__conn_rx_arm(conn);
+	if (ret < 0)
+		ferry__conn_abort(conn, ret);
+	else
+		ferry__conn_frame_deadline(conn);
+	ferry__log_peer_scope(scope);
 }
 
 static void on_rx(struct ferry__loop_req *req, int result)
 {
 	struct ferry__conn *conn = req->data;
+	/* Whatever the peer's bytes make anyone warn about is rate-limited per peer. */
+	const char *scope = ferry__log_peer_scope(conn->peer);
 
 	if (conn->state == CONN_CLOSING)
 		rx_discard_fds(conn, result);
@@ -227,6 +259,7 @@ static void on_rx(struct ferry__loop_req *req, int result)
 		rx_failed(conn, result);
 	else
 		rx_process(conn, (size_t)result);
+	ferry__log_peer_scope(scope);
 	ferry__conn_finalize(conn);
 }
 

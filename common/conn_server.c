@@ -11,6 +11,10 @@
  * HandshakeReply with status 0 is queued, the connection leaves the list, gets the server's
  * connection callbacks and goes to on_accept. Refused: a HandshakeReply carrying the error is
  * flushed, then the connection closes and on_refused reports why; the server keeps serving.
+ * Before the Handshake passed, a connection's frames are capped at handshake_max_bytes (a
+ * larger header is refused before anything is allocated for it) and at most max_handshaking
+ * connections wait at once: a new one past that closes the oldest (-EBUSY). Warnings about a
+ * peer are rate-limited per host (common/log.h), so a flood logs a few lines and a count.
  * Closing the server cancels the accept, closes the handshaking connections and frees the server
  * once the accept completed and the list is empty (connections report to it until then).
  */
@@ -35,7 +39,8 @@ struct ferry__conn_server {
 	char name[80];						/* for logs */
 	struct ferry__loop_req accept_req;			/* the multishot accept */
 	struct ferry__loop_timer timer;	 /* accept retry after an error; deferred free */
-	struct ferry__conn *handshaking; /* connections waiting for their Handshake */
+	struct ferry__conn *handshaking; /* connections waiting for their Handshake, newest first */
+	unsigned handshaking_count;	 /* entries in that list */
 	bool closing;			 /* ferry__conn_server_close() or loop destroy */
 	uint8_t token[];		 /* copy of the cluster token */
 };
@@ -123,6 +128,7 @@ static void unlink_handshaking(struct ferry__conn_server *server, struct ferry__
 		conn->srv_next->srv_prev = conn->srv_prev;
 	conn->srv_prev = conn->srv_next = NULL;
 	conn->server = NULL;
+	server->handshaking_count--;
 }
 
 /* Hand a connection to the user: callbacks from the options, then on_accept. */
@@ -146,8 +152,8 @@ void ferry__conn_server_handshake(struct ferry__conn *conn, uint16_t type, const
 	int ret;
 
 	if (type != FERRY__WIRE_MSG_HANDSHAKE) {
-		FLOG_WARN(CONN_LOG, "server %s: %s sent %s before its Handshake", server->name,
-			  conn->peer, ferry__wire_message_name(type));
+		FLOG_PEER_WARN(CONN_LOG, conn->peer, "server %s: %s sent %s before its Handshake",
+			       server->name, conn->peer, ferry__wire_message_name(type));
 		ret = -EPROTO;
 	} else if (server->opts.check_handshake) {
 		ret = server->opts.check_handshake(server, payload, len);
@@ -159,13 +165,15 @@ void ferry__conn_server_handshake(struct ferry__conn *conn, uint16_t type, const
 	if (ret == 0)
 		ret = send_reply(server, conn, 0);
 	if (ret < 0) {
-		FLOG_WARN(CONN_LOG, "server %s: refusing %s: %s", server->name, conn->peer,
-			  ferry_strerror(ret));
+		FLOG_PEER_WARN(CONN_LOG, conn->peer, "server %s: refusing %s: %s", server->name,
+			       conn->peer, ferry_strerror(ret));
 		(void)send_reply(server, conn, ret);
 		ferry__conn_flush_close(conn, ret);
 		return;
 	}
 	ferry__conn_accepted(conn);
+	/* Authenticated: from here on frames may be as large as the connection allows. */
+	conn->parser.max_length = conn->max_message;
 	unlink_handshaking(server, conn);
 	deliver(server, conn, payload, len);
 }
@@ -180,6 +188,33 @@ void ferry__conn_server_forget(struct ferry__conn *conn)
 	if (!server->closing && err != -ECANCELED && server->opts.on_refused)
 		server->opts.on_refused(server, err ? err : -ECONNRESET);
 	try_free(server);
+}
+
+/*
+ * Unauthenticated connections are capped in number: at the cap, the oldest one is closed to make
+ * room. Refusing the newest instead would let a flood of idle connections lock every legitimate
+ * client out until the handshake deadline; a real client sends its Handshake at once, so it is
+ * never the oldest for long.
+ */
+static void make_room(struct ferry__conn_server *server)
+{
+	unsigned max = server->opts.max_handshaking ? server->opts.max_handshaking
+						    : FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING;
+	struct ferry__conn *oldest = server->handshaking;
+	unsigned live = 0;
+
+	for (struct ferry__conn *c = server->handshaking; c; c = c->srv_next) {
+		if (c->state < CONN_FLUSHING) {
+			live++;
+			oldest = c;
+		}
+	}
+	if (live < max || !oldest)
+		return;
+	FLOG_PEER_WARN(CONN_LOG, oldest->peer,
+		       "server %s: %u connections without a handshake; closing the oldest (%s)",
+		       server->name, live, oldest->peer);
+	ferry__conn_abort(oldest, -EBUSY);
 }
 
 static void new_connection(struct ferry__conn_server *server, int fd)
@@ -198,19 +233,28 @@ static void new_connection(struct ferry__conn_server *server, int fd)
 			server->opts.on_refused(server, ret);
 		return;
 	}
+	ferry__conn_set_limits(conn, &server->opts.conn, true);
 	if (!handshake) {
 		ferry__conn_begin(conn, false);
 		deliver(server, conn, NULL, 0);
 		return;
 	}
+	make_room(server);
 	conn->cb = NULL;
 	conn->server = server;
 	conn->timeout_ms =
 		server->opts.handshake_timeout_ms ? server->opts.handshake_timeout_ms : 10000u;
+	/* Before the token is checked, a frame may only be as large as a Handshake needs. */
+	conn->parser.max_length = server->opts.handshake_max_bytes
+					  ? server->opts.handshake_max_bytes
+					  : FERRY_CONN_SERVER_DEFAULT_HANDSHAKE_MAX_BYTES;
+	if (conn->parser.max_length > conn->max_message)
+		conn->parser.max_length = conn->max_message;
 	conn->srv_next = server->handshaking;
 	if (server->handshaking)
 		server->handshaking->srv_prev = conn;
 	server->handshaking = conn;
+	server->handshaking_count++;
 	ferry__conn_begin(conn, true);
 }
 
@@ -254,7 +298,8 @@ static int server_start(struct ferry__loop *loop, const struct sockaddr_storage 
 	server->opts.token = server->token;
 	server->accept_req.data = server->timer.data = server;
 	ferry__net_describe((const struct sockaddr *)addr, len, server->name, sizeof(server->name));
-	server->fd = ferry__net_listen((const struct sockaddr *)addr, len, opts->backlog);
+	server->fd = ferry__net_listen_retry((const struct sockaddr *)addr, len, opts->backlog,
+					     opts->bind_retry_ms);
 	if (server->fd < 0) {
 		ret = server->fd;
 		goto err_free_server;

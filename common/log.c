@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,11 +198,23 @@ static void write_stderr(enum ferry_log_level level, const char *component, cons
 		return;
 }
 
+static _Thread_local const char *scope_peer; /* ferry__log_peer_scope() */
+static bool peer_allow(const char *host, unsigned long *suppressed);
+static void peer_host(const char *peer, char *out);
+
+const char *ferry__log_peer_scope(const char *peer)
+{
+	const char *prev = scope_peer;
+
+	scope_peer = peer;
+	return prev;
+}
+
+static void emit(enum ferry_log_level level, const char *component, const char *msg);
+
 void ferry__log(enum ferry_log_level level, const char *component, const char *fmt, ...)
 {
 	char msg[1024];
-	ferry_log_fn fn;
-	void *arg;
 	va_list ap;
 
 	if (level >= FERRY_LOG_OFF)
@@ -209,6 +222,22 @@ void ferry__log(enum ferry_log_level level, const char *component, const char *f
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (scope_peer && level >= FERRY_LOG_WARN) {
+		const char *peer = scope_peer;
+
+		scope_peer = NULL; /* ferry__log_peer() logs through here */
+		ferry__log_peer(level, component, peer, "%s", msg);
+		scope_peer = peer;
+		return;
+	}
+	emit(level, component, msg);
+}
+
+static void emit(enum ferry_log_level level, const char *component, const char *msg)
+{
+	ferry_log_fn fn;
+	void *arg;
+
 	pthread_mutex_lock(&config_lock);
 	fn = handler;
 	arg = handler_arg;
@@ -217,4 +246,119 @@ void ferry__log(enum ferry_log_level level, const char *component, const char *f
 		fn(arg, level, component, msg);
 	else
 		write_stderr(level, component, msg);
+}
+
+/* ---- per-peer rate limit ---- */
+
+#define PEER_HOST_MAX 64
+#define PEER_SLOTS 64
+
+struct peer_slot {
+	char host[PEER_HOST_MAX]; /* peer without its port, "" = free */
+	uint64_t window_start_ms; /* when the current window began */
+	uint64_t last_ms;	  /* last line (logged or not), for eviction */
+	unsigned in_window;	  /* lines logged in the current window */
+	unsigned long suppressed; /* lines dropped since the last one logged */
+};
+
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct peer_slot peer_slots[PEER_SLOTS];
+static unsigned peer_burst = 5;
+static unsigned peer_window_ms = 10000;
+
+void ferry__log_peer_limit(unsigned burst, unsigned window_ms)
+{
+	pthread_mutex_lock(&peer_lock);
+	if (burst)
+		peer_burst = burst;
+	if (window_ms)
+		peer_window_ms = window_ms;
+	memset(peer_slots, 0, sizeof(peer_slots));
+	pthread_mutex_unlock(&peer_lock);
+}
+
+/* "127.0.0.1:4000" -> "127.0.0.1", "[::1]:4000" -> "[::1]"; a Unix path or "fd 7" stays. */
+static void peer_host(const char *peer, char *out)
+{
+	const char *colon = strrchr(peer, ':');
+	size_t n = colon && colon != peer && strspn(colon + 1, "0123456789") == strlen(colon + 1)
+			   ? (size_t)(colon - peer)
+			   : strlen(peer);
+
+	if (n >= PEER_HOST_MAX)
+		n = PEER_HOST_MAX - 1;
+	memcpy(out, peer, n);
+	out[n] = '\0';
+}
+
+static struct peer_slot *peer_find(const char *host, uint64_t now)
+{
+	struct peer_slot *victim = &peer_slots[0];
+
+	for (int i = 0; i < PEER_SLOTS; i++) {
+		struct peer_slot *s = &peer_slots[i];
+
+		if (strcmp(s->host, host) == 0)
+			return s;
+		if (s->last_ms < victim->last_ms)
+			victim = s;
+	}
+	/* Evicting forgets a count: only when 64 hosts are all misbehaving at once. */
+	memset(victim, 0, sizeof(*victim));
+	strcpy(victim->host, host);
+	victim->window_start_ms = now;
+	return victim;
+}
+
+/* May a line about @host go out now? *@suppressed: lines dropped before it (then reset). */
+static bool peer_allow(const char *host, unsigned long *suppressed)
+{
+	struct timespec ts;
+	struct peer_slot *s;
+	uint64_t now;
+	bool allow;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1;
+	pthread_mutex_lock(&peer_lock);
+	s = peer_find(host, now);
+	s->last_ms = now;
+	if (now - s->window_start_ms >= peer_window_ms) {
+		s->window_start_ms = now;
+		s->in_window = 0;
+	}
+	allow = s->in_window < peer_burst;
+	if (allow) {
+		s->in_window++;
+		*suppressed = s->suppressed;
+		s->suppressed = 0;
+	} else {
+		s->suppressed++;
+	}
+	pthread_mutex_unlock(&peer_lock);
+	return allow;
+}
+
+void ferry__log_peer(enum ferry_log_level level, const char *component, const char *peer,
+		     const char *fmt, ...)
+{
+	char host[PEER_HOST_MAX], msg[900];
+	unsigned long suppressed = 0;
+	va_list ap;
+
+	peer_host(peer ? peer : "", host);
+	if (!peer_allow(host, &suppressed))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (suppressed) {
+		char line[1024];
+
+		snprintf(line, sizeof(line), "%s (suppressed %lu lines about %s)", msg, suppressed,
+			 host);
+		emit(level, component, line);
+	} else {
+		emit(level, component, msg);
+	}
 }

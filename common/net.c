@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdbool.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -95,7 +97,8 @@ static int remove_stale_unix(const struct sockaddr *addr, socklen_t len)
 	return unlink(un->sun_path) == 0 ? 0 : -errno;
 }
 
-int ferry__net_listen(const struct sockaddr *addr, socklen_t len, int backlog)
+/* @quiet_in_use: the caller retries -EADDRINUSE and logs it itself. */
+static int do_listen(const struct sockaddr *addr, socklen_t len, int backlog, bool quiet_in_use)
 {
 	char name[128];
 	int fd, one = 1, ret;
@@ -113,10 +116,54 @@ int ferry__net_listen(const struct sockaddr *addr, socklen_t len, int backlog)
 		ret = -errno;
 	if (ret < 0) {
 		ferry__net_describe(addr, len, name, sizeof(name));
-		FLOG_ERROR(NET_LOG, "listen on %s: %s", name, ferry_strerror(ret));
+		if (ret != -EADDRINUSE || !quiet_in_use)
+			FLOG_ERROR(NET_LOG, "listen on %s: %s", name, ferry_strerror(ret));
 		close(fd);
 		return ret;
 	}
+	return fd;
+}
+
+int ferry__net_listen(const struct sockaddr *addr, socklen_t len, int backlog)
+{
+	return do_listen(addr, len, backlog, false);
+}
+
+#define BIND_RETRY_STEP_MS 20
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int ferry__net_listen_retry(const struct sockaddr *addr, socklen_t len, int backlog,
+			    unsigned retry_ms)
+{
+	struct timespec step = {0, BIND_RETRY_STEP_MS * 1000000L};
+	uint64_t start = monotonic_ms(), waited = 0;
+	bool can_retry = addr->sa_family != AF_UNIX; /* a Unix path is replaced, not waited for */
+	char name[128];
+	int fd;
+
+	ferry__net_describe(addr, len, name, sizeof(name));
+	for (;;) {
+		bool retry = can_retry && waited < retry_ms;
+
+		fd = do_listen(addr, len, backlog, retry);
+		if (fd != -EADDRINUSE || !retry)
+			break;
+		if (waited == 0)
+			FLOG_WARN(NET_LOG, "%s is in use; retrying the bind for up to %u ms", name,
+				  retry_ms);
+		nanosleep(&step, NULL);
+		waited = monotonic_ms() - start;
+	}
+	if (fd >= 0 && waited)
+		FLOG_WARN(NET_LOG, "bound %s after retrying for %llu ms", name,
+			  (unsigned long long)waited);
 	return fd;
 }
 

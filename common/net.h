@@ -34,6 +34,14 @@ int ferry__net_socket(int family);
  * gives -EADDRINUSE. @backlog 0 means SOMAXCONN.
  */
 int ferry__net_listen(const struct sockaddr *addr, socklen_t len, int backlog);
+/*
+ * ferry__net_listen_retry() - ferry__net_listen() that retries a TCP bind finding the address in
+ * use for up to @retry_ms (0 = once), saying so in the log. A daemon restarted right after a
+ * SIGKILL needs it: the dead process's io_uring releases its listening socket asynchronously,
+ * some milliseconds after the process is gone. Blocks the calling thread while it retries.
+ */
+int ferry__net_listen_retry(const struct sockaddr *addr, socklen_t len, int backlog,
+			    unsigned retry_ms);
 
 /* ferry__net_local_port() - the port @fd is bound to, or -errno. */
 int ferry__net_local_port(int fd);

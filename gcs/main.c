@@ -20,6 +20,7 @@
 
 #define COMP "gcs"
 #define TOKEN_MAX 4096
+#define DEFAULT_BIND_RETRY_MS 5000u
 
 static void usage(FILE *to)
 {
@@ -28,8 +29,12 @@ static void usage(FILE *to)
 		"                 [--shard0 HOST:PORT] [--host ADDR] [--node-deadline-ms MS]\n"
 		"                 [--spin-us US] (busy poll after traffic, 0..1000000, default "
 		"%u)\n"
+		"                 [--bind-retry-ms MS] (port in use: retry, default %u)\n"
+		"                 [--max-queued-bytes N] [--stall-timeout-ms MS]\n"
+		"                 [--frame-timeout-ms MS] [--handshake-timeout-ms MS]\n"
+		"                 [--max-handshaking N] (slow or hostile clients; 0 = default)\n"
 		"       ferry-gcs --help | --version\n",
-		FERRY_GCS_SPIN_US);
+		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS);
 }
 
 /* The token file's bytes, without one trailing newline. */
@@ -79,6 +84,23 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 		else if (!strcmp(a, "--node-deadline-ms") &&
 			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			o->node_deadline_ms = n;
+		else if (!strcmp(a, "--bind-retry-ms") && ferry__parse_u32(v, UINT32_MAX, &n) == 0)
+			o->bind_retry_ms = n;
+		else if (!strcmp(a, "--max-queued-bytes") &&
+			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
+			o->max_queued_bytes = n;
+		else if (!strcmp(a, "--stall-timeout-ms") &&
+			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
+			o->stall_timeout_ms = n;
+		else if (!strcmp(a, "--frame-timeout-ms") &&
+			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
+			o->frame_timeout_ms = n;
+		else if (!strcmp(a, "--handshake-timeout-ms") &&
+			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
+			o->handshake_timeout_ms = n;
+		else if (!strcmp(a, "--max-handshaking") &&
+			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
+			o->max_handshaking = n;
 		else if (!strcmp(a, "--spin-us") &&
 			 ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &n) == 0)
 			*spin_us = n;
@@ -143,7 +165,7 @@ err_close_sfd:
 
 int main(int argc, char **argv)
 {
-	struct ferry__gcs_server_opts opts = {0};
+	struct ferry__gcs_server_opts opts = {.bind_retry_ms = DEFAULT_BIND_RETRY_MS};
 	const char *token_file = NULL;
 	unsigned spin_us = FERRY_GCS_SPIN_US;
 	char token[TOKEN_MAX];

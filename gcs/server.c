@@ -428,7 +428,9 @@ static const struct ferry__conn_callbacks early_cb = {
 static void on_refused(struct ferry__conn_server *cs, int err)
 {
 	(void)cs;
-	FLOG_WARN(COMP, "connection refused: %s", strerror(-err));
+	/* The connection layer logged why, rate-limited per peer; a flood must not add a line
+	 * per connection here. */
+	FLOG_INFO(COMP, "connection refused: %s", strerror(-err));
 }
 
 /* ---- liveness ---- */
@@ -541,6 +543,12 @@ static int start_io(struct ferry__gcs_server *srv)
 	co.conn.cb = &early_cb;
 	co.conn.max_message_bytes =
 		srv->opts.max_message_bytes ? srv->opts.max_message_bytes : 4u << 20;
+	co.conn.max_queued_bytes = srv->opts.max_queued_bytes;
+	co.conn.stall_timeout_ms = srv->opts.stall_timeout_ms;
+	co.conn.frame_timeout_ms = srv->opts.frame_timeout_ms;
+	co.handshake_timeout_ms = srv->opts.handshake_timeout_ms;
+	co.max_handshaking = srv->opts.max_handshaking;
+	co.bind_retry_ms = srv->opts.bind_retry_ms;
 	co.on_accept = on_accept;
 	co.on_refused = on_refused;
 	co.data = srv;

@@ -33,6 +33,13 @@ struct ferry__gcs_server_opts {
 	size_t max_buffered_bytes;  /* per connection (pub/sub queue and socket), 0 = 8 MiB */
 	const char *shard0_address; /* shards > 0: "host:port" of shard 0, whose node deaths drop
 				       copies here too; NULL = not followed */
+	/* Against clients that do not read, stall or flood (common/conn.h; 0 = its defaults) */
+	size_t max_queued_bytes;       /* unsent bytes before a client's requests wait */
+	unsigned stall_timeout_ms;     /* a client over that for this long is dropped */
+	unsigned frame_timeout_ms;     /* a frame begun and nothing more for this long */
+	unsigned handshake_timeout_ms; /* a connection without its Handshake this long */
+	unsigned max_handshaking;      /* connections in their handshake at once */
+	unsigned bind_retry_ms;	       /* retry a bind that finds the port in use */
 };
 
 /*

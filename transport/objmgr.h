@@ -84,6 +84,10 @@ struct ferry__objmgr_opts {
 	uint32_t notice_hold_ms;      /* the loop's copies' seal notices wait up to this long
 				       * (objmgr_fast.c); 0: 1, at most
 				       * FERRY__OBJMGR_MAX_NOTICE_HOLD_MS */
+	uint32_t max_queued_bytes;    /* serving: replies unsent to one puller before its
+				       * requests wait (tcp.h); 0: 8 MiB */
+	uint32_t stall_timeout_ms;    /* serving: a puller over that this long is dropped;
+				       * 0: 30000 */
 };
 
 /* How a pull ended. */

@@ -23,6 +23,8 @@
 
 /* Largest data range one PullReply carries, and the room its metadata and framing may take. */
 #define FERRY__OBJMGR_MAX_CHUNK (4u << 20)
+#define FERRY__OBJMGR_DEFAULT_MAX_QUEUED (8u << 20) /* two inline replies of the largest chunk */
+#define FERRY__OBJMGR_DEFAULT_STALL_MS 30000u
 #define FERRY__OBJMGR_MAX_METADATA (1u << 20)
 #define FERRY__OBJMGR_MAX_MESSAGE (FERRY__OBJMGR_MAX_CHUNK + FERRY__OBJMGR_MAX_METADATA + 4096)
 /* Data a first request asks for: objects up to this size take one round trip. */

@@ -277,6 +277,11 @@ int ferry__objmgr_serve_start(struct ferry__objmgr *om)
 	to.connect_timeout_ms = om->opts.timeout_ms;
 	to.op_timeout_ms = om->opts.timeout_ms;
 	to.poll_us = om->opts.spin_us; /* the loop polls the control sockets while it spins */
+	/* A puller that pipelines requests and never reads the (inline, copied) replies. */
+	to.max_queued_bytes = om->opts.max_queued_bytes ? om->opts.max_queued_bytes
+							: FERRY__OBJMGR_DEFAULT_MAX_QUEUED;
+	to.stall_timeout_ms = om->opts.stall_timeout_ms ? om->opts.stall_timeout_ms
+							: FERRY__OBJMGR_DEFAULT_STALL_MS;
 	ret = ferry__tcp_ctx_create(&to, &om->tcp);
 	if (ret < 0)
 		return ret;

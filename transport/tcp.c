@@ -44,6 +44,13 @@
  * bytes, only at the zero-copy notification. A transfer completes when every chunk's slot came
  * back, so send_data's callback means the kernel no longer reads the source.
  *
+ * Backpressure (opts.max_queued_bytes). Control frames queued on an endpoint are copies in
+ * our heap; a peer that pipelines requests and never reads the replies would grow them
+ * without bound. Past the cap, the control socket's next header is not read after a message
+ * (ep->rx_held) until sent frames bring the queue below it; past it for stall_timeout_ms the
+ * endpoint fails with -ETIMEDOUT. Data transfers send from the caller's buffer and are not
+ * counted (their own deadline bounds them).
+ *
  * Transfers. Each has a deadline timer and counts the kernel requests using its buffer
  * (inflight). Deciding a transfer's status (done, cancelled, timed out, endpoint failed) takes
  * it out of the expect table; its callback runs once inflight is 0, from a completion or the
@@ -153,6 +160,8 @@ int ferry__tcp_ctx_create(const struct ferry__tcp_ctx_opts *opts, struct ferry__
 	ctx->connect_timeout_ms =
 		opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
 	ctx->op_timeout_ms = opts->op_timeout_ms ? opts->op_timeout_ms : DEFAULT_OP_TIMEOUT_MS;
+	ctx->max_queued = opts->max_queued_bytes ? opts->max_queued_bytes : SIZE_MAX;
+	ctx->stall_timeout_ms = opts->max_queued_bytes ? opts->stall_timeout_ms : 0;
 	ctx->sock_buf_bytes = (int)FERRY_MIN(opts->sock_buf_bytes, (uint32_t)INT32_MAX);
 	ctx->flags = opts->flags;
 	ctx->poll_ns = (uint64_t)opts->poll_us * 1000u;
@@ -278,6 +287,7 @@ static struct ferry__tcp_ep *ep_new(struct ferry__tcp_ctx *ctx, unsigned nsocks,
 	ep->arg = arg;
 	ep->nsocks = nsocks;
 	ep->timer.data = ep->kick.data = ep;
+	ep->stall.data = ep;
 	ferry__hashmap_init(&ep->expects, sizeof(uint64_t), sizeof(void *));
 	tcp_list_init(&ep->link);
 	tcp_list_init(&ep->rx_xfers);
@@ -297,6 +307,7 @@ static void ep_free(struct ferry__tcp_ep *ep)
 
 	(void)ferry__loop_timer_stop(&ep->timer);
 	(void)ferry__loop_timer_stop(&ep->kick);
+	(void)ferry__loop_timer_stop(&ep->stall);
 	for (unsigned i = 0; i < ep->nsocks; i++)
 		if (ep->socks[i])
 			sock_free(ep->socks[i]);
@@ -342,6 +353,7 @@ void ferry__tcp_ep_fail(struct ferry__tcp_ep *ep, int reason)
 	if (ep->listener)
 		ep->destroyed = true; /* still forming: nobody was told about it */
 	(void)ferry__loop_timer_stop(&ep->timer);
+	(void)ferry__loop_timer_stop(&ep->stall);
 	for (unsigned i = 0; i < ep->nsocks; i++)
 		if (ep->socks[i])
 			ferry__tcp_sock_shut(ep->socks[i]);
@@ -598,19 +610,31 @@ static void join(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
 	ferry__tcp_ep_settle(ep);
 }
 
+/* An accepted socket's peer as text, for its (per-peer rate-limited) warnings. */
+static void sock_peer(const struct tcp_sock *sock, char *peer, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	snprintf(peer, size, "?");
+	if (getpeername(sock->fd, (struct sockaddr *)&ss, &len) == 0)
+		ferry__net_describe((struct sockaddr *)&ss, len, peer, size);
+}
+
 /* An accepted socket's HELLO header or token arrived completely. */
 static void hello_step(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ctx *ctx = sock->ctx;
 	struct ferry__tcp_hdr *h = &sock->rx_hdr;
-	char peer[64] = "?";
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
+	char peer[64];
 
 	if (sock->rx_state == RX_HDR) {
 		if (ferry__tcp_hdr_decode(sock->hdr, ctx->max_msg, h) < 0 ||
 		    h->kind != FERRY__TCP_HELLO) {
-			FLOG_WARN(TCP_LOG, "closing a connection that did not start with HELLO");
+			sock_peer(sock, peer, sizeof(peer));
+			FLOG_PEER_WARN(TCP_LOG, peer,
+				       "closing a connection from %s that did not start with HELLO",
+				       peer);
 			pending_close(sock);
 			return;
 		}
@@ -625,9 +649,9 @@ static void hello_step(struct tcp_sock *sock)
 		}
 	}
 	if (!token_equal(ctx, sock->hello, h->len)) {
-		if (getpeername(sock->fd, (struct sockaddr *)&ss, &len) == 0)
-			ferry__net_describe((struct sockaddr *)&ss, len, peer, sizeof(peer));
-		FLOG_WARN(TCP_LOG, "refusing a connection from %s: wrong cluster token", peer);
+		sock_peer(sock, peer, sizeof(peer));
+		FLOG_PEER_WARN(TCP_LOG, peer, "refusing a connection from %s: wrong cluster token",
+			       peer);
 		refuse(sock, -EACCES);
 		return;
 	}
@@ -704,10 +728,13 @@ static void listener_maybe_free(struct ferry__tcp_listener *l)
 static void on_sock_timer(struct ferry__loop_timer *timer, int status)
 {
 	struct tcp_sock *sock = timer->data;
+	char peer[64];
 
-	if (status == 0)
-		FLOG_WARN(TCP_LOG, "closing an accepted connection: no HELLO within %u ms",
-			  sock->ctx->connect_timeout_ms);
+	if (status == 0) {
+		sock_peer(sock, peer, sizeof(peer));
+		FLOG_PEER_WARN(TCP_LOG, peer, "closing %s: no HELLO within %u ms", peer,
+			       sock->ctx->connect_timeout_ms);
+	}
 	pending_close(sock);
 }
 

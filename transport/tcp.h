@@ -44,6 +44,15 @@ struct ferry__tcp_ctx_opts {
 	uint32_t sock_buf_bytes;     /* SO_SNDBUF and SO_RCVBUF; 0 = kernel autotuning */
 	uint32_t flags;		     /* FERRY__TCP_* below */
 	uint32_t poll_us;	     /* polled receive (ferry__tcp_poll); 0 = off */
+	/*
+	 * A peer that sends requests and never reads the replies: past @max_queued_bytes of
+	 * control frames unsent on an endpoint, its control messages are not read until they
+	 * drain below (backpressure); past it for @stall_timeout_ms the endpoint fails with
+	 * -ETIMEDOUT (logged). Data transfers are not counted: they send from the caller's
+	 * buffer and have their own deadline. 0 = none / never.
+	 */
+	uint32_t max_queued_bytes;
+	uint32_t stall_timeout_ms;
 };
 
 /*

@@ -126,6 +126,7 @@ struct tcp_msg {
 	struct tcp_msg *next; /* queue link */
 	size_t size;	      /* header + payload */
 	size_t done;	      /* bytes written */
+	bool counted;	      /* in its endpoint's tx_queued */
 	uint8_t data[];	      /* the frame */
 };
 
@@ -198,6 +199,9 @@ struct ferry__tcp_ep {
 	bool no_zc;			      /* SEND_ZC unsupported here (Unix sockets) */
 	struct ferry__loop_timer timer;	      /* connect/forming deadline */
 	struct ferry__loop_timer kick;	      /* runs deferred work on the next pass */
+	struct ferry__loop_timer stall;	      /* control frames past max_queued too long */
+	size_t tx_queued;		      /* control frame bytes queued, not yet sent */
+	bool rx_held;			      /* socket 0 not read: tx_queued past the cap */
 	struct ferry__hashmap expects;	      /* xfer id -> struct tcp_xfer * */
 	struct tcp_link rx_xfers;	      /* expected transfers */
 	struct tcp_link tx_xfers;	      /* transfers being sent, in order */
@@ -236,6 +240,8 @@ struct ferry__tcp_ctx {
 	uint32_t max_msg;	     /* largest MSG */
 	uint32_t connect_timeout_ms; /* handshake deadline */
 	uint32_t op_timeout_ms;	     /* transfer deadline */
+	size_t max_queued;	     /* tx_queued that holds reading back, SIZE_MAX = none */
+	uint32_t stall_timeout_ms;   /* over it this long fails the endpoint, 0 = never */
 	int sock_buf_bytes;	     /* SO_SNDBUF/SO_RCVBUF, 0 = kernel autotuning */
 	uint32_t flags;		     /* FERRY__TCP_* */
 	uint8_t *scratch;	     /* payloads nobody expects land here */

@@ -279,6 +279,7 @@ int ferry__tcp_send_data(struct ferry__tcp_ep *ep, uint64_t xfer, const void *bu
 /* ---- send ---- */
 
 static void tx_kick(struct tcp_sock *sock);
+static void tx_drained(struct ferry__tcp_ep *ep, size_t bytes);
 
 static int tx_error(int err)
 {
@@ -316,6 +317,8 @@ static void on_msg_sent(struct ferry__loop_req *req, int result)
 		if (!sock->msg_head)
 			sock->msg_tail = &sock->msg_head;
 		sock->msg_busy = NULL;
+		if (ep && m->counted)
+			tx_drained(ep, m->size);
 		ferry__free(m);
 		tx_kick(sock);
 	}
@@ -325,6 +328,51 @@ static void on_msg_sent(struct ferry__loop_req *req, int result)
 	} else {
 		ferry__tcp_handshake_tx_done(sock);
 	}
+}
+
+/* ---- backpressure on control frames (tcp.h, max_queued_bytes) ---- */
+
+static void on_stall(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__tcp_ep *ep = timer->data;
+
+	if (status < 0 || ep->state != EP_OPEN)
+		return; /* loop destroy: teardown owns the endpoint */
+	ep->busy++;
+	FLOG_PEER_WARN(TCP_LOG, ep->peer,
+		       "%s: %zu bytes of replies unsent for %u ms (the peer does not read); "
+		       "closing",
+		       ep->peer, ep->tx_queued, ep->ctx->stall_timeout_ms);
+	ferry__tcp_ep_fail(ep, -ETIMEDOUT);
+	ep->busy--;
+	ferry__tcp_ep_settle(ep);
+}
+
+static void tx_queued_add(struct ferry__tcp_ep *ep, size_t bytes)
+{
+	ep->tx_queued += bytes;
+	if (ep->tx_queued >= ep->ctx->max_queued && ep->ctx->stall_timeout_ms &&
+	    !ferry__loop_timer_active(&ep->stall))
+		(void)ferry__loop_timer_start(ep->ctx->loop, &ep->stall, ep->ctx->stall_timeout_ms,
+					      0, on_stall);
+}
+
+/* @bytes of control frames left: below the cap, read socket 0 again. */
+static void tx_drained(struct ferry__tcp_ep *ep, size_t bytes)
+{
+	int ret;
+
+	ep->tx_queued -= bytes;
+	if (ep->tx_queued >= ep->ctx->max_queued)
+		return;
+	(void)ferry__loop_timer_stop(&ep->stall);
+	if (!ep->rx_held || ep->state != EP_OPEN)
+		return;
+	ep->rx_held = false;
+	FLOG_DEBUG(TCP_LOG, "%s: replies drained; reading requests again", ep->peer);
+	ret = ferry__tcp_rx_arm_hdr(ep->socks[0]);
+	if (ret < 0)
+		ferry__tcp_ep_fail(ep, ret);
 }
 
 static int send_msg(struct tcp_sock *sock)
@@ -354,6 +402,9 @@ int ferry__tcp_queue_frame(struct tcp_sock *sock, const struct ferry__tcp_hdr *h
 	ferry__tcp_hdr_encode(m->data, h);
 	if (len)
 		memcpy(m->data + FERRY__TCP_HDR_SIZE, payload, len);
+	m->counted = sock->ep != NULL;
+	if (m->counted)
+		tx_queued_add(sock->ep, m->size);
 	*sock->msg_tail = m;
 	sock->msg_tail = &m->next;
 	tx_kick(sock);
@@ -813,6 +864,16 @@ static int rx_complete(struct tcp_sock *sock, struct tcp_xfer *x)
 		return rx_header(sock);
 	case RX_MSG:
 		deliver_msg(sock);
+		/* Backpressure: the next request waits until the replies drain (tx_drained). */
+		if (ep->state == EP_OPEN && ep->tx_queued >= ep->ctx->max_queued) {
+			FLOG_DEBUG(TCP_LOG, "%s: %zu bytes of replies unsent; holding requests",
+				   ep->peer, ep->tx_queued);
+			ep->rx_held = true;
+			sock->rx_state = RX_HDR;
+			sock->rx_got = 0;
+			sock->rx_want = FERRY__TCP_HDR_SIZE;
+			return 0;
+		}
 		break;
 	case RX_DATA:
 		if (x->status == TCP_PENDING) {
@@ -871,16 +932,20 @@ static void rx_step(struct tcp_sock *sock, int result)
 static void rx_result(struct tcp_sock *sock, int result)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
+	const char *scope;
 
 	if (!ep) {
 		ferry__tcp_handshake_rx(sock, result);
 		return;
 	}
 	ep->busy++;
+	/* What the peer's bytes make anyone warn about is rate-limited per peer. */
+	scope = ferry__log_peer_scope(ep->peer);
 	if (ep->state == EP_CONNECTING)
 		ferry__tcp_handshake_rx(sock, result);
 	else
 		rx_step(sock, result);
+	ferry__log_peer_scope(scope);
 	ep->busy--;
 	ferry__tcp_ep_settle(ep);
 }

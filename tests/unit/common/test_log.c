@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: level parsing, per-component overrides, FERRY_LOG, handler. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "ftest.h"
@@ -56,5 +58,36 @@ FTEST(environment_is_read_on_first_use)
 	FLOG_ERROR("gcs", "hidden");
 	FLOG_INFO("loop", "shown");
 	ftest_assert_int_eq(lines, 1);
+	ferry_log_set_handler(NULL, NULL);
+}
+
+/* Per-peer limit: a burst per window for each host (ports do not matter), the rest counted and
+ * reported on the next line that goes out; other hosts and unscoped lines are unaffected. */
+FTEST(peer_lines_are_rate_limited_with_a_count)
+{
+	const char *prev;
+
+	ferry_log_set_handler(capture, NULL);
+	ferry__log_peer_limit(3, 100);
+	for (int port = 1000; port < 1100; port++) {
+		char peer[32];
+
+		snprintf(peer, sizeof(peer), "10.0.0.1:%d", port);
+		FLOG_PEER_WARN("conn", peer, "bad frame from %s", peer);
+	}
+	ftest_assert_int_eq(lines, 3);
+	FLOG_PEER_WARN("conn", "10.0.0.2:5", "another host");
+	ftest_assert_int_eq(lines, 4);
+	/* A warning logged by code that does not know the peer, inside the peer's scope. */
+	prev = ferry__log_peer_scope("10.0.0.1:7");
+	FLOG_WARN("wire", "malformed");
+	ferry__log_peer_scope(prev);
+	ftest_assert_int_eq(lines, 4);
+	FLOG_WARN("wire", "not about a peer");
+	ftest_assert_int_eq(lines, 5);
+	usleep(150 * 1000);
+	FLOG_PEER_WARN("conn", "10.0.0.1:2000", "again");
+	ftest_assert_int_eq(lines, 6);
+	ftest_assert_str_eq(last, "2 conn again (suppressed 98 lines about 10.0.0.1)");
 	ferry_log_set_handler(NULL, NULL);
 }
