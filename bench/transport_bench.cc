@@ -34,6 +34,7 @@
 extern "C" {
 #include "common/loop.h"
 #include "common/net.h"
+#include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "tools/cluster_embed.h"
@@ -632,19 +633,11 @@ int read_token(remote_args &a)
 		fprintf(stderr, "ferry-bench transport: --token-file F is required\n");
 		return -EINVAL;
 	}
-	FILE *f = fopen(a.token_file, "r");
-	char buf[4096];
-	size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
-	if (f)
-		fclose(f);
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (!n) {
-		fprintf(stderr, "ferry-bench transport: token file %s empty or unreadable\n",
-			a.token_file);
-		return -EINVAL;
-	}
-	a.token.assign(buf, n);
+	char buf[FERRY_TOKEN_MAX];
+	int n = ferry__token_read(a.token_file, buf, sizeof(buf)); // logs why it failed
+	if (n < 0)
+		return n;
+	a.token.assign(buf, (size_t)n);
 	return 0;
 }
 

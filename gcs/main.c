@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "gcs/server.h"
 
 #define COMP "gcs"
-#define TOKEN_MAX 4096
 #define DEFAULT_BIND_RETRY_MS 5000u
 
 static void usage(FILE *to)
@@ -35,28 +35,6 @@ static void usage(FILE *to)
 		"                 [--max-handshaking N] (slow or hostile clients; 0 = default)\n"
 		"       ferry-gcs --help | --version\n",
 		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS);
-}
-
-/* The token file's bytes, without one trailing newline. */
-static int read_token(const char *path, char *buf, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0) {
-		FLOG_ERROR(COMP, "cannot open token file %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	n = read(fd, buf, TOKEN_MAX);
-	close(fd);
-	if (n > 0 && buf[n - 1] == '\n')
-		n--;
-	if (n <= 0) {
-		FLOG_ERROR(COMP, "token file %s is empty or unreadable", path);
-		return -EINVAL;
-	}
-	*len = (size_t)n;
-	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, unsigned *spin_us,
@@ -168,7 +146,7 @@ int main(int argc, char **argv)
 	struct ferry__gcs_server_opts opts = {.bind_retry_ms = DEFAULT_BIND_RETRY_MS};
 	const char *token_file = NULL;
 	unsigned spin_us = FERRY_GCS_SPIN_US;
-	char token[TOKEN_MAX];
+	char token[FERRY_TOKEN_MAX];
 	int ret;
 
 	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
@@ -185,9 +163,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ret = read_token(token_file, token, &opts.token_len);
+	ret = ferry__token_read(token_file, token, sizeof(token));
 	if (ret < 0)
 		return 1;
+	opts.token_len = (size_t)ret;
 	opts.token = token;
 	ret = run(&opts, spin_us);
 	if (ret < 0) {

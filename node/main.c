@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "node/node.h"
@@ -107,7 +108,7 @@ int main(int argc, char **argv)
 {
 	struct ferry__node_opts opts = {0};
 	const char *token_file = NULL;
-	char token[256], hex[FERRY_ID_HEX_MAX];
+	char token[FERRY_TOKEN_MAX], hex[FERRY_ID_HEX_MAX];
 	struct ferry__node *node;
 	const char *device;
 	unsigned transports;
@@ -128,7 +129,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ret = ferry__node_read_token(token_file, token, sizeof(token));
+	ret = ferry__token_read(token_file, token, sizeof(token));
 	if (ret < 0)
 		return 1;
 	opts.token = token;

@@ -103,26 +103,6 @@ struct ferry__node {
 	unsigned threads;		    /* started: 1 heartbeat, 2 both */
 };
 
-int ferry__node_read_token(const char *path, void *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0) {
-		FLOG_ERROR(COMP, "cannot open token file %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	n = read(fd, buf, size);
-	close(fd);
-	if (n > 0 && ((char *)buf)[n - 1] == '\n')
-		n--;
-	if (n <= 0) {
-		FLOG_ERROR(COMP, "token file %s is empty or unreadable", path);
-		return -EINVAL;
-	}
-	return (int)n;
-}
-
 /* ---- store hooks (store thread) ---- */
 
 static void miss_done(void *arg, const struct ferry__objmgr_result *res)

@@ -128,8 +128,4 @@ int ferry__node_addr_clash(const struct ferry__node_addr *self,
 void ferry__node_check_addresses(struct ferry_gcs_client *gcs, const struct ferry_node_id *self_id,
 				 const char *address);
 
-/* ferry__node_read_token() - a token file's bytes (one trailing newline dropped) into @buf.
- * Returns the length, or -errno (logged). */
-int ferry__node_read_token(const char *path, void *buf, size_t size);
-
 #endif

@@ -49,6 +49,7 @@
 #include <ferry/plasma.h>
 
 #include "common/loop.h"
+#include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "node/node.h"
@@ -373,14 +374,10 @@ static int token_path_abs(const char *given, char *out)
 
 static int read_token(const char *path, char *buf, size_t *len)
 {
-	ssize_t n = ferry__cli_read_file(path, buf, FERRY_CLI_TOKEN_MAX);
+	int n = ferry__token_read(path, buf, FERRY_TOKEN_MAX); /* logs why it failed */
 
-	if (n > 0 && buf[n - 1] == '\n')
-		n--;
-	if (n <= 0) {
-		ferry__cli_fail("token file %s is empty or unreadable", path);
-		return -EINVAL;
-	}
+	if (n < 0)
+		return n;
 	*len = (size_t)n;
 	return 0;
 }
@@ -390,7 +387,7 @@ static int gcs_connect(const char *address, const char *token_path, pid_t local_
 		       unsigned timeout_s, struct ferry_gcs_client **out)
 {
 	struct ferry_gcs_client_opts co = {0};
-	char token[FERRY_CLI_TOKEN_MAX];
+	char token[FERRY_TOKEN_MAX];
 	const char *addrs[1] = {address};
 	int ret;
 

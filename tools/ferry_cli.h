@@ -15,7 +15,6 @@
 #include <sys/types.h>
 
 #define FERRY_CLI_MAX_NODES 64 /* node-N slots per run directory */
-#define FERRY_CLI_TOKEN_MAX 4096
 
 /* $FERRY_RUN_DIR or /tmp/ferry-$UID, set by ferry__cli_run_dir_init(). */
 extern char ferry__cli_run_dir[PATH_MAX - 256];
