@@ -26,6 +26,8 @@
 #define WRITE_DEPTH 4u		/* writes in flight */
 #define READ_CHUNK (1u << 20)	/* bytes per read request */
 #define READ_DEPTH 8u		/* reads in flight */
+#define RA_CHUNK (1u << 20)	/* bytes per read-ahead request (and their alignment in a file) */
+#define RA_PIECES 16u		/* read-ahead window, in pieces */
 #define PACK 64u		/* objects start on this boundary in a file */
 #define BIG_BYTES (64u << 10)	/* ... or on a DIO_ALIGN one, from this size on */
 #define PUNCH_MIN_BYTES 65536u	/* smaller drops are not worth a syscall */
@@ -46,8 +48,32 @@ struct stage {
 	uint8_t *buf; /* DIO_ALIGN aligned */
 };
 
+enum ra_state { RA_EMPTY, RA_BUSY, RA_READY, RA_FAILED };
+
+/*
+ * Read-ahead of a file that is being restored in order: while the store answers one restore
+ * and waits for the next, the disk reads on. The window [lo, hi) is made of RA_CHUNK pieces at
+ * RA_CHUNK multiples in the file; piece at offset x lives in slot (x / RA_CHUNK) % RA_PIECES.
+ * Its reads stay in flight between calls, so it has its own ring.
+ */
+struct readahead {
+	struct io_uring ring;		 /* for the window's reads only */
+	struct stage mem;		 /* RA_PIECES x RA_CHUNK; raw NULL: not yet */
+	uint8_t state[RA_PIECES];	 /* enum ra_state, per slot */
+	uint32_t file;			 /* the file read ahead; UINT32_MAX: none */
+	int fd;				 /* its fd */
+	uint64_t lo;			 /* window start (RA_CHUNK multiple) */
+	uint64_t hi;			 /* window end (RA_CHUNK multiple) */
+	uint64_t limit;			 /* the file's size */
+	uint32_t busy;			 /* reads in flight */
+	uint32_t seq_file;		 /* the last read's file */
+	uint64_t seq_end;		 /* ... and where it ended */
+	bool ok;			 /* ring set up */
+};
+
 struct ferry__plasma_spill {
 	struct io_uring ring;		     /* the module's own ring */
+	struct readahead ra;		     /* restores in file order */
 	char *dir;			     /* spill directory */
 	struct spill_file *files;	     /* by file id */
 	uint32_t nfiles;		     /* slots in files */
@@ -78,7 +104,8 @@ struct pipe {
 	bool direct;	/* the fd is O_DIRECT */
 	uint64_t (*piece)(void *arg, uint64_t off, uint8_t *slot, uint8_t **buf);
 	void (*drain)(void *arg, uint64_t off, const uint8_t *buf, uint64_t len);
-	void *arg; /* for piece and drain */
+	void *arg;	      /* for piece and drain */
+	uint64_t uncopied; /* out: bytes of the pieces that were not staged */
 };
 
 static void *unconst(const void *p)
@@ -98,6 +125,104 @@ static int stage_alloc(struct stage *st, size_t bytes)
 		return -ENOMEM;
 	st->buf = (uint8_t *)FERRY_ALIGN_UP((uintptr_t)st->raw, (uintptr_t)DIO_ALIGN);
 	return 0;
+}
+
+/* ---- read-ahead ---- */
+
+static uint32_t ra_slot(uint64_t off)
+{
+	return (uint32_t)(off / RA_CHUNK % RA_PIECES);
+}
+
+/* Wait for one of the window's reads, and take in every other one that is done. */
+static void ra_reap(struct readahead *ra)
+{
+	struct io_uring_cqe *cqe;
+	bool first = true;
+
+	while (ra->busy) {
+		int r = first ? io_uring_wait_cqe(&ra->ring, &cqe) : io_uring_peek_cqe(&ra->ring, &cqe);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			break; /* nothing more yet */
+		first = false;
+		/* user_data: slot << 32 | expected length */
+		ra->state[cqe->user_data >> 32] =
+			cqe->res == (int)(uint32_t)cqe->user_data ? RA_READY : RA_FAILED;
+		io_uring_cqe_seen(&ra->ring, cqe);
+		ra->busy--;
+	}
+}
+
+/* Wait for the window's reads and forget it (before its file closes, or to read elsewhere). */
+static void ra_stop(struct readahead *ra)
+{
+	while (ra->busy)
+		ra_reap(ra);
+	memset(ra->state, RA_EMPTY, sizeof(ra->state));
+	ra->file = UINT32_MAX;
+}
+
+/* Slide the window of @file (@f) to start at @from and fill it with reads. */
+static void ra_advance(struct readahead *ra, uint32_t file, const struct spill_file *f,
+		       uint64_t from)
+{
+	uint64_t lo = from / RA_CHUNK * RA_CHUNK;
+
+	if (!ra->ok || (!ra->mem.raw && stage_alloc(&ra->mem, (size_t)RA_PIECES * RA_CHUNK) < 0))
+		return;
+	if (ra->file != file || lo < ra->lo || lo > ra->hi) {
+		ra_stop(ra);
+		ra->file = file;
+		ra->fd = f->fd;
+		ra->lo = ra->hi = lo;
+		ra->limit = f->size;
+	}
+	for (; ra->lo < lo; ra->lo += RA_CHUNK) { /* behind: the slot is free once read */
+		while (ra->state[ra_slot(ra->lo)] == RA_BUSY)
+			ra_reap(ra);
+		ra->state[ra_slot(ra->lo)] = RA_EMPTY;
+	}
+	while (ra->hi < ra->limit && ra->hi - ra->lo < (uint64_t)RA_PIECES * RA_CHUNK) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ra->ring);
+		uint32_t slot = ra_slot(ra->hi), len = (uint32_t)FERRY_MIN(
+							    (uint64_t)RA_CHUNK, ra->limit - ra->hi);
+
+		if (!sqe)
+			break;
+		io_uring_prep_read(sqe, ra->fd, ra->mem.buf + (size_t)slot * RA_CHUNK, len, ra->hi);
+		io_uring_sqe_set_data64(sqe, (uint64_t)slot << 32 | len);
+		ra->state[slot] = RA_BUSY;
+		ra->busy++;
+		ra->hi += RA_CHUNK;
+	}
+	if (io_uring_submit(&ra->ring) < 0)
+		ra_stop(ra); /* nothing went: nothing to wait for either */
+}
+
+/* Copy [offset, offset + size) of @file out of the window into @dst, waiting for its reads.
+ * Returns true if it could (every piece read), false if the caller must read it. */
+static bool ra_serve(struct readahead *ra, uint32_t file, uint64_t offset, uint64_t size,
+		     uint8_t *dst)
+{
+	uint64_t end = offset + size;
+
+	if (ra->file != file || offset < ra->lo || end > FERRY_MIN(ra->hi, ra->limit))
+		return false;
+	for (uint64_t x = offset / RA_CHUNK * RA_CHUNK; x < end; x += RA_CHUNK) {
+		uint32_t slot = ra_slot(x);
+		uint64_t from = FERRY_MAX(x, offset), to = FERRY_MIN(x + RA_CHUNK, end);
+
+		while (ra->state[slot] == RA_BUSY)
+			ra_reap(ra);
+		if (ra->state[slot] != RA_READY)
+			return false;
+		memcpy(dst + (from - offset), ra->mem.buf + (size_t)slot * RA_CHUNK + (from - x),
+		       to - from);
+	}
+	return true;
 }
 
 int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,
@@ -133,6 +258,9 @@ int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,
 		FLOG_ERROR(comp, "spill: io_uring_queue_init: %s", ferry_strerror(r));
 		goto err_free_stage;
 	}
+	/* Without a ring of its own there is just no read-ahead. */
+	sp->ra.ok = io_uring_queue_init(RA_PIECES, &sp->ra.ring, 0) == 0;
+	sp->ra.file = sp->ra.seq_file = UINT32_MAX;
 	sp->max_bytes = opts->max_bytes;
 	*out = sp;
 	return 0;
@@ -153,6 +281,14 @@ void ferry__plasma_spill_destroy(struct ferry__plasma_spill *sp)
 {
 	if (!sp)
 		return;
+	FLOG_DEBUG(comp,
+		   "spill: %" PRIu64 " bytes written, %" PRIu64 " read, %" PRIu64
+		   " of them with no copy",
+		   sp->st.written_bytes, sp->st.read_bytes, sp->st.uncopied_bytes);
+	ra_stop(&sp->ra);
+	if (sp->ra.ok)
+		io_uring_queue_exit(&sp->ra.ring);
+	ferry__free(sp->ra.mem.raw);
 	for (uint32_t i = 0; i < sp->nfiles; i++)
 		if (sp->files[i].fd >= 0)
 			close(sp->files[i].fd);
@@ -211,7 +347,7 @@ static int piece_done(const struct pipe *p, int fd, uint8_t *buf, uint64_t off, 
  * Run transfer @p on @fd. Every submitted request is reaped even after an error (the kernel
  * may still be using the buffers). Returns 0 or the first error.
  */
-static int run_pipe(struct io_uring *ring, int fd, const struct pipe *p)
+static int run_pipe(struct io_uring *ring, int fd, struct pipe *p)
 {
 	struct {
 		uint64_t off;  /* file offset */
@@ -242,6 +378,8 @@ static int run_pipe(struct io_uring *ring, int fd, const struct pipe *p)
 				io_uring_prep_read(sqe, fd, req[slot].buf, (unsigned)req[slot].len,
 						   next);
 			io_uring_sqe_set_data64(sqe, slot);
+			if (req[slot].buf != p->stage + (size_t)slot * p->chunk)
+				p->uncopied += req[slot].len;
 			free_slots &= ~(1u << slot);
 			next += req[slot].len;
 			inflight++;
@@ -393,6 +531,7 @@ struct ferry__plasma_spill_batch {
 	uint32_t n;				/* items */
 	uint32_t cursor;			/* fill: the first item not wholly copied */
 	uint64_t total;				/* file bytes (DIO_ALIGN multiple) */
+	uint64_t uncopied;			/* of them, written with no copy */
 	struct stage stage;			/* WRITE_DEPTH x WRITE_CHUNK */
 	const char *dir;			/* the spill directory (the area's copy) */
 	int fd;					/* the written file; -1 until then */
@@ -520,6 +659,7 @@ static int write_batch(struct ferry__plasma_spill_batch *b, struct io_uring *rin
 
 	if (r == 0)
 		r = run_pipe(ring, b->fd, &p);
+	b->uncopied = p.uncopied;
 	if (r == 0)
 		r = ring_fdatasync(ring, b->fd);
 	if (r == 0 && !direct) /* spilled bytes must really leave memory */
@@ -594,6 +734,7 @@ int ferry__plasma_spill_batch_finish(struct ferry__plasma_spill *sp,
 	sp->st.live_objects += b->n;
 	sp->st.live_bytes += bytes;
 	sp->st.written_bytes += bytes;
+	sp->st.uncopied_bytes += b->uncopied;
 	sp->st.batches++;
 	ferry__plasma_spill_batch_free(b);
 	return 0;
@@ -685,8 +826,17 @@ int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint
 		r = sp->inject_read;
 		sp->inject_read = 0;
 	}
-	if (r == 0 && size)
+	if (r == 0 && size && !ra_serve(&sp->ra, file, offset, size, dst)) {
+		if (sp->ra.file == file)
+			ra_stop(&sp->ra); /* out of order: the window would only be in the way */
 		r = run_pipe(&sp->ring, f->fd, &p);
+	}
+	sp->st.uncopied_bytes += p.uncopied;
+	if (r == 0 && sp->ra.seq_file == file && offset >= sp->ra.seq_end &&
+	    offset - sp->ra.seq_end < DIO_ALIGN)
+		ra_advance(&sp->ra, file, f, offset + size); /* in order: read on */
+	sp->ra.seq_file = file;
+	sp->ra.seq_end = offset + size;
 	if (r < 0) {
 		sp->st.errors++;
 		FLOG_ERROR(comp, "spill: reading %" PRIu64 " bytes back: %s", size,
@@ -711,13 +861,18 @@ void ferry__plasma_spill_drop(struct ferry__plasma_spill *sp, uint32_t file, uin
 	sp->st.live_objects--;
 	sp->st.live_bytes -= FERRY_MIN(size, sp->st.live_bytes);
 	if (f->live_objects == 0) {
+		if (sp->ra.file == file)
+			ra_stop(&sp->ra);
 		close(f->fd);
 		sp->st.files--;
 		sp->st.disk_bytes -= f->size;
 		*f = (struct spill_file){.fd = -1};
-	} else if (size >= PUNCH_MIN_BYTES && from < to) {
+	} else if (size >= PUNCH_MIN_BYTES && from < to && sp->ra.file != file) {
 		/* Best effort: the file system may not punch, then the space comes back when
-		 * the file closes. Whole blocks only: the neighbours share the edge blocks. */
+		 * the file closes. Whole blocks only: the neighbours share the edge blocks. Not
+		 * while the file is read ahead: a punch waits for every direct read in flight on
+		 * the file (ext4: inode_dio_wait), which would undo the read-ahead; that space
+		 * comes back when the file closes. */
 		(void)fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
 				(off_t)(to - from));
 	}

@@ -54,6 +54,7 @@ struct ferry__plasma_spill_stats {
 	uint64_t live_bytes;	/* their bytes */
 	uint64_t written_bytes; /* object bytes written since start */
 	uint64_t read_bytes;	/* object bytes read back since start */
+	uint64_t uncopied_bytes; /* of written + read: moved straight from/to object memory */
 	uint64_t batches;	/* write batches since start */
 	uint64_t errors;	/* failed batches and reads since start */
 };

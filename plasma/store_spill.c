@@ -22,14 +22,20 @@ static const char comp[] = "plasma";
 struct victim {
 	uint32_t stamp; /* the entry's lru_stamp: older first */
 	uint32_t index; /* entry slot */
+	uint64_t alloc; /* its placement id: made earlier first among equal stamps */
 };
 
+/* Least recently used first, and in the order they were made among equals: a batch's file
+ * then holds them in that order, and restoring them in it reads the file in order (read-ahead,
+ * plasma/spill.h). */
 static int by_stamp(const void *a, const void *b)
 {
 	const struct victim *x = a, *y = b;
 
 	if (x->stamp != y->stamp)
 		return x->stamp < y->stamp ? -1 : 1;
+	if (x->alloc != y->alloc)
+		return x->alloc < y->alloc ? -1 : 1;
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
@@ -91,7 +97,8 @@ static int64_t pick(struct ferry__plasma_store *s, uint64_t want, struct victim 
 		if (!spillable(s, i, &o))
 			continue;
 		if (add_candidate(&v, &n, &cap,
-				  (struct victim){atomic_load(&s->ix.ext[i].lru_stamp), i}) < 0) {
+				  (struct victim){atomic_load(&s->ix.ext[i].lru_stamp), i,
+						  ferry__plasma_index_alloc(&s->ix, i)}) < 0) {
 			ferry__free(v);
 			return -ENOMEM;
 		}
