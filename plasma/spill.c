@@ -21,16 +21,16 @@
 #include "plasma/spill.h"
 
 #define RING_DEPTH 64
-#define DIO_ALIGN 4096u		/* O_DIRECT offsets, lengths and buffers are multiples of this */
-#define WRITE_CHUNK (4u << 20)	/* bytes per write request */
-#define WRITE_DEPTH 4u		/* writes in flight */
-#define READ_CHUNK (1u << 20)	/* bytes per read request */
-#define READ_DEPTH 8u		/* reads in flight */
-#define RA_CHUNK (1u << 20)	/* bytes per read-ahead request (and their alignment in a file) */
-#define RA_PIECES 16u		/* read-ahead window, in pieces */
-#define PACK 64u		/* objects start on this boundary in a file */
-#define BIG_BYTES (64u << 10)	/* ... or on a DIO_ALIGN one, from this size on */
-#define PUNCH_MIN_BYTES 65536u	/* smaller drops are not worth a syscall */
+#define DIO_ALIGN 4096u	       /* O_DIRECT offsets, lengths and buffers are multiples of this */
+#define WRITE_CHUNK (4u << 20) /* bytes per write request */
+#define WRITE_DEPTH 4u	       /* writes in flight */
+#define READ_CHUNK (1u << 20)  /* bytes per read request */
+#define READ_DEPTH 8u	       /* reads in flight */
+#define RA_CHUNK (1u << 20)    /* bytes per read-ahead request (and their alignment in a file) */
+#define RA_PIECES 16u	       /* read-ahead window, in pieces */
+#define PACK 64u	       /* objects start on this boundary in a file */
+#define BIG_BYTES (64u << 10)  /* ... or on a DIO_ALIGN one, from this size on */
+#define PUNCH_MIN_BYTES 65536u /* smaller drops are not worth a syscall */
 
 static const char comp[] = "plasma";
 
@@ -57,18 +57,18 @@ enum ra_state { RA_EMPTY, RA_BUSY, RA_READY, RA_FAILED };
  * Its reads stay in flight between calls, so it has its own ring.
  */
 struct readahead {
-	struct io_uring ring;		 /* for the window's reads only */
-	struct stage mem;		 /* RA_PIECES x RA_CHUNK; raw NULL: not yet */
-	uint8_t state[RA_PIECES];	 /* enum ra_state, per slot */
-	uint32_t file;			 /* the file read ahead; UINT32_MAX: none */
-	int fd;				 /* its fd */
-	uint64_t lo;			 /* window start (RA_CHUNK multiple) */
-	uint64_t hi;			 /* window end (RA_CHUNK multiple) */
-	uint64_t limit;			 /* the file's size */
-	uint32_t busy;			 /* reads in flight */
-	uint32_t seq_file;		 /* the last read's file */
-	uint64_t seq_end;		 /* ... and where it ended */
-	bool ok;			 /* ring set up */
+	struct io_uring ring;	  /* for the window's reads only */
+	struct stage mem;	  /* RA_PIECES x RA_CHUNK; raw NULL: not yet */
+	uint8_t state[RA_PIECES]; /* enum ra_state, per slot */
+	uint32_t file;		  /* the file read ahead; UINT32_MAX: none */
+	int fd;			  /* its fd */
+	uint64_t lo;		  /* window start (RA_CHUNK multiple) */
+	uint64_t hi;		  /* window end (RA_CHUNK multiple) */
+	uint64_t limit;		  /* the file's size */
+	uint32_t busy;		  /* reads in flight */
+	uint32_t seq_file;	  /* the last read's file */
+	uint64_t seq_end;	  /* ... and where it ended */
+	bool ok;		  /* ring set up */
 };
 
 struct ferry__plasma_spill {
@@ -104,7 +104,7 @@ struct pipe {
 	bool direct;	/* the fd is O_DIRECT */
 	uint64_t (*piece)(void *arg, uint64_t off, uint8_t *slot, uint8_t **buf);
 	void (*drain)(void *arg, uint64_t off, const uint8_t *buf, uint64_t len);
-	void *arg;	      /* for piece and drain */
+	void *arg;	   /* for piece and drain */
 	uint64_t uncopied; /* out: bytes of the pieces that were not staged */
 };
 
@@ -141,7 +141,8 @@ static void ra_reap(struct readahead *ra)
 	bool first = true;
 
 	while (ra->busy) {
-		int r = first ? io_uring_wait_cqe(&ra->ring, &cqe) : io_uring_peek_cqe(&ra->ring, &cqe);
+		int r = first ? io_uring_wait_cqe(&ra->ring, &cqe)
+			      : io_uring_peek_cqe(&ra->ring, &cqe);
 
 		if (r == -EINTR)
 			continue;
@@ -187,8 +188,8 @@ static void ra_advance(struct readahead *ra, uint32_t file, const struct spill_f
 	}
 	while (ra->hi < ra->limit && ra->hi - ra->lo < (uint64_t)RA_PIECES * RA_CHUNK) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ra->ring);
-		uint32_t slot = ra_slot(ra->hi), len = (uint32_t)FERRY_MIN(
-							    (uint64_t)RA_CHUNK, ra->limit - ra->hi);
+		uint32_t slot = ra_slot(ra->hi),
+			 len = (uint32_t)FERRY_MIN((uint64_t)RA_CHUNK, ra->limit - ra->hi);
 
 		if (!sqe)
 			break;
@@ -350,9 +351,9 @@ static int piece_done(const struct pipe *p, int fd, uint8_t *buf, uint64_t off, 
 static int run_pipe(struct io_uring *ring, int fd, struct pipe *p)
 {
 	struct {
-		uint64_t off;  /* file offset */
-		uint64_t len;  /* bytes */
-		uint8_t *buf;  /* memory */
+		uint64_t off; /* file offset */
+		uint64_t len; /* bytes */
+		uint8_t *buf; /* memory */
 	} req[WRITE_DEPTH > READ_DEPTH ? WRITE_DEPTH : READ_DEPTH];
 	uint32_t free_slots = (1u << p->depth) - 1, inflight = 0;
 	uint64_t next = p->start;
@@ -634,9 +635,8 @@ static uint64_t piece_batch(void *arg, uint64_t off, uint8_t *slot, uint8_t **bu
 		return len;
 	}
 	for (uint32_t k = b->cursor; k < b->n && b->items[k].offset < off + len; k++)
-		if (b->items[k].offset > off &&
-		    aligned_run(b->items[k].data, b->items[k].offset, b->items[k].size,
-				b->items[k].offset)) {
+		if (b->items[k].offset > off && aligned_run(b->items[k].data, b->items[k].offset,
+							    b->items[k].size, b->items[k].offset)) {
 			len = b->items[k].offset - off; /* aligned: a big object's start */
 			break;
 		}
@@ -826,7 +826,9 @@ int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint
 		r = sp->inject_read;
 		sp->inject_read = 0;
 	}
-	if (r == 0 && size && !ra_serve(&sp->ra, file, offset, size, dst)) {
+	if (r == 0 && size && ra_serve(&sp->ra, file, offset, size, dst)) {
+		sp->st.ahead_bytes += size;
+	} else if (r == 0 && size) {
 		if (sp->ra.file == file)
 			ra_stop(&sp->ra); /* out of order: the window would only be in the way */
 		r = run_pipe(&sp->ring, f->fd, &p);
@@ -893,4 +895,9 @@ void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, i
 void ferry__plasma_spill_inject_hold(struct ferry__plasma_spill *sp, int fd)
 {
 	sp->inject_hold = fd + 1;
+}
+
+int ferry__plasma_spill_file_fd(const struct ferry__plasma_spill *sp, uint32_t file)
+{
+	return file < sp->nfiles ? sp->files[file].fd : -1;
 }

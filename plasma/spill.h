@@ -48,15 +48,16 @@ struct ferry__plasma_spill_item {
 };
 
 struct ferry__plasma_spill_stats {
-	uint64_t files;		/* open spill files */
-	uint64_t disk_bytes;	/* their total size (counted against max_bytes) */
-	uint64_t live_objects;	/* objects in them not dropped yet */
-	uint64_t live_bytes;	/* their bytes */
-	uint64_t written_bytes; /* object bytes written since start */
-	uint64_t read_bytes;	/* object bytes read back since start */
+	uint64_t files;		 /* open spill files */
+	uint64_t disk_bytes;	 /* their total size (counted against max_bytes) */
+	uint64_t live_objects;	 /* objects in them not dropped yet */
+	uint64_t live_bytes;	 /* their bytes */
+	uint64_t written_bytes;	 /* object bytes written since start */
+	uint64_t read_bytes;	 /* object bytes read back since start */
 	uint64_t uncopied_bytes; /* of written + read: moved straight from/to object memory */
-	uint64_t batches;	/* write batches since start */
-	uint64_t errors;	/* failed batches and reads since start */
+	uint64_t ahead_bytes;	 /* of read: copied out of the read-ahead window */
+	uint64_t batches;	 /* write batches since start */
+	uint64_t errors;	 /* failed batches and reads since start */
 };
 
 /*
@@ -121,6 +122,10 @@ void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 /* ferry__plasma_spill_inject() - tests: the next write batch fails with @write_err and the
  * next read with @read_err (negative errnos; 0 leaves that one alone). Once each. */
 void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err);
+
+/* ferry__plasma_spill_file_fd() - tests: the descriptor of spill file @file (to damage it),
+ * or -1. */
+int ferry__plasma_spill_file_fd(const struct ferry__plasma_spill *sp, uint32_t file);
 
 /* ferry__plasma_spill_inject_hold() - tests: the next batch planned, before it writes, sends a
  * byte to @fd (a socket pair) and waits for one back (a batch in the background holds only its
