@@ -94,8 +94,8 @@ BENCHMARK(BM_limits_uds_rtt)->Unit(benchmark::kMicrosecond);
 
 // The disk the way spill uses it (plasma/spill.c), on the spill directory's file system
 // (FERRY_BENCH_DIR, default /var/tmp): each round writes a new anonymous file (O_TMPFILE) of
-// @total bytes in @chunk-byte writes, @depth of them in flight on an io_uring, O_DIRECT, then
-// one fdatasync. @depth 0 is dd's way instead (buffered write() of @chunk, then fdatasync): the
+// @total bytes (reserved first with fallocate, as spill reserves a batch) in @chunk-byte
+// writes, @depth of them in flight on an io_uring, O_DIRECT, then one fdatasync. @depth 0 is dd's way instead (buffered write() of @chunk, then fdatasync): the
 // figure the issue quoted, printed beside spill for scale. The O_DIRECT row is the write limit.
 constexpr size_t DISK_ALIGN = 4096;
 
@@ -179,7 +179,9 @@ class DiskFile
 		if (fd_ < 0)
 			return -errno;
 		int r = 0;
-		if (direct) {
+		if (direct && fallocate(fd_, 0, 0, (off_t)total) < 0) // as spill reserves a batch
+			r = -errno;
+		if (direct && !r) {
 			r = disk_ring_io(&ring_, fd_, true, bufs_, chunk_, depth_, total);
 		} else {
 			for (size_t done = 0; done < total && !r; done += chunk_)

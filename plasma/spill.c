@@ -25,9 +25,7 @@
 #define WRITE_CHUNK (4u << 20) /* bytes per write request */
 #define WRITE_DEPTH 4u	       /* writes in flight */
 #define READ_CHUNK (1u << 20)  /* bytes per read request */
-#define READ_DEPTH 8u	       /* reads in flight */
-#define RA_CHUNK (1u << 20)    /* bytes per read-ahead request (and their alignment in a file) */
-#define RA_PIECES 16u	       /* read-ahead window, in pieces */
+#define READ_DEPTH 16u	       /* reads in flight */
 #define PACK 64u	       /* objects start on this boundary in a file */
 #define BIG_BYTES (64u << 10)  /* ... or on a DIO_ALIGN one, from this size on */
 #define PUNCH_MIN_BYTES 65536u /* smaller drops are not worth a syscall */
@@ -48,32 +46,8 @@ struct stage {
 	uint8_t *buf; /* DIO_ALIGN aligned */
 };
 
-enum ra_state { RA_EMPTY, RA_BUSY, RA_READY, RA_FAILED };
-
-/*
- * Read-ahead of a file that is being restored in order: while the store answers one restore
- * and waits for the next, the disk reads on. The window [lo, hi) is made of RA_CHUNK pieces at
- * RA_CHUNK multiples in the file; piece at offset x lives in slot (x / RA_CHUNK) % RA_PIECES.
- * Its reads stay in flight between calls, so it has its own ring.
- */
-struct readahead {
-	struct io_uring ring;	  /* for the window's reads only */
-	struct stage mem;	  /* RA_PIECES x RA_CHUNK; raw NULL: not yet */
-	uint8_t state[RA_PIECES]; /* enum ra_state, per slot */
-	uint32_t file;		  /* the file read ahead; UINT32_MAX: none */
-	int fd;			  /* its fd */
-	uint64_t lo;		  /* window start (RA_CHUNK multiple) */
-	uint64_t hi;		  /* window end (RA_CHUNK multiple) */
-	uint64_t limit;		  /* the file's size */
-	uint32_t busy;		  /* reads in flight */
-	uint32_t seq_file;	  /* the last read's file */
-	uint64_t seq_end;	  /* ... and where it ended */
-	bool ok;		  /* ring set up */
-};
-
 struct ferry__plasma_spill {
 	struct io_uring ring;		     /* the module's own ring */
-	struct readahead ra;		     /* restores in file order */
 	char *dir;			     /* spill directory */
 	struct spill_file *files;	     /* by file id */
 	uint32_t nfiles;		     /* slots in files */
@@ -127,105 +101,6 @@ static int stage_alloc(struct stage *st, size_t bytes)
 	return 0;
 }
 
-/* ---- read-ahead ---- */
-
-static uint32_t ra_slot(uint64_t off)
-{
-	return (uint32_t)(off / RA_CHUNK % RA_PIECES);
-}
-
-/* Wait for one of the window's reads, and take in every other one that is done. */
-static void ra_reap(struct readahead *ra)
-{
-	struct io_uring_cqe *cqe;
-	bool first = true;
-
-	while (ra->busy) {
-		int r = first ? io_uring_wait_cqe(&ra->ring, &cqe)
-			      : io_uring_peek_cqe(&ra->ring, &cqe);
-
-		if (r == -EINTR)
-			continue;
-		if (r < 0)
-			break; /* nothing more yet */
-		first = false;
-		/* user_data: slot << 32 | expected length */
-		ra->state[cqe->user_data >> 32] =
-			cqe->res == (int)(uint32_t)cqe->user_data ? RA_READY : RA_FAILED;
-		io_uring_cqe_seen(&ra->ring, cqe);
-		ra->busy--;
-	}
-}
-
-/* Wait for the window's reads and forget it (before its file closes, or to read elsewhere). */
-static void ra_stop(struct readahead *ra)
-{
-	while (ra->busy)
-		ra_reap(ra);
-	memset(ra->state, RA_EMPTY, sizeof(ra->state));
-	ra->file = UINT32_MAX;
-}
-
-/* Slide the window of @file (@f) to start at @from and fill it with reads. */
-static void ra_advance(struct readahead *ra, uint32_t file, const struct spill_file *f,
-		       uint64_t from)
-{
-	uint64_t lo = from / RA_CHUNK * RA_CHUNK;
-
-	if (!ra->ok || (!ra->mem.raw && stage_alloc(&ra->mem, (size_t)RA_PIECES * RA_CHUNK) < 0))
-		return;
-	if (ra->file != file || lo < ra->lo || lo > ra->hi) {
-		ra_stop(ra);
-		ra->file = file;
-		ra->fd = f->fd;
-		ra->lo = ra->hi = lo;
-		ra->limit = f->size;
-	}
-	for (; ra->lo < lo; ra->lo += RA_CHUNK) { /* behind: the slot is free once read */
-		while (ra->state[ra_slot(ra->lo)] == RA_BUSY)
-			ra_reap(ra);
-		ra->state[ra_slot(ra->lo)] = RA_EMPTY;
-	}
-	while (ra->hi < ra->limit && ra->hi - ra->lo < (uint64_t)RA_PIECES * RA_CHUNK) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&ra->ring);
-		uint32_t slot = ra_slot(ra->hi),
-			 len = (uint32_t)FERRY_MIN((uint64_t)RA_CHUNK, ra->limit - ra->hi);
-
-		if (!sqe)
-			break;
-		io_uring_prep_read(sqe, ra->fd, ra->mem.buf + (size_t)slot * RA_CHUNK, len, ra->hi);
-		io_uring_sqe_set_data64(sqe, (uint64_t)slot << 32 | len);
-		ra->state[slot] = RA_BUSY;
-		ra->busy++;
-		ra->hi += RA_CHUNK;
-	}
-	if (io_uring_submit(&ra->ring) < 0)
-		ra_stop(ra); /* nothing went: nothing to wait for either */
-}
-
-/* Copy [offset, offset + size) of @file out of the window into @dst, waiting for its reads.
- * Returns true if it could (every piece read), false if the caller must read it. */
-static bool ra_serve(struct readahead *ra, uint32_t file, uint64_t offset, uint64_t size,
-		     uint8_t *dst)
-{
-	uint64_t end = offset + size;
-
-	if (ra->file != file || offset < ra->lo || end > FERRY_MIN(ra->hi, ra->limit))
-		return false;
-	for (uint64_t x = offset / RA_CHUNK * RA_CHUNK; x < end; x += RA_CHUNK) {
-		uint32_t slot = ra_slot(x);
-		uint64_t from = FERRY_MAX(x, offset), to = FERRY_MIN(x + RA_CHUNK, end);
-
-		while (ra->state[slot] == RA_BUSY)
-			ra_reap(ra);
-		if (ra->state[slot] != RA_READY)
-			return false;
-		memcpy(dst + (from - offset), ra->mem.buf + (size_t)slot * RA_CHUNK + (from - x),
-		       to - from);
-	}
-	return true;
-}
-
 int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,
 			       struct ferry__plasma_spill **out)
 {
@@ -259,9 +134,6 @@ int ferry__plasma_spill_create(const struct ferry__plasma_spill_opts *opts,
 		FLOG_ERROR(comp, "spill: io_uring_queue_init: %s", ferry_strerror(r));
 		goto err_free_stage;
 	}
-	/* Without a ring of its own there is just no read-ahead. */
-	sp->ra.ok = io_uring_queue_init(RA_PIECES, &sp->ra.ring, 0) == 0;
-	sp->ra.file = sp->ra.seq_file = UINT32_MAX;
 	sp->max_bytes = opts->max_bytes;
 	*out = sp;
 	return 0;
@@ -283,13 +155,10 @@ void ferry__plasma_spill_destroy(struct ferry__plasma_spill *sp)
 	if (!sp)
 		return;
 	FLOG_DEBUG(comp,
-		   "spill: %" PRIu64 " bytes written, %" PRIu64 " read, %" PRIu64
-		   " of them with no copy",
-		   sp->st.written_bytes, sp->st.read_bytes, sp->st.uncopied_bytes);
-	ra_stop(&sp->ra);
-	if (sp->ra.ok)
-		io_uring_queue_exit(&sp->ra.ring);
-	ferry__free(sp->ra.mem.raw);
+		   "spill: %" PRIu64 " bytes written, %" PRIu64 " read (%" PRIu64
+		   " ahead of a request), %" PRIu64 " moved with no copy",
+		   sp->st.written_bytes, sp->st.read_bytes, sp->st.ahead_bytes,
+		   sp->st.uncopied_bytes);
 	for (uint32_t i = 0; i < sp->nfiles; i++)
 		if (sp->files[i].fd >= 0)
 			close(sp->files[i].fd);
@@ -767,90 +636,111 @@ static struct spill_file *file_of(struct ferry__plasma_spill *sp, uint32_t file,
 	return f;
 }
 
-/* What a read copies out of the pieces it reads. */
+/* A read of consecutive objects of one file (struct ferry__plasma_spill_read, in file order). */
 struct read_out {
-	uint64_t offset; /* the object's first byte in the file */
-	uint64_t size;	 /* its bytes */
-	uint8_t *dst;	 /* where they go */
+	const struct ferry__plasma_spill_read *objs; /* the objects */
+	uint32_t n;				     /* how many */
+	uint32_t cursor;			     /* piece: the first object not behind */
 };
 
-/* pipe.piece of a read: straight into the object's memory where both are aligned, else a
- * staged piece up to where that starts. */
+/* pipe.piece of a read: straight into an object's memory where both are aligned, else a
+ * staged piece, up to where the next object that needs no copy starts. */
 static uint64_t piece_read(void *arg, uint64_t off, uint8_t *slot, uint8_t **buf)
 {
-	const struct read_out *o = arg;
-	uint64_t end = FERRY_ALIGN_UP(o->offset + o->size, (uint64_t)DIO_ALIGN);
-	uint64_t run = aligned_run(o->dst, o->offset, o->size, off);
+	struct read_out *o = arg;
+	const struct ferry__plasma_spill_read *last = &o->objs[o->n - 1], *it;
+	uint64_t end = FERRY_ALIGN_UP(last->offset + last->size, (uint64_t)DIO_ALIGN);
+	uint64_t len = FERRY_MIN(end - off, (uint64_t)READ_CHUNK), run;
 
+	while (o->cursor < o->n && o->objs[o->cursor].offset + o->objs[o->cursor].size <= off)
+		o->cursor++;
+	it = o->cursor < o->n ? &o->objs[o->cursor] : NULL;
+	run = it ? aligned_run(it->dst, it->offset, it->size, off) : 0;
 	if (run) {
-		*buf = o->dst + (off - o->offset);
-		return FERRY_MIN(run, (uint64_t)READ_CHUNK);
+		*buf = (uint8_t *)it->dst + (off - it->offset);
+		return FERRY_MIN(run, len);
 	}
+	for (uint32_t k = o->cursor; k < o->n && o->objs[k].offset < off + len; k++)
+		if (o->objs[k].offset > off && aligned_run(o->objs[k].dst, o->objs[k].offset,
+							   o->objs[k].size, o->objs[k].offset)) {
+			len = o->objs[k].offset - off; /* aligned: a big object's start */
+			break;
+		}
 	*buf = slot;
-	if (off < o->offset && aligned_run(o->dst, o->offset, o->size, o->offset))
-		return o->offset - off;
-	return FERRY_MIN(end - off, (uint64_t)READ_CHUNK);
+	return len;
 }
 
-/* pipe.drain: the part of piece [off, off + len) that is the object's, into its place. */
+/* pipe.drain: the parts of piece [off, off + len) that are objects', into their places. */
 static void drain_read(void *arg, uint64_t off, const uint8_t *buf, uint64_t len)
 {
 	const struct read_out *o = arg;
-	uint64_t from = FERRY_MAX(off, o->offset), to = FERRY_MIN(off + len, o->offset + o->size);
 
-	if (from < to)
-		memcpy(o->dst + (from - o->offset), buf + (from - off), to - from);
+	for (uint32_t k = 0; k < o->n; k++) {
+		const struct ferry__plasma_spill_read *it = &o->objs[k];
+		uint64_t from = FERRY_MAX(off, it->offset);
+		uint64_t to = FERRY_MIN(off + len, it->offset + it->size);
+
+		if (from < to)
+			memcpy((uint8_t *)it->dst + (from - it->offset), buf + (from - off),
+			       to - from);
+	}
 }
 
-int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
-			     void *dst, uint64_t size)
+int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
+			      const struct ferry__plasma_spill_read *objs, uint32_t n)
 {
-	struct spill_file *f = file_of(sp, file, offset, size);
-	struct read_out out = {offset, size, dst};
-	/* The aligned cover of the object, in pieces read into the staging slots, several in
-	 * flight, each copied to @dst as it comes in (arena blocks are 64-byte aligned only). */
+	struct spill_file *f = n ? file_of(sp, file, objs[0].offset, objs[0].size) : NULL;
+	struct read_out out = {objs, n, 0};
+	/* The aligned cover of the objects, in pieces, several in flight: big objects' aligned
+	 * middles straight into their memory, the rest through the staging slots. */
 	struct pipe p = {.stage = sp->rstage.buf,
 			 .chunk = READ_CHUNK,
 			 .depth = READ_DEPTH,
-			 .start = align_down(offset),
-			 .end = FERRY_ALIGN_UP(offset + size, (uint64_t)DIO_ALIGN),
 			 .direct = f && f->direct,
 			 .piece = piece_read,
 			 .drain = drain_read,
 			 .arg = &out};
+	uint64_t bytes = 0;
 	int r = 0;
 
+	for (uint32_t k = 1; f && k < n; k++)
+		if (objs[k].offset < objs[k - 1].offset + objs[k - 1].size ||
+		    !file_of(sp, file, objs[k].offset, objs[k].size))
+			f = NULL;
 	if (!f)
 		return -EINVAL;
 	if (sp->inject_read) {
 		r = sp->inject_read;
 		sp->inject_read = 0;
 	}
-	if (r == 0 && size && ra_serve(&sp->ra, file, offset, size, dst)) {
-		sp->st.ahead_bytes += size;
-	} else if (r == 0 && size) {
-		if (sp->ra.file == file)
-			ra_stop(&sp->ra); /* out of order: the window would only be in the way */
+	for (uint32_t k = 0; k < n; k++)
+		bytes += objs[k].size;
+	p.start = align_down(objs[0].offset);
+	p.end = FERRY_ALIGN_UP(objs[n - 1].offset + objs[n - 1].size, (uint64_t)DIO_ALIGN);
+	if (r == 0 && bytes)
 		r = run_pipe(&sp->ring, f->fd, &p);
-	}
 	sp->st.uncopied_bytes += p.uncopied;
-	if (r == 0 && sp->ra.seq_file == file && offset >= sp->ra.seq_end &&
-	    offset - sp->ra.seq_end < DIO_ALIGN)
-		ra_advance(&sp->ra, file, f, offset + size); /* in order: read on */
-	sp->ra.seq_file = file;
-	sp->ra.seq_end = offset + size;
 	if (r < 0) {
 		sp->st.errors++;
-		FLOG_ERROR(comp, "spill: reading %" PRIu64 " bytes back: %s", size,
+		FLOG_ERROR(comp, "spill: reading %" PRIu64 " bytes back: %s", bytes,
 			   ferry_strerror(r));
 		return r;
 	}
-	sp->st.read_bytes += size;
+	sp->st.read_bytes += bytes;
+	sp->st.ahead_bytes += bytes - objs[0].size;
 	return 0;
 }
 
+int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
+			     void *dst, uint64_t size)
+{
+	struct ferry__plasma_spill_read one = {offset, size, dst};
+
+	return ferry__plasma_spill_readv(sp, file, &one, 1);
+}
+
 void ferry__plasma_spill_drop(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
-			      uint64_t size)
+			      uint64_t size, bool restored)
 {
 	struct spill_file *f = file_of(sp, file, offset, size);
 	uint64_t from = FERRY_ALIGN_UP(offset, (uint64_t)DIO_ALIGN);
@@ -863,18 +753,13 @@ void ferry__plasma_spill_drop(struct ferry__plasma_spill *sp, uint32_t file, uin
 	sp->st.live_objects--;
 	sp->st.live_bytes -= FERRY_MIN(size, sp->st.live_bytes);
 	if (f->live_objects == 0) {
-		if (sp->ra.file == file)
-			ra_stop(&sp->ra);
 		close(f->fd);
 		sp->st.files--;
 		sp->st.disk_bytes -= f->size;
 		*f = (struct spill_file){.fd = -1};
-	} else if (size >= PUNCH_MIN_BYTES && from < to && sp->ra.file != file) {
+	} else if (!restored && size >= PUNCH_MIN_BYTES && from < to) {
 		/* Best effort: the file system may not punch, then the space comes back when
-		 * the file closes. Whole blocks only: the neighbours share the edge blocks. Not
-		 * while the file is read ahead: a punch waits for every direct read in flight on
-		 * the file (ext4: inode_dio_wait), which would undo the read-ahead; that space
-		 * comes back when the file closes. */
+		 * the file closes. Whole blocks only: the neighbours share the edge blocks. */
 		(void)fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
 				(off_t)(to - from));
 	}

@@ -28,6 +28,7 @@
 #ifndef FERRY_PLASMA_SPILL_H
 #define FERRY_PLASMA_SPILL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct ferry__plasma_spill;
@@ -55,7 +56,7 @@ struct ferry__plasma_spill_stats {
 	uint64_t written_bytes;	 /* object bytes written since start */
 	uint64_t read_bytes;	 /* object bytes read back since start */
 	uint64_t uncopied_bytes; /* of written + read: moved straight from/to object memory */
-	uint64_t ahead_bytes;	 /* of read: copied out of the read-ahead window */
+	uint64_t ahead_bytes;	 /* of read: for the 2nd and later objects of a readv */
 	uint64_t batches;	 /* write batches since start */
 	uint64_t errors;	 /* failed batches and reads since start */
 };
@@ -111,10 +112,30 @@ void ferry__plasma_spill_batch_free(struct ferry__plasma_spill_batch *b);
 int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
 			     void *dst, uint64_t size);
 
+/* One object of ferry__plasma_spill_readv(). */
+struct ferry__plasma_spill_read {
+	uint64_t offset; /* in the file */
+	uint64_t size;	 /* bytes */
+	void *dst;	 /* where they go */
+};
+
+/*
+ * ferry__plasma_spill_readv() - read @n objects of @file, in file order and not overlapping,
+ * into their @dst, in one sequential pass with several requests in flight (what lies between
+ * them is read too: keep them close). Returns 0, -EINVAL (@n is 0, no such file or range, or
+ * not in order; logged), -EIO (short file) or -errno of a read; on failure any @dst may hold
+ * part of its bytes.
+ */
+int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
+			      const struct ferry__plasma_spill_read *objs, uint32_t n);
+
 /* ferry__plasma_spill_drop() - the object at @offset (@size bytes) of @file is no longer
- * needed (restored or deleted). The file closes when its last object goes. */
+ * needed: deleted, or (@restored) read back. The file closes, and its space goes back, when
+ * its last object goes. A deleted object's whole blocks are punched out at once; a restored
+ * one's are not (a punch costs a journal commit and waits for the file's reads in flight, and
+ * a file is mostly restored together, so its space comes back soon when it closes). */
 void ferry__plasma_spill_drop(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
-			      uint64_t size);
+			      uint64_t size, bool restored);
 
 void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 			       struct ferry__plasma_spill_stats *out);

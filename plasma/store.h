@@ -65,7 +65,11 @@ struct ferry__plasma_store_opts {
 	 * leave, deleted or (@evicted) evicted; it is still readable (ID, sizes). Not called for
 	 * aborts, spills or restores. Must not call back into the store. */
 	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted);
-	void *hook_arg; /* for on_removed */
+	/* A spilled entry the caller did not ask for was restored with one it did (read from
+	 * the same batch, plasma/store_spill.c): it is SEALED at a new place. Must not call back
+	 * into the store. NULL: not told. */
+	void (*on_restored)(void *arg, uint32_t index, uint32_t gen);
+	void *hook_arg; /* for on_removed, on_restored */
 	/* Optional: have @fn(@fn_arg, status) run on the store's thread soon; called from another
 	 * thread; returns 0 or -errno. With it, tick() spills in the background: a worker thread
 	 * waits for the disk, and the store takes the batch back through a posted call (or the
