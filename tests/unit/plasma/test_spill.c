@@ -453,22 +453,50 @@ FTEST(big_objects_go_to_disk_and_back_with_no_copy)
 	ferry__plasma_store_destroy(s);
 }
 
-/* A batch holds its objects in the order they were made; restoring them in that order reads
- * the file ahead of the requests, and any other order still reads every byte right. */
-FTEST(restoring_in_the_order_made_reads_ahead)
-{
-	struct ferry__plasma_store *s = spill_store(32 * MIB, ftest_tmpdir(), 0, 0);
-	struct ferry__plasma_spill_stats st;
+static uint32_t restored_seen[16]; /* on_restored's entries, in call order */
+static uint32_t restored_count;
 
+static void count_restored(void *arg, uint32_t index, uint32_t gen)
+{
+	struct ferry__plasma_store **s = arg;
+	struct ferry__plasma_object o;
+
+	ftest_assert_int_eq(ferry__plasma_index_read(ferry__plasma_store_index(*s), index, &o),
+			    FERRY__PLASMA_SEALED);
+	ftest_assert_uint_eq(o.gen, gen);
+	if (restored_count < FERRY_ARRAY_SIZE(restored_seen))
+		restored_seen[restored_count] = index;
+	restored_count++;
+}
+
+/* A batch holds its objects in the order they were made; restoring one reads the ones after
+ * it in one pass and publishes them too (in free memory only, up to an eighth of it), and
+ * on_restored names each of those; any other order still reads every byte right. */
+FTEST(restoring_one_brings_the_objects_after_it_in_its_batch)
+{
+	struct ferry__plasma_store_opts o = spill_opts(32 * MIB, ftest_tmpdir(), 0, 0);
+	struct ferry__plasma_store *s = NULL;
+	struct ferry__plasma_spill_stats st;
+	struct ferry__plasma_object obj;
+
+	o.on_restored = count_restored;
+	o.hook_arg = &s;
+	ftest_assert_ok(ferry__plasma_store_create(&o, &s));
 	for (uint32_t n = 0; n < 12; n++)
 		put_object(s, 0, n, MIB + n * 4097, FERRY__PLASMA_F_PRIMARY, NULL);
 	ftest_assert_int_eq(ferry__plasma_store_spill(s, 64 * MIB, NULL), 12);
-	for (uint32_t n = 0; n < 8; n++)
-		check_object(s, n);
+	check_object(s, 0); /* 32 MiB / 8: the next three fit in 4 MiB, not four */
+	ftest_assert_uint_eq(restored_count, 3);
+	for (uint32_t n = 1; n < 4; n++) {
+		ftest_assert_int_eq(state_of(s, n, &obj), FERRY__PLASMA_SEALED);
+		ftest_assert_uint_eq(restored_seen[n - 1], obj.index);
+	}
+	ftest_assert_int_eq(state_of(s, 4, &obj), FERRY__PLASMA_SPILLED);
 	ferry__plasma_spill_stats(ferry__plasma_store_spill_area(s), &st);
-	ftest_assert_uint_ge(st.ahead_bytes, 6 * MIB); /* the first two are read on demand */
-	for (uint32_t n = 12; n-- > 8;)		       /* backwards: no read-ahead, same bytes */
+	ftest_assert_uint_eq(st.ahead_bytes, 3 * MIB + (1 + 2 + 3) * 4097);
+	for (uint32_t n = 12; n-- > 1;) /* backwards: each one alone, same bytes */
 		check_object(s, n);
+	ftest_assert_uint_eq(stats(s).restored_objects, 12);
 	ftest_assert_uint_eq(stats(s).spill_files, 0);
 	ferry__plasma_store_destroy(s);
 }
