@@ -97,7 +97,7 @@ BENCHMARK(BM_limits_uds_rtt)->Unit(benchmark::kMicrosecond);
 // @total bytes (reserved first with fallocate, as spill reserves a batch) in @chunk-byte
 // writes, @depth of them in flight on an io_uring, O_DIRECT, then one fdatasync. @depth 0 is dd's way instead (buffered write() of @chunk, then fdatasync): the
 // figure the issue quoted, printed beside spill for scale. The O_DIRECT row is the write limit.
-constexpr size_t DISK_ALIGN = 4096;
+constexpr size_t HUGE = 2 << 20;
 
 std::string disk_dir()
 {
@@ -155,11 +155,17 @@ int disk_ring_io(struct io_uring *ring, int fd, bool write, char *bufs, size_t c
 class DiskFile
 {
       public:
-	DiskFile(size_t chunk, int depth) : chunk_(chunk), depth_(std::max(depth, 1))
+	// @huge: buffers in transparent huge pages (where the kernel gives them), else 4 KiB
+	// pages, as the store's arena has them when shmem gets no huge pages (Debian's default).
+	// Each request pins its pages: the page size changes what the disk is asked for.
+	DiskFile(size_t chunk, int depth, bool huge) : chunk_(chunk), depth_(std::max(depth, 1))
 	{
-		bufs_ = (char *)aligned_alloc(DISK_ALIGN, chunk_ * (size_t)depth_);
-		if (bufs_)
-			memset(bufs_, 0xa5, chunk_ * (size_t)depth_);
+		size_t bytes = (chunk_ * (size_t)depth_ + HUGE - 1) / HUGE * HUGE;
+		bufs_ = (char *)aligned_alloc(HUGE, bytes);
+		if (bufs_) {
+			madvise(bufs_, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+			memset(bufs_, 0xa5, bytes);
+		}
 		ok_ = bufs_ && io_uring_queue_init(64, &ring_, 0) == 0;
 	}
 	~DiskFile()
@@ -221,7 +227,7 @@ void BM_limits_disk_write(benchmark::State &state)
 {
 	const size_t total = (size_t)state.range(0), chunk = (size_t)state.range(1);
 	const int depth = (int)state.range(2);
-	DiskFile f(chunk, depth);
+	DiskFile f(chunk, depth, state.range(3) != 0);
 
 	if (!f.ok()) {
 		state.SkipWithError("no buffers or no io_uring");
@@ -241,8 +247,9 @@ void BM_limits_disk_write(benchmark::State &state)
 }
 // Spill's write shape (plasma/spill.c: WRITE_CHUNK x WRITE_DEPTH, O_DIRECT), and dd's way.
 BENCHMARK(BM_limits_disk_write)
-	->Args({256 << 20, 4 << 20, 4})
-	->Args({256 << 20, 4 << 20, 0})
+	->Args({256 << 20, 4 << 20, 4, 0})
+	->Args({256 << 20, 4 << 20, 4, 1})
+	->Args({256 << 20, 4 << 20, 0, 0})
 	->Unit(benchmark::kMillisecond)
 	->UseRealTime();
 
@@ -252,7 +259,7 @@ void BM_limits_disk_read(benchmark::State &state)
 {
 	const size_t total = (size_t)state.range(0), chunk = (size_t)state.range(1);
 	const int depth = (int)state.range(2);
-	DiskFile f(chunk, depth);
+	DiskFile f(chunk, depth, state.range(3) != 0);
 	int r = f.ok() ? f.write_new(total, true) : -ENOMEM;
 
 	if (r < 0) {
@@ -271,7 +278,8 @@ void BM_limits_disk_read(benchmark::State &state)
 // Deeper than a restore of one object is (plasma/spill.c: READ_CHUNK x READ_DEPTH, or the
 // read-ahead window), so the ratio is not flattered by the shape.
 BENCHMARK(BM_limits_disk_read)
-	->Args({256 << 20, 4 << 20, 4})
+	->Args({256 << 20, 4 << 20, 4, 0})
+	->Args({256 << 20, 4 << 20, 4, 1})
 	->Unit(benchmark::kMillisecond)
 	->UseRealTime();
 

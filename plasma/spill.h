@@ -6,15 +6,22 @@
  * DESIGN
  * Files are anonymous (O_TMPFILE, or created and unlinked at once) in the spill directory, so
  * they vanish with the store even when it crashes: nothing stale is left on disk. One write
- * batch becomes one file: small objects are fused, packed at 64-byte boundaries (the gaps are
- * written as zeros so that the file is one contiguous stream). The stream goes out as gathered
- * writes (IORING_OP_WRITEV, at most 1024 iovecs and 8 MiB each), up to 32 in flight on the
- * module's own io_uring, then one fdatasync: a batch is on disk when the call returns, which is
- * also what the benchmark's disk limit measures. The file's pages are then dropped from the page
- * cache (POSIX_FADV_DONTNEED): spilled bytes must really leave memory. The file's space is
- * reserved first with fallocate, so a full disk is found before any byte is written.
- * A dropped object's range is punched out of its file (best effort); the file is closed, and
- * its space given back, when its last object is dropped.
+ * batch becomes one file (a segment): objects are laid out in the batch's order, small ones
+ * packed at 64-byte boundaries, those of 64 KiB or more at 4 KiB ones; the items' offsets are
+ * the segment's table, kept by the caller. The file is O_DIRECT where the file system allows
+ * (spilled bytes must leave memory, and the page cache's copy and writeback cost more than the
+ * disk): its space is reserved first with fallocate (a full disk is found before any byte is
+ * written), then it is written in pieces of up to 4 MiB, 4 in flight on an io_uring, then one
+ * fdatasync: a batch is on disk when the call returns, which is what the benchmark's limit
+ * measures. A piece that is the aligned middle of an object at an aligned address goes straight
+ * from the object's memory; the rest (small objects, padding, tails, unaligned memory) is copied
+ * into aligned staging slots. Reads work the same way in reverse (1 MiB pieces, 16 in flight),
+ * for one object or for several consecutive ones in one pass (readv: a restore brings the
+ * objects after it in its batch, plasma/store_spill.c). Without O_DIRECT the same pieces go
+ * through the page cache and the written file's pages are dropped after the fdatasync.
+ * A deleted object's whole blocks are punched out of its file (best effort); a restored one's
+ * are not (see spill_drop). A file is closed, and its space given back, when its last object
+ * goes.
  *
  * ferry__plasma_spill_write() is synchronous: the calling thread waits for the disk. A batch
  * can also be split so that the disk is waited for elsewhere: batch_new (plan, quota) on the
