@@ -318,10 +318,17 @@ static int post_to_loop(void *arg, void (*fn)(void *fn_arg, int status), void *f
 	return ferry__loop_post(srv->loop, fn, fn_arg);
 }
 
+/* Restored along with another one (store_spill.c): the same news as a restore asked for. */
+static void on_restored(void *arg, uint32_t index, uint32_t gen)
+{
+	ferry__plasma_events_moved(arg, index, gen);
+}
+
 static int create_store(struct ferry__plasma_server *srv, const struct ferry__plasma_server_opts *o)
 {
 	struct ferry__plasma_store_opts so = {
 		.on_removed = ferry__plasma_events_removed,
+		.on_restored = on_restored,
 		.hook_arg = srv,
 		.post = post_to_loop,
 		.post_arg = srv,

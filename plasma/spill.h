@@ -6,15 +6,22 @@
  * DESIGN
  * Files are anonymous (O_TMPFILE, or created and unlinked at once) in the spill directory, so
  * they vanish with the store even when it crashes: nothing stale is left on disk. One write
- * batch becomes one file: small objects are fused, packed at 64-byte boundaries (the gaps are
- * written as zeros so that the file is one contiguous stream). The stream goes out as gathered
- * writes (IORING_OP_WRITEV, at most 1024 iovecs and 8 MiB each), up to 32 in flight on the
- * module's own io_uring, then one fdatasync: a batch is on disk when the call returns, which is
- * also what the benchmark's disk limit measures. The file's pages are then dropped from the page
- * cache (POSIX_FADV_DONTNEED): spilled bytes must really leave memory. The file's space is
- * reserved first with fallocate, so a full disk is found before any byte is written.
- * A dropped object's range is punched out of its file (best effort); the file is closed, and
- * its space given back, when its last object is dropped.
+ * batch becomes one file (a segment): objects are laid out in the batch's order, small ones
+ * packed at 64-byte boundaries, those of 64 KiB or more at 4 KiB ones; the items' offsets are
+ * the segment's table, kept by the caller. The file is O_DIRECT where the file system allows
+ * (spilled bytes must leave memory, and the page cache's copy and writeback cost more than the
+ * disk): its space is reserved first with fallocate (a full disk is found before any byte is
+ * written), then it is written in pieces of up to 4 MiB, 4 in flight on an io_uring, then one
+ * fdatasync: a batch is on disk when the call returns, which is what the benchmark's limit
+ * measures. A piece that is the aligned middle of an object at an aligned address goes straight
+ * from the object's memory; the rest (small objects, padding, tails, unaligned memory) is copied
+ * into aligned staging slots. Reads work the same way in reverse (1 MiB pieces, 16 in flight),
+ * for one object or for several consecutive ones in one pass (readv: a restore brings the
+ * objects after it in its batch, plasma/store_spill.c). Without O_DIRECT the same pieces go
+ * through the page cache and the written file's pages are dropped after the fdatasync.
+ * A deleted object's whole blocks are punched out of its file (best effort); a restored one's
+ * are not (see spill_drop). A file is closed, and its space given back, when its last object
+ * goes.
  *
  * ferry__plasma_spill_write() is synchronous: the calling thread waits for the disk. A batch
  * can also be split so that the disk is waited for elsewhere: batch_new (plan, quota) on the
@@ -28,6 +35,7 @@
 #ifndef FERRY_PLASMA_SPILL_H
 #define FERRY_PLASMA_SPILL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct ferry__plasma_spill;
@@ -48,14 +56,16 @@ struct ferry__plasma_spill_item {
 };
 
 struct ferry__plasma_spill_stats {
-	uint64_t files;		/* open spill files */
-	uint64_t disk_bytes;	/* their total size (counted against max_bytes) */
-	uint64_t live_objects;	/* objects in them not dropped yet */
-	uint64_t live_bytes;	/* their bytes */
-	uint64_t written_bytes; /* object bytes written since start */
-	uint64_t read_bytes;	/* object bytes read back since start */
-	uint64_t batches;	/* write batches since start */
-	uint64_t errors;	/* failed batches and reads since start */
+	uint64_t files;		 /* open spill files */
+	uint64_t disk_bytes;	 /* their total size (counted against max_bytes) */
+	uint64_t live_objects;	 /* objects in them not dropped yet */
+	uint64_t live_bytes;	 /* their bytes */
+	uint64_t written_bytes;	 /* object bytes written since start */
+	uint64_t read_bytes;	 /* object bytes read back since start */
+	uint64_t uncopied_bytes; /* of written + read: moved straight from/to object memory */
+	uint64_t ahead_bytes;	 /* of read: for the 2nd and later objects of a readv */
+	uint64_t batches;	 /* write batches since start */
+	uint64_t errors;	 /* failed batches and reads since start */
 };
 
 /*
@@ -109,10 +119,30 @@ void ferry__plasma_spill_batch_free(struct ferry__plasma_spill_batch *b);
 int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
 			     void *dst, uint64_t size);
 
+/* One object of ferry__plasma_spill_readv(). */
+struct ferry__plasma_spill_read {
+	uint64_t offset; /* in the file */
+	uint64_t size;	 /* bytes */
+	void *dst;	 /* where they go */
+};
+
+/*
+ * ferry__plasma_spill_readv() - read @n objects of @file, in file order and not overlapping,
+ * into their @dst, in one sequential pass with several requests in flight (what lies between
+ * them is read too: keep them close). Returns 0, -EINVAL (@n is 0, no such file or range, or
+ * not in order; logged), -EIO (short file) or -errno of a read; on failure any @dst may hold
+ * part of its bytes.
+ */
+int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
+			      const struct ferry__plasma_spill_read *objs, uint32_t n);
+
 /* ferry__plasma_spill_drop() - the object at @offset (@size bytes) of @file is no longer
- * needed (restored or deleted). The file closes when its last object goes. */
+ * needed: deleted, or (@restored) read back. The file closes, and its space goes back, when
+ * its last object goes. A deleted object's whole blocks are punched out at once; a restored
+ * one's are not (a punch costs a journal commit and waits for the file's reads in flight, and
+ * a file is mostly restored together, so its space comes back soon when it closes). */
 void ferry__plasma_spill_drop(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
-			      uint64_t size);
+			      uint64_t size, bool restored);
 
 void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 			       struct ferry__plasma_spill_stats *out);
@@ -120,6 +150,10 @@ void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 /* ferry__plasma_spill_inject() - tests: the next write batch fails with @write_err and the
  * next read with @read_err (negative errnos; 0 leaves that one alone). Once each. */
 void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err);
+
+/* ferry__plasma_spill_file_fd() - tests: the descriptor of spill file @file (to damage it),
+ * or -1. */
+int ferry__plasma_spill_file_fd(const struct ferry__plasma_spill *sp, uint32_t file);
 
 /* ferry__plasma_spill_inject_hold() - tests: the next batch planned, before it writes, sends a
  * byte to @fd (a socket pair) and waits for one back (a batch in the background holds only its

@@ -115,6 +115,7 @@ int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
 		return -ENOMEM;
 	s->flags = o.flags;
 	s->on_removed = o.on_removed;
+	s->on_restored = o.on_restored;
 	s->hook_arg = o.hook_arg;
 	s->post = o.post;
 	s->post_arg = o.post_arg;

@@ -29,6 +29,12 @@
  * no other spill picks it. When the batch is on disk, the store takes it back (posted call, or
  * the next tick) and commits each victim as a synchronous spill does. make_room() that finds
  * nothing else to spill waits for the batch in flight. One batch is in flight at a time.
+ * A batch holds its victims least recently used first, and in the order they were made among
+ * equals; each spill record names the next one of its batch. A restore reads the objects after
+ * the one asked for along with it, in one pass (those still spilled, close behind each other,
+ * up to an eighth of the arena and 64 MiB, in free memory only: nothing is evicted or spilled
+ * for them), and publishes them too (opts.on_restored tells the caller which): a batch is
+ * mostly read back together, and a client then finds them in memory without asking.
  *
  * Thread model: one thread (the store's loop) calls everything here. Clients in other
  * processes run the index's lock-free operations concurrently.
@@ -65,7 +71,11 @@ struct ferry__plasma_store_opts {
 	 * leave, deleted or (@evicted) evicted; it is still readable (ID, sizes). Not called for
 	 * aborts, spills or restores. Must not call back into the store. */
 	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted);
-	void *hook_arg; /* for on_removed */
+	/* A spilled entry the caller did not ask for was restored with one it did (read from
+	 * the same batch, plasma/store_spill.c): it is SEALED at a new place. Must not call back
+	 * into the store. NULL: not told. */
+	void (*on_restored)(void *arg, uint32_t index, uint32_t gen);
+	void *hook_arg; /* for on_removed, on_restored */
 	/* Optional: have @fn(@fn_arg, status) run on the store's thread soon; called from another
 	 * thread; returns 0 or -errno. With it, tick() spills in the background: a worker thread
 	 * waits for the disk, and the store takes the batch back through a posted call (or the

@@ -41,10 +41,12 @@ struct ferry__store_chunk {
 
 /* Where a spilled entry's bytes are (value of the store's spilled map, keyed by entry index). */
 struct ferry__store_spilled {
-	uint64_t offset; /* in the spill file */
-	uint64_t size;	 /* data + metadata bytes */
-	uint32_t file;	 /* spill file id */
-	uint32_t gen;	 /* entry generation */
+	uint64_t offset;   /* in the spill file */
+	uint64_t size;	   /* data + metadata bytes */
+	uint32_t file;	   /* spill file id */
+	uint32_t gen;	   /* entry generation */
+	uint32_t next;	   /* the entry after it in its batch (file order); UINT32_MAX: none */
+	uint32_t next_gen; /* ... at this generation */
 };
 
 /* The background spill (store_spill.c): one batch at a time. */
@@ -79,7 +81,8 @@ struct ferry__plasma_store {
 	uint64_t evicted_bytes;		       /* since start */
 	unsigned flags;			       /* FERRY__PLASMA_STORE_* */
 	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted); /* or NULL */
-	void *hook_arg; /* for on_removed */
+	void (*on_restored)(void *arg, uint32_t index, uint32_t gen);		   /* or NULL */
+	void *hook_arg; /* for on_removed, on_restored */
 	int (*post)(void *arg, void (*fn)(void *fn_arg, int status), void *fn_arg); /* or NULL */
 	void *post_arg;								    /* for post */
 	struct ferry__store_spiller bg; /* the background spill */

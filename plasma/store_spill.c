@@ -22,14 +22,20 @@ static const char comp[] = "plasma";
 struct victim {
 	uint32_t stamp; /* the entry's lru_stamp: older first */
 	uint32_t index; /* entry slot */
+	uint64_t alloc; /* its placement id: made earlier first among equal stamps */
 };
 
+/* Least recently used first, and in the order they were made among equals: a batch's file
+ * then holds them in that order, and restoring them in it reads the file in order (read-ahead,
+ * plasma/spill.h). */
 static int by_stamp(const void *a, const void *b)
 {
 	const struct victim *x = a, *y = b;
 
 	if (x->stamp != y->stamp)
 		return x->stamp < y->stamp ? -1 : 1;
+	if (x->alloc != y->alloc)
+		return x->alloc < y->alloc ? -1 : 1;
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
@@ -91,7 +97,8 @@ static int64_t pick(struct ferry__plasma_store *s, uint64_t want, struct victim 
 		if (!spillable(s, i, &o))
 			continue;
 		if (add_candidate(&v, &n, &cap,
-				  (struct victim){atomic_load(&s->ix.ext[i].lru_stamp), i}) < 0) {
+				  (struct victim){atomic_load(&s->ix.ext[i].lru_stamp), i,
+						  ferry__plasma_index_alloc(&s->ix, i)}) < 0) {
 			ferry__free(v);
 			return -ENOMEM;
 		}
@@ -114,8 +121,9 @@ static int64_t pick(struct ferry__plasma_store *s, uint64_t want, struct victim 
 /* The bytes of entry @index are on disk at @item: record that, then take the object out of
  * memory unless a pin raced us. Returns 1 if it is now SPILLED, 0 if it stays. */
 static int commit(struct ferry__plasma_store *s, uint32_t index,
-		  const struct ferry__plasma_spill_item *item, uint64_t *freed)
+		  const struct ferry__plasma_spill_item *item, uint32_t next, uint64_t *freed)
 {
+	struct ferry__plasma_object n = {.gen = 0};
 	struct ferry__store_spilled *rec;
 	struct ferry__plasma_object o;
 
@@ -123,7 +131,10 @@ static int commit(struct ferry__plasma_store *s, uint32_t index,
 	/* The record first: once the memory is freed, failing is no longer an option. */
 	if (ferry__hashmap_put(&s->spilled, &index, (void **)&rec) < 0)
 		goto err_drop;
-	*rec = (struct ferry__store_spilled){item->offset, item->size, item->file, o.gen};
+	if (next != UINT32_MAX)
+		ferry__plasma_index_read(&s->ix, next, &n);
+	*rec = (struct ferry__store_spilled){item->offset, item->size, item->file,
+					     o.gen,	   next,       n.gen};
 	if (ferry__plasma_index_try_evict(&s->ix, index, o.gen) < 0) {
 		ferry__hashmap_remove(&s->spilled, &index, NULL);
 		goto err_drop;
@@ -138,7 +149,7 @@ static int commit(struct ferry__plasma_store *s, uint32_t index,
 	return 1;
 
 err_drop:
-	ferry__plasma_spill_drop(s->spill, item->file, item->offset, item->size);
+	ferry__plasma_spill_drop(s->spill, item->file, item->offset, item->size, false);
 	return 0;
 }
 
@@ -185,7 +196,8 @@ static int commit_all(struct ferry__plasma_store *s, int r, const uint32_t *vict
 	int spilled = 0;
 
 	for (uint32_t k = 0; r == 0 && k < n; k++)
-		spilled += commit(s, victims[k], &items[k], got);
+		spilled += commit(s, victims[k], &items[k], k + 1 < n ? victims[k + 1] : UINT32_MAX,
+				  got);
 	FLOG_DEBUG(comp, "store: spilled %d objects, %" PRIu64 " arena bytes freed", spilled, *got);
 	return spilled;
 }
@@ -370,46 +382,131 @@ void ferry__plasma_store_quiesce(struct ferry__plasma_store *s)
 	ferry__store_spill_stop(s);
 }
 
-void ferry__store_spill_forget(struct ferry__plasma_store *s, uint32_t index)
+/* Drop entry @index's spill record; @restored: its bytes are back in memory. */
+static void forget(struct ferry__plasma_store *s, uint32_t index, bool restored)
 {
 	struct ferry__store_spilled rec;
 
 	if (ferry__hashmap_remove(&s->spilled, &index, &rec) < 0)
 		return;
-	ferry__plasma_spill_drop(s->spill, rec.file, rec.offset, rec.size);
+	ferry__plasma_spill_drop(s->spill, rec.file, rec.offset, rec.size, restored);
 	s->spilled_bytes -= FERRY_MIN(rec.size, s->spilled_bytes);
+}
+
+void ferry__store_spill_forget(struct ferry__plasma_store *s, uint32_t index)
+{
+	forget(s, index, false);
+}
+
+#define AHEAD_MAX 31u		  /* objects read with a restore, after the one asked for */
+#define AHEAD_BYTES (64ull << 20) /* ... and their bytes, at most (and 1/8 of the arena) */
+#define AHEAD_GAP (1ull << 20)	  /* dropped bytes between two that are read over */
+
+/* A restore's reads: the object asked for first, then those after it in its file. */
+struct restore_plan {
+	struct ferry__plasma_spill_read objs[AHEAD_MAX + 1]; /* the reads */
+	uint64_t blocks[AHEAD_MAX + 1];			     /* their arena blocks */
+	uint32_t index[AHEAD_MAX + 1];			     /* their entries */
+	uint32_t gen[AHEAD_MAX + 1];			     /* ... at these generations */
+	uint32_t n;					     /* how many */
+};
+
+/*
+ * The objects after @rec in its file (its batch's order) to restore with it, since a batch
+ * written together is mostly read back together: still spilled at the generation recorded,
+ * close behind each other, and in free memory (nothing is evicted or spilled for them).
+ */
+static void plan_ahead(struct ferry__plasma_store *s, const struct ferry__store_spilled *rec,
+		       struct restore_plan *p)
+{
+	const struct ferry__store_spilled *cur = rec;
+	uint64_t budget = FERRY_MIN(AHEAD_BYTES, s->arena.size / 8), used = 0;
+
+	while (p->n <= AHEAD_MAX && cur->next != UINT32_MAX) {
+		uint32_t index = cur->next;
+		struct ferry__store_spilled *q = ferry__hashmap_get(&s->spilled, &index);
+		uint64_t prev_end = cur->offset + cur->size, *block = &p->blocks[p->n];
+
+		if (!q || q->gen != cur->next_gen || q->file != rec->file || q->offset < prev_end ||
+		    q->offset - prev_end > AHEAD_GAP || used + q->size > budget ||
+		    ferry__plasma_allocator_alloc(s->alloc, FERRY_MAX(q->size, 1u), block) < 0)
+			break;
+		p->objs[p->n] = (struct ferry__plasma_spill_read){q->offset, q->size,
+								  s->arena.base + *block};
+		p->index[p->n] = index;
+		p->gen[p->n++] = q->gen;
+		used += q->size;
+		cur = q;
+	}
+}
+
+/* Read @p; if that fails, the first object alone (the damage may lie ahead), and the others'
+ * blocks go back. Returns 0 or the -errno of the first object's read. */
+static int read_plan(struct ferry__plasma_store *s, uint32_t file, struct restore_plan *p)
+{
+	int r = ferry__plasma_spill_readv(s->spill, file, p->objs, p->n);
+
+	if (r < 0 && p->n > 1) {
+		while (p->n > 1)
+			ferry__plasma_allocator_free(s->alloc, p->blocks[--p->n]);
+		r = ferry__plasma_spill_readv(s->spill, file, p->objs, 1);
+	}
+	return r;
+}
+
+/* Object k of @p is in its block: publish it there (SEALED) and drop its spill record.
+ * Returns 0, or -ENOENT (it changed meanwhile: the block goes back). */
+static int publish(struct ferry__plasma_store *s, const struct restore_plan *p, uint32_t k)
+{
+	uint32_t index = p->index[k];
+	int r = ferry__plasma_index_restore(&s->ix, index, p->gen[k], p->blocks[k]);
+
+	if (r < 0) {
+		ferry__plasma_allocator_free(s->alloc, p->blocks[k]);
+		return r;
+	}
+	s->shadow[index].block = p->blocks[k];
+	s->shadow[index].gen = p->gen[k];
+	forget(s, index, true);
+	s->restored_objects++;
+	s->restored_bytes += p->objs[k].size;
+	/* The one asked for is the caller's to announce; the others are news to the server. */
+	if (k && s->on_restored)
+		s->on_restored(s->hook_arg, index, p->gen[k]);
+	return 0;
 }
 
 int ferry__plasma_store_restore(struct ferry__plasma_store *s, uint32_t index, uint32_t gen)
 {
-	struct ferry__store_spilled rec, *p;
+	struct ferry__store_spilled rec, *rp;
+	struct restore_plan p;
 	struct ferry__plasma_object o;
-	uint64_t offset;
 	int r;
 
 	index &= s->ix.mask;
-	p = ferry__hashmap_get(&s->spilled, &index);
-	if (!p || p->gen != gen ||
+	rp = ferry__hashmap_get(&s->spilled, &index);
+	if (!rp || rp->gen != gen ||
 	    ferry__plasma_index_read(&s->ix, index, &o) != FERRY__PLASMA_SPILLED || o.gen != gen)
 		return -ENOENT;
-	rec = *p; /* make_room may spill others: the map may move */
-	r = ferry__store_make_room(s, FERRY_MAX(rec.size, 1u), 0, &offset);
+	rec = *rp; /* make_room may spill others: the map may move */
+	r = ferry__store_make_room(s, FERRY_MAX(rec.size, 1u), 0, &p.blocks[0]);
 	if (r < 0)
 		return r;
-	r = ferry__plasma_spill_read(s->spill, rec.file, rec.offset, s->arena.base + offset,
-				     rec.size);
-	if (r == 0)
-		r = ferry__plasma_index_restore(&s->ix, index, gen, offset);
+	p.objs[0] = (struct ferry__plasma_spill_read){rec.offset, rec.size,
+						      s->arena.base + p.blocks[0]};
+	p.index[0] = index;
+	p.gen[0] = gen;
+	p.n = 1;
+	plan_ahead(s, &rec, &p);
+	r = read_plan(s, rec.file, &p);
 	if (r < 0) {
-		ferry__plasma_allocator_free(s->alloc, offset);
+		ferry__plasma_allocator_free(s->alloc, p.blocks[0]);
 		return r;
 	}
-	s->shadow[index].block = offset;
-	s->shadow[index].gen = gen;
-	ferry__store_spill_forget(s, index);
-	s->restored_objects++;
-	s->restored_bytes += rec.size;
-	return 0;
+	r = publish(s, &p, 0);
+	for (uint32_t k = 1; k < p.n; k++)
+		publish(s, &p, k);
+	return r;
 }
 
 int ferry__plasma_store_tick(struct ferry__plasma_store *s)
