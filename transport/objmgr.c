@@ -657,6 +657,58 @@ void ferry__objmgr_enqueue(struct ferry__objmgr *om, struct ferry__objmgr_pull *
 	pthread_cond_signal(&om->work_cond);
 }
 
+/* Sleep on work_cond until there is work, stopping, or the earliest parked pull is due (then
+ * queued). om->lock held. */
+static void wait_for_work(struct ferry__objmgr *om)
+{
+	uint64_t due;
+
+	while (!om->queue && !om->stopping) {
+		due = ferry__objmgr_wait_due(om, ferry__objmgr_now_us());
+		if (om->queue)
+			break;
+		if (!due) {
+			pthread_cond_wait(&om->work_cond, &om->lock);
+		} else {
+			uint64_t now = ferry__objmgr_now_us(), us = due > now ? due - now : 0;
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += (time_t)(us / 1000000u);
+			until.tv_nsec += (long)(us % 1000000u) * 1000;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			(void)pthread_cond_timedwait(&om->work_cond, &om->lock, &until);
+		}
+	}
+}
+
+/* A waiting pull that ends without its object: say so (the get that wanted it will fail). */
+static void log_gave_up(const struct ferry__objmgr_pull *p, int status)
+{
+	char hex[2 * FERRY_OBJECT_ID_SIZE + 1];
+
+	if (status == 0 || status == -ECANCELED || !p->tries)
+		return;
+	ferry_object_id_to_hex(&p->id, hex, sizeof(hex));
+	FLOG_WARN(COMP, "pull of %s gave up after %u attempts over %llu ms: %s", hex, p->tries + 1,
+		  (unsigned long long)((ferry__objmgr_now_us() - p->start_us) / 1000),
+		  strerror(-status));
+}
+
+/* After an attempt of @p that failed with @status: parked for another (true), or it ends. */
+static bool park(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status)
+{
+	bool parked;
+
+	pthread_mutex_lock(&om->lock);
+	parked = ferry__objmgr_wait_park(om, p, status);
+	pthread_mutex_unlock(&om->lock);
+	return parked;
+}
+
 static void *pull_thread(void *arg)
 {
 	struct ferry__objmgr *om = arg;
@@ -667,8 +719,7 @@ static void *pull_thread(void *arg)
 		struct ferry__objmgr_result res = {0};
 
 		pthread_mutex_lock(&om->lock);
-		while (!om->queue && !om->stopping)
-			pthread_cond_wait(&om->work_cond, &om->lock);
+		wait_for_work(om);
 		p = om->queue;
 		if (p) {
 			om->queue = p->next;
@@ -689,6 +740,9 @@ static void *pull_thread(void *arg)
 		res.status = om->stopping ? -ECANCELED : pull_once(om, p, &res);
 		ferry__objmgr_probe_free(p->fast_probe); /* its location was not reached */
 		p->fast_probe = NULL;
+		if (res.status < 0 && park(om, p, res.status))
+			continue;
+		log_gave_up(p, res.status);
 		if (res.status < 0)
 			res.bytes = 0;
 		if (res.status == 0 && res.transport && ferry__objmgr_sealed_hook)
@@ -698,8 +752,10 @@ static void *pull_thread(void *arg)
 	}
 }
 
-int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
-		       ferry__objmgr_pull_cb cb, void *arg)
+/* A pull of @id, waiting for the object until @wait_until_us (0: one attempt), joining one
+ * under way (and extending its wait). */
+static int pull_start(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		      uint64_t wait_until_us, ferry__objmgr_pull_cb cb, void *arg)
 {
 	struct ferry__objmgr_waiter *w = ferry__calloc(1, sizeof(*w));
 	struct ferry__objmgr_pull *p = NULL, **slot;
@@ -720,6 +776,8 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 	if (ret == 0) { /* under way: join it */
 		w->next = (*slot)->waiters;
 		(*slot)->waiters = w;
+		if (wait_until_us > (*slot)->wait_until_us)
+			(*slot)->wait_until_us = wait_until_us;
 		om->stats.pulls_joined++;
 		pthread_mutex_unlock(&om->lock);
 		return 0;
@@ -733,6 +791,7 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 	p->id = *id;
 	p->waiters = w;
 	p->start_us = ferry__objmgr_now_us();
+	p->wait_until_us = wait_until_us;
 	*slot = p;
 	om->stats.pulls_started++;
 	if (!ferry__objmgr_fast_start(om, p))
@@ -744,6 +803,20 @@ err_unlock:
 	pthread_mutex_unlock(&om->lock);
 	ferry__free(w);
 	return ret;
+}
+
+int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		       ferry__objmgr_pull_cb cb, void *arg)
+{
+	return pull_start(om, id, 0, cb, arg);
+}
+
+int ferry__objmgr_pull_until(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			     uint32_t wait_ms, ferry__objmgr_pull_cb cb, void *arg)
+{
+	uint64_t until = wait_ms ? ferry__objmgr_now_us() + (uint64_t)wait_ms * 1000u : UINT64_MAX;
+
+	return pull_start(om, id, until, cb, arg);
 }
 
 /* Pulls waited for together (ferry__objmgr_pull_all). */
@@ -1170,6 +1243,22 @@ err_destroy:
 	return ret;
 }
 
+/* At stop, the pull threads gone: the waiting pulls between attempts end -ECANCELED. */
+static void cancel_parked(struct ferry__objmgr *om)
+{
+	struct ferry__objmgr_pull *p, *next;
+
+	pthread_mutex_lock(&om->lock);
+	p = ferry__objmgr_wait_take_all(om);
+	pthread_mutex_unlock(&om->lock);
+	for (; p; p = next) {
+		struct ferry__objmgr_result res = {.id = p->id, .status = -ECANCELED};
+
+		next = p->park_next;
+		ferry__objmgr_finish(om, p, &res);
+	}
+}
+
 static void loop_shutdown(void *arg, int status)
 {
 	(void)status;
@@ -1193,6 +1282,7 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	for (unsigned i = 0; i < om->nthreads; i++)
 		pthread_join(om->threads[i], NULL);
 	om->nthreads = 0;
+	cancel_parked(om);
 	/* Pulls on the loop's fast path end there (-ECANCELED at the latest, the shutdown above
 	 * failed their probes): before the loop stops, so that stop() leaves none behind. */
 	pthread_mutex_lock(&om->lock);

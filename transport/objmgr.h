@@ -179,6 +179,24 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
 		       ferry__objmgr_pull_cb cb, void *arg);
 
+/*
+ * ferry__objmgr_pull_until() - ferry__objmgr_pull() that waits for the object to appear, as a
+ * get on one node waits for a put: while an attempt finds nothing to pull (-ENOENT: not
+ * listed, or not at its locations; or every location failed: a dead or restarted source), the
+ * pull looks the object up again at each location event for it and at least every 250 ms,
+ * until @wait_ms from now (0: until ferry__objmgr_pull_unwant()). Joining a pull under way
+ * extends its wait to this one's; a plain pull joining a waiting one waits with it. A waiting
+ * pull that ends without its object logs a warning. Returns as ferry__objmgr_pull().
+ */
+int ferry__objmgr_pull_until(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			     uint32_t wait_ms, ferry__objmgr_pull_cb cb, void *arg);
+/*
+ * ferry__objmgr_pull_unwant() - nobody waits for @id any more (the node: its store's miss
+ * episode ended): its waiting pull, if any, makes one last attempt at once (when between
+ * attempts) and ends with that attempt's result. Any thread; never blocks.
+ */
+void ferry__objmgr_pull_unwant(struct ferry__objmgr *om, const struct ferry_object_id *id);
+
 /* ferry__objmgr_pull_wait() - ferry__objmgr_pull() and wait; *@res (may be NULL) gets the
  * result. Returns its status. Not from a pull callback. */
 /* ferry__objmgr_pull_all() - pull @ids[0..@count) concurrently and wait for all (not from a

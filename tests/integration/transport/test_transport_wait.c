@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A get on one node of an object put on another waits for it as a get on one node does
+ * (issue 21): producer first (put, then at once a get elsewhere) and consumer first (the get
+ * parks, the put comes later), across two and three nodes, many rounds, zero timeouts. The
+ * round counts scale with FERRY_TEST_WAIT_ROUNDS (the slow suite runs more).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/harness/ftest.h"
+#include "tests/integration/transport/transport_util.h"
+
+/* A get's deadline: a hang guard far above any honest wait here. */
+#define GET_TIMEOUT_MS 20000
+
+static unsigned rounds(unsigned base)
+{
+	const char *s = getenv("FERRY_TEST_WAIT_ROUNDS");
+
+	return s && atoi(s) > 0 ? (unsigned)atoi(s) : base;
+}
+
+/* Objects alternate 64 KiB and 1 MiB (the issue's sizes). */
+static uint64_t size_of(unsigned round)
+{
+	return round % 2 ? 1u << 20 : 64u << 10;
+}
+
+/* A get of @id on the store at @socket with @timeout_ms: its status (the view is checked and
+ * released on success). */
+static int get_one(const char *socket, const struct ferry_object_id *id, uint64_t size,
+		   int64_t timeout_ms)
+{
+	struct ferry_plasma_client *c = NULL;
+	struct ferry_plasma_view v;
+	int ret;
+
+	ftest_assert_ok(ferry_plasma_client_connect(socket, NULL, &c));
+	ret = ferry_plasma_client_get(c, id, 1, timeout_ms, &v);
+	if (ret == 0) {
+		ftest_assert_uint_eq(v.data_size, size);
+		ftest_assert_ok(ferry_plasma_client_release(c, &v));
+	}
+	ferry_plasma_client_disconnect(c);
+	return ret;
+}
+
+/* Delete @id on every node (the stores stay small over thousands of rounds). */
+static void drop_everywhere(struct tt_cluster *t, unsigned nodes, const struct ferry_object_id *id)
+{
+	for (unsigned i = 0; i < nodes; i++) {
+		struct ferry_plasma_client *c = NULL;
+		int status;
+
+		ftest_assert_ok(
+			ferry_plasma_client_connect(ferry__node_socket(t->node[i]), NULL, &c));
+		(void)ferry_plasma_client_delete(c, id, 1, &status);
+		ferry_plasma_client_disconnect(c);
+	}
+}
+
+struct getter {
+	const char *socket;	   /* the consumer's store */
+	struct ferry_object_id id; /* what it gets */
+	uint64_t size;		   /* its bytes */
+	int status;		   /* the get's */
+	pthread_t thread;	   /* runs it */
+};
+
+static void *getter_main(void *arg)
+{
+	struct getter *g = arg;
+
+	g->status = get_one(g->socket, &g->id, g->size, GET_TIMEOUT_MS);
+	return NULL;
+}
+
+/*
+ * @n rounds on nodes @t->node[0..@nodes): each round puts an object on one node (taking
+ * turns) and gets it on every other node; producer first: the gets start right after the
+ * seal; consumer first: the gets are parked before the put (0-3 ms earlier). Every get
+ * succeeds and every copy is byte-exact.
+ */
+static void run_rounds(struct tt_cluster *t, unsigned nodes, unsigned n, bool consumer_first)
+{
+	struct getter g[TT_MAX_NODES];
+
+	for (unsigned r = 0; r < n; r++) {
+		unsigned src = r % nodes, k = 0;
+		uint64_t size = size_of(r);
+		struct ferry_object_id id;
+
+		ferry_object_id_random(&id);
+		if (!consumer_first)
+			tt_put(ferry__node_socket(t->node[src]), &id, size, r);
+		for (unsigned i = 0; i < nodes; i++) {
+			if (i == src)
+				continue;
+			g[k] = (struct getter){
+				.socket = ferry__node_socket(t->node[i]), .id = id, .size = size};
+			ftest_assert_int_eq(pthread_create(&g[k].thread, NULL, getter_main, &g[k]),
+					    0);
+			k++;
+		}
+		if (consumer_first) {
+			usleep(r % 4 * 1000);
+			tt_put(ferry__node_socket(t->node[src]), &id, size, r);
+		}
+		for (unsigned i = 0; i < k; i++) {
+			pthread_join(g[i].thread, NULL);
+			if (g[i].status != 0)
+				ftest_log("round %u: get on %s: %d", r, g[i].socket, g[i].status);
+			ftest_assert_ok(g[i].status);
+			tt_check(g[i].socket, &id, size, r);
+		}
+		drop_everywhere(t, nodes, &id);
+	}
+}
+
+FTEST(two_nodes_producer_first)
+{
+	struct tt_cluster t = tt_cluster_start(2, 96, true, 0);
+
+	run_rounds(&t, 2, rounds(600), false);
+	tt_cluster_stop(&t);
+}
+
+FTEST(two_nodes_consumer_first)
+{
+	struct tt_cluster t = tt_cluster_start(2, 96, true, 0);
+
+	run_rounds(&t, 2, rounds(600), true);
+	tt_cluster_stop(&t);
+}
+
+/* Three nodes, shm between them (one host): two consumers of each object. */
+FTEST(three_nodes_producer_first)
+{
+	struct tt_cluster t = tt_cluster_start(3, 96, false, 0);
+
+	run_rounds(&t, 3, rounds(400), false);
+	tt_cluster_stop(&t);
+}
+
+FTEST(three_nodes_consumer_first)
+{
+	struct tt_cluster t = tt_cluster_start(3, 96, true, 0);
+
+	run_rounds(&t, 3, rounds(400), true);
+	tt_cluster_stop(&t);
+}
+
+/*
+ * The issue's long form: the consumer retries a short get every 200 ms and the put comes a
+ * second later (a whole miss episode with waits coming and going), then a get with a long
+ * deadline is parked 1.2 s before its put.
+ */
+FTEST(consumer_retries_then_long_wait)
+{
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	const char *a = ferry__node_socket(t.node[0]), *b = ferry__node_socket(t.node[1]);
+	struct ferry_object_id id;
+	struct getter g;
+	int ret = -1;
+
+	ferry_object_id_random(&id);
+	for (int i = 0; i < 5; i++)
+		ftest_assert_errno(get_one(b, &id, 4096, 200), -ETIMEDOUT);
+	tt_put(a, &id, 4096, 1);
+	for (int i = 0; i < 10 && ret != 0; i++)
+		ret = get_one(b, &id, 4096, 500);
+	ftest_assert_ok(ret);
+	g = (struct getter){.socket = b, .size = 8192};
+	ferry_object_id_random(&g.id);
+	ftest_assert_int_eq(pthread_create(&g.thread, NULL, getter_main, &g), 0);
+	usleep(1200 * 1000);
+	tt_put(a, &g.id, 8192, 2);
+	pthread_join(g.thread, NULL);
+	ftest_assert_ok(g.status);
+	tt_cluster_stop(&t);
+}
