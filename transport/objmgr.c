@@ -33,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -68,7 +70,12 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	if (info.state == FERRY_GCS_NODE_DEAD || !info.address) {
 		(void)ferry__hashmap_remove(&om->nodes, &info.id, NULL);
 	} else if (ferry__node_addr_parse(info.address, strlen(info.address), &addr) == 0) {
-		if (ferry__hashmap_put(&om->nodes, &info.id, (void **)&slot) >= 0)
+		int r = ferry__hashmap_put(&om->nodes, &info.id, (void **)&slot);
+
+		if (r == 0 && slot->run != addr.run)
+			FLOG_WARN(COMP, "node at %s restarted (now %s): its old connections go",
+				  slot->shm_path[0] ? slot->shm_path : slot->ip, info.address);
+		if (r >= 0)
 			*slot = addr;
 	} else {
 		FLOG_WARN(COMP, "node with an unusable address: %s", info.address);
@@ -364,8 +371,8 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 
 	if (t == FERRY_GCS_TRANSPORT_SHM) {
 		res->transport = FERRY_GCS_TRANSPORT_SHM;
-		return ferry__shm_pull(&om->shm, a->shm_path, om->store, id, admit, unadmit, om,
-				       &res->bytes);
+		return ferry__shm_pull(&om->shm, a->shm_path, a->run, om->store, id, admit, unadmit,
+				       om, &res->bytes);
 	}
 	if (t == FERRY_GCS_TRANSPORT_RDMA) {
 		int ret;
@@ -489,8 +496,10 @@ static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			ret = r;
 			break;
 		}
-		FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip, strerror(-r),
-			  i + 1 < info->nlocations ? ", trying the next location" : "");
+		/* A waiting pull's retries say it once (objmgr_wait.c logs how it ended). */
+		if (!p->tries)
+			FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip, strerror(-r),
+				  i + 1 < info->nlocations ? ", trying the next location" : "");
 		/* Keep the most telling error: a dead peer or deadline over "not there". */
 		if (r != -ENOENT && r != -EEXIST)
 			ret = r == -ECONNREFUSED || r == -EHOSTUNREACH || r == -EPROTO ? -ECONNRESET
@@ -1016,6 +1025,7 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 	memset(&a, 0, sizeof(a));
 	snprintf(a.ip, sizeof(a.ip), "%s", om->ip);
 	snprintf(a.host, sizeof(a.host), "%s", om->host);
+	a.run = om->run;
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_TCP)
 		a.tcp_port = om->port;
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_RDMA)
@@ -1205,6 +1215,10 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = ferry__host_boot_id(om->host, sizeof(om->host));
 	if (ret < 0)
 		goto err_destroy;
+	/* Peers tell this start from a predecessor at the same store path or port by it. */
+	while (!om->run)
+		if (getrandom(&om->run, sizeof(om->run), 0) != (ssize_t)sizeof(om->run))
+			om->run = ferry__objmgr_now_us() ^ (uint64_t)getpid() << 40;
 	ret = connect_store(om);
 	if (ret < 0)
 		goto err_destroy;

@@ -26,10 +26,13 @@ struct ferry__objmgr;
 #define FERRY__NODE_ADDR_PATH_MAX 108
 
 /*
- * A node's address as advertised in the GCS: "ip=A;tcp=P;rdma=P;shm=PATH;host=BOOT_ID" with
- * keys in any order, each at most once, ip and host required, at least one of tcp/rdma/shm.
- * ip: a numeric IPv4 or IPv6 address; ports 1..65535; shm: an absolute path without ';';
- * host: the kernel boot id (hex digits and '-'), which tells two nodes on one host apart.
+ * A node's address as advertised in the GCS: "ip=A;tcp=P;rdma=P;shm=PATH;host=BOOT_ID;run=R"
+ * with keys in any order, each at most once, ip and host required, at least one of
+ * tcp/rdma/shm. ip: a numeric IPv4 or IPv6 address; ports 1..65535; shm: an absolute path
+ * without ';'; host: the kernel boot id (hex digits and '-'), which tells two nodes on one host
+ * apart; run (optional): 1..16 lower-case hex digits, not all zero, random at each start of an
+ * object manager, which tells a restarted node at the same store path or port from its
+ * predecessor (whose cached connections then go).
  */
 struct ferry__node_addr {
 	char ip[48];				  /* numeric address */
@@ -37,6 +40,7 @@ struct ferry__node_addr {
 	uint16_t rdma_port;			  /* 0: no RDMA */
 	char shm_path[FERRY__NODE_ADDR_PATH_MAX]; /* "": no shm; the store's socket */
 	char host[40];				  /* boot id */
+	uint64_t run;				  /* this start of the node; 0: not given */
 };
 
 /* ferry__node_addr_parse() - parse @len bytes of @text strictly. 0 or -EINVAL (logged at

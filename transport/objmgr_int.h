@@ -181,6 +181,7 @@ struct ferry__objmgr {
 	char ip[48];			/* listen/advertise address */
 	char store_socket[FERRY__NODE_ADDR_PATH_MAX]; /* own store */
 	char host[40];				      /* boot id */
+	uint64_t run;				      /* this start's run id (random) */
 	struct ferry_plasma_client *store;	      /* own store (thread-safe) */
 	uint64_t store_capacity;		      /* its arena bytes */
 	struct ferry__shm_peers shm;		      /* clients of other stores on this host */

@@ -182,3 +182,71 @@ FTEST(consumer_retries_then_long_wait)
 	ftest_assert_ok(g.status);
 	tt_cluster_stop(&t);
 }
+
+/*
+ * A node killed and started again at the same store socket path, as `ferry start` or a
+ * service manager would (a new node id, a new port): a peer that pulled from the old one pulls
+ * the new one's objects, over shm (@no_shm false: one host) or TCP, three restarts in a row.
+ */
+static void restarted_at_same_path(bool no_shm)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a");
+	struct ferry__node *b = tt_node_start(gcs.port, 64, no_shm, 0);
+
+	for (unsigned r = 0; r < 4; r++) {
+		struct ferry_object_id id;
+
+		ferry_object_id_random(&id);
+		tt_put(a.socket, &id, 100000, r);
+		ftest_assert_ok(get_one(ferry__node_socket(b), &id, 100000, 10000));
+		tt_check(ferry__node_socket(b), &id, 100000, r);
+		tt_proc_signal(&a, SIGKILL);
+		if (r % 2)
+			usleep(300 * 1000); /* a while later, or at once */
+		a = tt_node_proc_start(gcs.port, "64M", "a");
+	}
+	tt_proc_signal(&a, SIGKILL);
+	ferry__node_stop(b);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+FTEST(restarted_node_same_path_shm)
+{
+	restarted_at_same_path(false);
+}
+
+FTEST(restarted_node_same_path_tcp)
+{
+	restarted_at_same_path(true);
+}
+
+/* The address's run id (a node's start): strict, optional, and it formats back. */
+FTEST(address_run_id)
+{
+	static const char *const bad[] = {
+		"ip=10.0.0.1;tcp=7;host=ab;run=0",		   /* zero: not a run */
+		"ip=10.0.0.1;tcp=7;host=ab;run=",		   /* empty */
+		"ip=10.0.0.1;tcp=7;host=ab;run=12345678901234567", /* 17 digits */
+		"ip=10.0.0.1;tcp=7;host=ab;run=ABC",		   /* upper case */
+		"ip=10.0.0.1;tcp=7;host=ab;run=1;run=2",	   /* repeated */
+	};
+	const char *good = "run=00c0ffee;ip=10.0.0.1;tcp=7;host=ab";
+	struct ferry__node_addr a, b;
+	char text[FERRY__NODE_ADDR_MAX];
+	int n;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ftest_assert_errno(ferry__node_addr_parse(bad[i], strlen(bad[i]), &a), -EINVAL);
+	ftest_assert_ok(ferry__node_addr_parse(good, strlen(good), &a));
+	ftest_assert_uint_eq(a.run, 0xc0ffee);
+	n = ferry__node_addr_format(&a, text, sizeof(text));
+	ftest_assert_int_gt(n, 0);
+	ftest_assert_ok(ferry__node_addr_parse(text, (size_t)n, &b));
+	ftest_assert_mem_eq(&a, &b, sizeof(a));
+	/* Without it (an older node's address): 0, and nothing is added. */
+	ftest_assert_ok(ferry__node_addr_parse(good + 13, strlen(good + 13), &a));
+	ftest_assert_uint_eq(a.run, 0);
+	n = ferry__node_addr_format(&a, text, sizeof(text));
+	ftest_assert_ptr_null(strstr(text, "run="));
+}
