@@ -6,8 +6,10 @@
  * round counts scale with FERRY_TEST_WAIT_ROUNDS (the slow suite runs more).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/harness/ftest.h"
@@ -249,4 +251,76 @@ FTEST(address_run_id)
 	ftest_assert_uint_eq(a.run, 0);
 	n = ferry__node_addr_format(&a, text, sizeof(text));
 	ftest_assert_ptr_null(strstr(text, "run="));
+}
+
+/* Kills @victim @delay_ms after @watch started a pull beyond @started (its count before). */
+struct killer {
+	struct ferry__objmgr *watch; /* the puller */
+	uint64_t started;	     /* its pulls_started before the get */
+	pid_t victim;		     /* the source */
+	unsigned delay_ms;	     /* after the pull's start */
+	pthread_t thread;	     /* runs it */
+};
+
+static void *killer_main(void *arg)
+{
+	struct killer *k = arg;
+	struct ferry__objmgr_stats st;
+
+	for (int i = 0; i < 100000; i++) { /* 20 s at most: a hang guard */
+		ferry__objmgr_get_stats(k->watch, &st);
+		if (st.pulls_started > k->started)
+			break;
+		usleep(200);
+	}
+	usleep(k->delay_ms * 1000u);
+	kill(k->victim, SIGKILL);
+	return NULL;
+}
+
+/*
+ * The issue's failover case: a large object on A (a ferry-node process) and a complete copy
+ * on D; a get on C with a 5 s deadline while A is SIGKILLed 0-20 ms into C's pull. Every get
+ * succeeds from D, byte-exact. FERRY_TEST_WAIT_ROUNDS scales the rounds (the slow suite: 64
+ * MiB objects).
+ */
+FTEST(source_killed_with_second_copy)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct ferry__node *d = tt_node_start(gcs.port, 160, true, 0);
+	struct ferry__node *c = tt_node_start(gcs.port, 160, true, 0);
+	struct ferry_gcs_client *gc = tt_gcs_client(gcs.port);
+	const bool slow = getenv("FERRY_TEST_WAIT_ROUNDS") != NULL;
+	const uint64_t size = slow ? 64u << 20 : 16u << 20;
+	const unsigned n = slow ? 100 : 30;
+
+	for (unsigned r = 0; r < n; r++) {
+		struct tt_proc a = tt_node_proc_start(gcs.port, "160M", "a");
+		struct ferry__objmgr_stats st;
+		struct killer k = {.watch = ferry__node_objmgr(c), .victim = a.pid,
+				   .delay_ms = r % 21};
+		struct ferry_object_id id;
+
+		ferry_object_id_random(&id);
+		tt_put(a.socket, &id, size, r);
+		tt_wait_location(gc, &id, 1);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(d), &id, NULL));
+		ftest_assert_ok(ferry__node_sync(d));
+		tt_wait_location(gc, &id, 2);
+		ferry__objmgr_get_stats(k.watch, &st);
+		k.started = st.pulls_started;
+		ftest_assert_int_eq(pthread_create(&k.thread, NULL, killer_main, &k), 0);
+		ftest_assert_ok(get_one(ferry__node_socket(c), &id, size, 5000));
+		pthread_join(k.thread, NULL);
+		tt_check(ferry__node_socket(c), &id, size, r);
+		a.pid = waitpid(a.pid, NULL, 0) == a.pid ? 0 : a.pid;
+		ftest_assert_int_eq(a.pid, 0);
+		drop_everywhere(&(struct tt_cluster){.node = {d, c}}, 2, &id);
+		if (r % 20 == 19)
+			ftest_log("%u rounds", r + 1);
+	}
+	ferry_gcs_client_destroy(gc);
+	ferry__node_stop(c);
+	ferry__node_stop(d);
+	tt_proc_signal(&gcs, SIGTERM);
 }
