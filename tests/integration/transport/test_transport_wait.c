@@ -338,3 +338,27 @@ FTEST(source_killed_with_second_copy_tcp)
 		ftest_skip("the slow suite runs it (FERRY_TEST_WAIT_ROUNDS)");
 	source_killed(true);
 }
+
+/* A waiting pull ends once nobody waits: a get that timed out leaves no pull retrying behind
+ * (its store's miss episode ends a second later and unwants it). */
+FTEST(pull_ends_when_nobody_waits)
+{
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__objmgr *om = ferry__node_objmgr(t.node[1]);
+	struct ferry__objmgr_stats st;
+	struct ferry_object_id id;
+	int i;
+
+	ferry_object_id_random(&id);
+	ftest_assert_errno(get_one(ferry__node_socket(t.node[1]), &id, 1, 300), -ETIMEDOUT);
+	ferry__objmgr_get_stats(om, &st);
+	ftest_assert_uint_eq(st.pulls_started, 1);
+	ftest_assert_uint_eq(st.pulls_failed, 0);	     /* still waiting for the object */
+	for (i = 0; i < 1000 && st.pulls_failed == 0; i++) { /* 10 s at most: a hang guard */
+		usleep(10000);
+		ferry__objmgr_get_stats(om, &st);
+	}
+	ftest_assert_uint_eq(st.pulls_failed, 1);
+	ftest_assert_uint_eq(st.pulls_ok, 0);
+	tt_cluster_stop(&t);
+}
