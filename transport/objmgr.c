@@ -21,8 +21,13 @@
  * - Admission. A pull reserves the object's bytes before creating it; while others are in
  *   flight and the sum would pass max_in_flight, it waits (admit_cond). One pull alone is always
  *   admitted (the store says -ENOSPC if it cannot hold it).
+ * - Waiting pulls (objmgr_wait.c). A pull started with ferry__objmgr_pull_until() that found
+ *   nothing to pull is parked between attempts instead of ending; the pull threads sleep until
+ *   the earliest one is due, and a location event for its object queues it at once.
  * - Node table. A GCS subscription to the nodes channel keeps node id -> parsed address; a pull
- *   for a location whose record has not arrived yet waits for it briefly (nodes_cond).
+ *   for a location whose record has not arrived yet waits for it briefly (nodes_cond). A known
+ *   node id whose address comes back with a new run id is a restarted node (logged); the shm
+ *   clients are keyed by store path and run id, so a predecessor's client is never reused.
  * - Lock order: om->lock, then a shm peer lock (never the other way); the fast path's start
  *   also takes the location cache's and the loop's post lock under it (both leaves). Nothing
  *   blocking is done under om->lock.
