@@ -671,47 +671,6 @@ void ferry__objmgr_enqueue(struct ferry__objmgr *om, struct ferry__objmgr_pull *
 	pthread_cond_signal(&om->work_cond);
 }
 
-/* Sleep on work_cond until there is work, stopping, or the earliest parked pull is due (then
- * queued). om->lock held. */
-static void wait_for_work(struct ferry__objmgr *om)
-{
-	uint64_t due;
-
-	while (!om->queue && !om->stopping) {
-		due = ferry__objmgr_wait_due(om, ferry__objmgr_now_us());
-		if (om->queue)
-			break;
-		if (!due) {
-			pthread_cond_wait(&om->work_cond, &om->lock);
-		} else {
-			uint64_t now = ferry__objmgr_now_us(), us = due > now ? due - now : 0;
-			struct timespec until;
-
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += (time_t)(us / 1000000u);
-			until.tv_nsec += (long)(us % 1000000u) * 1000;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
-			(void)pthread_cond_timedwait(&om->work_cond, &om->lock, &until);
-		}
-	}
-}
-
-/* A waiting pull that ends without its object: say so (the get that wanted it will fail). */
-static void log_gave_up(const struct ferry__objmgr_pull *p, int status)
-{
-	char hex[2 * FERRY_OBJECT_ID_SIZE + 1];
-
-	if (status == 0 || status == -ECANCELED || !p->tries)
-		return;
-	ferry_object_id_to_hex(&p->id, hex, sizeof(hex));
-	FLOG_WARN(COMP, "pull of %s gave up after %u attempts over %llu ms: %s", hex, p->tries + 1,
-		  (unsigned long long)((ferry__objmgr_now_us() - p->start_us) / 1000),
-		  strerror(-status));
-}
-
 /* After an attempt of @p that failed with @status: parked for another (true), or it ends. */
 static bool park(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status)
 {
@@ -733,7 +692,7 @@ static void *pull_thread(void *arg)
 		struct ferry__objmgr_result res = {0};
 
 		pthread_mutex_lock(&om->lock);
-		wait_for_work(om);
+		ferry__objmgr_wait_for_work(om);
 		p = om->queue;
 		if (p) {
 			om->queue = p->next;
@@ -756,7 +715,7 @@ static void *pull_thread(void *arg)
 		p->fast_probe = NULL;
 		if (res.status < 0 && park(om, p, res.status))
 			continue;
-		log_gave_up(p, res.status);
+		ferry__objmgr_wait_log_end(p, res.status);
 		if (res.status < 0)
 			res.bytes = 0;
 		if (res.status == 0 && res.transport && ferry__objmgr_sealed_hook)
@@ -1262,22 +1221,6 @@ err_destroy:
 	return ret;
 }
 
-/* At stop, the pull threads gone: the waiting pulls between attempts end -ECANCELED. */
-static void cancel_parked(struct ferry__objmgr *om)
-{
-	struct ferry__objmgr_pull *p, *next;
-
-	pthread_mutex_lock(&om->lock);
-	p = ferry__objmgr_wait_take_all(om);
-	pthread_mutex_unlock(&om->lock);
-	for (; p; p = next) {
-		struct ferry__objmgr_result res = {.id = p->id, .status = -ECANCELED};
-
-		next = p->park_next;
-		ferry__objmgr_finish(om, p, &res);
-	}
-}
-
 static void loop_shutdown(void *arg, int status)
 {
 	(void)status;
@@ -1301,7 +1244,7 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	for (unsigned i = 0; i < om->nthreads; i++)
 		pthread_join(om->threads[i], NULL);
 	om->nthreads = 0;
-	cancel_parked(om);
+	ferry__objmgr_wait_cancel_all(om);
 	/* Pulls on the loop's fast path end there (-ECANCELED at the latest, the shutdown above
 	 * failed their probes): before the loop stops, so that stop() leaves none behind. */
 	pthread_mutex_lock(&om->lock);

@@ -352,6 +352,13 @@ bool ferry__objmgr_wait_park(struct ferry__objmgr *om, struct ferry__objmgr_pull
 uint64_t ferry__objmgr_wait_due(struct ferry__objmgr *om, uint64_t now_us);
 void ferry__objmgr_wait_wake(struct ferry__objmgr *om, const struct ferry_object_id *id);
 struct ferry__objmgr_pull *ferry__objmgr_wait_take_all(struct ferry__objmgr *om);
+/* Pull threads (om->lock held): sleep on work_cond until there is work or stopping, queueing
+ * parked pulls as they fall due. */
+void ferry__objmgr_wait_for_work(struct ferry__objmgr *om);
+/* A pull ends with @status: a WARN when it waited and ends without its object. */
+void ferry__objmgr_wait_log_end(const struct ferry__objmgr_pull *p, int status);
+/* At stop, the pull threads joined (om->lock not held): parked pulls end -ECANCELED. */
+void ferry__objmgr_wait_cancel_all(struct ferry__objmgr *om);
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how

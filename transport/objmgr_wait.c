@@ -22,10 +22,13 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "transport/objmgr_int.h"
 
+#define COMP "objmgr"
 #define MIN_BACKOFF_MS 5
 #define MAX_BACKOFF_MS 250
 
@@ -139,4 +142,61 @@ void ferry__objmgr_pull_unwant(struct ferry__objmgr *om, const struct ferry_obje
 			unpark(om, *slot); /* one last attempt, then it ends with its result */
 	}
 	pthread_mutex_unlock(&om->lock);
+}
+
+/* Sleep on work_cond until there is work, stopping, or the earliest parked pull is due (then
+ * queued). om->lock held. */
+void ferry__objmgr_wait_for_work(struct ferry__objmgr *om)
+{
+	uint64_t due;
+
+	while (!om->queue && !om->stopping) {
+		due = ferry__objmgr_wait_due(om, ferry__objmgr_now_us());
+		if (om->queue)
+			break;
+		if (!due) {
+			pthread_cond_wait(&om->work_cond, &om->lock);
+		} else {
+			uint64_t now = ferry__objmgr_now_us(), us = due > now ? due - now : 0;
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += (time_t)(us / 1000000u);
+			until.tv_nsec += (long)(us % 1000000u) * 1000;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			(void)pthread_cond_timedwait(&om->work_cond, &om->lock, &until);
+		}
+	}
+}
+
+/* A waiting pull that ends without its object: say so (the get that wanted it will fail). */
+void ferry__objmgr_wait_log_end(const struct ferry__objmgr_pull *p, int status)
+{
+	char hex[2 * FERRY_OBJECT_ID_SIZE + 1];
+
+	if (status == 0 || status == -ECANCELED || !p->tries)
+		return;
+	ferry_object_id_to_hex(&p->id, hex, sizeof(hex));
+	FLOG_WARN(COMP, "pull of %s gave up after %u attempts over %llu ms: %s", hex, p->tries + 1,
+		  (unsigned long long)((ferry__objmgr_now_us() - p->start_us) / 1000),
+		  strerror(-status));
+}
+
+/* At stop, the pull threads gone: the waiting pulls between attempts end -ECANCELED. */
+void ferry__objmgr_wait_cancel_all(struct ferry__objmgr *om)
+{
+	struct ferry__objmgr_pull *p, *next;
+
+	pthread_mutex_lock(&om->lock);
+	p = ferry__objmgr_wait_take_all(om);
+	pthread_mutex_unlock(&om->lock);
+	for (; p; p = next) {
+		struct ferry__objmgr_result res = {.id = p->id, .status = -ECANCELED};
+
+		next = p->park_next;
+		ferry__objmgr_finish(om, p, &res);
+	}
 }
