@@ -8,7 +8,8 @@
  *   the object manager has its own (transport/objmgr.h); the GCS client its own; and the node
  *   adds two: a heartbeat thread (ferry_gcs_node_heartbeat every heartbeat_ms) and a directory
  *   thread that turns store events into GCS calls (the hooks must not block).
- * - Store hooks: on_miss (a local client waits for an absent object) starts a pull; on_sealed
+ * - Store hooks: on_miss (a local client waits for an absent object) starts a pull that waits
+ *   for the object until on_miss_end (nobody waits for it any more) unwants it; on_sealed
  *   of a primary copy queues "object_add + add_location", of a secondary (a pulled copy: the
  *   object manager runs with node_records_copies) "add_location"; on_removed queues
  *   remove_location. One queue, one thread, in the store's order: a copy's record never lands
@@ -117,13 +118,26 @@ static void miss_done(void *arg, const struct ferry__objmgr_result *res)
 	}
 }
 
+/* The pull waits for the object (it may not be listed anywhere yet, or its source may die)
+ * for as long as the store's miss episode lasts: until on_miss_end. */
 static void on_miss(void *arg, const struct ferry_object_id *id)
 {
 	struct ferry__node *node = arg;
 
 	pthread_mutex_lock(&node->lock);
 	if (node->om && !node->stopping)
-		(void)ferry__objmgr_pull(node->om, id, miss_done, node);
+		(void)ferry__objmgr_pull_until(node->om, id, 0, miss_done, node);
+	pthread_mutex_unlock(&node->lock);
+}
+
+/* Nobody waits for the object any more: its pull must not go on looking for it. */
+static void on_miss_end(void *arg, const struct ferry_object_id *id)
+{
+	struct ferry__node *node = arg;
+
+	pthread_mutex_lock(&node->lock);
+	if (node->om)
+		ferry__objmgr_pull_unwant(node->om, id);
 	pthread_mutex_unlock(&node->lock);
 }
 
@@ -517,6 +531,7 @@ static int start_store(struct ferry__node *node)
 	so.spill_dir = node->opts.spill_dir;
 	so.store_flags = node->opts.store_flags;
 	so.on_miss = on_miss;
+	so.on_miss_end = on_miss_end;
 	so.on_sealed = on_sealed;
 	so.on_moved = on_moved;
 	so.on_removed = on_removed;

@@ -14,6 +14,8 @@
  *    episode: not again for other waiters, or for the same client asking again, until the
  *    object is sealed here or nobody has waited for it for miss_quiet_ms. An object
  *    created here and then aborted while waited for is not reported again in that episode.
+ *  - on_miss_end: the episode on_miss reported for @id is over (the object was sealed here,
+ *    or nobody waited for it for miss_quiet_ms): whoever looks for it may stop.
  *  - on_sealed: once per sealed object, whoever sealed it (also clients sealing in shared
  *    memory: with a hook set, every sealer tells the store at once; a client that dies
  *    between its seal and that notice is caught when its connection closes). @place says
@@ -64,7 +66,8 @@ struct ferry__plasma_server_opts {
 	uint64_t chunk_bytes;		       /* default client chunk; 0: 1 MiB, <= arena/256 */
 	uint32_t tick_ms;		       /* collect / spill check period; 0: 100 */
 	unsigned store_flags;		       /* FERRY__PLASMA_STORE_* (tests: NO_PREFAULT) */
-	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* see above */
+	void (*on_miss)(void *arg, const struct ferry_object_id *id);	  /* see above */
+	void (*on_miss_end)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
 			  uint32_t metadata_size, bool primary,
 			  const struct ferry__plasma_place *place);	 /* see above */

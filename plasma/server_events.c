@@ -26,7 +26,8 @@
  *
  * Misses. A parked get or wait item for an absent object is counted in the missing map; the
  * first count of an episode calls on_miss. The episode ends when the object is sealed here or
- * when nobody has waited for it for miss_quiet_ms.
+ * when nobody has waited for it for miss_quiet_ms, and on_miss_end says so (the node's pull
+ * waits for the object as long as the episode lasts).
  */
 #include <errno.h>
 #include <string.h>
@@ -92,6 +93,7 @@ int ferry__plasma_events_init(struct ferry__plasma_server *srv,
 			      const struct ferry__plasma_server_opts *o)
 {
 	srv->on_miss = o->on_miss;
+	srv->on_miss_end = o->on_miss_end;
 	srv->on_sealed = o->on_sealed;
 	srv->on_removed = o->on_removed;
 	srv->on_moved = o->on_moved;
@@ -175,8 +177,10 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 				 const struct ferry__plasma_object *o,
 				 const struct ferry_object_id *id)
 {
-	if (ferry__hashmap_count(&srv->missing))
-		ferry__hashmap_remove(&srv->missing, id, NULL); /* the episode is over */
+	/* the episode is over */
+	if (ferry__hashmap_count(&srv->missing) &&
+	    ferry__hashmap_remove(&srv->missing, id, NULL) == 0 && srv->on_miss_end)
+		srv->on_miss_end(srv->hook_arg, id);
 	if (!srv->announce_refs || srv->announced[o->index] == o->gen)
 		return;
 	srv->announced[o->index] = o->gen;
@@ -289,9 +293,14 @@ static bool forget_quiet_miss(struct ferry__plasma_server *srv, uint64_t now)
 	size_t cursor = 0;
 
 	while (ferry__hashmap_next(&srv->missing, &cursor, (void **)&id, (void **)&m)) {
+		struct ferry_object_id gone;
+
 		if (m->waits || now - m->idle_since < srv->miss_quiet_ms)
 			continue;
-		ferry__hashmap_remove(&srv->missing, id, NULL);
+		gone = *id; /* the key's memory goes with the entry */
+		ferry__hashmap_remove(&srv->missing, &gone, NULL);
+		if (srv->on_miss_end)
+			srv->on_miss_end(srv->hook_arg, &gone);
 		return true;
 	}
 	return false;

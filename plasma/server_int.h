@@ -124,7 +124,8 @@ struct ferry__plasma_server {
 	pthread_t thread;		       /* start(): the loop's thread */
 	bool threaded;			       /* thread is running */
 	/* events (server_events.c) */
-	void (*on_miss)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
+	void (*on_miss)(void *arg, const struct ferry_object_id *id);	  /* hook or NULL */
+	void (*on_miss_end)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
 			  uint32_t metadata_size, bool primary,
 			  const struct ferry__plasma_place *place);	 /* hook or NULL */

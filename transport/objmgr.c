@@ -21,8 +21,13 @@
  * - Admission. A pull reserves the object's bytes before creating it; while others are in
  *   flight and the sum would pass max_in_flight, it waits (admit_cond). One pull alone is always
  *   admitted (the store says -ENOSPC if it cannot hold it).
+ * - Waiting pulls (objmgr_wait.c). A pull started with ferry__objmgr_pull_until() that found
+ *   nothing to pull is parked between attempts instead of ending; the pull threads sleep until
+ *   the earliest one is due, and a location event for its object queues it at once.
  * - Node table. A GCS subscription to the nodes channel keeps node id -> parsed address; a pull
- *   for a location whose record has not arrived yet waits for it briefly (nodes_cond).
+ *   for a location whose record has not arrived yet waits for it briefly (nodes_cond). A known
+ *   node id whose address comes back with a new run id is a restarted node (logged); the shm
+ *   clients are keyed by store path and run id, so a predecessor's client is never reused.
  * - Lock order: om->lock, then a shm peer lock (never the other way); the fast path's start
  *   also takes the location cache's and the loop's post lock under it (both leaves). Nothing
  *   blocking is done under om->lock.
@@ -33,7 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -68,7 +75,12 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	if (info.state == FERRY_GCS_NODE_DEAD || !info.address) {
 		(void)ferry__hashmap_remove(&om->nodes, &info.id, NULL);
 	} else if (ferry__node_addr_parse(info.address, strlen(info.address), &addr) == 0) {
-		if (ferry__hashmap_put(&om->nodes, &info.id, (void **)&slot) >= 0)
+		int r = ferry__hashmap_put(&om->nodes, &info.id, (void **)&slot);
+
+		if (r == 0 && slot->run != addr.run)
+			FLOG_WARN(COMP, "node at %s restarted (now %s): its old connections go",
+				  slot->shm_path[0] ? slot->shm_path : slot->ip, info.address);
+		if (r >= 0)
 			*slot = addr;
 	} else {
 		FLOG_WARN(COMP, "node with an unusable address: %s", info.address);
@@ -364,8 +376,8 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 
 	if (t == FERRY_GCS_TRANSPORT_SHM) {
 		res->transport = FERRY_GCS_TRANSPORT_SHM;
-		return ferry__shm_pull(&om->shm, a->shm_path, om->store, id, admit, unadmit, om,
-				       &res->bytes);
+		return ferry__shm_pull(&om->shm, a->shm_path, a->run, om->store, id, admit, unadmit,
+				       om, &res->bytes);
 	}
 	if (t == FERRY_GCS_TRANSPORT_RDMA) {
 		int ret;
@@ -489,8 +501,10 @@ static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			ret = r;
 			break;
 		}
-		FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip, strerror(-r),
-			  i + 1 < info->nlocations ? ", trying the next location" : "");
+		/* A waiting pull's retries say it once (objmgr_wait.c logs how it ended). */
+		if (!p->tries)
+			FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip, strerror(-r),
+				  i + 1 < info->nlocations ? ", trying the next location" : "");
 		/* Keep the most telling error: a dead peer or deadline over "not there". */
 		if (r != -ENOENT && r != -EEXIST)
 			ret = r == -ECONNREFUSED || r == -EHOSTUNREACH || r == -EPROTO ? -ECONNRESET
@@ -657,6 +671,17 @@ void ferry__objmgr_enqueue(struct ferry__objmgr *om, struct ferry__objmgr_pull *
 	pthread_cond_signal(&om->work_cond);
 }
 
+/* After an attempt of @p that failed with @status: parked for another (true), or it ends. */
+static bool park(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status)
+{
+	bool parked;
+
+	pthread_mutex_lock(&om->lock);
+	parked = ferry__objmgr_wait_park(om, p, status);
+	pthread_mutex_unlock(&om->lock);
+	return parked;
+}
+
 static void *pull_thread(void *arg)
 {
 	struct ferry__objmgr *om = arg;
@@ -667,8 +692,7 @@ static void *pull_thread(void *arg)
 		struct ferry__objmgr_result res = {0};
 
 		pthread_mutex_lock(&om->lock);
-		while (!om->queue && !om->stopping)
-			pthread_cond_wait(&om->work_cond, &om->lock);
+		ferry__objmgr_wait_for_work(om);
 		p = om->queue;
 		if (p) {
 			om->queue = p->next;
@@ -689,6 +713,9 @@ static void *pull_thread(void *arg)
 		res.status = om->stopping ? -ECANCELED : pull_once(om, p, &res);
 		ferry__objmgr_probe_free(p->fast_probe); /* its location was not reached */
 		p->fast_probe = NULL;
+		if (res.status < 0 && park(om, p, res.status))
+			continue;
+		ferry__objmgr_wait_log_end(p, res.status);
 		if (res.status < 0)
 			res.bytes = 0;
 		if (res.status == 0 && res.transport && ferry__objmgr_sealed_hook)
@@ -698,8 +725,10 @@ static void *pull_thread(void *arg)
 	}
 }
 
-int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
-		       ferry__objmgr_pull_cb cb, void *arg)
+/* A pull of @id, waiting for the object until @wait_until_us (0: one attempt), joining one
+ * under way (and extending its wait). */
+static int pull_start(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		      uint64_t wait_until_us, ferry__objmgr_pull_cb cb, void *arg)
 {
 	struct ferry__objmgr_waiter *w = ferry__calloc(1, sizeof(*w));
 	struct ferry__objmgr_pull *p = NULL, **slot;
@@ -720,6 +749,8 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 	if (ret == 0) { /* under way: join it */
 		w->next = (*slot)->waiters;
 		(*slot)->waiters = w;
+		if (wait_until_us > (*slot)->wait_until_us)
+			(*slot)->wait_until_us = wait_until_us;
 		om->stats.pulls_joined++;
 		pthread_mutex_unlock(&om->lock);
 		return 0;
@@ -733,6 +764,7 @@ int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *i
 	p->id = *id;
 	p->waiters = w;
 	p->start_us = ferry__objmgr_now_us();
+	p->wait_until_us = wait_until_us;
 	*slot = p;
 	om->stats.pulls_started++;
 	if (!ferry__objmgr_fast_start(om, p))
@@ -744,6 +776,20 @@ err_unlock:
 	pthread_mutex_unlock(&om->lock);
 	ferry__free(w);
 	return ret;
+}
+
+int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
+		       ferry__objmgr_pull_cb cb, void *arg)
+{
+	return pull_start(om, id, 0, cb, arg);
+}
+
+int ferry__objmgr_pull_until(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			     uint32_t wait_ms, ferry__objmgr_pull_cb cb, void *arg)
+{
+	uint64_t until = wait_ms ? ferry__objmgr_now_us() + (uint64_t)wait_ms * 1000u : UINT64_MAX;
+
+	return pull_start(om, id, until, cb, arg);
 }
 
 /* Pulls waited for together (ferry__objmgr_pull_all). */
@@ -943,6 +989,7 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 	memset(&a, 0, sizeof(a));
 	snprintf(a.ip, sizeof(a.ip), "%s", om->ip);
 	snprintf(a.host, sizeof(a.host), "%s", om->host);
+	a.run = om->run;
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_TCP)
 		a.tcp_port = om->port;
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_RDMA)
@@ -1132,6 +1179,10 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = ferry__host_boot_id(om->host, sizeof(om->host));
 	if (ret < 0)
 		goto err_destroy;
+	/* Peers tell this start from a predecessor at the same store path or port by it. */
+	while (!om->run)
+		if (getrandom(&om->run, sizeof(om->run), 0) != (ssize_t)sizeof(om->run))
+			om->run = ferry__objmgr_now_us() ^ (uint64_t)getpid() << 40;
 	ret = connect_store(om);
 	if (ret < 0)
 		goto err_destroy;
@@ -1193,6 +1244,7 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	for (unsigned i = 0; i < om->nthreads; i++)
 		pthread_join(om->threads[i], NULL);
 	om->nthreads = 0;
+	ferry__objmgr_wait_cancel_all(om);
 	/* Pulls on the loop's fast path end there (-ECANCELED at the latest, the shutdown above
 	 * failed their probes): before the loop stops, so that stop() leaves none behind. */
 	pthread_mutex_lock(&om->lock);

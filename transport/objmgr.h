@@ -26,10 +26,13 @@ struct ferry__objmgr;
 #define FERRY__NODE_ADDR_PATH_MAX 108
 
 /*
- * A node's address as advertised in the GCS: "ip=A;tcp=P;rdma=P;shm=PATH;host=BOOT_ID" with
- * keys in any order, each at most once, ip and host required, at least one of tcp/rdma/shm.
- * ip: a numeric IPv4 or IPv6 address; ports 1..65535; shm: an absolute path without ';';
- * host: the kernel boot id (hex digits and '-'), which tells two nodes on one host apart.
+ * A node's address as advertised in the GCS: "ip=A;tcp=P;rdma=P;shm=PATH;host=BOOT_ID;run=R"
+ * with keys in any order, each at most once, ip and host required, at least one of
+ * tcp/rdma/shm. ip: a numeric IPv4 or IPv6 address; ports 1..65535; shm: an absolute path
+ * without ';'; host: the kernel boot id (hex digits and '-'), which tells two nodes on one host
+ * apart; run (optional): 1..16 lower-case hex digits, not all zero, random at each start of an
+ * object manager, which tells a restarted node at the same store path or port from its
+ * predecessor (whose cached connections then go).
  */
 struct ferry__node_addr {
 	char ip[48];				  /* numeric address */
@@ -37,6 +40,7 @@ struct ferry__node_addr {
 	uint16_t rdma_port;			  /* 0: no RDMA */
 	char shm_path[FERRY__NODE_ADDR_PATH_MAX]; /* "": no shm; the store's socket */
 	char host[40];				  /* boot id */
+	uint64_t run;				  /* this start of the node; 0: not given */
 };
 
 /* ferry__node_addr_parse() - parse @len bytes of @text strictly. 0 or -EINVAL (logged at
@@ -182,6 +186,24 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
  */
 int ferry__objmgr_pull(struct ferry__objmgr *om, const struct ferry_object_id *id,
 		       ferry__objmgr_pull_cb cb, void *arg);
+
+/*
+ * ferry__objmgr_pull_until() - ferry__objmgr_pull() that waits for the object to appear, as a
+ * get on one node waits for a put: while an attempt finds nothing to pull (-ENOENT: not
+ * listed, or not at its locations; or every location failed: a dead or restarted source), the
+ * pull looks the object up again at each location event for it and at least every 250 ms,
+ * until @wait_ms from now (0: until ferry__objmgr_pull_unwant()). Joining a pull under way
+ * extends its wait to this one's; a plain pull joining a waiting one waits with it. A waiting
+ * pull that ends without its object logs a warning. Returns as ferry__objmgr_pull().
+ */
+int ferry__objmgr_pull_until(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			     uint32_t wait_ms, ferry__objmgr_pull_cb cb, void *arg);
+/*
+ * ferry__objmgr_pull_unwant() - nobody waits for @id any more (the node: its store's miss
+ * episode ended): its waiting pull, if any, makes one last attempt at once (when between
+ * attempts) and ends with that attempt's result. Any thread; never blocks.
+ */
+void ferry__objmgr_pull_unwant(struct ferry__objmgr *om, const struct ferry_object_id *id);
 
 /* ferry__objmgr_pull_wait() - ferry__objmgr_pull() and wait; *@res (may be NULL) gets the
  * result. Returns its status. Not from a pull callback. */

@@ -67,6 +67,29 @@ static int parse_text(const char *v, size_t len, char *out, size_t size, bool pa
 	return 0;
 }
 
+/* The run id: 1..16 hex digits, not all zero. */
+static int parse_run(const char *v, size_t len, uint64_t *out)
+{
+	uint64_t n = 0;
+
+	if (len == 0 || len > 16)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		char ch = v[i];
+		unsigned d = ch >= '0' && ch <= '9'   ? (unsigned)(ch - '0')
+			     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
+						      : 16;
+
+		if (d > 15)
+			return -EINVAL;
+		n = n << 4 | d;
+	}
+	if (!n)
+		return -EINVAL;
+	*out = n;
+	return 0;
+}
+
 /* One key=value pair; @seen has a bit per key so that none repeats. */
 static int parse_pair(const char *p, size_t len, struct ferry__node_addr *a, unsigned *seen)
 {
@@ -96,6 +119,9 @@ static int parse_pair(const char *p, size_t len, struct ferry__node_addr *a, uns
 	} else if (klen == 4 && !memcmp(p, "host", 4)) {
 		bit = 16;
 		ret = parse_text(v, vlen, a->host, sizeof(a->host), false);
+	} else if (klen == 3 && !memcmp(p, "run", 3)) {
+		bit = 32;
+		ret = parse_run(v, vlen, &a->run);
 	} else {
 		return -EINVAL;
 	}
@@ -172,6 +198,12 @@ int ferry__node_addr_format(const struct ferry__node_addr *a, char *buf, size_t 
 	if (w < 0 || (size_t)w >= size - n)
 		return -ENOSPC;
 	n += (size_t)w;
+	if (a->run) {
+		w = snprintf(buf + n, size - n, ";run=%016llx", (unsigned long long)a->run);
+		if (w < 0 || (size_t)w >= size - n)
+			return -ENOSPC;
+		n += (size_t)w;
+	}
 	/* What we advertise must parse back: catches a path with ';' or a bad ip early. */
 	{
 		struct ferry__node_addr check;

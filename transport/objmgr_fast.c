@@ -293,6 +293,7 @@ struct shm_fast {
 	struct ferry__objmgr *om;	      /* owner */
 	struct ferry__objmgr_pull *p;	      /* the pull */
 	char path[FERRY__NODE_ADDR_PATH_MAX]; /* the other store's socket */
+	uint64_t run;			      /* its node's run id */
 };
 
 static void shm_fast_run(void *arg, int status)
@@ -302,7 +303,7 @@ static void shm_fast_run(void *arg, int status)
 	int slot, ret = status < 0 ? status : 0;
 
 	if (ret == 0)
-		ret = ferry__shm_view_nowait(&s->om->shm, s->path, &s->p->id, &slot, &v);
+		ret = ferry__shm_view_nowait(&s->om->shm, s->path, s->run, &s->p->id, &slot, &v);
 	if (ret == 0) {
 		fast_end_pull(s->om, s->p, NULL, 0, v.data, v.data_size, v.metadata,
 			      v.metadata_size);
@@ -343,6 +344,7 @@ bool ferry__objmgr_fast_start(struct ferry__objmgr *om, struct ferry__objmgr_pul
 		s->om = om;
 		s->p = p;
 		snprintf(s->path, sizeof(s->path), "%s", a.shm_path);
+		s->run = a.run;
 		p->fast_transport = FERRY_GCS_TRANSPORT_SHM;
 		if (ferry__loop_post(om->loop, shm_fast_run, s) < 0) {
 			ferry__free(s);

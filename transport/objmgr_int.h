@@ -158,6 +158,16 @@ struct ferry__objmgr_pull {
 	struct ferry__objmgr_sizes sizes; /* the directory's (cache or look-up), once read */
 	struct rbig *big; /* a large RDMA pull the loop runs: a pull thread only creates the copy
 			   * (objmgr_rdma.c); NULL otherwise */
+	/* Waiting for the object to appear (objmgr_wait.c); all under om->lock. */
+	uint64_t wait_until_us;		      /* retry until then; 0: one attempt, UINT64_MAX:
+						* until ferry__objmgr_pull_unwant() */
+	bool parked;			      /* in om->parked until due_us */
+	bool woken;			      /* a location event came during an attempt */
+	uint64_t due_us;		      /* parked: the next attempt */
+	uint32_t backoff_ms;		      /* the last pause */
+	unsigned tries;			      /* attempts that found nothing to pull */
+	int last_status;		      /* the last attempt's */
+	struct ferry__objmgr_pull *park_next; /* om->parked */
 };
 
 /* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
@@ -173,6 +183,7 @@ struct ferry__objmgr {
 	char ip[48];			/* listen/advertise address */
 	char store_socket[FERRY__NODE_ADDR_PATH_MAX]; /* own store */
 	char host[40];				      /* boot id */
+	uint64_t run;				      /* this start's run id (random) */
 	struct ferry_plasma_client *store;	      /* own store (thread-safe) */
 	uint64_t store_capacity;		      /* its arena bytes */
 	struct ferry__shm_peers shm;		      /* clients of other stores on this host */
@@ -210,6 +221,7 @@ struct ferry__objmgr {
 	bool may_drive;			       /* waiters may drive the loop (spin_until_zero) */
 	pthread_cond_t fast_cond;	       /* fast_pulls went to 0 */
 	struct ferry__loop_timer notices;      /* flushes the seal notices held back (fast path) */
+	struct ferry__objmgr_pull *parked;     /* waiting pulls between attempts (objmgr_wait.c) */
 };
 
 /* objmgr_serve.c: listen (before the loop runs). */
@@ -329,6 +341,26 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
 bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 				  const struct ferry__node_addr *a);
 void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmgr_pull *p);
+
+/*
+ * objmgr_wait.c, the pulls that wait for their object (om->lock held for all but _wake):
+ * _park() - after a failed attempt of @p with @status: true when @p waits for another
+ *   attempt (parked, or queued at once after a location event), false when it ends now.
+ * _due() - queue the parked pulls whose time came; the earliest due time left (0: none).
+ * _wake() - a location event for @id (GCS client thread): a parked pull of it goes at once.
+ * _take_all() - at stop (threads joined): the parked pulls, taken out of the list (park_next).
+ */
+bool ferry__objmgr_wait_park(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int status);
+uint64_t ferry__objmgr_wait_due(struct ferry__objmgr *om, uint64_t now_us);
+void ferry__objmgr_wait_wake(struct ferry__objmgr *om, const struct ferry_object_id *id);
+struct ferry__objmgr_pull *ferry__objmgr_wait_take_all(struct ferry__objmgr *om);
+/* Pull threads (om->lock held): sleep on work_cond until there is work or stopping, queueing
+ * parked pulls as they fall due. */
+void ferry__objmgr_wait_for_work(struct ferry__objmgr *om);
+/* A pull ends with @status: a WARN when it waited and ends without its object. */
+void ferry__objmgr_wait_log_end(const struct ferry__objmgr_pull *p, int status);
+/* At stop, the pull threads joined (om->lock not held): parked pulls end -ECANCELED. */
+void ferry__objmgr_wait_cancel_all(struct ferry__objmgr *om);
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how

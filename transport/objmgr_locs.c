@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"
@@ -90,6 +91,10 @@ static void on_location_event(void *arg, const struct ferry_gcs_event *ev)
 		take_record(l, ev);
 	}
 	pthread_mutex_unlock(&l->lock);
+	/* A pull waiting for this object goes again now (objmgr_wait.c): after the leaf lock. */
+	if (ev->key_size == sizeof(struct ferry_object_id))
+		ferry__objmgr_wait_wake(FERRY_CONTAINER_OF(l, struct ferry__objmgr, locs),
+					(const struct ferry_object_id *)ev->key);
 }
 
 void ferry__objmgr_locs_start(struct ferry__objmgr *om)

@@ -28,22 +28,38 @@ void ferry__shm_peers_fini(struct ferry__shm_peers *p)
 	pthread_mutex_destroy(&p->lock);
 }
 
+/* Slot @i (lock held, connected, not dead) is @path's: with @run, also of that run. A client
+ * of another run there is of a predecessor: marked dead (disconnected at its last ref). */
+static bool slot_is(struct ferry__shm_peers *p, int i, const char *path, uint64_t run)
+{
+	if (strcmp(p->peer[i].path, path))
+		return false;
+	if (!run || !p->peer[i].run || p->peer[i].run == run)
+		return true;
+	FLOG_WARN(COMP, "store %s belongs to a restarted node now: reconnecting", path);
+	p->peer[i].dead = true;
+	if (p->peer[i].refs == 0) {
+		ferry_plasma_client_disconnect(p->peer[i].client);
+		p->peer[i].client = NULL;
+	}
+	return false;
+}
+
 /* The slot connected to @path (connecting if needed), with a reference; -errno. */
-static int acquire(struct ferry__shm_peers *p, const char *path)
+static int acquire(struct ferry__shm_peers *p, const char *path, uint64_t run)
 {
 	struct ferry_plasma_connect_opts co = {.name = "objmgr-shm"};
 	int free_slot = -1, ret;
 
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < FERRY__SHM_MAX_PEERS; i++) {
-		if (!p->peer[i].client) {
-			if (free_slot < 0)
-				free_slot = i;
-		} else if (!p->peer[i].dead && !strcmp(p->peer[i].path, path)) {
+		if (p->peer[i].client && !p->peer[i].dead && slot_is(p, i, path, run)) {
 			p->peer[i].refs++;
 			pthread_mutex_unlock(&p->lock);
 			return i;
 		}
+		if (!p->peer[i].client && free_slot < 0)
+			free_slot = i;
 	}
 	if (free_slot < 0) {
 		pthread_mutex_unlock(&p->lock);
@@ -55,6 +71,7 @@ static int acquire(struct ferry__shm_peers *p, const char *path)
 	ret = ferry_plasma_client_connect(path, &co, &p->peer[free_slot].client);
 	if (ret == 0) {
 		snprintf(p->peer[free_slot].path, sizeof(p->peer[free_slot].path), "%s", path);
+		p->peer[free_slot].run = run;
 		p->peer[free_slot].refs = 1;
 		p->peer[free_slot].dead = false;
 		ret = free_slot;
@@ -105,14 +122,14 @@ static int copy_in(struct ferry_plasma_client *own, const struct ferry_plasma_vi
 	return ret;
 }
 
-int ferry__shm_view_nowait(struct ferry__shm_peers *p, const char *path,
+int ferry__shm_view_nowait(struct ferry__shm_peers *p, const char *path, uint64_t run,
 			   const struct ferry_object_id *id, int *slot, struct ferry_plasma_view *v)
 {
 	int i, ret;
 
 	pthread_mutex_lock(&p->lock);
 	for (i = 0; i < FERRY__SHM_MAX_PEERS; i++)
-		if (p->peer[i].client && !p->peer[i].dead && !strcmp(p->peer[i].path, path))
+		if (p->peer[i].client && !p->peer[i].dead && slot_is(p, i, path, run))
 			break;
 	if (i == FERRY__SHM_MAX_PEERS) {
 		pthread_mutex_unlock(&p->lock);
@@ -135,14 +152,15 @@ void ferry__shm_view_done(struct ferry__shm_peers *p, int slot, struct ferry_pla
 	unref(p, slot, false);
 }
 
-int ferry__shm_pull(struct ferry__shm_peers *p, const char *path, struct ferry_plasma_client *own,
-		    const struct ferry_object_id *id, int (*admit)(void *arg, uint64_t bytes),
+int ferry__shm_pull(struct ferry__shm_peers *p, const char *path, uint64_t run,
+		    struct ferry_plasma_client *own, const struct ferry_object_id *id,
+		    int (*admit)(void *arg, uint64_t bytes),
 		    void (*unadmit)(void *arg, uint64_t bytes), void *arg, uint64_t *bytes)
 {
 	struct ferry_plasma_view v;
 	int slot, ret;
 
-	slot = acquire(p, path);
+	slot = acquire(p, path, run);
 	if (slot < 0)
 		return slot == -ENOENT ? -ECONNREFUSED : slot;
 	ret = ferry_plasma_client_get(p->peer[slot].client, id, 1, 0, &v);

@@ -153,6 +153,7 @@ int fuzz_make_corpus(const char *dir)
 			  "Aip=10.0.0.1;tcp=7001;rdma=7002;shm=/run/ferry/plasma.sock;"
 			  "host=0b6e5c1a-3d2f-4a8e-9c71-5f2d8e4b6a10");
 	bad |= write_text(dir, "seed-address-v6", "Ahost=abc-def;tcp=1;ip=::1");
+	bad |= write_text(dir, "seed-address-run", "Aip=10.0.0.1;tcp=7;host=ab;run=9f0c3e");
 	bad |= write_text(dir, "seed-address-bad", "Aip=10.0.0.1;tcp=0;tcp=7;host=x;");
 	return bad;
 }
