@@ -268,6 +268,15 @@ static bool connecting(const struct ferry__plasma_pclient *c)
 	return c->conn && !c->closing && c->slot == FERRY__PLASMA_NO_SLOT && !c->sub;
 }
 
+/* Close a connection that never sent PlasmaConnect: warned, rate-limited (a flood logs a few
+ * lines and a count, not one error each). */
+static void drop_connecting(struct ferry__plasma_pclient *c, const char *why)
+{
+	FLOG_PEER_WARN(comp, ferry__conn_peer(c->conn), "server: %s; closing it", why);
+	c->closing = true;
+	ferry__conn_close(c->conn);
+}
+
 /*
  * Like the handshakes of conn_server.c: at the cap, the oldest connection that has not sent
  * PlasmaConnect is closed. Refusing the newest would let idle connections lock real clients
@@ -285,8 +294,7 @@ static void make_room(struct ferry__plasma_server *srv)
 		}
 	}
 	if (n >= srv->max_connecting && oldest)
-		ferry__plasma_fail(oldest,
-				   "too many connections without PlasmaConnect; the oldest");
+		drop_connecting(oldest, "too many connections without PlasmaConnect; the oldest");
 }
 
 /* Connections that did not send PlasmaConnect in time are closed (from the tick). */
@@ -296,7 +304,7 @@ static void close_late(struct ferry__plasma_server *srv)
 
 	for (struct ferry__plasma_pclient *c = srv->clients; c; c = c->next) {
 		if (connecting(c) && now - c->accepted_ms >= srv->connect_timeout_ms)
-			ferry__plasma_fail(c, "no PlasmaConnect in time");
+			drop_connecting(c, "a connection sent no PlasmaConnect in time");
 	}
 }
 
