@@ -755,6 +755,11 @@ void ferry__conn_set_limits(struct ferry__conn *conn, const struct ferry__conn_o
 	conn->frame_ms = frame == UINT_MAX ? 0 : frame;
 }
 
+void ferry__conn_set_frame_max(struct ferry__conn *conn, uint32_t max)
+{
+	conn->parser.max_length = max && max < conn->max_message ? max : conn->max_message;
+}
+
 /* Free a connection that never started (no request was made, no callback is owed). */
 static void conn_discard(struct ferry__conn *conn)
 {

@@ -169,6 +169,15 @@ struct ferry__conn_cred {
  * (SO_PEERPIDFD, else pidfd_open()). Returns 0, -EOPNOTSUPP (not a Unix socket) or -errno. */
 int ferry__conn_peer_cred(const struct ferry__conn *conn, struct ferry__conn_cred *out);
 
+/*
+ * ferry__conn_set_frame_max() - cap the frames read from now on at @max bytes of payload (0:
+ * back to max_message_bytes; never above it). A larger header closes the connection (-EPROTO)
+ * before anything is allocated for it: for servers whose "handshake" is a message of their own
+ * (the plasma store's PlasmaConnect), so that an unauthenticated peer cannot make them hold a
+ * 16 MiB buffer.
+ */
+void ferry__conn_set_frame_max(struct ferry__conn *conn, uint32_t max);
+
 /* True while incoming messages are held back because max_queued_bytes is reached. */
 bool ferry__conn_rx_paused(const struct ferry__conn *conn);
 

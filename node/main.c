@@ -30,6 +30,7 @@ static void usage(FILE *to)
 		    "                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
 		    "                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
 		    "                  [--copy-batch-us US] [--notice-hold-ms MS]\n"
+		    "                  [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		    "       ferry-node --help | --version\n");
 }
 
@@ -54,6 +55,17 @@ static int parse_transport(const char *s, enum ferry__node_transport *out)
 		*out = FERRY__NODE_TRANSPORT_RDMA;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+/* Replies unsent to one puller before its requests wait: 1 .. 4 GiB - 1 (K/M/G allowed). */
+static int parse_queued(const char *s, uint32_t *out)
+{
+	uint64_t n;
+
+	if (ferry_parse_size(s, &n) < 0 || n < 1 || n >= UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)n;
 	return 0;
 }
 
@@ -88,6 +100,10 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return ferry__parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us);
 	else if (!strcmp(a, "--notice-hold-ms"))
 		return ferry__parse_u32(v, FERRY__OBJMGR_MAX_NOTICE_HOLD_MS, &o->notice_hold_ms);
+	else if (!strcmp(a, "--max-queued"))
+		return parse_queued(v, &o->max_queued_bytes);
+	else if (!strcmp(a, "--stall-timeout-ms"))
+		return ferry__parse_u32(v, UINT32_MAX - 1, &o->stall_timeout_ms);
 	else
 		return -EINVAL;
 	return 0;

@@ -582,6 +582,8 @@ static int start_objmgr(struct ferry__node *node)
 	oo.rdma_busy_poll = node->opts.rdma_busy_poll;
 	oo.spin_us = node->opts.spin_us;
 	oo.notice_hold_ms = node->opts.notice_hold_ms;
+	oo.max_queued_bytes = node->opts.max_queued_bytes;
+	oo.stall_timeout_ms = node->opts.stall_timeout_ms;
 	oo.max_bytes_in_flight = node->opts.max_bytes_in_flight;
 	oo.node_records_copies = true;
 	ret = ferry__objmgr_create(&oo, &om);

@@ -59,6 +59,8 @@ struct ferry__node_opts {
 				       * 1000, at most FERRY__NODE_MAX_COPY_BATCH_US */
 	uint32_t notice_hold_ms;      /* the object manager's notice_hold_ms (objmgr.h); 0: 1,
 				       * at most FERRY__OBJMGR_MAX_NOTICE_HOLD_MS */
+	uint32_t max_queued_bytes;    /* pull listener: the object manager's (objmgr.h) */
+	uint32_t stall_timeout_ms;    /* same */
 };
 
 /*

@@ -24,7 +24,8 @@ static const char usage[] =
 	"usage: ferry-plasma [--socket PATH] [--memory SIZE] [--spill-dir DIR | --no-spill]\n"
 	"                    [--spill-threshold PCT] [--spill-max SIZE] [--hugepages[=MODE]]\n"
 	"                    [--max-clients N] [--max-clients-per-uid N] [--no-prefault]\n"
-	"                    [--log SPEC]\n"
+	"                    [--connect-timeout MS] [--max-connecting N] [--frame-timeout MS]\n"
+	"                    [--stall-timeout MS] [--max-queued SIZE] [--log SPEC]\n"
 	"  --socket PATH          Unix socket to serve (FERRY_PLASMA_SOCKET)\n"
 	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30% of RAM)\n"
 	"  --spill-dir DIR        where primaries spill under pressure (FERRY_SPILL_DIR)\n"
@@ -36,6 +37,15 @@ static const char usage[] =
 	"  --max-clients-per-uid N  slots one uid may hold (default: half the client slots;\n"
 	"                         root and the store's own uid are not capped)\n"
 	"  --no-prefault          leave arena pages to first touch (faster start, slower puts)\n"
+	"  --connect-timeout MS   a connection must send PlasmaConnect within this (default "
+	"10000)\n"
+	"  --max-connecting N     connections before PlasmaConnect at once; past it the oldest\n"
+	"                         is closed (default 64)\n"
+	"  --frame-timeout MS     a frame begun and idle this long closes the connection\n"
+	"                         (default 30000)\n"
+	"  --stall-timeout MS     replies left unsent past --max-queued this long close the\n"
+	"                         connection (default 30000)\n"
+	"  --max-queued SIZE      unsent replies past which a client's requests wait (default 8M)\n"
 	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n"
 	"  --help, --version      this text, or the version and commit; nothing else is done\n";
 
@@ -56,6 +66,41 @@ static int parse_hugepages(const char *mode, enum ferry_plasma_hugepages *out)
 	else
 		return -EINVAL;
 	return 0;
+}
+
+/* A positive number of at most UINT32_MAX - 1 (UINT_MAX means "none" to the connection). */
+static int parse_u32(const char *arg, uint32_t *out)
+{
+	char *end;
+	unsigned long long n;
+
+	errno = 0;
+	n = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || n < 1 || n >= UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+static int parse_limit(struct args *a, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'C':
+		return parse_u32(arg, &a->opts.connect_timeout_ms);
+	case 'N':
+		return parse_u32(arg, &a->opts.max_connecting);
+	case 'F':
+		return parse_u32(arg, &a->opts.frame_timeout_ms);
+	case 'S':
+		return parse_u32(arg, &a->opts.stall_timeout_ms);
+	case 'Q':
+		if (ferry_parse_size(arg, &a->opts.max_queued_bytes) < 0 ||
+		    !a->opts.max_queued_bytes)
+			return -EINVAL;
+		return 0;
+	default:
+		return -EINVAL;
+	}
 }
 
 static int parse_option(struct args *a, int opt, const char *arg)
@@ -97,7 +142,7 @@ static int parse_option(struct args *a, int opt, const char *arg)
 	case 'l':
 		return ferry_log_configure(arg);
 	default:
-		return -EINVAL;
+		return parse_limit(a, opt, arg);
 	}
 }
 
@@ -116,6 +161,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"max-clients-per-uid", required_argument, NULL, 'u'},
 		{"no-prefault", no_argument, NULL, 'p'},
 		{"log", required_argument, NULL, 'l'},
+		{"connect-timeout", required_argument, NULL, 'C'},
+		{"max-connecting", required_argument, NULL, 'N'},
+		{"frame-timeout", required_argument, NULL, 'F'},
+		{"stall-timeout", required_argument, NULL, 'S'},
+		{"max-queued", required_argument, NULL, 'Q'},
 		{"help", no_argument, NULL, 'H'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},

@@ -21,6 +21,9 @@
  * answered in order, except gets and waits, which are answered when satisfied. A connection
  * may instead send PlasmaSubscribe as its first and only request: it then only receives
  * PlasmaNotify batches (server_events.c). Requests are dispatched through one table by type.
+ * PlasmaConnect stands in for a handshake, so its limits are the store's: until it (or
+ * PlasmaSubscribe) came, frames are capped at what one needs, the connection is closed past a
+ * deadline (checked by the tick), and past max_connecting such connections the oldest is closed.
  *
  * Failure: a malformed frame or message (the connection layer verifies every payload) or a
  * request that breaks the protocol (before PlasmaConnect, a reply type, another subsystem's
@@ -67,6 +70,8 @@
 #define VALGRIND_TICK_MS 5u
 
 #define DEFAULT_TICK_MS 100u
+#define DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define DEFAULT_MAX_CONNECTING 64u
 #define DEFAULT_CHUNK_BYTES (1ull << 20)
 #define MIN_CHUNK_BYTES (16ull << 10)
 
@@ -168,6 +173,10 @@ void ferry__plasma_handle(struct ferry__plasma_pclient *c, uint16_t type, const 
 		ferry__plasma_fail(c, why);
 	} else {
 		h->fn(c, payload);
+		/* Past its "handshake": frames may now be as large as the connection allows. */
+		if (!connected && c->conn && !c->closing &&
+		    (c->slot != FERRY__PLASMA_NO_SLOT || c->sub))
+			ferry__conn_set_frame_max(c->conn, 0);
 	}
 }
 
@@ -253,20 +262,71 @@ static const struct ferry__conn_callbacks client_callbacks = {
 	.on_close = on_close,
 };
 
+/* Not past PlasmaConnect (or PlasmaSubscribe) yet, and not being closed. */
+static bool connecting(const struct ferry__plasma_pclient *c)
+{
+	return c->conn && !c->closing && c->slot == FERRY__PLASMA_NO_SLOT && !c->sub;
+}
+
+/* Close a connection that never sent PlasmaConnect: warned, rate-limited (a flood logs a few
+ * lines and a count, not one error each). */
+static void drop_connecting(struct ferry__plasma_pclient *c, const char *why)
+{
+	FLOG_PEER_WARN(comp, ferry__conn_peer(c->conn), "server: %s; closing it", why);
+	c->closing = true;
+	ferry__conn_close(c->conn);
+}
+
+/*
+ * Like the handshakes of conn_server.c: at the cap, the oldest connection that has not sent
+ * PlasmaConnect is closed. Refusing the newest would let idle connections lock real clients
+ * out until their deadline; a real client sends PlasmaConnect at once.
+ */
+static void make_room(struct ferry__plasma_server *srv)
+{
+	struct ferry__plasma_pclient *oldest = NULL;
+	uint32_t n = 0;
+
+	for (struct ferry__plasma_pclient *c = srv->clients; c; c = c->next) {
+		if (connecting(c)) {
+			n++;
+			oldest = c; /* the list is newest first */
+		}
+	}
+	if (n >= srv->max_connecting && oldest)
+		drop_connecting(oldest, "too many connections without PlasmaConnect; the oldest");
+}
+
+/* Connections that did not send PlasmaConnect in time are closed (from the tick). */
+static void close_late(struct ferry__plasma_server *srv)
+{
+	uint64_t now = ferry__loop_now_ms();
+
+	for (struct ferry__plasma_pclient *c = srv->clients; c; c = c->next) {
+		if (connecting(c) && now - c->accepted_ms >= srv->connect_timeout_ms)
+			drop_connecting(c, "a connection sent no PlasmaConnect in time");
+	}
+}
+
 static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
 		      const void *handshake, size_t len)
 {
-	struct ferry__plasma_pclient *c =
-		ferry__plasma_client_new(ferry__conn_server_data(server), conn);
+	struct ferry__plasma_server *srv = ferry__conn_server_data(server);
+	struct ferry__plasma_pclient *c;
 
 	(void)handshake;
 	(void)len;
+	make_room(srv);
+	c = ferry__plasma_client_new(srv, conn);
 	if (!c) {
 		FLOG_ERROR(comp, "server: no memory for a new client");
 		ferry__conn_close(conn);
 		return;
 	}
 	ferry__conn_set_callbacks(conn, &client_callbacks, c);
+	/* Until PlasmaConnect, a frame may only be as large as one needs. */
+	ferry__conn_set_frame_max(conn, FERRY__PLASMA_CONNECT_MAX_BYTES);
+	c->accepted_ms = ferry__loop_now_ms();
 }
 
 /* ---- tick ---- */
@@ -285,6 +345,7 @@ static void on_tick(struct ferry__loop_timer *timer, int status)
 		sched_yield();
 	ferry__plasma_store_tick(srv->store);
 	ferry__plasma_parked_sweep(srv);
+	close_late(srv);
 	seals = atomic_load_explicit(&srv->ix->hdr->seal_seq, memory_order_relaxed);
 	if (srv->waits && seals != srv->waits_seal_seq) {
 		srv->waits_seal_seq = seals;
@@ -362,10 +423,14 @@ static int create_store(struct ferry__plasma_server *srv, const struct ferry__pl
 	return 0;
 }
 
-static int listen_socket(struct ferry__plasma_server *srv)
+static int listen_socket(struct ferry__plasma_server *srv,
+			 const struct ferry__plasma_server_opts *o)
 {
 	struct ferry__conn_server_opts so = {
-		.conn = {.cb = &client_callbacks},
+		.conn = {.cb = &client_callbacks,
+			 .frame_timeout_ms = o->frame_timeout_ms,
+			 .stall_timeout_ms = o->stall_timeout_ms,
+			 .max_queued_bytes = o->max_queued_bytes},
 		.on_accept = on_accept,
 		.data = srv,
 		.server_kind = FERRY__WIRE_PEER_KIND_PLASMA_STORE,
@@ -396,6 +461,9 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 		return -ENOMEM;
 	ferry_id_random(srv->id.bytes, sizeof(srv->id.bytes));
 	srv->tick_ms = opts->tick_ms ? opts->tick_ms : DEFAULT_TICK_MS;
+	srv->connect_timeout_ms =
+		opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+	srv->max_connecting = opts->max_connecting ? opts->max_connecting : DEFAULT_MAX_CONNECTING;
 	if (UNDER_VALGRIND())
 		srv->tick_ms = FERRY_MIN(srv->tick_ms, VALGRIND_TICK_MS); /* see on_tick() */
 	r = -ENOMEM;
@@ -414,7 +482,7 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 	r = ferry__loop_timer_start(srv->loop, &srv->tick, srv->tick_ms, srv->tick_ms, on_tick);
 	if (r < 0)
 		goto err_destroy_loop;
-	r = listen_socket(srv);
+	r = listen_socket(srv, opts);
 	if (r < 0)
 		goto err_destroy_loop;
 	if (srv->socket_path)

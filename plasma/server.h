@@ -81,7 +81,23 @@ struct ferry__plasma_server_opts {
 	/* Slots one uid may hold, connected or parked until its process exits; 0: half the
 	 * client slots. Root and the store's own uid are not capped (server_peers.c). */
 	uint32_t max_clients_per_uid;
+	/*
+	 * Connections that have not sent PlasmaConnect (or PlasmaSubscribe) yet: their frames
+	 * are capped at FERRY__PLASMA_CONNECT_MAX_BYTES, they are closed @connect_timeout_ms
+	 * after accept (0: 10 s; checked every tick), and at most @max_connecting wait at once
+	 * (0: 64): a new one past it closes the oldest, so a flood cannot lock clients out.
+	 */
+	uint32_t connect_timeout_ms;
+	uint32_t max_connecting;
+	/* Every connection's limits (struct ferry__conn_opts; 0: FERRY_CONN_SERVER_DEFAULT_*):
+	 * a frame begun and idle this long closes it; replies unsent past these. */
+	uint32_t frame_timeout_ms;
+	uint64_t max_queued_bytes;
+	uint32_t stall_timeout_ms;
 };
+
+/* The largest frame before PlasmaConnect: a PlasmaConnect or PlasmaSubscribe fits with room. */
+#define FERRY__PLASMA_CONNECT_MAX_BYTES (16u << 10)
 
 /*
  * ferry__plasma_server_create() - create the store and the loop and start listening (the socket

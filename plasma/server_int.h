@@ -67,6 +67,7 @@ struct ferry__plasma_pclient {
 	bool closing;			    /* a protocol error closed it: ignore what follows */
 	struct ferry__plasma_sub *sub;	    /* a subscriber connection: its queue; else NULL */
 	uint64_t replies;		    /* messages sent to it (tests) */
+	uint64_t accepted_ms;		    /* accepted at (ferry__loop_now_ms): connect deadline */
 };
 
 /* One object of a pending get or wait. */
@@ -115,6 +116,8 @@ struct ferry__plasma_server {
 	struct ferry__plasma_wait *waits;      /* pending gets and waits */
 	struct ferry__plasma_parked *parked;   /* departed clients' slots not reusable yet */
 	uint32_t nparked;		       /* entries in parked */
+	uint32_t connect_timeout_ms;	       /* PlasmaConnect due this long after accept */
+	uint32_t max_connecting;	       /* connections before PlasmaConnect at once */
 	uint64_t chunk_bytes;		       /* default chunk for a client */
 	uint32_t max_per_uid;		       /* client slots one uid may hold */
 	unsigned own_uid;		       /* the store's euid (not capped, nor is root) */

@@ -776,6 +776,29 @@ static void on_accept(struct ferry__loop_req *req, int result)
 	listener_maybe_free(l);
 }
 
+/*
+ * A daemon restarted on its fixed port finds it held for a moment by the process it replaces
+ * (killed, not reaped yet): a fixed port is retried for this long (logged by common/net.c),
+ * unless one of our own listeners holds it, which will not let go.
+ */
+#define BIND_RETRY_MS 5000u
+
+static unsigned bind_retry_ms(struct ferry__tcp_ctx *ctx, uint16_t port)
+{
+	struct tcp_link *l;
+
+	if (!port)
+		return 0;
+	for (l = ctx->listeners.next; l != &ctx->listeners; l = l->next) {
+		struct ferry__tcp_listener *lis =
+			FERRY_CONTAINER_OF(l, struct ferry__tcp_listener, link);
+
+		if (lis->port == port && lis->fd >= 0)
+			return 0;
+	}
+	return BIND_RETRY_MS;
+}
+
 int ferry__tcp_listen(struct ferry__tcp_ctx *ctx, const char *ip, uint16_t port,
 		      const struct ferry__tcp_ep_cbs *cbs, void *arg,
 		      struct ferry__tcp_listener **out)
@@ -792,7 +815,7 @@ int ferry__tcp_listen(struct ferry__tcp_ctx *ctx, const char *ip, uint16_t port,
 	ret = ferry__net_resolve(ip, port, &addr, &len);
 	if (ret < 0)
 		return ret == -EHOSTUNREACH ? -EINVAL : ret;
-	fd = ferry__net_listen((struct sockaddr *)&addr, len, 0);
+	fd = ferry__net_listen_retry((struct sockaddr *)&addr, len, 0, bind_retry_ms(ctx, port));
 	if (fd < 0)
 		return fd;
 	l = ferry__calloc(1, sizeof(*l));
