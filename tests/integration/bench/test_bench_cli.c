@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 
 /* Run `ferry-bench ARGS`: exit code, stdout into @out, stderr into @err. */
 __attribute__((format(printf, 5, 6))) static int bench(char *out, size_t out_size, char *err,
@@ -19,10 +20,10 @@ __attribute__((format(printf, 5, 6))) static int bench(char *out, size_t out_siz
 {
 	const char *bin = getenv("FERRY_BENCH_BIN");
 	char args[1024], cmd[2048], err_path[512];
-	size_t n = 0;
+	size_t n;
 	va_list ap;
 	FILE *p;
-	int status;
+	int code;
 
 	if (!bin || access(bin, X_OK) < 0)
 		ftest_skip("ferry-bench is not built (FERRY_BENCH_BIN)");
@@ -31,20 +32,14 @@ __attribute__((format(printf, 5, 6))) static int bench(char *out, size_t out_siz
 	va_end(ap);
 	snprintf(err_path, sizeof(err_path), "%s/stderr", ftest_tmpdir());
 	snprintf(cmd, sizeof(cmd), "'%s' %s 2>'%s'", bin, args, err_path);
-	p = popen(cmd, "r");
-	ftest_assert_ptr_notnull(p);
-	while (n + 1 < out_size && fgets(out + n, (int)(out_size - n), p))
-		n += strlen(out + n);
-	out[n] = '\0';
-	status = pclose(p);
+	code = itest_popen_read(cmd, out, out_size);
 	p = fopen(err_path, "r");
 	n = p ? fread(err, 1, err_size - 1, p) : 0;
 	err[n] = '\0';
 	if (p)
 		fclose(p);
-	ftest_log("$ ferry-bench %s -> %d\n%.2000s%s", args,
-		  WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	ftest_log("$ ferry-bench %s -> %d\n%.2000s%s", args, code, out, err);
+	return code;
 }
 
 FTEST(help_lists_own_flags)

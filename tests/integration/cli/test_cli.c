@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 
 static char run_dir[256];
 
@@ -39,23 +40,16 @@ static const char *cli_bin(void)
 __attribute__((format(printf, 3, 4))) static int cli(char *out, size_t size, const char *fmt, ...)
 {
 	char args[1024], cmd[2048];
-	size_t n = 0;
 	va_list ap;
-	FILE *p;
-	int status;
+	int code;
 
 	va_start(ap, fmt);
 	vsnprintf(args, sizeof(args), fmt, ap);
 	va_end(ap);
 	snprintf(cmd, sizeof(cmd), "FERRY_RUN_DIR='%s' '%s' %s 2>&1", run_dir, cli_bin(), args);
-	p = popen(cmd, "r");
-	ftest_assert_ptr_notnull(p);
-	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
-		n += strlen(out + n);
-	out[n] = '\0';
-	status = pclose(p);
-	ftest_log("$ ferry %s -> %d\n%s", args, WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	code = itest_popen_read(cmd, out, size);
+	ftest_log("$ ferry %s -> %d\n%s", args, code, out);
+	return code;
 }
 
 /* Stop what the test started and remove its run directory (sessions and logs included). */
@@ -293,15 +287,11 @@ FTEST(cli_bad_flags)
 
 FTEST(cli_unreachable_gcs)
 {
-	char out[4096], token[512];
-	FILE *f;
+	char out[4096];
+	const char *token;
 
 	use_run_dir();
-	snprintf(token, sizeof(token), "%s/token", ftest_tmpdir());
-	f = fopen(token, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs("secret\n", f);
-	fclose(f);
+	token = itest_token_file("secret");
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"status --address 127.0.0.1:%u --token-file %s --timeout 1",
 				free_port(), token),
@@ -441,16 +431,12 @@ FTEST(cli_dead_gcs_not_replaced)
  * until it, then say "timed out"). The bound is half the deadline, not a speed. */
 FTEST(cli_refused_said_at_once)
 {
-	char out[4096], token[512];
+	char out[4096];
+	const char *token;
 	double t0;
-	FILE *f;
 
 	use_run_dir();
-	snprintf(token, sizeof(token), "%s/token", ftest_tmpdir());
-	f = fopen(token, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs("secret\n", f);
-	fclose(f);
+	token = itest_token_file("secret");
 	t0 = now_s();
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"status --address 127.0.0.1:%u --token-file %s --timeout 20",
@@ -463,15 +449,11 @@ FTEST(cli_refused_said_at_once)
 /* A name that does not resolve (.invalid never does): one line, saying so. */
 FTEST(cli_unresolvable_one_line)
 {
-	char out[16384], token[512];
-	FILE *f;
+	char out[16384];
+	const char *token;
 
 	use_run_dir();
-	snprintf(token, sizeof(token), "%s/token", ftest_tmpdir());
-	f = fopen(token, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs("secret\n", f);
-	fclose(f);
+	token = itest_token_file("secret");
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"status --address no-such-host.invalid:6380 --token-file %s "
 				"--timeout 3",
@@ -487,25 +469,19 @@ FTEST(cli_unresolvable_one_line)
 static int run_quiet(const char *bin, const char *arg, char *out, size_t size)
 {
 	char cmd[1024], err_path[512], err[256] = "";
-	size_t n = 0;
-	FILE *p, *f;
+	FILE *f;
 	int status;
 
 	snprintf(err_path, sizeof(err_path), "%s/stderr", ftest_tmpdir());
 	snprintf(cmd, sizeof(cmd), "'%s' %s 2>'%s'", bin, arg, err_path);
-	p = popen(cmd, "r");
-	ftest_assert_ptr_notnull(p);
-	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
-		n += strlen(out + n);
-	out[n] = '\0';
-	status = pclose(p);
+	status = itest_popen_read(cmd, out, size);
 	f = fopen(err_path, "r");
 	ftest_assert_ptr_notnull(f);
 	err[fread(err, 1, sizeof(err) - 1, f)] = '\0';
 	fclose(f);
-	ftest_log("%s %s -> %d\n%s", bin, arg, WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+	ftest_log("%s %s -> %d\n%s", bin, arg, status, out);
 	ftest_assert_str_eq(err, "");
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return status;
 }
 
 FTEST(help_and_version_everywhere)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 
 struct proc {
 	pid_t pid;	 /* the daemon */
@@ -37,29 +38,7 @@ static const char *env(const char *name)
 /* fork + exec @argv (NULL-terminated), stdout on a pipe; waits for its first line. */
 static void spawn(struct proc *p, const char *const *argv)
 {
-	int out[2];
-	FILE *f;
-
-	ftest_assert_ok(pipe(out));
-	p->pid = fork();
-	ftest_assert_int_ge(p->pid, 0);
-	if (p->pid == 0) {
-		char *cargv[24];
-		int n = 0;
-
-		for (; argv[n] && n < 23; n++)
-			cargv[n] = strdup(argv[n]);
-		cargv[n] = NULL;
-		dup2(out[1], 1);
-		close(out[0]);
-		execv(cargv[0], cargv);
-		_exit(127);
-	}
-	close(out[1]);
-	f = fdopen(out[0], "r");
-	if (!fgets(p->line, sizeof(p->line), f))
-		p->line[0] = '\0';
-	fclose(f);
+	p->pid = itest_spawn(argv, p->line, sizeof(p->line));
 	ftest_log("%s: %s", argv[0], p->line);
 }
 
@@ -109,36 +88,22 @@ static void node_start(struct proc *p, const char *bindir, unsigned port, const 
 __attribute__((format(printf, 3, 4))) static int sh(char *out, size_t size, const char *fmt, ...)
 {
 	char cmd[4096], line[4200];
-	size_t n = 0;
 	va_list ap;
-	FILE *p;
-	int status;
+	int code;
 
 	va_start(ap, fmt);
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);
 	snprintf(line, sizeof(line), "{ %s; } 2>&1", cmd);
-	p = popen(line, "r");
-	ftest_assert_ptr_notnull(p);
-	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
-		n += strlen(out + n);
-	out[n] = '\0';
-	status = pclose(p);
-	ftest_log("$ %s -> %d\n%s", cmd, WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	code = itest_popen_read(line, out, size);
+	ftest_log("$ %s -> %d\n%s", cmd, code, out);
+	return code;
 }
 
 static const char *token_file(void)
 {
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
-	f = fopen(path, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs("examples-test-token\n", f); /* the format: the bytes, one trailing newline ignored */
-	fclose(f);
-	return path;
+	/* The format: the bytes, one trailing newline ignored. */
+	return itest_token_file("examples-test-token");
 }
 
 /* The README's promise the other way round: a get on node 2 issued before the put on node 1

@@ -20,7 +20,9 @@
 
 #include "common/alloc.h"
 #include "common/frame.h"
+#include "common/wire.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 
 #define TOKEN "integration-token"
 
@@ -31,15 +33,7 @@ struct gcs_proc {
 
 static inline const char *token_file(void)
 {
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
-	f = fopen(path, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs(TOKEN "\n", f);
-	fclose(f);
-	return path;
+	return itest_token_file(TOKEN);
 }
 
 /* Start ferry-gcs with @extra arguments (NULL-terminated); its port line, or 0 if it exited. */
@@ -49,8 +43,7 @@ static inline struct gcs_proc gcs_try_start(uint16_t port, const char *const *ex
 	const char *argv[16];
 	char port_s[16], line[128];
 	struct gcs_proc p = {0};
-	int out[2], n = 0, status;
-	FILE *f;
+	int n = 0, status;
 
 	if (!bin)
 		ftest_skip("FERRY_GCS_BIN not set");
@@ -63,27 +56,11 @@ static inline struct gcs_proc gcs_try_start(uint16_t port, const char *const *ex
 	for (; extra && *extra; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
-	ftest_assert_ok(pipe(out));
-	p.pid = fork();
-	ftest_assert_int_ge(p.pid, 0);
-	if (p.pid == 0) {
-		char *cargv[16];
-
-		for (int i = 0; i <= n; i++)
-			cargv[i] = argv[i] ? strdup(argv[i]) : NULL;
-		dup2(out[1], 1);
-		close(out[0]);
-		execv(bin, cargv);
-		_exit(127);
-	}
-	close(out[1]);
-	f = fdopen(out[0], "r");
-	if (!fgets(line, sizeof(line), f) ||
-	    sscanf(line, "ferry-gcs listening on port %hu", &p.port) != 1) {
+	p.pid = itest_spawn(argv, line, sizeof(line));
+	if (sscanf(line, "ferry-gcs listening on port %hu", &p.port) != 1) {
 		waitpid(p.pid, &status, 0);
 		p.port = 0;
 	}
-	fclose(f);
 	return p;
 }
 
@@ -152,6 +129,21 @@ static inline void raw_send(int fd, uint16_t type, const void *payload, size_t l
 	ftest_assert_ok(ferry__frame_pack(type, payload, len, &frame, &size));
 	ftest_assert_int_eq(write(fd, frame, size), (ssize_t)size);
 	ferry__free(frame);
+}
+
+/* A Handshake with the right token (a driver's), sent raw on @fd. */
+static inline void raw_send_handshake(int fd)
+{
+	struct ferry__wire_handshake hs = {0};
+	struct ferry__fb_builder b = {0};
+
+	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
+	hs.token = (const uint8_t *)TOKEN;
+	hs.token_count = strlen(TOKEN);
+	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
+	raw_send(fd, FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
+		 ferry__fb_builder_size(&b));
+	ferry__fb_builder_fini(&b);
 }
 
 #endif

@@ -279,19 +279,11 @@ FTEST(placement_group_custom_resources_survive_a_restart)
 
 static int raw_open(uint16_t port)
 {
-	struct ferry__wire_handshake hs = {0};
-	struct ferry__fb_builder b = {0};
 	struct timeval tv = {10, 0};
 	int fd = raw_connect(port);
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
-	hs.token = (const uint8_t *)TOKEN;
-	hs.token_count = strlen(TOKEN);
-	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
-	raw_send(fd, FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
-		 ferry__fb_builder_size(&b));
-	ferry__fb_builder_fini(&b);
+	raw_send_handshake(fd);
 	return fd;
 }
 

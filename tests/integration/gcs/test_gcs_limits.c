@@ -27,17 +27,8 @@
 /* The resident set of @pid in KiB. */
 static long rss_kib(pid_t pid)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
+	long kib = itest_rss_kib(pid);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
 	ftest_assert_int_gt(kib, 0);
 	return kib;
 }
@@ -46,8 +37,6 @@ static long rss_kib(pid_t pid)
  * handshake sent, non-blocking from then on. */
 static int raw_open_small(uint16_t port)
 {
-	struct ferry__wire_handshake hs = {0};
-	struct ferry__fb_builder b = {0};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 4096;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
 
@@ -55,13 +44,7 @@ static int raw_open_small(uint16_t port)
 	ftest_assert_ok(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ftest_assert_ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
-	hs.token = (const uint8_t *)TOKEN;
-	hs.token_count = strlen(TOKEN);
-	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
-	raw_send(fd, FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
-		 ferry__fb_builder_size(&b));
-	ferry__fb_builder_fini(&b);
+	raw_send_handshake(fd);
 	ftest_assert_ok(fcntl(fd, F_SETFL, O_NONBLOCK));
 	return fd;
 }

@@ -328,19 +328,13 @@ static void expect_closed(int fd)
 FTEST(malformed_request_closes_only_that_connection)
 {
 	struct gcs_proc p = gcs_start(0, NULL);
-	struct ferry__wire_handshake hs = {0};
 	struct ferry__wire_gcs_request req = {0};
 	struct ferry__fb_builder b = {0};
 	static const uint8_t junk[] = {0xee, 1, 2, 3, 4, 5};
 	struct ferry_gcs_client *c;
 	int fd = raw_connect(p.port);
 
-	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
-	hs.token = (const uint8_t *)TOKEN;
-	hs.token_count = strlen(TOKEN);
-	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
-	raw_send(fd, FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
-		 ferry__fb_builder_size(&b));
+	raw_send_handshake(fd);
 	/* A well-formed frame whose GCS record is garbage (unknown op type). */
 	req.seq = 1;
 	req.op = junk;

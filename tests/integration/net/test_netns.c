@@ -24,6 +24,7 @@
 #include <ferry/plasma.h>
 
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 
 #define TOKEN "netns-token"
 #define NS_PREFIX "ferrytest-"
@@ -127,15 +128,7 @@ static void make_hosts(void)
 
 static const char *token_file(void)
 {
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
-	f = fopen(path, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs(TOKEN "\n", f);
-	fclose(f);
-	return path;
+	return itest_token_file(TOKEN);
 }
 
 /* A boot id for host @h, so that the nodes in the two namespaces are two hosts to each other. */
@@ -281,20 +274,13 @@ static void assert_ip(const char *address, const char *ip)
 static void status(unsigned gcs_port, char *out, size_t size)
 {
 	char cmd[2048];
-	size_t n = 0;
-	FILE *p;
 
 	snprintf(cmd, sizeof(cmd),
 		 "ip netns exec %s env FERRY_RUN_DIR='%s' '%s' status --address %s:%u "
 		 "--token-file '%s' 2>&1",
 		 env.ns[0], ftest_tmpdir(), bin("FERRY_CLI_BIN"), env.ip[0], gcs_port,
 		 token_file());
-	p = popen(cmd, "r");
-	ftest_assert_ptr_notnull(p);
-	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
-		n += strlen(out + n);
-	out[n] = '\0';
-	pclose(p);
+	itest_popen_read(cmd, out, size);
 	ftest_log("$ ferry status\n%s", out);
 }
 
@@ -404,21 +390,12 @@ FTEST(interface_name_and_loopback_warning)
 static int run_in(int h, const char *cmd, char *out, size_t size)
 {
 	char full[4096];
-	size_t n = 0;
-	FILE *p;
-	int status;
 
 	snprintf(full, sizeof(full),
 		 "ip netns exec %s sh -c 'mount --bind %s /proc/sys/kernel/random/boot_id && "
 		 "exec %s'",
 		 env.ns[h], boot_file(h), cmd);
-	p = popen(full, "r");
-	ftest_assert_ptr_notnull(p);
-	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
-		n += strlen(out + n);
-	out[n] = '\0';
-	status = pclose(p);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return itest_popen_read(full, out, size);
 }
 
 FTEST(bench_two_hosts)

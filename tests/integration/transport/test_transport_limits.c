@@ -18,26 +18,11 @@
 #include "transport/objmgr_int.h"
 #include "transport/tcp_int.h"
 #include "ftest.h"
+#include "tests/integration/procs.h"
 #include "transport_util.h"
 
 #define OBJECT (1u << 20)
 #define REQUESTS 300
-
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
 
 static void send_all(int fd, const void *data, size_t len)
 {
@@ -114,7 +99,7 @@ FTEST(puller_that_never_reads_keeps_a_node_bounded)
 	ferry_object_id_random(&id);
 	tt_put(a.socket, &id, OBJECT, 3);
 	reqs = pull_requests(&id, &len);
-	base = rss_kib(a.pid);
+	base = itest_rss_kib(a.pid);
 	fd = engine_peer((uint16_t)port);
 	ftest_assert_ok(fcntl(fd, F_SETFL, O_NONBLOCK));
 	/* Two seconds of pipelining without reading a byte. */
@@ -123,13 +108,13 @@ FTEST(puller_that_never_reads_keeps_a_node_bounded)
 
 		if (n > 0)
 			done += (size_t)n;
-		if (rss_kib(a.pid) > peak)
-			peak = rss_kib(a.pid);
+		if (itest_rss_kib(a.pid) > peak)
+			peak = itest_rss_kib(a.pid);
 		usleep(5000);
 	}
 	close(fd);
 	usleep(300 * 1000);
-	after = rss_kib(a.pid);
+	after = itest_rss_kib(a.pid);
 	ftest_log("node RSS %ld KiB before, peak %ld, after the puller left %ld; %zu of %zu "
 		  "request bytes taken",
 		  base, peak, after, done, len);

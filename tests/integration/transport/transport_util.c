@@ -11,50 +11,13 @@
 
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 #include "tests/integration/transport/transport_util.h"
 #include "transport/objmgr_int.h"
 
 static const char *token_file(void)
 {
-	static char path[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
-	f = fopen(path, "w");
-	ftest_assert_ptr_notnull(f);
-	fputs(TT_TOKEN "\n", f);
-	fclose(f);
-	return path;
-}
-
-/* fork + exec @argv with stdout on a pipe; the first line into @line. */
-static pid_t spawn(const char *const *argv, char *line, size_t size)
-{
-	int out[2];
-	pid_t pid;
-	FILE *f;
-
-	ftest_assert_ok(pipe(out));
-	pid = fork();
-	ftest_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		char *cargv[24];
-		int n = 0;
-
-		for (; argv[n] && n < 23; n++)
-			cargv[n] = strdup(argv[n]);
-		cargv[n] = NULL;
-		dup2(out[1], 1);
-		close(out[0]);
-		execv(cargv[0], cargv);
-		_exit(127);
-	}
-	close(out[1]);
-	f = fdopen(out[0], "r");
-	if (!fgets(line, (int)size, f))
-		line[0] = '\0';
-	fclose(f);
-	return pid;
+	return itest_token_file(TT_TOKEN);
 }
 
 struct tt_proc tt_gcs_start(void)
@@ -74,7 +37,7 @@ struct tt_proc tt_gcs_start(void)
 				      token_file(), deadline ? "--node-deadline-ms" : NULL,
 				      deadline,	    NULL};
 
-		p.pid = spawn(argv, line, sizeof(line));
+		p.pid = itest_spawn(argv, line, sizeof(line));
 	}
 	if (sscanf(line, "ferry-gcs listening on port %hu", &p.port) != 1)
 		ftest_assert_true(!"ferry-gcs did not start");
@@ -104,7 +67,7 @@ struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, cons
 				      p.socket,	    "--transport", transport, "--ip",
 				      ip,	    NULL};
 
-		p.pid = spawn(argv, line, sizeof(line));
+		p.pid = itest_spawn(argv, line, sizeof(line));
 	}
 	at = strstr(line, "address=");
 	ftest_assert_ptr_notnull(at);

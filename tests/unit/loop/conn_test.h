@@ -168,6 +168,19 @@ static inline uint8_t *frame_of(uint64_t seq, size_t text_len, size_t *size)
 	return frame;
 }
 
+/* @hs built and framed as a Handshake, as a raw peer writes it (ferry__free it). */
+static inline uint8_t *handshake_frame_of(const struct ferry__wire_handshake *hs, size_t *size)
+{
+	struct ferry__fb_builder b = {0};
+	uint8_t *frame;
+
+	ftest_assert_ok(ferry__wire_handshake_build(&b, hs));
+	ftest_assert_ok(ferry__frame_pack(FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
+					  ferry__fb_builder_size(&b), &frame, size));
+	ferry__fb_builder_fini(&b);
+	return frame;
+}
+
 static inline void write_all(int fd, const void *data, size_t len)
 {
 	const uint8_t *p = data;

@@ -106,14 +106,8 @@ static uint8_t *handshake_frame(size_t *size)
 		.peer_kind = FERRY__WIRE_PEER_KIND_DRIVER,
 		.name = "raw",
 	};
-	struct ferry__fb_builder b = {0};
-	uint8_t *frame;
 
-	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
-	ftest_assert_ok(ferry__frame_pack(FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
-					  ferry__fb_builder_size(&b), &frame, size));
-	ferry__fb_builder_fini(&b);
-	return frame;
+	return handshake_frame_of(&hs, size);
 }
 
 static void client_connect(struct server *s, struct peer *c)

@@ -186,14 +186,8 @@ static bool three_refused_one_more_accepted(void *arg)
 static uint8_t *handshake_frame(const char *token, size_t *size)
 {
 	struct ferry__wire_handshake hs = handshake(token, "raw");
-	struct ferry__fb_builder b = {0};
-	uint8_t *frame;
 
-	ftest_assert_ok(ferry__wire_handshake_build(&b, &hs));
-	ftest_assert_ok(ferry__frame_pack(FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
-					  ferry__fb_builder_size(&b), &frame, size));
-	ferry__fb_builder_fini(&b);
-	return frame;
+	return handshake_frame_of(&hs, size);
 }
 
 /*

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers shared by the integration tests (see procs.h). Failures assert: a test that cannot
+ * start its processes has nothing to check.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
+
+int itest_popen_read(const char *cmd, char *out, size_t size)
+{
+	size_t n = 0;
+	FILE *p;
+	int status;
+
+	p = popen(cmd, "r");
+	ftest_assert_ptr_notnull(p);
+	while (n + 1 < size && fgets(out + n, (int)(size - n), p))
+		n += strlen(out + n);
+	out[n] = '\0';
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+pid_t itest_spawn(const char *const *argv, char *line, size_t size)
+{
+	int out[2];
+	pid_t pid;
+	FILE *f;
+
+	ftest_assert_ok(pipe(out));
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* execv wants char *const[]: copies, so that @argv may stay const. */
+		char *cargv[24];
+		int n = 0;
+
+		for (; argv[n] && n < 23; n++)
+			cargv[n] = strdup(argv[n]);
+		cargv[n] = NULL;
+		dup2(out[1], 1);
+		close(out[0]);
+		execv(cargv[0], cargv);
+		_exit(127);
+	}
+	close(out[1]);
+	f = fdopen(out[0], "r");
+	if (!fgets(line, (int)size, f))
+		line[0] = '\0';
+	fclose(f);
+	return pid;
+}
+
+const char *itest_token_file(const char *token)
+{
+	static char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/token", ftest_tmpdir());
+	f = fopen(path, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs(token, f);
+	fputc('\n', f);
+	fclose(f);
+	return path;
+}
+
+long itest_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers every integration test needs: run a shell command and read its output, start a daemon
+ * and read its ready line, write a token file. One copy here instead of one per test.
+ */
+#ifndef FERRY_TESTS_INTEGRATION_PROCS_H
+#define FERRY_TESTS_INTEGRATION_PROCS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* popen(@cmd): what it writes to stdout into @out (NUL-terminated, cut at @size - 1 bytes); its
+ * exit code, -1 if it did not exit. Redirections (2>&1, 2>FILE) are the caller's, in @cmd. */
+int itest_popen_read(const char *cmd, char *out, size_t size);
+
+/* fork + exec @argv (NULL-terminated, at most 23 words) with stdout on a pipe; waits for its
+ * first line, put in @line ("" when it closed stdout first). The child's pid. */
+pid_t itest_spawn(const char *const *argv, char *line, size_t size);
+
+/* Writes @token and a newline to <ftest_tmpdir>/token; that path (static storage). */
+const char *itest_token_file(const char *token);
+
+/* The resident set of @pid in KiB (its VmRSS line), -1 when the line is missing. */
+long itest_rss_kib(pid_t pid);
+
+#endif
