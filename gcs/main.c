@@ -13,6 +13,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <ferry/config.h>
+
 #include "common/log.h"
 #include "common/token.h"
 #include "common/util.h"
@@ -30,7 +32,7 @@ static void usage(FILE *to)
 		"                 [--spin-us US] (busy poll after traffic, 0..1000000, default "
 		"%u)\n"
 		"                 [--bind-retry-ms MS] (port in use: retry, default %u)\n"
-		"                 [--max-queued-bytes N] [--stall-timeout-ms MS]\n"
+		"                 [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		"                 [--frame-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                 [--max-handshaking N] (slow or hostile clients; 0 = default)\n"
 		"       ferry-gcs --help | --version\n",
@@ -42,6 +44,7 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t size;
 		uint32_t n;
 
 		if (!v) {
@@ -64,9 +67,8 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 			o->node_deadline_ms = n;
 		else if (!strcmp(a, "--bind-retry-ms") && ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			o->bind_retry_ms = n;
-		else if (!strcmp(a, "--max-queued-bytes") &&
-			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
-			o->max_queued_bytes = n;
+		else if (!strcmp(a, "--max-queued") && ferry_parse_size(v, &size) == 0 && size)
+			o->max_queued_bytes = (size_t)size;
 		else if (!strcmp(a, "--stall-timeout-ms") &&
 			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			o->stall_timeout_ms = n;

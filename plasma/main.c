@@ -24,8 +24,9 @@ static const char usage[] =
 	"usage: ferry-plasma [--socket PATH] [--memory SIZE] [--spill-dir DIR | --no-spill]\n"
 	"                    [--spill-threshold PCT] [--spill-max SIZE] [--hugepages[=MODE]]\n"
 	"                    [--max-clients N] [--max-clients-per-uid N] [--no-prefault]\n"
-	"                    [--connect-timeout MS] [--max-connecting N] [--frame-timeout MS]\n"
-	"                    [--stall-timeout MS] [--max-queued SIZE] [--log SPEC]\n"
+	"                    [--connect-timeout-ms MS] [--max-connecting N] [--frame-timeout-ms "
+	"MS]\n"
+	"                    [--stall-timeout-ms MS] [--max-queued SIZE] [--log SPEC]\n"
 	"  --socket PATH          Unix socket to serve (FERRY_PLASMA_SOCKET)\n"
 	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30% of RAM)\n"
 	"  --spill-dir DIR        where primaries spill under pressure (FERRY_SPILL_DIR)\n"
@@ -37,13 +38,13 @@ static const char usage[] =
 	"  --max-clients-per-uid N  slots one uid may hold (default: half the client slots;\n"
 	"                         root and the store's own uid are not capped)\n"
 	"  --no-prefault          leave arena pages to first touch (faster start, slower puts)\n"
-	"  --connect-timeout MS   a connection must send PlasmaConnect within this (default "
-	"10000)\n"
+	"  --connect-timeout-ms MS  a connection must send PlasmaConnect within this\n"
+	"                         (default 10000)\n"
 	"  --max-connecting N     connections before PlasmaConnect at once; past it the oldest\n"
 	"                         is closed (default 64)\n"
-	"  --frame-timeout MS     a frame begun and idle this long closes the connection\n"
+	"  --frame-timeout-ms MS  a frame begun and idle this long closes the connection\n"
 	"                         (default 30000)\n"
-	"  --stall-timeout MS     replies left unsent past --max-queued this long close the\n"
+	"  --stall-timeout-ms MS  replies left unsent past --max-queued this long close the\n"
 	"                         connection (default 30000)\n"
 	"  --max-queued SIZE      unsent replies past which a client's requests wait (default 8M)\n"
 	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n"
@@ -161,10 +162,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"max-clients-per-uid", required_argument, NULL, 'u'},
 		{"no-prefault", no_argument, NULL, 'p'},
 		{"log", required_argument, NULL, 'l'},
-		{"connect-timeout", required_argument, NULL, 'C'},
+		{"connect-timeout-ms", required_argument, NULL, 'C'},
 		{"max-connecting", required_argument, NULL, 'N'},
-		{"frame-timeout", required_argument, NULL, 'F'},
-		{"stall-timeout", required_argument, NULL, 'S'},
+		{"frame-timeout-ms", required_argument, NULL, 'F'},
+		{"stall-timeout-ms", required_argument, NULL, 'S'},
 		{"max-queued", required_argument, NULL, 'Q'},
 		{"help", no_argument, NULL, 'H'},
 		{"version", no_argument, NULL, 'V'},

@@ -203,7 +203,7 @@ FTEST(big_frames_before_plasma_connect_are_refused_and_hold_no_memory)
 
 /*
  * 200 connections that send nothing: past --max-connecting the oldest are closed at once, the
- * rest at the --connect-timeout deadline; a real client connects meanwhile, its PlasmaConnect
+ * rest at the --connect-timeout-ms deadline; a real client connects meanwhile, its PlasmaConnect
  * being the newest.
  */
 FTEST(idle_connections_are_capped_and_closed_at_the_deadline)
@@ -211,7 +211,7 @@ FTEST(idle_connections_are_capped_and_closed_at_the_deadline)
 	int fds[FLOOD], closed = 0;
 	struct store s;
 
-	store_start(&s, "--connect-timeout 1000 --max-connecting 50");
+	store_start(&s, "--connect-timeout-ms 1000 --max-connecting 50");
 	for (int i = 0; i < FLOOD; i++)
 		fds[i] = raw_connect(&s);
 	client_works(&s, 1, 2 * MIB);
@@ -225,7 +225,7 @@ FTEST(idle_connections_are_capped_and_closed_at_the_deadline)
 }
 
 /* A connected client (PlasmaConnect answered) that stops in the middle of a frame is closed
- * after --frame-timeout; another client works meanwhile. */
+ * after --frame-timeout-ms; another client works meanwhile. */
 FTEST(a_connection_stalled_mid_frame_is_closed_at_the_frame_deadline)
 {
 	struct ferry__wire_plasma_connect m = {.seq = 1, .pid = getpid(), .name = "stall"};
@@ -236,7 +236,7 @@ FTEST(a_connection_stalled_mid_frame_is_closed_at_the_frame_deadline)
 	size_t size;
 	int fd;
 
-	store_start(&s, "--frame-timeout 500");
+	store_start(&s, "--frame-timeout-ms 500");
 	fd = raw_connect(&s);
 	ftest_assert_ok(ferry__wire_plasma_connect_build(&b, &m));
 	ftest_assert_ok(ferry__frame_finish(&b, FERRY__WIRE_MSG_PLASMA_CONNECT, &frame, &size));
