@@ -88,12 +88,16 @@ FTEST(driver_runs_the_loop_on_its_own_thread)
 		ftest_log("spin %u us: %d of 2000 posts ran on the driver", spins[s], on_me);
 		if (spins[s])
 			ftest_assert_int_gt(on_me, 0);
-		/* The parked loop thread's choice (loop.h) has a figure for each side. */
+		/* The parked loop thread's choice (loop.h) is measured: each drive reports the
+		 * side the loop thread parked on. Which sides 2000 drives meet depends on the
+		 * scheduler (on a loaded machine the loop thread may never be caught yielding), so
+		 * the test asks for a figure, not for both. */
 		ftest_log("drives with the loop thread yielding %.1f us, asleep %.1f us",
 			  (double)ferry__spin_avg(FERRY__SPIN_PARK, true) / 1e3,
 			  (double)ferry__spin_avg(FERRY__SPIN_PARK, false) / 1e3);
-		ftest_assert_uint_gt(ferry__spin_avg(FERRY__SPIN_PARK, true), 0);
-		ftest_assert_uint_gt(ferry__spin_avg(FERRY__SPIN_PARK, false), 0);
+		ftest_assert_uint_gt(ferry__spin_avg(FERRY__SPIN_PARK, true) +
+					     ferry__spin_avg(FERRY__SPIN_PARK, false),
+				     0);
 		ferry__loop_stop(loop);
 		pthread_join(t, NULL);
 		ferry__loop_destroy(loop);
