@@ -23,6 +23,8 @@ const char *ferry_strerror(int err)
 		return "Permission denied (bad cluster token)";
 	case ECONNRESET:
 		return "Connection reset (peer gone)";
+	case ETIMEDOUT:
+		return "Timed out (the deadline passed)";
 	default:
 		break;
 	}

@@ -371,7 +371,7 @@ void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_c
 	/* One deadline for the batch: n requests never wait n timeouts. */
 	timespec_in(&deadline, c->timeout_ms);
 	for (size_t i = 0; i < n; i++) {
-		struct ferry__gcs_result res;
+		struct ferry__gcs_result res = {0};
 
 		if (!ws[i])
 			continue;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,32 @@ static void usage(FILE *to)
 		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS);
 }
 
+/* Is @a one of the flags parse_args() takes (each with a value)? */
+static bool flag_known(const char *a)
+{
+	static const char *const flags[] = {
+		"--port",
+		"--token-file",
+		"--wal",
+		"--shard0",
+		"--host",
+		"--node-deadline-ms",
+		"--bind-retry-ms",
+		"--max-queued",
+		"--stall-timeout-ms",
+		"--frame-timeout-ms",
+		"--handshake-timeout-ms",
+		"--max-handshaking",
+		"--spin-us",
+		"--shard",
+	};
+
+	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
+		if (!strcmp(a, flags[i]))
+			return true;
+	return false;
+}
+
 static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, unsigned *spin_us,
 		      const char **token_file)
 {
@@ -47,6 +74,11 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 		uint64_t size;
 		uint32_t n;
 
+		if (!flag_known(a)) {
+			fprintf(stderr, "ferry-gcs: bad argument %s (not a flag of ferry-gcs)\n",
+				a);
+			return -EINVAL;
+		}
 		if (!v) {
 			fprintf(stderr, "ferry-gcs: %s needs a value\n", a);
 			return -EINVAL;
@@ -92,7 +124,11 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 			return -EINVAL;
 		}
 	}
-	return *token_file ? 0 : -EINVAL;
+	if (!*token_file) {
+		fprintf(stderr, "ferry-gcs: --token-file F is required (the cluster token)\n");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static void on_signal(struct ferry__loop_req *req, int result)

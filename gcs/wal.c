@@ -390,7 +390,7 @@ int ferry__wal_commit(struct ferry__wal *w, uint64_t *lsn)
 
 int ferry__wal_append(struct ferry__wal *w, const void *data, size_t size, uint64_t *lsn)
 {
-	struct ferry__gcs_buf *buf;
+	struct ferry__gcs_buf *buf = NULL;
 	void *p;
 	int ret = ferry__wal_begin(w, &buf);
 

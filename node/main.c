@@ -158,7 +158,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = ferry__node_start(&opts, &node);
 	if (ret < 0) {
-		FLOG_ERROR(COMP, "cannot start: %s", strerror(-ret));
+		FLOG_ERROR(COMP, "cannot start (GCS %s): %s", opts.gcs_address,
+			   ferry_strerror(ret));
 		return 1;
 	}
 	ferry_node_id_to_hex(ferry__node_id(node), hex, sizeof(hex));

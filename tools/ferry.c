@@ -860,7 +860,17 @@ int main(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return 2;
 	}
+	/* Warnings of the libraries (a refused handshake, say) repeat what the command says in its
+	 * own words; FERRY_LOG shows them. */
+	if (!getenv("FERRY_LOG"))
+		(void)ferry_log_configure("error");
+	/* getopt names argv[0] in its messages: "ferry: unrecognized option ..." */
+	static char program[] = "ferry";
+	char *const command = argv[1];
+
+	argv[1] = program;
 	ret = parse_opts(argc - 1, argv + 1, &o);
+	argv[1] = command;
 	if (ret > 0) { /* --help or --version after the command */
 		if (ret == 1)
 			fputs(usage_text, stdout);

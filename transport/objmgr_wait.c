@@ -182,7 +182,8 @@ void ferry__objmgr_wait_log_end(const struct ferry__objmgr_pull *p, int status)
 	ferry_object_id_to_hex(&p->id, hex, sizeof(hex));
 	FLOG_WARN(COMP, "pull of %s gave up after %u attempts over %llu ms: %s", hex, p->tries + 1,
 		  (unsigned long long)((ferry__objmgr_now_us() - p->start_us) / 1000),
-		  strerror(-status));
+		  status == -ENOENT ? "no node holds it (nothing put it yet, or every copy is gone)"
+				    : ferry_strerror(status));
 }
 
 /* At stop, the pull threads gone: the waiting pulls between attempts end -ECANCELED. */

@@ -28,7 +28,11 @@ static int raw_connect(const char *path)
 
 	if (fd < 0)
 		return -1;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		close(fd);
+		return -1;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		close(fd);
 		return -1;
