@@ -149,7 +149,7 @@ static void put_then_get(const char *prog, const struct proc *a, const struct pr
 	get_before_put(prog, a, b);
 	/* An object nobody puts: the get ends at its deadline with an error, exit 1. */
 	ftest_assert_int_eq(sh(out, sizeof(out), "%s %s get %040d 200", prog, b->socket, 7), 1);
-	ftest_assert_ptr_notnull(strstr(out, "timed out"));
+	ftest_assert_ptr_notnull(strstr(out, "Timed out"));
 }
 
 FTEST(put_get_across_two_nodes)
