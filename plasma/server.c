@@ -265,7 +265,7 @@ static const struct ferry__conn_callbacks client_callbacks = {
 /* Not past PlasmaConnect (or PlasmaSubscribe) yet, and not being closed. */
 static bool connecting(const struct ferry__plasma_pclient *c)
 {
-	return c->conn && !c->closing && c->slot == FERRY__PLASMA_NO_SLOT && !c->sub;
+	return c->conn && !c->closing && !c->admitted && !c->sub;
 }
 
 /* Close a connection that never sent PlasmaConnect: warned, rate-limited (a flood logs a few

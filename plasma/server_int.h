@@ -65,6 +65,8 @@ struct ferry__plasma_pclient {
 	unsigned uid;			    /* its effective uid at connect (per-uid cap) */
 	int pidfd;			    /* its process (-1: none); owned */
 	bool closing;			    /* a protocol error closed it: ignore what follows */
+	bool admitted;			    /* past PlasmaConnect once (a clean disconnect
+					     * drops the slot, not this) */
 	struct ferry__plasma_sub *sub;	    /* a subscriber connection: its queue; else NULL */
 	uint64_t replies;		    /* messages sent to it (tests) */
 	uint64_t accepted_ms;		    /* accepted at (ferry__loop_now_ms): connect deadline */

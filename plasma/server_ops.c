@@ -104,6 +104,7 @@ void ferry__plasma_on_connect(struct ferry__plasma_pclient *c, const void *paylo
 		return;
 	}
 	c->slot = slot;
+	c->admitted = true;
 	grant_chunk(c, ferry__wire_plasma_connect_want_chunk_size(v));
 	FLOG_INFO(comp, "server: client pid %d uid %u (%s) connected in slot %u", c->pid, c->uid,
 		  ferry__wire_plasma_connect_name(v) ? ferry__wire_plasma_connect_name(v) : "-",
