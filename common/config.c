@@ -131,8 +131,9 @@ static int set_field(struct ferry_config *cfg, const struct field *f, const char
 		size_t len = strlen(value);
 
 		if (len == 0 || len >= FERRY_PATH_MAX) {
-			FLOG_ERROR("config", "FERRY_%s='%s': %s must be 1..%d characters", f->name,
-				   value, f->help, FERRY_PATH_MAX - 1);
+			FLOG_ERROR("config",
+				   "bad value '%s' for FERRY_%s (%s): need 1..%d characters", value,
+				   f->name, f->help, FERRY_PATH_MAX - 1);
 			return -EINVAL;
 		}
 		memcpy(dst, value, len + 1);
@@ -142,9 +143,11 @@ static int set_field(struct ferry_config *cfg, const struct field *f, const char
 	if (ret == 0 && (v < f->min || v > f->max))
 		ret = -ERANGE;
 	if (ret < 0) {
-		FLOG_ERROR("config", "FERRY_%s='%s': %s must be a number in [%llu, %llu]%s",
-			   f->name, value, f->help, (unsigned long long)f->min,
-			   (unsigned long long)f->max, " (suffixes K, M, G, T allowed)");
+		FLOG_ERROR("config",
+			   "bad value '%s' for FERRY_%s (%s): need a number in [%llu, %llu], "
+			   "suffixes K, M, G, T allowed",
+			   value, f->name, f->help, (unsigned long long)f->min,
+			   (unsigned long long)f->max);
 		return -EINVAL;
 	}
 	if (f->type == FIELD_U32) {

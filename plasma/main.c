@@ -171,17 +171,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	int opt;
+	int opt, at = -1;
 
 	if (ferry_config_load(&a->cfg) < 0)
 		return -EINVAL; /* the log said which variable */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", longopts, &at)) != -1) {
 		if (opt == 'H' || opt == 'V' || opt == 'h')
 			return opt == 'V' ? 2 : 1; /* answered by main, before anything starts */
 		if (opt == '?' || parse_option(a, opt, optarg) < 0) {
-			if (opt != '?')
-				fprintf(stderr, "ferry-plasma: bad value for %s\n",
-					argv[optind - 1]);
+			if (opt != '?' && at >= 0)
+				fprintf(stderr, "ferry-plasma: bad value for --%s: %s\n",
+					longopts[at].name, optarg ? optarg : "");
 			return -EINVAL;
 		}
 	}

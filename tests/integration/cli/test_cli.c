@@ -248,6 +248,31 @@ FTEST(node_bad_tuning_flags)
 			 sizeof(bad) / sizeof(bad[0]), "--notice-hold-ms MS");
 }
 
+/* ferry-plasma names the flag and the value it refuses (it used to print the value as if it
+ * were a flag), exits 2 and shows its usage. */
+FTEST(plasma_bad_flags)
+{
+	static const char *const bad[][2] = {{"--memory abc", "bad value for --memory: abc"},
+					     {"--memory=5Q", "bad value for --memory: 5Q"},
+					     {"--max-clients 0", "bad value for --max-clients: 0"}};
+	const char *bin = getenv("FERRY_PLASMA_BIN");
+	char cmd[1024], out[4096];
+
+	if (!bin || access(bin, X_OK) < 0)
+		ftest_skip("ferry-plasma not built (FERRY_PLASMA_BIN)");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int status;
+
+		snprintf(cmd, sizeof(cmd), "'%s' --socket %s/never.sock %s 2>&1", bin,
+			 ftest_tmpdir(), bad[i][0]);
+		status = itest_popen_read(cmd, out, sizeof(out));
+		ftest_log("%s -> %d\n%s", bad[i][0], status, out);
+		ftest_assert_int_eq(status, 2);
+		ftest_assert_ptr_notnull(strstr(out, bad[i][1]));
+		ftest_assert_ptr_notnull(strstr(out, "usage: ferry-plasma"));
+	}
+}
+
 /* So does ferry-gcs, for its busy-poll window. */
 FTEST(gcs_bad_tuning_flags)
 {
