@@ -2,10 +2,14 @@
 /*
  * ferry-node: one node of a cluster (plasma store + object manager, registered with the GCS).
  * Parses the command line, starts the node (node/node.h), prints one "ready" line, and stops
- * cleanly on SIGINT or SIGTERM.
+ * cleanly on SIGINT or SIGTERM. A signal that comes while the node is still starting (its store
+ * pre-faults for seconds) ends the process at once: nothing is serving yet, and a `ferry stop`
+ * must not wait for a start to finish.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +113,33 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 	return 0;
 }
 
+/*
+ * The stop signals are waited for from before the start by a thread of its own, which the main
+ * thread ends with SIGUSR1 once the node serves and then waits for them itself (the idle node
+ * keeps no extra thread).
+ */
+static sigset_t stop_sigs;
+static atomic_bool started;
+static int stop_sig;
+
+static void *start_watch(void *arg)
+{
+	sigset_t set = stop_sigs;
+	int sig = 0;
+
+	(void)arg;
+	sigaddset(&set, SIGUSR1);
+	sigwait(&set, &sig);
+	if (sig == SIGUSR1)
+		return NULL;
+	if (!atomic_load(&started)) {
+		FLOG_WARN(COMP, "signal %d while starting: exiting before the node serves", sig);
+		_exit(1);
+	}
+	stop_sig = sig; /* read after the join */
+	return NULL;
+}
+
 static int parse_args(int argc, char **argv, struct ferry__node_opts *o, const char **token_file)
 {
 	for (int i = 1; i < argc; i += 2) {
@@ -128,8 +159,8 @@ int main(int argc, char **argv)
 	struct ferry__node *node;
 	const char *device;
 	unsigned transports;
-	sigset_t stop_sigs;
-	int ret, sig;
+	pthread_t watch;
+	int ret;
 
 	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
 		if (ferry__is_help_flag(argv[i])) {
@@ -154,8 +185,17 @@ int main(int argc, char **argv)
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGINT);
 	sigaddset(&stop_sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
+	{
+		sigset_t all = stop_sigs;
+
+		sigaddset(&all, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &all, NULL);
+	}
 	signal(SIGPIPE, SIG_IGN);
+	if (pthread_create(&watch, NULL, start_watch, NULL) != 0) {
+		FLOG_ERROR(COMP, "cannot start the signal thread");
+		return 1;
+	}
 	ret = ferry__node_start(&opts, &node);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "cannot start (GCS %s): %s", opts.gcs_address,
@@ -172,8 +212,12 @@ int main(int argc, char **argv)
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? ")+" : "", "tcp",
 	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "");
 	fflush(stdout);
-	sigwait(&stop_sigs, &sig);
-	FLOG_INFO(COMP, "signal %d: stopping", sig);
+	atomic_store(&started, true);
+	pthread_kill(watch, SIGUSR1);
+	pthread_join(watch, NULL);
+	if (!stop_sig)
+		sigwait(&stop_sigs, &stop_sig);
+	FLOG_INFO(COMP, "signal %d: stopping", stop_sig);
 	ferry__node_stop(node);
 	return 0;
 }

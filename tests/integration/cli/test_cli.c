@@ -273,6 +273,54 @@ FTEST(plasma_bad_flags)
 	}
 }
 
+/*
+ * A node told to stop while it is still starting (pre-faulting a 4 GiB store takes seconds)
+ * stops then, without first becoming ready: it used to finish its start, print "ready" and
+ * only then read the signal, so `ferry stop` and service managers waited on it.
+ */
+FTEST(node_stopped_while_starting_exits_at_once)
+{
+	const char *gcs = getenv("FERRY_GCS_BIN"), *node = getenv("FERRY_NODE_BIN");
+	char line[256], addr[64], sock[512], out[4096] = "";
+	const char *token = itest_token_file("stop-while-starting-token");
+	unsigned port = 0;
+	pid_t g, n;
+	int fd[2], status;
+	ssize_t got;
+
+	if (!node || access(node, X_OK) < 0)
+		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
+	g = itest_spawn((const char *const[]){gcs, "--port", "0", "--token-file", token, NULL},
+			line, sizeof(line));
+	ftest_assert_int_eq(sscanf(line, "ferry-gcs listening on port %u", &port), 1);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	snprintf(sock, sizeof(sock), "%s/node.sock", ftest_tmpdir());
+	ftest_assert_int_eq(pipe(fd), 0);
+	n = fork();
+	ftest_assert_int_ge(n, 0);
+	if (n == 0) {
+		dup2(fd[1], 1);
+		dup2(fd[1], 2);
+		execl(node, node, "--gcs", addr, "--token-file", token, "--memory", "4G",
+		      "--socket", sock, (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	usleep(300 * 1000);
+	ftest_assert_int_eq(kill(n, SIGTERM), 0);
+	ftest_assert_int_eq(waitpid(n, &status, 0), n);
+	got = read(fd[0], out, sizeof(out) - 1);
+	out[got > 0 ? got : 0] = '\0';
+	close(fd[0]);
+	ftest_log("node: %s", out);
+	kill(g, SIGTERM);
+	waitpid(g, NULL, 0);
+	ftest_assert_true(WIFEXITED(status));
+	ftest_assert_int_eq(WEXITSTATUS(status), 1);
+	ftest_assert_ptr_null(strstr(out, "ready"));
+	ftest_assert_ptr_notnull(strstr(out, "while starting"));
+}
+
 /* So does ferry-gcs, for its busy-poll window. */
 FTEST(gcs_bad_tuning_flags)
 {
