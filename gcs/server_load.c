@@ -108,8 +108,8 @@ void ferry__gcs_srv_load_forget(struct ferry__gcs_server *srv, const struct ferr
 	if (ferry__hashmap_remove(&srv->loads, id->bytes, &e) < 0)
 		return;
 	ferry__free(e.rec);
-	(void)ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, id->bytes, sizeof(id->bytes),
-				NULL, 0, NULL);
+	(void)ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, id->bytes, sizeof(id->bytes), NULL,
+				0, NULL);
 }
 
 int ferry__gcs_srv_load_snapshot(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap,

@@ -877,9 +877,8 @@ static int run(const char *cmd, const struct opts *o)
 			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
 		return 2;
 	}
-	if ((strcmp(cmd, "start") &&
-	     (o->head || o->memory || o->transport || o->ip || o->spin_us || o->num_cpus ||
-	      o->num_gpus || o->resources)) ||
+	if ((strcmp(cmd, "start") && (o->head || o->memory || o->transport || o->ip || o->spin_us ||
+				      o->num_cpus || o->num_gpus || o->resources)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;
