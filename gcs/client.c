@@ -357,7 +357,7 @@ static void on_submit(void *arg, int status)
 
 bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c)
 {
-	return pthread_equal(pthread_self(), c->loop_tid);
+	return pthread_equal(pthread_self(), atomic_load(&c->loop_tid));
 }
 
 int ferry__gcs_client_send(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
@@ -640,7 +640,7 @@ static void *loop_main(void *arg)
 {
 	struct ferry_gcs_client *c = arg;
 
-	c->loop_tid = pthread_self();
+	atomic_store(&c->loop_tid, pthread_self());
 	ferry__loop_thread_run(c->loop, "ferry-gcs-cli", COMP);
 	return NULL;
 }
@@ -703,10 +703,21 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 	c->own_loop = loop == NULL;
 	if (loop) {
 		c->loop = loop;
-		c->loop_tid = pthread_self();
+		atomic_store(&c->loop_tid, pthread_self());
 		return 0;
 	}
 	return ferry__loop_create(NULL, &c->loop);
+}
+
+/* A given loop: learn its thread on its first pass (it may be run by another thread than the
+ * one that attached us). Posts run in order, so every later callback of ours knows it. */
+static void note_loop_thread(void *arg, int status)
+{
+	struct ferry_gcs_client *c = arg;
+
+	if (status == 0)
+		atomic_store(&c->loop_tid, pthread_self());
+	client_unref(c);
 }
 
 static int client_new(const struct ferry_gcs_client_opts *opts, struct ferry__loop *loop,
@@ -737,9 +748,19 @@ static int client_new(const struct ferry_gcs_client_opts *opts, struct ferry__lo
 int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gcs_client_opts *opts,
 				 struct ferry_gcs_client **out)
 {
+	struct ferry_gcs_client *c;
+	int ret;
+
 	if (!loop)
 		return -EINVAL;
-	return client_new(opts, loop, out);
+	ret = client_new(opts, loop, &c);
+	if (ret < 0)
+		return ret;
+	atomic_fetch_add(&c->refs, 1);
+	if (ferry__loop_post(loop, note_loop_thread, c) < 0)
+		atomic_fetch_sub(&c->refs, 1); /* then the attaching thread stays the one known */
+	*out = c;
+	return 0;
 }
 
 int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,

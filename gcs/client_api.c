@@ -182,9 +182,9 @@ int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *sha
 
 /* ---- KV ---- */
 
-int ferry_gcs_kv_put_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
-		     size_t key_size, const void *value, size_t value_size, bool overwrite, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_kv_put_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			   const void *key, size_t key_size, const void *value, size_t value_size,
+			   bool overwrite, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_PUT};
 
@@ -200,12 +200,14 @@ int ferry_gcs_kv_put(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_kv_put_async(c, ns, ns_size, key, key_size, value, value_size, overwrite, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_kv_put_async(c, ns, ns_size, key, key_size, value,
+						      value_size, overwrite, ferry__gcs_sync_done,
+						      w));
 }
 
-int ferry_gcs_kv_delete_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
-			size_t key_size, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_kv_delete_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			      const void *key, size_t key_size, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_DELETE};
 
@@ -219,7 +221,9 @@ int ferry_gcs_kv_delete(struct ferry_gcs_client *c, const void *ns, size_t ns_si
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_kv_delete_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_kv_delete_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
 }
 
 static int kv_read(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
@@ -275,9 +279,9 @@ int ferry_gcs_kv_get(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 
 	if (!value || !size)
 		return -EINVAL;
-	ret = FERRY__GCS_WAIT(c, w, &result,
-			      ferry_gcs_kv_get_async(c, ns, ns_size, key, key_size,
-						     ferry__gcs_sync_done, w));
+	ret = FERRY__GCS_WAIT(
+		c, w, &result,
+		ferry_gcs_kv_get_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
 	if (ret < 0)
 		return ret;
 	*value = result;
@@ -298,15 +302,16 @@ int ferry_gcs_kv_exists(struct ferry_gcs_client *c, const void *ns, size_t ns_si
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL,
-			       ferry_gcs_kv_exists_async(c, ns, ns_size, key, key_size,
-							 ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_kv_exists_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
 }
 
 /* ---- nodes ---- */
 
-int ferry_gcs_node_register_async(struct ferry_gcs_client *c, const struct ferry_gcs_node_info *node, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_node_register_async(struct ferry_gcs_client *c,
+				  const struct ferry_gcs_node_info *node, ferry_gcs_done_fn cb,
+				  void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_REGISTER};
 
@@ -329,12 +334,13 @@ int ferry_gcs_node_register(struct ferry_gcs_client *c, const struct ferry_gcs_n
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_node_register_async(c, node, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_register_async(c, node, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_node_heartbeat_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
-			     double avail_cpu, double avail_gpu, double avail_memory_bytes, ferry_gcs_done_fn cb,
-		void *arg)
+				   double avail_cpu, double avail_gpu, double avail_memory_bytes,
+				   ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
 
@@ -353,7 +359,10 @@ int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_node_heartbeat_async(c, id, avail_cpu, avail_gpu, avail_memory_bytes, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_heartbeat_async(c, id, avail_cpu, avail_gpu,
+							      avail_memory_bytes,
+							      ferry__gcs_sync_done, w));
 }
 
 /* ---- objects ---- */
@@ -364,9 +373,9 @@ static unsigned object_shard(const struct ferry_gcs_client *c, const struct ferr
 }
 
 int ferry_gcs_object_add_async(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-			 const struct ferry_worker_id *owner_worker,
-			 const struct ferry_node_id *owner_node, uint64_t size_bytes, ferry_gcs_done_fn cb,
-		void *arg)
+			       const struct ferry_worker_id *owner_worker,
+			       const struct ferry_node_id *owner_node, uint64_t size_bytes,
+			       ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD};
 
@@ -385,7 +394,9 @@ int ferry_gcs_object_add(struct ferry_gcs_client *c, const struct ferry_object_i
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_object_add_async(c, id, owner_worker, owner_node, size_bytes, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_object_add_async(c, id, owner_worker, owner_node,
+							  size_bytes, ferry__gcs_sync_done, w));
 }
 
 static int object_location(struct ferry_gcs_client *c, enum ferry__gcs_op_type type,
@@ -433,9 +444,9 @@ int ferry_gcs_object_remove_location(struct ferry_gcs_client *c, const struct fe
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL,
-			       ferry_gcs_object_remove_location_async(c, id, node,
-								      ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_object_remove_location_async(c, id, node, ferry__gcs_sync_done, w));
 }
 
 int ferry__gcs_decode_object(const void *data, size_t size, struct ferry_gcs_object_info *out)
@@ -602,8 +613,8 @@ int ferry_gcs_event_object(const struct ferry_gcs_event *ev, struct ferry_gcs_ob
 /* ---- errors and logs ---- */
 
 int ferry_gcs_error_report_async(struct ferry_gcs_client *c, const struct ferry_job_id *job,
-			   const char *type, const char *message, ferry_gcs_done_fn cb,
-		void *arg)
+				 const char *type, const char *message, ferry_gcs_done_fn cb,
+				 void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ERROR};
 
@@ -622,12 +633,13 @@ int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_error_report_async(c, job, type, message, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_error_report_async(c, job, type, message, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_log_publish_async(struct ferry_gcs_client *c, const struct ferry_job_id *job,
-			  const void *data, size_t size, ferry_gcs_done_fn cb,
-		void *arg)
+				const void *data, size_t size, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_LOG};
 
@@ -646,7 +658,9 @@ int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id 
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_log_publish_async(c, job, data, size, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_log_publish_async(c, job, data, size, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_event_error(const struct ferry_gcs_event *ev, struct ferry_gcs_error_info *out)

@@ -118,9 +118,9 @@ static int part_decode(struct part *p, const void *value, size_t size)
 
 		if (r.err)
 			return -EPROTO;
-		b->status[idx] = rec.size ? ferry__gcs_decode_object(rec.data, rec.size,
-								     &b->infos[idx])
-					  : -ENOENT;
+		b->status[idx] =
+			rec.size ? ferry__gcs_decode_object(rec.data, rec.size, &b->infos[idx])
+				 : -ENOENT;
 	}
 	return r.left ? -EPROTO : 0;
 }
@@ -213,11 +213,9 @@ static int part_send(struct ferry_gcs_client *c, struct part *p, const struct fe
 	ferry__free(mine);
 	if (!payload)
 		return ret < 0 ? ret : -ENOMEM;
-	return ferry__gcs_client_send(c,
-				      ferry_gcs_object_shard(&ids[p->b->order[p->first]],
-							     c->nshards),
-				      FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH, payload, len, m.seq,
-				      NULL, part_reply, p);
+	return ferry__gcs_client_send(
+		c, ferry_gcs_object_shard(&ids[p->b->order[p->first]], c->nshards),
+		FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH, payload, len, m.seq, NULL, part_reply, p);
 }
 
 int ferry_gcs_object_lookup_batch_async(struct ferry_gcs_client *c,
@@ -257,9 +255,9 @@ int ferry_gcs_object_lookup_batch(struct ferry_gcs_client *c, const struct ferry
 
 	if (!out)
 		return -EINVAL;
-	ret = FERRY__GCS_WAIT(c, w, &result,
-			      ferry_gcs_object_lookup_batch_async(c, ids, n, ferry__gcs_sync_done,
-								  w));
+	ret = FERRY__GCS_WAIT(
+		c, w, &result,
+		ferry_gcs_object_lookup_batch_async(c, ids, n, ferry__gcs_sync_done, w));
 	if (ret >= 0)
 		*out = result;
 	return ret;

@@ -37,19 +37,19 @@ struct ferry__gcs_csub {
 
 /* A request waiting for its reply (loop once posted). */
 struct creq {
-	struct creq *next, *prev;	    /* loop: shard's pending list, oldest first */
-	struct shard *shard;		    /* where it goes */
-	ferry__gcs_reply_fn fn;		    /* completion, called once */
-	void *arg;			    /* for fn */
-	struct ferry__gcs_csub *sub;	    /* GcsSubscribe/GcsUnsubscribe: the scope, else NULL */
-	struct ferry__loop_timer deadline;  /* loop: fails the request at its deadline */
-	uint64_t deadline_ms;		    /* CLOCK_MONOTONIC (ferry__loop_now_ms) */
-	uint64_t seq;			    /* matches the reply */
-	uint16_t type;			    /* MessageType */
-	bool sub_listed;		    /* subscribe: sub is in the client's list */
-	bool removed;			    /* unsubscribe: a local subscription was removed */
-	void *payload;			    /* the built message (owned) */
-	size_t len;			    /* its bytes */
+	struct creq *next, *prev;	   /* loop: shard's pending list, oldest first */
+	struct shard *shard;		   /* where it goes */
+	ferry__gcs_reply_fn fn;		   /* completion, called once */
+	void *arg;			   /* for fn */
+	struct ferry__gcs_csub *sub;	   /* GcsSubscribe/GcsUnsubscribe: the scope, else NULL */
+	struct ferry__loop_timer deadline; /* loop: fails the request at its deadline */
+	uint64_t deadline_ms;		   /* CLOCK_MONOTONIC (ferry__loop_now_ms) */
+	uint64_t seq;			   /* matches the reply */
+	uint16_t type;			   /* MessageType */
+	bool sub_listed;		   /* subscribe: sub is in the client's list */
+	bool removed;			   /* unsubscribe: a local subscription was removed */
+	void *payload;			   /* the built message (owned) */
+	size_t len;			   /* its bytes */
 };
 
 struct shard {
@@ -73,8 +73,8 @@ struct ferry_gcs_client {
 	pthread_t thread;		     /* runs an own loop */
 	bool thread_started;		     /* thread is joinable */
 	bool own_loop;			     /* the loop and its thread are the client's */
-	pthread_t loop_tid;		     /* the loop's thread (own: thread; given: the
-					      * thread that attached) */
+	_Atomic pthread_t loop_tid;	     /* the loop's thread, once known (own: thread;
+					      * given: noted by its first pass) */
 	atomic_bool closing;		     /* destroy began: no reconnects, no new requests */
 	atomic_int refs;		     /* the owner, each posted request, each connection */
 	unsigned delivering;		     /* loop: inside event delivery */
@@ -104,7 +104,8 @@ struct ferry__gcs_sync *ferry__gcs_sync_new(struct ferry_gcs_client *c);
 void ferry__gcs_sync_done(void *arg, int status, void *result);
 int ferry__gcs_sync_wait(struct ferry_gcs_client *c, struct ferry__gcs_sync *sync, int submitted,
 			 void **result);
-#define FERRY__GCS_WAIT(c, w, result, call) ferry__gcs_sync_wait((c), (w), (w) ? (call) : 0, (result))
+#define FERRY__GCS_WAIT(c, w, result, call) \
+	ferry__gcs_sync_wait((c), (w), (w) ? (call) : 0, (result))
 
 /* A public async call on its way: how its reply becomes the user's result (loop thread). */
 struct ferry__gcs_acall;
@@ -135,7 +136,6 @@ int ferry__gcs_decode_object(const void *data, size_t size, struct ferry_gcs_obj
 
 /* True on the client's loop thread, where a blocking call would wait for itself. */
 bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c);
-
 
 /* Loop thread: the unsubscribe @scope reached the loop: remove the client's subscriptions of
  * that scope on @shard. Returns how many. */

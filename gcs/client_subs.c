@@ -163,8 +163,8 @@ static void scope_init(struct ferry__gcs_csub *s, enum ferry_gcs_channel channel
 }
 
 int ferry_gcs_subscribe_async(struct ferry_gcs_client *c, enum ferry_gcs_channel channel,
-			      const void *key, size_t key_size, ferry_gcs_event_fn fn,
-			      void *fn_arg, ferry_gcs_done_fn cb, void *arg)
+			      const void *key, size_t key_size, ferry_gcs_event_fn fn, void *fn_arg,
+			      ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_csub tmpl;
 	uint64_t mask;
@@ -208,9 +208,9 @@ int ferry_gcs_unsubscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel cha
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL,
-			       ferry_gcs_unsubscribe_async(c, channel, key, key_size,
-							   ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_unsubscribe_async(c, channel, key, key_size, ferry__gcs_sync_done, w));
 }
 
 /* ---- the list (loop thread) ---- */

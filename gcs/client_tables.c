@@ -104,9 +104,9 @@ int ferry_gcs_kv_multi_get(struct ferry_gcs_client *c, const void *ns, size_t ns
 
 	if (!values)
 		return -EINVAL;
-	ret = FERRY__GCS_WAIT(c, w, &result,
-			      ferry_gcs_kv_multi_get_async(c, ns, ns_size, keys, n,
-							   ferry__gcs_sync_done, w));
+	ret = FERRY__GCS_WAIT(
+		c, w, &result,
+		ferry_gcs_kv_multi_get_async(c, ns, ns_size, keys, n, ferry__gcs_sync_done, w));
 	if (ret >= 0)
 		*values = result;
 	return ret;
@@ -119,7 +119,8 @@ static int decode_keys(const struct ferry__gcs_reply *r, const struct ferry__gcs
 	if (r->size < 4)
 		return -EPROTO;
 	return unpack_bytes((const uint8_t *)r->value + 4, r->size - 4,
-			    ferry__gcs_load_u32(r->value), false, (struct ferry_gcs_bytes **)result);
+			    ferry__gcs_load_u32(r->value), false,
+			    (struct ferry_gcs_bytes **)result);
 }
 
 int ferry_gcs_kv_keys_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
@@ -150,8 +151,8 @@ int ferry_gcs_kv_keys(struct ferry_gcs_client *c, const void *ns, size_t ns_size
 }
 
 int ferry_gcs_kv_delete_prefix_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
-			       const void *prefix, size_t prefix_size, ferry_gcs_done_fn cb,
-		void *arg)
+				     const void *prefix, size_t prefix_size, ferry_gcs_done_fn cb,
+				     void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_DELETE_PREFIX};
 
@@ -167,7 +168,9 @@ int ferry_gcs_kv_delete_prefix(struct ferry_gcs_client *c, const void *ns, size_
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_kv_delete_prefix_async(c, ns, ns_size, prefix, prefix_size, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_kv_delete_prefix_async(c, ns, ns_size, prefix, prefix_size,
+								ferry__gcs_sync_done, w));
 }
 
 /* ---- lists ---- */
@@ -401,7 +404,8 @@ static int list_async(struct ferry_gcs_client *c, enum ferry__gcs_table table,
 		      enum ferry__gcs_op_type want, fill_fn fill, size_t elem_size,
 		      ferry_gcs_done_fn cb, void *arg)
 {
-	struct ferry__gcs_acall a = {cb, arg, decode_list, 0, want, (void (*)(void))fill, elem_size};
+	struct ferry__gcs_acall a = {cb,       arg, decode_list, 0, want, (void (*)(void))fill,
+				     elem_size};
 
 	if (!c || !cb)
 		return -EINVAL;
@@ -448,22 +452,23 @@ static int wait_out(struct ferry_gcs_client *c, struct ferry__gcs_sync *w, int r
 				out);                                                              \
 	}
 
-#define GET_CALLS(name, idtype, table, want, fill, type)                                           \
-	int ferry_gcs_##name##_get_async(struct ferry_gcs_client *c, const idtype *id,             \
-					 ferry_gcs_done_fn cb, void *arg)                          \
-	{                                                                                          \
-		return get_one_async(c, table, id ? id->bytes : NULL, want, fill, sizeof(type),    \
-				     cb, arg);                                                     \
-	}                                                                                          \
-	int ferry_gcs_##name##_get(struct ferry_gcs_client *c, const idtype *id, type **out)       \
-	{                                                                                          \
-		struct ferry__gcs_sync *w = out ? ferry__gcs_sync_new(c) : NULL;                   \
-                                                                                                   \
-		if (!out)                                                                          \
-			return -EINVAL;                                                            \
-		return wait_out(c, w,                                                              \
-				w ? ferry_gcs_##name##_get_async(c, id, ferry__gcs_sync_done, w) : 0, \
-				out);                                                              \
+#define GET_CALLS(name, idtype, table, want, fill, type)                                         \
+	int ferry_gcs_##name##_get_async(struct ferry_gcs_client *c, const idtype *id,           \
+					 ferry_gcs_done_fn cb, void *arg)                        \
+	{                                                                                        \
+		return get_one_async(c, table, id ? id->bytes : NULL, want, fill, sizeof(type),  \
+				     cb, arg);                                                   \
+	}                                                                                        \
+	int ferry_gcs_##name##_get(struct ferry_gcs_client *c, const idtype *id, type **out)     \
+	{                                                                                        \
+		struct ferry__gcs_sync *w = out ? ferry__gcs_sync_new(c) : NULL;                 \
+                                                                                                 \
+		if (!out)                                                                        \
+			return -EINVAL;                                                          \
+		return wait_out(c, w,                                                            \
+				w ? ferry_gcs_##name##_get_async(c, id, ferry__gcs_sync_done, w) \
+				  : 0,                                                           \
+				out);                                                            \
 	}
 
 LIST_CALLS(node, FERRY__GCS_T_NODES, FERRY__GCS_OP_RESTORE_NODE, fill_node,
@@ -480,7 +485,6 @@ GET_CALLS(pg, struct ferry_placement_group_id, FERRY__GCS_T_PGS, FERRY__GCS_OP_R
 	  struct ferry_gcs_pg_info)
 
 /* ---- nodes ---- */
-
 
 static int node_state(struct ferry_gcs_client *c, const struct ferry_node_id *id,
 		      enum ferry_gcs_node_state state, ferry_gcs_done_fn cb, void *arg)
@@ -511,7 +515,8 @@ int ferry_gcs_node_drain(struct ferry_gcs_client *c, const struct ferry_node_id 
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_node_drain_async(c, id, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_drain_async(c, id, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_node_unregister(struct ferry_gcs_client *c, const struct ferry_node_id *id)
@@ -524,8 +529,8 @@ int ferry_gcs_node_unregister(struct ferry_gcs_client *c, const struct ferry_nod
 
 /* ---- jobs and workers ---- */
 
-int ferry_gcs_job_add_async(struct ferry_gcs_client *c, const struct ferry_gcs_job_info *job, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_job_add_async(struct ferry_gcs_client *c, const struct ferry_gcs_job_info *job,
+			    ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_JOB_ADD};
 
@@ -544,11 +549,12 @@ int ferry_gcs_job_add(struct ferry_gcs_client *c, const struct ferry_gcs_job_inf
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_job_add_async(c, job, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_job_add_async(c, job, ferry__gcs_sync_done, w));
 }
 
-int ferry_gcs_job_finish_async(struct ferry_gcs_client *c, const struct ferry_job_id *id, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_job_finish_async(struct ferry_gcs_client *c, const struct ferry_job_id *id,
+			       ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_JOB_FINISH};
 
@@ -563,12 +569,13 @@ int ferry_gcs_job_finish(struct ferry_gcs_client *c, const struct ferry_job_id *
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_job_finish_async(c, id, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_job_finish_async(c, id, ferry__gcs_sync_done, w));
 }
 
-
-int ferry_gcs_worker_add_async(struct ferry_gcs_client *c, const struct ferry_gcs_worker_info *worker, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_worker_add_async(struct ferry_gcs_client *c,
+			       const struct ferry_gcs_worker_info *worker, ferry_gcs_done_fn cb,
+			       void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_WORKER_ADD};
 
@@ -588,12 +595,13 @@ int ferry_gcs_worker_add(struct ferry_gcs_client *c, const struct ferry_gcs_work
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_worker_add_async(c, worker, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_worker_add_async(c, worker, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_worker_dead_async(struct ferry_gcs_client *c, const struct ferry_worker_id *id,
-			  enum ferry_gcs_exit exit_type, const char *message, ferry_gcs_done_fn cb,
-		void *arg)
+				enum ferry_gcs_exit exit_type, const char *message,
+				ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_WORKER_DEAD};
 
@@ -611,14 +619,16 @@ int ferry_gcs_worker_dead(struct ferry_gcs_client *c, const struct ferry_worker_
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_worker_dead_async(c, id, exit_type, message, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_worker_dead_async(c, id, exit_type, message, ferry__gcs_sync_done, w));
 }
-
 
 /* ---- actors ---- */
 
-int ferry_gcs_actor_register_async(struct ferry_gcs_client *c, const struct ferry_gcs_actor_info *actor, ferry_gcs_done_fn cb,
-		void *arg)
+int ferry_gcs_actor_register_async(struct ferry_gcs_client *c,
+				   const struct ferry_gcs_actor_info *actor, ferry_gcs_done_fn cb,
+				   void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ACTOR_REGISTER};
 
@@ -638,14 +648,14 @@ int ferry_gcs_actor_register(struct ferry_gcs_client *c, const struct ferry_gcs_
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_actor_register_async(c, actor, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_actor_register_async(c, actor, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_actor_update_async(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
-			   enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
-			   const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
-			   const char *message, ferry_gcs_done_fn cb,
-		void *arg)
+				 enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
+				 const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
+				 const char *message, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ACTOR_UPDATE};
 
@@ -669,10 +679,10 @@ int ferry_gcs_actor_update(struct ferry_gcs_client *c, const struct ferry_actor_
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_actor_update_async(c, id, state, node, worker, cause, message, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_actor_update_async(c, id, state, node, worker, cause,
+							    message, ferry__gcs_sync_done, w));
 }
-
-
 
 /* ---- placement groups ---- */
 
@@ -712,13 +722,13 @@ int ferry_gcs_pg_create(struct ferry_gcs_client *c, const struct ferry_gcs_pg_in
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_pg_create_async(c, pg, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_pg_create_async(c, pg, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_pg_update_async(struct ferry_gcs_client *c, const struct ferry_placement_group_id *id,
-			enum ferry_gcs_pg_state state, const struct ferry_node_id *nodes,
-			uint32_t nnodes, ferry_gcs_done_fn cb,
-		void *arg)
+			      enum ferry_gcs_pg_state state, const struct ferry_node_id *nodes,
+			      uint32_t nnodes, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_PG_UPDATE};
 
@@ -737,7 +747,7 @@ int ferry_gcs_pg_update(struct ferry_gcs_client *c, const struct ferry_placement
 {
 	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	return FERRY__GCS_WAIT(c, w, NULL, ferry_gcs_pg_update_async(c, id, state, nodes, nnodes, ferry__gcs_sync_done, w));
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_pg_update_async(c, id, state, nodes, nnodes, ferry__gcs_sync_done, w));
 }
-
-

@@ -325,7 +325,8 @@ int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload)
 
 int ferry__gcs_srv_unsubscribe(struct ferry__gcs_sconn *c, const void *payload)
 {
-	struct ferry__wire_gcs_unsubscribe_view v = ferry__wire_gcs_unsubscribe_root_verified(payload);
+	struct ferry__wire_gcs_unsubscribe_view v =
+		ferry__wire_gcs_unsubscribe_root_verified(payload);
 	unsigned channel = ferry__wire_gcs_unsubscribe_channel(v);
 	size_t key_size = ferry__wire_gcs_unsubscribe_key_count(v);
 	int ret = -ENOENT;
@@ -336,8 +337,8 @@ int ferry__gcs_srv_unsubscribe(struct ferry__gcs_sconn *c, const void *payload)
 		return -EPROTO;
 	}
 	if (c->sub)
-		ret = ferry__ps_unsubscribe(c->sub, channel, ferry__wire_gcs_unsubscribe_key_data(v),
-					    key_size);
+		ret = ferry__ps_unsubscribe(c->sub, channel,
+					    ferry__wire_gcs_unsubscribe_key_data(v), key_size);
 	ferry__gcs_srv_reply(c, ferry__wire_gcs_unsubscribe_seq(v), ret, NULL, 0, 0);
 	return 0;
 }

@@ -183,8 +183,8 @@ void ferry__gcs_srv_lookup_batch(struct ferry__gcs_sconn *c, const void *payload
 
 		rec.size = 0;
 		if (e)
-			ret = ferry__gcs_record_encode(FERRY_GCS_CH_OBJECT_LOCATIONS, e, &srv->scratch,
-						       &rec);
+			ret = ferry__gcs_record_encode(FERRY_GCS_CH_OBJECT_LOCATIONS, e,
+						       &srv->scratch, &rec);
 		ferry__gcs_put_bytes(&w, rec.data, rec.size);
 		ret = ret ? ret : w.err;
 		found += e != NULL;

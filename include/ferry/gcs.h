@@ -211,12 +211,12 @@ FERRY_API int ferry_gcs_kv_put_async(struct ferry_gcs_client *c, const void *ns,
 FERRY_API int ferry_gcs_kv_get_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 				     const void *key, size_t key_size, ferry_gcs_done_fn cb,
 				     void *arg);
-FERRY_API int ferry_gcs_kv_delete_async(struct ferry_gcs_client *c, const void *ns,
-					size_t ns_size, const void *key, size_t key_size,
-					ferry_gcs_done_fn cb, void *arg);
-FERRY_API int ferry_gcs_kv_exists_async(struct ferry_gcs_client *c, const void *ns,
-					size_t ns_size, const void *key, size_t key_size,
-					ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_kv_delete_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+					const void *key, size_t key_size, ferry_gcs_done_fn cb,
+					void *arg);
+FERRY_API int ferry_gcs_kv_exists_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+					const void *key, size_t key_size, ferry_gcs_done_fn cb,
+					void *arg);
 
 /* A byte string (a KV key or value). */
 struct ferry_gcs_bytes {
@@ -482,9 +482,8 @@ FERRY_API int ferry_gcs_node_heartbeat_async(struct ferry_gcs_client *c,
 					     ferry_gcs_done_fn cb, void *arg);
 FERRY_API int ferry_gcs_node_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
 					void *arg);
-FERRY_API int ferry_gcs_node_drain_async(struct ferry_gcs_client *c,
-					 const struct ferry_node_id *id, ferry_gcs_done_fn cb,
-					 void *arg);
+FERRY_API int ferry_gcs_node_drain_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+					 ferry_gcs_done_fn cb, void *arg);
 FERRY_API int ferry_gcs_node_unregister_async(struct ferry_gcs_client *c,
 					      const struct ferry_node_id *id, ferry_gcs_done_fn cb,
 					      void *arg);
@@ -493,8 +492,7 @@ FERRY_API int ferry_gcs_job_add_async(struct ferry_gcs_client *c,
 				      void *arg);
 FERRY_API int ferry_gcs_job_finish_async(struct ferry_gcs_client *c, const struct ferry_job_id *id,
 					 ferry_gcs_done_fn cb, void *arg);
-FERRY_API int ferry_gcs_job_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
-				       void *arg);
+FERRY_API int ferry_gcs_job_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb, void *arg);
 FERRY_API int ferry_gcs_worker_add_async(struct ferry_gcs_client *c,
 					 const struct ferry_gcs_worker_info *worker,
 					 ferry_gcs_done_fn cb, void *arg);
@@ -507,16 +505,13 @@ FERRY_API int ferry_gcs_worker_list_async(struct ferry_gcs_client *c, ferry_gcs_
 FERRY_API int ferry_gcs_actor_register_async(struct ferry_gcs_client *c,
 					     const struct ferry_gcs_actor_info *actor,
 					     ferry_gcs_done_fn cb, void *arg);
-FERRY_API int ferry_gcs_actor_update_async(struct ferry_gcs_client *c,
-					   const struct ferry_actor_id *id,
-					   enum ferry_gcs_actor_state state,
-					   const struct ferry_node_id *node,
-					   const struct ferry_worker_id *worker,
-					   enum ferry_gcs_exit cause, const char *message,
-					   ferry_gcs_done_fn cb, void *arg);
-FERRY_API int ferry_gcs_actor_get_async(struct ferry_gcs_client *c,
-					const struct ferry_actor_id *id, ferry_gcs_done_fn cb,
-					void *arg);
+FERRY_API int
+ferry_gcs_actor_update_async(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+			     enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
+			     const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
+			     const char *message, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_actor_get_async(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+					ferry_gcs_done_fn cb, void *arg);
 FERRY_API int ferry_gcs_actor_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
 					 void *arg);
 FERRY_API int ferry_gcs_pg_create_async(struct ferry_gcs_client *c,
@@ -530,13 +525,12 @@ FERRY_API int ferry_gcs_pg_update_async(struct ferry_gcs_client *c,
 FERRY_API int ferry_gcs_pg_get_async(struct ferry_gcs_client *c,
 				     const struct ferry_placement_group_id *id,
 				     ferry_gcs_done_fn cb, void *arg);
-FERRY_API int ferry_gcs_pg_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
-				      void *arg);
+FERRY_API int ferry_gcs_pg_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb, void *arg);
 FERRY_API int ferry_gcs_object_add_async(struct ferry_gcs_client *c,
 					 const struct ferry_object_id *id,
 					 const struct ferry_worker_id *owner_worker,
-					 const struct ferry_node_id *owner_node, uint64_t size_bytes,
-					 ferry_gcs_done_fn cb, void *arg);
+					 const struct ferry_node_id *owner_node,
+					 uint64_t size_bytes, ferry_gcs_done_fn cb, void *arg);
 FERRY_API int ferry_gcs_object_add_location_async(struct ferry_gcs_client *c,
 						  const struct ferry_object_id *id,
 						  const struct ferry_node_id *node,
