@@ -165,6 +165,10 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	struct ferry__wire_gcs_kv_get mg = {
 		.seq = 6, .key = keys, .key_count = sizeof(keys), .op = 3};
 	struct ferry__wire_gcs_table_get list = {.seq = 7, .table = 4, .list = true};
+	static const struct ferry_object_id ids[2] = {{{9, 8, 7}}, {{1, 2, 3}}};
+	struct ferry__wire_gcs_object_lookup_batch olb = {
+		.seq = 8, .object_ids = ids, .object_ids_count = 2};
+	struct ferry__wire_gcs_unsubscribe unsub = {.seq = 9, .channel = FERRY_GCS_CH_NODES};
 	int ret = 0;
 
 	ret |= ferry__wire_gcs_kv_get_build(b, &kv) ||
@@ -179,6 +183,10 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_KV_GET);
 	ret |= ferry__wire_gcs_table_get_build(b, &list) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
+	ret |= ferry__wire_gcs_object_lookup_batch_build(b, &olb) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH);
+	ret |= ferry__wire_gcs_unsubscribe_build(b, &unsub) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_UNSUBSCRIBE);
 	return ret;
 }
 

@@ -525,6 +525,9 @@ FTEST(unsubscribe_during_a_reconnect)
 	p = gcs_start(p.port, NULL);
 	tally_wait(&t, 1);
 	ftest_assert_int_eq(d.status, 0);
+	/* Once more: the client forgot it too, so no later reconnect renews it either. */
+	gcs_stop(&p, SIGKILL);
+	p = gcs_start(p.port, NULL);
 	pub = client_opts(&p, 1, 5000);
 	/* The kept subscription was renewed by the reconnect (its first line proves it); the
 	 * other was not. A resubscribe races with the first publish: retry until kept hears. */
