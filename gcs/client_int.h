@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The GCS client's insides, shared by gcs/client.c (loop thread, connections, requests) and
- * gcs/client_api.c (public calls, subscriptions, event delivery). Nothing else includes it.
+ * The GCS client's insides, shared by gcs/client.c (loop, connections, the request path,
+ * blocking waits), gcs/client_api.c and gcs/client_tables.c (public calls: async forms and
+ * their decoders, blocking wrappers), gcs/client_subs.c (subscriptions, event delivery) and
+ * gcs/client_batch.c (batch object lookup). Nothing else includes it.
  *
  * Thread model: fields marked "loop" belong to the loop thread; "lock" ones to c->lock.
  */
