@@ -552,3 +552,81 @@ FTEST(unsubscribe_during_a_reconnect)
 	ferry_gcs_client_destroy(sub);
 	gcs_stop(&p, SIGTERM);
 }
+
+/* Unsubscribed from inside its own event callback: the rest of that batch and everything after
+ * skip it, and the delivery walking the list survives the removal. */
+struct self_unsub {
+	struct lines lines;	    /* events seen */
+	struct ferry_job_id job;    /* the scope */
+	struct tally t;		    /* the unsubscribe's completion */
+	struct done d;		    /* its result */
+	struct ferry_gcs_client *c; /* the subscriber */
+};
+
+static void on_line_then_leave(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct self_unsub *u = arg;
+
+	if (ev->kind != FERRY_GCS_EVENT_DELTA)
+		return;
+	on_line(&u->lines, ev);
+	if (u->lines.n == 1)
+		ftest_assert_ok(ferry_gcs_unsubscribe_async(u->c, FERRY_GCS_CH_LOGS, u->job.bytes,
+							    sizeof(u->job.bytes), on_done, &u->d));
+}
+
+FTEST(unsubscribe_from_inside_an_event_callback)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *pub = client_opts(&p, 1, 5000), *sub = client_opts(&p, 1, 5000);
+	struct self_unsub u = {.lines = LINES_INIT, .t = tally_make(), .c = sub};
+	struct lines kept = LINES_INIT;
+	struct ferry_job_id b;
+
+	u.d.t = &u.t;
+	memset(&u.job, 0xa1, sizeof(u.job));
+	memset(&b, 0xb2, sizeof(b));
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, u.job.bytes,
+					    sizeof(u.job.bytes), on_line_then_leave, &u));
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, b.bytes, sizeof(b.bytes),
+					    on_line, &kept));
+	for (int i = 0; i < 5; i++) /* likely several in one batch */
+		ftest_assert_ok(ferry_gcs_log_publish(pub, &u.job, "x", 1));
+	tally_wait(&u.t, 1);
+	ftest_assert_int_eq(u.d.status, 0);
+	publish_pair(pub, &u.job, &b, &kept);
+	ftest_assert_uint_eq(u.lines.n, 1);
+	ferry_gcs_client_destroy(sub);
+	ferry_gcs_client_destroy(pub);
+	gcs_stop(&p, SIGTERM);
+}
+
+/* A client on a given loop has no connect call to fail: a refused token fails what waits. */
+FTEST(refused_token_fails_calls_on_a_given_loop)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client_opts o = {0};
+	char addr[64];
+	const char *list[1] = {addr};
+	struct tally t = tally_make();
+	struct runner r = {0};
+	struct done d = {.t = &t};
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p.port);
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = "not-the-token";
+	o.token_len = strlen(o.token);
+	o.reconnect_ms = 1000;
+	ftest_assert_ok(ferry__loop_create(NULL, &r.loop));
+	ftest_assert_ok(ferry__gcs_client_connect_on(r.loop, &o, &r.c));
+	ftest_assert_ok(ferry_gcs_kv_put_async(r.c, "ns", 2, "k", 1, "v", 1, true, on_done, &d));
+	ftest_assert_int_eq(pthread_create(&r.thread, NULL, run_loop, &r), 0);
+	tally_wait(&t, 1);
+	ftest_assert_errno(d.status, -EACCES);
+	ftest_assert_ok(ferry__loop_post(r.loop, destroy_on_loop, &r));
+	pthread_join(r.thread, NULL);
+	ferry__loop_destroy(r.loop);
+	ftest_assert_uint_eq(d.calls, 1);
+	gcs_stop(&p, SIGTERM);
+}
