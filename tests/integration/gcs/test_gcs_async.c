@@ -348,6 +348,32 @@ FTEST(async_calls_are_resent_after_a_reconnect)
 	gcs_stop(&p, SIGTERM);
 }
 
+/* Requests queued while the GCS is down are resent in the order they were made: an object's
+ * location after the object (reversed, the location would be refused: -ENOENT). */
+FTEST(requests_are_resent_in_order_after_a_reconnect)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *c = client_opts(&p, 1, 20000);
+	struct tally t = tally_make();
+	struct done add = {.t = &t}, loc = {.t = &t};
+	struct ferry_object_id id;
+	struct ferry_worker_id owner;
+	struct ferry_node_id node;
+
+	ferry_object_id_random(&id);
+	ferry_worker_id_random(&owner);
+	ferry_node_id_random(&node);
+	gcs_stop(&p, SIGKILL);
+	ftest_assert_ok(ferry_gcs_object_add_async(c, &id, &owner, &node, 8, on_done, &add));
+	ftest_assert_ok(ferry_gcs_object_add_location_async(c, &id, &node, 8, on_done, &loc));
+	p = gcs_start(p.port, NULL);
+	tally_wait(&t, 2);
+	ftest_assert_int_eq(add.status, 1);
+	ftest_assert_int_eq(loc.status, 1);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
 /* ---- batch lookup ---- */
 
 static bool has_node(const struct ferry_gcs_object_info *info, const struct ferry_node_id *n)
