@@ -29,21 +29,6 @@ static void *take_payload(struct ferry__fb_builder *b, int ret, size_t *len)
 	return p;
 }
 
-int ferry__gcs_client_call_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
-				 struct ferry__fb_builder *b, int built, uint64_t seq,
-				 struct ferry__gcs_csub *sub, struct ferry__gcs_result *res)
-{
-	size_t len = 0;
-	void *p = take_payload(b, built, &len);
-
-	if (!p) {
-		ferry__free(sub);
-		memset(res, 0, sizeof(*res));
-		return built < 0 ? built : -ENOMEM;
-	}
-	return ferry__gcs_client_call(c, shard, type, p, len, seq, sub, res);
-}
-
 /* The GcsRequest carrying mutation @op, as a call to @shard (payload malloc'd). 0 or -errno. */
 static int build_apply(struct ferry_gcs_client *c, unsigned shard, const struct ferry__gcs_op *op,
 		       struct ferry__gcs_call *call)

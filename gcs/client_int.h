@@ -144,11 +144,6 @@ bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c);
 unsigned ferry__gcs_client_subs_remove(struct ferry_gcs_client *c, unsigned shard,
 				       const struct ferry__gcs_csub *scope);
 
-/* gcs/client_api.c: ferry__gcs_client_call() on the message built in @b (@built: the build's
- * result; @b is finished here either way). */
-int ferry__gcs_client_call_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
-				 struct ferry__fb_builder *b, int built, uint64_t seq,
-				 struct ferry__gcs_csub *sub, struct ferry__gcs_result *res);
 
 /* gcs/client_api.c, loop thread: deliver a verified GcsPublish from @s. */
 void ferry__gcs_client_deliver(struct shard *s, const void *payload);
