@@ -144,7 +144,6 @@ bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c);
 unsigned ferry__gcs_client_subs_remove(struct ferry_gcs_client *c, unsigned shard,
 				       const struct ferry__gcs_csub *scope);
 
-
 /* gcs/client_api.c, loop thread: deliver a verified GcsPublish from @s. */
 void ferry__gcs_client_deliver(struct shard *s, const void *payload);
 /* Remove @sub (subscribe refused) from the client's list and free it. */
