@@ -113,6 +113,13 @@ int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *sha
 				 const struct ferry__gcs_op *ops, size_t n, int *statuses);
 
 /*
+ * ferry__gcs_batch_reply_check() - decode the value of a GcsObjectLookupBatch reply for @count
+ * (1..16384) IDs as the client does, pack the result, free it all (the fuzz target's entry).
+ * 0, -EPROTO (malformed), -EINVAL, -ENOMEM.
+ */
+int ferry__gcs_batch_reply_check(const void *value, size_t size, uint32_t count);
+
+/*
  * ferry__gcs_client_local_addr() - this side's address of @shard's last established connection
  * (getsockname): the address through which this host reaches the GCS. 0, -EINVAL (no such
  * shard) or -ENOTCONN (never connected). Any thread.

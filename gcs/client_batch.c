@@ -262,3 +262,35 @@ int ferry_gcs_object_lookup_batch(struct ferry_gcs_client *c, const struct ferry
 		*out = result;
 	return ret;
 }
+
+int ferry__gcs_batch_reply_check(const void *value, size_t size, uint32_t count)
+{
+	struct batch *b = ferry__calloc(1, sizeof(*b) + sizeof(*b->parts));
+	struct ferry_gcs_object_batch *out;
+	int ret = -ENOMEM;
+
+	if (!b || !count || count > BATCH_MAX) {
+		ferry__free(b);
+		return b ? -EINVAL : -ENOMEM;
+	}
+	b->n = count;
+	b->order = ferry__calloc(count, sizeof(*b->order));
+	b->status = ferry__calloc(count, sizeof(*b->status));
+	b->infos = ferry__calloc(count, sizeof(*b->infos));
+	if (b->order && b->status && b->infos) {
+		for (uint32_t i = 0; i < count; i++)
+			b->order[i] = i;
+		b->parts[0] = (struct part){b, 0, count};
+		b->nparts = 1;
+		ret = part_decode(&b->parts[0], value, size);
+		for (uint32_t i = 0; ret < 0 && i < count; i++) /* as part_done() undoes it */
+			if (b->status[i] == 0)
+				ferry__free(b->infos[i].locations);
+		if (ret < 0)
+			memset(b->infos, 0, count * sizeof(*b->infos));
+		if (ret == 0 && (out = batch_pack(b)))
+			ferry__free(out);
+	}
+	batch_free(b);
+	return ret;
+}
