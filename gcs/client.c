@@ -4,10 +4,19 @@
  * matched to replies by seq, reconnection, resubscription and event delivery.
  *
  * DESIGN
- * - Threads: callers build a request (seq from an atomic counter) and post it to the loop
- *   thread with a waiter (mutex + condvar, refcounted: a caller that times out drops its
- *   reference and the late reply frees it). Everything else (connections, the pending lists,
- *   subscriptions, watermarks) belongs to the loop thread.
+ * - Threads: the loop is the client's own (a thread it starts) or the caller's
+ *   (ferry__gcs_client_connect_on: no thread). Callers build a request (seq from an atomic
+ *   counter) and post it to the loop with a completion callback (on the loop thread itself it is
+ *   queued at once). Everything else (connections, the pending lists, subscriptions,
+ *   watermarks) belongs to the loop thread.
+ * - Completion: every request completes exactly once on the loop thread: its reply, -ETIMEDOUT
+ *   from its deadline timer (CLOCK_MONOTONIC, started when it reaches the loop), or -ECANCELED
+ *   at destroy. A blocking call is a request whose callback fills a waiter (mutex + condvar on
+ *   CLOCK_MONOTONIC, refcounted: a caller that gives up first drops its reference and the late
+ *   completion frees it): one path for both forms.
+ * - Lifetime: c->refs counts the owner, each request posted but not yet run on the loop, and
+ *   each open connection; the client is freed when the last goes (at once with an own loop,
+ *   whose destroy runs them all; with a given loop, once the closes and posts have run).
  * - Reconnect: a connection that drops is retried every reconnect_ms. Once connected again,
  *   the client first resubscribes (resume from the epoch and per-channel watermark of the last
  *   batch it delivered: the server replays what was missed, or sends RESYNC + snapshot), then
@@ -33,17 +42,10 @@
 
 #define COMP "gcs-client"
 
-static uint64_t now_ms_rt(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
+/* @ts = CLOCK_MONOTONIC @ms from now, for condvars set to that clock. */
 static void timespec_in(struct timespec *ts, unsigned ms)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += ms / 1000;
 	ts->tv_nsec += (long)(ms % 1000) * 1000000;
 	if (ts->tv_nsec >= 1000000000) {
@@ -52,36 +54,75 @@ static void timespec_in(struct timespec *ts, unsigned ms)
 	}
 }
 
-/* ---- waiters ---- */
-
-static void waiter_unref(struct waiter *w)
+/* A condvar whose timed waits run on CLOCK_MONOTONIC: a wall-clock step never moves a deadline. */
+static void cond_init_monotonic(pthread_cond_t *cond)
 {
-	if (atomic_fetch_sub(&w->refs, 1) != 1)
-		return;
-	pthread_mutex_destroy(&w->lock);
-	pthread_cond_destroy(&w->cond);
-	ferry__free(w->res.value);
-	ferry__free(w);
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &a);
+	pthread_condattr_destroy(&a);
 }
 
-/* Loop thread: the request is answered (or failed); the waiter learns it, the request is freed. */
+static void client_free(struct ferry_gcs_client *c)
+{
+	ferry__gcs_client_subs_free(c);
+	ferry__fb_builder_fini(&c->fb);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+	ferry__free(c);
+}
+
+static void client_unref(struct ferry_gcs_client *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		client_free(c);
+}
+
+/* ---- pending requests (loop) ---- */
+
+static void pending_append(struct shard *s, struct creq *r)
+{
+	r->next = NULL;
+	r->prev = s->tail;
+	if (s->tail)
+		s->tail->next = r;
+	else
+		s->head = r;
+	s->tail = r;
+}
+
+static void pending_unlink(struct shard *s, struct creq *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		s->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		s->tail = r->prev;
+	r->next = r->prev = NULL;
+}
+
+/* Loop thread (or destroy): the request is answered or failed; its callback learns it, the
+ * request is freed. It is no longer pending. */
 static void creq_complete(struct creq *r, int status, const void *value, size_t size,
 			  uint64_t epoch)
 {
-	struct waiter *w = r->waiter;
+	struct ferry__gcs_reply reply = {status, value, size, epoch};
 
-	pthread_mutex_lock(&w->lock);
-	w->res.status = status;
-	w->res.epoch = epoch;
-	if (size && (w->res.value = ferry__malloc(size)))
-		memcpy(w->res.value, value, size);
-	else if (size)
-		w->res.status = -ENOMEM;
-	w->res.size = w->res.value ? size : 0;
-	w->done = true;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	waiter_unref(w);
+	(void)ferry__loop_timer_stop(&r->deadline);
+	if (r->sub && r->sub_listed) { /* a refused subscription must not linger */
+		if (status < 0)
+			ferry__gcs_client_sub_drop(r->shard->client, r->sub);
+	} else if (r->sub) { /* not in the list: never reached the loop, or an unsubscribe */
+		ferry__free(r->sub);
+	}
+	if (r->removed && status == -ENOENT) /* the server had already forgotten it (reconnect) */
+		reply.status = 0;
+	r->fn(r->arg, &reply);
 	ferry__free(r->payload);
 	ferry__free(r);
 }
@@ -108,7 +149,7 @@ static void resubscribe(struct shard *s)
 	for (struct ferry__gcs_csub *sub = c->subs; sub; sub = sub->next) {
 		struct ferry__wire_gcs_subscribe m = {0};
 
-		if (!(sub->shard_mask & (1ull << s->index)))
+		if (sub->dead || !(sub->shard_mask & (1ull << s->index)))
 			continue;
 		m.channel = sub->channel;
 		m.key = sub->key_size ? sub->key : NULL;
@@ -139,7 +180,7 @@ static void on_connect(struct ferry__conn *conn)
 	if (s->ever_connected)
 		FLOG_INFO(COMP, "shard %u reconnected", s->index);
 	resubscribe(s);
-	for (struct creq *r = s->pending; r; r = r->next)
+	for (struct creq *r = s->head; r; r = r->next)
 		shard_send(s, r);
 	pthread_mutex_lock(&c->lock);
 	s->ever_connected = true;
@@ -157,24 +198,43 @@ static void on_reconnect_timer(struct ferry__loop_timer *t, int status)
 		start_connect(t->data);
 }
 
+/* A shard refused our first handshake: what waits for it fails with that error (the caller of
+ * a given loop has no connect call to learn it from). */
+static void fail_pending(struct shard *s, int err)
+{
+	while (s->head) {
+		struct creq *r = s->head;
+
+		pending_unlink(s, r);
+		creq_complete(r, err, NULL, 0, 0);
+	}
+}
+
 static void on_close(struct ferry__conn *conn, int err)
 {
 	struct shard *s = ferry__conn_data(conn);
 	struct ferry_gcs_client *c = s->client;
+	bool refused = false;
 
 	s->conn = NULL;
 	s->connected = false;
-	if (c->closing)
+	if (atomic_load(&c->closing)) {
+		client_unref(c); /* the connection's reference: may free c */
 		return;
+	}
 	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, strerror(-err));
 	if (err == -EACCES || err == -EPROTO) {
 		pthread_mutex_lock(&c->lock);
-		if (!s->ever_connected)
+		refused = !s->ever_connected;
+		if (refused)
 			c->connect_error = err;
 		pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);
 	}
+	if (refused)
+		fail_pending(s, err);
 	ferry__loop_timer_start(c->loop, &s->reconnect, c->reconnect_ms, 0, on_reconnect_timer);
+	client_unref(c);
 }
 
 static void handle_reply(struct shard *s, const void *payload)
@@ -182,14 +242,11 @@ static void handle_reply(struct shard *s, const void *payload)
 	struct ferry__wire_gcs_reply_view v = ferry__wire_gcs_reply_root_verified(payload);
 	uint64_t seq = ferry__wire_gcs_reply_seq(v);
 
-	for (struct creq **p = &s->pending; *p; p = &(*p)->next) {
-		struct creq *r = *p;
-
+	/* Oldest first: replies come in request order, so the match is nearly always the head. */
+	for (struct creq *r = s->head; r; r = r->next) {
 		if (r->seq != seq)
 			continue;
-		*p = r->next;
-		if (r->sub && ferry__wire_gcs_reply_status(v) < 0)
-			ferry__gcs_client_sub_drop(s->client, r->sub);
+		pending_unlink(s, r);
 		creq_complete(r, ferry__wire_gcs_reply_status(v),
 			      ferry__wire_gcs_reply_value_data(v),
 			      ferry__wire_gcs_reply_value_count(v), ferry__wire_gcs_reply_epoch(v));
@@ -235,6 +292,8 @@ static void start_connect(struct shard *s)
 	co.handshake = &hs;
 	co.connect_timeout_ms = c->timeout_ms;
 	ret = ferry__conn_connect_tcp(c->loop, s->host, s->port, &co, &s->conn);
+	if (ret == 0)
+		atomic_fetch_add(&c->refs, 1); /* until on_close */
 	if (ret < 0) {
 		s->conn = NULL;
 		FLOG_WARN(COMP, "connecting to shard %u failed: %s", s->index, strerror(-ret));
@@ -245,29 +304,173 @@ static void start_connect(struct shard *s)
 
 /* ---- requests ---- */
 
-static void on_submit(void *arg, int status)
+static void on_deadline(struct ferry__loop_timer *t, int status)
 {
-	struct creq *r = arg;
-	struct shard *s = r->shard;
+	struct creq *r = t->data;
 
-	if (status < 0) {
-		ferry__free(r->sub);
-		creq_complete(r, status, NULL, 0, 0);
+	(void)status; /* 0 at the deadline, -ECANCELED when the loop is destroyed */
+	pending_unlink(r->shard, r);
+	creq_complete(r, status < 0 ? -ECANCELED : -ETIMEDOUT, NULL, 0, 0);
+}
+
+/* Loop thread: @r joins its shard's pending list (sent now if connected) under its deadline. */
+static void enqueue(struct creq *r)
+{
+	struct shard *s = r->shard;
+	struct ferry_gcs_client *c = s->client;
+	uint64_t now = ferry__loop_now_ms();
+
+	if (atomic_load(&c->closing)) {
+		creq_complete(r, -ECANCELED, NULL, 0, 0);
 		return;
 	}
-	if (r->sub) { /* remembered at once, so a reconnect resubscribes it */
-		r->sub->next = s->client->subs;
-		s->client->subs = r->sub;
+	if (r->sub && r->sub->unsub) { /* forgotten at once: never delivered nor resubscribed */
+		r->removed = ferry__gcs_client_subs_remove(c, s->index, r->sub) > 0;
+	} else if (r->sub) { /* remembered at once, so a reconnect resubscribes it */
+		r->sub->next = c->subs;
+		c->subs = r->sub;
+		r->sub_listed = true;
 	}
-	r->next = s->pending;
-	s->pending = r;
+	r->deadline.data = r;
+	if (ferry__loop_timer_start(c->loop, &r->deadline,
+				    r->deadline_ms > now ? r->deadline_ms - now : 0, 0,
+				    on_deadline) < 0) {
+		creq_complete(r, -ECANCELED, NULL, 0, 0);
+		return;
+	}
+	pending_append(s, r);
 	if (s->connected)
 		shard_send(s, r);
 }
 
-/* Wait for @w until @deadline (CLOCK_REALTIME), then drop the caller's reference. */
+static void on_submit(void *arg, int status)
+{
+	struct creq *r = arg;
+	struct ferry_gcs_client *c = r->shard->client;
+
+	if (status < 0)
+		creq_complete(r, status, NULL, 0, 0);
+	else
+		enqueue(r);
+	client_unref(c); /* the post's reference */
+}
+
+bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c)
+{
+	return pthread_equal(pthread_self(), atomic_load(&c->loop_tid));
+}
+
+int ferry__gcs_client_send(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
+			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
+			   ferry__gcs_reply_fn fn, void *arg)
+{
+	struct creq *r = NULL;
+	int ret = -ECANCELED;
+
+	if (atomic_load(&c->closing))
+		goto err_free;
+	ret = -ENOMEM;
+	r = ferry__calloc(1, sizeof(*r));
+	if (!r)
+		goto err_free;
+	r->shard = &c->shards[shard];
+	r->fn = fn;
+	r->arg = arg;
+	r->sub = sub;
+	r->seq = seq;
+	r->type = type;
+	r->payload = payload;
+	r->len = len;
+	r->deadline_ms = ferry__loop_now_ms() + c->timeout_ms;
+	if (ferry__gcs_client_on_loop(c)) { /* no hop: the loop thread owns the lists */
+		enqueue(r);
+		return 0;
+	}
+	atomic_fetch_add(&c->refs, 1);
+	ret = ferry__loop_post(c->loop, on_submit, r);
+	if (ret == 0)
+		return 0;
+	atomic_fetch_sub(&c->refs, 1);
+err_free:
+	ferry__free(r);
+	ferry__free(sub);
+	ferry__free(payload);
+	return ret;
+}
+
+/* ---- blocking calls: a request whose callback fills a waiter ---- */
+
+/* A caller blocked on a request. */
+struct waiter {
+	atomic_int refs;	      /* the caller and the request */
+	pthread_mutex_t lock;	      /* guards done and what follows */
+	pthread_cond_t cond;	      /* signalled when done (CLOCK_MONOTONIC) */
+	bool done;		      /* answered */
+	struct ferry__gcs_result res; /* internal calls: the answer, value copied */
+	void *result;		      /* public calls: the async form's result */
+};
+
+static struct waiter *waiter_new(void)
+{
+	struct waiter *w = ferry__calloc(1, sizeof(*w));
+
+	if (!w)
+		return NULL;
+	pthread_mutex_init(&w->lock, NULL);
+	cond_init_monotonic(&w->cond);
+	atomic_init(&w->refs, 2);
+	return w;
+}
+
+static void waiter_unref(struct waiter *w)
+{
+	if (atomic_fetch_sub(&w->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	ferry__free(w->res.value);
+	ferry_gcs_free(w->result);
+	ferry__free(w);
+}
+
+static void waiter_wake(struct waiter *w)
+{
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	waiter_unref(w);
+}
+
+/* A ferry__gcs_reply_fn: the reply, its value copied, into the waiter. */
+static void waiter_reply(void *arg, const struct ferry__gcs_reply *reply)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->res.status = reply->status;
+	w->res.epoch = reply->epoch;
+	if (reply->size && (w->res.value = ferry__malloc(reply->size)))
+		memcpy(w->res.value, reply->value, reply->size);
+	else if (reply->size)
+		w->res.status = -ENOMEM;
+	w->res.size = w->res.value ? reply->size : 0;
+	waiter_wake(w);
+}
+
+void ferry__gcs_sync_done(void *arg, int status, void *result)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->res.status = status;
+	w->result = result;
+	waiter_wake(w);
+}
+
+/* Wait for @w until @deadline (CLOCK_MONOTONIC), then drop the caller's reference. The request's
+ * own deadline timer ends it at the same time; this one only guards a stalled loop. */
 static int wait_result(struct waiter *w, const struct timespec *deadline,
-		       struct ferry__gcs_result *res)
+		       struct ferry__gcs_result *res, void **result)
 {
 	int ret = 0;
 
@@ -277,6 +480,10 @@ static int wait_result(struct waiter *w, const struct timespec *deadline,
 	if (w->done) {
 		*res = w->res;
 		w->res.value = NULL;
+		if (result) {
+			*result = w->result;
+			w->result = NULL;
+		}
 		ret = res->status;
 	} else {
 		ret = -ETIMEDOUT;
@@ -287,38 +494,56 @@ static int wait_result(struct waiter *w, const struct timespec *deadline,
 	return ret;
 }
 
+struct ferry__gcs_sync *ferry__gcs_sync_new(struct ferry_gcs_client *c)
+{
+	if (c && ferry__gcs_client_on_loop(c))
+		return NULL;
+	return (struct ferry__gcs_sync *)waiter_new();
+}
+
+int ferry__gcs_sync_wait(struct ferry_gcs_client *c, struct ferry__gcs_sync *sync, int submitted,
+			 void **result)
+{
+	struct waiter *w = (struct waiter *)sync;
+	struct ferry__gcs_result res = {0};
+	struct timespec deadline;
+
+	if (result)
+		*result = NULL;
+	if (!w) /* on the loop thread it would wait for itself */
+		return c && ferry__gcs_client_on_loop(c) ? -EDEADLK : -ENOMEM;
+	if (submitted < 0) { /* the callback will never run: its reference too */
+		waiter_unref(w);
+		waiter_unref(w);
+		return submitted;
+	}
+	timespec_in(&deadline, c->timeout_ms);
+	return wait_result(w, &deadline, &res, result);
+}
+
 /* Post @payload (taken) to the loop with a waiter; NULL and *@err on failure (payload and @sub
  * freed). */
 static struct waiter *submit(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
 			     void *payload, size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
 			     int *err)
 {
-	struct creq *r = ferry__calloc(1, sizeof(*r));
-	struct waiter *w = ferry__calloc(1, sizeof(*w));
-	int ret = -ENOMEM;
+	struct waiter *w = NULL;
+	int ret = -EDEADLK;
 
-	if (!r || !w)
-		goto err_free;
-	r->sub = sub;
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	atomic_init(&w->refs, 2);
-	r->waiter = w;
-	r->shard = &c->shards[shard];
-	r->seq = seq;
-	r->type = type;
-	r->payload = payload;
-	r->len = len;
-	ret = ferry__loop_post(c->loop, on_submit, r);
+	if (!ferry__gcs_client_on_loop(c))
+		w = waiter_new();
+	if (!w) {
+		ret = ferry__gcs_client_on_loop(c) ? -EDEADLK : -ENOMEM;
+		ferry__free(sub);
+		ferry__free(payload);
+		*err = ret;
+		return NULL;
+	}
+	ret = ferry__gcs_client_send(c, shard, type, payload, len, seq, sub, waiter_reply, w);
 	if (ret == 0)
 		return w;
-	pthread_mutex_destroy(&w->lock);
-	pthread_cond_destroy(&w->cond);
-err_free:
-	ferry__free(w);
-	ferry__free(r);
-	ferry__free(sub);
-	ferry__free(payload);
+	waiter_unref(w);
+	waiter_unref(w);
 	*err = ret;
 	return NULL;
 }
@@ -329,15 +554,16 @@ int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t 
 {
 	struct timespec deadline;
 	int ret = 0;
-	struct waiter *w = submit(c, shard, type, payload, len, seq, sub, &ret);
+	struct waiter *w;
 
+	timespec_in(&deadline, c->timeout_ms);
+	w = submit(c, shard, type, payload, len, seq, sub, &ret);
 	memset(res, 0, sizeof(*res));
 	if (!w) {
 		res->status = ret;
 		return ret;
 	}
-	timespec_in(&deadline, c->timeout_ms);
-	return wait_result(w, &deadline, res);
+	return wait_result(w, &deadline, res, NULL);
 }
 
 void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_call *calls,
@@ -349,7 +575,9 @@ void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_c
 	/* Every request is posted before the first wait: they leave in one go (one loop wake-up,
 	 * one send where they fit) and the server answers them in one pass. Short of memory for
 	 * the waiters' array: one at a time, as ferry__gcs_client_apply_many() does without its
-	 * own array; every built request is still sent. */
+	 * own array; every built request is still sent. One deadline for the batch: n requests
+	 * never wait n timeouts. */
+	timespec_in(&deadline, c->timeout_ms);
 	for (size_t i = 0; i < n; i++) {
 		struct ferry__gcs_result res;
 
@@ -368,14 +596,12 @@ void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_c
 	}
 	if (!ws)
 		return;
-	/* One deadline for the batch: n requests never wait n timeouts. */
-	timespec_in(&deadline, c->timeout_ms);
 	for (size_t i = 0; i < n; i++) {
 		struct ferry__gcs_result res = {0};
 
 		if (!ws[i])
 			continue;
-		calls[i].status = wait_result(ws[i], &deadline, &res);
+		calls[i].status = wait_result(ws[i], &deadline, &res, NULL);
 		ferry__free(res.value);
 	}
 	ferry__free(ws);
@@ -414,16 +640,18 @@ static void *loop_main(void *arg)
 {
 	struct ferry_gcs_client *c = arg;
 
+	atomic_store(&c->loop_tid, pthread_self());
 	ferry__loop_thread_run(c->loop, "ferry-gcs-cli", COMP);
 	return NULL;
 }
 
-/* Wait until every shard connected once, one refused us, or the timeout. */
+/* Wait until every shard connected once, one refused us, or the timeout (CLOCK_MONOTONIC). */
 static int wait_connected(struct ferry_gcs_client *c)
 {
-	uint64_t deadline = now_ms_rt() + c->timeout_ms;
+	struct timespec deadline;
 	int ret = 0;
 
+	timespec_in(&deadline, c->timeout_ms);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		unsigned n = 0;
@@ -432,14 +660,10 @@ static int wait_connected(struct ferry_gcs_client *c)
 			n += c->shards[i].ever_connected;
 		if (n == c->nshards || c->connect_error)
 			break;
-		if (now_ms_rt() >= deadline) {
+		if (pthread_cond_timedwait(&c->cond, &c->lock, &deadline) == ETIMEDOUT) {
 			ret = -ETIMEDOUT;
 			break;
 		}
-		struct timespec ts;
-
-		timespec_in(&ts, 20);
-		pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 	}
 	if (ret == 0)
 		ret = c->connect_error;
@@ -447,7 +671,8 @@ static int wait_connected(struct ferry_gcs_client *c)
 	return ret;
 }
 
-static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client_opts *o)
+static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client_opts *o,
+		       struct ferry__loop *loop)
 {
 	int ret;
 
@@ -455,9 +680,11 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
 	c->reconnect_ms = o->reconnect_ms ? o->reconnect_ms : 100;
 	atomic_init(&c->next_seq, 1);
+	atomic_init(&c->refs, 1);
+	atomic_init(&c->closing, false);
 	ferry_id_random(c->id.bytes, sizeof(c->id.bytes));
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
+	cond_init_monotonic(&c->cond);
 	memcpy(c->token, o->token, o->token_len);
 	c->token_len = o->token_len;
 	for (unsigned i = 0; i < c->nshards; i++) {
@@ -473,11 +700,28 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 			return ret;
 		}
 	}
+	c->own_loop = loop == NULL;
+	if (loop) {
+		c->loop = loop;
+		atomic_store(&c->loop_tid, pthread_self());
+		return 0;
+	}
 	return ferry__loop_create(NULL, &c->loop);
 }
 
-int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
-			     struct ferry_gcs_client **out)
+/* A given loop: learn its thread on its first pass (it may be run by another thread than the
+ * one that attached us). Posts run in order, so every later callback of ours knows it. */
+static void note_loop_thread(void *arg, int status)
+{
+	struct ferry_gcs_client *c = arg;
+
+	if (status == 0)
+		atomic_store(&c->loop_tid, pthread_self());
+	client_unref(c);
+}
+
+static int client_new(const struct ferry_gcs_client_opts *opts, struct ferry__loop *loop,
+		      struct ferry_gcs_client **out)
 {
 	struct ferry_gcs_client *c;
 	int ret;
@@ -490,15 +734,47 @@ int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
 	c = ferry__calloc(1, sizeof(*c) + opts->naddresses * sizeof(struct shard));
 	if (!c)
 		return -ENOMEM;
-	ret = client_init(c, opts);
-	if (ret < 0)
-		goto err_free;
+	ret = client_init(c, opts, loop);
+	if (ret < 0) {
+		client_free(c);
+		return ret;
+	}
 	for (unsigned i = 0; i < c->nshards; i++)
 		start_connect(&c->shards[i]);
+	*out = c;
+	return 0;
+}
+
+int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gcs_client_opts *opts,
+				 struct ferry_gcs_client **out)
+{
+	struct ferry_gcs_client *c;
+	int ret;
+
+	if (!loop)
+		return -EINVAL;
+	ret = client_new(opts, loop, &c);
+	if (ret < 0)
+		return ret;
+	atomic_fetch_add(&c->refs, 1);
+	if (ferry__loop_post(loop, note_loop_thread, c) < 0)
+		atomic_fetch_sub(&c->refs, 1); /* then the attaching thread stays the one known */
+	*out = c;
+	return 0;
+}
+
+int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
+			     struct ferry_gcs_client **out)
+{
+	struct ferry_gcs_client *c;
+	int ret = client_new(opts, NULL, &c);
+
+	if (ret < 0)
+		return ret;
 	ret = pthread_create(&c->thread, NULL, loop_main, c);
 	if (ret) {
-		ret = -ret;
-		goto err_destroy_loop;
+		ferry_gcs_client_destroy(c);
+		return -ret;
 	}
 	c->thread_started = true;
 	ret = wait_connected(c);
@@ -508,41 +784,40 @@ int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
 	}
 	*out = c;
 	return 0;
+}
 
-err_destroy_loop:
-	c->closing = true;
-	ferry__loop_destroy(c->loop);
-err_free:
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
-	ferry__free(c);
-	return ret;
+/* The caller's loop keeps running: end what is ours on it now; the closes finish later. */
+static void destroy_on_loop(struct ferry_gcs_client *c)
+{
+	for (unsigned i = 0; i < c->nshards; i++) {
+		struct shard *s = &c->shards[i];
+
+		(void)ferry__loop_timer_stop(&s->reconnect);
+		fail_pending(s, -ECANCELED);
+		if (s->conn)
+			ferry__conn_close(s->conn); /* its on_close drops its reference */
+	}
 }
 
 void ferry_gcs_client_destroy(struct ferry_gcs_client *c)
 {
 	if (!c)
 		return;
+	atomic_store(&c->closing, true);
+	if (!c->own_loop) {
+		destroy_on_loop(c);
+		client_unref(c);
+		return;
+	}
 	ferry__loop_stop(c->loop);
 	if (c->thread_started)
 		pthread_join(c->thread, NULL);
-	/* No loop thread now: this thread owns the loop. Destroy ends every connection, timer and
-	 * unrun post; requests still pending are failed below. */
-	c->closing = true;
+	/* No loop thread now: this thread owns the loop. Destroy ends every connection, timer
+	 * (each request's deadline: -ECANCELED) and unrun post; what is left is failed below. */
 	ferry__loop_destroy(c->loop);
-	for (unsigned i = 0; i < c->nshards; i++) {
-		struct creq *r = c->shards[i].pending, *next;
-
-		for (; r; r = next) {
-			next = r->next;
-			creq_complete(r, -ECANCELED, NULL, 0, 0);
-		}
-	}
-	ferry__gcs_client_subs_free(c);
-	ferry__fb_builder_fini(&c->fb);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
-	ferry__free(c);
+	for (unsigned i = 0; i < c->nshards; i++)
+		fail_pending(&c->shards[i], -ECANCELED);
+	client_unref(c);
 }
 
 int ferry__gcs_client_local_addr(struct ferry_gcs_client *c, unsigned shard,

@@ -4,7 +4,9 @@
  * shared by the public wrappers in gcs/client_api.c, plus calls for code inside libferry and
  * tests that speak GCS records (struct ferry__gcs_op) directly.
  *
- * Thread model: as the public client: any thread but the client's loop thread.
+ * Thread model: as the public client. The blocking calls: any thread but the client's loop
+ * thread (there they return -EDEADLK); ferry__gcs_client_send(): any thread, its callback runs
+ * on the loop thread.
  */
 #ifndef FERRY_GCS_CLIENT_H
 #define FERRY_GCS_CLIENT_H
@@ -26,6 +28,42 @@ struct ferry__gcs_result {
 };
 
 struct ferry__gcs_csub;
+struct ferry__loop;
+
+/* A request's answer as the loop thread hands it to its callback: @value is borrowed for the
+ * callback only. */
+struct ferry__gcs_reply {
+	int status;	   /* the server's status, or a local error */
+	const void *value; /* the reply's value, or NULL */
+	size_t size;	   /* its bytes */
+	uint64_t epoch;	   /* subscribe: the server's pub/sub epoch */
+};
+typedef void (*ferry__gcs_reply_fn)(void *arg, const struct ferry__gcs_reply *reply);
+
+/*
+ * ferry__gcs_client_connect_on() - a client on @loop, a loop the caller runs (no thread of its
+ * own). Call on @loop's thread, or before the loop runs on the thread that sets it up; every
+ * callback then runs on the thread that runs @loop (noted on its first pass), and
+ * ferry_gcs_client_destroy() must be called there too. @loop must not be driven
+ * (ferry__loop_drive) by other threads while the client lives. Returns at once: the shards are
+ * connected in the background and requests made meanwhile wait for their shard (up to their
+ * deadline). 0 and *@out, -EINVAL (bad options, logged), -ENOMEM.
+ */
+int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gcs_client_opts *opts,
+				 struct ferry_gcs_client **out);
+
+/*
+ * ferry__gcs_client_send() - the one request path: send @payload (a built message of @type
+ * carrying @seq; ownership taken, ferry__malloc'd, freed on every path) to @shard, and call
+ * @fn(@arg, reply) on the loop thread exactly once: with the reply, -ETIMEDOUT at the client's
+ * deadline (timeout_ms from now, CLOCK_MONOTONIC), -ECANCELED at destroy, or a refused
+ * handshake's error. @sub (ownership taken, or NULL): the scope of a GcsSubscribe (remembered
+ * for resubscribing once the request reaches the loop) or, with sub->unsub, of a GcsUnsubscribe.
+ * Returns 0, or -ENOMEM / -ECANCELED (destroy began): @fn is then never called. Any thread.
+ */
+int ferry__gcs_client_send(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
+			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
+			   ferry__gcs_reply_fn fn, void *arg);
 
 /* The next request seq (unique per client). */
 uint64_t ferry__gcs_client_next_seq(struct ferry_gcs_client *c);
@@ -35,7 +73,9 @@ unsigned ferry__gcs_client_nshards(const struct ferry_gcs_client *c);
  * ferry__gcs_client_call() - send @payload (a built message of @type carrying @seq; ownership
  * taken, ferry__malloc'd, freed on every path) to @shard and wait for the reply. With
  * @sub (ownership taken; NULL for other requests) the request is a GcsSubscribe and @sub is
- * remembered for resubscribing once the request reaches the loop. Returns the status (also in @res), -ETIMEDOUT, -ENOMEM, -ECANCELED.
+ * remembered for resubscribing once the request reaches the loop. Built on
+ * ferry__gcs_client_send(). Returns the status (also in @res), -ETIMEDOUT, -ENOMEM, -ECANCELED,
+ * -EDEADLK (called on the loop thread).
  */
 int ferry__gcs_client_call(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
 			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
@@ -71,6 +111,13 @@ int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
  */
 int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *shards,
 				 const struct ferry__gcs_op *ops, size_t n, int *statuses);
+
+/*
+ * ferry__gcs_batch_reply_check() - decode the value of a GcsObjectLookupBatch reply for @count
+ * (1..16384) IDs as the client does, pack the result, free it all (the fuzz target's entry).
+ * 0, -EPROTO (malformed), -EINVAL, -ENOMEM.
+ */
+int ferry__gcs_batch_reply_check(const void *value, size_t size, uint32_t count);
 
 /*
  * ferry__gcs_client_local_addr() - this side's address of @shard's last established connection

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The GCS client's public calls: each builds its message on the caller's thread and waits
- * through ferry__gcs_client_call(); subscriptions and the delivery of published batches; the
- * event decoders.
+ * The GCS client's public calls: each async form builds its message on the caller's thread
+ * and sends it with ferry__gcs_client_send(); its reply is decoded into the user's result on the
+ * loop thread. Each blocking form is its async form plus a wait. Also subscriptions, the batch
+ * object lookup, the delivery of published batches and the event decoders.
  */
 #include <errno.h>
 #include <string.h>
@@ -27,21 +28,6 @@ static void *take_payload(struct ferry__fb_builder *b, int ret, size_t *len)
 	}
 	ferry__fb_builder_fini(b);
 	return p;
-}
-
-int ferry__gcs_client_call_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
-				 struct ferry__fb_builder *b, int built, uint64_t seq,
-				 struct ferry__gcs_csub *sub, struct ferry__gcs_result *res)
-{
-	size_t len = 0;
-	void *p = take_payload(b, built, &len);
-
-	if (!p) {
-		ferry__free(sub);
-		memset(res, 0, sizeof(*res));
-		return built < 0 ? built : -ENOMEM;
-	}
-	return ferry__gcs_client_call(c, shard, type, p, len, seq, sub, res);
 }
 
 /* The GcsRequest carrying mutation @op, as a call to @shard (payload malloc'd). 0 or -errno. */
@@ -90,6 +76,67 @@ int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
 	return ret;
 }
 
+/* ---- async calls ---- */
+
+static void acall_reply(void *arg, const struct ferry__gcs_reply *r)
+{
+	struct ferry__gcs_acall *a = arg;
+	void *result = NULL;
+	int status = r->status;
+
+	if (status >= 0 && a->decode)
+		status = a->decode(r, a, &result);
+	a->cb(a->arg, status, result);
+	ferry__free(a);
+}
+
+/* Send @payload (taken) for @tmpl's caller; the callback runs through acall_reply(). */
+static int acall_send(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
+		      size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
+		      const struct ferry__gcs_acall *tmpl)
+{
+	struct ferry__gcs_acall *a = ferry__malloc(sizeof(*a));
+
+	if (!a) {
+		ferry__free(payload);
+		ferry__free(sub);
+		return -ENOMEM;
+	}
+	*a = *tmpl;
+	int ret = ferry__gcs_client_send(c, shard, type, payload, len, seq, sub, acall_reply, a);
+
+	if (ret < 0)
+		ferry__free(a);
+	return ret;
+}
+
+int ferry__gcs_async_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
+			   struct ferry__fb_builder *b, int built, uint64_t seq,
+			   const struct ferry__gcs_acall *a)
+{
+	size_t len = 0;
+	void *p = take_payload(b, built, &len);
+
+	if (!p)
+		return built < 0 ? built : -ENOMEM;
+	return acall_send(c, shard, type, p, len, seq, NULL, a);
+}
+
+int ferry__gcs_apply_async(struct ferry_gcs_client *c, unsigned shard,
+			   const struct ferry__gcs_op *op, ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg};
+	struct ferry__gcs_call call = {0};
+	int ret;
+
+	if (!c || !cb || shard >= c->nshards)
+		return -EINVAL;
+	ret = build_apply(c, shard, op, &call);
+	if (ret < 0)
+		return ret;
+	return acall_send(c, shard, call.type, call.payload, call.len, call.seq, NULL, &a);
+}
+
 int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *shards,
 				 const struct ferry__gcs_op *ops, size_t n, int *statuses)
 {
@@ -121,8 +168,9 @@ int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *sha
 
 /* ---- KV ---- */
 
-int ferry_gcs_kv_put(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
-		     size_t key_size, const void *value, size_t value_size, bool overwrite)
+int ferry_gcs_kv_put_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			   const void *key, size_t key_size, const void *value, size_t value_size,
+			   bool overwrite, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_PUT};
 
@@ -130,27 +178,47 @@ int ferry_gcs_kv_put(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 	op.kv.key = (struct ferry__gcs_slice){key, key_size};
 	op.kv.value = (struct ferry__gcs_slice){value, value_size};
 	op.kv.overwrite = overwrite;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_kv_delete(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
-			size_t key_size)
+int ferry_gcs_kv_put(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
+		     size_t key_size, const void *value, size_t value_size, bool overwrite)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_kv_put_async(c, ns, ns_size, key, key_size, value,
+						      value_size, overwrite, ferry__gcs_sync_done,
+						      w));
+}
+
+int ferry_gcs_kv_delete_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			      const void *key, size_t key_size, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_DELETE};
 
 	op.kv.ns = (struct ferry__gcs_slice){ns, ns_size};
 	op.kv.key = (struct ferry__gcs_slice){key, key_size};
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
+}
+
+int ferry_gcs_kv_delete(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
+			size_t key_size)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_kv_delete_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
 }
 
 static int kv_read(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
-		   size_t key_size, uint8_t kind, struct ferry__gcs_result *res)
+		   size_t key_size, uint8_t kind, const struct ferry__gcs_acall *a)
 {
 	struct ferry__wire_gcs_kv_get m = {0};
 	struct ferry__fb_builder b = {0};
 
-	memset(res, 0, sizeof(*res));
-	if (!c || !key || !key_size)
+	if (!c || !key || !key_size || !a->cb)
 		return -EINVAL;
 	m.seq = ferry__gcs_client_next_seq(c);
 	m.ns = ns;
@@ -158,42 +226,78 @@ static int kv_read(struct ferry_gcs_client *c, const void *ns, size_t ns_size, c
 	m.key = key;
 	m.key_count = key_size;
 	m.op = kind;
-	return ferry__gcs_client_call_built(c, 0, FERRY__WIRE_MSG_GCS_KV_GET, &b,
-					    ferry__wire_gcs_kv_get_build(&b, &m), m.seq, NULL, res);
+	return ferry__gcs_async_built(c, 0, FERRY__WIRE_MSG_GCS_KV_GET, &b,
+				      ferry__wire_gcs_kv_get_build(&b, &m), m.seq, a);
+}
+
+/* The value as its own allocation (an empty one still a valid pointer); the status its size. */
+static int decode_value(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+			void **result)
+{
+	void *v = ferry__malloc(r->size ? r->size : 1);
+
+	(void)a;
+	if (!v)
+		return -ENOMEM;
+	if (r->size > INT32_MAX) {
+		ferry__free(v);
+		return -E2BIG;
+	}
+	memcpy(v, r->value, r->size);
+	*result = v;
+	return (int)r->size;
+}
+
+int ferry_gcs_kv_get_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			   const void *key, size_t key_size, ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg, .decode = decode_value};
+
+	return kv_read(c, ns, ns_size, key, key_size, 0, &a);
 }
 
 int ferry_gcs_kv_get(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
 		     size_t key_size, void **value, size_t *size)
 {
-	struct ferry__gcs_result res;
-	int ret = kv_read(c, ns, ns_size, key, key_size, 0, &res);
+	struct ferry__gcs_sync *w = value && size ? ferry__gcs_sync_new(c) : NULL;
+	void *result;
+	int ret;
 
-	if (ret < 0) {
-		ferry__free(res.value);
+	if (!value || !size)
+		return -EINVAL;
+	ret = FERRY__GCS_WAIT(
+		c, w, &result,
+		ferry_gcs_kv_get_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
+	if (ret < 0)
 		return ret;
-	}
-	if (!res.value) /* an empty value: still a valid pointer for the caller */
-		res.value = ferry__malloc(1);
-	if (!res.value)
-		return -ENOMEM;
-	*value = res.value;
-	*size = res.size;
+	*value = result;
+	*size = (size_t)ret;
 	return 0;
+}
+
+int ferry_gcs_kv_exists_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			      const void *key, size_t key_size, ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg};
+
+	return kv_read(c, ns, ns_size, key, key_size, 1, &a);
 }
 
 int ferry_gcs_kv_exists(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
 			size_t key_size)
 {
-	struct ferry__gcs_result res;
-	int ret = kv_read(c, ns, ns_size, key, key_size, 1, &res);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-	ferry__free(res.value);
-	return ret;
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_kv_exists_async(c, ns, ns_size, key, key_size, ferry__gcs_sync_done, w));
 }
 
 /* ---- nodes ---- */
 
-int ferry_gcs_node_register(struct ferry_gcs_client *c, const struct ferry_gcs_node_info *node)
+int ferry_gcs_node_register_async(struct ferry_gcs_client *c,
+				  const struct ferry_gcs_node_info *node, ferry_gcs_done_fn cb,
+				  void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_REGISTER};
 
@@ -209,11 +313,20 @@ int ferry_gcs_node_register(struct ferry_gcs_client *c, const struct ferry_gcs_n
 	op.node.state = FERRY_GCS_NODE_ALIVE;
 	op.node.start_ms = ferry__wall_ms();
 	op.node.last_heartbeat_ms = op.node.start_ms;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node_id *id,
-			     double avail_cpu, double avail_gpu, double avail_memory_bytes)
+int ferry_gcs_node_register(struct ferry_gcs_client *c, const struct ferry_gcs_node_info *node)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_register_async(c, node, ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_node_heartbeat_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+				   double avail_cpu, double avail_gpu, double avail_memory_bytes,
+				   ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
 
@@ -224,17 +337,38 @@ int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node
 	op.heartbeat.avail_cpu = avail_cpu;
 	op.heartbeat.avail_gpu = avail_gpu;
 	op.heartbeat.avail_memory_bytes = avail_memory_bytes;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_node_report_load(struct ferry_gcs_client *c, const struct ferry_gcs_node_load *load)
+int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+			     double avail_cpu, double avail_gpu, double avail_memory_bytes)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_heartbeat_async(c, id, avail_cpu, avail_gpu,
+							      avail_memory_bytes,
+							      ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_node_report_load_async(struct ferry_gcs_client *c,
+				     const struct ferry_gcs_node_load *load, ferry_gcs_done_fn cb,
+				     void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_LOAD};
 
 	if (!c || !load || ferry__gcs_load_check(load) < 0)
 		return -EINVAL;
 	op.load = *load;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
+}
+
+int ferry_gcs_node_report_load(struct ferry_gcs_client *c, const struct ferry_gcs_node_load *load)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_report_load_async(c, load, ferry__gcs_sync_done, w));
 }
 
 /* ---- objects ---- */
@@ -244,9 +378,10 @@ static unsigned object_shard(const struct ferry_gcs_client *c, const struct ferr
 	return ferry_gcs_object_shard(id, c->nshards);
 }
 
-int ferry_gcs_object_add(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-			 const struct ferry_worker_id *owner_worker,
-			 const struct ferry_node_id *owner_node, uint64_t size_bytes)
+int ferry_gcs_object_add_async(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+			       const struct ferry_worker_id *owner_worker,
+			       const struct ferry_node_id *owner_node, uint64_t size_bytes,
+			       ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_ADD};
 
@@ -256,12 +391,23 @@ int ferry_gcs_object_add(struct ferry_gcs_client *c, const struct ferry_object_i
 	op.obj.owner_worker = *owner_worker;
 	op.obj.owner_node = *owner_node;
 	op.obj.size_bytes = size_bytes;
-	return ferry__gcs_client_apply(c, object_shard(c, id), &op);
+	return ferry__gcs_apply_async(c, object_shard(c, id), &op, cb, arg);
+}
+
+int ferry_gcs_object_add(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+			 const struct ferry_worker_id *owner_worker,
+			 const struct ferry_node_id *owner_node, uint64_t size_bytes)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_object_add_async(c, id, owner_worker, owner_node,
+							  size_bytes, ferry__gcs_sync_done, w));
 }
 
 static int object_location(struct ferry_gcs_client *c, enum ferry__gcs_op_type type,
 			   const struct ferry_object_id *id, const struct ferry_node_id *node,
-			   uint64_t size_bytes)
+			   uint64_t size_bytes, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = type};
 
@@ -270,24 +416,46 @@ static int object_location(struct ferry_gcs_client *c, enum ferry__gcs_op_type t
 	op.obj_location.id = *id;
 	op.obj_location.node = *node;
 	op.obj_location.size_bytes = size_bytes;
-	return ferry__gcs_client_apply(c, object_shard(c, id), &op);
+	return ferry__gcs_apply_async(c, object_shard(c, id), &op, cb, arg);
+}
+
+int ferry_gcs_object_add_location_async(struct ferry_gcs_client *c,
+					const struct ferry_object_id *id,
+					const struct ferry_node_id *node, uint64_t size_bytes,
+					ferry_gcs_done_fn cb, void *arg)
+{
+	return object_location(c, FERRY__GCS_OP_OBJ_ADD_LOCATION, id, node, size_bytes, cb, arg);
+}
+
+int ferry_gcs_object_remove_location_async(struct ferry_gcs_client *c,
+					   const struct ferry_object_id *id,
+					   const struct ferry_node_id *node, ferry_gcs_done_fn cb,
+					   void *arg)
+{
+	return object_location(c, FERRY__GCS_OP_OBJ_REMOVE_LOCATION, id, node, 0, cb, arg);
 }
 
 int ferry_gcs_object_add_location(struct ferry_gcs_client *c, const struct ferry_object_id *id,
 				  const struct ferry_node_id *node, uint64_t size_bytes)
 {
-	return object_location(c, FERRY__GCS_OP_OBJ_ADD_LOCATION, id, node, size_bytes);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_object_add_location_async(c, id, node, size_bytes,
+								   ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_object_remove_location(struct ferry_gcs_client *c, const struct ferry_object_id *id,
 				     const struct ferry_node_id *node)
 {
-	return object_location(c, FERRY__GCS_OP_OBJ_REMOVE_LOCATION, id, node, 0);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_object_remove_location_async(c, id, node, ferry__gcs_sync_done, w));
 }
 
-/* An object record (RESTORE_OBJ) into @out, locations and places copied into one allocation
- * (callers free locations: see struct ferry_gcs_object_info). */
-static int decode_object(const void *data, size_t size, struct ferry_gcs_object_info *out)
+int ferry__gcs_decode_object(const void *data, size_t size, struct ferry_gcs_object_info *out)
 {
 	struct ferry__gcs_op op;
 	int ret = ferry__gcs_op_decode(data, size, &op);
@@ -327,143 +495,76 @@ static int decode_object(const void *data, size_t size, struct ferry_gcs_object_
 	return 0;
 }
 
-int ferry_gcs_object_lookup(struct ferry_gcs_client *c, const struct ferry_object_id *id,
-			    struct ferry_gcs_object_info *out)
+/* The entry as one allocation: the info, then its locations and places. */
+static int decode_object_one(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+			     void **result)
 {
+	struct ferry_gcs_object_info info, *out;
+	size_t each = sizeof(*info.locations) + sizeof(*info.places);
+	int ret = ferry__gcs_decode_object(r->value, r->size, &info);
+
+	(void)a;
+	if (ret < 0)
+		return ret;
+	out = ferry__malloc(sizeof(*out) + info.nlocations * each);
+	if (!out) {
+		ferry__free(info.locations);
+		return -ENOMEM;
+	}
+	*out = info;
+	if (info.nlocations) {
+		out->locations = (struct ferry_node_id *)(out + 1);
+		out->places = (struct ferry_gcs_object_place *)(out->locations + info.nlocations);
+		memcpy(out->locations, info.locations, info.nlocations * each);
+	}
+	ferry__free(info.locations);
+	*result = out;
+	return 0;
+}
+
+int ferry_gcs_object_lookup_async(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+				  ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg, .decode = decode_object_one};
 	struct ferry__wire_gcs_object_lookup m = {0};
 	struct ferry__fb_builder b = {0};
-	struct ferry__gcs_result res;
-	int ret;
 
-	if (!c || !id || !out)
+	if (!c || !id || !cb)
 		return -EINVAL;
 	m.seq = ferry__gcs_client_next_seq(c);
 	m.object_id = *id;
-	ret = ferry__gcs_client_call_built(
-		c, object_shard(c, id), FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP, &b,
-		ferry__wire_gcs_object_lookup_build(&b, &m), m.seq, NULL, &res);
-	if (ret >= 0)
-		ret = decode_object(res.value, res.size, out);
-	ferry__free(res.value);
-	return ret;
+	return ferry__gcs_async_built(c, object_shard(c, id), FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP, &b,
+				      ferry__wire_gcs_object_lookup_build(&b, &m), m.seq, &a);
 }
 
-/* ---- subscriptions ---- */
-
-static int subscribe_shard(struct ferry_gcs_client *c, unsigned shard, struct ferry__gcs_csub *sub)
+int ferry_gcs_object_lookup(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+			    struct ferry_gcs_object_info *out)
 {
-	struct ferry__wire_gcs_subscribe m = {0};
-	struct ferry__fb_builder b = {0};
-	struct ferry__gcs_result res;
+	struct ferry__gcs_sync *w = out ? ferry__gcs_sync_new(c) : NULL;
+	struct ferry_gcs_object_info *info;
+	size_t each;
 	int ret;
 
-	m.seq = ferry__gcs_client_next_seq(c);
-	m.channel = sub->channel;
-	m.key = sub->key_size ? sub->key : NULL;
-	m.key_count = sub->key_size;
-	ret = ferry__gcs_client_call_built(c, shard, FERRY__WIRE_MSG_GCS_SUBSCRIBE, &b,
-					   ferry__wire_gcs_subscribe_build(&b, &m), m.seq, sub,
-					   &res);
-	ferry__free(res.value);
-	return ret;
-}
-
-int ferry_gcs_subscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel channel, const void *key,
-			size_t key_size, ferry_gcs_event_fn fn, void *arg)
-{
-	bool objects = channel == FERRY_GCS_CH_OBJECT_LOCATIONS;
-	int ret = 0;
-
-	if (!c || !fn || (unsigned)channel >= FERRY_GCS_CH_COUNT || key_size > 20 ||
-	    (key_size && !key) || (objects && key_size && key_size != 20)) {
-		FLOG_ERROR(COMP, "bad subscription (channel %d, %zu-byte key)", channel, key_size);
+	if (!out)
 		return -EINVAL;
-	}
-	/* One subscription record per shard it lives on: each is resubscribed by its shard. */
-	for (unsigned i = 0; i < c->nshards && ret == 0; i++) {
-		struct ferry__gcs_csub *sub;
-
-		if (objects && key_size &&
-		    ferry_gcs_object_shard((const struct ferry_object_id *)key, c->nshards) != i)
-			continue;
-		if (!objects && i > 0)
-			break;
-		sub = ferry__calloc(1, sizeof(*sub));
-		if (!sub)
+	ret = FERRY__GCS_WAIT(c, w, (void **)&info,
+			      ferry_gcs_object_lookup_async(c, id, ferry__gcs_sync_done, w));
+	if (ret < 0)
+		return ret;
+	/* The blocking form's locations are their own allocation (see the header). */
+	*out = *info;
+	each = sizeof(*info->locations) + sizeof(*info->places);
+	if (info->nlocations) {
+		out->locations = ferry__malloc(info->nlocations * each);
+		if (!out->locations) {
+			ferry__free(info);
 			return -ENOMEM;
-		sub->channel = (uint8_t)channel;
-		sub->key_size = (uint8_t)key_size;
-		if (key_size)
-			memcpy(sub->key, key, key_size);
-		sub->shard_mask = 1ull << i;
-		sub->fn = fn;
-		sub->arg = arg;
-		ret = subscribe_shard(c, i, sub);
-	}
-	return ret < 0 ? ret : 0;
-}
-
-void ferry__gcs_client_sub_drop(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
-{
-	for (struct ferry__gcs_csub **p = &c->subs; *p; p = &(*p)->next) {
-		if (*p == sub) {
-			*p = sub->next;
-			ferry__free(sub);
-			return;
 		}
+		out->places = (struct ferry_gcs_object_place *)(out->locations + info->nlocations);
+		memcpy(out->locations, info->locations, info->nlocations * each);
 	}
-}
-
-void ferry__gcs_client_subs_free(struct ferry_gcs_client *c)
-{
-	struct ferry__gcs_csub *next;
-
-	for (struct ferry__gcs_csub *s = c->subs; s; s = next) {
-		next = s->next;
-		ferry__free(s);
-	}
-	c->subs = NULL;
-}
-
-static bool sub_matches(const struct ferry__gcs_csub *sub, unsigned shard,
-			const struct ferry_gcs_event *ev)
-{
-	if (sub->channel != ev->channel || !(sub->shard_mask & (1ull << shard)))
-		return false;
-	if (!sub->key_size || !ev->key_size)
-		return true;
-	return sub->key_size == ev->key_size && !memcmp(sub->key, ev->key, ev->key_size);
-}
-
-void ferry__gcs_client_deliver(struct shard *s, const void *payload)
-{
-	struct ferry__wire_gcs_publish_view v = ferry__wire_gcs_publish_root_verified(payload);
-	uint32_t n = ferry__wire_gcs_publish_items_count(v);
-	uint32_t nwm = ferry__wire_gcs_publish_watermarks_count(v);
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct ferry__wire_gcs_pub_item_view it = ferry__wire_gcs_publish_items_at(v, i);
-		struct ferry_gcs_event ev = {0};
-
-		ev.channel = ferry__wire_gcs_pub_item_channel(it);
-		ev.kind = ferry__wire_gcs_pub_item_kind(it);
-		ev.key = ferry__wire_gcs_pub_item_key_data(it);
-		ev.key_size = ferry__wire_gcs_pub_item_key_count(it);
-		ev.seq = ferry__wire_gcs_pub_item_seq(it);
-		ev.data = ferry__wire_gcs_pub_item_data_data(it);
-		ev.size = ferry__wire_gcs_pub_item_data_count(it);
-		ev.client = s->client;
-		for (struct ferry__gcs_csub *sub = s->client->subs; sub; sub = sub->next)
-			if (sub_matches(sub, s->index, &ev))
-				sub->fn(sub->arg, &ev);
-	}
-	s->epoch = ferry__wire_gcs_publish_epoch(v);
-	for (uint32_t ch = 0; ch < nwm && ch < FERRY_GCS_CH_COUNT; ch++) {
-		uint64_t wm = ferry__wire_gcs_publish_watermarks_at(v, ch);
-
-		if (wm)
-			s->watermarks[ch] = wm;
-	}
+	ferry__free(info);
+	return 0;
 }
 
 /* ---- event decoders ---- */
@@ -512,13 +613,14 @@ int ferry_gcs_event_object(const struct ferry_gcs_event *ev, struct ferry_gcs_ob
 {
 	if (!ev || !out || ev->channel != FERRY_GCS_CH_OBJECT_LOCATIONS || !ev->size)
 		return -EINVAL;
-	return decode_object(ev->data, ev->size, out);
+	return ferry__gcs_decode_object(ev->data, ev->size, out);
 }
 
 /* ---- errors and logs ---- */
 
-int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id *job,
-			   const char *type, const char *message)
+int ferry_gcs_error_report_async(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+				 const char *type, const char *message, ferry_gcs_done_fn cb,
+				 void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ERROR};
 
@@ -529,11 +631,21 @@ int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id
 	op.error.time_ms = ferry__wall_ms();
 	op.error.type = type;
 	op.error.message = message;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id *job,
-			  const void *data, size_t size)
+int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+			   const char *type, const char *message)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_error_report_async(c, job, type, message, ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_log_publish_async(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+				const void *data, size_t size, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_LOG};
 
@@ -544,7 +656,17 @@ int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id 
 	op.log.job = *job;
 	op.log.data.data = data;
 	op.log.data.size = size;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
+}
+
+int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id *job,
+			  const void *data, size_t size)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_log_publish_async(c, job, data, size, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_event_error(const struct ferry_gcs_event *ev, struct ferry_gcs_error_info *out)

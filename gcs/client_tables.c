@@ -20,7 +20,7 @@
 /* ---- KV ---- */
 
 static int kv_request(struct ferry_gcs_client *c, const void *ns, size_t ns_size, const void *key,
-		      size_t key_size, uint8_t op, struct ferry__gcs_result *res)
+		      size_t key_size, uint8_t op, const struct ferry__gcs_acall *a)
 {
 	struct ferry__wire_gcs_kv_get m = {0};
 	struct ferry__fb_builder b = {0};
@@ -31,8 +31,8 @@ static int kv_request(struct ferry_gcs_client *c, const void *ns, size_t ns_size
 	m.key = key ? key : (const void *)""; /* required, may be empty */
 	m.key_count = key ? key_size : 0;
 	m.op = op;
-	return ferry__gcs_client_call_built(c, 0, FERRY__WIRE_MSG_GCS_KV_GET, &b,
-					    ferry__wire_gcs_kv_get_build(&b, &m), m.seq, NULL, res);
+	return ferry__gcs_async_built(c, 0, FERRY__WIRE_MSG_GCS_KV_GET, &b,
+				      ferry__wire_gcs_kv_get_build(&b, &m), m.seq, a);
 }
 
 /* Unpack @n byte strings (each preceded by a found byte when @flags) into one allocation. */
@@ -67,52 +67,92 @@ static int unpack_bytes(const void *data, size_t size, size_t n, bool flags,
 	return found;
 }
 
-int ferry_gcs_kv_multi_get(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
-			   const struct ferry_gcs_bytes *keys, size_t n,
-			   struct ferry_gcs_bytes **values)
+static int decode_multi(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+			void **result)
 {
+	return unpack_bytes(r->value, r->size, a->n, true, (struct ferry_gcs_bytes **)result);
+}
+
+int ferry_gcs_kv_multi_get_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				 const struct ferry_gcs_bytes *keys, size_t n, ferry_gcs_done_fn cb,
+				 void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg, .decode = decode_multi, .n = n};
 	struct ferry__gcs_buf list = {0};
 	struct ferry__gcs_writer w = {&list, 0};
-	struct ferry__gcs_result res;
 	int ret;
 
-	if (!c || !keys || !values || n == 0 || n > MULTI_GET_MAX) {
+	if (!c || !keys || !cb || n == 0 || n > MULTI_GET_MAX) {
 		FLOG_ERROR(COMP, "multi-get takes 1..%d keys", MULTI_GET_MAX);
 		return -EINVAL;
 	}
 	ferry__gcs_put_u32(&w, (uint32_t)n);
 	for (size_t i = 0; i < n; i++)
 		ferry__gcs_put_bytes(&w, keys[i].data, keys[i].size);
-	ret = w.err ? w.err : kv_request(c, ns, ns_size, list.data, list.size, 3, &res);
+	ret = w.err ? w.err : kv_request(c, ns, ns_size, list.data, list.size, 3, &a);
 	ferry__gcs_buf_fini(&list);
-	if (w.err)
-		return w.err;
-	if (ret >= 0)
-		ret = unpack_bytes(res.value, res.size, n, true, values);
-	ferry__free(res.value);
 	return ret;
+}
+
+int ferry_gcs_kv_multi_get(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			   const struct ferry_gcs_bytes *keys, size_t n,
+			   struct ferry_gcs_bytes **values)
+{
+	struct ferry__gcs_sync *w = values ? ferry__gcs_sync_new(c) : NULL;
+	void *result;
+	int ret;
+
+	if (!values)
+		return -EINVAL;
+	ret = FERRY__GCS_WAIT(
+		c, w, &result,
+		ferry_gcs_kv_multi_get_async(c, ns, ns_size, keys, n, ferry__gcs_sync_done, w));
+	if (ret >= 0)
+		*values = result;
+	return ret;
+}
+
+static int decode_keys(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+		       void **result)
+{
+	(void)a;
+	if (r->size < 4)
+		return -EPROTO;
+	return unpack_bytes((const uint8_t *)r->value + 4, r->size - 4,
+			    ferry__gcs_load_u32(r->value), false,
+			    (struct ferry_gcs_bytes **)result);
+}
+
+int ferry_gcs_kv_keys_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			    const void *prefix, size_t prefix_size, ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg, .decode = decode_keys};
+
+	if (!c || !cb || (prefix_size && !prefix))
+		return -EINVAL;
+	return kv_request(c, ns, ns_size, prefix, prefix_size, 2, &a);
 }
 
 int ferry_gcs_kv_keys(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 		      const void *prefix, size_t prefix_size, struct ferry_gcs_bytes **keys)
 {
-	struct ferry__gcs_result res;
+	struct ferry__gcs_sync *w = keys ? ferry__gcs_sync_new(c) : NULL;
+	void *result;
 	int ret;
 
-	if (!c || !keys || (prefix_size && !prefix))
+	if (!keys)
 		return -EINVAL;
-	ret = kv_request(c, ns, ns_size, prefix, prefix_size, 2, &res);
-	if (ret >= 0 && res.size >= 4)
-		ret = unpack_bytes((const uint8_t *)res.value + 4, res.size - 4,
-				   ferry__gcs_load_u32(res.value), false, keys);
-	else if (ret >= 0)
-		ret = -EPROTO;
-	ferry__free(res.value);
+	ret = FERRY__GCS_WAIT(c, w, &result,
+			      ferry_gcs_kv_keys_async(c, ns, ns_size, prefix, prefix_size,
+						      ferry__gcs_sync_done, w));
+	if (ret >= 0)
+		*keys = result;
 	return ret;
 }
 
-int ferry_gcs_kv_delete_prefix(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
-			       const void *prefix, size_t prefix_size)
+int ferry_gcs_kv_delete_prefix_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				     const void *prefix, size_t prefix_size, ferry_gcs_done_fn cb,
+				     void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_DELETE_PREFIX};
 
@@ -120,7 +160,17 @@ int ferry_gcs_kv_delete_prefix(struct ferry_gcs_client *c, const void *ns, size_
 		return -EINVAL;
 	op.kv.ns = (struct ferry__gcs_slice){ns, ns_size};
 	op.kv.key = (struct ferry__gcs_slice){prefix, prefix_size};
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
+}
+
+int ferry_gcs_kv_delete_prefix(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+			       const void *prefix, size_t prefix_size)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_kv_delete_prefix_async(c, ns, ns_size, prefix, prefix_size,
+								ferry__gcs_sync_done, w));
 }
 
 /* ---- lists ---- */
@@ -306,7 +356,7 @@ static int unpack_list(const void *data, size_t size, enum ferry__gcs_op_type wa
 }
 
 static int table_read(struct ferry_gcs_client *c, enum ferry__gcs_table table, const void *id,
-		      bool list, struct ferry__gcs_result *res)
+		      bool list, const struct ferry__gcs_acall *a)
 {
 	struct ferry__wire_gcs_table_get m = {0};
 	struct ferry__fb_builder b = {0};
@@ -316,57 +366,50 @@ static int table_read(struct ferry_gcs_client *c, enum ferry__gcs_table table, c
 	if (id)
 		memcpy(m.id.bytes, id, sizeof(m.id.bytes));
 	m.list = list;
-	return ferry__gcs_client_call_built(c, 0, FERRY__WIRE_MSG_GCS_TABLE_GET, &b,
-					    ferry__wire_gcs_table_get_build(&b, &m), m.seq, NULL,
-					    res);
+	return ferry__gcs_async_built(c, 0, FERRY__WIRE_MSG_GCS_TABLE_GET, &b,
+				      ferry__wire_gcs_table_get_build(&b, &m), m.seq, a);
 }
 
-static int list_table(struct ferry_gcs_client *c, enum ferry__gcs_table table,
-		      enum ferry__gcs_op_type want, fill_fn fill, size_t elem_size, void **out)
+static int decode_list(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+		       void **result)
 {
-	struct ferry__gcs_result res;
-	int ret;
-
-	if (!c || !out)
-		return -EINVAL;
-	ret = table_read(c, table, NULL, true, &res);
-	if (ret >= 0)
-		ret = unpack_list(res.value, res.size, want, fill, elem_size, out);
-	ferry__free(res.value);
-	return ret;
+	return unpack_list(r->value, r->size, (enum ferry__gcs_op_type)a->want, (fill_fn)a->fill,
+			   a->elem_size, result);
 }
 
-/* One record of @table by ID, as a one-element list allocation. 0, -ENOENT, ... */
-static int get_one(struct ferry_gcs_client *c, enum ferry__gcs_table table, const void *id,
-		   enum ferry__gcs_op_type want, fill_fn fill, size_t elem_size, void **out)
+/* One record (not packed): as a one-element list allocation. 0 or -EPROTO, -ENOMEM. */
+static int decode_one(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+		      void **result)
 {
 	struct ferry__gcs_buf packed = {0};
 	struct ferry__gcs_writer w = {&packed, 0};
-	struct ferry__gcs_result res;
-	int ret = table_read(c, table, id, false, &res);
+	int ret;
 
-	if (ret >= 0) {
-		ferry__gcs_put_bytes(&w, res.value, res.size);
-		ret = w.err ? w.err
-			    : unpack_list(packed.data, packed.size, want, fill, elem_size, out);
-		if (ret == 1)
-			ret = 0;
-		else if (ret >= 0) {
-			ferry__free(*out);
-			ret = -EPROTO;
-		}
-	}
+	ferry__gcs_put_bytes(&w, r->value, r->size);
+	ret = w.err ? w.err
+		    : unpack_list(packed.data, packed.size, (enum ferry__gcs_op_type)a->want,
+				  (fill_fn)a->fill, a->elem_size, result);
 	ferry__gcs_buf_fini(&packed);
-	ferry__free(res.value);
+	if (ret == 1)
+		return 0;
+	if (ret >= 0) {
+		ferry__free(*result);
+		*result = NULL;
+		ret = -EPROTO;
+	}
 	return ret;
 }
 
-/* ---- nodes ---- */
-
-int ferry_gcs_node_list(struct ferry_gcs_client *c, struct ferry_gcs_node_info **nodes)
+static int list_async(struct ferry_gcs_client *c, enum ferry__gcs_table table,
+		      enum ferry__gcs_op_type want, fill_fn fill, size_t elem_size,
+		      ferry_gcs_done_fn cb, void *arg)
 {
-	return list_table(c, FERRY__GCS_T_NODES, FERRY__GCS_OP_RESTORE_NODE, fill_node,
-			  sizeof(**nodes), (void **)nodes);
+	struct ferry__gcs_acall a = {cb,       arg, decode_list, 0, want, (void (*)(void))fill,
+				     elem_size};
+
+	if (!c || !cb)
+		return -EINVAL;
+	return table_read(c, table, NULL, true, &a);
 }
 
 /* A load report with its resources and their names moved into the list's area. */
@@ -389,12 +432,6 @@ static void fill_load(const struct ferry__gcs_op *op, void *elem, char **pos, si
 		x = &tmp;
 	*x = *l;
 	x->resources = res;
-}
-
-int ferry_gcs_node_load_list(struct ferry_gcs_client *c, struct ferry_gcs_node_load **loads)
-{
-	return list_table(c, FERRY__GCS_T_LOADS, FERRY__GCS_OP_NODE_LOAD, fill_load,
-			  sizeof(**loads), (void **)loads);
 }
 
 int ferry_gcs_event_node_load(const struct ferry_gcs_event *ev, struct ferry_gcs_node_load *out)
@@ -433,8 +470,84 @@ int ferry_gcs_event_node_load(const struct ferry_gcs_event *ev, struct ferry_gcs
 	return 0;
 }
 
+/* One record of @table by ID, as a one-element list allocation: 0, -ENOENT, ... */
+static int get_one_async(struct ferry_gcs_client *c, enum ferry__gcs_table table, const void *id,
+			 enum ferry__gcs_op_type want, fill_fn fill, size_t elem_size,
+			 ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {cb, arg, decode_one, 0, want, (void (*)(void))fill, elem_size};
+
+	if (!c || !id || !cb)
+		return -EINVAL;
+	return table_read(c, table, id, false, &a);
+}
+
+/* A blocking list or get over its async form @ret (submitted with @w): the result into *@out. */
+static int wait_out(struct ferry_gcs_client *c, struct ferry__gcs_sync *w, int ret, void *out)
+{
+	void *result;
+
+	ret = ferry__gcs_sync_wait(c, w, ret, &result);
+	if (ret >= 0)
+		*(void **)out = result;
+	return ret;
+}
+
+#define LIST_CALLS(name, table, want, fill, type)                                                  \
+	int ferry_gcs_##name##_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,        \
+					  void *arg)                                               \
+	{                                                                                          \
+		return list_async(c, table, want, fill, sizeof(type), cb, arg);                    \
+	}                                                                                          \
+	int ferry_gcs_##name##_list(struct ferry_gcs_client *c, type **out)                        \
+	{                                                                                          \
+		struct ferry__gcs_sync *w = out ? ferry__gcs_sync_new(c) : NULL;                   \
+                                                                                                   \
+		if (!out)                                                                          \
+			return -EINVAL;                                                            \
+		return wait_out(c, w,                                                              \
+				w ? ferry_gcs_##name##_list_async(c, ferry__gcs_sync_done, w) : 0, \
+				out);                                                              \
+	}
+
+#define GET_CALLS(name, idtype, table, want, fill, type)                                         \
+	int ferry_gcs_##name##_get_async(struct ferry_gcs_client *c, const idtype *id,           \
+					 ferry_gcs_done_fn cb, void *arg)                        \
+	{                                                                                        \
+		return get_one_async(c, table, id ? id->bytes : NULL, want, fill, sizeof(type),  \
+				     cb, arg);                                                   \
+	}                                                                                        \
+	int ferry_gcs_##name##_get(struct ferry_gcs_client *c, const idtype *id, type **out)     \
+	{                                                                                        \
+		struct ferry__gcs_sync *w = out ? ferry__gcs_sync_new(c) : NULL;                 \
+                                                                                                 \
+		if (!out)                                                                        \
+			return -EINVAL;                                                          \
+		return wait_out(c, w,                                                            \
+				w ? ferry_gcs_##name##_get_async(c, id, ferry__gcs_sync_done, w) \
+				  : 0,                                                           \
+				out);                                                            \
+	}
+
+LIST_CALLS(node, FERRY__GCS_T_NODES, FERRY__GCS_OP_RESTORE_NODE, fill_node,
+	   struct ferry_gcs_node_info)
+LIST_CALLS(job, FERRY__GCS_T_JOBS, FERRY__GCS_OP_RESTORE_JOB, fill_job, struct ferry_gcs_job_info)
+LIST_CALLS(worker, FERRY__GCS_T_WORKERS, FERRY__GCS_OP_RESTORE_WORKER, fill_worker,
+	   struct ferry_gcs_worker_info)
+LIST_CALLS(actor, FERRY__GCS_T_ACTORS, FERRY__GCS_OP_RESTORE_ACTOR, fill_actor,
+	   struct ferry_gcs_actor_info)
+LIST_CALLS(pg, FERRY__GCS_T_PGS, FERRY__GCS_OP_RESTORE_PG, fill_pg, struct ferry_gcs_pg_info)
+LIST_CALLS(node_load, FERRY__GCS_T_LOADS, FERRY__GCS_OP_NODE_LOAD, fill_load,
+	   struct ferry_gcs_node_load)
+GET_CALLS(actor, struct ferry_actor_id, FERRY__GCS_T_ACTORS, FERRY__GCS_OP_RESTORE_ACTOR,
+	  fill_actor, struct ferry_gcs_actor_info)
+GET_CALLS(pg, struct ferry_placement_group_id, FERRY__GCS_T_PGS, FERRY__GCS_OP_RESTORE_PG, fill_pg,
+	  struct ferry_gcs_pg_info)
+
+/* ---- nodes ---- */
+
 static int node_state(struct ferry_gcs_client *c, const struct ferry_node_id *id,
-		      enum ferry_gcs_node_state state)
+		      enum ferry_gcs_node_state state, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_STATE};
 
@@ -443,22 +556,41 @@ static int node_state(struct ferry_gcs_client *c, const struct ferry_node_id *id
 	op.node_state.id = *id;
 	op.node_state.state = state;
 	op.node_state.time_ms = ferry__wall_ms();
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
+}
+
+int ferry_gcs_node_drain_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+			       ferry_gcs_done_fn cb, void *arg)
+{
+	return node_state(c, id, FERRY_GCS_NODE_DRAINING, cb, arg);
+}
+
+int ferry_gcs_node_unregister_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+				    ferry_gcs_done_fn cb, void *arg)
+{
+	return node_state(c, id, FERRY_GCS_NODE_DEAD, cb, arg);
 }
 
 int ferry_gcs_node_drain(struct ferry_gcs_client *c, const struct ferry_node_id *id)
 {
-	return node_state(c, id, FERRY_GCS_NODE_DRAINING);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_drain_async(c, id, ferry__gcs_sync_done, w));
 }
 
 int ferry_gcs_node_unregister(struct ferry_gcs_client *c, const struct ferry_node_id *id)
 {
-	return node_state(c, id, FERRY_GCS_NODE_DEAD);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_node_unregister_async(c, id, ferry__gcs_sync_done, w));
 }
 
 /* ---- jobs and workers ---- */
 
-int ferry_gcs_job_add(struct ferry_gcs_client *c, const struct ferry_gcs_job_info *job)
+int ferry_gcs_job_add_async(struct ferry_gcs_client *c, const struct ferry_gcs_job_info *job,
+			    ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_JOB_ADD};
 
@@ -470,10 +602,19 @@ int ferry_gcs_job_add(struct ferry_gcs_client *c, const struct ferry_gcs_job_inf
 	op.job.driver_pid = job->driver_pid;
 	op.job.entrypoint = job->entrypoint;
 	op.job.start_ms = job->start_ms ? job->start_ms : ferry__wall_ms();
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_job_finish(struct ferry_gcs_client *c, const struct ferry_job_id *id)
+int ferry_gcs_job_add(struct ferry_gcs_client *c, const struct ferry_gcs_job_info *job)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_job_add_async(c, job, ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_job_finish_async(struct ferry_gcs_client *c, const struct ferry_job_id *id,
+			       ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_JOB_FINISH};
 
@@ -481,16 +622,20 @@ int ferry_gcs_job_finish(struct ferry_gcs_client *c, const struct ferry_job_id *
 		return -EINVAL;
 	op.job_finish.id = *id;
 	op.job_finish.time_ms = ferry__wall_ms();
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_job_list(struct ferry_gcs_client *c, struct ferry_gcs_job_info **jobs)
+int ferry_gcs_job_finish(struct ferry_gcs_client *c, const struct ferry_job_id *id)
 {
-	return list_table(c, FERRY__GCS_T_JOBS, FERRY__GCS_OP_RESTORE_JOB, fill_job, sizeof(**jobs),
-			  (void **)jobs);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_job_finish_async(c, id, ferry__gcs_sync_done, w));
 }
 
-int ferry_gcs_worker_add(struct ferry_gcs_client *c, const struct ferry_gcs_worker_info *worker)
+int ferry_gcs_worker_add_async(struct ferry_gcs_client *c,
+			       const struct ferry_gcs_worker_info *worker, ferry_gcs_done_fn cb,
+			       void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_WORKER_ADD};
 
@@ -503,11 +648,20 @@ int ferry_gcs_worker_add(struct ferry_gcs_client *c, const struct ferry_gcs_work
 	op.worker.address = worker->address;
 	op.worker.state = FERRY_GCS_WORKER_ALIVE;
 	op.worker.start_ms = worker->start_ms ? worker->start_ms : ferry__wall_ms();
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_worker_dead(struct ferry_gcs_client *c, const struct ferry_worker_id *id,
-			  enum ferry_gcs_exit exit_type, const char *message)
+int ferry_gcs_worker_add(struct ferry_gcs_client *c, const struct ferry_gcs_worker_info *worker)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_worker_add_async(c, worker, ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_worker_dead_async(struct ferry_gcs_client *c, const struct ferry_worker_id *id,
+				enum ferry_gcs_exit exit_type, const char *message,
+				ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_WORKER_DEAD};
 
@@ -517,18 +671,24 @@ int ferry_gcs_worker_dead(struct ferry_gcs_client *c, const struct ferry_worker_
 	op.worker_exit.time_ms = ferry__wall_ms();
 	op.worker_exit.exit_type = exit_type;
 	op.worker_exit.message = message;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_worker_list(struct ferry_gcs_client *c, struct ferry_gcs_worker_info **workers)
+int ferry_gcs_worker_dead(struct ferry_gcs_client *c, const struct ferry_worker_id *id,
+			  enum ferry_gcs_exit exit_type, const char *message)
 {
-	return list_table(c, FERRY__GCS_T_WORKERS, FERRY__GCS_OP_RESTORE_WORKER, fill_worker,
-			  sizeof(**workers), (void **)workers);
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_worker_dead_async(c, id, exit_type, message, ferry__gcs_sync_done, w));
 }
 
 /* ---- actors ---- */
 
-int ferry_gcs_actor_register(struct ferry_gcs_client *c, const struct ferry_gcs_actor_info *actor)
+int ferry_gcs_actor_register_async(struct ferry_gcs_client *c,
+				   const struct ferry_gcs_actor_info *actor, ferry_gcs_done_fn cb,
+				   void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ACTOR_REGISTER};
 
@@ -541,13 +701,21 @@ int ferry_gcs_actor_register(struct ferry_gcs_client *c, const struct ferry_gcs_
 	op.actor.class_name = actor->class_name;
 	op.actor.state = FERRY_GCS_ACTOR_PENDING;
 	op.actor.max_restarts = actor->max_restarts;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_actor_update(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
-			   enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
-			   const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
-			   const char *message)
+int ferry_gcs_actor_register(struct ferry_gcs_client *c, const struct ferry_gcs_actor_info *actor)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_actor_register_async(c, actor, ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_actor_update_async(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+				 enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
+				 const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
+				 const char *message, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_ACTOR_UPDATE};
 
@@ -561,27 +729,25 @@ int ferry_gcs_actor_update(struct ferry_gcs_client *c, const struct ferry_actor_
 		op.actor_update.worker = *worker;
 	op.actor_update.death_cause = cause;
 	op.actor_update.death_message = message;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_actor_get(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
-			struct ferry_gcs_actor_info **out)
+int ferry_gcs_actor_update(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+			   enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
+			   const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
+			   const char *message)
 {
-	if (!c || !id || !out)
-		return -EINVAL;
-	return get_one(c, FERRY__GCS_T_ACTORS, id->bytes, FERRY__GCS_OP_RESTORE_ACTOR, fill_actor,
-		       sizeof(**out), (void **)out);
-}
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-int ferry_gcs_actor_list(struct ferry_gcs_client *c, struct ferry_gcs_actor_info **actors)
-{
-	return list_table(c, FERRY__GCS_T_ACTORS, FERRY__GCS_OP_RESTORE_ACTOR, fill_actor,
-			  sizeof(**actors), (void **)actors);
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_actor_update_async(c, id, state, node, worker, cause,
+							    message, ferry__gcs_sync_done, w));
 }
 
 /* ---- placement groups ---- */
 
-int ferry_gcs_pg_create(struct ferry_gcs_client *c, const struct ferry_gcs_pg_info *pg)
+int ferry_gcs_pg_create_async(struct ferry_gcs_client *c, const struct ferry_gcs_pg_info *pg,
+			      ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_PG_CREATE};
 	struct ferry__gcs_bundle *bundles;
@@ -607,14 +773,22 @@ int ferry_gcs_pg_create(struct ferry_gcs_client *c, const struct ferry_gcs_pg_in
 	op.pg.state = FERRY_GCS_PG_PENDING;
 	op.pg.nbundles = pg->nbundles;
 	op.pg.bundles = bundles;
-	ret = ferry__gcs_client_apply(c, 0, &op);
+	ret = ferry__gcs_apply_async(c, 0, &op, cb, arg); /* encoded here: bundles may go */
 	ferry__free(bundles);
 	return ret;
 }
 
-int ferry_gcs_pg_update(struct ferry_gcs_client *c, const struct ferry_placement_group_id *id,
-			enum ferry_gcs_pg_state state, const struct ferry_node_id *nodes,
-			uint32_t nnodes)
+int ferry_gcs_pg_create(struct ferry_gcs_client *c, const struct ferry_gcs_pg_info *pg)
+{
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
+
+	return FERRY__GCS_WAIT(c, w, NULL,
+			       ferry_gcs_pg_create_async(c, pg, ferry__gcs_sync_done, w));
+}
+
+int ferry_gcs_pg_update_async(struct ferry_gcs_client *c, const struct ferry_placement_group_id *id,
+			      enum ferry_gcs_pg_state state, const struct ferry_node_id *nodes,
+			      uint32_t nnodes, ferry_gcs_done_fn cb, void *arg)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_PG_UPDATE};
 
@@ -624,20 +798,16 @@ int ferry_gcs_pg_update(struct ferry_gcs_client *c, const struct ferry_placement
 	op.pg_update.state = state;
 	op.pg_update.nnodes = nnodes;
 	op.pg_update.nodes = nodes;
-	return ferry__gcs_client_apply(c, 0, &op);
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
-int ferry_gcs_pg_get(struct ferry_gcs_client *c, const struct ferry_placement_group_id *id,
-		     struct ferry_gcs_pg_info **out)
+int ferry_gcs_pg_update(struct ferry_gcs_client *c, const struct ferry_placement_group_id *id,
+			enum ferry_gcs_pg_state state, const struct ferry_node_id *nodes,
+			uint32_t nnodes)
 {
-	if (!c || !id || !out)
-		return -EINVAL;
-	return get_one(c, FERRY__GCS_T_PGS, id->bytes, FERRY__GCS_OP_RESTORE_PG, fill_pg,
-		       sizeof(**out), (void **)out);
-}
+	struct ferry__gcs_sync *w = ferry__gcs_sync_new(c);
 
-int ferry_gcs_pg_list(struct ferry_gcs_client *c, struct ferry_gcs_pg_info **pgs)
-{
-	return list_table(c, FERRY__GCS_T_PGS, FERRY__GCS_OP_RESTORE_PG, fill_pg, sizeof(**pgs),
-			  (void **)pgs);
+	return FERRY__GCS_WAIT(
+		c, w, NULL,
+		ferry_gcs_pg_update_async(c, id, state, nodes, nnodes, ferry__gcs_sync_done, w));
 }

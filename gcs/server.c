@@ -334,8 +334,10 @@ int ferry__gcs_request_check(uint16_t type, const void *payload, size_t len)
 		return ferry__gcs_srv_key_list_check((struct ferry__gcs_slice){
 			ferry__wire_gcs_kv_get_key_data(kv), ferry__wire_gcs_kv_get_key_count(kv)});
 	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP:
+	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH:
 	case FERRY__WIRE_MSG_GCS_TABLE_GET:
 	case FERRY__WIRE_MSG_GCS_SUBSCRIBE:
+	case FERRY__WIRE_MSG_GCS_UNSUBSCRIBE:
 		return 0;
 	default:
 		FLOG_WARN(COMP, "message %s is not a GCS request", ferry__wire_message_name(type));
@@ -363,8 +365,14 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 	case FERRY__WIRE_MSG_GCS_TABLE_GET:
 		handle_table_get(c, payload);
 		break;
+	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH:
+		ferry__gcs_srv_lookup_batch(c, payload);
+		break;
 	case FERRY__WIRE_MSG_GCS_SUBSCRIBE:
 		ret = ferry__gcs_srv_subscribe(c, payload);
+		break;
+	case FERRY__WIRE_MSG_GCS_UNSUBSCRIBE:
+		ret = ferry__gcs_srv_unsubscribe(c, payload);
 		break;
 	default:
 		ret = -EPROTO;

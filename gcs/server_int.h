@@ -85,6 +85,8 @@ int ferry__gcs_srv_kv_multi_get(struct ferry__gcs_sconn *c, uint64_t seq,
 void ferry__gcs_srv_table_list(struct ferry__gcs_sconn *c, uint64_t seq, int table);
 /* A multi-get's key list is well-formed: 0 or -EPROTO (for the fuzz target). */
 int ferry__gcs_srv_key_list_check(struct ferry__gcs_slice list);
+/* A GcsObjectLookupBatch (reply sent). */
+void ferry__gcs_srv_lookup_batch(struct ferry__gcs_sconn *c, const void *payload);
 /* One record of @table (a RESTORE_* record) appended to @out. 0, -ENOMEM. */
 int ferry__gcs_srv_table_record(int table, const void *rec, struct ferry__gcs_buf *out);
 
@@ -118,5 +120,7 @@ int ferry__gcs_srv_publish_log(struct ferry__gcs_server *srv, const struct ferry
 void ferry__gcs_srv_drain_deferred(struct ferry__gcs_server *srv);
 /* A GcsSubscribe request; -EPROTO closes the connection. */
 int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload);
+/* A GcsUnsubscribe request; -EPROTO closes the connection. */
+int ferry__gcs_srv_unsubscribe(struct ferry__gcs_sconn *c, const void *payload);
 
 #endif

@@ -328,6 +328,26 @@ int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload)
 	return 0;
 }
 
+int ferry__gcs_srv_unsubscribe(struct ferry__gcs_sconn *c, const void *payload)
+{
+	struct ferry__wire_gcs_unsubscribe_view v =
+		ferry__wire_gcs_unsubscribe_root_verified(payload);
+	unsigned channel = ferry__wire_gcs_unsubscribe_channel(v);
+	size_t key_size = ferry__wire_gcs_unsubscribe_key_count(v);
+	int ret = -ENOENT;
+
+	if (channel >= FERRY_GCS_CH_COUNT || key_size > FERRY__PS_KEY_MAX) {
+		FLOG_WARN(COMP, "unsubscribe from channel %u with a %zu-byte key refused", channel,
+			  key_size);
+		return -EPROTO;
+	}
+	if (c->sub)
+		ret = ferry__ps_unsubscribe(c->sub, channel,
+					    ferry__wire_gcs_unsubscribe_key_data(v), key_size);
+	ferry__gcs_srv_reply(c, ferry__wire_gcs_unsubscribe_seq(v), ret, NULL, 0, 0);
+	return 0;
+}
+
 int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv)
 {
 	struct ferry__ps_opts po = {0};

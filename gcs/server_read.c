@@ -158,3 +158,41 @@ void ferry__gcs_srv_table_list(struct ferry__gcs_sconn *c, uint64_t seq, int tab
 		ret = -E2BIG;
 	ferry__gcs_srv_reply(c, seq, ret, srv->out.data, ret < 0 ? 0 : srv->out.size, 0);
 }
+
+/* The IDs of one batch are at most what a reply can describe in a few MiB; more is a client's
+ * bug, answered -E2BIG rather than a multi-MiB reply. */
+#define LOOKUP_BATCH_MAX 16384
+
+void ferry__gcs_srv_lookup_batch(struct ferry__gcs_sconn *c, const void *payload)
+{
+	struct ferry__wire_gcs_object_lookup_batch_view v =
+		ferry__wire_gcs_object_lookup_batch_root_verified(payload);
+	struct ferry__gcs_server *srv = c->srv;
+	struct ferry__objdir *dir = ferry__gcs_state_objdir(srv->state);
+	uint32_t n = ferry__wire_gcs_object_lookup_batch_object_ids_count(v);
+	struct ferry__gcs_writer w = {&srv->out, 0};
+	struct ferry__gcs_buf rec = {0};
+	int ret = 0, found = 0;
+
+	srv->out.size = 0;
+	if (n > LOOKUP_BATCH_MAX)
+		ret = -E2BIG;
+	for (uint32_t i = 0; ret == 0 && i < n; i++) {
+		struct ferry_object_id id = ferry__wire_gcs_object_lookup_batch_object_ids_at(v, i);
+		const void *e = ferry__objdir_get(dir, &id);
+
+		rec.size = 0;
+		if (e)
+			ret = ferry__gcs_record_encode(FERRY_GCS_CH_OBJECT_LOCATIONS, e,
+						       &srv->scratch, &rec);
+		ferry__gcs_put_bytes(&w, rec.data, rec.size);
+		ret = ret ? ret : w.err;
+		found += e != NULL;
+	}
+	ferry__gcs_buf_fini(&rec);
+	ret = ret < 0 ? ret : found;
+	if (ret >= 0 && fits(srv, srv->out.size) < 0)
+		ret = -E2BIG;
+	ferry__gcs_srv_reply(c, ferry__wire_gcs_object_lookup_batch_seq(v), ret, srv->out.data,
+			     ret < 0 ? 0 : srv->out.size, 0);
+}

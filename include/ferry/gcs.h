@@ -5,9 +5,11 @@
  * the GCS client.
  *
  * Thread model: the vocabulary is constants and pure functions. A client runs its own loop
- * thread (one io_uring loop, one connection per GCS shard); its functions may be called from any
- * thread except that loop thread (so not from inside an event callback: they block on it), and
- * subscription callbacks run on the loop thread, one at a time, in delivery order.
+ * thread (one io_uring loop, one connection per GCS shard). Its blocking functions may be called
+ * from any thread except that loop thread (there, and so inside any callback of the client, they
+ * return -EDEADLK at once instead of waiting for themselves); its _async functions from any
+ * thread, the loop thread included. Completion callbacks (ferry_gcs_done_fn) and subscription
+ * callbacks run on the loop thread, one at a time.
  */
 #ifndef FERRY_GCS_H
 #define FERRY_GCS_H
@@ -154,11 +156,35 @@ struct ferry_gcs_client_opts {
  */
 FERRY_API int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
 				       struct ferry_gcs_client **out);
-/* ferry_gcs_client_destroy() - close every connection and stop the loop thread. Calls still
- * blocked in other threads must have returned. NULL is a no-op. */
+/* ferry_gcs_client_destroy() - close every connection and stop the loop thread. Every async
+ * call still waiting completes with -ECANCELED, from inside this call on the calling thread.
+ * Calls still blocked in other threads must have returned. NULL is a no-op. */
 FERRY_API void ferry_gcs_client_destroy(struct ferry_gcs_client *c);
 /* ferry_gcs_free() - free memory the client returned (KV values, object locations). */
 FERRY_API void ferry_gcs_free(void *p);
+
+/*
+ * Asynchronous calls. Every blocking call below has an _async form taking the same inputs (not
+ * the output pointers) plus @cb and @arg, and returning 0 or a negative errno at once:
+ * - On 0, @cb(@arg, status, result) is called exactly once, on the client's loop thread: with
+ *   the answer, -ETIMEDOUT at the deadline (timeout_ms after the call, CLOCK_MONOTONIC),
+ *   -ECANCELED from ferry_gcs_client_destroy() (then on the destroying thread), or the error
+ *   of a shard that refused the client's token. Never from inside the _async call itself, but
+ *   for one case: a call fanned out to several shards (subscribe and unsubscribe of a whole
+ *   object-location channel, batch lookups) that ran out of memory or met destroy half-way.
+ * - On an error return (-EINVAL, -ENOMEM, -ECANCELED once destroy began) @cb is never called.
+ * - status is what the blocking form returns; result is NULL on errors and for calls without
+ *   output. Where there is one, result is a single allocation the callback takes over and
+ *   frees with ferry_gcs_free(): kv_get: the value (status: its size in bytes); kv_multi_get,
+ *   kv_keys: the struct ferry_gcs_bytes array; *_list: the array (status: its length);
+ *   actor_get, pg_get: the record; object_lookup: a struct ferry_gcs_object_info whose
+ *   locations and places lie in the same allocation; object_lookup_batch: the batch.
+ * - Inputs are borrowed for the _async call only (copied into the request).
+ * - The callback may make further _async calls; it must not block (a blocking call there
+ *   returns -EDEADLK) and must not destroy the client.
+ * The blocking forms are these calls plus a wait.
+ */
+typedef void (*ferry_gcs_done_fn)(void *arg, int status, void *result);
 
 /*
  * Blocking calls. Each returns once the GCS answered (writes: once durable), or -ETIMEDOUT
@@ -181,6 +207,19 @@ FERRY_API int ferry_gcs_kv_delete(struct ferry_gcs_client *c, const void *ns, si
 				  const void *key, size_t key_size);
 FERRY_API int ferry_gcs_kv_exists(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
 				  const void *key, size_t key_size);
+FERRY_API int ferry_gcs_kv_put_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				     const void *key, size_t key_size, const void *value,
+				     size_t value_size, bool overwrite, ferry_gcs_done_fn cb,
+				     void *arg);
+FERRY_API int ferry_gcs_kv_get_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				     const void *key, size_t key_size, ferry_gcs_done_fn cb,
+				     void *arg);
+FERRY_API int ferry_gcs_kv_delete_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+					const void *key, size_t key_size, ferry_gcs_done_fn cb,
+					void *arg);
+FERRY_API int ferry_gcs_kv_exists_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+					const void *key, size_t key_size, ferry_gcs_done_fn cb,
+					void *arg);
 
 /* A byte string (a KV key or value). */
 struct ferry_gcs_bytes {
@@ -459,6 +498,113 @@ FERRY_API int ferry_gcs_object_remove_location(struct ferry_gcs_client *c,
 FERRY_API int ferry_gcs_object_lookup(struct ferry_gcs_client *c, const struct ferry_object_id *id,
 				      struct ferry_gcs_object_info *out);
 
+/*
+ * ferry_gcs_object_lookup_batch() - what ferry_gcs_object_lookup() tells, for @n (1..16384)
+ * objects at once: one request per shard holding some of them, all in flight together under one
+ * deadline. Returns how many were found and *@out, one allocation (ferry_gcs_free(*@out) frees
+ * everything in it); or an error when no shard answered. A shard that failed marks its entries
+ * with its error and the others still count.
+ */
+struct ferry_gcs_object_batch {
+	size_t n;			     /* entries: one per ID asked, in the caller's order */
+	int *status;			     /* per entry: 0 found, -ENOENT unknown, or the error
+					      * of its shard (-ETIMEDOUT, ...) */
+	struct ferry_gcs_object_info *infos; /* per entry, valid where status is 0; locations
+					      * and places point into this allocation */
+};
+FERRY_API int ferry_gcs_object_lookup_batch(struct ferry_gcs_client *c,
+					    const struct ferry_object_id *ids, size_t n,
+					    struct ferry_gcs_object_batch **out);
+
+/* The async forms of the calls above (see "Asynchronous calls" for cb, status and result). */
+FERRY_API int ferry_gcs_kv_multi_get_async(struct ferry_gcs_client *c, const void *ns,
+					   size_t ns_size, const struct ferry_gcs_bytes *keys,
+					   size_t n, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_kv_keys_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
+				      const void *prefix, size_t prefix_size, ferry_gcs_done_fn cb,
+				      void *arg);
+FERRY_API int ferry_gcs_kv_delete_prefix_async(struct ferry_gcs_client *c, const void *ns,
+					       size_t ns_size, const void *prefix,
+					       size_t prefix_size, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_node_register_async(struct ferry_gcs_client *c,
+					    const struct ferry_gcs_node_info *node,
+					    ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_node_heartbeat_async(struct ferry_gcs_client *c,
+					     const struct ferry_node_id *id, double avail_cpu,
+					     double avail_gpu, double avail_memory_bytes,
+					     ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_node_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
+					void *arg);
+FERRY_API int ferry_gcs_node_report_load_async(struct ferry_gcs_client *c,
+					       const struct ferry_gcs_node_load *load,
+					       ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_node_load_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
+					     void *arg);
+FERRY_API int ferry_gcs_node_drain_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+					 ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_node_unregister_async(struct ferry_gcs_client *c,
+					      const struct ferry_node_id *id, ferry_gcs_done_fn cb,
+					      void *arg);
+FERRY_API int ferry_gcs_job_add_async(struct ferry_gcs_client *c,
+				      const struct ferry_gcs_job_info *job, ferry_gcs_done_fn cb,
+				      void *arg);
+FERRY_API int ferry_gcs_job_finish_async(struct ferry_gcs_client *c, const struct ferry_job_id *id,
+					 ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_job_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_worker_add_async(struct ferry_gcs_client *c,
+					 const struct ferry_gcs_worker_info *worker,
+					 ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_worker_dead_async(struct ferry_gcs_client *c,
+					  const struct ferry_worker_id *id,
+					  enum ferry_gcs_exit exit_type, const char *message,
+					  ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_worker_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
+					  void *arg);
+FERRY_API int ferry_gcs_actor_register_async(struct ferry_gcs_client *c,
+					     const struct ferry_gcs_actor_info *actor,
+					     ferry_gcs_done_fn cb, void *arg);
+FERRY_API int
+ferry_gcs_actor_update_async(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+			     enum ferry_gcs_actor_state state, const struct ferry_node_id *node,
+			     const struct ferry_worker_id *worker, enum ferry_gcs_exit cause,
+			     const char *message, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_actor_get_async(struct ferry_gcs_client *c, const struct ferry_actor_id *id,
+					ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_actor_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
+					 void *arg);
+FERRY_API int ferry_gcs_pg_create_async(struct ferry_gcs_client *c,
+					const struct ferry_gcs_pg_info *pg, ferry_gcs_done_fn cb,
+					void *arg);
+FERRY_API int ferry_gcs_pg_update_async(struct ferry_gcs_client *c,
+					const struct ferry_placement_group_id *id,
+					enum ferry_gcs_pg_state state,
+					const struct ferry_node_id *nodes, uint32_t nnodes,
+					ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_pg_get_async(struct ferry_gcs_client *c,
+				     const struct ferry_placement_group_id *id,
+				     ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_pg_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_object_add_async(struct ferry_gcs_client *c,
+					 const struct ferry_object_id *id,
+					 const struct ferry_worker_id *owner_worker,
+					 const struct ferry_node_id *owner_node,
+					 uint64_t size_bytes, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_object_add_location_async(struct ferry_gcs_client *c,
+						  const struct ferry_object_id *id,
+						  const struct ferry_node_id *node,
+						  uint64_t size_bytes, ferry_gcs_done_fn cb,
+						  void *arg);
+FERRY_API int ferry_gcs_object_remove_location_async(struct ferry_gcs_client *c,
+						     const struct ferry_object_id *id,
+						     const struct ferry_node_id *node,
+						     ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_object_lookup_async(struct ferry_gcs_client *c,
+					    const struct ferry_object_id *id, ferry_gcs_done_fn cb,
+					    void *arg);
+FERRY_API int ferry_gcs_object_lookup_batch_async(struct ferry_gcs_client *c,
+						  const struct ferry_object_id *ids, size_t n,
+						  ferry_gcs_done_fn cb, void *arg);
+
 /* ---- subscriptions ---- */
 
 enum ferry_gcs_event_kind {
@@ -486,11 +632,29 @@ typedef void (*ferry_gcs_event_fn)(void *arg, const struct ferry_gcs_event *ev);
  * its ID) to @fn(@arg, event) on the client's thread, starting with RESYNC + a snapshot of the
  * current state. Object-location subscriptions go to the object's shard (whole channel: every
  * shard); others to shard 0. Blocks until the server accepted it. 0, -EINVAL, -ENOSPC (the
- * server's subscription limit), -ENOMEM, -ETIMEDOUT. Subscriptions last as long as the client.
+ * server's subscription limit), -ENOMEM, -ETIMEDOUT. A subscription lasts until it is
+ * unsubscribed or the client is destroyed (a refused or timed-out one is forgotten).
  */
 FERRY_API int ferry_gcs_subscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel channel,
 				  const void *key, size_t key_size, ferry_gcs_event_fn fn,
 				  void *arg);
+
+/*
+ * ferry_gcs_unsubscribe() - end every subscription of this client to exactly the scope
+ * (@channel, @key) (@key NULL: the whole-channel ones, not the keyed ones). From the moment the
+ * request reaches the loop thread no event is delivered to them and no reconnect renews them;
+ * the server then stops queueing for the scope. 0, -ENOENT (no such subscription), -EINVAL,
+ * -ENOMEM, -ETIMEDOUT. Safe from inside an event callback in its _async form.
+ */
+FERRY_API int ferry_gcs_unsubscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel channel,
+				    const void *key, size_t key_size);
+/* The async forms: subscribe's @fn(@fn_arg, event) gets the events, @cb(@arg, ...) the answer. */
+FERRY_API int ferry_gcs_subscribe_async(struct ferry_gcs_client *c, enum ferry_gcs_channel channel,
+					const void *key, size_t key_size, ferry_gcs_event_fn fn,
+					void *fn_arg, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_unsubscribe_async(struct ferry_gcs_client *c,
+					  enum ferry_gcs_channel channel, const void *key,
+					  size_t key_size, ferry_gcs_done_fn cb, void *arg);
 
 /* ---- errors and logs: streams keyed by job ---- */
 
@@ -510,6 +674,12 @@ FERRY_API int ferry_gcs_error_report(struct ferry_gcs_client *c, const struct fe
  */
 FERRY_API int ferry_gcs_log_publish(struct ferry_gcs_client *c, const struct ferry_job_id *job,
 				    const void *data, size_t size);
+FERRY_API int ferry_gcs_error_report_async(struct ferry_gcs_client *c,
+					   const struct ferry_job_id *job, const char *type,
+					   const char *message, ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_log_publish_async(struct ferry_gcs_client *c,
+					  const struct ferry_job_id *job, const void *data,
+					  size_t size, ferry_gcs_done_fn cb, void *arg);
 
 /* An error record, as ferry_gcs_event_error() decodes it. */
 struct ferry_gcs_error_info {

@@ -193,6 +193,10 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 		.seq = 6, .key = keys, .key_count = sizeof(keys), .op = 3};
 	struct ferry__wire_gcs_table_get list = {.seq = 7, .table = 4, .list = true};
 	struct ferry__wire_gcs_table_get loads = {.seq = 8, .table = 16, .list = true};
+	static const struct ferry_object_id ids[2] = {{{9, 8, 7}}, {{1, 2, 3}}};
+	struct ferry__wire_gcs_object_lookup_batch olb = {
+		.seq = 9, .object_ids = ids, .object_ids_count = 2};
+	struct ferry__wire_gcs_unsubscribe unsub = {.seq = 10, .channel = FERRY_GCS_CH_NODES};
 	int ret = 0;
 
 	ret |= ferry__wire_gcs_kv_get_build(b, &kv) ||
@@ -209,6 +213,10 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
 	ret |= ferry__wire_gcs_table_get_build(b, &loads) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
+	ret |= ferry__wire_gcs_object_lookup_batch_build(b, &olb) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH);
+	ret |= ferry__wire_gcs_unsubscribe_build(b, &unsub) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_UNSUBSCRIBE);
 	return ret;
 }
 
