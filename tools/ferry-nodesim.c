@@ -75,6 +75,7 @@ struct sim_node {
 	uint64_t kill_ns;		     /* killed then (NODE_KILLED) */
 	uint64_t dead_seen_ns;		     /* an observer saw its DEAD event then; 0: not yet */
 	uint8_t state;			     /* enum node_state */
+	bool connected;			     /* past the handshake */
 };
 
 struct sim_opts {
@@ -84,7 +85,7 @@ struct sim_opts {
 	size_t token_len;	     /* its bytes */
 	uint32_t nodes;		     /* simulated nodes */
 	uint32_t heartbeat_ms;	     /* node.c's default: 100 */
-	uint32_t connect_batch;	     /* connects in flight at once */
+	uint32_t connect_batch;	     /* connects in handshake at once */
 	uint32_t connect_timeout_s;  /* give up joining after this */
 	uint32_t settle_s;	     /* after joining, before measuring */
 	uint32_t steady_s;	     /* the measured window */
@@ -120,12 +121,14 @@ struct sim {
 	enum phase phase;		    /* where we are */
 	uint64_t phase_ns;		    /* when it began */
 	uint32_t next_connect;		    /* next node index to connect */
-	uint32_t joining;		    /* connects in flight */
+	uint32_t handshaking;		    /* connects in flight (not yet up) */
+	uint32_t registering;		    /* up, registration unanswered */
 	uint32_t up;			    /* registered and open */
 	uint32_t registered;		    /* registrations answered ok, ever */
 	uint32_t lost;			    /* closed unexpectedly */
 	uint32_t killed;		    /* killed so far */
 	uint32_t false_dead;		    /* DEAD seen for a node we did not kill */
+	uint32_t false_dead_joining;	    /* of those, seen before the steady window */
 	uint64_t join_ns;		    /* joining took this long */
 	struct sim_counts c;		    /* running counters */
 	struct sim_counts c0;		    /* at the start of the steady window */
@@ -294,6 +297,7 @@ static double rtt_quantile(const struct sim *sim, double q)
 }
 
 static void join_done(struct sim_node *n, bool ok);
+static void connect_next(struct sim *sim);
 
 static void on_reply(struct sim_node *n, const void *payload)
 {
@@ -350,8 +354,10 @@ static void observe(struct sim *sim, struct ferry__wire_gcs_pub_item_view it)
 		dead = node_by_key(sim, op.node.id.bytes, sizeof(op.node.id.bytes));
 		if (dead && !dead->dead_seen_ns) {
 			dead->dead_seen_ns = ferry__now_ns();
-			if (dead->state != NODE_KILLED)
+			if (dead->state != NODE_KILLED) {
 				sim->false_dead++;
+				sim->false_dead_joining += sim->phase <= PH_SETTLE;
+			}
 		}
 	}
 	ferry__gcs_op_release(&op);
@@ -384,8 +390,16 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 static void on_connect(struct ferry__conn *conn)
 {
 	struct sim_node *n = ferry__conn_data(conn);
+	struct sim *sim = n->sim;
 	int ret;
 
+	/* The handshake is done: the next connect may start (registrations pipeline, as nodes
+	 * that start together register together). */
+	n->connected = true;
+	sim->handshaking--;
+	sim->registering++;
+	if (sim->phase == PH_JOIN)
+		connect_next(sim);
 	/* node.c registers, then its object manager subscribes: the same two messages. */
 	ret = send_register(n);
 	if (ret >= 0)
@@ -403,7 +417,7 @@ static void on_close(struct ferry__conn *conn, int err)
 	struct sim *sim = n->sim;
 
 	n->conn = NULL;
-	if (n->state == NODE_KILLED)
+	if (n->state == NODE_KILLED || sim->phase == PH_DONE) /* ours: at the end, or a kill */
 		return;
 	if (n->state == NODE_JOINING) {
 		FLOG_WARN(COMP, "node %u: could not join: %s", (unsigned)(n - sim->nodes),
@@ -440,39 +454,43 @@ static void connect_next(struct sim *sim)
 	co.cb = &node_cb;
 	co.handshake = &hs;
 	co.connect_timeout_ms = sim->o.connect_timeout_s * 1000u;
-	while (sim->joining < sim->o.connect_batch && sim->next_connect < sim->o.nodes) {
+	while (sim->handshaking < sim->o.connect_batch && sim->next_connect < sim->o.nodes) {
 		struct sim_node *n = &sim->nodes[sim->next_connect++];
 		int ret;
 
 		co.data = n;
 		n->state = NODE_JOINING;
-		sim->joining++;
+		sim->handshaking++;
 		ret = ferry__conn_connect_tcp(sim->loop, sim->o.host, sim->o.port, &co, &n->conn);
 		if (ret < 0) {
 			FLOG_WARN(COMP, "connect failed: %s", strerror(-ret));
 			n->conn = NULL;
-			sim->joining--;
+			sim->handshaking--;
 			n->state = NODE_LOST;
 			sim->lost++;
 		}
 	}
 }
 
-/* @n's registration was answered (@ok) or its connection failed while joining. */
+/* @n's registration was answered (@ok), or its connection closed while joining. */
 static void join_done(struct sim_node *n, bool ok)
 {
 	struct sim *sim = n->sim;
 
 	if (n->state != NODE_JOINING)
 		return;
-	sim->joining--;
+	if (n->connected) {
+		sim->registering--;
+	} else {
+		sim->handshaking--;
+		if (sim->phase == PH_JOIN)
+			connect_next(sim);
+	}
 	if (ok) {
 		n->state = NODE_UP;
 		sim->up++;
 		sim->registered++;
 	}
-	if (sim->phase == PH_JOIN)
-		connect_next(sim);
 }
 
 /* ---- the tick ---- */
@@ -544,7 +562,7 @@ static void kill_one(struct sim *sim)
 		struct sim_node *n =
 			&sim->nodes[sim->o.observers + (start - sim->o.observers + k) % span];
 
-		if (n->state != NODE_UP)
+		if (n->state != NODE_UP || n->dead_seen_ns) /* not one declared dead already */
 			continue;
 		/* Abrupt: the socket closes and the heartbeats stop, as when a host dies. */
 		n->state = NODE_KILLED;
@@ -574,7 +592,7 @@ static void on_tick(struct ferry__loop_timer *t, int status)
 	heartbeat_bucket(sim);
 	switch (sim->phase) {
 	case PH_JOIN:
-		if (sim->joining == 0 && sim->next_connect == sim->o.nodes) {
+		if (!sim->handshaking && !sim->registering && sim->next_connect == sim->o.nodes) {
 			sim->join_ns = ferry__now_ns() - sim->phase_ns;
 			enter(sim, PH_SETTLE);
 		} else if (phase_ms(sim) > sim->o.connect_timeout_s * 1000ull) {
@@ -682,7 +700,8 @@ static void report(const struct sim *sim)
 	       "gcs_cpu_pct=%.2f gcs_rss_mib=%.1f sim_cpu_pct=%.1f deliveries_per_s=%.0f "
 	       "publish_bytes_per_s=%.0f hb_per_s=%.0f hb_bytes_per_s=%.0f hb_skipped_per_s=%.0f "
 	       "hb_refused=%llu hb_rtt_p50_ms=%.2f hb_rtt_p99_ms=%.2f kills=%u dead_seen=%u "
-	       "dead_unseen=%u false_dead=%u death_detect_ms_p50=%.1f death_detect_ms_p99=%.1f "
+	       "dead_unseen=%u false_dead=%u false_dead_joining=%u death_detect_ms_p50=%.1f "
+	       "death_detect_ms_p99=%.1f "
 	       "death_detect_ms_max=%.1f load_bytes_per_s=%.0f status=%d\n",
 	       sim->o.nodes, sim->registered, sim->up, sim->lost, (double)sim->join_ns / 1e9, secs,
 	       gcs_cpu, sim->gcs_rss_kib > 0 ? (double)sim->gcs_rss_kib / 1024.0 : 0, self_cpu,
@@ -690,8 +709,9 @@ static void report(const struct sim *sim)
 	       per_s(sim, b->publish_bytes - a->publish_bytes), per_s(sim, b->hb_sent - a->hb_sent),
 	       per_s(sim, b->hb_bytes - a->hb_bytes), per_s(sim, b->hb_skipped - a->hb_skipped),
 	       (unsigned long long)(b->hb_refused - a->hb_refused), rtt_quantile(sim, 0.5),
-	       rtt_quantile(sim, 0.99), sim->killed, seen, unseen, sim->false_dead, dq[0], dq[1],
-	       dq[2], per_s(sim, load_bytes(a, b)), sim->status);
+	       rtt_quantile(sim, 0.99), sim->killed, seen, unseen, sim->false_dead,
+	       sim->false_dead_joining, dq[0], dq[1], dq[2], per_s(sim, load_bytes(a, b)),
+	       sim->status);
 	fflush(stdout);
 }
 
