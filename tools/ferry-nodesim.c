@@ -76,6 +76,10 @@ struct sim_node {
 	uint64_t dead_seen_ns;		     /* an observer saw its DEAD event then; 0: not yet */
 	uint8_t state;			     /* enum node_state */
 	bool connected;			     /* past the handshake */
+	bool scheduler;			     /* the load subscriber, not a node */
+	bool load_due;			     /* the next beat reports load */
+	uint64_t load_version;		     /* of its last report */
+	uint64_t load_at_ns;		     /* its load last changed then */
 };
 
 struct sim_opts {
@@ -93,6 +97,7 @@ struct sim_opts {
 	uint32_t kill_gap_ms;	     /* between kills */
 	uint32_t drain_s;	     /* wait this long at most for the DEAD events */
 	uint32_t observers;	     /* nodes that decode events */
+	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
 	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
 };
 
@@ -105,6 +110,10 @@ struct sim_counts {
 	uint64_t hb_acked;	/* answered */
 	uint64_t hb_refused;	/* answered with an error */
 	uint64_t hb_skipped;	/* due while one was in flight */
+	uint64_t load_sent;	/* load reports sent (they count as heartbeats too) */
+	uint64_t load_bytes;	/* their payload bytes */
+	uint64_t load_rx;	/* load deliveries to the scheduler's subscription */
+	uint64_t load_rx_bytes; /* their GcsPublish payload bytes */
 };
 
 enum phase { PH_JOIN, PH_SETTLE, PH_STEADY, PH_KILL, PH_DRAIN, PH_DONE };
@@ -254,7 +263,62 @@ static int send_heartbeat(struct sim_node *n)
 	return send_op(n, &op, REQ_HEARTBEAT);
 }
 
-/* The objmgr's subscription to the nodes channel (membership). */
+#ifdef FERRY_GCS_RESOURCE_UNIT
+/*
+ * With load reports (ferry_gcs_node_report_load): what node.c's beat() sends when the load
+ * changed, or the GCS asked for it. An idle node's resources: 4 CPUs, 16 GiB of memory and a
+ * 1 GiB store, all free; a busy one's free CPUs change with every report.
+ */
+static int send_load(struct sim_node *n)
+{
+	struct ferry_gcs_resource_load res[] = {
+		{"CPU", 4ll * FERRY_GCS_RESOURCE_UNIT, 4ll * FERRY_GCS_RESOURCE_UNIT},
+		{"memory", 16ll << 30, 16ll << 30},
+		{"object_store_memory", 1ll << 30, 1ll << 30},
+	};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_LOAD};
+
+	res[0].available = (int64_t)(n->load_version % 5) * FERRY_GCS_RESOURCE_UNIT;
+	op.load.id = n->id;
+	op.load.version = ++n->load_version;
+	op.load.nresources = FERRY_ARRAY_SIZE(res);
+	op.load.resources = res;
+	return send_op(n, &op, REQ_HEARTBEAT);
+}
+#define SIM_LOAD_REPORTS 1
+#else
+#define SIM_LOAD_REPORTS 0
+#endif
+
+/* A beat: a load report when one is due (load reports exist), else a heartbeat. Returns the
+ * bytes sent, or -errno. */
+static int beat(struct sim_node *n, uint64_t now)
+{
+	struct sim *sim = n->sim;
+	int ret;
+
+#ifdef FERRY_GCS_RESOURCE_UNIT
+	if (sim->o.load_change_ms && now - n->load_at_ns >= sim->o.load_change_ms * 1000000ull) {
+		n->load_at_ns = now;
+		n->load_due = true;
+	}
+	if (n->load_due) {
+		ret = send_load(n);
+		if (ret >= 0) {
+			n->load_due = false;
+			sim->c.load_sent++;
+			sim->c.load_bytes += (uint64_t)ret;
+		}
+		return ret;
+	}
+#endif
+	(void)sim;
+	(void)now;
+	ret = send_heartbeat(n);
+	return ret;
+}
+
+/* The objmgr's subscription to the nodes channel (membership); the scheduler's to load. */
 static int send_subscribe(struct sim_node *n)
 {
 	struct ferry__wire_gcs_subscribe m = {0};
@@ -263,6 +327,10 @@ static int send_subscribe(struct sim_node *n)
 
 	m.seq = next_seq(n, REQ_SUBSCRIBE);
 	m.channel = FERRY_GCS_CH_NODES;
+#ifdef FERRY_GCS_RESOURCE_UNIT
+	if (n->scheduler)
+		m.channel = FERRY_GCS_CH_NODE_LOAD;
+#endif
 	ret = ferry__wire_gcs_subscribe_build(&sim->fb, &m);
 	if (ret == 0)
 		ret = ferry__conn_send(n->conn, FERRY__WIRE_MSG_GCS_SUBSCRIBE,
@@ -323,6 +391,7 @@ static void on_reply(struct sim_node *n, const void *payload)
 		}
 		sim->c.hb_acked++;
 		sim->c.hb_refused += status < 0;
+		n->load_due |= status == 0 && SIM_LOAD_REPORTS; /* the GCS holds no load of ours */
 		break;
 	}
 }
@@ -369,6 +438,11 @@ static void on_publish(struct sim_node *n, const void *payload, size_t len)
 	uint32_t items = ferry__wire_gcs_publish_items_count(v);
 	struct sim *sim = n->sim;
 
+	if (n->scheduler) {
+		sim->c.load_rx += items;
+		sim->c.load_rx_bytes += len;
+		return;
+	}
 	sim->c.deliveries += items;
 	sim->c.publish_bytes += len;
 	if ((uint32_t)(n - sim->nodes) >= sim->o.observers)
@@ -393,6 +467,12 @@ static void on_connect(struct ferry__conn *conn)
 	struct sim *sim = n->sim;
 	int ret;
 
+	if (n->scheduler) {
+		ret = send_subscribe(n);
+		if (ret < 0)
+			ferry__conn_close(conn);
+		return;
+	}
 	/* The handshake is done: the next connect may start (registrations pipeline, as nodes
 	 * that start together register together). */
 	n->connected = true;
@@ -419,6 +499,10 @@ static void on_close(struct ferry__conn *conn, int err)
 	n->conn = NULL;
 	if (n->state == NODE_KILLED || sim->phase == PH_DONE) /* ours: at the end, or a kill */
 		return;
+	if (n->scheduler) {
+		FLOG_WARN(COMP, "the load subscriber's connection closed: %s", strerror(-err));
+		return;
+	}
 	if (n->state == NODE_JOINING) {
 		FLOG_WARN(COMP, "node %u: could not join: %s", (unsigned)(n - sim->nodes),
 			  strerror(-err));
@@ -440,7 +524,7 @@ static const struct ferry__conn_callbacks node_cb = {
 
 /* ---- joining ---- */
 
-static void connect_next(struct sim *sim)
+static int connect_one(struct sim *sim, struct sim_node *n)
 {
 	struct ferry__wire_handshake hs = {0};
 	struct ferry__conn_opts co = {0};
@@ -454,14 +538,19 @@ static void connect_next(struct sim *sim)
 	co.cb = &node_cb;
 	co.handshake = &hs;
 	co.connect_timeout_ms = sim->o.connect_timeout_s * 1000u;
+	co.data = n;
+	return ferry__conn_connect_tcp(sim->loop, sim->o.host, sim->o.port, &co, &n->conn);
+}
+
+static void connect_next(struct sim *sim)
+{
 	while (sim->handshaking < sim->o.connect_batch && sim->next_connect < sim->o.nodes) {
 		struct sim_node *n = &sim->nodes[sim->next_connect++];
 		int ret;
 
-		co.data = n;
 		n->state = NODE_JOINING;
 		sim->handshaking++;
-		ret = ferry__conn_connect_tcp(sim->loop, sim->o.host, sim->o.port, &co, &n->conn);
+		ret = connect_one(sim, n);
 		if (ret < 0) {
 			FLOG_WARN(COMP, "connect failed: %s", strerror(-ret));
 			n->conn = NULL;
@@ -510,7 +599,7 @@ static void heartbeat_bucket(struct sim *sim)
 			sim->c.hb_skipped++;
 			continue;
 		}
-		ret = send_heartbeat(n);
+		ret = beat(n, now);
 		if (ret < 0) {
 			ferry__conn_close(n->conn);
 			continue;
@@ -674,12 +763,15 @@ static double per_s(const struct sim *sim, uint64_t v)
 }
 
 /*
- * Load report bytes on the wire in the window: what the nodes sent carrying their load (today
- * the heartbeat holds the available amounts) and the publications it caused (no node joins or
- * dies in the window, so every delivery there is a heartbeat's).
+ * Load report bytes on the wire in the window: the reports the nodes sent and what their
+ * subscribers received. With load reports, those and the scheduler's load deliveries. Without,
+ * the heartbeat carries the available amounts and is published to every node: the heartbeats
+ * and every publication (no node joins or dies in the window: each is a heartbeat's).
  */
 static uint64_t load_bytes(const struct sim_counts *a, const struct sim_counts *b)
 {
+	if (SIM_LOAD_REPORTS)
+		return b->load_bytes - a->load_bytes + b->load_rx_bytes - a->load_rx_bytes;
 	return b->hb_bytes - a->hb_bytes + b->publish_bytes - a->publish_bytes;
 }
 
@@ -702,7 +794,8 @@ static void report(const struct sim *sim)
 	       "hb_refused=%llu hb_rtt_p50_ms=%.2f hb_rtt_p99_ms=%.2f kills=%u dead_seen=%u "
 	       "dead_unseen=%u false_dead=%u false_dead_joining=%u death_detect_ms_p50=%.1f "
 	       "death_detect_ms_p99=%.1f "
-	       "death_detect_ms_max=%.1f load_bytes_per_s=%.0f status=%d\n",
+	       "death_detect_ms_max=%.1f load_bytes_per_s=%.0f load_reports_per_s=%.0f "
+	       "load_deliveries_per_s=%.0f status=%d\n",
 	       sim->o.nodes, sim->registered, sim->up, sim->lost, (double)sim->join_ns / 1e9, secs,
 	       gcs_cpu, sim->gcs_rss_kib > 0 ? (double)sim->gcs_rss_kib / 1024.0 : 0, self_cpu,
 	       per_s(sim, b->deliveries - a->deliveries),
@@ -711,6 +804,7 @@ static void report(const struct sim *sim)
 	       (unsigned long long)(b->hb_refused - a->hb_refused), rtt_quantile(sim, 0.5),
 	       rtt_quantile(sim, 0.99), sim->killed, seen, unseen, sim->false_dead,
 	       sim->false_dead_joining, dq[0], dq[1], dq[2], per_s(sim, load_bytes(a, b)),
+	       per_s(sim, b->load_sent - a->load_sent), per_s(sim, b->load_rx - a->load_rx),
 	       sim->status);
 	fflush(stdout);
 }
@@ -724,7 +818,7 @@ static void usage(FILE *to)
 		"         [--heartbeat-ms MS] (100, node.c's default) [--connect-batch N] (32)\n"
 		"         [--connect-timeout-s S] (120) [--settle-s S] (3) [--steady-s S] (10)\n"
 		"         [--kills N] (20) [--kill-gap-ms MS] (137) [--drain-s S] (10)\n"
-		"         [--observers N] (2)\n"
+		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
 		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
 		"line.\n");
 }
@@ -762,6 +856,7 @@ static uint32_t *num_flag(struct sim_opts *o, const char *a)
 		{"--kill-gap-ms", offsetof(struct sim_opts, kill_gap_ms)},
 		{"--drain-s", offsetof(struct sim_opts, drain_s)},
 		{"--observers", offsetof(struct sim_opts, observers)},
+		{"--load-change-ms", offsetof(struct sim_opts, load_change_ms)},
 	};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
@@ -833,7 +928,8 @@ static int sim_init(struct sim *sim)
 	struct ferry__loop_opts lo = {.queue_depth = 4096};
 	int ret;
 
-	sim->nodes = ferry__calloc(sim->o.nodes, sizeof(*sim->nodes));
+	/* One more: the scheduler that subscribes to load reports (a tree with them). */
+	sim->nodes = ferry__calloc(sim->o.nodes + 1u, sizeof(*sim->nodes));
 	sim->rtt = ferry__calloc(RTT_BUCKETS, sizeof(*sim->rtt));
 	if (!sim->nodes || !sim->rtt)
 		return -ENOMEM;
@@ -845,7 +941,10 @@ static int sim_init(struct sim *sim)
 		memcpy(n->id.bytes, sim->id_prefix, ID_PREFIX_BYTES);
 		memcpy(n->id.bytes + ID_PREFIX_BYTES, &i, sizeof(i));
 		ferry_id_random(n->client.bytes, sizeof(n->client.bytes));
+		n->load_due = SIM_LOAD_REPORTS; /* node.c's first beat reports its load */
 	}
+	sim->nodes[sim->o.nodes].sim = sim;
+	sim->nodes[sim->o.nodes].scheduler = true;
 	ret = ferry__loop_create(&lo, &sim->loop);
 	if (ret < 0)
 		return ret;
@@ -855,7 +954,7 @@ static int sim_init(struct sim *sim)
 
 static void sim_fini(struct sim *sim)
 {
-	for (uint32_t i = 0; sim->loop && i < sim->o.nodes; i++)
+	for (uint32_t i = 0; sim->loop && i <= sim->o.nodes; i++)
 		if (sim->nodes[i].conn)
 			ferry__conn_close(sim->nodes[i].conn);
 	ferry__loop_destroy(sim->loop);
@@ -895,6 +994,8 @@ int main(int argc, char **argv)
 	ret = sim_init(&sim);
 	if (ret == 0) {
 		enter(&sim, PH_JOIN);
+		if (SIM_LOAD_REPORTS)
+			ret = connect_one(&sim, &sim.nodes[sim.o.nodes]);
 		connect_next(&sim);
 		ret = ferry__loop_run(sim.loop);
 	}
