@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
+#include "gcs/records.h"
 
 #define COMP "gcs-client"
 
@@ -223,6 +224,16 @@ int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node
 	op.heartbeat.avail_cpu = avail_cpu;
 	op.heartbeat.avail_gpu = avail_gpu;
 	op.heartbeat.avail_memory_bytes = avail_memory_bytes;
+	return ferry__gcs_client_apply(c, 0, &op);
+}
+
+int ferry_gcs_node_report_load(struct ferry_gcs_client *c, const struct ferry_gcs_node_load *load)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_LOAD};
+
+	if (!c || !load || ferry__gcs_load_check(load) < 0)
+		return -EINVAL;
+	op.load = *load;
 	return ferry__gcs_client_apply(c, 0, &op);
 }
 

@@ -369,6 +369,70 @@ int ferry_gcs_node_list(struct ferry_gcs_client *c, struct ferry_gcs_node_info *
 			  sizeof(**nodes), (void **)nodes);
 }
 
+/* A load report with its resources and their names moved into the list's area. */
+static void fill_load(const struct ferry__gcs_op *op, void *elem, char **pos, size_t *bytes)
+{
+	const struct ferry_gcs_node_load *l = &op->load;
+	struct ferry_gcs_node_load *x = elem, tmp;
+	struct ferry_gcs_resource_load *res = NULL;
+
+	if (l->nresources)
+		res = keep_area(l->nresources * sizeof(*res), pos, bytes);
+	for (uint32_t i = 0; i < l->nresources; i++) {
+		const char *name = keep_str(l->resources[i].name, pos, bytes);
+
+		if (res)
+			res[i] = (struct ferry_gcs_resource_load){name, l->resources[i].total,
+								  l->resources[i].available};
+	}
+	if (!x)
+		x = &tmp;
+	*x = *l;
+	x->resources = res;
+}
+
+int ferry_gcs_node_load_list(struct ferry_gcs_client *c, struct ferry_gcs_node_load **loads)
+{
+	return list_table(c, FERRY__GCS_T_LOADS, FERRY__GCS_OP_NODE_LOAD, fill_load,
+			  sizeof(**loads), (void **)loads);
+}
+
+int ferry_gcs_event_node_load(const struct ferry_gcs_event *ev, struct ferry_gcs_node_load *out)
+{
+	struct ferry__gcs_buf packed = {0};
+	struct ferry__gcs_writer w = {&packed, 0};
+	struct ferry_gcs_node_load *one = NULL;
+	int ret;
+
+	if (!ev || !out || ev->channel != FERRY_GCS_CH_NODE_LOAD || !ev->size)
+		return -EINVAL;
+	ferry__gcs_put_bytes(&w, ev->data, ev->size);
+	ret = w.err ? w.err
+		    : unpack_list(packed.data, packed.size, FERRY__GCS_OP_NODE_LOAD, fill_load,
+				  sizeof(*one), (void **)&one);
+	ferry__gcs_buf_fini(&packed);
+	if (ret < 0)
+		return ret;
+	if (ret != 1) {
+		ferry__free(one);
+		return -EPROTO;
+	}
+	/* The caller frees out->resources: move the array to the front of the allocation. */
+	*out = *one;
+	if (one->nresources) {
+		size_t n = one->nresources * sizeof(*one->resources);
+		struct ferry_gcs_resource_load *res = (void *)one;
+
+		memmove(res, one->resources, n);
+		/* The names stay where they were, after the array: still inside the block. */
+		out->resources = res;
+	} else {
+		ferry__free(one);
+		out->resources = NULL;
+	}
+	return 0;
+}
+
 static int node_state(struct ferry_gcs_client *c, const struct ferry_node_id *id,
 		      enum ferry_gcs_node_state state)
 {

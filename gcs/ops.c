@@ -55,6 +55,20 @@ static void put_heartbeat(struct ferry__gcs_writer *w, const struct ferry__gcs_h
 	ferry__gcs_put_u32(w, hb->queue_length);
 }
 
+static void put_load(struct ferry__gcs_writer *w, const struct ferry_gcs_node_load *l)
+{
+	PUT_ID(w, l->id);
+	ferry__gcs_put_u64(w, l->version);
+	ferry__gcs_put_u32(w, l->queue_length);
+	ferry__gcs_put_u64(w, l->mean_task_us);
+	ferry__gcs_put_u32(w, l->nresources);
+	for (uint32_t i = 0; i < l->nresources; i++) {
+		ferry__gcs_put_str(w, l->resources[i].name);
+		ferry__gcs_put_u64(w, (uint64_t)l->resources[i].total);
+		ferry__gcs_put_u64(w, (uint64_t)l->resources[i].available);
+	}
+}
+
 static void put_job(struct ferry__gcs_writer *w, const struct ferry__gcs_job *j)
 {
 	PUT_ID(w, j->id);
@@ -270,6 +284,9 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 	case FERRY__GCS_OP_NODE_HEARTBEAT:
 		put_heartbeat(w, &op->heartbeat);
 		break;
+	case FERRY__GCS_OP_NODE_LOAD:
+		put_load(w, &op->load);
+		break;
 	case FERRY__GCS_OP_JOB_ADD:
 	case FERRY__GCS_OP_RESTORE_JOB:
 		put_job(w, &op->job);
@@ -425,6 +442,37 @@ static void get_heartbeat(struct ferry__gcs_reader *r, struct ferry__gcs_heartbe
 	hb->avail_gpu = ferry__gcs_get_f64(r);
 	hb->avail_memory_bytes = ferry__gcs_get_f64(r);
 	hb->queue_length = ferry__gcs_get_u32(r);
+}
+
+/* A fixed-point amount: below 2^63, so it reads back as a non-negative int64_t. */
+static int64_t get_amount(struct ferry__gcs_reader *r)
+{
+	uint64_t v = ferry__gcs_get_u64(r);
+
+	if (v > INT64_MAX) {
+		r->err = r->err ? r->err : -EPROTO;
+		return 0;
+	}
+	return (int64_t)v;
+}
+
+static void get_load(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
+{
+	struct ferry_gcs_node_load *l = &op->load;
+	struct ferry_gcs_resource_load *res;
+
+	GET_ID(r, l->id);
+	l->version = ferry__gcs_get_u64(r);
+	l->queue_length = ferry__gcs_get_u32(r);
+	l->mean_task_us = ferry__gcs_get_u64(r);
+	l->nresources = get_count(r, FERRY_GCS_MAX_LOAD_RESOURCES);
+	res = op_array(op, r, l->nresources, sizeof(*res));
+	for (uint32_t i = 0; i < l->nresources && !r->err; i++) {
+		res[i].name = ferry__gcs_get_str(r, FERRY__GCS_NAME_MAX);
+		res[i].total = get_amount(r);
+		res[i].available = get_amount(r);
+	}
+	l->resources = res;
 }
 
 static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
@@ -654,6 +702,9 @@ static void get_body(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 		break;
 	case FERRY__GCS_OP_NODE_HEARTBEAT:
 		get_heartbeat(r, &op->heartbeat);
+		break;
+	case FERRY__GCS_OP_NODE_LOAD:
+		get_load(r, op);
 		break;
 	case FERRY__GCS_OP_JOB_ADD:
 	case FERRY__GCS_OP_RESTORE_JOB:

@@ -17,6 +17,10 @@
  * 16 bytes (no check): ending the record, they are told apart by the bytes left, and read with
  * check 0. The other way round does not hold: a GCS that predates the check rejects a record
  * with a 24-byte place (-EPROTO), so the GCS is upgraded before the nodes.
+ * NODE_LOAD (id, u64 version, u32 queue_length, u64 mean_task_us, u32 count, then per resource
+ * text name, u64 total, u64 available: fixed point, below 2^63) and NODE_HEARTBEAT travel as
+ * requests only: since liveness left the log, the server never logs them (replay still applies
+ * the heartbeat records of older logs).
  * It may move to FlatBuffers with the rest of the wire format; the WAL version would then change.
  *
  * Thread model: pure functions.
@@ -58,6 +62,7 @@ enum ferry__gcs_op_type {
 	FERRY__GCS_OP_REQUEST_DONE = 23,   /* a client request's result, for deduplication */
 	FERRY__GCS_OP_OBJ_NODE_DIED = 24, /* another shard declared node_id dead: drop its copies */
 	FERRY__GCS_OP_LOG = 25, /* a log line for the logs channel: published, never stored */
+	FERRY__GCS_OP_NODE_LOAD = 26, /* a node's load report: kept in memory, never logged */
 	/* Snapshot records: put a record back exactly as it was. */
 	FERRY__GCS_OP_RESTORE_NODE = 64,
 	FERRY__GCS_OP_RESTORE_JOB = 65,
@@ -79,6 +84,7 @@ struct ferry__gcs_op {
 	union {
 		struct ferry__gcs_node node;	       /* NODE_REGISTER, RESTORE_NODE */
 		struct ferry__gcs_heartbeat heartbeat; /* NODE_HEARTBEAT */
+		struct ferry_gcs_node_load load;       /* NODE_LOAD */
 		struct {
 			struct ferry_node_id id;	 /* the node */
 			enum ferry_gcs_node_state state; /* new state */

@@ -350,6 +350,34 @@ int ferry__gcs_pg_check(const struct ferry__gcs_pg *g)
 	return 0;
 }
 
+int ferry__gcs_load_check(const struct ferry_gcs_node_load *l)
+{
+	if (is_nil16(l->id.bytes) || l->nresources > FERRY_GCS_MAX_LOAD_RESOURCES ||
+	    (l->nresources && !l->resources)) {
+		FLOG_WARN("gcs", "tables: load report: nil node ID or more than %d resources",
+			  FERRY_GCS_MAX_LOAD_RESOURCES);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < l->nresources; i++) {
+		const struct ferry_gcs_resource_load *r = &l->resources[i];
+
+		if (ferry__gcs_text_check(r->name, FERRY__GCS_NAME_MAX - 1, true,
+					  "resource name") < 0)
+			return -EINVAL;
+		if (r->total < 0 || r->available < 0) {
+			FLOG_WARN("gcs", "tables: load report: %s is negative", r->name);
+			return -EINVAL;
+		}
+		for (uint32_t j = 0; j < i; j++) {
+			if (strcmp(r->name, l->resources[j].name) == 0) {
+				FLOG_WARN("gcs", "tables: load report: resource %s twice", r->name);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
 struct ferry__gcs_node *ferry__gcs_node_clone(const struct ferry__gcs_node *n)
 {
 	return clone(pack_node, n);

@@ -27,6 +27,9 @@ int ferry__gcs_job_check(const struct ferry__gcs_job *j);
 int ferry__gcs_worker_check(const struct ferry_gcs_worker_info *w);
 int ferry__gcs_actor_check(const struct ferry_gcs_actor_info *a);
 int ferry__gcs_pg_check(const struct ferry__gcs_pg *g);
+/* A load report: nil ID, more than FERRY_GCS_MAX_LOAD_RESOURCES, a name missing, too long or
+ * twice, a negative amount: -EINVAL (logged). */
+int ferry__gcs_load_check(const struct ferry_gcs_node_load *l);
 
 /*
  * Copies in one ferry__malloc'd block (free with ferry__free), or NULL on -ENOMEM. Empty strings

@@ -13,8 +13,10 @@
  *   With a WAL, replies wait in a FIFO ordered by LSN; a flush runs once per loop pass (a 0 ms
  *   timer: group commit) and the durable callback releases the replies the log has caught up with.
  *   A connection that closes first leaves its entries behind with a NULL connection.
- * - Liveness: the last time each node registered or heartbeat is kept here (monotonic clock,
- *   not in the WAL: after a restart every node gets a full deadline from the restart). A timer
+ * - Liveness: the last time each node registered, heartbeat or reported its load is kept here
+ *   (monotonic clock, not in the WAL: after a restart every node in the reloaded table gets a
+ *   full deadline from the restart). Heartbeats and load reports never reach the state
+ *   (gcs/server_load.c); registration does, and is durable. A timer
  *   declares nodes past the deadline DEAD through an ordinary op, so the cascade (workers,
  *   object locations, lost objects) is logged and published like any other change.
  */
@@ -143,7 +145,7 @@ static void on_wal_event(struct ferry__loop_req *req, int result)
 
 /* ---- requests ---- */
 
-static void node_seen(struct ferry__gcs_server *srv, const struct ferry_node_id *id)
+void ferry__gcs_srv_node_seen(struct ferry__gcs_server *srv, const struct ferry_node_id *id)
 {
 	void *v;
 
@@ -174,14 +176,18 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 		/* Redis PUBLISH semantics: out to the subscribers, no table, no WAL, no dedup (a
 		 * resend after a reconnect may deliver a line twice); the reply does not wait. */
 		ret = ferry__gcs_srv_publish_log(srv, &op);
+	} else if (op.type == FERRY__GCS_OP_NODE_HEARTBEAT) {
+		/* Liveness lives in memory (server_load.c): no WAL, no table, no publication. */
+		ret = ferry__gcs_srv_heartbeat(srv, &op.heartbeat.id);
+	} else if (op.type == FERRY__GCS_OP_NODE_LOAD) {
+		ret = ferry__gcs_srv_node_load(srv, &op.load, ferry__wire_gcs_request_op_data(v),
+					       ferry__wire_gcs_request_op_count(v));
 	} else {
 		client = ferry__wire_gcs_request_client(v);
 		ret = ferry__gcs_state_apply_request(srv->state, client.bytes, seq, &op, &lsn);
 	}
 	if (ret >= 0 && op.type == FERRY__GCS_OP_NODE_REGISTER)
-		node_seen(srv, &op.node.id);
-	if (ret >= 0 && op.type == FERRY__GCS_OP_NODE_HEARTBEAT)
-		node_seen(srv, &op.heartbeat.id);
+		ferry__gcs_srv_node_seen(srv, &op.node.id);
 	ferry__gcs_op_release(&op);
 	if (ret < 0 || ferry__gcs_state_durable_lsn(srv->state) >= lsn) {
 		ferry__gcs_srv_reply(c, seq, ret, NULL, 0, 0);
@@ -265,6 +271,15 @@ static void handle_table_get(struct ferry__gcs_sconn *c, const void *payload)
 
 	if (ferry__wire_gcs_table_get_list(v) && table < FERRY__GCS_T_COUNT) {
 		ferry__gcs_srv_table_list(c, seq, (int)table);
+		return;
+	}
+	if (ferry__wire_gcs_table_get_list(v) && table == FERRY__GCS_T_LOADS) {
+		int ret;
+
+		c->srv->out.size = 0;
+		ret = ferry__gcs_srv_load_list(c->srv, &c->srv->out);
+		ferry__gcs_srv_reply(c, seq, ret, c->srv->out.data, ret < 0 ? 0 : c->srv->out.size,
+				     0);
 		return;
 	}
 	switch (table) {
@@ -466,7 +481,7 @@ static void start_unseen(struct ferry__gcs_server *srv)
 	while ((n = ferry__gcs_tables_next(t, FERRY__GCS_T_NODES, &cursor)))
 		if (n->state != FERRY_GCS_NODE_DEAD &&
 		    !ferry__hashmap_get(&srv->last_seen, n->id.bytes))
-			node_seen(srv, &n->id);
+			ferry__gcs_srv_node_seen(srv, &n->id);
 }
 
 static void on_liveness(struct ferry__loop_timer *timer, int status)
@@ -598,6 +613,7 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 		srv->deadline_ms = 10;
 	srv->flush.data = srv;
 	ferry__hashmap_init(&srv->last_seen, sizeof(struct ferry_node_id), sizeof(uint64_t));
+	ferry__gcs_srv_load_init(srv);
 	ret = ferry__gcs_srv_pubsub_init(srv);
 	if (ret < 0)
 		goto err_free;
@@ -622,6 +638,7 @@ err_io:
 err_pubsub:
 	ferry__gcs_srv_pubsub_fini(srv);
 err_free:
+	ferry__gcs_srv_load_fini(srv);
 	ferry__hashmap_fini(&srv->last_seen);
 	ferry__free(srv);
 	return ret;
@@ -639,6 +656,7 @@ void ferry__gcs_server_destroy(struct ferry__gcs_server *srv)
 	(void)ferry__loop_timer_stop(&srv->flush);
 	ferry__gcs_state_close(srv->state);
 	ferry__gcs_srv_pubsub_fini(srv);
+	ferry__gcs_srv_load_fini(srv);
 	ferry__hashmap_fini(&srv->last_seen);
 	ferry__free(srv->held);
 	ferry__fb_builder_fini(&srv->fb);

@@ -48,6 +48,9 @@ struct ferry__gcs_server {
 	bool in_message;		      /* on_message is running */
 	bool drain_wanted;		      /* a publish in on_message wants a drain */
 	struct ferry__hashmap last_seen;      /* node ID -> monotonic ms of its last sign */
+	struct ferry__hashmap loads;	      /* node ID -> its latest load (server_load.c) */
+	uint64_t heartbeats;		      /* heartbeats taken (tests, stats) */
+	uint64_t load_reports;		      /* load reports taken (tests, stats) */
 	uint32_t deadline_ms;		      /* node heartbeat deadline */
 	struct held_reply *held;	      /* replies waiting for durability (FIFO) */
 	size_t held_head;		      /* first live entry */
@@ -84,6 +87,24 @@ void ferry__gcs_srv_table_list(struct ferry__gcs_sconn *c, uint64_t seq, int tab
 int ferry__gcs_srv_key_list_check(struct ferry__gcs_slice list);
 /* One record of @table (a RESTORE_* record) appended to @out. 0, -ENOMEM. */
 int ferry__gcs_srv_table_record(int table, const void *rec, struct ferry__gcs_buf *out);
+
+/* The node showed a sign of life now (server.c). */
+void ferry__gcs_srv_node_seen(struct ferry__gcs_server *srv, const struct ferry_node_id *id);
+
+/* gcs/server_load.c: heartbeats and load reports (see its DESIGN). heartbeat: 1, 0 (no load
+ * held: ask for one), -ENOENT. node_load: @rec/@size are @l's record bytes; 1 taken, 0 stale,
+ * -ENOENT, -EINVAL, -ENOMEM. forget: a dead node's report goes (published as a removal).
+ * snapshot: the engine's snapshot of the load channel (@key_size 0: all). list: every report as
+ * u32-length-prefixed records appended to @out; the count or -ENOMEM. */
+void ferry__gcs_srv_load_init(struct ferry__gcs_server *srv);
+void ferry__gcs_srv_load_fini(struct ferry__gcs_server *srv);
+int ferry__gcs_srv_heartbeat(struct ferry__gcs_server *srv, const struct ferry_node_id *id);
+int ferry__gcs_srv_node_load(struct ferry__gcs_server *srv, const struct ferry_gcs_node_load *l,
+			     const void *rec, size_t size);
+void ferry__gcs_srv_load_forget(struct ferry__gcs_server *srv, const struct ferry_node_id *id);
+int ferry__gcs_srv_load_snapshot(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap,
+				 const void *key, size_t key_size);
+int ferry__gcs_srv_load_list(struct ferry__gcs_server *srv, struct ferry__gcs_buf *out);
 
 /* gcs/server_pubsub.c */
 int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv);

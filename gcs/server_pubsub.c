@@ -64,6 +64,9 @@ void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
 	struct ferry__gcs_server *srv = arg;
 	int ret = 0;
 
+	if (c->channel == FERRY_GCS_CH_NODES && c->record &&
+	    ((const struct ferry__gcs_node *)c->record)->state == FERRY_GCS_NODE_DEAD)
+		ferry__gcs_srv_load_forget(srv, &((const struct ferry__gcs_node *)c->record)->id);
 	srv->out.size = 0;
 	if (c->record)
 		ret = ferry__gcs_record_encode(c->channel, c->record, &srv->scratch, &srv->out);
@@ -158,6 +161,8 @@ static int on_snapshot(void *arg, struct ferry__ps_snap *snap, enum ferry_gcs_ch
 {
 	struct ferry__gcs_server *srv = arg;
 
+	if (channel == FERRY_GCS_CH_NODE_LOAD)
+		return ferry__gcs_srv_load_snapshot(srv, snap, key, key_size);
 	if (!key_size)
 		return snap_channel(srv, snap, channel);
 	return snap_one(srv, snap, channel, key, key_size, keyed_get(srv, channel, key));

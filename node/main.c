@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "node/node.h"
+#include "node/resources.h"
 #include "transport/objmgr.h"
 
 #define COMP "node"
@@ -31,6 +32,11 @@ static void usage(FILE *to)
 		    "                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
 		    "                  [--copy-batch-us US] [--notice-hold-ms MS]\n"
 		    "                  [--max-queued SIZE] [--stall-timeout-ms MS]\n"
+		    "                  [--num-cpus N] [--num-gpus N] [--resources NAME=N,...]\n"
+		    "  --num-cpus N    CPUs to offer (fractions to 1/10000 allowed); default: the\n"
+		    "                  affinity mask, capped by the cgroup's CPU quota\n"
+		    "  --num-gpus N    GPUs to offer; default 0 (GPUs are not detected)\n"
+		    "  --resources     custom resources, e.g. tpu=4,ssd=0.5 (at most 64)\n"
 		    "       ferry-node --help | --version\n");
 }
 
@@ -69,6 +75,28 @@ static int parse_queued(const char *s, uint32_t *out)
 	return 0;
 }
 
+/* Checked here so that a bad amount is named before anything starts; the node parses again. */
+static int parse_amount(const char *flag, const char *v, const char **out)
+{
+	int64_t amount;
+
+	if (ferry__res_parse_amount(v, flag, &amount) < 0)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_custom(const char *v, const char **out)
+{
+	static struct ferry__res_set set; /* large: not on the stack; main's thread only */
+
+	memset(&set, 0, sizeof(set));
+	if (ferry__res_parse_custom(v, &set) < 0)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
 static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		     const char **token_file)
 {
@@ -104,6 +132,10 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return parse_queued(v, &o->max_queued_bytes);
 	else if (!strcmp(a, "--stall-timeout-ms"))
 		return ferry__parse_u32(v, UINT32_MAX - 1, &o->stall_timeout_ms);
+	else if (!strcmp(a, "--num-cpus") || !strcmp(a, "--num-gpus"))
+		return parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus);
+	else if (!strcmp(a, "--resources"))
+		return parse_custom(v, &o->resources);
 	else
 		return -EINVAL;
 	return 0;

@@ -52,6 +52,7 @@
 #include "common/util.h"
 #include "gcs/client.h"
 #include "node/node.h"
+#include "node/resources.h"
 #include "plasma/server.h"
 #include "transport/objmgr.h"
 
@@ -102,6 +103,12 @@ struct ferry__node {
 	pthread_t heartbeat;		    /* heartbeat thread */
 	pthread_t dir_thread;		    /* directory thread */
 	unsigned threads;		    /* started: 1 heartbeat, 2 both */
+	struct ferry__res_set total;	    /* what the node has (node/resources.h) */
+	struct ferry__res_set avail;	    /* what is free; under lock */
+	uint32_t queue_length;		    /* tasks queued; under lock */
+	uint64_t mean_task_us;		    /* mean task time; under lock */
+	bool load_changed;		    /* a report is due; under lock */
+	uint64_t load_version;		    /* of the last report (heartbeat thread) */
 };
 
 /* ---- store hooks (store thread) ---- */
@@ -395,6 +402,67 @@ static void *dir_main(void *arg)
 	return NULL;
 }
 
+void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set *avail,
+			  uint32_t queue_length, uint64_t mean_task_us)
+{
+	pthread_mutex_lock(&node->lock);
+	for (uint32_t i = 0; avail && i < avail->count; i++) {
+		const struct ferry__res *r = &avail->items[i];
+
+		if (ferry__res_set_get(&node->total, r->name) >= 0 &&
+		    ferry__res_set_get(&node->avail, r->name) != r->amount) {
+			ferry__res_set_put(&node->avail, r->name, r->amount);
+			node->load_changed = true;
+		}
+	}
+	if (node->queue_length != queue_length || node->mean_task_us != mean_task_us)
+		node->load_changed = true;
+	node->queue_length = queue_length;
+	node->mean_task_us = mean_task_us;
+	pthread_mutex_unlock(&node->lock);
+}
+
+/* Send the node's load (a heartbeat too). Called with node->lock held; drops it for the call. */
+static int report_load(struct ferry__node *node)
+{
+	struct ferry_gcs_resource_load res[FERRY__RES_MAX];
+	struct ferry_gcs_node_load load = {0};
+	int ret;
+
+	for (uint32_t i = 0; i < node->total.count; i++)
+		res[i] = (struct ferry_gcs_resource_load){
+			node->total.items[i].name, node->total.items[i].amount,
+			ferry__res_set_get(&node->avail, node->total.items[i].name)};
+	load.id = node->id;
+	load.version = ++node->load_version;
+	load.queue_length = node->queue_length;
+	load.mean_task_us = node->mean_task_us;
+	load.nresources = node->total.count;
+	load.resources = res;
+	node->load_changed = false;
+	pthread_mutex_unlock(&node->lock);
+	ret = ferry_gcs_node_report_load(node->gcs, &load);
+	pthread_mutex_lock(&node->lock);
+	if (ret < 0)
+		node->load_changed = true; /* try again with the next beat */
+	return ret;
+}
+
+/* One beat: the load when it changed (or the GCS asked for it), else a bare heartbeat. */
+static int beat(struct ferry__node *node)
+{
+	int ret;
+
+	if (node->load_changed)
+		return report_load(node);
+	pthread_mutex_unlock(&node->lock);
+	ret = ferry_gcs_node_heartbeat(node->gcs, &node->id, 0, 0, 0);
+	pthread_mutex_lock(&node->lock);
+	if (ret == 0) /* the GCS holds no load of ours (it restarted): send it */
+		ret = report_load(node);
+	return ret;
+}
+
 static void *heartbeat_main(void *arg)
 {
 	struct ferry__node *node = arg;
@@ -413,12 +481,9 @@ static void *heartbeat_main(void *arg)
 			ret = pthread_cond_timedwait(&node->stop_cond, &node->lock, &until);
 		if (node->stopping)
 			break;
-		pthread_mutex_unlock(&node->lock);
-		ret = ferry_gcs_node_heartbeat(node->gcs, &node->id, 0, 0,
-					       (double)node->opts.memory_bytes);
+		ret = beat(node);
 		if (ret < 0 && ret != -ETIMEDOUT)
 			FLOG_WARN(COMP, "heartbeat refused: %s", strerror(-ret));
-		pthread_mutex_lock(&node->lock);
 	}
 	pthread_mutex_unlock(&node->lock);
 	return NULL;
@@ -596,14 +661,43 @@ static int start_objmgr(struct ferry__node *node)
 	return ret < 0 ? ret : 0;
 }
 
+/* The totals (the store's capacity known by now); everything is free, no task queued yet. The
+ * first report goes with the first beat; its version starts at the wall clock (us), so a node
+ * restarted under the same ID still reports newer versions than before. */
+static int find_resources(struct ferry__node *node)
+{
+	struct ferry__res_opts ro = {0};
+	int ret;
+
+	ro.num_cpus = node->opts.num_cpus;
+	ro.num_gpus = node->opts.num_gpus;
+	ro.custom = node->opts.resources;
+	ro.store_bytes = ferry__objmgr_store_capacity(node->om);
+	ret = ferry__res_node_totals(&ro, &node->total);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&node->lock);
+	node->avail = node->total;
+	node->load_changed = true;
+	node->load_version = ferry__wall_ms() * 1000;
+	pthread_mutex_unlock(&node->lock);
+	return 0;
+}
+
 static int register_node(struct ferry__node *node)
 {
 	struct ferry_gcs_node_info info = {0};
 	int ret;
 
+	ret = find_resources(node);
+	if (ret < 0)
+		return ret;
 	info.id = node->id;
 	info.address = node->address;
-	info.memory_bytes = (double)ferry__objmgr_store_capacity(node->om);
+	info.cpu = (double)ferry__res_set_get(&node->total, "CPU") / FERRY_GCS_RESOURCE_UNIT;
+	info.gpu = (double)ferry__res_set_get(&node->total, "GPU") / FERRY_GCS_RESOURCE_UNIT;
+	info.memory_bytes =
+		(double)(ferry__res_set_get(&node->total, "memory") / FERRY_GCS_RESOURCE_UNIT);
 	info.store_capacity_bytes = ferry__objmgr_store_capacity(node->om);
 	ret = ferry_gcs_node_register(node->gcs, &info);
 	if (ret < 0) {

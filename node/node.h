@@ -61,6 +61,9 @@ struct ferry__node_opts {
 				       * at most FERRY__OBJMGR_MAX_NOTICE_HOLD_MS */
 	uint32_t max_queued_bytes;    /* pull listener: the object manager's (objmgr.h) */
 	uint32_t stall_timeout_ms;    /* same */
+	const char *num_cpus;	      /* --num-cpus ("2", "0.5"); NULL: detect (node/resources.h) */
+	const char *num_gpus;	      /* --num-gpus; NULL: 0 (no detection) */
+	const char *resources;	      /* --resources name=amount,...; NULL: none */
 };
 
 /*
@@ -72,6 +75,16 @@ struct ferry__node_opts {
  * store's / object manager's error.
  */
 int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **out);
+
+/*
+ * ferry__node_set_load() - what is free now (@avail: amounts by name, as node/resources.h counts
+ * them; names the node does not have are ignored, absent ones stay as they were), the tasks
+ * queued and the mean task time. The heartbeat thread sends it with its next beat when it
+ * changed (at most one report per heartbeat interval, none while nothing changes).
+ */
+struct ferry__res_set;
+void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set *avail,
+			  uint32_t queue_length, uint64_t mean_task_us);
 
 /* ferry__node_stop() - stop and free everything; the store socket and memory are gone after.
  * NULL is a no-op. */

@@ -29,7 +29,9 @@ struct ferry_placement_group_id {
 };
 FERRY__ID_FUNCS(placement_group)
 
-/* Pub/sub channels. Keys: node, job, worker, actor and object IDs; errors and logs by job ID. */
+/* Pub/sub channels. Keys: node, job, worker, actor and object IDs; errors and logs by job ID;
+ * node load by node ID. NODES carries membership (registration, drain, death) to everyone who
+ * subscribes; NODE_LOAD carries each node's load reports, for schedulers, not for nodes. */
 enum ferry_gcs_channel {
 	FERRY_GCS_CH_NODES = 0,
 	FERRY_GCS_CH_JOBS = 1,
@@ -38,7 +40,8 @@ enum ferry_gcs_channel {
 	FERRY_GCS_CH_OBJECT_LOCATIONS = 4,
 	FERRY_GCS_CH_ERRORS = 5,
 	FERRY_GCS_CH_LOGS = 6,
-	FERRY_GCS_CH_COUNT = 7,
+	FERRY_GCS_CH_NODE_LOAD = 7,
+	FERRY_GCS_CH_COUNT = 8,
 };
 
 enum ferry_gcs_node_state {
@@ -217,11 +220,61 @@ struct ferry_gcs_node_info {
 /* ferry_gcs_node_register() - add @node (alive). 1 added, 0 re-registered, -EEXIST (dead). */
 FERRY_API int ferry_gcs_node_register(struct ferry_gcs_client *c,
 				      const struct ferry_gcs_node_info *node);
-/* ferry_gcs_node_heartbeat() - the node is alive; heartbeat at least every deadline / 10
- * (default 100 ms). 1, or -ENOENT (unknown or declared dead). */
+/*
+ * ferry_gcs_node_heartbeat() - the node is alive; heartbeat at least every deadline / 10
+ * (default 100 ms). A heartbeat only refreshes the node's liveness in the GCS's memory: nothing
+ * is written to the log and nothing is published (load goes with ferry_gcs_node_report_load;
+ * the avail_* arguments are ignored and kept for source compatibility). 1 alive, 0 alive but
+ * the GCS holds no load report of the node (a restarted GCS: send one), -ENOENT (unknown or
+ * declared dead).
+ */
 FERRY_API int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node_id *id,
 				       double avail_cpu, double avail_gpu,
 				       double avail_memory_bytes);
+
+/* Resource amounts in load reports are fixed point: this many to one unit (one CPU, one byte). */
+#define FERRY_GCS_RESOURCE_UNIT 10000
+/* Resources per load report, the standard four included. */
+#define FERRY_GCS_MAX_LOAD_RESOURCES 68
+
+/* One resource of a node's load report. */
+struct ferry_gcs_resource_load {
+	const char *name;  /* "CPU", "GPU", "memory", "object_store_memory", or a custom name */
+	int64_t total;	   /* what the node has, in 1/FERRY_GCS_RESOURCE_UNIT, >= 0 */
+	int64_t available; /* what is free now, same unit, >= 0 */
+};
+
+/* A node's load: the latest report, kept in the GCS's memory (never logged). */
+struct ferry_gcs_node_load {
+	struct ferry_node_id id;			 /* the node */
+	uint64_t version;				 /* grows with every report of the node */
+	uint32_t queue_length;				 /* tasks waiting for resources */
+	uint64_t mean_task_us;				 /* mean task run time; 0: none yet */
+	uint32_t nresources;				 /* 0..FERRY_GCS_MAX_LOAD_RESOURCES */
+	const struct ferry_gcs_resource_load *resources; /* names unique, 1..127 bytes */
+};
+
+/*
+ * ferry_gcs_node_report_load() - replace the node's load in the GCS (counts as a heartbeat too)
+ * and publish it on FERRY_GCS_CH_NODE_LOAD (key: the node ID) to that channel's subscribers
+ * only. Not durable: a restarted GCS knows no load until the node reports again (its heartbeat
+ * returns 0 to ask). Send one when something changed, at most once per heartbeat interval.
+ * 1 taken, 0 ignored (its version is not newer than the one held), -EINVAL (bad report,
+ * logged), -ENOENT (unknown or dead node).
+ * ferry_gcs_node_load_list() - the latest load report of every live node that sent one: the
+ * count and *@loads, one allocation with the arrays and names (ferry_gcs_free).
+ * ferry_gcs_event_node_load() - decode a FERRY_GCS_CH_NODE_LOAD event (a subscriber gets a
+ * snapshot of every node's latest load, then each new report; a removal when a node dies):
+ * 0 and *@out, whose resources (with their names) are one allocation to ferry_gcs_free;
+ * -EINVAL (another channel or a removal), -EPROTO.
+ */
+FERRY_API int ferry_gcs_node_report_load(struct ferry_gcs_client *c,
+					 const struct ferry_gcs_node_load *load);
+FERRY_API int ferry_gcs_node_load_list(struct ferry_gcs_client *c,
+				       struct ferry_gcs_node_load **loads);
+struct ferry_gcs_event;
+FERRY_API int ferry_gcs_event_node_load(const struct ferry_gcs_event *ev,
+					struct ferry_gcs_node_load *out);
 
 /*
  * ferry_gcs_node_list() - every node the GCS knows (dead ones included), with state and address.

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The GCS server's liveness and load side: heartbeats and load reports, both answered from
+ * memory without the state, the WAL or the nodes channel.
+ *
+ * DESIGN
+ * - A heartbeat refreshes the node's last sign of life (server.c's last_seen) and nothing else:
+ *   no log record, no table write, no publication. At N nodes and 10 heartbeats a second that
+ *   was 20·N log records and up to 10·N² deliveries a second; now it is N hash updates.
+ * - A load report is a heartbeat that also replaces the node's latest load, kept here as the
+ *   record bytes the node sent (validated first), and published on FERRY_GCS_CH_NODE_LOAD
+ *   keyed by node: only that channel's subscribers (schedulers) get it, and the pub/sub engine
+ *   coalesces per key for a slow one. Versions grow per node; an older or equal one (a resend
+ *   after a reconnect) is dropped. A subscriber's snapshot is every stored report.
+ * - Loads are not durable: a restarted GCS has none, and says so in each heartbeat's answer (0),
+ *   so nodes report again. A node declared dead loses its report, published as a removal.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "gcs/records.h"
+#include "gcs/server_int.h"
+
+#define COMP "gcs"
+
+/* What the loads map holds per node. */
+struct load_entry {
+	uint64_t version; /* of the report held */
+	uint8_t *rec;	  /* its NODE_LOAD record, as the node sent it (ferry__malloc) */
+	size_t size;	  /* its bytes */
+};
+
+void ferry__gcs_srv_load_init(struct ferry__gcs_server *srv)
+{
+	ferry__hashmap_init(&srv->loads, sizeof(struct ferry_node_id), sizeof(struct load_entry));
+}
+
+void ferry__gcs_srv_load_fini(struct ferry__gcs_server *srv)
+{
+	size_t cursor = 0;
+	void *key, *value;
+
+	while (ferry__hashmap_next(&srv->loads, &cursor, &key, &value))
+		ferry__free(((struct load_entry *)value)->rec);
+	ferry__hashmap_fini(&srv->loads);
+}
+
+/* The node may heartbeat: registered and not dead. */
+static bool node_alive(struct ferry__gcs_server *srv, const struct ferry_node_id *id)
+{
+	const struct ferry__gcs_node *n =
+		ferry__gcs_node_get(ferry__gcs_state_tables(srv->state), id);
+
+	return n && n->state != FERRY_GCS_NODE_DEAD;
+}
+
+int ferry__gcs_srv_heartbeat(struct ferry__gcs_server *srv, const struct ferry_node_id *id)
+{
+	if (!node_alive(srv, id))
+		return -ENOENT;
+	ferry__gcs_srv_node_seen(srv, id);
+	srv->heartbeats++;
+	return ferry__hashmap_get(&srv->loads, id->bytes) ? 1 : 0;
+}
+
+int ferry__gcs_srv_node_load(struct ferry__gcs_server *srv, const struct ferry_gcs_node_load *l,
+			     const void *rec, size_t size)
+{
+	struct load_entry *e;
+	uint8_t *copy;
+	void *v;
+	int ret;
+
+	if (!node_alive(srv, &l->id))
+		return -ENOENT;
+	if (ferry__gcs_load_check(l) < 0)
+		return -EINVAL;
+	ferry__gcs_srv_node_seen(srv, &l->id);
+	e = ferry__hashmap_get(&srv->loads, l->id.bytes);
+	if (e && l->version <= e->version)
+		return 0;
+	copy = ferry__malloc(size);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, rec, size);
+	ret = ferry__hashmap_put(&srv->loads, l->id.bytes, &v);
+	if (ret < 0) {
+		ferry__free(copy);
+		return ret;
+	}
+	e = v;
+	ferry__free(e->rec);
+	*e = (struct load_entry){l->version, copy, size};
+	srv->load_reports++;
+	ret = ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, l->id.bytes, sizeof(l->id.bytes),
+				copy, size, NULL);
+	if (ret < 0) /* held anyway: the next snapshot carries it */
+		FLOG_WARN(COMP, "publishing a load report failed: %s", strerror(-ret));
+	return 1;
+}
+
+void ferry__gcs_srv_load_forget(struct ferry__gcs_server *srv, const struct ferry_node_id *id)
+{
+	struct load_entry e;
+
+	if (ferry__hashmap_remove(&srv->loads, id->bytes, &e) < 0)
+		return;
+	ferry__free(e.rec);
+	(void)ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, id->bytes, sizeof(id->bytes),
+				NULL, 0, NULL);
+}
+
+int ferry__gcs_srv_load_snapshot(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap,
+				 const void *key, size_t key_size)
+{
+	struct load_entry *e;
+	size_t cursor = 0;
+	void *k, *v;
+	int ret = 0;
+
+	if (key_size) {
+		e = key_size == sizeof(struct ferry_node_id) ? ferry__hashmap_get(&srv->loads, key)
+							     : NULL;
+		return e ? ferry__ps_snap_add(snap, key, key_size, e->rec, e->size) : 0;
+	}
+	while (ret == 0 && ferry__hashmap_next(&srv->loads, &cursor, &k, &v)) {
+		e = v;
+		ret = ferry__ps_snap_add(snap, k, sizeof(struct ferry_node_id), e->rec, e->size);
+	}
+	return ret;
+}
+
+int ferry__gcs_srv_load_list(struct ferry__gcs_server *srv, struct ferry__gcs_buf *out)
+{
+	struct ferry__gcs_writer w = {out, 0};
+	size_t cursor = 0;
+	void *k, *v;
+	int count = 0;
+
+	while (!w.err && ferry__hashmap_next(&srv->loads, &cursor, &k, &v)) {
+		struct load_entry *e = v;
+
+		ferry__gcs_put_bytes(&w, e->rec, e->size);
+		count++;
+	}
+	return w.err ? w.err : count;
+}
