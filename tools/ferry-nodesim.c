@@ -97,6 +97,7 @@ struct sim_opts {
 	uint32_t kill_gap_ms;	     /* between kills */
 	uint32_t drain_s;	     /* wait this long at most for the DEAD events */
 	uint32_t observers;	     /* nodes that decode events */
+	uint32_t subscribers;	     /* nodes subscribed to membership (the first ones) */
 	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
 	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
 };
@@ -482,7 +483,7 @@ static void on_connect(struct ferry__conn *conn)
 		connect_next(sim);
 	/* node.c registers, then its object manager subscribes: the same two messages. */
 	ret = send_register(n);
-	if (ret >= 0)
+	if (ret >= 0 && (uint32_t)(n - sim->nodes) < sim->o.subscribers)
 		ret = send_subscribe(n);
 	if (ret < 0) {
 		FLOG_WARN(COMP, "node %u: send failed: %s", (unsigned)(n - n->sim->nodes),
@@ -819,6 +820,7 @@ static void usage(FILE *to)
 		"         [--connect-timeout-s S] (120) [--settle-s S] (3) [--steady-s S] (10)\n"
 		"         [--kills N] (20) [--kill-gap-ms MS] (137) [--drain-s S] (10)\n"
 		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
+		"         [--subscribers N] (all: the first N nodes subscribe to membership)\n"
 		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
 		"line.\n");
 }
@@ -857,6 +859,7 @@ static uint32_t *num_flag(struct sim_opts *o, const char *a)
 		{"--drain-s", offsetof(struct sim_opts, drain_s)},
 		{"--observers", offsetof(struct sim_opts, observers)},
 		{"--load-change-ms", offsetof(struct sim_opts, load_change_ms)},
+		{"--subscribers", offsetof(struct sim_opts, subscribers)},
 	};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
@@ -898,6 +901,10 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
 				"--connect-batch above 0 are required\n");
 		return -EINVAL;
 	}
+	if (!o->subscribers || o->subscribers > o->nodes)
+		o->subscribers = o->nodes;
+	if (o->observers > o->subscribers)
+		o->observers = o->subscribers;
 	if (o->observers >= o->nodes)
 		o->observers = o->nodes > 1 ? o->nodes - 1 : 1;
 	ret = ferry__token_read(token_file, o->token, sizeof(o->token));
