@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: Apache-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ferry-nodesim: N simulated nodes against a real ferry-gcs, for bench/compare gcs-scale. Each
  * simulated node is one TCP connection with the cluster token handshake; it registers and
@@ -13,12 +13,17 @@
  *   project's own encoders (gcs/ops.h records inside a GcsRequest, the generated wire
  *   builders), so a new op needs one send function here, nothing else.
  * - Connects run at most --connect-batch at a time (below ferry-gcs's --max-handshaking, which
- *   closes the oldest handshaking connection past it); a node counts as up when its
- *   registration is answered, and the next connect starts then.
+ *   closes the oldest handshaking connection past it): the next starts when a handshake is
+ *   done, so registrations pipeline as when nodes start together. A node is up (heartbeating)
+ *   once its registration is answered.
  * - Heartbeats: one 10 ms tick walks one bucket of nodes (index mod heartbeat_ms / 10), so
  *   each node beats every heartbeat_ms, spread evenly. As in node.c (whose heartbeat call
  *   blocks) a node has at most one heartbeat in flight: a beat due while one is outstanding is
  *   skipped and counted, which is how an overloaded GCS shows.
+ * - Load reports, where the tree has them (FERRY_GCS_RESOURCE_UNIT defined): a node's first
+ *   beat and each beat after its load changed (--load-change-ms; never by default: an idle
+ *   cluster) is a NODE_LOAD report instead of a heartbeat, as node.c's beat(); one more
+ *   connection, not a node, subscribes to the load channel as a scheduler would.
  * - Node IDs are a random 12-byte prefix and the node's index, so an event's key names the
  *   simulated node without a table. Observers (the first --observers nodes, never killed)
  *   decode nodes-channel items and record the first DEAD they see for each node; the others
@@ -122,7 +127,7 @@ enum phase { PH_JOIN, PH_SETTLE, PH_STEADY, PH_KILL, PH_DRAIN, PH_DONE };
 struct sim {
 	struct sim_opts o;		    /* options */
 	struct ferry__loop *loop;	    /* the loop */
-	struct sim_node *nodes;		    /* o.nodes of them */
+	struct sim_node *nodes;		    /* o.nodes of them, then the scheduler */
 	uint8_t id_prefix[ID_PREFIX_BYTES]; /* shared by every node ID */
 	struct ferry__loop_timer tick;	    /* TICK_MS */
 	struct ferry__gcs_buf rec;	    /* reused op record */
