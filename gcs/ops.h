@@ -61,7 +61,7 @@ enum ferry__gcs_op_type {
 	FERRY__GCS_OP_OBJ_OWNER_DIED = 22, /* an owner that is not a registered worker (driver) */
 	FERRY__GCS_OP_REQUEST_DONE = 23,   /* a client request's result, for deduplication */
 	FERRY__GCS_OP_OBJ_NODE_DIED = 24, /* another shard declared node_id dead: drop its copies */
-	FERRY__GCS_OP_LOG = 25, /* a log line for the logs channel: published, never stored */
+	FERRY__GCS_OP_LOG = 25,	      /* a log line for the logs channel: published, never stored */
 	FERRY__GCS_OP_NODE_LOAD = 26, /* a node's load report: kept in memory, never logged */
 	/* Snapshot records: put a record back exactly as it was. */
 	FERRY__GCS_OP_RESTORE_NODE = 64,

@@ -361,8 +361,8 @@ int ferry__gcs_load_check(const struct ferry_gcs_node_load *l)
 	for (uint32_t i = 0; i < l->nresources; i++) {
 		const struct ferry_gcs_resource_load *r = &l->resources[i];
 
-		if (ferry__gcs_text_check(r->name, FERRY__GCS_NAME_MAX - 1, true,
-					  "resource name") < 0)
+		if (ferry__gcs_text_check(r->name, FERRY__GCS_NAME_MAX - 1, true, "resource name") <
+		    0)
 			return -EINVAL;
 		if (r->total < 0 || r->available < 0) {
 			FLOG_WARN("gcs", "tables: load report: %s is negative", r->name);

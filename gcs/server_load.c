@@ -9,9 +9,10 @@
  *   was 20·N log records and up to 10·N² deliveries a second; now it is N hash updates.
  * - A load report is a heartbeat that also replaces the node's latest load, kept here as the
  *   record bytes the node sent (validated first), and published on FERRY_GCS_CH_NODE_LOAD
- *   keyed by node: only that channel's subscribers (schedulers) get it, and the pub/sub engine
- *   coalesces per key for a slow one. Versions grow per node; an older or equal one (a resend
- *   after a reconnect) is dropped. A subscriber's snapshot is every stored report.
+ *   keyed by node: only that channel's subscribers (schedulers) get it; one that falls too far
+ *   behind is resynced with a snapshot of the latest reports, never the backlog. Versions grow
+ *   per node; an older or equal one (a resend after a reconnect) is dropped. A subscriber's
+ *   snapshot is every stored report.
  * - Loads are not durable: a restarted GCS has none, and says so in each heartbeat's answer (0),
  *   so nodes report again. A node declared dead loses its report, published as a removal.
  */
@@ -108,8 +109,8 @@ void ferry__gcs_srv_load_forget(struct ferry__gcs_server *srv, const struct ferr
 	if (ferry__hashmap_remove(&srv->loads, id->bytes, &e) < 0)
 		return;
 	ferry__free(e.rec);
-	(void)ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, id->bytes, sizeof(id->bytes),
-				NULL, 0, NULL);
+	(void)ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, id->bytes, sizeof(id->bytes), NULL,
+				0, NULL);
 }
 
 int ferry__gcs_srv_load_snapshot(struct ferry__gcs_server *srv, struct ferry__ps_snap *snap,

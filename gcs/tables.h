@@ -156,7 +156,7 @@ enum ferry__gcs_table {
 	FERRY__GCS_T_WORKERS = 2,
 	FERRY__GCS_T_ACTORS = 3,
 	FERRY__GCS_T_PGS = 4,
-	FERRY__GCS_T_COUNT = 5, /* keyed tables; the logs below are separate */
+	FERRY__GCS_T_COUNT = 5,	 /* keyed tables; the logs below are separate */
 	FERRY__GCS_T_LOADS = 16, /* not a table: the server's node load reports (list only) */
 };
 

@@ -6,8 +6,10 @@
  * DESIGN
  * - Threads: the store's loop thread (plasma/server.h) runs the store and calls our hooks;
  *   the object manager has its own (transport/objmgr.h); the GCS client its own; and the node
- *   adds two: a heartbeat thread (ferry_gcs_node_heartbeat every heartbeat_ms) and a directory
- *   thread that turns store events into GCS calls (the hooks must not block).
+ *   adds two: a heartbeat thread (ferry_gcs_node_heartbeat every heartbeat_ms, or instead a
+ *   load report when the node's load changed or a restarted GCS asked for it: one message a
+ *   beat either way) and a directory thread that turns store events into GCS calls (the hooks
+ *   must not block).
  * - Store hooks: on_miss (a local client waits for an absent object) starts a pull that waits
  *   for the object until on_miss_end (nobody waits for it any more) unwants it; on_sealed
  *   of a primary copy queues "object_add + add_location", of a secondary (a pulled copy: the

@@ -108,14 +108,16 @@ static int parse_one(const char *s, size_t len, struct ferry__res_set *set, unsi
 	int64_t v;
 
 	if (!eq || !name_ok(s, nlen)) {
-		FLOG_ERROR(COMP, "--resources: '%.*s' is not name=amount (a name is 1..%d of "
-				 "A-Z a-z 0-9 _ . : -)",
+		FLOG_ERROR(COMP,
+			   "--resources: '%.*s' is not name=amount (a name is 1..%d of "
+			   "A-Z a-z 0-9 _ . : -)",
 			   (int)len, s, FERRY__RES_NAME_MAX);
 		return -EINVAL;
 	}
 	if (is_standard(s, nlen)) {
-		FLOG_ERROR(COMP, "--resources: %.*s has its own flag (--num-cpus, --num-gpus, "
-				 "--memory)",
+		FLOG_ERROR(COMP,
+			   "--resources: %.*s has its own flag (--num-cpus, --num-gpus, "
+			   "--memory)",
 			   (int)nlen, s);
 		return -EINVAL;
 	}
@@ -227,8 +229,8 @@ static int cgroup_path(const char *root, const char *controller, char *out, size
 
 /* @file of our cgroup (@dir: "" for v2, "/cpu,cpuacct" style for v1): our own cgroup's, else
  * the mount root's (a container sees its own cgroup as the root). */
-static int cgroup_read(const char *root, const char *controller, const char *dir,
-		       const char *file, char *buf, size_t size)
+static int cgroup_read(const char *root, const char *controller, const char *dir, const char *file,
+		       char *buf, size_t size)
 {
 	char cg[256] = "", path[512];
 
@@ -331,8 +333,8 @@ int ferry__res_node_totals(const struct ferry__res_opts *o, struct ferry__res_se
 		if (ferry__res_parse_amount(o->num_cpus, "--num-cpus", &cpus) < 0)
 			return -EINVAL;
 	} else {
-		cpus = ferry__res_cpus(root, o->affinity_cpus ? o->affinity_cpus
-							       : affinity_count());
+		cpus = ferry__res_cpus(root,
+				       o->affinity_cpus ? o->affinity_cpus : affinity_count());
 	}
 	if (o->num_gpus && ferry__res_parse_amount(o->num_gpus, "--num-gpus", &gpus) < 0)
 		return -EINVAL;

@@ -18,8 +18,8 @@
 
 #include <ferry/gcs.h>
 
-#define FERRY__RES_NAME_MAX 63 /* bytes of a resource name */
-#define FERRY__RES_MAX_CUSTOM 64 /* custom resources per node (the GCS's limit) */
+#define FERRY__RES_NAME_MAX 63			   /* bytes of a resource name */
+#define FERRY__RES_MAX_CUSTOM 64		   /* custom resources per node (the GCS's limit) */
 #define FERRY__RES_MAX (4 + FERRY__RES_MAX_CUSTOM) /* the four standard ones first */
 /* The largest amount: a whole number of units that still fits after scaling. */
 #define FERRY__RES_AMOUNT_MAX (INT64_MAX / 2)
@@ -31,7 +31,7 @@ struct ferry__res {
 
 /* A set of named amounts; names are unique. */
 struct ferry__res_set {
-	uint32_t count;			       /* entries used */
+	uint32_t count;				 /* entries used */
 	struct ferry__res items[FERRY__RES_MAX]; /* in insertion order */
 };
 
@@ -69,12 +69,12 @@ uint64_t ferry__res_memory_bytes(const char *root);
 
 /* What the node was told (flags); zeros mean detect / none. */
 struct ferry__res_opts {
-	const char *num_cpus;	     /* --num-cpus, NULL: detect */
-	const char *num_gpus;	     /* --num-gpus, NULL: 0 */
-	const char *custom;	     /* --resources, NULL: none */
-	uint64_t store_bytes;	     /* the store's capacity */
-	const char *root;	     /* NULL: "" (tests: a fake /proc and /sys) */
-	unsigned affinity_cpus;	     /* 0: sched_getaffinity() */
+	const char *num_cpus;	/* --num-cpus, NULL: detect */
+	const char *num_gpus;	/* --num-gpus, NULL: 0 */
+	const char *custom;	/* --resources, NULL: none */
+	uint64_t store_bytes;	/* the store's capacity */
+	const char *root;	/* NULL: "" (tests: a fake /proc and /sys) */
+	unsigned affinity_cpus; /* 0: sched_getaffinity() */
 };
 
 /*

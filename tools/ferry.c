@@ -53,6 +53,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "node/node.h"
+#include "node/resources.h"
 #include "tools/ferry_cli.h"
 #include "transport/objmgr.h"
 
@@ -73,6 +74,8 @@ static const char usage_text[] =
 	"NODE OPTIONS: [--memory SIZE] (store size; default 30% of RAM, at most a quarter of the\n"
 	"              available memory and 4G) [--transport rdma|tcp|auto] [--ip ADDR]\n"
 	"              [--spin-us US] (busy poll for latency: ferry-node --spin-us)\n"
+	"              [--num-cpus N] (default: affinity mask and cgroup quota) [--num-gpus N]\n"
+	"              (default 0) [--resources NAME=N,...] (custom, e.g. tpu=4,ssd=0.5)\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
 	"Run files (pids, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID; each\n"
 	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
@@ -86,6 +89,9 @@ struct opts {
 	const char *transport;	/* rdma, tcp, auto */
 	const char *ip;		/* address to listen on and advertise */
 	const char *spin_us;	/* object manager busy-poll window, passed through */
+	const char *num_cpus;	/* node resources, passed through */
+	const char *num_gpus;	/* same */
+	const char *resources;	/* same: custom name=amount,... */
 	unsigned timeout_s;	/* deadlines */
 };
 
@@ -277,7 +283,10 @@ static void node_argv(const struct opts *o, const char **argv, unsigned n, const
 	const char *pairs[][2] = {{"--memory", memory},
 				  {"--transport", o->transport},
 				  {"--ip", o->ip},
-				  {"--spin-us", o->spin_us}};
+				  {"--spin-us", o->spin_us},
+				  {"--num-cpus", o->num_cpus},
+				  {"--num-gpus", o->num_gpus},
+				  {"--resources", o->resources}};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(pairs); i++) {
 		if (!pairs[i][1])
@@ -328,7 +337,7 @@ static int start_node(const struct opts *o, const struct start *s)
 	snprintf(sock, sizeof(sock), "%s/store.sock", dir);
 	snprintf(spill, sizeof(spill), "%s/spill", dir);
 	/* --port 0: a free port, several nodes may share this host. */
-	const char *argv[24] = {bin,
+	const char *argv[32] = {bin,
 				"--gcs",
 				s->cluster.address,
 				"--token-file",
@@ -671,10 +680,11 @@ static int cmd_status(const struct opts *o)
 {
 	struct ferry__cli_cluster here;
 	struct ferry_gcs_node_info *nodes = NULL;
+	struct ferry_gcs_node_load *loads = NULL;
 	struct ferry_gcs_client *c = NULL;
 	const char *addr, *token_path;
 	struct ferry__cli_live live;
-	int ret, alive = 0;
+	int ret, alive = 0, nloads;
 
 	ferry__cli_cluster_read(&here);
 	ferry__cli_run_live(&live);
@@ -695,26 +705,63 @@ static int cmd_status(const struct opts *o)
 		return ret;
 	}
 	ret = ferry_gcs_node_list(c, &nodes);
+	/* Loads are an older GCS's unknown list: then the rows go without them. */
+	nloads = ret < 0 ? 0 : ferry_gcs_node_load_list(c, &loads);
 	ferry_gcs_client_destroy(c);
 	if (ret < 0) {
 		ferry__cli_fail("listing nodes at %s failed: %s", addr, ferry_strerror(ret));
 		return ret;
 	}
+	nloads = nloads < 0 ? 0 : nloads;
 	printf("GCS %s\n%-12s  %-8s  %-22s  %-18s  %12s\n", addr, "NODE", "STATE", "ADDRESS",
 	       "TRANSPORTS", "STORE");
 	for (int i = 0; i < ret; i++) {
+		const struct ferry_gcs_node_load *l =
+			ferry__cli_find_load(loads, nloads, &nodes[i].id);
+
 		print_node(&nodes[i]);
+		if (l && nodes[i].state != FERRY_GCS_NODE_DEAD)
+			ferry__cli_print_load(l);
 		if (nodes[i].state != FERRY_GCS_NODE_DEAD)
 			print_local_socket(&nodes[i]);
 		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
 	}
 	printf("%d node%s, %d alive\n", ret, ret == 1 ? "" : "s", alive);
+	ferry__cli_print_load_totals(loads, nloads);
 	print_clashes(nodes, ret);
 	ferry_gcs_free(nodes);
+	ferry_gcs_free(loads);
 	return 0;
 }
 
 /* ---- command line ---- */
+
+/* --num-cpus, --num-gpus, --resources: checked here, in the CLI's words, then passed through. */
+static int parse_resource_flag(int c, const char *v, struct opts *o)
+{
+	static struct ferry__res_set set; /* large: not on the stack */
+	int64_t amount;
+
+	memset(&set, 0, sizeof(set));
+	if (c == 'R') {
+		if (ferry__res_parse_custom(v, &set) < 0) {
+			ferry__cli_fail("bad --resources value: %s (NAME=AMOUNT,...: names of "
+					"A-Z a-z 0-9 _ . : -, each once, at most 64, not CPU, GPU "
+					"or memory; amounts >= 0)",
+					v);
+			return -EINVAL;
+		}
+		o->resources = v;
+		return 0;
+	}
+	if (ferry__res_parse_amount(v, c == 'C' ? "--num-cpus" : "--num-gpus", &amount) < 0) {
+		ferry__cli_fail("bad --num-%s value: %s (a number >= 0, at most 4 decimals)",
+				c == 'C' ? "cpus" : "gpus", v);
+		return -EINVAL;
+	}
+	*(c == 'C' ? &o->num_cpus : &o->num_gpus) = v;
+	return 0;
+}
 
 /* 0, 1 for --help, 2 for --version, or -EINVAL (said why). */
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -728,6 +775,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"transport", required_argument, NULL, 'T'},
 		{"ip", required_argument, NULL, 'i'},
 		{"spin-us", required_argument, NULL, 's'},
+		{"num-cpus", required_argument, NULL, 'C'},
+		{"num-gpus", required_argument, NULL, 'G'},
+		{"resources", required_argument, NULL, 'R'},
 		{"timeout", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -796,6 +846,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			}
 			o->spin_us = optarg;
 			break;
+		case 'C':
+		case 'G':
+		case 'R':
+			if (parse_resource_flag(c, optarg, o) < 0)
+				return -EINVAL;
+			break;
 		default:
 			return -EINVAL;
 		}
@@ -821,8 +877,8 @@ static int run(const char *cmd, const struct opts *o)
 			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
 		return 2;
 	}
-	if ((strcmp(cmd, "start") &&
-	     (o->head || o->memory || o->transport || o->ip || o->spin_us)) ||
+	if ((strcmp(cmd, "start") && (o->head || o->memory || o->transport || o->ip || o->spin_us ||
+				      o->num_cpus || o->num_gpus || o->resources)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;

@@ -106,4 +106,16 @@ void ferry__cli_print_log_tail(const char *path);
  */
 int ferry__cli_probe_gcs(const char *address, pid_t local_gcs_pid, unsigned timeout_s);
 
+/* ---- status: resources (ferry_load.c) ---- */
+
+struct ferry_gcs_node_load;
+struct ferry_node_id;
+/* The report of node @id in @loads, or NULL. */
+const struct ferry_gcs_node_load *ferry__cli_find_load(const struct ferry_gcs_node_load *loads,
+						       int count, const struct ferry_node_id *id);
+/* "  resources (available/total): CPU 2/2, ...; queue 0" under a node's row. */
+void ferry__cli_print_load(const struct ferry_gcs_node_load *l);
+/* "cluster (available/total): ..." summed over @loads (the live nodes'); nothing when empty. */
+void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count);
+
 #endif

@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/frame.h"
 #include "common/wire.h"
+#include "gcs/records.h"
 #include "gcs/server.h"
 #include "gcs/state.h"
 
@@ -35,7 +36,11 @@ static void apply(struct ferry__gcs_state *s, const struct ferry__frame *f)
 	v = ferry__wire_gcs_request_root_verified(f->payload);
 	if (ferry__gcs_op_decode(ferry__wire_gcs_request_op_data(v),
 				 ferry__wire_gcs_request_op_count(v), &op) == 0) {
-		(void)ferry__gcs_state_apply(s, &op, NULL);
+		/* Heartbeats and load reports stop at the server (server_load.c): its check. */
+		if (op.type == FERRY__GCS_OP_NODE_LOAD)
+			(void)ferry__gcs_load_check(&op.load);
+		else
+			(void)ferry__gcs_state_apply(s, &op, NULL);
 		ferry__gcs_op_release(&op);
 	}
 }
@@ -96,6 +101,27 @@ static int write_op(FILE *f, struct ferry__fb_builder *b, const struct ferry__gc
 	return ret;
 }
 
+/* A heartbeat and a load report of @node. */
+static int seed_liveness(FILE *f, struct ferry__fb_builder *b, const struct ferry_node_id *node)
+{
+	static const struct ferry_gcs_resource_load res[] = {
+		{"CPU", 80000, 5000}, {"GPU", 0, 0}, {"tpu", 40000, 40000}};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
+	int ret;
+
+	op.heartbeat.id = *node;
+	ret = write_op(f, b, &op);
+	memset(&op, 0, sizeof(op));
+	op.type = FERRY__GCS_OP_NODE_LOAD;
+	op.load.id = *node;
+	op.load.version = 7;
+	op.load.queue_length = 2;
+	op.load.mean_task_us = 1500;
+	op.load.nresources = 3;
+	op.load.resources = res;
+	return ret | write_op(f, b, &op);
+}
+
 static int seed_ops(FILE *f, struct ferry__fb_builder *b)
 {
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_REGISTER};
@@ -110,6 +136,7 @@ static int seed_ops(FILE *f, struct ferry__fb_builder *b)
 	op.node.state = FERRY_GCS_NODE_ALIVE;
 	op.node.transports = FERRY_GCS_TRANSPORT_TCP;
 	ret |= write_op(f, b, &op);
+	ret |= seed_liveness(f, b, &node);
 	memset(&op, 0, sizeof(op));
 	op.type = FERRY__GCS_OP_KV_PUT;
 	op.kv.ns = (struct ferry__gcs_slice){"ns", 2};
@@ -165,6 +192,7 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	struct ferry__wire_gcs_kv_get mg = {
 		.seq = 6, .key = keys, .key_count = sizeof(keys), .op = 3};
 	struct ferry__wire_gcs_table_get list = {.seq = 7, .table = 4, .list = true};
+	struct ferry__wire_gcs_table_get loads = {.seq = 8, .table = 16, .list = true};
 	int ret = 0;
 
 	ret |= ferry__wire_gcs_kv_get_build(b, &kv) ||
@@ -178,6 +206,8 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	ret |= ferry__wire_gcs_kv_get_build(b, &mg) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_KV_GET);
 	ret |= ferry__wire_gcs_table_get_build(b, &list) ||
+	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
+	ret |= ferry__wire_gcs_table_get_build(b, &loads) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
 	return ret;
 }

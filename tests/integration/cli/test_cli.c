@@ -146,7 +146,8 @@ FTEST(cli_head_node_status_stop)
 		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
 	use_run_dir();
 	ftest_assert_int_eq(cli(out, sizeof(out),
-				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20",
+				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
+				"--num-cpus 2",
 				port),
 			    0);
 	snprintf(expect, sizeof(expect), "cluster address 127.0.0.1:%u", port);
@@ -158,7 +159,8 @@ FTEST(cli_head_node_status_stop)
 
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"start --address 127.0.0.1:%u --token-file %s --ip 127.0.0.1 "
-				"--memory 64M --timeout 20 --spin-us 200",
+				"--memory 64M --timeout 20 --spin-us 200 --num-cpus 1.5 "
+				"--num-gpus 1 --resources tpu=4,ssd=0.25",
 				port, token),
 			    0);
 	gcs = pid_in("gcs.pid");
@@ -172,6 +174,18 @@ FTEST(cli_head_node_status_stop)
 	/* Each node's store socket, for the programs on this host that use it. */
 	ftest_assert_ptr_notnull(strstr(out, "node-1/store.sock"));
 	ftest_assert_ptr_notnull(strstr(out, "node-2/store.sock"));
+	/* Each node's resources and the cluster's sums, once both nodes reported their load
+	 * (with their first heartbeat after registering). */
+	for (int i = 0; i < 100 && count(out, "  resources (available/total)") < 2; i++) {
+		usleep(100 * 1000);
+		ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
+	}
+	ftest_assert_int_eq(count(out, "  resources (available/total)"), 2);
+	ftest_assert_ptr_notnull(strstr(out, ": CPU 2/2, GPU 0/0, memory "));
+	ftest_assert_ptr_notnull(strstr(out, ": CPU 1.5/1.5, GPU 1/1, memory "));
+	ftest_assert_ptr_notnull(strstr(out, "object store 64/64 MiB, tpu 4/4, ssd 0.25/0.25"));
+	ftest_assert_ptr_notnull(strstr(out, "cluster (available/total): CPU 3.5/3.5, GPU 1/1"));
+	ftest_assert_ptr_notnull(strstr(out, "object store 128/128 MiB, tpu 4/4, ssd 0.25/0.25"));
 
 	/* A node that crashes: the GCS declares it dead, and stop copes with its stale pid. */
 	ftest_assert_ok(kill(node2, SIGKILL));
@@ -237,9 +251,10 @@ static void expect_bad_flags(const char *bin, const char *args, const char *cons
 /* ferry-node refuses tuning values out of range before it starts anything (exit 2, usage). */
 FTEST(node_bad_tuning_flags)
 {
-	static const char *const bad[] = {"--spin-us 1000001", "--copy-batch-us 1000001",
-					  "--copy-batch-us -1", "--notice-hold-ms 10001",
-					  "--notice-hold-ms 5x"};
+	static const char *const bad[] = {
+		"--spin-us 1000001",	  "--copy-batch-us 1000001", "--copy-batch-us -1",
+		"--notice-hold-ms 10001", "--notice-hold-ms 5x",     "--num-cpus -1",
+		"--num-gpus 0.00001",	  "--resources a=1,a=2",     "--resources CPU=1"};
 	const char *node = getenv("FERRY_NODE_BIN");
 
 	if (!node || access(node, X_OK) < 0)
@@ -275,6 +290,11 @@ FTEST(cli_bad_flags)
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --spin-us 2000000"), 2);
 	ftest_assert_ptr_notnull(strstr(out, "bad --spin-us value"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --spin-us 10"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --num-cpus -1"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "bad --num-cpus value"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --resources tpu=1,tpu=2"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "bad --resources value"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --num-gpus 1"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "stop --head"), 2);
 	/* Neither or both of --head/--address: a usage error (2), as for any bad flag. */
 	ftest_assert_int_eq(cli(out, sizeof(out), "start"), 2);

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Liveness and load at the real ferry-gcs: heartbeats write nothing to the WAL and publish
+ * nothing on the nodes channel; a node's registration survives a GCS restart on its WAL and the
+ * restarted GCS gives it a full deadline (it is not declared dead while it keeps beating); load
+ * reports reach load subscribers only (snapshot, deltas, stale versions dropped, removal at
+ * death) and the load list.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "tests/integration/gcs/gcs_procs.h"
+
+struct events {
+	pthread_mutex_t lock;	     /* guards the rest */
+	pthread_cond_t cond;	     /* signalled on each event */
+	unsigned deltas;	     /* DELTA events */
+	unsigned resyncs;	     /* RESYNC markers */
+	unsigned snapshots;	     /* SNAPSHOT items */
+	unsigned removals;	     /* deltas without data */
+	uint64_t last_version;	     /* of the last load decoded */
+	int64_t last_tpu_avail;	     /* its "tpu" availability */
+	enum ferry_gcs_channel chan; /* channel of the last event */
+};
+
+static void events_init(struct events *e)
+{
+	memset(e, 0, sizeof(*e));
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+}
+
+static void on_event(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct events *e = arg;
+	struct ferry_gcs_node_load l;
+
+	pthread_mutex_lock(&e->lock);
+	e->chan = ev->channel;
+	if (ev->kind == FERRY_GCS_EVENT_RESYNC)
+		e->resyncs++;
+	else if (ev->kind == FERRY_GCS_EVENT_SNAPSHOT)
+		e->snapshots++;
+	else if (!ev->size)
+		e->removals++;
+	else
+		e->deltas++;
+	if (ev->channel == FERRY_GCS_CH_NODE_LOAD && ev->size &&
+	    ferry_gcs_event_node_load(ev, &l) == 0) {
+		e->last_version = l.version;
+		for (uint32_t i = 0; i < l.nresources; i++)
+			if (!strcmp(l.resources[i].name, "tpu"))
+				e->last_tpu_avail = l.resources[i].available;
+		ferry_gcs_free((void *)(uintptr_t)l.resources);
+	}
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Wait (at most 10 s: a hang, not a speed check) until *@counter >= @want. */
+static unsigned events_wait(struct events *e, const unsigned *counter, unsigned want)
+{
+	struct timespec ts;
+	unsigned got;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&e->lock);
+	while (*counter < want && pthread_cond_timedwait(&e->cond, &e->lock, &ts) == 0)
+		;
+	got = *counter;
+	pthread_mutex_unlock(&e->lock);
+	return got;
+}
+
+static unsigned events_get(struct events *e, const unsigned *counter)
+{
+	unsigned v;
+
+	pthread_mutex_lock(&e->lock);
+	v = *counter;
+	pthread_mutex_unlock(&e->lock);
+	return v;
+}
+
+static void node_register(struct ferry_gcs_client *c, struct ferry_node_id *id)
+{
+	struct ferry_gcs_node_info n = {0};
+
+	ferry_node_id_random(id);
+	n.id = *id;
+	n.address = "10.0.0.9:1";
+	n.cpu = 2;
+	ftest_assert_int_ge(ferry_gcs_node_register(c, &n), 0);
+}
+
+/* A hash (FNV-1a) of the contents of every file in @dir: the log's files are allocated in
+ * whole blocks, so their sizes do not show a record being added; their bytes do. */
+static uint64_t dir_hash(const char *dir)
+{
+	uint64_t h = 1469598103934665603ull;
+	char path[1024];
+	struct dirent *d;
+	DIR *dh = opendir(dir);
+	FILE *f;
+	int ch;
+
+	ftest_assert_ptr_notnull(dh);
+	while ((d = readdir(dh))) {
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		if (d->d_name[0] == '.' || !(f = fopen(path, "rb")))
+			continue;
+		while ((ch = getc(f)) != EOF)
+			h = (h ^ (uint64_t)ch) * 1099511628211ull;
+		fclose(f);
+	}
+	closedir(dh);
+	return h;
+}
+
+/* A load report of @id: CPU 2, tpu @tpu_avail of 4 (fixed point). */
+static int report(struct ferry_gcs_client *c, const struct ferry_node_id *id, uint64_t version,
+		  int64_t tpu_avail)
+{
+	const struct ferry_gcs_resource_load res[] = {
+		{"CPU", 2 * FERRY_GCS_RESOURCE_UNIT, 2 * FERRY_GCS_RESOURCE_UNIT},
+		{"tpu", 4 * FERRY_GCS_RESOURCE_UNIT, tpu_avail},
+	};
+	struct ferry_gcs_node_load l = {0};
+
+	l.id = *id;
+	l.version = version;
+	l.queue_length = 3;
+	l.nresources = 2;
+	l.resources = res;
+	return ferry_gcs_node_report_load(c, &l);
+}
+
+FTEST(heartbeats_touch_neither_the_wal_nor_the_nodes_channel)
+{
+	char wal[512];
+	const char *args[] = {"--wal", wal, NULL};
+	struct gcs_proc p;
+	struct ferry_gcs_client *c, *sub;
+	struct ferry_node_id id;
+	struct events e;
+	uint64_t before;
+
+	snprintf(wal, sizeof(wal), "%s/wal", ftest_tmpdir());
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	sub = client_for(&p, 1, TOKEN);
+	node_register(c, &id);
+	events_init(&e);
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_NODES, NULL, 0, on_event, &e));
+	ftest_assert_uint_ge(events_wait(&e, &e.snapshots, 1), 1);
+	before = dir_hash(wal);
+	for (int i = 0; i < 200; i++)
+		ftest_assert_int_ge(ferry_gcs_node_heartbeat(c, &id, 1, 0, 0), 0);
+	ftest_assert_uint_eq(dir_hash(wal), before);
+	/* A second node's registration is the fence: its delta comes after anything the
+	 * heartbeats could have published. */
+	node_register(c, &(struct ferry_node_id){0});
+	ftest_assert_uint_ge(events_wait(&e, &e.deltas, 1), 1);
+	usleep(100 * 1000);
+	ftest_assert_uint_eq(events_get(&e, &e.deltas), 1); /* the fence alone */
+	ftest_assert_uint_ne(dir_hash(wal), before);	    /* a registration is logged */
+	ferry_gcs_client_destroy(sub);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(registration_survives_a_restart_and_gets_a_full_deadline)
+{
+	char wal[512];
+	const char *args[] = {"--wal", wal, "--node-deadline-ms", "400", NULL};
+	struct ferry_gcs_node_info *nodes;
+	struct gcs_proc p;
+	struct ferry_gcs_client *c;
+	struct ferry_node_id id;
+	int n;
+
+	snprintf(wal, sizeof(wal), "%s/wal", ftest_tmpdir());
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	node_register(c, &id);
+	ftest_assert_int_eq(report(c, &id, 1, FERRY_GCS_RESOURCE_UNIT), 1);
+	ftest_assert_int_eq(ferry_gcs_node_heartbeat(c, &id, 0, 0, 0), 1); /* load held */
+	gcs_stop(&p, SIGKILL);
+	/* Down for longer than the deadline: the restarted GCS must not count that against it. */
+	usleep(600 * 1000);
+	p = gcs_start(p.port, args);
+	/* The node keeps beating (every 50 ms) for five deadlines. The first beat learns the
+	 * restarted GCS holds no load of it (0); it reports again (1) and beats go back to 1. */
+	ftest_assert_int_eq(ferry_gcs_node_heartbeat(c, &id, 0, 0, 0), 0);
+	ftest_assert_int_eq(report(c, &id, 2, FERRY_GCS_RESOURCE_UNIT), 1);
+	for (int i = 0; i < 40; i++) {
+		ftest_assert_int_eq(ferry_gcs_node_heartbeat(c, &id, 0, 0, 0), 1);
+		usleep(50 * 1000);
+	}
+	n = ferry_gcs_node_list(c, &nodes);
+	ftest_assert_int_eq(n, 1);
+	ftest_assert_mem_eq(&nodes[0].id, &id, sizeof(id));
+	ftest_assert_int_eq(nodes[0].state, FERRY_GCS_NODE_ALIVE);
+	ftest_assert_true(nodes[0].cpu == 2.0);
+	ferry_gcs_free(nodes);
+	/* And one that stops beating after a restart is still declared dead. */
+	usleep(1000 * 1000);
+	ftest_assert_errno(ferry_gcs_node_heartbeat(c, &id, 0, 0, 0), -ENOENT);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+FTEST(load_reports_reach_load_subscribers_only)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *c = client_for(&p, 1, TOKEN), *sched, *member, *late;
+	struct ferry_gcs_node_load *loads;
+	struct ferry_node_id id, other;
+	struct events ev_sched, ev_member, ev_late;
+
+	sched = client_for(&p, 1, TOKEN);
+	member = client_for(&p, 1, TOKEN);
+	events_init(&ev_sched);
+	events_init(&ev_member);
+	node_register(c, &id);
+	ferry_node_id_random(&other);
+	ftest_assert_errno(report(c, &other, 1, 0), -ENOENT); /* unregistered: refused */
+	ftest_assert_ok(
+		ferry_gcs_subscribe(sched, FERRY_GCS_CH_NODE_LOAD, NULL, 0, on_event, &ev_sched));
+	ftest_assert_ok(
+		ferry_gcs_subscribe(member, FERRY_GCS_CH_NODES, NULL, 0, on_event, &ev_member));
+	ftest_assert_uint_ge(events_wait(&ev_member, &ev_member.snapshots, 1), 1);
+	ftest_assert_uint_ge(events_wait(&ev_sched, &ev_sched.resyncs, 1), 1);
+
+	ftest_assert_int_eq(report(c, &id, 10, 3 * FERRY_GCS_RESOURCE_UNIT), 1);
+	ftest_assert_uint_eq(events_wait(&ev_sched, &ev_sched.deltas, 1), 1);
+	ftest_assert_uint_eq(ev_sched.last_version, 10);
+	ftest_assert_int_eq(ev_sched.last_tpu_avail, 3 * FERRY_GCS_RESOURCE_UNIT);
+	/* A stale version (a resend) is dropped; a newer one goes out. */
+	ftest_assert_int_eq(report(c, &id, 9, 0), 0);
+	ftest_assert_int_eq(report(c, &id, 11, FERRY_GCS_RESOURCE_UNIT / 2), 1);
+	ftest_assert_uint_eq(events_wait(&ev_sched, &ev_sched.deltas, 2), 2);
+	ftest_assert_uint_eq(ev_sched.last_version, 11);
+	ftest_assert_int_eq(ev_sched.last_tpu_avail, FERRY_GCS_RESOURCE_UNIT / 2);
+
+	ftest_assert_int_eq(ferry_gcs_node_load_list(c, &loads), 1);
+	ftest_assert_uint_eq(loads[0].version, 11);
+	ftest_assert_uint_eq(loads[0].queue_length, 3);
+	ftest_assert_uint_eq(loads[0].nresources, 2);
+	ftest_assert_str_eq(loads[0].resources[1].name, "tpu");
+	ftest_assert_int_eq(loads[0].resources[1].total, 4 * FERRY_GCS_RESOURCE_UNIT);
+	ferry_gcs_free(loads);
+
+	/* A scheduler that subscribes later gets the latest report as a snapshot. */
+	late = client_for(&p, 1, TOKEN);
+	events_init(&ev_late);
+	ftest_assert_ok(
+		ferry_gcs_subscribe(late, FERRY_GCS_CH_NODE_LOAD, NULL, 0, on_event, &ev_late));
+	ftest_assert_uint_eq(events_wait(&ev_late, &ev_late.snapshots, 1), 1);
+	ftest_assert_uint_eq(ev_late.last_version, 11);
+
+	/* Death: a removal for load subscribers, the dead record for members; the list empties. */
+	ftest_assert_int_eq(ferry_gcs_node_unregister(c, &id), 1);
+	ftest_assert_uint_eq(events_wait(&ev_sched, &ev_sched.removals, 1), 1);
+	ftest_assert_uint_eq(events_wait(&ev_member, &ev_member.deltas, 1), 1);
+	ftest_assert_int_eq(ferry_gcs_node_load_list(c, &loads), 0);
+	ferry_gcs_free(loads);
+	/* Members saw the death alone: no load report reached the nodes channel. */
+	usleep(100 * 1000);
+	ftest_assert_uint_eq(events_get(&ev_member, &ev_member.deltas), 1);
+	ftest_assert_int_eq(ev_member.chan, FERRY_GCS_CH_NODES);
+	ferry_gcs_client_destroy(late);
+	ferry_gcs_client_destroy(member);
+	ferry_gcs_client_destroy(sched);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
