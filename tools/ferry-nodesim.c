@@ -1,0 +1,1036 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ferry-nodesim: N simulated nodes against a real ferry-gcs, for bench/compare gcs-scale. Each
+ * simulated node is one TCP connection with the cluster token handshake; it registers and
+ * subscribes to the nodes channel as ferry-node does, then heartbeats at the node's interval.
+ * After a steady window (the GCS's CPU read from its /proc ticks) a few nodes are killed and the
+ * time until an observer sees each one's DEAD event is measured. Ends with one line:
+ * "NODESIM key=value ..." (the figures; bench/compare parses it).
+ *
+ * DESIGN
+ * - One process, one thread, the project's io_uring loop and framed connections
+ *   (common/conn): 10,000 nodes are 10,000 sockets, not threads. Messages are built with the
+ *   project's own encoders (gcs/ops.h records inside a GcsRequest, the generated wire
+ *   builders), so a new op needs one send function here, nothing else.
+ * - Connects run at most --connect-batch at a time (below ferry-gcs's --max-handshaking, which
+ *   closes the oldest handshaking connection past it): the next starts when a handshake is
+ *   done, so registrations pipeline as when nodes start together. A node is up (heartbeating)
+ *   once its registration is answered.
+ * - Heartbeats: one 10 ms tick walks one bucket of nodes (index mod heartbeat_ms / 10), so
+ *   each node beats every heartbeat_ms, spread evenly. As in node.c (whose heartbeat call
+ *   blocks) a node has at most one heartbeat in flight: a beat due while one is outstanding is
+ *   skipped and counted, which is how an overloaded GCS shows.
+ * - Load reports, where the tree has them (FERRY_GCS_RESOURCE_UNIT defined): a node's first
+ *   beat and each beat after its load changed (--load-change-ms; never by default: an idle
+ *   cluster) is a NODE_LOAD report instead of a heartbeat, as node.c's beat(); one more
+ *   connection, not a node, subscribes to the load channel as a scheduler would.
+ * - Node IDs are a random 12-byte prefix and the node's index, so an event's key names the
+ *   simulated node without a table. Observers (the first --observers nodes, never killed)
+ *   decode nodes-channel items and record the first DEAD they see for each node; the others
+ *   only count what they receive.
+ * - Phases, each on the same tick: connect, settle, steady (measure), kill (one node every
+ *   --kill-gap-ms), drain (until every killed node was seen dead, or a timeout), report.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <ferry/gcs.h>
+
+#include "common/alloc.h"
+#include "common/conn.h"
+#include "common/log.h"
+#include "common/token.h"
+#include "common/util.h"
+#include "common/version.h"
+#include "common/wire.h"
+#include "gcs/ops.h"
+
+#define COMP "nodesim"
+#define TICK_MS 10u
+#define RTT_BUCKET_US 100u  /* heartbeat round trip histogram resolution */
+#define RTT_BUCKETS 100000u /* 10 s at 0.1 ms; longer ones land in the last bucket */
+#define ID_PREFIX_BYTES 12u /* node ID: random prefix, then the index (u32 LE) */
+
+enum node_state {
+	NODE_IDLE,    /* not connected yet */
+	NODE_JOINING, /* connecting, handshake, or registration unanswered */
+	NODE_UP,      /* registered: heartbeating */
+	NODE_KILLED,  /* closed by us on purpose: should be declared dead */
+	NODE_LOST,    /* closed by the GCS or an error */
+};
+
+/* Request kinds, in the low bits of a seq (seq = counter << 2 | kind). */
+enum req_kind { REQ_REGISTER = 0, REQ_SUBSCRIBE = 1, REQ_HEARTBEAT = 2 };
+
+struct sim;
+
+struct sim_node {
+	struct sim *sim;		     /* owner */
+	struct ferry__conn *conn;	     /* NULL before connect and after close */
+	struct ferry_node_id id;	     /* prefix + index */
+	struct ferry__wire_unique_id client; /* its client ID (the server deduplicates by it) */
+	uint64_t next_seq;		     /* request counter */
+	uint64_t hb_sent_ns;		     /* the heartbeat in flight was sent then; 0: none */
+	uint64_t kill_ns;		     /* killed then (NODE_KILLED) */
+	uint64_t dead_seen_ns;		     /* an observer saw its DEAD event then; 0: not yet */
+	uint8_t state;			     /* enum node_state */
+	bool connected;			     /* past the handshake */
+	bool scheduler;			     /* the load subscriber, not a node */
+	bool load_due;			     /* the next beat reports load */
+	uint64_t load_version;		     /* of its last report */
+	uint64_t load_at_ns;		     /* its load last changed then */
+};
+
+struct sim_opts {
+	const char *host;	     /* ferry-gcs address */
+	uint16_t port;		     /* its port */
+	char token[FERRY_TOKEN_MAX]; /* cluster token */
+	size_t token_len;	     /* its bytes */
+	uint32_t nodes;		     /* simulated nodes */
+	uint32_t heartbeat_ms;	     /* node.c's default: 100 */
+	uint32_t connect_batch;	     /* connects in handshake at once */
+	uint32_t connect_timeout_s;  /* give up joining after this */
+	uint32_t settle_s;	     /* after joining, before measuring */
+	uint32_t steady_s;	     /* the measured window */
+	uint32_t kills;		     /* nodes killed after the window */
+	uint32_t kill_gap_ms;	     /* between kills */
+	uint32_t drain_s;	     /* wait this long at most for the DEAD events */
+	uint32_t observers;	     /* nodes that decode events */
+	uint32_t subscribers;	     /* nodes subscribed to membership (the first ones) */
+	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
+	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
+};
+
+/* Counters; the steady window's figures are differences of two snapshots. */
+struct sim_counts {
+	uint64_t deliveries;	/* pub/sub items received, all nodes */
+	uint64_t publish_bytes; /* GcsPublish payload bytes received */
+	uint64_t hb_sent;	/* heartbeats sent */
+	uint64_t hb_bytes;	/* their payload bytes */
+	uint64_t hb_acked;	/* answered */
+	uint64_t hb_refused;	/* answered with an error */
+	uint64_t hb_skipped;	/* due while one was in flight */
+	uint64_t load_sent;	/* load reports sent (they count as heartbeats too) */
+	uint64_t load_bytes;	/* their payload bytes */
+	uint64_t load_rx;	/* load deliveries to the scheduler's subscription */
+	uint64_t load_rx_bytes; /* their GcsPublish payload bytes */
+};
+
+enum phase { PH_JOIN, PH_SETTLE, PH_STEADY, PH_KILL, PH_DRAIN, PH_DONE };
+
+struct sim {
+	struct sim_opts o;		    /* options */
+	struct ferry__loop *loop;	    /* the loop */
+	struct sim_node *nodes;		    /* o.nodes of them, then the scheduler */
+	uint8_t id_prefix[ID_PREFIX_BYTES]; /* shared by every node ID */
+	struct ferry__loop_timer tick;	    /* TICK_MS */
+	struct ferry__gcs_buf rec;	    /* reused op record */
+	struct ferry__fb_builder fb;	    /* reused message builder */
+	uint64_t tick_count;		    /* heartbeat buckets walked so far */
+	uint64_t start_ns;		    /* the tick's clock starts here */
+	enum phase phase;		    /* where we are */
+	uint64_t phase_ns;		    /* when it began */
+	uint32_t next_connect;		    /* next node index to connect */
+	uint32_t handshaking;		    /* connects in flight (not yet up) */
+	uint32_t registering;		    /* up, registration unanswered */
+	uint32_t up;			    /* registered and open */
+	uint32_t registered;		    /* registrations answered ok, ever */
+	uint32_t lost;			    /* closed unexpectedly */
+	uint32_t killed;		    /* killed so far */
+	uint32_t false_dead;		    /* DEAD seen for a node we did not kill */
+	uint32_t false_dead_joining;	    /* of those, seen before the steady window */
+	uint64_t join_ns;		    /* joining took this long */
+	struct sim_counts c;		    /* running counters */
+	struct sim_counts c0;		    /* at the start of the steady window */
+	struct sim_counts c1;		    /* at its end */
+	uint64_t gcs_ticks0, gcs_ticks1;    /* GCS utime + stime at the window's ends */
+	uint64_t self_us0, self_us1;	    /* our own CPU, same */
+	uint64_t steady_ns;		    /* the window's length, as measured */
+	long gcs_rss_kib;		    /* at the end of the window */
+	uint32_t *rtt;			    /* heartbeat RTT histogram (RTT_BUCKETS) */
+	uint64_t rtt_n;			    /* samples in it */
+	int status;			    /* 0, or why we stopped early */
+};
+
+/* ---- /proc ---- */
+
+/* utime + stime of @pid in clock ticks, or 0 when unreadable. */
+static uint64_t proc_cpu_ticks(int pid)
+{
+	unsigned long long ut = 0, st = 0;
+	char path[64], buf[1024], *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* The command name may hold spaces and parentheses: fields restart after the last ')'.
+	 * Then: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime. */
+	p = strrchr(buf, ')');
+	if (!p ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return ut + st;
+}
+
+static long proc_rss_kib(int pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static uint64_t self_cpu_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* ---- sending ---- */
+
+static uint64_t next_seq(struct sim_node *n, enum req_kind kind)
+{
+	return ++n->next_seq << 2 | kind;
+}
+
+/* Send @op as a GcsRequest from @n. Returns the payload's bytes, or -errno. */
+static int send_op(struct sim_node *n, const struct ferry__gcs_op *op, enum req_kind kind)
+{
+	struct sim *sim = n->sim;
+	struct ferry__gcs_writer w = {&sim->rec, 0};
+	struct ferry__wire_gcs_request m = {0};
+	int ret;
+
+	sim->rec.size = 0;
+	ferry__gcs_op_encode(op, &w);
+	if (w.err)
+		return w.err;
+	m.seq = next_seq(n, kind);
+	m.op = sim->rec.data;
+	m.op_count = sim->rec.size;
+	m.client = n->client;
+	ret = ferry__wire_gcs_request_build(&sim->fb, &m);
+	if (ret == 0)
+		ret = ferry__conn_send(n->conn, FERRY__WIRE_MSG_GCS_REQUEST,
+				       ferry__fb_builder_data(&sim->fb),
+				       ferry__fb_builder_size(&sim->fb));
+	return ret < 0 ? ret : (int)ferry__fb_builder_size(&sim->fb);
+}
+
+/* What node.c's register_node() sends (through ferry_gcs_node_register). */
+static int send_register(struct sim_node *n)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_REGISTER};
+	char address[64];
+
+	snprintf(address, sizeof(address), "127.0.0.1:%u", 20000u + (unsigned)(n - n->sim->nodes));
+	op.node.id = n->id;
+	op.node.address = address;
+	op.node.total.memory_bytes = 1 << 30;
+	op.node.store_capacity_bytes = 1 << 30;
+	op.node.transports = FERRY_GCS_TRANSPORT_TCP;
+	op.node.state = FERRY_GCS_NODE_ALIVE;
+	op.node.start_ms = ferry__wall_ms();
+	op.node.last_heartbeat_ms = op.node.start_ms;
+	return send_op(n, &op, REQ_REGISTER);
+}
+
+/* What node.c's heartbeat thread sends (ferry_gcs_node_heartbeat). */
+static int send_heartbeat(struct sim_node *n)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
+
+	op.heartbeat.id = n->id;
+	op.heartbeat.time_ms = ferry__wall_ms();
+	op.heartbeat.avail_memory_bytes = 1 << 30;
+	return send_op(n, &op, REQ_HEARTBEAT);
+}
+
+#ifdef FERRY_GCS_RESOURCE_UNIT
+/*
+ * With load reports (ferry_gcs_node_report_load): what node.c's beat() sends when the load
+ * changed, or the GCS asked for it. An idle node's resources: 4 CPUs, 16 GiB of memory and a
+ * 1 GiB store, all free; a busy one's free CPUs change with every report.
+ */
+static int send_load(struct sim_node *n)
+{
+	struct ferry_gcs_resource_load res[] = {
+		{"CPU", 4ll * FERRY_GCS_RESOURCE_UNIT, 4ll * FERRY_GCS_RESOURCE_UNIT},
+		{"memory", 16ll << 30, 16ll << 30},
+		{"object_store_memory", 1ll << 30, 1ll << 30},
+	};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_LOAD};
+
+	res[0].available = (int64_t)(n->load_version % 5) * FERRY_GCS_RESOURCE_UNIT;
+	op.load.id = n->id;
+	op.load.version = ++n->load_version;
+	op.load.nresources = FERRY_ARRAY_SIZE(res);
+	op.load.resources = res;
+	return send_op(n, &op, REQ_HEARTBEAT);
+}
+#define SIM_LOAD_REPORTS 1
+#else
+#define SIM_LOAD_REPORTS 0
+#endif
+
+/* A beat: a load report when one is due (load reports exist), else a heartbeat. Returns the
+ * bytes sent, or -errno. */
+static int beat(struct sim_node *n, uint64_t now)
+{
+	struct sim *sim = n->sim;
+	int ret;
+
+#ifdef FERRY_GCS_RESOURCE_UNIT
+	if (sim->o.load_change_ms && now - n->load_at_ns >= sim->o.load_change_ms * 1000000ull) {
+		n->load_at_ns = now;
+		n->load_due = true;
+	}
+	if (n->load_due) {
+		ret = send_load(n);
+		if (ret >= 0) {
+			n->load_due = false;
+			sim->c.load_sent++;
+			sim->c.load_bytes += (uint64_t)ret;
+		}
+		return ret;
+	}
+#endif
+	(void)sim;
+	(void)now;
+	ret = send_heartbeat(n);
+	return ret;
+}
+
+/* The objmgr's subscription to the nodes channel (membership); the scheduler's to load. */
+static int send_subscribe(struct sim_node *n)
+{
+	struct ferry__wire_gcs_subscribe m = {0};
+	struct sim *sim = n->sim;
+	int ret;
+
+	m.seq = next_seq(n, REQ_SUBSCRIBE);
+	m.channel = FERRY_GCS_CH_NODES;
+#ifdef FERRY_GCS_RESOURCE_UNIT
+	if (n->scheduler)
+		m.channel = FERRY_GCS_CH_NODE_LOAD;
+#endif
+	ret = ferry__wire_gcs_subscribe_build(&sim->fb, &m);
+	if (ret == 0)
+		ret = ferry__conn_send(n->conn, FERRY__WIRE_MSG_GCS_SUBSCRIBE,
+				       ferry__fb_builder_data(&sim->fb),
+				       ferry__fb_builder_size(&sim->fb));
+	return ret;
+}
+
+/* ---- receiving ---- */
+
+static void rtt_add(struct sim *sim, uint64_t ns)
+{
+	uint64_t b = ns / 1000u / RTT_BUCKET_US;
+
+	sim->rtt[b < RTT_BUCKETS ? b : RTT_BUCKETS - 1]++;
+	sim->rtt_n++;
+}
+
+/* The @q quantile (0..1) of the RTT histogram in ms (bucket's upper edge), 0 with no samples. */
+static double rtt_quantile(const struct sim *sim, double q)
+{
+	uint64_t want = (uint64_t)(q * (double)sim->rtt_n), seen = 0;
+
+	if (!sim->rtt_n)
+		return 0;
+	for (uint32_t b = 0; b < RTT_BUCKETS; b++) {
+		seen += sim->rtt[b];
+		if (seen > want)
+			return (double)(b + 1) * RTT_BUCKET_US / 1000.0;
+	}
+	return (double)RTT_BUCKETS * RTT_BUCKET_US / 1000.0;
+}
+
+static void join_done(struct sim_node *n, bool ok);
+static void connect_next(struct sim *sim);
+
+static void on_reply(struct sim_node *n, const void *payload)
+{
+	struct ferry__wire_gcs_reply_view v = ferry__wire_gcs_reply_root_verified(payload);
+	uint64_t seq = ferry__wire_gcs_reply_seq(v);
+	int32_t status = ferry__wire_gcs_reply_status(v);
+	struct sim *sim = n->sim;
+
+	switch (seq & 3) {
+	case REQ_REGISTER:
+		if (status < 0)
+			FLOG_WARN(COMP, "registration refused: %s", strerror(-status));
+		join_done(n, status >= 0);
+		break;
+	case REQ_SUBSCRIBE:
+		if (status < 0)
+			FLOG_WARN(COMP, "subscription refused: %s", strerror(-status));
+		break;
+	case REQ_HEARTBEAT:
+		if (n->hb_sent_ns) {
+			rtt_add(sim, ferry__now_ns() - n->hb_sent_ns);
+			n->hb_sent_ns = 0;
+		}
+		sim->c.hb_acked++;
+		sim->c.hb_refused += status < 0;
+		n->load_due |= status == 0 && SIM_LOAD_REPORTS; /* the GCS holds no load of ours */
+		break;
+	}
+}
+
+/* The simulated node named by @key (a node ID of ours), or NULL. */
+static struct sim_node *node_by_key(struct sim *sim, const uint8_t *key, size_t size)
+{
+	uint32_t idx;
+
+	if (size != sizeof(struct ferry_node_id) || memcmp(key, sim->id_prefix, ID_PREFIX_BYTES))
+		return NULL;
+	memcpy(&idx, key + ID_PREFIX_BYTES, sizeof(idx));
+	return idx < sim->o.nodes ? &sim->nodes[idx] : NULL;
+}
+
+/* An observer's nodes-channel delta: note a DEAD event for one of ours. */
+static void observe(struct sim *sim, struct ferry__wire_gcs_pub_item_view it)
+{
+	struct ferry__gcs_op op;
+	struct sim_node *dead;
+
+	if (ferry__wire_gcs_pub_item_channel(it) != FERRY_GCS_CH_NODES ||
+	    !ferry__wire_gcs_pub_item_data_count(it))
+		return;
+	if (ferry__gcs_op_decode(ferry__wire_gcs_pub_item_data_data(it),
+				 ferry__wire_gcs_pub_item_data_count(it), &op) < 0)
+		return;
+	if (op.type == FERRY__GCS_OP_RESTORE_NODE && op.node.state == FERRY_GCS_NODE_DEAD) {
+		dead = node_by_key(sim, op.node.id.bytes, sizeof(op.node.id.bytes));
+		if (dead && !dead->dead_seen_ns) {
+			dead->dead_seen_ns = ferry__now_ns();
+			if (dead->state != NODE_KILLED) {
+				sim->false_dead++;
+				sim->false_dead_joining += sim->phase <= PH_SETTLE;
+			}
+		}
+	}
+	ferry__gcs_op_release(&op);
+}
+
+static void on_publish(struct sim_node *n, const void *payload, size_t len)
+{
+	struct ferry__wire_gcs_publish_view v = ferry__wire_gcs_publish_root_verified(payload);
+	uint32_t items = ferry__wire_gcs_publish_items_count(v);
+	struct sim *sim = n->sim;
+
+	if (n->scheduler) {
+		sim->c.load_rx += items;
+		sim->c.load_rx_bytes += len;
+		return;
+	}
+	sim->c.deliveries += items;
+	sim->c.publish_bytes += len;
+	if ((uint32_t)(n - sim->nodes) >= sim->o.observers)
+		return;
+	for (uint32_t i = 0; i < items; i++)
+		observe(sim, ferry__wire_gcs_publish_items_at(v, i));
+}
+
+static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
+{
+	struct sim_node *n = ferry__conn_data(conn);
+
+	if (type == FERRY__WIRE_MSG_GCS_REPLY)
+		on_reply(n, payload);
+	else if (type == FERRY__WIRE_MSG_GCS_PUBLISH)
+		on_publish(n, payload, len);
+}
+
+static void on_connect(struct ferry__conn *conn)
+{
+	struct sim_node *n = ferry__conn_data(conn);
+	struct sim *sim = n->sim;
+	int ret;
+
+	if (n->scheduler) {
+		ret = send_subscribe(n);
+		if (ret < 0)
+			ferry__conn_close(conn);
+		return;
+	}
+	/* The handshake is done: the next connect may start (registrations pipeline, as nodes
+	 * that start together register together). */
+	n->connected = true;
+	sim->handshaking--;
+	sim->registering++;
+	if (sim->phase == PH_JOIN)
+		connect_next(sim);
+	/* node.c registers, then its object manager subscribes: the same two messages. */
+	ret = send_register(n);
+	if (ret >= 0 && (uint32_t)(n - sim->nodes) < sim->o.subscribers)
+		ret = send_subscribe(n);
+	if (ret < 0) {
+		FLOG_WARN(COMP, "node %u: send failed: %s", (unsigned)(n - n->sim->nodes),
+			  strerror(-ret));
+		ferry__conn_close(conn);
+	}
+}
+
+static void on_close(struct ferry__conn *conn, int err)
+{
+	struct sim_node *n = ferry__conn_data(conn);
+	struct sim *sim = n->sim;
+
+	n->conn = NULL;
+	if (n->state == NODE_KILLED || sim->phase == PH_DONE) /* ours: at the end, or a kill */
+		return;
+	if (n->scheduler) {
+		FLOG_WARN(COMP, "the load subscriber's connection closed: %s", strerror(-err));
+		return;
+	}
+	if (n->state == NODE_JOINING) {
+		FLOG_WARN(COMP, "node %u: could not join: %s", (unsigned)(n - sim->nodes),
+			  strerror(-err));
+		join_done(n, false);
+	}
+	if (n->state == NODE_UP)
+		sim->up--;
+	if (sim->lost++ < 5) /* the first few say why; the report counts them all */
+		FLOG_WARN(COMP, "node %u: connection closed: %s", (unsigned)(n - sim->nodes),
+			  strerror(-err));
+	n->state = NODE_LOST;
+}
+
+static const struct ferry__conn_callbacks node_cb = {
+	.on_message = on_message,
+	.on_connect = on_connect,
+	.on_close = on_close,
+};
+
+/* ---- joining ---- */
+
+static int connect_one(struct sim *sim, struct sim_node *n)
+{
+	struct ferry__wire_handshake hs = {0};
+	struct ferry__conn_opts co = {0};
+
+	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
+	hs.token = (const uint8_t *)sim->o.token;
+	hs.token_count = sim->o.token_len;
+	hs.peer_kind = FERRY__WIRE_PEER_KIND_DRIVER; /* what a node's GCS client says */
+	hs.pid = (int32_t)getpid();
+	hs.name = "nodesim";
+	co.cb = &node_cb;
+	co.handshake = &hs;
+	co.connect_timeout_ms = sim->o.connect_timeout_s * 1000u;
+	co.data = n;
+	return ferry__conn_connect_tcp(sim->loop, sim->o.host, sim->o.port, &co, &n->conn);
+}
+
+static void connect_next(struct sim *sim)
+{
+	while (sim->handshaking < sim->o.connect_batch && sim->next_connect < sim->o.nodes) {
+		struct sim_node *n = &sim->nodes[sim->next_connect++];
+		int ret;
+
+		n->state = NODE_JOINING;
+		sim->handshaking++;
+		ret = connect_one(sim, n);
+		if (ret < 0) {
+			FLOG_WARN(COMP, "connect failed: %s", strerror(-ret));
+			n->conn = NULL;
+			sim->handshaking--;
+			n->state = NODE_LOST;
+			sim->lost++;
+		}
+	}
+}
+
+/* @n's registration was answered (@ok), or its connection closed while joining. */
+static void join_done(struct sim_node *n, bool ok)
+{
+	struct sim *sim = n->sim;
+
+	if (n->state != NODE_JOINING)
+		return;
+	if (n->connected) {
+		sim->registering--;
+	} else {
+		sim->handshaking--;
+		if (sim->phase == PH_JOIN)
+			connect_next(sim);
+	}
+	if (ok) {
+		n->state = NODE_UP;
+		sim->up++;
+		sim->registered++;
+	}
+}
+
+/* ---- the tick ---- */
+
+static void heartbeat_bucket(struct sim *sim)
+{
+	uint32_t buckets = sim->o.heartbeat_ms / TICK_MS ? sim->o.heartbeat_ms / TICK_MS : 1;
+	uint64_t now = ferry__now_ns();
+
+	for (uint32_t i = (uint32_t)(sim->tick_count % buckets); i < sim->o.nodes; i += buckets) {
+		struct sim_node *n = &sim->nodes[i];
+		int ret;
+
+		if (n->state != NODE_UP)
+			continue;
+		if (n->hb_sent_ns) {
+			sim->c.hb_skipped++;
+			continue;
+		}
+		ret = beat(n, now);
+		if (ret < 0) {
+			ferry__conn_close(n->conn);
+			continue;
+		}
+		n->hb_sent_ns = now;
+		sim->c.hb_sent++;
+		sim->c.hb_bytes += (uint64_t)ret;
+	}
+}
+
+static void enter(struct sim *sim, enum phase ph)
+{
+	sim->phase = ph;
+	sim->phase_ns = ferry__now_ns();
+}
+
+static uint64_t phase_ms(const struct sim *sim)
+{
+	return (ferry__now_ns() - sim->phase_ns) / 1000000u;
+}
+
+static void steady_begin(struct sim *sim)
+{
+	sim->c0 = sim->c;
+	memset(sim->rtt, 0, RTT_BUCKETS * sizeof(*sim->rtt));
+	sim->rtt_n = 0;
+	sim->gcs_ticks0 = sim->o.gcs_pid ? proc_cpu_ticks(sim->o.gcs_pid) : 0;
+	sim->self_us0 = self_cpu_us();
+	enter(sim, PH_STEADY);
+}
+
+static void steady_end(struct sim *sim)
+{
+	sim->c1 = sim->c;
+	sim->steady_ns = ferry__now_ns() - sim->phase_ns;
+	sim->gcs_ticks1 = sim->o.gcs_pid ? proc_cpu_ticks(sim->o.gcs_pid) : 0;
+	sim->gcs_rss_kib = sim->o.gcs_pid ? proc_rss_kib(sim->o.gcs_pid) : -1;
+	sim->self_us1 = self_cpu_us();
+	enter(sim, PH_KILL);
+}
+
+/* Kill the next victim: spread over the indexes, never an observer. */
+static void kill_one(struct sim *sim)
+{
+	uint32_t span = sim->o.nodes - sim->o.observers;
+	uint32_t start = sim->o.observers + (uint32_t)((uint64_t)sim->killed * span / sim->o.kills);
+
+	for (uint32_t k = 0; k < span; k++) {
+		struct sim_node *n =
+			&sim->nodes[sim->o.observers + (start - sim->o.observers + k) % span];
+
+		if (n->state != NODE_UP || n->dead_seen_ns) /* not one declared dead already */
+			continue;
+		/* Abrupt: the socket closes and the heartbeats stop, as when a host dies. */
+		n->state = NODE_KILLED;
+		n->kill_ns = ferry__now_ns();
+		sim->up--;
+		ferry__conn_close(n->conn);
+		break;
+	}
+	sim->killed++;
+}
+
+static bool all_dead_seen(const struct sim *sim)
+{
+	for (uint32_t i = 0; i < sim->o.nodes; i++)
+		if (sim->nodes[i].state == NODE_KILLED && !sim->nodes[i].dead_seen_ns)
+			return false;
+	return true;
+}
+
+/* Walk every bucket due by the clock: a tick that fires late (the loop busy, or the process
+ * waiting for a CPU) catches up, so the heartbeat rate holds; at most one round at a time. */
+static void beat_due(struct sim *sim)
+{
+	uint64_t due = (ferry__now_ns() - sim->start_ns) / (TICK_MS * 1000000ull);
+	uint64_t round = sim->o.heartbeat_ms / TICK_MS ? sim->o.heartbeat_ms / TICK_MS : 1;
+
+	if (due > sim->tick_count + round)
+		sim->tick_count = due - round;
+	while (sim->tick_count < due) {
+		sim->tick_count++;
+		heartbeat_bucket(sim);
+	}
+}
+
+static void on_tick(struct ferry__loop_timer *t, int status)
+{
+	struct sim *sim = t->data;
+
+	if (status < 0)
+		return;
+	beat_due(sim);
+	switch (sim->phase) {
+	case PH_JOIN:
+		if (!sim->handshaking && !sim->registering && sim->next_connect == sim->o.nodes) {
+			sim->join_ns = ferry__now_ns() - sim->phase_ns;
+			enter(sim, PH_SETTLE);
+		} else if (phase_ms(sim) > sim->o.connect_timeout_s * 1000ull) {
+			FLOG_WARN(COMP, "joining: %u of %u up after %u s: going on with them",
+				  sim->up, sim->o.nodes, sim->o.connect_timeout_s);
+			sim->join_ns = ferry__now_ns() - sim->phase_ns;
+			sim->status = -ETIMEDOUT;
+			enter(sim, PH_SETTLE);
+		}
+		break;
+	case PH_SETTLE:
+		if (phase_ms(sim) >= sim->o.settle_s * 1000ull)
+			steady_begin(sim);
+		break;
+	case PH_STEADY:
+		if (phase_ms(sim) >= sim->o.steady_s * 1000ull)
+			steady_end(sim);
+		break;
+	case PH_KILL:
+		if (sim->killed >= sim->o.kills || sim->o.nodes <= sim->o.observers)
+			enter(sim, PH_DRAIN);
+		else if (phase_ms(sim) >= (uint64_t)sim->killed * sim->o.kill_gap_ms)
+			kill_one(sim);
+		break;
+	case PH_DRAIN:
+		if (all_dead_seen(sim) || phase_ms(sim) >= sim->o.drain_s * 1000ull) {
+			enter(sim, PH_DONE);
+			ferry__loop_stop(sim->loop);
+		}
+		break;
+	case PH_DONE:
+		break;
+	}
+}
+
+/* ---- report ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Death detection times (kill to an observer's DEAD event), ms: quantiles into @q[3] (p50, p99,
+ * max); returns how many killed nodes were seen dead, *@unseen those that were not. */
+static uint32_t death_quantiles(const struct sim *sim, double q[3], uint32_t *unseen)
+{
+	uint64_t *ms = ferry__malloc(sizeof(*ms) * (sim->killed + 1u));
+	uint32_t n = 0;
+
+	q[0] = q[1] = q[2] = 0;
+	*unseen = 0;
+	for (uint32_t i = 0; i < sim->o.nodes; i++) {
+		const struct sim_node *node = &sim->nodes[i];
+
+		if (node->state != NODE_KILLED)
+			continue;
+		if (!node->dead_seen_ns)
+			(*unseen)++;
+		else if (ms)
+			ms[n++] = (node->dead_seen_ns - node->kill_ns) / 1000u;
+	}
+	if (n) {
+		qsort(ms, n, sizeof(*ms), cmp_u64);
+		q[0] = (double)ms[n / 2] / 1000.0;
+		q[1] = (double)ms[(uint32_t)((double)n * 0.99) < n ? (uint32_t)((double)n * 0.99)
+								   : n - 1] /
+		       1000.0;
+		q[2] = (double)ms[n - 1] / 1000.0;
+	}
+	ferry__free(ms);
+	return n;
+}
+
+static double per_s(const struct sim *sim, uint64_t v)
+{
+	return sim->steady_ns ? (double)v * 1e9 / (double)sim->steady_ns : 0;
+}
+
+/*
+ * Load report bytes on the wire in the window: the reports the nodes sent and what their
+ * subscribers received. With load reports, those and the scheduler's load deliveries. Without,
+ * the heartbeat carries the available amounts and is published to every node: the heartbeats
+ * and every publication (no node joins or dies in the window: each is a heartbeat's).
+ */
+static uint64_t load_bytes(const struct sim_counts *a, const struct sim_counts *b)
+{
+	if (SIM_LOAD_REPORTS)
+		return b->load_bytes - a->load_bytes + b->load_rx_bytes - a->load_rx_bytes;
+	return b->hb_bytes - a->hb_bytes + b->publish_bytes - a->publish_bytes;
+}
+
+static void report(const struct sim *sim)
+{
+	const struct sim_counts *a = &sim->c0, *b = &sim->c1;
+	double secs = (double)sim->steady_ns / 1e9, dq[3];
+	double gcs_cpu = 0, self_cpu = 0;
+	uint32_t seen, unseen;
+
+	if (sim->o.gcs_pid && secs > 0)
+		gcs_cpu = 100.0 * (double)(sim->gcs_ticks1 - sim->gcs_ticks0) /
+			  (double)sysconf(_SC_CLK_TCK) / secs;
+	if (secs > 0)
+		self_cpu = 100.0 * (double)(sim->self_us1 - sim->self_us0) / 1e6 / secs;
+	seen = death_quantiles(sim, dq, &unseen);
+	printf("NODESIM nodes=%u registered=%u up=%u lost=%u join_s=%.2f steady_s=%.2f "
+	       "gcs_cpu_pct=%.2f gcs_rss_mib=%.1f sim_cpu_pct=%.1f deliveries_per_s=%.0f "
+	       "publish_bytes_per_s=%.0f hb_per_s=%.0f hb_bytes_per_s=%.0f hb_skipped_per_s=%.0f "
+	       "hb_refused=%llu hb_rtt_p50_ms=%.2f hb_rtt_p99_ms=%.2f kills=%u dead_seen=%u "
+	       "dead_unseen=%u false_dead=%u false_dead_joining=%u death_detect_ms_p50=%.1f "
+	       "death_detect_ms_p99=%.1f "
+	       "death_detect_ms_max=%.1f load_bytes_per_s=%.0f load_reports_per_s=%.0f "
+	       "load_deliveries_per_s=%.0f status=%d\n",
+	       sim->o.nodes, sim->registered, sim->up, sim->lost, (double)sim->join_ns / 1e9, secs,
+	       gcs_cpu, sim->gcs_rss_kib > 0 ? (double)sim->gcs_rss_kib / 1024.0 : 0, self_cpu,
+	       per_s(sim, b->deliveries - a->deliveries),
+	       per_s(sim, b->publish_bytes - a->publish_bytes), per_s(sim, b->hb_sent - a->hb_sent),
+	       per_s(sim, b->hb_bytes - a->hb_bytes), per_s(sim, b->hb_skipped - a->hb_skipped),
+	       (unsigned long long)(b->hb_refused - a->hb_refused), rtt_quantile(sim, 0.5),
+	       rtt_quantile(sim, 0.99), sim->killed, seen, unseen, sim->false_dead,
+	       sim->false_dead_joining, dq[0], dq[1], dq[2], per_s(sim, load_bytes(a, b)),
+	       per_s(sim, b->load_sent - a->load_sent), per_s(sim, b->load_rx - a->load_rx),
+	       sim->status);
+	fflush(stdout);
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"usage: ferry-nodesim --gcs HOST:PORT --token-file F [--nodes N] [--gcs-pid PID]\n"
+		"         [--heartbeat-ms MS] (100, node.c's default) [--connect-batch N] (32)\n"
+		"         [--connect-timeout-s S] (120) [--settle-s S] (3) [--steady-s S] (10)\n"
+		"         [--kills N] (20) [--kill-gap-ms MS] (137) [--drain-s S] (10)\n"
+		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
+		"         [--subscribers N] (all: the first N nodes subscribe to membership)\n"
+		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
+		"line.\n");
+}
+
+static int parse_addr(const char *v, struct sim_opts *o)
+{
+	static char host[256];
+	const char *colon = strrchr(v, ':');
+	uint32_t port;
+
+	if (!colon || (size_t)(colon - v) >= sizeof(host) ||
+	    ferry__parse_u32(colon + 1, 65535, &port) < 0 || !port)
+		return -EINVAL;
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	o->host = host;
+	o->port = (uint16_t)port;
+	return 0;
+}
+
+/* The numeric flags: name and where its value goes. */
+static uint32_t *num_flag(struct sim_opts *o, const char *a)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} flags[] = {
+		{"--nodes", offsetof(struct sim_opts, nodes)},
+		{"--heartbeat-ms", offsetof(struct sim_opts, heartbeat_ms)},
+		{"--connect-batch", offsetof(struct sim_opts, connect_batch)},
+		{"--connect-timeout-s", offsetof(struct sim_opts, connect_timeout_s)},
+		{"--settle-s", offsetof(struct sim_opts, settle_s)},
+		{"--steady-s", offsetof(struct sim_opts, steady_s)},
+		{"--kills", offsetof(struct sim_opts, kills)},
+		{"--kill-gap-ms", offsetof(struct sim_opts, kill_gap_ms)},
+		{"--drain-s", offsetof(struct sim_opts, drain_s)},
+		{"--observers", offsetof(struct sim_opts, observers)},
+		{"--load-change-ms", offsetof(struct sim_opts, load_change_ms)},
+		{"--subscribers", offsetof(struct sim_opts, subscribers)},
+	};
+
+	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
+		if (!strcmp(a, flags[i].name))
+			return (uint32_t *)((char *)o + flags[i].off);
+	return NULL;
+}
+
+static int parse_args(int argc, char **argv, struct sim_opts *o)
+{
+	const char *token_file = NULL;
+	uint32_t *num, pid;
+	int ret;
+
+	for (int i = 1; i < argc; i += 2) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!v) {
+			fprintf(stderr, "ferry-nodesim: %s needs a value\n", a);
+			return -EINVAL;
+		}
+		if ((num = num_flag(o, a)) && ferry__parse_u32(v, 10000000u, num) == 0)
+			continue;
+		if (!strcmp(a, "--gcs") && parse_addr(v, o) == 0)
+			continue;
+		if (!strcmp(a, "--token-file")) {
+			token_file = v;
+			continue;
+		}
+		if (!strcmp(a, "--gcs-pid") && ferry__parse_u32(v, INT32_MAX, &pid) == 0) {
+			o->gcs_pid = (int)pid;
+			continue;
+		}
+		fprintf(stderr, "ferry-nodesim: bad argument %s %s\n", a, v);
+		return -EINVAL;
+	}
+	if (!o->host || !token_file || !o->nodes || !o->heartbeat_ms || !o->connect_batch) {
+		fprintf(stderr, "ferry-nodesim: --gcs, --token-file and a --nodes, --heartbeat-ms, "
+				"--connect-batch above 0 are required\n");
+		return -EINVAL;
+	}
+	if (!o->subscribers || o->subscribers > o->nodes)
+		o->subscribers = o->nodes;
+	if (o->observers > o->subscribers)
+		o->observers = o->subscribers;
+	if (o->observers >= o->nodes)
+		o->observers = o->nodes > 1 ? o->nodes - 1 : 1;
+	ret = ferry__token_read(token_file, o->token, sizeof(o->token));
+	if (ret < 0)
+		return ret;
+	o->token_len = (size_t)ret;
+	return 0;
+}
+
+/* 10,000 nodes are 10,000 sockets: take the hard limit on descriptors. */
+static void raise_nofile(uint32_t nodes)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < (rlim_t)nodes + 64)
+		FLOG_WARN(COMP, "RLIMIT_NOFILE is %llu: %u nodes will not all connect",
+			  (unsigned long long)rl.rlim_cur, nodes);
+}
+
+static int sim_init(struct sim *sim)
+{
+	struct ferry__loop_opts lo = {.queue_depth = 4096};
+	int ret;
+
+	/* One more: the scheduler that subscribes to load reports (a tree with them). */
+	sim->nodes = ferry__calloc(sim->o.nodes + 1u, sizeof(*sim->nodes));
+	sim->rtt = ferry__calloc(RTT_BUCKETS, sizeof(*sim->rtt));
+	if (!sim->nodes || !sim->rtt)
+		return -ENOMEM;
+	ferry_id_random(sim->id_prefix, sizeof(sim->id_prefix));
+	for (uint32_t i = 0; i < sim->o.nodes; i++) {
+		struct sim_node *n = &sim->nodes[i];
+
+		n->sim = sim;
+		memcpy(n->id.bytes, sim->id_prefix, ID_PREFIX_BYTES);
+		memcpy(n->id.bytes + ID_PREFIX_BYTES, &i, sizeof(i));
+		ferry_id_random(n->client.bytes, sizeof(n->client.bytes));
+		n->load_due = SIM_LOAD_REPORTS; /* node.c's first beat reports its load */
+	}
+	sim->nodes[sim->o.nodes].sim = sim;
+	sim->nodes[sim->o.nodes].scheduler = true;
+	ret = ferry__loop_create(&lo, &sim->loop);
+	if (ret < 0)
+		return ret;
+	sim->tick.data = sim;
+	sim->start_ns = ferry__now_ns();
+	return ferry__loop_timer_start(sim->loop, &sim->tick, TICK_MS, TICK_MS, on_tick);
+}
+
+static void sim_fini(struct sim *sim)
+{
+	for (uint32_t i = 0; sim->loop && i <= sim->o.nodes; i++)
+		if (sim->nodes[i].conn)
+			ferry__conn_close(sim->nodes[i].conn);
+	ferry__loop_destroy(sim->loop);
+	ferry__gcs_buf_fini(&sim->rec);
+	ferry__fb_builder_fini(&sim->fb);
+	ferry__free(sim->nodes);
+	ferry__free(sim->rtt);
+}
+
+int main(int argc, char **argv)
+{
+	static struct sim sim = {
+		.o = {.nodes = 1000,
+		      .heartbeat_ms = 100,
+		      .connect_batch = 32,
+		      .connect_timeout_s = 120,
+		      .settle_s = 3,
+		      .steady_s = 10,
+		      .kills = 20,
+		      .kill_gap_ms = 137,
+		      .drain_s = 10,
+		      .observers = 2},
+	};
+	int ret;
+
+	for (int i = 1; i < argc; i++)
+		if (ferry__is_help_flag(argv[i])) {
+			usage(stdout);
+			return 0;
+		}
+	if (parse_args(argc, argv, &sim.o) < 0) {
+		usage(stderr);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile(sim.o.nodes);
+	ret = sim_init(&sim);
+	if (ret == 0) {
+		enter(&sim, PH_JOIN);
+		if (SIM_LOAD_REPORTS)
+			ret = connect_one(&sim, &sim.nodes[sim.o.nodes]);
+		connect_next(&sim);
+		ret = ferry__loop_run(sim.loop);
+	}
+	if (ret == 0)
+		report(&sim);
+	else
+		FLOG_ERROR(COMP, "exiting: %s", strerror(-ret));
+	sim_fini(&sim);
+	return ret < 0 ? 1 : 0;
+}
