@@ -53,9 +53,11 @@ static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t dat
 }
 
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary, const struct ferry__plasma_place *place)
+		      uint32_t metadata_size, bool primary, const struct ferry_worker_id *owner,
+		      const struct ferry__plasma_place *place)
 {
 	(void)arg;
+	(void)owner;
 	put_rec(REC_SEALED, id, data_size, metadata_size, primary, place);
 }
 
