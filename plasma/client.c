@@ -318,10 +318,10 @@ int ferry_plasma_client_create_owned(struct ferry_plasma_client *c,
 		 * refill is one round trip per chunk.
 		 */
 		pthread_mutex_lock(&c->chunk_lock);
-		r = create_local(
-			c, id, data_size, metadata_size,
-			(flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, owner,
-			&o);
+		r = create_local(c, id, data_size, metadata_size,
+				 (flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0
+									 : FERRY__PLASMA_F_PRIMARY,
+				 owner, &o);
 		if (r == -ENOBUFS)
 			r = create_remote(c, id, data_size, metadata_size, flags, true, owner, &o);
 		pthread_mutex_unlock(&c->chunk_lock);

@@ -95,13 +95,13 @@ struct ferry__plasma_object {
 
 /* What the writer-lock holder inserts. */
 struct ferry__plasma_insert {
-	const struct ferry_object_id *id; /* object ID */
-	uint64_t offset;		  /* data offset in the arena */
-	uint64_t data_size;		  /* data bytes */
-	uint32_t metadata_size;		  /* metadata bytes */
-	uint32_t chunk;			  /* 1 + chunk index holding the bytes; 0: none */
-	uint16_t owner;			  /* owner's client slot */
-	uint8_t flags;			  /* FERRY__PLASMA_F_* */
+	const struct ferry_object_id *id;	/* object ID */
+	uint64_t offset;			/* data offset in the arena */
+	uint64_t data_size;			/* data bytes */
+	uint32_t metadata_size;			/* metadata bytes */
+	uint32_t chunk;				/* 1 + chunk index holding the bytes; 0: none */
+	uint16_t owner;				/* owner's client slot */
+	uint8_t flags;				/* FERRY__PLASMA_F_* */
 	const struct ferry_worker_id *owner_id; /* the owning worker or driver; NULL: nil */
 };
 
@@ -169,8 +169,8 @@ static inline int ferry__plasma_index_create_local(struct ferry__plasma_index *i
 						   uint64_t data_size, uint32_t metadata_size,
 						   unsigned flags, struct ferry__plasma_object *out)
 {
-	return ferry__plasma_index_create_owned(ix, slot, id, data_size, metadata_size, flags,
-						NULL, out);
+	return ferry__plasma_index_create_owned(ix, slot, id, data_size, metadata_size, flags, NULL,
+						out);
 }
 
 /*
@@ -219,8 +219,8 @@ static inline uint64_t ferry__plasma_index_alloc(const struct ferry__plasma_inde
 /* ferry__plasma_index_owner_id() - entry @index's owning worker or driver (layout.h:
  * entry_ext.owner_id; nil: the node), meaningful from CREATING on while the entry keeps its
  * generation (pinned, or sealed for the store). Off the entry's cache line, like alloc. */
-static inline struct ferry_worker_id ferry__plasma_index_owner_id(const struct ferry__plasma_index *ix,
-								  uint32_t index)
+static inline struct ferry_worker_id
+ferry__plasma_index_owner_id(const struct ferry__plasma_index *ix, uint32_t index)
 {
 	return ix->ext[index & ix->mask].owner_id;
 }

@@ -71,7 +71,7 @@ struct ferry__plasma_server_opts {
 	void (*on_miss_end)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
 			  uint32_t metadata_size, bool primary, const struct ferry_worker_id *owner,
-			  const struct ferry__plasma_place *place); /* see above */
+			  const struct ferry__plasma_place *place);	 /* see above */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
 			 uint32_t metadata_size,

@@ -144,10 +144,11 @@ int ferry__plasma_store_object_create_owned(struct ferry__plasma_store *s, uint3
 static inline int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t slot,
 						    const struct ferry_object_id *id,
 						    uint64_t data_size, uint32_t metadata_size,
-						    unsigned flags, struct ferry__plasma_object *out)
+						    unsigned flags,
+						    struct ferry__plasma_object *out)
 {
-	return ferry__plasma_store_object_create_owned(s, slot, id, data_size, metadata_size,
-						       flags, NULL, out);
+	return ferry__plasma_store_object_create_owned(s, slot, id, data_size, metadata_size, flags,
+						       NULL, out);
 }
 
 /* ferry__plasma_store_object_sealed() - @obj (read from the index) was sealed by a client:

@@ -304,8 +304,8 @@ static int pull_tcp_rest(struct ferry__objmgr *om, const struct ferry__node_addr
 	if (ret < 0)
 		return ret;
 	ret = ferry_plasma_client_create_owned(om->store, id, f->data_size, f->metadata,
-					       f->metadata_size, FERRY_PLASMA_CREATE_SECONDARY, owner,
-					       &dst);
+					       f->metadata_size, FERRY_PLASMA_CREATE_SECONDARY,
+					       owner, &dst);
 	if (ret < 0)
 		goto out_unadmit;
 	if (f->first_size)

@@ -505,14 +505,12 @@ static int create_early(struct ferry__objmgr *om, const struct ferry_object_id *
 
 	if (ret < 0)
 		return ret;
-	ret = on_loop ? ferry__plasma_client_create_small(om->store, id, sizes->data, NULL,
-							  sizes->metadata,
-							  FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner,
-							  dst)
-		      : ferry_plasma_client_create_owned(om->store, id, sizes->data, NULL,
-							 sizes->metadata,
-							 FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner,
-							 dst);
+	ret = on_loop ? ferry__plasma_client_create_small(
+				om->store, id, sizes->data, NULL, sizes->metadata,
+				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, dst)
+		      : ferry_plasma_client_create_owned(
+				om->store, id, sizes->data, NULL, sizes->metadata,
+				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, dst);
 	if (ret < 0)
 		ferry__objmgr_unadmit(om, total);
 	return ret;
@@ -1029,9 +1027,8 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 		admitted = ret == 0;
 		if (ret == 0)
 			ret = ferry_plasma_client_create_owned(
-				om->store, id, probe.data_size, probe.metadata,
-				probe.metadata_size, FERRY_PLASMA_CREATE_SECONDARY,
-				&sizes->owner, &dst);
+				om->store, id, probe.data_size, probe.metadata, probe.metadata_size,
+				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, &dst);
 	}
 	if (ret == 0 && probe.inline_all && probe.data_size)
 		memcpy(dst, probe.data, probe.data_size);

@@ -170,10 +170,10 @@ FERRY_API int ferry_plasma_client_create_ex(struct ferry_plasma_client *c,
  * trip. Same errors as create().
  */
 FERRY_API int ferry_plasma_client_create_owned(struct ferry_plasma_client *c,
-					       const struct ferry_object_id *id,
-					       uint64_t data_size, const void *metadata,
-					       uint32_t metadata_size, unsigned flags,
-					       const struct ferry_worker_id *owner, void **data);
+					       const struct ferry_object_id *id, uint64_t data_size,
+					       const void *metadata, uint32_t metadata_size,
+					       unsigned flags, const struct ferry_worker_id *owner,
+					       void **data);
 
 /*
  * ferry_plasma_client_seal() - make object @id, which this client created, immutable and
@@ -274,7 +274,7 @@ struct ferry_plasma_object_info {
 	uint64_t data_size;		      /* data bytes */
 	uint64_t metadata_size;		      /* metadata bytes */
 	uint32_t pin_count;		      /* pins held, all clients */
-	uint32_t lru_stamp; /* store clock at its last first pin (larger: newer) */
+	uint32_t lru_stamp;	      /* store clock at its last first pin (larger: newer) */
 	struct ferry_worker_id owner; /* the worker or driver that owns it; nil: the node */
 };
 
