@@ -216,8 +216,8 @@ static int notify_abort(struct ferry_plasma_client *c, const struct ferry_object
 	return r;
 }
 
-/* Create in our chunk (@index_flags: FERRY__PLASMA_F_PRIMARY or 0), owned by @owner. Returns 0, -ENOBUFS (no
- * room: ask the store), or another -errno. */
+/* Create in our chunk (@index_flags: FERRY__PLASMA_F_PRIMARY or 0), owned by @owner. Returns
+ * 0, -ENOBUFS (no room: ask the store), or another -errno. */
 static int create_local(struct ferry_plasma_client *c, const struct ferry_object_id *id,
 			uint64_t data_size, uint32_t metadata_size, unsigned index_flags,
 			const struct ferry_worker_id *owner, struct ferry__plasma_object *o)
