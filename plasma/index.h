@@ -151,9 +151,10 @@ int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 /*
  * ferry__plasma_index_create_owned() - create @id (CREATING, made by @slot, owned by worker
  * or driver @owner_id, NULL: nil) in the slot's arena chunk, without the store. @flags:
- * FERRY__PLASMA_F_PRIMARY for a primary, 0 for a secondary copy. The store does not know a secondary made here until it is told of its seal
- * (a PlasmaSeal notice, or the scan when the slot is retired): only then is it listed for
- * eviction. Write the bytes at @out->data, then seal.
+ * FERRY__PLASMA_F_PRIMARY for a primary, 0 for a secondary copy. The store does not know a
+ * secondary made here until it is told of its seal (a PlasmaSeal notice, or the scan when the
+ * slot is retired): only then is it listed for eviction. Write the bytes at @out->data, then
+ * seal.
  * Returns 0, -EEXIST, -E2BIG (sizes overflow), -ENOBUFS (no chunk, or it has no room: ask the
  * store for a chunk or create through it), -ENOSPC (object table full), -EINVAL (bad slot).
  */
