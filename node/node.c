@@ -77,6 +77,7 @@ struct dir_item {
 	uint64_t size;			     /* its data bytes */
 	uint32_t metadata_size;		     /* its metadata bytes */
 	struct ferry_gcs_object_place place; /* where the store put it (sealed kinds) */
+	struct ferry_worker_id owner;	     /* its owner (DIR_SEALED); nil: this node */
 	struct dir_item *next;		     /* queue */
 };
 
@@ -185,7 +186,8 @@ static bool take_back_copy(struct ferry__node *node, const struct ferry_object_i
 }
 
 static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct ferry_object_id *id,
-		    uint64_t size, uint32_t metadata_size, struct ferry_gcs_object_place place)
+		    uint64_t size, uint32_t metadata_size, struct ferry_gcs_object_place place,
+		    const struct ferry_worker_id *owner)
 {
 	struct dir_item *it = ferry__calloc(1, sizeof(*it));
 	bool wake;
@@ -199,6 +201,8 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	it->size = size;
 	it->metadata_size = metadata_size;
 	it->place = place;
+	if (owner)
+		it->owner = *owner;
 	it->queued_ns = ferry__now_ns();
 	pthread_mutex_lock(&node->lock);
 	if (kind == DIR_REMOVED && take_back_copy(node, id)) {
@@ -231,12 +235,13 @@ static struct ferry_gcs_object_place gcs_place(const struct ferry__plasma_place 
 }
 
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary, const struct ferry__plasma_place *place)
+		      uint32_t metadata_size, bool primary, const struct ferry_worker_id *owner,
+		      const struct ferry__plasma_place *place)
 {
 	/* The place lets a puller READ the bytes without asking first (RDMA): a large object's
 	 * while its pin request is out, a small one's alone, checked by its hash. */
 	enqueue(arg, primary ? DIR_SEALED : DIR_COPY, id, data_size, metadata_size,
-		gcs_place(place));
+		gcs_place(place), owner);
 }
 
 /* The directory's place for the copy would name memory it left: pullers reading ahead would
@@ -245,12 +250,12 @@ static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data
 static void on_moved(void *arg, const struct ferry_object_id *id, uint64_t data_size,
 		     uint32_t metadata_size, const struct ferry__plasma_place *place)
 {
-	enqueue(arg, DIR_MOVED, id, data_size, metadata_size, gcs_place(place));
+	enqueue(arg, DIR_MOVED, id, data_size, metadata_size, gcs_place(place), NULL);
 }
 
 static void on_removed(void *arg, const struct ferry_object_id *id)
 {
-	enqueue(arg, DIR_REMOVED, id, 0, 0, (struct ferry_gcs_object_place){0});
+	enqueue(arg, DIR_REMOVED, id, 0, 0, (struct ferry_gcs_object_place){0}, NULL);
 }
 
 /* ---- node threads ---- */
@@ -269,13 +274,16 @@ static size_t dir_ops(struct ferry__node *node, const struct dir_item *it,
 	size_t n = 0;
 
 	if (it->kind == DIR_SEALED) {
-		/* A primary sealed by a plain store client has no known owner here: the node owns
-		 * it (a worker id equal to the node id; the GCS refuses a nil owner). An owner
-		 * that added the object first keeps it (-EEXIST). */
+		/* The owner its creator named in the store. None (a client connected without an
+		 * owner, or a nil one): the node owns it, under a worker id equal to the node id
+		 * (the GCS refuses a nil owner). An owner that added the object first keeps it
+		 * (-EEXIST). The owner's node: this one, where the owner put it. */
 		ops[n] = (struct ferry__gcs_op){.type = FERRY__GCS_OP_OBJ_ADD};
 		ops[n].obj.id = it->id;
-		memcpy(ops[n].obj.owner_worker.bytes, node->id.bytes,
-		       sizeof(ops[n].obj.owner_worker.bytes));
+		ops[n].obj.owner_worker = it->owner;
+		if (ferry_id_is_nil(it->owner.bytes, sizeof(it->owner.bytes)))
+			memcpy(ops[n].obj.owner_worker.bytes, node->id.bytes,
+			       sizeof(ops[n].obj.owner_worker.bytes));
 		ops[n].obj.owner_node = node->id;
 		ops[n].obj.size_bytes = it->size;
 		ops[n].obj.metadata_bytes = it->metadata_size;

@@ -148,6 +148,7 @@ int ferry_plasma_client_connect(const char *socket_path,
 		ferry__free(c);
 		return r;
 	}
+	c->owner = o.owner;
 	c->socket_path = ferry__strdup(socket_path);
 	r = c->socket_path ? ferry__pc_socket(socket_path, o.wait_ms) : -ENOMEM;
 	c->fd = r;
@@ -215,17 +216,17 @@ static int notify_abort(struct ferry_plasma_client *c, const struct ferry_object
 	return r;
 }
 
-/* Create in our chunk (@index_flags: FERRY__PLASMA_F_PRIMARY or 0). Returns 0, -ENOBUFS (no
- * room: ask the store), or another -errno. */
+/* Create in our chunk (@index_flags: FERRY__PLASMA_F_PRIMARY or 0), owned by @owner. Returns
+ * 0, -ENOBUFS (no room: ask the store), or another -errno. */
 static int create_local(struct ferry_plasma_client *c, const struct ferry_object_id *id,
 			uint64_t data_size, uint32_t metadata_size, unsigned index_flags,
-			struct ferry__plasma_object *o)
+			const struct ferry_worker_id *owner, struct ferry__plasma_object *o)
 {
 	int r;
 
 	pthread_mutex_lock(&c->lock);
-	r = ferry__plasma_index_create_local(&c->ix, c->slot, id, data_size, metadata_size,
-					     index_flags, o);
+	r = ferry__plasma_index_create_owned(&c->ix, c->slot, id, data_size, metadata_size,
+					     index_flags, owner, o);
 	if (r == 0 && track(c, id, o) < 0) {
 		pthread_mutex_unlock(&c->lock);
 		notify_abort(c, id);
@@ -237,7 +238,7 @@ static int create_local(struct ferry_plasma_client *c, const struct ferry_object
 
 static int create_remote(struct ferry_plasma_client *c, const struct ferry_object_id *id,
 			 uint64_t data_size, uint32_t metadata_size, unsigned flags, bool refill,
-			 struct ferry__plasma_object *o)
+			 const struct ferry_worker_id *owner, struct ferry__plasma_object *o)
 {
 	struct ferry__wire_plasma_create m = {
 		.object_id = *id,
@@ -254,6 +255,7 @@ static int create_remote(struct ferry_plasma_client *c, const struct ferry_objec
 	struct ferry__pc_pending p;
 	int r;
 
+	memcpy(m.owner_id.bytes, owner->bytes, sizeof(m.owner_id.bytes));
 	m.seq = ferry__pc_begin(c, &p, FERRY__WIRE_MSG_PLASMA_CREATE_REPLY);
 	r = ferry__pc_finish(c, &p, FERRY__WIRE_MSG_PLASMA_CREATE, &b,
 			     ferry__wire_plasma_create_build(&b, &m));
@@ -286,9 +288,10 @@ static int create_remote(struct ferry_plasma_client *c, const struct ferry_objec
 	return r;
 }
 
-int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct ferry_object_id *id,
-				  uint64_t data_size, const void *metadata, uint32_t metadata_size,
-				  unsigned flags, void **data)
+int ferry_plasma_client_create_owned(struct ferry_plasma_client *c,
+				     const struct ferry_object_id *id, uint64_t data_size,
+				     const void *metadata, uint32_t metadata_size, unsigned flags,
+				     const struct ferry_worker_id *owner, void **data)
 {
 	uint64_t total = data_size + metadata_size;
 	struct ferry__plasma_object o;
@@ -296,6 +299,8 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 
 	if (!c || !id || !data)
 		return -EINVAL;
+	if (!owner)
+		owner = &c->owner;
 	if (total < data_size || total > c->arena.size)
 		return -E2BIG;
 	/*
@@ -313,15 +318,16 @@ int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct fe
 		 * refill is one round trip per chunk.
 		 */
 		pthread_mutex_lock(&c->chunk_lock);
-		r = create_local(
-			c, id, data_size, metadata_size,
-			(flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, &o);
+		r = create_local(c, id, data_size, metadata_size,
+				 (flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0
+									 : FERRY__PLASMA_F_PRIMARY,
+				 owner, &o);
 		if (r == -ENOBUFS)
-			r = create_remote(c, id, data_size, metadata_size, flags, true, &o);
+			r = create_remote(c, id, data_size, metadata_size, flags, true, owner, &o);
 		pthread_mutex_unlock(&c->chunk_lock);
 		goto out;
 	}
-	r = create_remote(c, id, data_size, metadata_size, flags, false, &o);
+	r = create_remote(c, id, data_size, metadata_size, flags, false, owner, &o);
 out:
 	if (r < 0)
 		return r;
@@ -334,7 +340,7 @@ out:
 int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 				      const struct ferry_object_id *id, uint64_t data_size,
 				      const void *metadata, uint32_t metadata_size, unsigned flags,
-				      void **data)
+				      const struct ferry_worker_id *owner, void **data)
 {
 	uint64_t total = data_size + metadata_size;
 	struct ferry__plasma_object o;
@@ -348,7 +354,8 @@ int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 	if (pthread_mutex_trylock(&c->chunk_lock) != 0)
 		return -ENOBUFS;
 	r = create_local(c, id, data_size, metadata_size,
-			 (flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY, &o);
+			 (flags & FERRY_PLASMA_CREATE_SECONDARY) ? 0 : FERRY__PLASMA_F_PRIMARY,
+			 owner ? owner : &c->owner, &o);
 	pthread_mutex_unlock(&c->chunk_lock);
 	if (r < 0)
 		return r;
@@ -362,7 +369,16 @@ int ferry_plasma_client_create(struct ferry_plasma_client *c, const struct ferry
 			       uint64_t data_size, const void *metadata, uint32_t metadata_size,
 			       void **data)
 {
-	return ferry_plasma_client_create_ex(c, id, data_size, metadata, metadata_size, 0, data);
+	return ferry_plasma_client_create_owned(c, id, data_size, metadata, metadata_size, 0, NULL,
+						data);
+}
+
+int ferry_plasma_client_create_ex(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				  uint64_t data_size, const void *metadata, uint32_t metadata_size,
+				  unsigned flags, void **data)
+{
+	return ferry_plasma_client_create_owned(c, id, data_size, metadata, metadata_size, flags,
+						NULL, data);
 }
 
 /* A notice to the store (seq 0: no reply) that entry generation @gen of @id is sealed. */
@@ -473,21 +489,30 @@ int ferry_plasma_client_abort(struct ferry_plasma_client *c, const struct ferry_
 	return notify_abort(c, id);
 }
 
-int ferry_plasma_client_put(struct ferry_plasma_client *c, const struct ferry_object_id *id,
-			    const void *data, uint64_t size, const void *metadata,
-			    uint32_t metadata_size)
+int ferry_plasma_client_put_owned(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+				  const void *data, uint64_t size, const void *metadata,
+				  uint32_t metadata_size, unsigned flags,
+				  const struct ferry_worker_id *owner)
 {
 	void *buf;
 	int r;
 
 	if (size && !data)
 		return -EINVAL;
-	r = ferry_plasma_client_create(c, id, size, metadata, metadata_size, &buf);
+	r = ferry_plasma_client_create_owned(c, id, size, metadata, metadata_size, flags, owner,
+					     &buf);
 	if (r < 0)
 		return r;
 	if (size)
 		memcpy(buf, data, size);
 	return ferry_plasma_client_seal(c, id);
+}
+
+int ferry_plasma_client_put(struct ferry_plasma_client *c, const struct ferry_object_id *id,
+			    const void *data, uint64_t size, const void *metadata,
+			    uint32_t metadata_size)
+{
+	return ferry_plasma_client_put_owned(c, id, data, size, metadata, metadata_size, 0, NULL);
 }
 
 /* ---- get, release, contains ---- */
@@ -687,5 +712,16 @@ int ferry__plasma_client_view_place(const struct ferry_plasma_client *c,
 	 * (the pin's acquire made the writer's stores visible). */
 	*offset = (uint64_t)((const uint8_t *)view->data - c->arena.base);
 	*alloc = ferry__plasma_index_alloc(&c->ix, view->handle_index);
+	return 0;
+}
+
+int ferry__plasma_client_view_owner(const struct ferry_plasma_client *c,
+				    const struct ferry_plasma_view *view,
+				    struct ferry_worker_id *owner)
+{
+	if (!c || !view || view->status || !view->handle_flags || view->handle_index > c->ix.mask)
+		return -EINVAL;
+	/* Fixed with the entry's generation, which the view's pin holds. */
+	*owner = ferry__plasma_index_owner_id(&c->ix, view->handle_index);
 	return 0;
 }

@@ -13,6 +13,7 @@
 struct ferry_plasma_client;
 struct ferry_object_id;
 struct ferry_plasma_view;
+struct ferry_worker_id;
 
 /* ferry__plasma_client_arena() - the client's mapping of the store's arena: its first byte
  * and its length. Valid until the client disconnects. */
@@ -29,7 +30,7 @@ int ferry__plasma_client_view_place(const struct ferry_plasma_client *c,
 				    uint64_t *alloc);
 
 /*
- * ferry__plasma_client_create_small() - ferry_plasma_client_create_ex() limited to the
+ * ferry__plasma_client_create_small() - ferry_plasma_client_create_owned() limited to the
  * client's chunk: never a request to the store, so a thread that must not block on the store
  * (the object manager's loop) may create. Returns as create_ex, or -ENOBUFS: too large for the
  * chunk, the chunk is full (create_ex would ask the store), or another thread of this client is
@@ -38,7 +39,13 @@ int ferry__plasma_client_view_place(const struct ferry_plasma_client *c,
 int ferry__plasma_client_create_small(struct ferry_plasma_client *c,
 				      const struct ferry_object_id *id, uint64_t data_size,
 				      const void *metadata, uint32_t metadata_size, unsigned flags,
-				      void **data);
+				      const struct ferry_worker_id *owner, void **data);
+
+/* ferry__plasma_client_view_owner() - the worker or driver that owns pinned @view's object
+ * (nil: the node), from the shared index: no round trip. 0, or -EINVAL (not a valid view). */
+int ferry__plasma_client_view_owner(const struct ferry_plasma_client *c,
+				    const struct ferry_plasma_view *view,
+				    struct ferry_worker_id *owner);
 
 /*
  * ferry__plasma_client_get_nowait() - ferry_plasma_client_get() of one object with timeout 0,

@@ -56,6 +56,8 @@ struct ferry_plasma_client {
 	uint32_t slot;			    /* our client slot */
 	uint64_t chunk_bytes;		    /* chunk size to ask for on a refill; 0: none */
 	uint64_t local_max;		    /* creates up to this size go to the chunk */
+	struct ferry_worker_id owner;	    /* owns what we create unless a call names another;
+					     * nil: the node (connect opts) */
 	pthread_mutex_t lock;		    /* slot operations and @creating */
 	pthread_mutex_t chunk_lock;	    /* local creates vs the refill that retires the chunk */
 	struct ferry__hashmap creating;	    /* ObjectID -> struct ferry__plasma_object */

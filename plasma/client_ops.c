@@ -151,6 +151,7 @@ static int list_page(struct ferry__wire_plasma_list_reply_view v,
 	for (uint32_t i = 0; i < n; i++) {
 		struct ferry__wire_plasma_object_info_view iv =
 			ferry__wire_plasma_list_reply_objects_at(v, i);
+		struct ferry__wire_unique_id owner;
 
 		(*out)[(*count)++] = (struct ferry_plasma_object_info){
 			.id = ferry__wire_plasma_object_info_object_id(iv),
@@ -162,6 +163,8 @@ static int list_page(struct ferry__wire_plasma_list_reply_view v,
 			.pin_count = ferry__wire_plasma_object_info_pin_count(iv),
 			.lru_stamp = (uint32_t)ferry__wire_plasma_object_info_lru_stamp(iv),
 		};
+		owner = ferry__wire_plasma_object_info_owner_id(iv);
+		memcpy((*out)[*count - 1].owner.bytes, owner.bytes, sizeof(owner.bytes));
 		*after = (*out)[*count - 1].id;
 	}
 	return ferry__wire_plasma_list_reply_more(v) && n ? 1 : 0;

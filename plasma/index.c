@@ -472,9 +472,10 @@ int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 	       ferry__plasma_word_state(w) == FERRY__PLASMA_SPILLED;
 }
 
-int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t slot,
+int ferry__plasma_index_create_owned(struct ferry__plasma_index *ix, uint32_t slot,
 				     const struct ferry_object_id *id, uint64_t data_size,
 				     uint32_t metadata_size, unsigned flags,
+				     const struct ferry_worker_id *owner_id,
 				     struct ferry__plasma_object *out)
 {
 	struct ferry__plasma_client *c;
@@ -504,6 +505,7 @@ int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t sl
 					       .chunk = chunk,
 					       .owner = (uint16_t)slot,
 					       .flags = (uint8_t)(flags & FERRY__PLASMA_F_PRIMARY),
+					       .owner_id = owner_id,
 				       },
 				       -1, out);
 	if (r == 0)

@@ -95,13 +95,14 @@ struct ferry__plasma_object {
 
 /* What the writer-lock holder inserts. */
 struct ferry__plasma_insert {
-	const struct ferry_object_id *id; /* object ID */
-	uint64_t offset;		  /* data offset in the arena */
-	uint64_t data_size;		  /* data bytes */
-	uint32_t metadata_size;		  /* metadata bytes */
-	uint32_t chunk;			  /* 1 + chunk index holding the bytes; 0: none */
-	uint16_t owner;			  /* owner's client slot */
-	uint8_t flags;			  /* FERRY__PLASMA_F_* */
+	const struct ferry_object_id *id;	/* object ID */
+	uint64_t offset;			/* data offset in the arena */
+	uint64_t data_size;			/* data bytes */
+	uint32_t metadata_size;			/* metadata bytes */
+	uint32_t chunk;				/* 1 + chunk index holding the bytes; 0: none */
+	uint16_t owner;				/* owner's client slot */
+	uint8_t flags;				/* FERRY__PLASMA_F_* */
+	const struct ferry_worker_id *owner_id; /* the owning worker or driver; NULL: nil */
 };
 
 /* ---- setup ---- */
@@ -148,18 +149,30 @@ int ferry__plasma_index_contains(const struct ferry__plasma_index *ix,
 				 const struct ferry_object_id *id);
 
 /*
- * ferry__plasma_index_create_local() - create @id (CREATING, owned by @slot) in the slot's
- * arena chunk, without the store. @flags: FERRY__PLASMA_F_PRIMARY for a primary, 0 for a
- * secondary copy. The store does not know a secondary made here until it is told of its seal
- * (a PlasmaSeal notice, or the scan when the slot is retired): only then is it listed for
- * eviction. Write the bytes at @out->data, then seal.
+ * ferry__plasma_index_create_owned() - create @id (CREATING, made by @slot, owned by worker
+ * or driver @owner_id, NULL: nil) in the slot's arena chunk, without the store. @flags:
+ * FERRY__PLASMA_F_PRIMARY for a primary, 0 for a secondary copy. The store does not know a
+ * secondary made here until it is told of its seal (a PlasmaSeal notice, or the scan when the
+ * slot is retired): only then is it listed for eviction. Write the bytes at @out->data, then
+ * seal.
  * Returns 0, -EEXIST, -E2BIG (sizes overflow), -ENOBUFS (no chunk, or it has no room: ask the
  * store for a chunk or create through it), -ENOSPC (object table full), -EINVAL (bad slot).
  */
-int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t slot,
+int ferry__plasma_index_create_owned(struct ferry__plasma_index *ix, uint32_t slot,
 				     const struct ferry_object_id *id, uint64_t data_size,
 				     uint32_t metadata_size, unsigned flags,
+				     const struct ferry_worker_id *owner_id,
 				     struct ferry__plasma_object *out);
+
+/* ferry__plasma_index_create_local() - create_owned() with a nil owner_id (node-owned). */
+static inline int ferry__plasma_index_create_local(struct ferry__plasma_index *ix, uint32_t slot,
+						   const struct ferry_object_id *id,
+						   uint64_t data_size, uint32_t metadata_size,
+						   unsigned flags, struct ferry__plasma_object *out)
+{
+	return ferry__plasma_index_create_owned(ix, slot, id, data_size, metadata_size, flags, NULL,
+						out);
+}
 
 /*
  * ferry__plasma_index_seal() - make @obj (CREATING, owned by @slot) immutable and visible to
@@ -202,6 +215,15 @@ static inline uint64_t ferry__plasma_index_alloc(const struct ferry__plasma_inde
 						 uint32_t index)
 {
 	return ix->ext[index & ix->mask].alloc;
+}
+
+/* ferry__plasma_index_owner_id() - entry @index's owning worker or driver (layout.h:
+ * entry_ext.owner_id; nil: the node), meaningful from CREATING on while the entry keeps its
+ * generation (pinned, or sealed for the store). Off the entry's cache line, like alloc. */
+static inline struct ferry_worker_id
+ferry__plasma_index_owner_id(const struct ferry__plasma_index *ix, uint32_t index)
+{
+	return ix->ext[index & ix->mask].owner_id;
 }
 
 /* ferry__plasma_index_read() - entry @index into @out (fields valid from CREATING on).

@@ -225,6 +225,7 @@ static void claim(struct ferry__plasma_index *ix, uint32_t i, const struct ferry
 	e->offset = in->offset;
 	e->data_size = in->data_size;
 	ix->ext[i].chunk = in->chunk;
+	ix->ext[i].owner_id = in->owner_id ? *in->owner_id : (struct ferry_worker_id){0};
 	ix->ext[i].alloc =
 		atomic_fetch_add_explicit(&ix->hdr->alloc_seq, 1, memory_order_relaxed) + 1;
 	stamp(ix, i);

@@ -7,7 +7,7 @@
  *   offset 0             struct ferry__plasma_header (magic, sizes, section offsets, the
  *                        writer lock, shared counters), padded to 4 KiB
  *   entries_offset       struct ferry__plasma_entry[table_slots]      64 B each, hot fields
- *   ext_offset           struct ferry__plasma_entry_ext[table_slots]  16 B each, cold fields
+ *   ext_offset           struct ferry__plasma_entry_ext[table_slots]  32 B each, cold fields
  *   clients_offset       max_clients slots of client_stride bytes: struct ferry__plasma_client
  *                        followed by pin_records struct ferry__plasma_pin_record
  *   chunks_offset        _Atomic uint32_t chunk_live[max_chunks]
@@ -28,7 +28,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "plasma needs lock-free 64-bit atomi
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "plasma needs lock-free 32-bit atomics");
 
 #define FERRY__PLASMA_MAGIC 0x31414d53414c5046ull /* "FPLASMA1" */
-#define FERRY__PLASMA_LAYOUT_VERSION 4u
+#define FERRY__PLASMA_LAYOUT_VERSION 5u
 #define FERRY__PLASMA_MAX_CLIENTS 128u /* bits in an entry's pin mask */
 #define FERRY__PLASMA_STORE_SLOT 0u    /* the store's own client slot */
 
@@ -119,7 +119,12 @@ struct ferry__plasma_entry_ext {
 	 * offset before pinning can tell from a pin naming the same alloc that they were the
 	 * object's all along (transport/objmgr_rdma.c). */
 	uint64_t alloc;
+	/* The worker or driver that owns the object (nil: the node), set with the claim: an owner
+	 * named here needs no round trip for a create in the client's chunk, and off the entry's
+	 * cache line it costs a get nothing. Fixed for the entry's generation. */
+	struct ferry_worker_id owner_id;
 };
+_Static_assert(sizeof(struct ferry__plasma_entry_ext) == 32, "entry ext is 32 bytes");
 
 /* What one client holds on one entry. Written only by that client. */
 struct ferry__plasma_pin_record {

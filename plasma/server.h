@@ -20,7 +20,8 @@
  *    memory: with a hook set, every sealer tells the store at once; a client that dies
  *    between its seal and that notice is caught when its connection closes). @place says
  *    where its bytes lie and, for a small object, what they hash to: for peers that read them
- *    one-sided (struct ferry__plasma_place).
+ *    one-sided (struct ferry__plasma_place). @owner: the worker or driver its creator
+ *    named (nil: the node owns it).
  *  - on_moved: a sealed object reported by on_sealed was read back from spill to new memory:
  *    its new @place (the old one names memory it left).
  *  - on_removed: a sealed object left the store (deleted, or a secondary copy evicted), after
@@ -69,7 +70,7 @@ struct ferry__plasma_server_opts {
 	void (*on_miss)(void *arg, const struct ferry_object_id *id);	  /* see above */
 	void (*on_miss_end)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			  uint32_t metadata_size, bool primary,
+			  uint32_t metadata_size, bool primary, const struct ferry_worker_id *owner,
 			  const struct ferry__plasma_place *place);	 /* see above */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* see above */
 	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,

@@ -186,11 +186,12 @@ void ferry__plasma_events_sealed(struct ferry__plasma_server *srv,
 	srv->announced[o->index] = o->gen;
 	if (srv->on_sealed) {
 		struct ferry__plasma_place place = {0}; /* a spilled object's means nothing */
+		struct ferry_worker_id owner = ferry__plasma_index_owner_id(srv->ix, o->index);
 
 		if (o->state != FERRY__PLASMA_SPILLED)
 			place_of(srv, o, &place);
 		srv->on_sealed(srv->hook_arg, id, o->data_size, o->metadata_size,
-			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0, &place);
+			       (o->flags & FERRY__PLASMA_F_PRIMARY) != 0, &owner, &place);
 	}
 	emit(srv, FERRY__WIRE_PLASMA_EVENT_KIND_SEALED, id, o);
 }

@@ -132,7 +132,7 @@ struct ferry__plasma_server {
 	void (*on_miss)(void *arg, const struct ferry_object_id *id);	  /* hook or NULL */
 	void (*on_miss_end)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void (*on_sealed)(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-			  uint32_t metadata_size, bool primary,
+			  uint32_t metadata_size, bool primary, const struct ferry_worker_id *owner,
 			  const struct ferry__plasma_place *place);	 /* hook or NULL */
 	void (*on_removed)(void *arg, const struct ferry_object_id *id); /* hook or NULL */
 	void (*on_moved)(void *arg, const struct ferry_object_id *id, uint64_t data_size,

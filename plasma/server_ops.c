@@ -136,8 +136,12 @@ void ferry__plasma_on_create(struct ferry__plasma_pclient *c, const void *payloa
 	uint8_t copy = ferry__wire_plasma_create_copy(v);
 	unsigned flags =
 		copy == FERRY__WIRE_PLASMA_COPY_KIND_SECONDARY ? 0 : FERRY__PLASMA_F_PRIMARY;
+	struct ferry__wire_unique_id owner = ferry__wire_plasma_create_owner_id(v);
+	struct ferry_worker_id owner_id;
 	struct ferry__plasma_object o;
 
+	/* Absent (an older client): nil, node-owned, as before owners were named. */
+	memcpy(owner_id.bytes, owner.bytes, sizeof(owner_id.bytes));
 	if (ferry__wire_plasma_create_no_evict(v))
 		flags |= FERRY__PLASMA_CREATE_NO_EVICT;
 	if (copy > FERRY__WIRE_PLASMA_COPY_KIND_SECONDARY)
@@ -145,9 +149,9 @@ void ferry__plasma_on_create(struct ferry__plasma_pclient *c, const void *payloa
 	else if (m.metadata_size > UINT32_MAX)
 		m.status = -E2BIG;
 	else
-		m.status = ferry__plasma_store_object_create(c->srv->store, c->slot, &m.object_id,
-							     m.data_size, (uint32_t)m.metadata_size,
-							     flags, &o);
+		m.status = ferry__plasma_store_object_create_owned(
+			c->srv->store, c->slot, &m.object_id, m.data_size,
+			(uint32_t)m.metadata_size, flags, &owner_id, &o);
 	if (m.status == 0) {
 		m.offset = o.offset;
 		m.index_slot = o.index;
@@ -445,6 +449,7 @@ static void fill_info(struct ferry__plasma_server *srv, const struct listed *l,
 {
 	struct ferry__plasma_object o;
 	int state = ferry__plasma_index_read(srv->ix, l->index, &o);
+	struct ferry_worker_id owner;
 
 	*info = (struct ferry__wire_plasma_object_info){
 		.object_id = l->id,
@@ -460,6 +465,8 @@ static void fill_info(struct ferry__plasma_server *srv, const struct listed *l,
 		.owner_slot = state == FERRY__PLASMA_CREATING ? o.owner : -1,
 		.lru_stamp = atomic_load(&srv->ix->ext[l->index].lru_stamp),
 	};
+	owner = ferry__plasma_index_owner_id(srv->ix, l->index);
+	memcpy(info->owner_id.bytes, owner.bytes, sizeof(info->owner_id.bytes));
 }
 
 void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload)

@@ -388,10 +388,11 @@ static bool live_slot(struct ferry__plasma_store *s, uint32_t slot)
 	return false;
 }
 
-int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t slot,
-				      const struct ferry_object_id *id, uint64_t data_size,
-				      uint32_t metadata_size, unsigned flags,
-				      struct ferry__plasma_object *out)
+int ferry__plasma_store_object_create_owned(struct ferry__plasma_store *s, uint32_t slot,
+					    const struct ferry_object_id *id, uint64_t data_size,
+					    uint32_t metadata_size, unsigned flags,
+					    const struct ferry_worker_id *owner_id,
+					    struct ferry__plasma_object *out)
 {
 	uint64_t total = data_size + metadata_size, offset;
 	int r;
@@ -411,6 +412,7 @@ int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t sl
 					       .metadata_size = metadata_size,
 					       .owner = (uint16_t)slot,
 					       .flags = (uint8_t)(flags & FERRY__PLASMA_F_PRIMARY),
+					       .owner_id = owner_id,
 				       },
 				       LOCK_TIMEOUT_MS, out);
 	if (r < 0) {

@@ -125,18 +125,31 @@ int ferry__plasma_store_client_remove(struct ferry__plasma_store *s, uint32_t sl
 int ferry__plasma_store_client_retire(struct ferry__plasma_store *s, uint32_t slot);
 
 /*
- * ferry__plasma_store_object_create() - create @id for owner @slot with its own block, evicting
- * secondaries if the arena is full; the owner writes the bytes, then seals through the index.
+ * ferry__plasma_store_object_create_owned() - create @id for client @slot with its own block,
+ * evicting secondaries if the arena is full; the client writes the bytes, then seals through
+ * the index. @owner_id: the worker or driver that owns it (NULL or nil: the node).
  * @flags: FERRY__PLASMA_F_PRIMARY or 0 (a secondary copy: evictable once sealed), plus
  * FERRY__PLASMA_CREATE_NO_EVICT.
  * Returns 0, -E2BIG (larger than the arena), -EEXIST, -ENOSPC (no room after eviction and
  * spilling, or the object table is full), -ENOMEM, -EAGAIN (writer lock timeout), -EINVAL
  * (bad slot).
  */
-int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t slot,
-				      const struct ferry_object_id *id, uint64_t data_size,
-				      uint32_t metadata_size, unsigned flags,
-				      struct ferry__plasma_object *out);
+int ferry__plasma_store_object_create_owned(struct ferry__plasma_store *s, uint32_t slot,
+					    const struct ferry_object_id *id, uint64_t data_size,
+					    uint32_t metadata_size, unsigned flags,
+					    const struct ferry_worker_id *owner_id,
+					    struct ferry__plasma_object *out);
+
+/* ferry__plasma_store_object_create() - create_owned() with a nil owner_id (node-owned). */
+static inline int ferry__plasma_store_object_create(struct ferry__plasma_store *s, uint32_t slot,
+						    const struct ferry_object_id *id,
+						    uint64_t data_size, uint32_t metadata_size,
+						    unsigned flags,
+						    struct ferry__plasma_object *out)
+{
+	return ferry__plasma_store_object_create_owned(s, slot, id, data_size, metadata_size, flags,
+						       NULL, out);
+}
 
 /* ferry__plasma_store_object_sealed() - @obj (read from the index) was sealed by a client:
  * if it is a secondary copy the store does not list yet (one the client created in its

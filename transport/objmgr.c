@@ -294,7 +294,7 @@ static int fetch_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a
 static int pull_tcp_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 			 const struct ferry__node_addr *helpers, unsigned nhelpers,
 			 const struct ferry_object_id *id, const struct ferry__objmgr_fetch *f,
-			 uint64_t *bytes)
+			 const struct ferry_worker_id *owner, uint64_t *bytes)
 {
 	uint64_t total = f->data_size + f->metadata_size;
 	void *dst;
@@ -303,8 +303,9 @@ static int pull_tcp_rest(struct ferry__objmgr *om, const struct ferry__node_addr
 	ret = admit(om, total);
 	if (ret < 0)
 		return ret;
-	ret = ferry_plasma_client_create_ex(om->store, id, f->data_size, f->metadata,
-					    f->metadata_size, FERRY_PLASMA_CREATE_SECONDARY, &dst);
+	ret = ferry_plasma_client_create_owned(om->store, id, f->data_size, f->metadata,
+					       f->metadata_size, FERRY_PLASMA_CREATE_SECONDARY,
+					       owner, &dst);
 	if (ret < 0)
 		goto out_unadmit;
 	if (f->first_size)
@@ -324,7 +325,8 @@ out_unadmit:
 /* The data phase over TCP: probe, then the rest. */
 static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		    const struct ferry__node_addr *helpers, unsigned nhelpers,
-		    const struct ferry_object_id *id, uint64_t *bytes)
+		    const struct ferry_object_id *id, const struct ferry_worker_id *owner,
+		    uint64_t *bytes)
 {
 	struct ferry__objmgr_fetch f;
 	int ret;
@@ -336,7 +338,7 @@ static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 	ferry__objmgr_fetch_run_many(om, &f, 1);
 	ret = f.h.status;
 	if (ret == 0)
-		ret = pull_tcp_rest(om, a, helpers, nhelpers, id, &f, bytes);
+		ret = pull_tcp_rest(om, a, helpers, nhelpers, id, &f, owner, bytes);
 	ferry__free(f.metadata);
 	ferry__free(f.first);
 	return ret;
@@ -345,9 +347,9 @@ static int pull_tcp(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 int ferry__objmgr_pull_tcp_probed(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 				  const struct ferry__node_addr *helpers, unsigned nhelpers,
 				  const struct ferry_object_id *id, struct ferry__objmgr_fetch *f,
-				  uint64_t *bytes)
+				  const struct ferry_worker_id *owner, uint64_t *bytes)
 {
-	int ret = pull_tcp_rest(om, a, helpers, nhelpers, id, f, bytes);
+	int ret = pull_tcp_rest(om, a, helpers, nhelpers, id, f, owner, bytes);
 
 	ferry__objmgr_probe_free(f);
 	return ret;
@@ -394,7 +396,7 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 	}
 	if (t == FERRY_GCS_TRANSPORT_TCP) {
 		res->transport = FERRY_GCS_TRANSPORT_TCP;
-		return pull_tcp(om, a, helpers, nhelpers, id, &res->bytes);
+		return pull_tcp(om, a, helpers, nhelpers, id, &p->sizes.owner, &res->bytes);
 	}
 	return -EHOSTUNREACH;
 }
@@ -460,7 +462,8 @@ static int fast_continue(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	res->transport = p->fast_transport;
 	if (!f)
 		return p->fast_status;
-	return ferry__objmgr_pull_tcp_probed(om, a, helpers, nhelpers, &p->id, f, &res->bytes);
+	return ferry__objmgr_pull_tcp_probed(om, a, helpers, nhelpers, &p->id, f, &p->sizes.owner,
+					     &res->bytes);
 }
 
 /* An attempt's result after which trying another location cannot help: done, or the own store
@@ -580,10 +583,12 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	if (r < 0)
 		return ncached ? ret : r == -ETIMEDOUT ? r : -ENOENT;
 	if (info.size_bytes) {
-		p->sizes = (struct ferry__objmgr_sizes){info.size_bytes, info.metadata_bytes};
+		p->sizes = (struct ferry__objmgr_sizes){info.size_bytes, info.metadata_bytes,
+							info.owner_worker};
 		if (ferry__objmgr_sizes_hook)
 			ferry__objmgr_sizes_hook(id, &p->sizes);
 	}
+	p->sizes.owner = info.owner_worker; /* the copy keeps it */
 	drop_tried(&info, cached, ncached);
 	if (info.nlocations || !ncached) {
 		r = try_locations(om, p, &info, res);
@@ -950,9 +955,14 @@ int ferry__objmgr_publish(struct ferry__objmgr *om, const struct ferry_object_id
 	if (ret < 0)
 		return ret == -ETIMEDOUT ? -ENOENT : ret;
 	size = v.data_size;
+	ret = ferry__plasma_client_view_owner(om->store, &v, &owner);
 	(void)ferry_plasma_client_release(om->store, &v);
-	/* The GCS refuses a nil owner: a node-owned object names a worker id equal to the node's. */
-	memcpy(owner.bytes, om->opts.node_id.bytes, sizeof(owner.bytes));
+	if (ret < 0)
+		return ret;
+	/* The owner its creator named. The GCS refuses a nil owner: a node-owned object names a
+	 * worker id equal to the node's. */
+	if (ferry_id_is_nil(owner.bytes, sizeof(owner.bytes)))
+		memcpy(owner.bytes, om->opts.node_id.bytes, sizeof(owner.bytes));
 	ret = ferry_gcs_object_add(om->opts.gcs, id, &owner, &om->opts.node_id, size);
 	if (ret < 0 && ret != -EEXIST)
 		return ret;

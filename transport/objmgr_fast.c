@@ -121,7 +121,8 @@ static int complete(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, cons
 	if (ret < 0)
 		return ret;
 	ret = ferry__plasma_client_create_small(om->store, &p->id, data_size, metadata,
-						metadata_size, FERRY_PLASMA_CREATE_SECONDARY, &dst);
+						metadata_size, FERRY_PLASMA_CREATE_SECONDARY,
+						&p->sizes.owner, &dst);
 	if (ret < 0) {
 		/* Through the store, or the same error: the pull thread's create_ex decides. */
 		ferry__objmgr_unadmit(om, total);

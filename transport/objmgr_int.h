@@ -133,8 +133,9 @@ struct ferry__objmgr_waiter {
 
 /* An object's sizes as the directory has them (a hint: the probe's reply is the truth). */
 struct ferry__objmgr_sizes {
-	uint64_t data;	   /* data bytes; 0: unknown (then so is metadata) */
-	uint32_t metadata; /* metadata bytes */
+	uint64_t data;		      /* data bytes; 0: unknown (then so is metadata) */
+	uint32_t metadata;	      /* metadata bytes */
+	struct ferry_worker_id owner; /* its owner, which a copy made here keeps; nil: unknown */
 };
 
 struct ferry__objmgr_pull {
@@ -272,11 +273,12 @@ void ferry__objmgr_fast_filled(struct ferry__objmgr *om, struct ferry__objmgr_pu
 /* objmgr_fast.c: free a heap probe and its results (NULL: nothing). */
 void ferry__objmgr_probe_free(struct ferry__objmgr_fetch *f);
 /* objmgr.c: the TCP data phase after probe @f (heap; taken over) succeeded from @a: admission,
- * create, the rest of the data, seal or abort (pull thread). */
+ * create (owned by @owner, the directory's), the rest of the data, seal or abort (pull
+ * thread). */
 int ferry__objmgr_pull_tcp_probed(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 				  const struct ferry__node_addr *helpers, unsigned nhelpers,
 				  const struct ferry_object_id *id, struct ferry__objmgr_fetch *f,
-				  uint64_t *bytes);
+				  const struct ferry_worker_id *owner, uint64_t *bytes);
 /* objmgr.c: end pull @p with @res: out of the map, counted, each waiter's callback, freed.
  * ferry__objmgr_enqueue(): queue @p for a pull thread (om->lock held). */
 void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,

@@ -65,6 +65,7 @@ static void take_record(struct ferry__objmgr_locs *l, const struct ferry_gcs_eve
 		if (ferry__hashmap_put(&l->map, ev->key, (void **)&e) >= 0) {
 			e->sizes.data = info.size_bytes;
 			e->sizes.metadata = info.metadata_bytes;
+			e->sizes.owner = info.owner_worker;
 			e->nlocations = n;
 			memcpy(e->locations, info.locations, n * sizeof(e->locations[0]));
 			for (uint32_t i = 0; i < n; i++)

@@ -505,12 +505,12 @@ static int create_early(struct ferry__objmgr *om, const struct ferry_object_id *
 
 	if (ret < 0)
 		return ret;
-	ret = on_loop ? ferry__plasma_client_create_small(om->store, id, sizes->data, NULL,
-							  sizes->metadata,
-							  FERRY_PLASMA_CREATE_SECONDARY, dst)
-		      : ferry_plasma_client_create_ex(om->store, id, sizes->data, NULL,
-						      sizes->metadata,
-						      FERRY_PLASMA_CREATE_SECONDARY, dst);
+	ret = on_loop ? ferry__plasma_client_create_small(
+				om->store, id, sizes->data, NULL, sizes->metadata,
+				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, dst)
+		      : ferry_plasma_client_create_owned(
+				om->store, id, sizes->data, NULL, sizes->metadata,
+				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, dst);
 	if (ret < 0)
 		ferry__objmgr_unadmit(om, total);
 	return ret;
@@ -577,10 +577,10 @@ static void big_go(struct rbig *b)
 	if (st == 0 && (b->create_status < 0 || !reply_fits(f, st, &b->sizes))) {
 		/* Afresh: the pull thread's own probe and create decide, with the reply's sizes for
 		 * an early copy, or none after a failed create (it would only fail again early). */
-		f->owner->sizes =
-			b->create_status < 0
-				? (struct ferry__objmgr_sizes){0, 0}
-				: (struct ferry__objmgr_sizes){f->data_size, f->metadata_size};
+		struct ferry__objmgr_sizes *sz = &f->owner->sizes;
+
+		sz->data = b->create_status < 0 ? 0 : f->data_size;
+		sz->metadata = b->create_status < 0 ? 0 : f->metadata_size; /* owner: kept */
 		st = FERRY__OBJMGR_FAST_RETRY;
 	} else if (st == -EMSGSIZE || st == -EHOSTUNREACH) {
 		st = FERRY__OBJMGR_FAST_RETRY; /* pull_from() goes to TCP after these */
@@ -1026,9 +1026,9 @@ int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_a
 		ret = ferry__objmgr_admit(om, total);
 		admitted = ret == 0;
 		if (ret == 0)
-			ret = ferry_plasma_client_create_ex(om->store, id, probe.data_size,
-							    probe.metadata, probe.metadata_size,
-							    FERRY_PLASMA_CREATE_SECONDARY, &dst);
+			ret = ferry_plasma_client_create_owned(
+				om->store, id, probe.data_size, probe.metadata, probe.metadata_size,
+				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, &dst);
 	}
 	if (ret == 0 && probe.inline_all && probe.data_size)
 		memcpy(dst, probe.data, probe.data_size);

@@ -98,19 +98,25 @@ static void unref(struct ferry__shm_peers *p, int slot, bool dead)
 	ferry_plasma_client_disconnect(gone);
 }
 
-static int copy_in(struct ferry_plasma_client *own, const struct ferry_plasma_view *v,
-		   int (*admit)(void *arg, uint64_t bytes),
+static int copy_in(struct ferry_plasma_client *own, struct ferry_plasma_client *peer,
+		   const struct ferry_plasma_view *v, int (*admit)(void *arg, uint64_t bytes),
 		   void (*unadmit)(void *arg, uint64_t bytes), void *arg)
 {
 	uint64_t total = v->data_size + v->metadata_size;
+	struct ferry_worker_id owner;
 	void *dst;
 	int ret;
 
+	/* The copy keeps the owner the peer's store has for it. */
+	ret = ferry__plasma_client_view_owner(peer, v, &owner);
+	if (ret < 0)
+		return ret;
 	ret = admit(arg, total);
 	if (ret < 0)
 		return ret;
-	ret = ferry_plasma_client_create_ex(own, &v->id, v->data_size, v->metadata,
-					    v->metadata_size, FERRY_PLASMA_CREATE_SECONDARY, &dst);
+	ret = ferry_plasma_client_create_owned(own, &v->id, v->data_size, v->metadata,
+					       v->metadata_size, FERRY_PLASMA_CREATE_SECONDARY,
+					       &owner, &dst);
 	if (ret == 0) {
 		if (v->data_size)
 			memcpy(dst, v->data, v->data_size);
@@ -168,7 +174,7 @@ int ferry__shm_pull(struct ferry__shm_peers *p, const char *path, uint64_t run,
 		unref(p, slot, ret == -ECONNRESET);
 		return ret == -ETIMEDOUT ? -ENOENT : ret;
 	}
-	ret = copy_in(own, &v, admit, unadmit, arg);
+	ret = copy_in(own, p->peer[slot].client, &v, admit, unadmit, arg);
 	if (ret == 0)
 		*bytes = v.data_size + v.metadata_size;
 	(void)ferry_plasma_client_release(p->peer[slot].client, &v);

@@ -108,6 +108,11 @@ struct ferry_plasma_connect_opts {
 	uint64_t chunk_bytes; /* arena chunk for round-trip-free creates; 0: the store's default */
 	unsigned wait_ms;     /* retry this long while the socket is missing or refusing */
 	unsigned flags;	      /* FERRY_PLASMA_CONNECT_* */
+	/* The worker or driver that owns what this client creates, unless a call names another
+	 * (ferry_plasma_client_create_owned). Nil (the default): the node owns it; the node
+	 * records it in the object directory under a worker ID equal to the node ID, and it
+	 * outlives this client (no random ID is made up: nobody could ever report its death). */
+	struct ferry_worker_id owner;
 };
 
 /* Map the arena's page tables at connect (slower connect, no page faults on first use). */
@@ -157,6 +162,20 @@ FERRY_API int ferry_plasma_client_create_ex(struct ferry_plasma_client *c,
 					    unsigned flags, void **data);
 
 /*
+ * ferry_plasma_client_create_owned() - create_ex() naming the object's owner: the worker or
+ * driver that put it, or the submitter of the task that returns it. The store keeps @owner with
+ * the object (ferry_plasma_client_list shows it) and the node's object directory records it.
+ * @owner NULL: the client's own (ferry_plasma_connect_opts.owner); a nil @owner: the node owns
+ * the object (as for a client connected without one). A small create still takes no round
+ * trip. Same errors as create().
+ */
+FERRY_API int ferry_plasma_client_create_owned(struct ferry_plasma_client *c,
+					       const struct ferry_object_id *id, uint64_t data_size,
+					       const void *metadata, uint32_t metadata_size,
+					       unsigned flags, const struct ferry_worker_id *owner,
+					       void **data);
+
+/*
  * ferry_plasma_client_seal() - make object @id, which this client created, immutable and
  * visible; waiters are woken. The create buffer must not be written after. Returns 0, -ENOENT
  * (no such object being created), -EPERM (another client's object), -EALREADY (sealed).
@@ -173,6 +192,14 @@ FERRY_API int ferry_plasma_client_abort(struct ferry_plasma_client *c,
 FERRY_API int ferry_plasma_client_put(struct ferry_plasma_client *c,
 				      const struct ferry_object_id *id, const void *data,
 				      uint64_t size, const void *metadata, uint32_t metadata_size);
+
+/* ferry_plasma_client_put_owned() - put() with FERRY_PLASMA_CREATE_* @flags and @owner as in
+ * create_owned() (NULL: the client's own; nil: the node). Same errors. */
+FERRY_API int ferry_plasma_client_put_owned(struct ferry_plasma_client *c,
+					    const struct ferry_object_id *id, const void *data,
+					    uint64_t size, const void *metadata,
+					    uint32_t metadata_size, unsigned flags,
+					    const struct ferry_worker_id *owner);
 
 /* A read-only, zero-copy view of a sealed object, pinned until released. */
 struct ferry_plasma_view {
@@ -247,7 +274,8 @@ struct ferry_plasma_object_info {
 	uint64_t data_size;		      /* data bytes */
 	uint64_t metadata_size;		      /* metadata bytes */
 	uint32_t pin_count;		      /* pins held, all clients */
-	uint32_t lru_stamp; /* store clock at its last first pin (larger: newer) */
+	uint32_t lru_stamp;	      /* store clock at its last first pin (larger: newer) */
+	struct ferry_worker_id owner; /* the worker or driver that owns it; nil: the node */
 };
 
 /*

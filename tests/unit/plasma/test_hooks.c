@@ -4,7 +4,8 @@
  * child process whose hooks write one record per call into a pipe that the test reads, in
  * order: seals made in shared memory and through the socket by other processes, a seal whose
  * notice never came (its client died), deletes and evictions (spills and restores are not
- * removals), and one miss per episode however many clients wait or poll.
+ * removals), one miss per episode however many clients wait or poll, and the owner each sealed
+ * object was created with.
  */
 #include <sys/wait.h>
 
@@ -16,17 +17,20 @@
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
 
-enum { REC_SEALED = 1, REC_REMOVED, REC_MISS, REC_MOVED };
+enum { REC_SEALED = 1, REC_REMOVED, REC_MISS, REC_MOVED, REC_OWNER };
+
+static bool owner_recs; /* the store also writes a REC_OWNER after each REC_SEALED */
 
 struct rec {
-	uint8_t kind;		   /* REC_* */
-	bool primary;		   /* sealed: primary copy */
-	uint32_t metadata_size;	   /* sealed */
-	uint64_t data_size;	   /* sealed */
-	uint64_t offset;	   /* sealed: where the data lies */
-	uint64_t alloc;		   /* sealed: the placement's id */
-	uint64_t check;		   /* sealed: the content check (small objects) */
-	struct ferry_object_id id; /* the object */
+	uint8_t kind;		      /* REC_* */
+	bool primary;		      /* sealed: primary copy */
+	uint32_t metadata_size;	      /* sealed */
+	uint64_t data_size;	      /* sealed */
+	uint64_t offset;	      /* sealed: where the data lies */
+	uint64_t alloc;		      /* sealed: the placement's id */
+	uint64_t check;		      /* sealed: the content check (small objects) */
+	struct ferry_object_id id;    /* the object */
+	struct ferry_worker_id owner; /* sealed: its owner */
 };
 
 static int rec_fd = -1; /* the store process writes records here */
@@ -53,10 +57,22 @@ static void put_rec(uint8_t kind, const struct ferry_object_id *id, uint64_t dat
 }
 
 static void on_sealed(void *arg, const struct ferry_object_id *id, uint64_t data_size,
-		      uint32_t metadata_size, bool primary, const struct ferry__plasma_place *place)
+		      uint32_t metadata_size, bool primary, const struct ferry_worker_id *owner,
+		      const struct ferry__plasma_place *place)
 {
 	(void)arg;
 	put_rec(REC_SEALED, id, data_size, metadata_size, primary, place);
+	/* The record is out: the owner follows in one more (REC_OWNER) for the owner test. */
+	if (owner_recs) {
+		struct rec r;
+
+		memset(&r, 0, sizeof(r));
+		r.kind = REC_OWNER;
+		r.id = *id;
+		r.owner = *owner;
+		if (write(rec_fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+			_exit(5);
+	}
 }
 
 static void on_moved(void *arg, const struct ferry_object_id *id, uint64_t data_size,
@@ -369,6 +385,45 @@ FTEST(a_waiting_get_reports_its_miss_and_gets_the_object)
 	expect(fd, REC_SEALED, 5);
 	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	store_stop(&t);
+	close(fd);
+}
+
+/* The sealed hook names the owner each creator gave (nil: the node), chunk creates and creates
+ * through the socket alike, primaries and copies. */
+FTEST(sealed_hook_names_the_owner)
+{
+	struct ferry_worker_id me, other, nil = {0};
+	struct ferry_plasma_connect_opts co = {0};
+	struct ferry_plasma_client *c = NULL;
+	struct ferry_object_id id;
+	struct test_store t;
+	struct rec r;
+	int fd;
+	void *d;
+
+	memset(me.bytes, 0x11, sizeof(me.bytes));
+	memset(other.bytes, 0x22, sizeof(other.bytes));
+	co.owner = me;
+	owner_recs = true; /* the store child inherits it */
+	fd = spawn_hooked(&t, 16 * MIB, NULL);
+	ftest_assert_ok(ferry_plasma_client_connect(t.path, &co, &c));
+	client_put(c, 1, 100);	   /* chunk, the client's owner */
+	client_put(c, 2, 2 * MIB); /* socket, the client's owner */
+	id = oid(3);
+	ftest_assert_ok(ferry_plasma_client_create_owned(
+		c, &id, 100, NULL, 0, FERRY_PLASMA_CREATE_SECONDARY, &other, &d));
+	ftest_assert_ok(ferry_plasma_client_seal(c, &id));
+	id = oid(4);
+	ftest_assert_ok(ferry_plasma_client_put_owned(c, &id, "x", 1, NULL, 0, 0, &nil));
+	for (uint32_t n = 1; n <= 4; n++) {
+		const struct ferry_worker_id *want = n <= 2 ? &me : n == 3 ? &other : &nil;
+
+		expect(fd, REC_SEALED, n);
+		r = expect(fd, REC_OWNER, n);
+		ftest_assert_mem_eq(r.owner.bytes, want->bytes, sizeof(want->bytes));
+	}
+	ferry_plasma_client_disconnect(c);
 	store_stop(&t);
 	close(fd);
 }
