@@ -400,6 +400,7 @@ static void on_close(struct ferry__conn *conn, int err)
 		if (srv->held[i].conn == c)
 			srv->held[i].conn = NULL;
 	ferry__ps_sub_destroy(c->sub);
+	ferry__gcs_srv_drain_forget(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else

@@ -24,6 +24,11 @@ struct ferry__gcs_sconn {
 	struct ferry__ps_sub *sub;     /* its subscriber, created at the first subscribe */
 	struct ferry__gcs_sconn *prev; /* server's list of connections */
 	struct ferry__gcs_sconn *next; /* server's list of connections */
+	/* Drain lists: a subscriber with something to send is on srv->drain (or, held back by a
+	 * full socket, on srv->drain_held), so a drain visits only those, never every connection. */
+	struct ferry__gcs_sconn **dlist; /* the list it is on, NULL: none */
+	struct ferry__gcs_sconn *dprev;	 /* same */
+	struct ferry__gcs_sconn *dnext;	 /* same */
 };
 
 /* A reply held until its write is durable. */
@@ -41,6 +46,8 @@ struct ferry__gcs_server {
 	struct ferry__ps *ps;		      /* pub/sub engine */
 	struct ferry__conn_server *listener;  /* accepting socket */
 	struct ferry__gcs_sconn *conns;	      /* every accepted connection */
+	struct ferry__gcs_sconn *drain;	      /* subscribers to drain in this pass */
+	struct ferry__gcs_sconn *drain_held;  /* ... held back by a full socket: retried */
 	struct ferry__loop_req wal_req;	      /* poll on the WAL's event fd */
 	struct ferry__loop_timer liveness;    /* node deadlines, snapshots */
 	struct ferry__loop_timer drain_retry; /* retries drains held back by full sockets */
@@ -118,6 +125,8 @@ void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c);
 int ferry__gcs_srv_publish_log(struct ferry__gcs_server *srv, const struct ferry__gcs_op *op);
 /* Arm the drain that on_ready() deferred while a message was handled (see server_pubsub.c). */
 void ferry__gcs_srv_drain_deferred(struct ferry__gcs_server *srv);
+/* Take @c off the drain lists (it is closing). */
+void ferry__gcs_srv_drain_forget(struct ferry__gcs_sconn *c);
 /* A GcsSubscribe request; -EPROTO closes the connection. */
 int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload);
 /* A GcsUnsubscribe request; -EPROTO closes the connection. */

@@ -229,23 +229,63 @@ static int drain_one(struct ferry__gcs_sconn *c)
 	return 0;
 }
 
+static void dlist_put(struct ferry__gcs_sconn **list, struct ferry__gcs_sconn *c)
+{
+	c->dlist = list;
+	c->dprev = NULL;
+	c->dnext = *list;
+	if (*list)
+		(*list)->dprev = c;
+	*list = c;
+}
+
+void ferry__gcs_srv_drain_forget(struct ferry__gcs_sconn *c)
+{
+	if (!c->dlist)
+		return;
+	if (c->dprev)
+		c->dprev->dnext = c->dnext;
+	else
+		*c->dlist = c->dnext;
+	if (c->dnext)
+		c->dnext->dprev = c->dprev;
+	c->dlist = NULL;
+	c->dprev = c->dnext = NULL;
+}
+
 static void on_drain_timer(struct ferry__loop_timer *t, int status);
 
+/* Drain every subscriber on srv->drain; those held back by a full socket go to drain_held for
+ * the retry timer. Cost: the subscribers with something to send, not every connection (with
+ * 10,000 connected nodes, a walk of all of them per published pass was the GCS's N²). */
 static void drain_all(struct ferry__gcs_server *srv)
 {
-	bool retry = false;
+	struct ferry__gcs_sconn *c;
 
-	for (struct ferry__gcs_sconn *c = srv->conns; c; c = c->next)
-		retry |= drain_one(c) > 0;
-	if (retry && !ferry__loop_timer_active(&srv->drain_retry))
+	while ((c = srv->drain)) {
+		ferry__gcs_srv_drain_forget(c);
+		if (drain_one(c) > 0)
+			dlist_put(&srv->drain_held, c);
+	}
+	if (srv->drain_held && !ferry__loop_timer_active(&srv->drain_retry))
 		ferry__loop_timer_start(srv->loop, &srv->drain_retry, DRAIN_RETRY_MS, 0,
 					on_drain_timer);
 }
 
 static void on_drain_timer(struct ferry__loop_timer *t, int status)
 {
-	if (status == 0)
-		drain_all(t->data);
+	struct ferry__gcs_server *srv = t->data;
+	struct ferry__gcs_sconn *c;
+
+	if (status != 0)
+		return;
+	if (t == &srv->drain_retry) {
+		while ((c = srv->drain_held)) {
+			ferry__gcs_srv_drain_forget(c);
+			dlist_put(&srv->drain, c);
+		}
+	}
+	drain_all(srv);
 }
 
 static void arm_drain(struct ferry__gcs_server *srv)
@@ -261,9 +301,12 @@ static void arm_drain(struct ferry__gcs_server *srv)
  * round trip; subscribers still get the batch in the same loop pass. */
 static void on_ready(void *arg, struct ferry__ps_sub *sub)
 {
-	struct ferry__gcs_server *srv = arg;
+	struct ferry__gcs_sconn *c = arg;
+	struct ferry__gcs_server *srv = c->srv;
 
 	(void)sub;
+	if (!c->dlist)
+		dlist_put(&srv->drain, c);
 	if (srv->in_message)
 		srv->drain_wanted = true;
 	else
@@ -290,7 +333,7 @@ static int sub_get(struct ferry__gcs_sconn *c, struct ferry__ps_sub **out)
 		so.max_subscriptions = srv->opts.max_subscriptions;
 		so.max_buffered_bytes = srv->opts.max_buffered_bytes;
 		so.ready = on_ready;
-		so.arg = srv;
+		so.arg = c;
 		ret = ferry__ps_sub_create(srv->ps, &so, &c->sub);
 		if (ret < 0)
 			return ret;
@@ -324,7 +367,7 @@ int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload)
 				       ferry__wire_gcs_subscribe_last_seq(v));
 	ferry__gcs_srv_reply(c, seq, ret < 0 ? ret : 0, NULL, 0, ferry__ps_epoch(c->srv->ps));
 	if (ret >= 0)
-		on_ready(c->srv, sub);
+		on_ready(c, sub);
 	return 0;
 }
 
