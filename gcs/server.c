@@ -33,6 +33,8 @@
 #include "gcs/server_int.h"
 
 #define COMP "gcs"
+/* A node whose connection its peer closed is dead after deadline / CLOSE_GRACE_DIV unheard. */
+#define CLOSE_GRACE_DIV 5
 
 /* ---- replies ---- */
 
@@ -153,6 +155,37 @@ void ferry__gcs_srv_node_seen(struct ferry__gcs_server *srv, const struct ferry_
 		memcpy(v, &(uint64_t){ferry__now_ms()}, sizeof(uint64_t));
 }
 
+/* The node whose liveness this connection carries (its last register, heartbeat or load). */
+static void note_node_conn(struct ferry__gcs_sconn *c, const struct ferry__gcs_op *op)
+{
+	if (op->type == FERRY__GCS_OP_NODE_REGISTER)
+		c->node = op->node.id;
+	else if (op->type == FERRY__GCS_OP_NODE_HEARTBEAT)
+		c->node = op->heartbeat.id;
+	else if (op->type == FERRY__GCS_OP_NODE_LOAD)
+		c->node = op->load.id;
+	else
+		return;
+	c->has_node = true;
+}
+
+/*
+ * A node's connection closed by its peer (a killed process's kernel closes its sockets): the
+ * node gets CLOSE_GRACE of its deadline to be heard from again on a new connection (a client
+ * reconnects within 100 ms), then is declared dead by the usual scan, instead of a whole
+ * deadline after its last beat. A host that vanishes without closing still takes the deadline.
+ */
+static void node_conn_lost(struct ferry__gcs_sconn *c)
+{
+	struct ferry__gcs_server *srv = c->srv;
+	uint64_t grace = srv->deadline_ms / CLOSE_GRACE_DIV, now = ferry__now_ms();
+	uint64_t *seen = ferry__hashmap_get(&srv->last_seen, c->node.bytes);
+
+	/* Overdue once now - seen > deadline: seen = now + grace - deadline. */
+	if (seen && now + grace > srv->deadline_ms && *seen > now + grace - srv->deadline_ms)
+		*seen = now + grace - srv->deadline_ms;
+}
+
 static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_t len)
 {
 	struct ferry__gcs_server *srv = c->srv;
@@ -188,6 +221,8 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 	}
 	if (ret >= 0 && op.type == FERRY__GCS_OP_NODE_REGISTER)
 		ferry__gcs_srv_node_seen(srv, &op.node.id);
+	if (ret >= 0)
+		note_node_conn(c, &op);
 	ferry__gcs_op_release(&op);
 	if (ret < 0 || ferry__gcs_state_durable_lsn(srv->state) >= lsn) {
 		ferry__gcs_srv_reply(c, seq, ret, NULL, 0, 0);
@@ -399,6 +434,8 @@ static void on_close(struct ferry__conn *conn, int err)
 	for (size_t i = srv->held_head; i < srv->held_count; i++)
 		if (srv->held[i].conn == c)
 			srv->held[i].conn = NULL;
+	if (c->has_node && err == -ECONNRESET)
+		node_conn_lost(c);
 	ferry__ps_sub_destroy(c->sub);
 	ferry__gcs_srv_drain_forget(c);
 	if (c->prev)

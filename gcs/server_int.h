@@ -24,6 +24,8 @@ struct ferry__gcs_sconn {
 	struct ferry__ps_sub *sub;     /* its subscriber, created at the first subscribe */
 	struct ferry__gcs_sconn *prev; /* server's list of connections */
 	struct ferry__gcs_sconn *next; /* server's list of connections */
+	struct ferry_node_id node;     /* the node whose beats it carries, if has_node */
+	bool has_node;		       /* it registered or beat for a node */
 	/* Drain lists: a subscriber with something to send is on srv->drain (or, held back by a
 	 * full socket, on srv->drain_held), so a drain visits only those, never every connection. */
 	struct ferry__gcs_sconn **dlist; /* the list it is on, NULL: none */

@@ -278,3 +278,44 @@ FTEST(load_reports_reach_load_subscribers_only)
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
 }
+
+/*
+ * A node whose connection is closed by its side (its process was killed: the kernel closes the
+ * socket) is declared dead a fifth of its deadline later, not a whole deadline after its last
+ * beat; one that only stops beating still gets the whole deadline. The 20 s deadline makes the
+ * difference plain without timing anything closely: the old GCS needed 20 s, events_wait gives
+ * up after 10.
+ */
+FTEST(a_node_whose_connection_closes_is_dead_before_its_deadline)
+{
+	const char *args[] = {"--node-deadline-ms", "20000", NULL};
+	struct ferry_gcs_node_info *nodes;
+	struct ferry_gcs_client *c, *quiet, *sub;
+	struct ferry_node_id id, still;
+	struct gcs_proc p;
+	struct events e;
+	int n;
+
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	quiet = client_for(&p, 1, TOKEN);
+	sub = client_for(&p, 1, TOKEN);
+	node_register(c, &id);
+	ftest_assert_int_ge(ferry_gcs_node_heartbeat(c, &id, 0, 0, 0), 0);
+	node_register(quiet, &still); /* registers, then never beats and keeps its connection */
+	events_init(&e);
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_NODES, NULL, 0, on_event, &e));
+	ftest_assert_uint_ge(events_wait(&e, &e.snapshots, 2), 2);
+	ferry_gcs_client_destroy(c); /* closes its connection, as a killed node's kernel does */
+	ftest_assert_uint_eq(events_wait(&e, &e.deltas, 1), 1);
+	n = ferry_gcs_node_list(sub, &nodes);
+	ftest_assert_int_eq(n, 2);
+	for (int i = 0; i < n; i++)
+		ftest_assert_int_eq(nodes[i].state, memcmp(&nodes[i].id, &id, sizeof(id))
+							    ? FERRY_GCS_NODE_ALIVE
+							    : FERRY_GCS_NODE_DEAD);
+	ferry_gcs_free(nodes);
+	ferry_gcs_client_destroy(quiet);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
+}
