@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ferry_strerror(): errno descriptions, with Ferry's meaning for the domain errors. */
+/*
+ * ferry_strerror(): errno descriptions, with Ferry's meaning for the domain errors. The one
+ * error-text function of the tree (logs, CLI messages, tests): static strings, no buffer, so
+ * any thread may call it, unlike strerror(3).
+ */
 #include <errno.h>
 #include <string.h>
 
@@ -19,8 +23,8 @@ const char *ferry_strerror(int err)
 		return "No space left (store or disk full)";
 	case EPROTO:
 		return "Protocol error (malformed or unexpected message)";
-	case EACCES:
-		return "Permission denied (bad cluster token)";
+	case EACCES: /* also a file's mode: every error text goes through here (no strerror) */
+		return "Permission denied (a file's mode, or a bad cluster token)";
 	case ECONNRESET:
 		return "Connection reset (peer gone)";
 	case ETIMEDOUT:

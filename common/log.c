@@ -163,7 +163,7 @@ void ferry_log_set_handler(ferry_log_fn fn, void *arg)
 	pthread_mutex_unlock(&config_lock);
 }
 
-int ferry__log_enabled(enum ferry_log_level level, const char *component)
+static int level_enabled(enum ferry_log_level level, const char *component)
 {
 	int n;
 
@@ -176,6 +176,15 @@ int ferry__log_enabled(enum ferry_log_level level, const char *component)
 			return (int)level >=
 			       atomic_load_explicit(&overrides[i].level, memory_order_relaxed);
 	return (int)level >= atomic_load_explicit(&default_level, memory_order_relaxed);
+}
+
+/* The first call reads FERRY_LOG and may log a complaint about it: errno kept, as in FLOG. */
+int ferry__log_enabled(enum ferry_log_level level, const char *component)
+{
+	int saved = errno, on = level_enabled(level, component);
+
+	errno = saved;
+	return on;
 }
 
 static void write_stderr(enum ferry_log_level level, const char *component, const char *msg)
@@ -212,8 +221,11 @@ const char *ferry__log_peer_scope(const char *peer)
 
 static void emit(enum ferry_log_level level, const char *component, const char *msg);
 
+/* Callers log between a failing call and their look at errno ("%m" included): every path
+ * out of here hands errno back as it came in, whatever the handler or write(2) did. */
 void ferry__log(enum ferry_log_level level, const char *component, const char *fmt, ...)
 {
+	int saved = errno;
 	char msg[1024];
 	va_list ap;
 
@@ -228,9 +240,10 @@ void ferry__log(enum ferry_log_level level, const char *component, const char *f
 		scope_peer = NULL; /* ferry__log_peer() logs through here */
 		ferry__log_peer(level, component, peer, "%s", msg);
 		scope_peer = peer;
-		return;
+	} else {
+		emit(level, component, msg);
 	}
-	emit(level, component, msg);
+	errno = saved;
 }
 
 static void emit(enum ferry_log_level level, const char *component, const char *msg)
@@ -344,11 +357,14 @@ void ferry__log_peer(enum ferry_log_level level, const char *component, const ch
 {
 	char host[PEER_HOST_MAX], msg[900];
 	unsigned long suppressed = 0;
+	int saved = errno; /* as in ferry__log() */
 	va_list ap;
 
 	peer_host(peer ? peer : "", host);
-	if (!peer_allow(host, &suppressed))
+	if (!peer_allow(host, &suppressed)) {
+		errno = saved;
 		return;
+	}
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
@@ -361,4 +377,5 @@ void ferry__log_peer(enum ferry_log_level level, const char *component, const ch
 	} else {
 		emit(level, component, msg);
 	}
+	errno = saved;
 }

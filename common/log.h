@@ -2,6 +2,8 @@
 /*
  * Internal logging. Levels per component, set from FERRY_LOG ("warn,plasma=debug").
  * The level check is a relaxed atomic load, so a disabled debug line costs a compare.
+ * Every FLOG_* leaves errno as it found it, so a line may sit between a failing call and the
+ * caller's use of errno.
  */
 #ifndef FERRY_COMMON_LOG_H
 #define FERRY_COMMON_LOG_H

@@ -23,7 +23,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "node/node.h"
-#include "node/resources.h"
+#include "node/node_opts.h"
 #include "transport/objmgr.h"
 
 #define COMP "node"
@@ -42,107 +42,6 @@ static void usage(FILE *to)
 		    "  --num-gpus N    GPUs to offer; default 0 (GPUs are not detected)\n"
 		    "  --resources     custom resources, e.g. tpu=4,ssd=0.5 (at most 64)\n"
 		    "       ferry-node --help | --version\n");
-}
-
-/* A port, 0..65535 (0: any). */
-static int parse_port(const char *s, uint16_t *out)
-{
-	uint32_t v;
-	int ret = ferry__parse_u32(s, 65535, &v);
-
-	if (ret == 0)
-		*out = (uint16_t)v;
-	return ret;
-}
-
-static int parse_transport(const char *s, enum ferry__node_transport *out)
-{
-	if (!strcmp(s, "auto"))
-		*out = FERRY__NODE_TRANSPORT_AUTO;
-	else if (!strcmp(s, "tcp"))
-		*out = FERRY__NODE_TRANSPORT_TCP;
-	else if (!strcmp(s, "rdma"))
-		*out = FERRY__NODE_TRANSPORT_RDMA;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-/* Replies unsent to one puller before its requests wait: 1 .. 4 GiB - 1 (K/M/G allowed). */
-static int parse_queued(const char *s, uint32_t *out)
-{
-	uint64_t n;
-
-	if (ferry_parse_size(s, &n) < 0 || n < 1 || n >= UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)n;
-	return 0;
-}
-
-/* Checked here so that a bad amount is named before anything starts; the node parses again. */
-static int parse_amount(const char *flag, const char *v, const char **out)
-{
-	int64_t amount;
-
-	if (ferry__res_parse_amount(v, flag, &amount) < 0)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_custom(const char *v, const char **out)
-{
-	static struct ferry__res_set set; /* large: not on the stack; main's thread only */
-
-	memset(&set, 0, sizeof(set));
-	if (ferry__res_parse_custom(v, &set) < 0)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
-		     const char **token_file)
-{
-	if (!strcmp(a, "--gcs"))
-		o->gcs_address = v;
-	else if (!strcmp(a, "--token-file"))
-		*token_file = v;
-	else if (!strcmp(a, "--memory"))
-		return ferry_parse_size(v, &o->memory_bytes);
-	else if (!strcmp(a, "--transport"))
-		return parse_transport(v, &o->transport);
-	else if (!strcmp(a, "--ip"))
-		o->ip = v;
-	else if (!strcmp(a, "--port"))
-		return parse_port(v, &o->port);
-	else if (!strcmp(a, "--socket"))
-		o->socket_path = v;
-	else if (!strcmp(a, "--spill-dir"))
-		o->spill_dir = v;
-	else if (!strcmp(a, "--node-id-file"))
-		o->node_id_file = v;
-	else if (!strcmp(a, "--rdma-port"))
-		return parse_port(v, &o->rdma_port);
-	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
-		o->rdma_busy_poll = !strcmp(v, "on");
-	else if (!strcmp(a, "--spin-us"))
-		return ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us);
-	else if (!strcmp(a, "--copy-batch-us"))
-		return ferry__parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us);
-	else if (!strcmp(a, "--notice-hold-ms"))
-		return ferry__parse_u32(v, FERRY__OBJMGR_MAX_NOTICE_HOLD_MS, &o->notice_hold_ms);
-	else if (!strcmp(a, "--max-queued"))
-		return parse_queued(v, &o->max_queued_bytes);
-	else if (!strcmp(a, "--stall-timeout-ms"))
-		return ferry__parse_u32(v, UINT32_MAX - 1, &o->stall_timeout_ms);
-	else if (!strcmp(a, "--num-cpus") || !strcmp(a, "--num-gpus"))
-		return parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus);
-	else if (!strcmp(a, "--resources"))
-		return parse_custom(v, &o->resources);
-	else
-		return -EINVAL;
-	return 0;
 }
 
 /*
@@ -172,17 +71,6 @@ static void *start_watch(void *arg)
 	return NULL;
 }
 
-static int parse_args(int argc, char **argv, struct ferry__node_opts *o, const char **token_file)
-{
-	for (int i = 1; i < argc; i += 2) {
-		if (i + 1 >= argc || parse_one(argv[i], argv[i + 1], o, token_file) < 0) {
-			fprintf(stderr, "ferry-node: bad argument %s\n", argv[i]);
-			return -EINVAL;
-		}
-	}
-	return o->gcs_address && *token_file ? 0 : -EINVAL;
-}
-
 int main(int argc, char **argv)
 {
 	struct ferry__node_opts opts = {0};
@@ -204,7 +92,7 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
-	if (parse_args(argc, argv, &opts, &token_file) < 0) {
+	if (ferry__node_parse_args(argc, (const char *const *)argv, &opts, &token_file) < 0) {
 		usage(stderr);
 		return 2;
 	}

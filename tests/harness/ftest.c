@@ -203,6 +203,10 @@ int main(int argc, char **argv)
 
 	if (env && atoi(env) > 0)
 		timeout_s = (unsigned)atoi(env);
+	/* A slower build (ThreadSanitizer, ./dev test) stretches every test's hang guard. */
+	env = getenv("FTEST_TIMEOUT_SCALE");
+	if (env && atoi(env) > 0)
+		timeout_s *= (unsigned)atoi(env);
 	for (; first < argc && argv[first][0] == '-'; first++) {
 		if (!strcmp(argv[first], "--no-fork")) {
 			no_fork = 1;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: level parsing, per-component overrides, FERRY_LOG, handler. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -90,4 +91,39 @@ FTEST(peer_lines_are_rate_limited_with_a_count)
 	ftest_assert_int_eq(lines, 6);
 	ftest_assert_str_eq(last, "2 conn again (suppressed 98 lines about 10.0.0.1)");
 	ferry_log_set_handler(NULL, NULL);
+}
+
+static void clobber_errno(void *arg, enum ferry_log_level level, const char *component,
+			  const char *msg)
+{
+	capture(arg, level, component, msg);
+	errno = EIO; /* a handler that writes somewhere and fails */
+}
+
+/* Logging between a failing call and the caller's look at errno must not change it: whatever
+ * the handler or the stderr writer do, FLOG_* hand errno back as they found it. */
+FTEST(logging_preserves_errno)
+{
+	int saved_stderr = dup(STDERR_FILENO);
+
+	ftest_assert_int_ge(saved_stderr, 0);
+	ferry_log_set_handler(clobber_errno, NULL);
+	errno = ENOENT;
+	FLOG_ERROR("gcs", "through a handler");
+	ftest_assert_int_eq(errno, ENOENT);
+	errno = ENOENT;
+	FLOG_PEER_WARN("conn", "10.0.0.9:1", "about a peer");
+	ftest_assert_int_eq(errno, ENOENT);
+	ftest_assert_int_eq(lines, 2);
+	/* The default writer with stderr closed: its write(2) fails with EBADF. */
+	ferry_log_set_handler(NULL, NULL);
+	close(STDERR_FILENO);
+	errno = ENOENT;
+	FLOG_ERROR("gcs", "to a closed stderr");
+	ftest_assert_int_eq(errno, ENOENT);
+	errno = EAGAIN;
+	FLOG_DEBUG("gcs", "disabled, only the level check runs");
+	ftest_assert_int_eq(errno, EAGAIN);
+	dup2(saved_stderr, STDERR_FILENO);
+	close(saved_stderr);
 }

@@ -202,13 +202,19 @@ static void on_restart_self(struct ferry__loop_timer *t, int status)
 	ftest_assert_ok(ferry__loop_timer_start(r->loop, t, 0, 0, on_restart_self));
 }
 
+/* Stops the loop once the zero timer has fired over several passes. The first pass may come
+ * after both deadlines (a slow or loaded machine): then go around again rather than assume
+ * 2 ms is more than one pass. */
 static void on_quit(struct ferry__loop_timer *t, int status)
 {
 	struct repeat *r = t->data;
 
 	ftest_assert_int_eq(status, 0);
 	r->others++;
-	ferry__loop_stop(r->loop);
+	if (r->ticks > 1)
+		ferry__loop_stop(r->loop);
+	else
+		ftest_assert_ok(ferry__loop_timer_start(r->loop, t, 1, 0, on_quit));
 }
 
 /* A timer restarting itself with 0 ms fires once per pass, so the loop still reaches the
@@ -221,7 +227,7 @@ FTEST(self_restarting_zero_timer_does_not_starve_others)
 	ftest_assert_ok(ferry__loop_timer_start(r.loop, &r.timer, 0, 0, on_restart_self));
 	ftest_assert_ok(ferry__loop_timer_start(r.loop, &r.other, 2, 0, on_quit));
 	ftest_assert_ok(ferry__loop_run(r.loop));
-	ftest_assert_int_eq(r.others, 1);
+	ftest_assert_int_ge(r.others, 1);
 	ftest_assert_int_gt(r.ticks, 1);
 	ftest_assert_ok(ferry__loop_timer_stop(&r.timer));
 	ferry__loop_destroy(r.loop);

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ferry-node's command line (node/main.c), apart from main() so that the unit tests parse it
+ * (tests/unit/node). Flags come in pairs "--name value".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ferry/config.h>
+
+#include "common/loop.h"
+#include "common/util.h"
+#include "node/node_opts.h"
+#include "node/resources.h"
+#include "transport/objmgr.h"
+
+/* A port, 0..65535 (0: any). */
+static int parse_port(const char *s, uint16_t *out)
+{
+	uint32_t v;
+	int ret = ferry__parse_u32(s, 65535, &v);
+
+	if (ret == 0)
+		*out = (uint16_t)v;
+	return ret;
+}
+
+static int parse_transport(const char *s, enum ferry__node_transport *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = FERRY__NODE_TRANSPORT_AUTO;
+	else if (!strcmp(s, "tcp"))
+		*out = FERRY__NODE_TRANSPORT_TCP;
+	else if (!strcmp(s, "rdma"))
+		*out = FERRY__NODE_TRANSPORT_RDMA;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Replies unsent to one puller before its requests wait: 1 .. 4 GiB - 1 (K/M/G allowed). */
+static int parse_queued(const char *s, uint32_t *out)
+{
+	uint64_t n;
+
+	if (ferry_parse_size(s, &n) < 0 || n < 1 || n >= UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+/* Checked here so that a bad amount is named before anything starts; the node parses again. */
+static int parse_amount(const char *flag, const char *v, const char **out)
+{
+	int64_t amount;
+
+	if (ferry__res_parse_amount(v, flag, &amount) < 0)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_custom(const char *v, const char **out)
+{
+	static struct ferry__res_set set; /* large: not on the stack; main's thread only */
+
+	memset(&set, 0, sizeof(set));
+	if (ferry__res_parse_custom(v, &set) < 0)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
+		     const char **token_file)
+{
+	if (!strcmp(a, "--gcs"))
+		o->gcs_address = v;
+	else if (!strcmp(a, "--token-file"))
+		*token_file = v;
+	else if (!strcmp(a, "--memory"))
+		return ferry_parse_size(v, &o->memory_bytes);
+	else if (!strcmp(a, "--transport"))
+		return parse_transport(v, &o->transport);
+	else if (!strcmp(a, "--ip"))
+		o->ip = v;
+	else if (!strcmp(a, "--port"))
+		return parse_port(v, &o->port);
+	else if (!strcmp(a, "--socket"))
+		o->socket_path = v;
+	else if (!strcmp(a, "--spill-dir"))
+		o->spill_dir = v;
+	else if (!strcmp(a, "--node-id-file"))
+		o->node_id_file = v;
+	else if (!strcmp(a, "--rdma-port"))
+		return parse_port(v, &o->rdma_port);
+	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
+		o->rdma_busy_poll = !strcmp(v, "on");
+	else if (!strcmp(a, "--spin-us"))
+		return ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us);
+	else if (!strcmp(a, "--copy-batch-us"))
+		return ferry__parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us);
+	else if (!strcmp(a, "--notice-hold-ms"))
+		return ferry__parse_u32(v, FERRY__OBJMGR_MAX_NOTICE_HOLD_MS, &o->notice_hold_ms);
+	else if (!strcmp(a, "--max-queued"))
+		return parse_queued(v, &o->max_queued_bytes);
+	else if (!strcmp(a, "--stall-timeout-ms"))
+		return ferry__parse_u32(v, UINT32_MAX - 1, &o->stall_timeout_ms);
+	else if (!strcmp(a, "--num-cpus") || !strcmp(a, "--num-gpus"))
+		return parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus);
+	else if (!strcmp(a, "--resources"))
+		return parse_custom(v, &o->resources);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int ferry__node_parse_args(int argc, const char *const *argv, struct ferry__node_opts *o,
+			   const char **token_file)
+{
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 >= argc || parse_one(argv[i], argv[i + 1], o, token_file) < 0) {
+			fprintf(stderr, "ferry-node: bad argument %s\n", argv[i]);
+			return -EINVAL;
+		}
+	}
+	/* Both required, and not empty: "--gcs ''" would only fail later, less clearly. */
+	if (!o->gcs_address || !*o->gcs_address || !*token_file || !**token_file) {
+		fprintf(stderr, "ferry-node: --gcs and --token-file are required\n");
+		return -EINVAL;
+	}
+	return 0;
+}
