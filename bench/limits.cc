@@ -16,6 +16,8 @@
 #include <cstring>
 #include <string>
 
+#include <ferry/common.h>
+
 #include "bench_util.h"
 
 namespace
@@ -201,7 +203,8 @@ class DiskFile
 	// Read the file back sequentially with O_DIRECT (the page cache bypassed). -errno.
 	int read_direct(size_t total)
 	{
-		int fd = open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_DIRECT);
+		int fd =
+			open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_DIRECT);
 
 		if (fd < 0)
 			return -errno;
@@ -238,7 +241,7 @@ void BM_limits_disk_write(benchmark::State &state)
 
 		if (r < 0) {
 			state.SkipWithError(("cannot write a file in FERRY_BENCH_DIR: " +
-					     std::string(strerror(-r)))
+					     std::string(ferry_strerror(-r)))
 						    .c_str());
 			break;
 		}
@@ -269,7 +272,8 @@ void BM_limits_disk_read(benchmark::State &state)
 	for (auto _ : state) {
 		r = f.read_direct(total);
 		if (r < 0) {
-			state.SkipWithError(("read failed: " + std::string(strerror(-r))).c_str());
+			state.SkipWithError(
+				("read failed: " + std::string(ferry_strerror(-r))).c_str());
 			break;
 		}
 	}

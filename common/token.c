@@ -21,7 +21,7 @@ int ferry__token_read(const char *path, void *buf, size_t size)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = errno;
-		FLOG_ERROR(COMP, "cannot open token file %s: %s", path, strerror(err));
+		FLOG_ERROR(COMP, "cannot open token file %s: %s", path, ferry_strerror(err));
 		return -err;
 	}
 	while ((size_t)got < sizeof(tmp) && (n = read(fd, tmp + got, sizeof(tmp) - got)) != 0) {
@@ -30,7 +30,8 @@ int ferry__token_read(const char *path, void *buf, size_t size)
 		if (n < 0) {
 			err = errno;
 			close(fd);
-			FLOG_ERROR(COMP, "cannot read token file %s: %s", path, strerror(err));
+			FLOG_ERROR(COMP, "cannot read token file %s: %s", path,
+				   ferry_strerror(err));
 			return -err;
 		}
 		got += n;

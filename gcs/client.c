@@ -136,7 +136,7 @@ static void shard_send(struct shard *s, struct creq *r)
 	/* -ENOTCONN: closing. Otherwise (-ENOMEM) close: the reconnect resends every pending
 	 * request, so none waits for a reply to a message that never left. */
 	if (ret < 0 && ret != -ENOTCONN) {
-		FLOG_WARN(COMP, "send to shard %u failed: %s", s->index, strerror(-ret));
+		FLOG_WARN(COMP, "send to shard %u failed: %s", s->index, ferry_strerror(-ret));
 		ferry__conn_close(s->conn);
 	}
 }
@@ -164,7 +164,7 @@ static void resubscribe(struct shard *s)
 					       ferry__fb_builder_size(&c->fb));
 		if (ret < 0) { /* a subscription must not silently lapse: try the next connection */
 			FLOG_WARN(COMP, "resubscribe on shard %u failed: %s", s->index,
-				  strerror(-ret));
+				  ferry_strerror(-ret));
 			ferry__conn_close(s->conn);
 			return;
 		}
@@ -222,7 +222,7 @@ static void on_close(struct ferry__conn *conn, int err)
 		client_unref(c); /* the connection's reference: may free c */
 		return;
 	}
-	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, strerror(-err));
+	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, ferry_strerror(-err));
 	if (err == -EACCES || err == -EPROTO) {
 		pthread_mutex_lock(&c->lock);
 		refused = !s->ever_connected;
@@ -296,7 +296,8 @@ static void start_connect(struct shard *s)
 		atomic_fetch_add(&c->refs, 1); /* until on_close */
 	if (ret < 0) {
 		s->conn = NULL;
-		FLOG_WARN(COMP, "connecting to shard %u failed: %s", s->index, strerror(-ret));
+		FLOG_WARN(COMP, "connecting to shard %u failed: %s", s->index,
+			  ferry_strerror(-ret));
 		ferry__loop_timer_start(c->loop, &s->reconnect, c->reconnect_ms, 0,
 					on_reconnect_timer);
 	}

@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 	opts.token = token;
 	ret = run(&opts, spin_us);
 	if (ret < 0) {
-		FLOG_ERROR(COMP, "exiting: %s", strerror(-ret));
+		FLOG_ERROR(COMP, "exiting: %s", ferry_strerror(-ret));
 		return 1;
 	}
 	return 0;

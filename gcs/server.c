@@ -57,7 +57,7 @@ int ferry__gcs_srv_reply(struct ferry__gcs_sconn *c, uint64_t seq, int status, c
 				       ferry__fb_builder_size(&srv->fb));
 	if (ret < 0 && ret != -ENOTCONN) {
 		FLOG_WARN(COMP, "reply to %s failed: %s", ferry__conn_peer(c->conn),
-			  strerror(-ret));
+			  ferry_strerror(-ret));
 		ferry__conn_close(c->conn);
 	}
 	return ret;
@@ -111,7 +111,7 @@ static void on_flush(struct ferry__loop_timer *timer, int status)
 		return;
 	ret = ferry__gcs_state_flush(srv->state);
 	if (ret < 0)
-		FLOG_ERROR(COMP, "WAL flush failed: %s", strerror(-ret));
+		FLOG_ERROR(COMP, "WAL flush failed: %s", ferry_strerror(-ret));
 	release_replies(srv);
 }
 
@@ -128,7 +128,7 @@ static void on_durable(void *arg, uint64_t lsn, int err)
 
 	(void)lsn;
 	if (err < 0) {
-		FLOG_ERROR(COMP, "WAL failed: %s; stopping", strerror(-err));
+		FLOG_ERROR(COMP, "WAL failed: %s; stopping", ferry_strerror(-err));
 		ferry__loop_stop(srv->loop);
 		return;
 	}
@@ -430,7 +430,8 @@ static void on_close(struct ferry__conn *conn, int err)
 	struct ferry__gcs_server *srv = c->srv;
 
 	if (err < 0 && err != -ECONNRESET && err != -ECANCELED)
-		FLOG_INFO(COMP, "connection %s closed: %s", ferry__conn_peer(conn), strerror(-err));
+		FLOG_INFO(COMP, "connection %s closed: %s", ferry__conn_peer(conn),
+			  ferry_strerror(-err));
 	for (size_t i = srv->held_head; i < srv->held_count; i++)
 		if (srv->held[i].conn == c)
 			srv->held[i].conn = NULL;
@@ -491,7 +492,7 @@ static void on_refused(struct ferry__conn_server *cs, int err)
 	(void)cs;
 	/* The connection layer logged why, rate-limited per peer; a flood must not add a line
 	 * per connection here. */
-	FLOG_INFO(COMP, "connection refused: %s", strerror(-err));
+	FLOG_INFO(COMP, "connection refused: %s", ferry_strerror(-err));
 }
 
 /* ---- liveness ---- */
@@ -549,7 +550,7 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 		op.node_state.time_ms = ferry__wall_ms();
 		ret = ferry__gcs_state_apply(srv->state, &op, NULL);
 		if (ret < 0) {
-			FLOG_WARN(COMP, "declaring a node dead failed: %s", strerror(-ret));
+			FLOG_WARN(COMP, "declaring a node dead failed: %s", ferry_strerror(-ret));
 			continue;
 		}
 		FLOG_INFO(COMP, "node missed its %u ms deadline: dead", srv->deadline_ms);
@@ -621,7 +622,8 @@ static int start_io(struct ferry__gcs_server *srv)
 					    srv->opts.host ? srv->opts.host : "127.0.0.1",
 					    srv->opts.port, &co, &srv->listener);
 	if (ret < 0) {
-		FLOG_ERROR(COMP, "listen on port %u failed: %s", srv->opts.port, strerror(-ret));
+		FLOG_ERROR(COMP, "listen on port %u failed: %s", srv->opts.port,
+			   ferry_strerror(-ret));
 		goto err_stop_timer;
 	}
 	srv->wal_req.data = srv;

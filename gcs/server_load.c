@@ -98,7 +98,7 @@ int ferry__gcs_srv_node_load(struct ferry__gcs_server *srv, const struct ferry_g
 	ret = ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_LOAD, l->id.bytes, sizeof(l->id.bytes),
 				copy, size, NULL);
 	if (ret < 0) /* held anyway: the next snapshot carries it */
-		FLOG_WARN(COMP, "publishing a load report failed: %s", strerror(-ret));
+		FLOG_WARN(COMP, "publishing a load report failed: %s", ferry_strerror(-ret));
 	return 1;
 }
 

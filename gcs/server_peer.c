@@ -49,7 +49,8 @@ static void node_died(struct ferry__gcs_server *srv, const void *data, size_t si
 		if (ret > 0)
 			FLOG_INFO(COMP, "a node died (shard 0): %d objects changed", ret);
 		else if (ret < 0)
-			FLOG_WARN(COMP, "dropping a dead node's copies failed: %s", strerror(-ret));
+			FLOG_WARN(COMP, "dropping a dead node's copies failed: %s",
+				  ferry_strerror(-ret));
 		ferry__gcs_srv_want_flush(srv);
 	}
 	ferry__gcs_op_release(&op);
@@ -101,7 +102,7 @@ static void on_peer_close(struct ferry__conn *conn, int err)
 	srv->peer = NULL;
 	if (err == -ECANCELED)
 		return; /* the loop is going away */
-	FLOG_INFO(COMP, "shard 0 connection closed (%s); retrying", strerror(-err));
+	FLOG_INFO(COMP, "shard 0 connection closed (%s); retrying", ferry_strerror(-err));
 	(void)ferry__loop_timer_start(srv->loop, &srv->peer_retry, PEER_RETRY_MS, 0, on_retry);
 }
 

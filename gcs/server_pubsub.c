@@ -77,7 +77,7 @@ void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
 	 * resync (reconnect, slow subscriber) carries the current state. */
 	if (ret < 0)
 		FLOG_WARN(COMP, "publishing a change on channel %d failed: %s", c->channel,
-			  strerror(-ret));
+			  ferry_strerror(-ret));
 }
 
 int ferry__gcs_srv_publish_log(struct ferry__gcs_server *srv, const struct ferry__gcs_op *op)
@@ -223,7 +223,7 @@ static int drain_one(struct ferry__gcs_sconn *c)
 	 * it from the history or resyncs. */
 	if (ret < 0 && ret != -ENOTCONN) {
 		FLOG_WARN(COMP, "publishing to %s failed: %s", ferry__conn_peer(c->conn),
-			  strerror(-ret));
+			  ferry_strerror(-ret));
 		ferry__conn_close(c->conn);
 	}
 	return 0;

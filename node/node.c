@@ -124,7 +124,7 @@ static void miss_done(void *arg, const struct ferry__objmgr_result *res)
 	if (res->status < 0) {
 		ferry_object_id_to_hex(&res->id, hex, sizeof(hex));
 		FLOG_INFO(COMP, "pull of %s for a local get failed: %s", hex,
-			  strerror(-res->status));
+			  ferry_strerror(-res->status));
 	}
 }
 
@@ -341,7 +341,7 @@ static int dir_apply(struct ferry__node *node, struct dir_batch *b, struct dir_i
 		ret = dir_status(it, b->st + n);
 		n += dir_nops(it);
 		if (ret < 0) {
-			FLOG_WARN(COMP, "directory update failed: %s", strerror(-ret));
+			FLOG_WARN(COMP, "directory update failed: %s", ferry_strerror(-ret));
 			if (!first)
 				first = ret;
 		}
@@ -493,7 +493,7 @@ static void *heartbeat_main(void *arg)
 			break;
 		ret = beat(node);
 		if (ret < 0 && ret != -ETIMEDOUT)
-			FLOG_WARN(COMP, "heartbeat refused: %s", strerror(-ret));
+			FLOG_WARN(COMP, "heartbeat refused: %s", ferry_strerror(-ret));
 	}
 	pthread_mutex_unlock(&node->lock);
 	return NULL;
@@ -711,7 +711,7 @@ static int register_node(struct ferry__node *node)
 	info.store_capacity_bytes = ferry__objmgr_store_capacity(node->om);
 	ret = ferry_gcs_node_register(node->gcs, &info);
 	if (ret < 0) {
-		FLOG_ERROR(COMP, "node registration failed: %s", strerror(-ret));
+		FLOG_ERROR(COMP, "node registration failed: %s", ferry_strerror(-ret));
 		return ret;
 	}
 	ferry__node_check_addresses(node->gcs, &node->id, node->address);

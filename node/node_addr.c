@@ -134,7 +134,7 @@ int ferry__node_choose_ip(struct ferry_gcs_client *gcs, const struct ferry__node
 		ret = ferry__net_ip_text((struct sockaddr *)&ss, route, sizeof(route));
 	if (ret < 0)
 		FLOG_WARN(COMP, "the local address of the GCS connection is unknown (%s)",
-			  strerror(-ret));
+			  ferry_strerror(-ret));
 	ret = ferry__node_pick_ip(o->ip, ret == 0 ? route : NULL,
 				  o->transport != FERRY__NODE_TRANSPORT_TCP, ifs, (size_t)n, &pick);
 	ferry__free(ifs);
@@ -203,7 +203,8 @@ void ferry__node_check_addresses(struct ferry_gcs_client *gcs, const struct ferr
 		return;
 	n = ferry_gcs_node_list(gcs, &nodes);
 	if (n < 0) {
-		FLOG_INFO(COMP, "cannot list the nodes to check their addresses: %s", strerror(-n));
+		FLOG_INFO(COMP, "cannot list the nodes to check their addresses: %s",
+			  ferry_strerror(-n));
 		return;
 	}
 	i = first_clash(nodes, n, self_id, &self, &other);

@@ -183,7 +183,7 @@ static int map_base(const char *name, unsigned flags, uint64_t size, struct ferr
 		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		if (fd < 0)
 			FLOG_WARN(comp, "memfd_create: %s; falling back to a /dev/shm file",
-				  strerror(errno));
+				  ferry_strerror(errno));
 	}
 	if (fd < 0) {
 		r = open_shm_file(&fd);
@@ -218,7 +218,7 @@ static void request_thp(struct ferry__plasma_arena *a, char *why, size_t why_siz
 		return;
 	}
 	if (madvise(a->base, a->size, MADV_HUGEPAGE) < 0) {
-		snprintf(why, why_size, "madvise(MADV_HUGEPAGE): %s", strerror(errno));
+		snprintf(why, why_size, "madvise(MADV_HUGEPAGE): %s", ferry_strerror(errno));
 		return;
 	}
 	snprintf(why, why_size, "THP for shmem is '%s'", mode);

@@ -104,7 +104,7 @@ static int store_start(struct demo *d)
 		dup2(logfd, 2);
 		execl(bin, bin, "--socket", d->sock, "--memory", "1G", "--spill-dir", spill,
 		      (char *)NULL);
-		fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+		fprintf(stderr, "cannot run %s: %s\n", bin, ferry_strerror(errno));
 		_exit(127);
 	}
 	close(out[1]);

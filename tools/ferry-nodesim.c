@@ -384,12 +384,12 @@ static void on_reply(struct sim_node *n, const void *payload)
 	switch (seq & 3) {
 	case REQ_REGISTER:
 		if (status < 0)
-			FLOG_WARN(COMP, "registration refused: %s", strerror(-status));
+			FLOG_WARN(COMP, "registration refused: %s", ferry_strerror(-status));
 		join_done(n, status >= 0);
 		break;
 	case REQ_SUBSCRIBE:
 		if (status < 0)
-			FLOG_WARN(COMP, "subscription refused: %s", strerror(-status));
+			FLOG_WARN(COMP, "subscription refused: %s", ferry_strerror(-status));
 		break;
 	case REQ_HEARTBEAT:
 		if (n->hb_sent_ns) {
@@ -493,7 +493,7 @@ static void on_connect(struct ferry__conn *conn)
 		ret = send_subscribe(n);
 	if (ret < 0) {
 		FLOG_WARN(COMP, "node %u: send failed: %s", (unsigned)(n - n->sim->nodes),
-			  strerror(-ret));
+			  ferry_strerror(-ret));
 		ferry__conn_close(conn);
 	}
 }
@@ -507,19 +507,20 @@ static void on_close(struct ferry__conn *conn, int err)
 	if (n->state == NODE_KILLED || sim->phase == PH_DONE) /* ours: at the end, or a kill */
 		return;
 	if (n->scheduler) {
-		FLOG_WARN(COMP, "the load subscriber's connection closed: %s", strerror(-err));
+		FLOG_WARN(COMP, "the load subscriber's connection closed: %s",
+			  ferry_strerror(-err));
 		return;
 	}
 	if (n->state == NODE_JOINING) {
 		FLOG_WARN(COMP, "node %u: could not join: %s", (unsigned)(n - sim->nodes),
-			  strerror(-err));
+			  ferry_strerror(-err));
 		join_done(n, false);
 	}
 	if (n->state == NODE_UP)
 		sim->up--;
 	if (sim->lost++ < 5) /* the first few say why; the report counts them all */
 		FLOG_WARN(COMP, "node %u: connection closed: %s", (unsigned)(n - sim->nodes),
-			  strerror(-err));
+			  ferry_strerror(-err));
 	n->state = NODE_LOST;
 }
 
@@ -559,7 +560,7 @@ static void connect_next(struct sim *sim)
 		sim->handshaking++;
 		ret = connect_one(sim, n);
 		if (ret < 0) {
-			FLOG_WARN(COMP, "connect failed: %s", strerror(-ret));
+			FLOG_WARN(COMP, "connect failed: %s", ferry_strerror(-ret));
 			n->conn = NULL;
 			sim->handshaking--;
 			n->state = NODE_LOST;
@@ -1030,7 +1031,7 @@ int main(int argc, char **argv)
 	if (ret == 0)
 		report(&sim);
 	else
-		FLOG_ERROR(COMP, "exiting: %s", strerror(-ret));
+		FLOG_ERROR(COMP, "exiting: %s", ferry_strerror(-ret));
 	sim_fini(&sim);
 	return ret < 0 ? 1 : 0;
 }

@@ -375,7 +375,7 @@ static int start_node(const struct opts *o, const struct start *s)
 static int token_path_abs(const char *given, char *out)
 {
 	if (!realpath(given, out) || access(out, R_OK) < 0) {
-		ferry__cli_fail("token file %s: %s", given, strerror(errno));
+		ferry__cli_fail("token file %s: %s", given, ferry_strerror(errno));
 		return -ENOENT;
 	}
 	return 0;
@@ -550,7 +550,8 @@ static int start_locked(const struct opts *o, struct start *s)
 	if (o->head || !(live.gcs_alive || live.nodes_alive) || !*here.address)
 		ret = ferry__cli_cluster_write(&s->cluster);
 	if (ret < 0)
-		ferry__cli_fail("cannot write %s/cluster: %s", ferry__cli_run_dir, strerror(-ret));
+		ferry__cli_fail("cannot write %s/cluster: %s", ferry__cli_run_dir,
+				ferry_strerror(-ret));
 	return ret;
 }
 

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ferry/common.h>
+
 #include "common/util.h"
 #include "tools/ferry_cli.h"
 
@@ -96,7 +98,7 @@ int ferry__cli_daemon_spawn(struct ferry__cli_daemon *d, const char *const argv[
 	d->pid = pid;
 	if (read(pfd[0], &e, sizeof(e)) == sizeof(e)) {
 		close(pfd[0]);
-		ferry__cli_fail("cannot run %s: %s", argv[0], strerror(e));
+		ferry__cli_fail("cannot run %s: %s", argv[0], ferry_strerror(e));
 		return -e;
 	}
 	close(pfd[0]);

@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <ferry/common.h>
+
 #include "common/util.h"
 #include "tools/ferry_cli.h"
 
@@ -79,7 +81,7 @@ static void say_unreachable(const char *address, int err, unsigned timeout_s)
 				"or a firewall?)",
 				address, timeout_s);
 	else
-		ferry__cli_fail("cannot reach the GCS at %s: %s", address, strerror(-err));
+		ferry__cli_fail("cannot reach the GCS at %s: %s", address, ferry_strerror(-err));
 }
 
 int ferry__cli_probe_gcs(const char *address, pid_t local_gcs_pid, unsigned timeout_s)
@@ -102,7 +104,7 @@ int ferry__cli_probe_gcs(const char *address, pid_t local_gcs_pid, unsigned time
 	ret = getaddrinfo(host, port, &hints, &res);
 	if (ret != 0 || !res) {
 		ferry__cli_fail("cannot resolve host '%s': %s", host,
-				ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+				ret == EAI_SYSTEM ? ferry_strerror(errno) : gai_strerror(ret));
 		return -EHOSTUNREACH;
 	}
 	if (local_gcs_pid >

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ferry/common.h>
+
 #include "tools/ferry_cli.h"
 
 char ferry__cli_run_dir[PATH_MAX - 256];
@@ -46,7 +48,7 @@ int ferry__cli_run_dir_init(bool create)
 		return 0; /* status and stop cope with nothing there */
 	if (mkdir(ferry__cli_run_dir, 0700) < 0 && errno != EEXIST) {
 		ferry__cli_fail("cannot create run directory %s: %s", ferry__cli_run_dir,
-				strerror(errno));
+				ferry_strerror(errno));
 		return -errno;
 	}
 	if (stat(ferry__cli_run_dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
@@ -64,14 +66,14 @@ int ferry__cli_run_lock(void)
 	snprintf(path, sizeof(path), "%s/lock", ferry__cli_run_dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		ferry__cli_fail("cannot open %s: %s", path, strerror(errno));
+		ferry__cli_fail("cannot open %s: %s", path, ferry_strerror(errno));
 		return -errno;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		fprintf(stderr, "ferry: waiting for another ferry start or stop in %s\n",
 			ferry__cli_run_dir);
 		if (flock(fd, LOCK_EX) < 0) {
-			ferry__cli_fail("lock %s: %s", path, strerror(errno));
+			ferry__cli_fail("lock %s: %s", path, ferry_strerror(errno));
 			close(fd);
 			return -EIO;
 		}
@@ -182,7 +184,7 @@ int ferry__cli_token_make(char *path, size_t size)
 	char hex[2 * sizeof(raw) + 2];
 
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-		ferry__cli_fail("getrandom: %s", strerror(errno));
+		ferry__cli_fail("getrandom: %s", ferry_strerror(errno));
 		return -EIO;
 	}
 	for (size_t i = 0; i < sizeof(raw); i++)
@@ -192,7 +194,7 @@ int ferry__cli_token_make(char *path, size_t size)
 	 * has succeeded (ferry__cli_token_install). */
 	snprintf(path, size, "%s/token.new-%d", ferry__cli_run_dir, (int)getpid());
 	if (ferry__cli_write_file(path, hex, 0600) < 0) {
-		ferry__cli_fail("cannot write %s: %s", path, strerror(errno));
+		ferry__cli_fail("cannot write %s: %s", path, ferry_strerror(errno));
 		return -EIO;
 	}
 	return 0;
@@ -202,7 +204,8 @@ int ferry__cli_token_install(const char *tmp_path, char *final, size_t size)
 {
 	snprintf(final, size, "%s/token", ferry__cli_run_dir);
 	if (rename(tmp_path, final) < 0) {
-		ferry__cli_fail("cannot rename %s to %s: %s", tmp_path, final, strerror(errno));
+		ferry__cli_fail("cannot rename %s to %s: %s", tmp_path, final,
+				ferry_strerror(errno));
 		return -errno;
 	}
 	return 0;
@@ -224,7 +227,7 @@ static void session_link(const char *name)
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", link, (int)getpid());
 	unlink(tmp);
 	if (symlink(name, tmp) < 0 || rename(tmp, link) < 0) {
-		ferry__cli_fail("cannot point %s at %s: %s", link, name, strerror(errno));
+		ferry__cli_fail("cannot point %s at %s: %s", link, name, ferry_strerror(errno));
 		unlink(tmp);
 	}
 }
@@ -240,12 +243,12 @@ int ferry__cli_session_create(char *name, size_t size)
 	snprintf(name, size, "session_%s_%d", stamp, (int)getpid());
 	snprintf(dir, sizeof(dir), "%s/%s", ferry__cli_run_dir, name);
 	if (mkdir(dir, 0700) < 0) {
-		ferry__cli_fail("cannot create %s: %s", dir, strerror(errno));
+		ferry__cli_fail("cannot create %s: %s", dir, ferry_strerror(errno));
 		return -errno;
 	}
 	ferry__cli_session_logs(name, dir, sizeof(dir));
 	if (mkdir(dir, 0700) < 0) {
-		ferry__cli_fail("cannot create %s: %s", dir, strerror(errno));
+		ferry__cli_fail("cannot create %s: %s", dir, ferry_strerror(errno));
 		return -errno;
 	}
 	session_link(name);
@@ -295,7 +298,7 @@ void ferry__cli_remove_node_dir(const char *dir)
 	snprintf(path, sizeof(path), "%s/spill", dir);
 	rmdir(path);
 	if (rmdir(dir) < 0 && errno != ENOENT)
-		ferry__cli_fail("left %s in place: %s", dir, strerror(errno));
+		ferry__cli_fail("left %s in place: %s", dir, ferry_strerror(errno));
 }
 
 void ferry__cli_reap_stale_nodes(void)

@@ -280,7 +280,7 @@ static int fetch_rest(struct ferry__objmgr *om, const struct ferry__node_addr *a
 		if (parts[i].h.status == 0)
 			continue;
 		FLOG_INFO(COMP, "part from %s failed (%s): fetching it from %s", parts[i].ip,
-			  strerror(-parts[i].h.status), a->ip);
+			  ferry_strerror(-parts[i].h.status), a->ip);
 		fetch_init(&again, a, id, dst, parts[i].next, parts[i].end, size);
 		ferry__objmgr_fetch_run_many(om, &again, 1);
 		if (again.h.status < 0)
@@ -391,7 +391,8 @@ static int pull_from(struct ferry__objmgr *om, const struct ferry__node_addr *a,
 		if (!(ret == -EMSGSIZE || ret == -EHOSTUNREACH) ||
 		    !(both & FERRY_GCS_TRANSPORT_TCP))
 			return ret == -EMSGSIZE ? -E2BIG : ret;
-		FLOG_INFO(COMP, "RDMA pull from %s failed (%s): trying TCP", a->ip, strerror(-ret));
+		FLOG_INFO(COMP, "RDMA pull from %s failed (%s): trying TCP", a->ip,
+			  ferry_strerror(-ret));
 		t = FERRY_GCS_TRANSPORT_TCP;
 	}
 	if (t == FERRY_GCS_TRANSPORT_TCP) {
@@ -506,7 +507,8 @@ static int try_locations(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		}
 		/* A waiting pull's retries say it once (objmgr_wait.c logs how it ended). */
 		if (!p->tries)
-			FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip, strerror(-r),
+			FLOG_INFO(COMP, "pull from %s failed: %s%s", addrs[i].ip,
+				  ferry_strerror(-r),
 				  i + 1 < info->nlocations ? ", trying the next location" : "");
 		/* Keep the most telling error: a dead peer or deadline over "not there". */
 		if (r != -ENOENT && r != -EEXIST)
@@ -639,7 +641,7 @@ static void record_copy(struct ferry__objmgr *om, const struct ferry__objmgr_res
 		return;
 	r = ferry_gcs_object_add_location(om->opts.gcs, &res->id, &om->opts.node_id, 0);
 	if (r < 0)
-		FLOG_WARN(COMP, "recording a pulled copy failed: %s", strerror(-r));
+		FLOG_WARN(COMP, "recording a pulled copy failed: %s", ferry_strerror(-r));
 }
 
 void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
@@ -1108,7 +1110,7 @@ static int connect_store(struct ferry__objmgr *om)
 	ret = ferry_plasma_client_connect(om->store_socket, &co, &om->store);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "cannot connect to the store at %s: %s", om->store_socket,
-			   strerror(-ret));
+			   ferry_strerror(-ret));
 		return ret;
 	}
 	ret = ferry_plasma_client_stats(om->store, &st);
@@ -1166,10 +1168,10 @@ static int start_rdma(struct ferry__objmgr *om)
 	 * destroy, after the loop, which may still owe a cancelled poll its callback. */
 	ferry__objmgr_rdma_shutdown(om);
 	if (!(om->opts.optional & FERRY_GCS_TRANSPORT_RDMA)) {
-		FLOG_ERROR(COMP, "RDMA on %s: %s", om->ip, strerror(-ret));
+		FLOG_ERROR(COMP, "RDMA on %s: %s", om->ip, ferry_strerror(-ret));
 		return ret;
 	}
-	FLOG_WARN(COMP, "no RDMA on %s (%s): pulls use TCP/shm", om->ip, strerror(-ret));
+	FLOG_WARN(COMP, "no RDMA on %s (%s): pulls use TCP/shm", om->ip, ferry_strerror(-ret));
 	om->opts.transports &= ~(unsigned)FERRY_GCS_TRANSPORT_RDMA;
 	return 0;
 }

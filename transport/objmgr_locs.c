@@ -112,7 +112,7 @@ void ferry__objmgr_locs_start(struct ferry__objmgr *om)
 				  on_location_event, l);
 	if (ret < 0)
 		FLOG_WARN(COMP, "no location cache (every pull looks up the GCS): %s",
-			  strerror(-ret));
+			  ferry_strerror(-ret));
 	/* Failed: the map stays empty (only events fill it), so every pull looks up. */
 	atomic_store_explicit(&l->state, ret < 0 ? LOCS_FAILED : LOCS_ON, memory_order_release);
 }

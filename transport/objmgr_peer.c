@@ -80,7 +80,7 @@ void ferry__objmgr_peer_connected(struct ferry__objmgr_peer *peer, int status)
 
 	if (status < 0) {
 		FLOG_INFO(COMP, "cannot connect %sto %s: %s", ops->over, peer->key,
-			  strerror(-status));
+			  ferry_strerror(-status));
 		ferry__objmgr_peer_drop(peer,
 					status == -ETIMEDOUT ? -ETIMEDOUT : ops->connect_error);
 		return;
@@ -96,7 +96,7 @@ void ferry__objmgr_peer_connected(struct ferry__objmgr_peer *peer, int status)
 void ferry__objmgr_peer_closed(struct ferry__objmgr_peer *peer, int reason)
 {
 	FLOG_INFO(COMP, "%sendpoint to %s closed: %s", peer->set->ops->name, peer->key,
-		  strerror(-reason));
+		  ferry_strerror(-reason));
 	ferry__objmgr_peer_drop(peer, reason == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET);
 }
 

@@ -787,7 +787,8 @@ void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmg
 		usleep(1000);
 	}
 	if (ret < 0)
-		FLOG_ERROR(COMP, "cannot hand a created copy to the loop: %s", strerror(-ret));
+		FLOG_ERROR(COMP, "cannot hand a created copy to the loop: %s",
+			   ferry_strerror(-ret));
 }
 
 /* ---- a small object's pull: one READ, no message ---- */
@@ -1075,7 +1076,7 @@ static void drive(struct ferry__objmgr_rdma *r)
 		r->again = false;
 		n = ferry__rdma_progress(r->ctx);
 		if (n < 0)
-			FLOG_ERROR(COMP, "RDMA event channel failed: %s", strerror(-n));
+			FLOG_ERROR(COMP, "RDMA event channel failed: %s", ferry_strerror(-n));
 		t = ferry__rdma_ctx_timeout_ms(r->ctx);
 		if (t != 0 && !r->again)
 			break;
@@ -1101,7 +1102,7 @@ static int spin_poll(void *arg, bool sleeping)
 	n = ferry__rdma_poll(r->ctx, sleeping);
 	/* Once per episode: a spinning loop would log it on every pass. */
 	if (n < 0 && !r->cq_failing)
-		FLOG_ERROR(COMP, "RDMA completion queue failed: %s", strerror(-n));
+		FLOG_ERROR(COMP, "RDMA completion queue failed: %s", ferry_strerror(-n));
 	r->cq_failing = n < 0;
 	if (n != 0)
 		drive(r); /* endpoints the completions failed, deadlines, the tick */
@@ -1133,7 +1134,8 @@ static void on_ready(struct ferry__loop_req *req, int result)
 		ret = ferry__loop_poll(r->om->loop, req, req == &r->cm_poll ? cm_fd : cq_fd, POLLIN,
 				       true, on_ready);
 		if (ret < 0)
-			FLOG_ERROR(COMP, "cannot watch the RDMA fds again: %s", strerror(-ret));
+			FLOG_ERROR(COMP, "cannot watch the RDMA fds again: %s",
+				   ferry_strerror(-ret));
 	}
 }
 
@@ -1188,7 +1190,7 @@ int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
 				 r, &r->listener);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "cannot listen for RDMA on %s:%u: %s", om->ip, om->opts.rdma_port,
-			   strerror(-ret));
+			   ferry_strerror(-ret));
 		return ret;
 	}
 	om->rdma_port = ferry__rdma_listener_port(r->listener);

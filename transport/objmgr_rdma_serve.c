@@ -123,7 +123,7 @@ static void serve_request(struct rserve *s, const void *payload)
 			(void)ferry_plasma_client_release(om->store, &view);
 	}
 	if (ret < 0) {
-		FLOG_WARN(COMP, "cannot answer an RDMA pull: %s", strerror(-ret));
+		FLOG_WARN(COMP, "cannot answer an RDMA pull: %s", ferry_strerror(-ret));
 		ferry__objmgr_rdma_serve_free(s);
 	}
 }
@@ -171,7 +171,7 @@ static void serve_close(struct ferry__rdma_ep *ep, int reason, void *arg)
 	(void)ep;
 	if (s->npins)
 		FLOG_INFO(COMP, "a puller's RDMA endpoint closed (%s): releasing %u pins",
-			  strerror(-reason), s->npins);
+			  ferry_strerror(-reason), s->npins);
 	ferry__objmgr_rdma_serve_free(s);
 }
 

@@ -158,7 +158,7 @@ static void stream_done(void *arg, int status)
 	struct stream_pin *pin = arg;
 
 	if (status < 0)
-		FLOG_INFO(COMP, "a stream to a puller ended: %s", strerror(-status));
+		FLOG_INFO(COMP, "a stream to a puller ended: %s", ferry_strerror(-status));
 	(void)ferry_plasma_client_release(pin->om->store, &pin->view);
 	ferry__free(pin);
 }
@@ -219,7 +219,7 @@ static void serve_pull(struct ferry__objmgr *om, struct ferry__tcp_ep *ep, const
 	if (pinned) /* an inline range was copied into the message */
 		(void)ferry_plasma_client_release(om->store, &view);
 	if (ret < 0) { /* no reply, or no data after one: the puller must not wait */
-		FLOG_WARN(COMP, "cannot answer a pull: %s", strerror(-ret));
+		FLOG_WARN(COMP, "cannot answer a pull: %s", ferry_strerror(-ret));
 		ferry__tcp_ep_destroy(ep);
 	}
 }
@@ -245,7 +245,7 @@ static void serve_close(struct ferry__tcp_ep *ep, int reason, void *arg)
 {
 	(void)arg;
 	if (reason != -ECONNRESET)
-		FLOG_INFO(COMP, "a puller's endpoint closed: %s", strerror(-reason));
+		FLOG_INFO(COMP, "a puller's endpoint closed: %s", ferry_strerror(-reason));
 	ferry__tcp_ep_destroy(ep); /* its streams end with an error: their pins are released */
 }
 
@@ -254,7 +254,7 @@ static void serve_connect(struct ferry__tcp_ep *ep, int status, void *arg)
 	(void)ep;
 	(void)arg;
 	if (status < 0)
-		FLOG_INFO(COMP, "a puller failed to connect: %s", strerror(-status));
+		FLOG_INFO(COMP, "a puller failed to connect: %s", ferry_strerror(-status));
 }
 
 static const struct ferry__tcp_ep_cbs serve_cbs = {
@@ -288,7 +288,7 @@ int ferry__objmgr_serve_start(struct ferry__objmgr *om)
 	ret = ferry__tcp_listen(om->tcp, om->ip, om->opts.port, &serve_cbs, om, &om->listener);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "cannot listen on %s:%u: %s", om->ip, om->opts.port,
-			   strerror(-ret));
+			   ferry_strerror(-ret));
 		return ret;
 	}
 	om->port = ferry__tcp_listener_port(om->listener);

@@ -77,7 +77,7 @@ static int acquire(struct ferry__shm_peers *p, const char *path, uint64_t run)
 		ret = free_slot;
 	} else {
 		p->peer[free_slot].client = NULL;
-		FLOG_INFO(COMP, "cannot connect to store %s: %s", path, strerror(-ret));
+		FLOG_INFO(COMP, "cannot connect to store %s: %s", path, ferry_strerror(-ret));
 	}
 	pthread_mutex_unlock(&p->lock);
 	return ret;

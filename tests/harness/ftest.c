@@ -121,7 +121,7 @@ const char *ftest_tmpdir(void)
 	if (!tmpdir[0]) {
 		snprintf(tmpdir, sizeof(tmpdir), "/tmp/ftest-XXXXXX");
 		if (!mkdtemp(tmpdir))
-			FTEST__FAIL("mkdtemp: %s", strerror(errno));
+			FTEST__FAIL("mkdtemp: %s", ferry_strerror(errno));
 	}
 	return tmpdir;
 }
@@ -151,7 +151,7 @@ static int run_forked(const struct test *t, unsigned timeout_s, char *why, size_
 	fflush(stderr);
 	pid = fork();
 	if (pid < 0) {
-		snprintf(why, why_size, "fork: %s", strerror(errno));
+		snprintf(why, why_size, "fork: %s", ferry_strerror(errno));
 		return 1;
 	}
 	if (pid == 0) {
@@ -164,7 +164,7 @@ static int run_forked(const struct test *t, unsigned timeout_s, char *why, size_
 	setpgid(pid, pid); /* also from the parent: no race with the kill below */
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
-			snprintf(why, why_size, "waitpid: %s", strerror(errno));
+			snprintf(why, why_size, "waitpid: %s", ferry_strerror(errno));
 			return 1;
 		}
 	}

@@ -383,7 +383,7 @@ void tt_pull_concurrently(struct ferry__objmgr *om, const struct ferry_object_id
 void tt_check_killed_pull(int ret, struct ferry__node *puller, const struct ferry_object_id *id,
 			  uint64_t size, uint64_t seed)
 {
-	ftest_log("pull with its source killed: %s", ret ? strerror(-ret) : "finished first");
+	ftest_log("pull with its source killed: %s", ret ? ferry_strerror(-ret) : "finished first");
 	if (ret == 0) {
 		tt_check(ferry__node_socket(puller), id, size, seed);
 	} else {

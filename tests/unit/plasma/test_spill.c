@@ -418,7 +418,7 @@ FTEST(a_full_disk_gives_enospc_and_loses_nothing)
 	if (unshare(CLONE_NEWNS) != 0 ||
 	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
 	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0)
-		ftest_skip("cannot mount a small tmpfs here (%s)", strerror(errno));
+		ftest_skip("cannot mount a small tmpfs here (%s)", ferry_strerror(errno));
 	s = spill_store(4 * MIB, dir, 0, 0);
 	for (uint32_t n = 0; n < 4; n++)
 		put_object(s, 0, n, MIB, FERRY__PLASMA_F_PRIMARY, NULL);
