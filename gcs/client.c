@@ -358,7 +358,10 @@ static void on_submit(void *arg, int status)
 
 bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c)
 {
-	return pthread_equal(pthread_self(), atomic_load(&c->loop_tid));
+	/* Before a given loop's first pass the caller may be any thread, even while another runs
+	 * the loop: it posts (the attaching thread guessed as the loop's raced with it). */
+	return atomic_load(&c->loop_known) &&
+	       pthread_equal(pthread_self(), atomic_load(&c->loop_tid));
 }
 
 int ferry__gcs_client_send(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
@@ -642,6 +645,7 @@ static void *loop_main(void *arg)
 	struct ferry_gcs_client *c = arg;
 
 	atomic_store(&c->loop_tid, pthread_self());
+	atomic_store(&c->loop_known, true);
 	ferry__loop_thread_run(c->loop, "ferry-gcs-cli", COMP);
 	return NULL;
 }
@@ -702,9 +706,8 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 		}
 	}
 	c->own_loop = loop == NULL;
-	if (loop) {
+	if (loop) { /* its thread is learnt on its first pass: until then, calls post */
 		c->loop = loop;
-		atomic_store(&c->loop_tid, pthread_self());
 		return 0;
 	}
 	return ferry__loop_create(NULL, &c->loop);
@@ -716,8 +719,10 @@ static void note_loop_thread(void *arg, int status)
 {
 	struct ferry_gcs_client *c = arg;
 
-	if (status == 0)
+	if (status == 0) {
 		atomic_store(&c->loop_tid, pthread_self());
+		atomic_store(&c->loop_known, true);
+	}
 	client_unref(c);
 }
 
@@ -758,8 +763,12 @@ int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gc
 	if (ret < 0)
 		return ret;
 	atomic_fetch_add(&c->refs, 1);
-	if (ferry__loop_post(loop, note_loop_thread, c) < 0)
-		atomic_fetch_sub(&c->refs, 1); /* then the attaching thread stays the one known */
+	if (ferry__loop_post(loop, note_loop_thread, c) < 0) {
+		/* Cannot happen on a live loop; then the attaching thread is taken for its own. */
+		atomic_fetch_sub(&c->refs, 1);
+		atomic_store(&c->loop_tid, pthread_self());
+		atomic_store(&c->loop_known, true);
+	}
 	*out = c;
 	return 0;
 }

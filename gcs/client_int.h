@@ -77,6 +77,7 @@ struct ferry_gcs_client {
 	bool own_loop;			     /* the loop and its thread are the client's */
 	_Atomic pthread_t loop_tid;	     /* the loop's thread, once known (own: thread;
 					      * given: noted by its first pass) */
+	atomic_bool loop_known;		     /* loop_tid is set: until then every call posts */
 	atomic_bool closing;		     /* destroy began: no reconnects, no new requests */
 	atomic_int refs;		     /* the owner, each posted request, each connection */
 	unsigned delivering;		     /* loop: inside event delivery */

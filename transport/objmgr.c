@@ -717,7 +717,10 @@ static void *pull_thread(void *arg)
 		/* The fast path created the copy and could not seal it: as pull_tcp would. */
 		if (p->fast_abort)
 			(void)ferry_plasma_client_abort(om->store, &p->id);
-		res.status = om->stopping ? -ECANCELED : pull_once(om, p, &res);
+		/* Read without the lock (a pull in flight when stop comes ends at its own pace). */
+		res.status = __atomic_load_n(&om->stopping, __ATOMIC_ACQUIRE)
+				     ? -ECANCELED
+				     : pull_once(om, p, &res);
 		ferry__objmgr_probe_free(p->fast_probe); /* its location was not reached */
 		p->fast_probe = NULL;
 		if (res.status < 0 && park(om, p, res.status))
@@ -1245,7 +1248,7 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	if (!om || om->stopped)
 		return;
 	pthread_mutex_lock(&om->lock);
-	om->stopping = true;
+	__atomic_store_n(&om->stopping, true, __ATOMIC_RELEASE); /* also read unlocked */
 	pthread_cond_broadcast(&om->work_cond);
 	pthread_cond_broadcast(&om->admit_cond);
 	pthread_cond_broadcast(&om->nodes_cond);

@@ -479,6 +479,16 @@ static void on_line(void *arg, const struct ferry_gcs_event *ev)
 	pthread_mutex_unlock(&l->lock);
 }
 
+static unsigned lines_get(struct lines *l)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&l->lock);
+	n = l->n;
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}
+
 static void lines_wait(struct lines *l, unsigned n)
 {
 	struct timespec until;
@@ -502,7 +512,7 @@ static void lines_wait(struct lines *l, unsigned n)
 static void publish_pair(struct ferry_gcs_client *pub, const struct ferry_job_id *gone,
 			 const struct ferry_job_id *kept, struct lines *kept_lines)
 {
-	unsigned before = kept_lines->n;
+	unsigned before = lines_get(kept_lines);
 
 	ftest_assert_ok(ferry_gcs_log_publish(pub, gone, "gone", 4));
 	ftest_assert_ok(ferry_gcs_log_publish(pub, kept, "kept", 4));
@@ -523,11 +533,11 @@ FTEST(unsubscribe_stops_delivery)
 	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, b.bytes, sizeof(b.bytes),
 					    on_line, &kept));
 	publish_pair(pub, &a, &b, &kept);
-	ftest_assert_uint_eq(gone.n, 1);
+	ftest_assert_uint_eq(lines_get(&gone), 1);
 	ftest_assert_ok(ferry_gcs_unsubscribe(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes)));
 	publish_pair(pub, &a, &b, &kept);
 	publish_pair(pub, &a, &b, &kept);
-	ftest_assert_uint_eq(gone.n, 1);
+	ftest_assert_uint_eq(lines_get(&gone), 1);
 	/* Not subscribed (any more, or to that exact scope). */
 	ftest_assert_errno(ferry_gcs_unsubscribe(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes)),
 			   -ENOENT);
@@ -566,14 +576,14 @@ FTEST(unsubscribe_during_a_reconnect)
 	pub = client_opts(&p, 1, 5000);
 	/* The kept subscription was renewed by the reconnect (its first line proves it); the
 	 * other was not. A resubscribe races with the first publish: retry until kept hears. */
-	for (int i = 0; i < 200 && kept.n == 0; i++) {
+	for (int i = 0; i < 200 && lines_get(&kept) == 0; i++) {
 		ftest_assert_ok(ferry_gcs_log_publish(pub, &b, "kept", 4));
 		usleep(10 * 1000);
 	}
-	ftest_assert_uint_gt(kept.n, 0);
+	ftest_assert_uint_gt(lines_get(&kept), 0);
 	publish_pair(pub, &a, &b, &kept);
 	publish_pair(pub, &a, &b, &kept);
-	ftest_assert_uint_eq(gone.n, 0);
+	ftest_assert_uint_eq(lines_get(&gone), 0);
 	ferry_gcs_client_destroy(pub);
 	ferry_gcs_client_destroy(sub);
 	gcs_stop(&p, SIGTERM);
@@ -596,7 +606,7 @@ static void on_line_then_leave(void *arg, const struct ferry_gcs_event *ev)
 	if (ev->kind != FERRY_GCS_EVENT_DELTA)
 		return;
 	on_line(&u->lines, ev);
-	if (u->lines.n == 1)
+	if (lines_get(&u->lines) == 1)
 		ftest_assert_ok(ferry_gcs_unsubscribe_async(u->c, FERRY_GCS_CH_LOGS, u->job.bytes,
 							    sizeof(u->job.bytes), on_done, &u->d));
 }
@@ -621,7 +631,7 @@ FTEST(unsubscribe_from_inside_an_event_callback)
 	tally_wait(&u.t, 1);
 	ftest_assert_int_eq(u.d.status, 0);
 	publish_pair(pub, &u.job, &b, &kept);
-	ftest_assert_uint_eq(u.lines.n, 1);
+	ftest_assert_uint_eq(lines_get(&u.lines), 1);
 	ferry_gcs_client_destroy(sub);
 	ferry_gcs_client_destroy(pub);
 	gcs_stop(&p, SIGTERM);
