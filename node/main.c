@@ -122,6 +122,8 @@ int main(int argc, char **argv)
 			   ferry_strerror(ret));
 		return 1;
 	}
+	/* Before the ready line: whoever reads it may signal at once, and must get a clean stop. */
+	atomic_store(&started, true);
 	ferry_node_id_to_hex(ferry__node_id(node), hex, sizeof(hex));
 	transports = ferry__objmgr_transports(ferry__node_objmgr(node));
 	device = ferry__objmgr_rdma_device(ferry__node_objmgr(node));
@@ -132,7 +134,6 @@ int main(int argc, char **argv)
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? ")+" : "", "tcp",
 	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "");
 	fflush(stdout);
-	atomic_store(&started, true);
 	pthread_kill(watch, SIGUSR1);
 	pthread_join(watch, NULL);
 	if (!stop_sig)
