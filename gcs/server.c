@@ -30,10 +30,12 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/wire.h"
+#include "gcs/liveness.h"
 #include "gcs/server_int.h"
 
 #define COMP "gcs"
-/* A node whose connection its peer closed is dead after deadline / CLOSE_GRACE_DIV unheard. */
+/* A node whose connection its peer closed is dead after the configured deadline /
+ * CLOSE_GRACE_DIV unheard, whatever the cluster's size: it is a reconnect's time. */
 #define CLOSE_GRACE_DIV 5
 
 /* ---- replies ---- */
@@ -178,7 +180,7 @@ static void note_node_conn(struct ferry__gcs_sconn *c, const struct ferry__gcs_o
 static void node_conn_lost(struct ferry__gcs_sconn *c)
 {
 	struct ferry__gcs_server *srv = c->srv;
-	uint64_t grace = srv->deadline_ms / CLOSE_GRACE_DIV, now = ferry__now_ms();
+	uint64_t grace = srv->base_deadline_ms / CLOSE_GRACE_DIV, now = ferry__now_ms();
 	uint64_t *seen = ferry__hashmap_get(&srv->last_seen, c->node.bytes);
 
 	/* Overdue once now - seen > deadline: seen = now + grace - deadline. */
@@ -497,50 +499,66 @@ static void on_refused(struct ferry__conn_server *cs, int err)
 
 /* ---- liveness ---- */
 
-/* Nodes alive or draining whose last sign of life is older than the deadline (at most @max). */
-static size_t overdue_nodes(struct ferry__gcs_server *srv, struct ferry_node_id *out, size_t max)
+/* Nodes alive or draining whose last sign of life is older than the deadline (at most @max);
+ * *alive counts every node not dead. A node never heard from (this server restarted) gets its
+ * first deadline from now. */
+static size_t overdue_nodes(struct ferry__gcs_server *srv, struct ferry_node_id *out, size_t max,
+			    size_t *alive)
 {
 	struct ferry__gcs_tables *t = ferry__gcs_state_tables(srv->state);
 	uint64_t now = ferry__now_ms();
 	const struct ferry__gcs_node *n;
 	size_t cursor = 0, count = 0;
 
-	while (count < max && (n = ferry__gcs_tables_next(t, FERRY__GCS_T_NODES, &cursor))) {
+	*alive = 0;
+	while ((n = ferry__gcs_tables_next(t, FERRY__GCS_T_NODES, &cursor))) {
 		uint64_t *seen;
 
 		if (n->state == FERRY_GCS_NODE_DEAD)
 			continue;
+		++*alive;
 		seen = ferry__hashmap_get(&srv->last_seen, n->id.bytes);
 		if (!seen)
-			continue; /* start_unseen() gives it a deadline */
-		if (now - *seen > srv->deadline_ms)
+			ferry__gcs_srv_node_seen(srv, &n->id);
+		else if (count < max && now - *seen > srv->deadline_ms)
 			out[count++] = n->id;
 	}
 	return count;
 }
 
-static void start_unseen(struct ferry__gcs_server *srv)
+/*
+ * The deadline follows the cluster's size (gcs/liveness.h): it grows at once when nodes join,
+ * and shrinks only after it has not been needed for a whole deadline, because nodes learn of
+ * deaths (and shorten their interval) a little after this server does.
+ */
+static void size_deadline(struct ferry__gcs_server *srv, size_t alive, uint64_t now)
 {
-	struct ferry__gcs_tables *t = ferry__gcs_state_tables(srv->state);
-	const struct ferry__gcs_node *n;
-	size_t cursor = 0;
+	uint32_t want = ferry__gcs_node_deadline_ms(srv->base_deadline_ms, alive);
 
-	while ((n = ferry__gcs_tables_next(t, FERRY__GCS_T_NODES, &cursor)))
-		if (n->state != FERRY_GCS_NODE_DEAD &&
-		    !ferry__hashmap_get(&srv->last_seen, n->id.bytes))
-			ferry__gcs_srv_node_seen(srv, &n->id);
+	if (want >= srv->deadline_ms)
+		srv->deadline_held_ms = now;
+	else if (now - srv->deadline_held_ms < srv->deadline_ms)
+		return;
+	if (want != srv->deadline_ms)
+		FLOG_INFO(COMP, "%zu nodes: node deadline %u ms (was %u)", alive, want,
+			  srv->deadline_ms);
+	srv->deadline_ms = want;
 }
 
 static void on_liveness(struct ferry__loop_timer *timer, int status)
 {
 	struct ferry__gcs_server *srv = timer->data;
 	struct ferry_node_id dead[64];
-	size_t n;
+	uint64_t now = ferry__now_ms();
+	size_t n, alive;
 
 	if (status < 0)
 		return;
-	start_unseen(srv);
-	n = overdue_nodes(srv, dead, 64);
+	if (now < srv->next_sweep_ms)
+		goto snapshot; /* a sized deadline is scanned for less often */
+	srv->next_sweep_ms = now + srv->deadline_ms / 10;
+	n = overdue_nodes(srv, dead, 64, &alive);
+	size_deadline(srv, alive, now);
 	for (size_t i = 0; i < n; i++) {
 		struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_STATE};
 		int ret;
@@ -558,6 +576,7 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 	}
 	if (n)
 		ferry__gcs_srv_want_flush(srv);
+snapshot:
 	if (ferry__gcs_state_maybe_snapshot(srv->state) < 0)
 		FLOG_WARN(COMP, "snapshot failed to start");
 }
@@ -659,6 +678,7 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 		opts->node_deadline_ms ? opts->node_deadline_ms : FERRY__GCS_DEFAULT_DEADLINE_MS;
 	if (srv->deadline_ms < 10)
 		srv->deadline_ms = 10;
+	srv->base_deadline_ms = srv->deadline_ms;
 	srv->flush.data = srv;
 	ferry__hashmap_init(&srv->last_seen, sizeof(struct ferry_node_id), sizeof(uint64_t));
 	ferry__gcs_srv_load_init(srv);

@@ -53,6 +53,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gcs/client.h"
+#include "gcs/liveness.h"
 #include "node/node.h"
 #include "node/resources.h"
 #include "plasma/server.h"
@@ -482,8 +483,12 @@ static void *heartbeat_main(void *arg)
 	pthread_setname_np(pthread_self(), "ferry-heartbeat");
 	pthread_mutex_lock(&node->lock);
 	while (!node->stopping) {
+		/* Slower in a large cluster, as the GCS expects (gcs/liveness.h). */
+		uint32_t ms = ferry__gcs_beat_interval_ms(
+			node->opts.heartbeat_ms, node->om ? ferry__objmgr_node_count(node->om) : 0);
+
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (long)node->opts.heartbeat_ms * 1000000L;
+		until.tv_nsec += (long)ms * 1000000L;
 		until.tv_sec += until.tv_nsec / 1000000000L;
 		until.tv_nsec %= 1000000000L;
 		ret = 0;

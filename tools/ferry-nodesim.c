@@ -16,8 +16,9 @@
  *   closes the oldest handshaking connection past it): the next starts when a handshake is
  *   done, so registrations pipeline as when nodes start together. A node is up (heartbeating)
  *   once its registration is answered.
- * - Heartbeats: one 10 ms tick walks one bucket of nodes (index mod heartbeat_ms / 10), so
- *   each node beats every heartbeat_ms, spread evenly. As in node.c (whose heartbeat call
+ * - Heartbeats: one 10 ms tick walks one bucket of nodes (index mod interval / 10), so each
+ *   node beats every interval, spread evenly. The interval is node.c's: --heartbeat-ms, longer
+ *   in a large cluster (gcs/liveness.h, from the nodes up), unless --fixed-interval 1. As in node.c (whose heartbeat call
  *   blocks) a node has at most one heartbeat in flight: a beat due while one is outstanding is
  *   skipped and counted, which is how an overloaded GCS shows.
  * - Load reports, where the tree has them (FERRY_GCS_RESOURCE_UNIT defined): a node's first
@@ -49,6 +50,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "common/wire.h"
+#include "gcs/liveness.h"
 #include "gcs/ops.h"
 
 #define COMP "nodesim"
@@ -104,6 +106,7 @@ struct sim_opts {
 	uint32_t observers;	     /* nodes that decode events */
 	uint32_t subscribers;	     /* nodes subscribed to membership (the first ones) */
 	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
+	uint32_t fixed_interval;     /* 1: --heartbeat-ms at any size (before liveness.h) */
 	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
 };
 
@@ -592,9 +595,19 @@ static void join_done(struct sim_node *n, bool ok)
 
 /* ---- the tick ---- */
 
+/* Ticks per heartbeat round: node.c's interval for the nodes up (its membership count). */
+static uint32_t round_ticks(const struct sim *sim)
+{
+	uint32_t ms = sim->o.fixed_interval
+			      ? sim->o.heartbeat_ms
+			      : ferry__gcs_beat_interval_ms(sim->o.heartbeat_ms, sim->up);
+
+	return ms / TICK_MS ? ms / TICK_MS : 1;
+}
+
 static void heartbeat_bucket(struct sim *sim)
 {
-	uint32_t buckets = sim->o.heartbeat_ms / TICK_MS ? sim->o.heartbeat_ms / TICK_MS : 1;
+	uint32_t buckets = round_ticks(sim);
 	uint64_t now = ferry__now_ns();
 
 	for (uint32_t i = (uint32_t)(sim->tick_count % buckets); i < sim->o.nodes; i += buckets) {
@@ -684,7 +697,7 @@ static bool all_dead_seen(const struct sim *sim)
 static void beat_due(struct sim *sim)
 {
 	uint64_t due = (ferry__now_ns() - sim->start_ns) / (TICK_MS * 1000000ull);
-	uint64_t round = sim->o.heartbeat_ms / TICK_MS ? sim->o.heartbeat_ms / TICK_MS : 1;
+	uint64_t round = round_ticks(sim);
 
 	if (due > sim->tick_count + round)
 		sim->tick_count = due - round;
@@ -817,7 +830,7 @@ static void report(const struct sim *sim)
 	       "dead_unseen=%u false_dead=%u false_dead_joining=%u death_detect_ms_p50=%.1f "
 	       "death_detect_ms_p99=%.1f "
 	       "death_detect_ms_max=%.1f load_bytes_per_s=%.0f load_reports_per_s=%.0f "
-	       "load_deliveries_per_s=%.0f status=%d\n",
+	       "load_deliveries_per_s=%.0f beat_ms=%u status=%d\n",
 	       sim->o.nodes, sim->registered, sim->up, sim->lost, (double)sim->join_ns / 1e9, secs,
 	       gcs_cpu, sim->gcs_rss_kib > 0 ? (double)sim->gcs_rss_kib / 1024.0 : 0, self_cpu,
 	       per_s(sim, b->deliveries - a->deliveries),
@@ -827,7 +840,7 @@ static void report(const struct sim *sim)
 	       rtt_quantile(sim, 0.99), sim->killed, seen, unseen, sim->false_dead,
 	       sim->false_dead_joining, dq[0], dq[1], dq[2], per_s(sim, load_bytes(a, b)),
 	       per_s(sim, b->load_sent - a->load_sent), per_s(sim, b->load_rx - a->load_rx),
-	       sim->status);
+	       round_ticks(sim) * TICK_MS, sim->status);
 	fflush(stdout);
 }
 
@@ -842,6 +855,7 @@ static void usage(FILE *to)
 		"         [--kills N] (20) [--kill-gap-ms MS] (137) [--drain-s S] (10)\n"
 		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
 		"         [--subscribers N] (all: the first N nodes subscribe to membership)\n"
+		"         [--fixed-interval 0|1] (0: the interval grows with the cluster)\n"
 		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
 		"line.\n");
 }
@@ -881,6 +895,7 @@ static uint32_t *num_flag(struct sim_opts *o, const char *a)
 		{"--observers", offsetof(struct sim_opts, observers)},
 		{"--load-change-ms", offsetof(struct sim_opts, load_change_ms)},
 		{"--subscribers", offsetof(struct sim_opts, subscribers)},
+		{"--fixed-interval", offsetof(struct sim_opts, fixed_interval)},
 	};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)

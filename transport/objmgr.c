@@ -85,8 +85,15 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	} else {
 		FLOG_WARN(COMP, "node with an unusable address: %s", info.address);
 	}
+	atomic_store_explicit(&om->node_count, ferry__hashmap_count(&om->nodes),
+			      memory_order_relaxed);
 	pthread_cond_broadcast(&om->nodes_cond);
 	pthread_mutex_unlock(&om->lock);
+}
+
+size_t ferry__objmgr_node_count(struct ferry__objmgr *om)
+{
+	return atomic_load_explicit(&om->node_count, memory_order_relaxed);
 }
 
 /* The address of @node, waiting a little for its record. 0 or -EHOSTUNREACH. */

@@ -140,6 +140,10 @@ struct ferry__objmgr_stats {
  */
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out);
 
+/* The nodes alive by the GCS's membership channel, as this object manager last heard (0
+ * without a GCS). Any thread, no lock. */
+size_t ferry__objmgr_node_count(struct ferry__objmgr *om);
+
 /*
  * ferry__objmgr_flush_notices() - the store has handled the seal of every copy this object
  * manager made so far (the loop's fast path holds those notices back up to 1 ms): after it,

@@ -212,6 +212,7 @@ struct ferry__objmgr {
 	struct ferry__objmgr_pull *queue_tail; /* last */
 	struct ferry__hashmap pulls;	       /* object id -> struct ferry__objmgr_pull * */
 	struct ferry__hashmap nodes;	       /* node id -> struct ferry__node_addr */
+	atomic_size_t node_count;	       /* entries of nodes, read without the lock */
 	uint64_t max_in_flight;		       /* admission limit */
 	bool stopping;			       /* no new pulls; threads leave */
 	bool stopped;			       /* stop() finished */

@@ -11,6 +11,8 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "common/util.h"
+#include "gcs/liveness.h"
 #include "tests/integration/gcs/gcs_procs.h"
 
 struct events {
@@ -317,5 +319,88 @@ FTEST(a_node_whose_connection_closes_is_dead_before_its_deadline)
 	ferry_gcs_free(nodes);
 	ferry_gcs_client_destroy(quiet);
 	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
+}
+
+struct pending {
+	pthread_mutex_t lock; /* guards the rest */
+	pthread_cond_t cond;  /* signalled on each answer */
+	unsigned answered;    /* answers so far */
+	unsigned failed;      /* of them, errors */
+};
+
+static void on_answer(void *arg, int status, void *result)
+{
+	struct pending *p = arg;
+
+	(void)result;
+	pthread_mutex_lock(&p->lock);
+	p->answered++;
+	p->failed += status < 0;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Wait until @want answers in all have come; the errors among them. */
+static unsigned pending_wait(struct pending *p, unsigned want)
+{
+	unsigned failed;
+
+	pthread_mutex_lock(&p->lock);
+	while (p->answered < want)
+		pthread_cond_wait(&p->cond, &p->lock);
+	failed = p->failed;
+	pthread_mutex_unlock(&p->lock);
+	return failed;
+}
+
+/*
+ * 1,000 nodes beating at the interval a node of a 1,000-node cluster uses (gcs/liveness.h:
+ * 250 ms, longer than the configured 100 ms deadline) stay alive: the GCS sized its deadline to
+ * the cluster as the nodes sized their interval. With a deadline fixed at 100 ms every one of
+ * them died between two beats. Calls are pipelined, as 1,000 nodes send them at once.
+ */
+FTEST(the_deadline_grows_with_the_cluster_as_the_interval_does)
+{
+	enum { NODES = 1000, ROUNDS = 8 };
+	const char *args[] = {"--node-deadline-ms", "100", NULL};
+	uint32_t interval = ferry__gcs_beat_interval_ms(100, NODES);
+	static struct ferry_node_id ids[NODES];
+	struct pending pend = {.answered = 0};
+	struct ferry_gcs_node_info *list;
+	struct ferry_gcs_client *c;
+	struct gcs_proc p;
+	int n;
+
+	ftest_assert_uint_gt(interval, 100); /* else this test shows nothing */
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	pthread_mutex_init(&pend.lock, NULL);
+	pthread_cond_init(&pend.cond, NULL);
+	for (unsigned i = 0; i < NODES; i++) {
+		struct ferry_gcs_node_info info = {.address = "10.0.0.9:1", .cpu = 1};
+
+		ferry_node_id_random(&ids[i]);
+		info.id = ids[i];
+		ftest_assert_ok(ferry_gcs_node_register_async(c, &info, on_answer, &pend));
+	}
+	ftest_assert_uint_eq(pending_wait(&pend, NODES), 0);
+	for (unsigned r = 1; r <= ROUNDS; r++) {
+		uint64_t start = ferry__now_ms(), spent;
+
+		for (unsigned i = 0; i < NODES; i++)
+			ftest_assert_ok(ferry_gcs_node_heartbeat_async(c, &ids[i], 0, 0, 0,
+								       on_answer, &pend));
+		ftest_assert_uint_eq(pending_wait(&pend, NODES * (r + 1)), 0);
+		spent = ferry__now_ms() - start;
+		if (spent < interval)
+			usleep((useconds_t)(interval - spent) * 1000);
+	}
+	n = ferry_gcs_node_list(c, &list);
+	ftest_assert_int_eq(n, NODES);
+	for (int i = 0; i < n; i++)
+		ftest_assert_int_eq(list[i].state, FERRY_GCS_NODE_ALIVE);
+	ferry_gcs_free(list);
+	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
 }
