@@ -107,6 +107,7 @@ struct sim_opts {
 	uint32_t subscribers;	     /* nodes subscribed to membership (the first ones) */
 	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
 	uint32_t fixed_interval;     /* 1: --heartbeat-ms at any size (before liveness.h) */
+	uint32_t peers;		     /* > 0: non-subscribers follow this many peers' keys */
 	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
 };
 
@@ -328,8 +329,9 @@ static int beat(struct sim_node *n, uint64_t now)
 	return ret;
 }
 
-/* The objmgr's subscription to the nodes channel (membership); the scheduler's to load. */
-static int send_subscribe(struct sim_node *n)
+/* The objmgr's subscription to the nodes channel (membership), to the whole channel or (@peer
+ * set) to that node's key only; the scheduler's to load. */
+static int send_subscribe_to(struct sim_node *n, const struct ferry_node_id *peer)
 {
 	struct ferry__wire_gcs_subscribe m = {0};
 	struct sim *sim = n->sim;
@@ -337,6 +339,10 @@ static int send_subscribe(struct sim_node *n)
 
 	m.seq = next_seq(n, REQ_SUBSCRIBE);
 	m.channel = FERRY_GCS_CH_NODES;
+	if (peer) {
+		m.key = peer->bytes;
+		m.key_count = sizeof(peer->bytes);
+	}
 #ifdef FERRY_GCS_RESOURCE_UNIT
 	if (n->scheduler)
 		m.channel = FERRY_GCS_CH_NODE_LOAD;
@@ -346,6 +352,24 @@ static int send_subscribe(struct sim_node *n)
 		ret = ferry__conn_send(n->conn, FERRY__WIRE_MSG_GCS_SUBSCRIBE,
 				       ferry__fb_builder_data(&sim->fb),
 				       ferry__fb_builder_size(&sim->fb));
+	return ret;
+}
+
+static int send_subscribe(struct sim_node *n)
+{
+	return send_subscribe_to(n, NULL);
+}
+
+/* --peers K: the node's membership is its K next nodes (by index), each one key, as an object
+ * manager that learns peers when it first pulls from them and follows only those. */
+static int send_peer_subscribes(struct sim_node *n)
+{
+	struct sim *sim = n->sim;
+	uint32_t self = (uint32_t)(n - sim->nodes);
+	int ret = 0;
+
+	for (uint32_t k = 1; k <= sim->o.peers && k < sim->o.nodes && ret >= 0; k++)
+		ret = send_subscribe_to(n, &sim->nodes[(self + k) % sim->o.nodes].id);
 	return ret;
 }
 
@@ -494,6 +518,8 @@ static void on_connect(struct ferry__conn *conn)
 	ret = send_register(n);
 	if (ret >= 0 && (uint32_t)(n - sim->nodes) < sim->o.subscribers)
 		ret = send_subscribe(n);
+	else if (ret >= 0 && sim->o.peers)
+		ret = send_peer_subscribes(n);
 	if (ret < 0) {
 		FLOG_WARN(COMP, "node %u: send failed: %s", (unsigned)(n - n->sim->nodes),
 			  ferry_strerror(-ret));
@@ -856,6 +882,7 @@ static void usage(FILE *to)
 		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
 		"         [--subscribers N] (all: the first N nodes subscribe to membership)\n"
 		"         [--fixed-interval 0|1] (0: the interval grows with the cluster)\n"
+		"         [--peers K] (0: nodes past --subscribers follow K peers' keys)\n"
 		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
 		"line.\n");
 }
@@ -896,6 +923,7 @@ static uint32_t *num_flag(struct sim_opts *o, const char *a)
 		{"--load-change-ms", offsetof(struct sim_opts, load_change_ms)},
 		{"--subscribers", offsetof(struct sim_opts, subscribers)},
 		{"--fixed-interval", offsetof(struct sim_opts, fixed_interval)},
+		{"--peers", offsetof(struct sim_opts, peers)},
 	};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
