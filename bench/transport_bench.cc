@@ -37,7 +37,7 @@ extern "C" {
 #include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
-#include "tools/cluster_embed.h"
+#include "cluster/embed.h"
 }
 
 namespace

@@ -25,7 +25,7 @@
 
 #include "common/util.h"
 #include "common/version.h"
-#include "tools/cluster_embed.h"
+#include "cluster/embed.h"
 
 #define MIB (1ull << 20)
 #define TOKEN "ferry-cluster-demo"

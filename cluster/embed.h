@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A small cluster inside one process, for the transport benchmark and the cluster demo: a GCS
- * server on its own loop thread, and nodes started with ferry__node_start() (the body of
- * ferry-node). The same code and the same protocols (TCP and Unix sockets on this host) as
- * separate processes.
+ * The pieces of a cluster inside one process: a GCS server on its own loop thread, and nodes
+ * started with ferry__node_start() (the body of ferry-node), with the same code and the same
+ * protocols (TCP and Unix sockets on this host) as separate processes. cluster/cluster.h puts
+ * one GCS and one node together (ferry_init's local cluster); the transport benchmark and the
+ * cluster demo start several nodes with these and use the put / check / drop / pull helpers.
  *
  * Thread model: start/stop from one controlling thread. The pull helpers may be called from
  * any thread but the object manager's own.
  */
-#ifndef FERRY_TOOLS_CLUSTER_EMBED_H
-#define FERRY_TOOLS_CLUSTER_EMBED_H
+#ifndef FERRY_CLUSTER_EMBED_H
+#define FERRY_CLUSTER_EMBED_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,14 +37,15 @@ void ferry__embed_gcs_stop(struct ferry__embed_gcs *g);
 
 /* Options of one node; zeros are defaults except gcs and token. */
 struct ferry__embed_node_opts {
-	const char *gcs;       /* "host:port" of the GCS */
-	const void *token;     /* cluster token */
-	size_t token_len;      /* its bytes */
-	const char *ip;	       /* --ip of the node (node.h); NULL: its default */
-	uint64_t memory_bytes; /* store arena; 0: 256 MiB */
-	unsigned transports;   /* FERRY_GCS_TRANSPORT_*; 0: the object manager's default */
-	const char *name;      /* for socket names and logs; NULL: "node" */
-	uint32_t spin_us;      /* the object manager's busy poll window (objmgr.h); 0: off */
+	const char *gcs;	 /* "host:port" of the GCS */
+	const void *token;	 /* cluster token */
+	size_t token_len;	 /* its bytes */
+	const char *ip;		 /* --ip of the node (node.h); NULL: its default */
+	uint64_t memory_bytes;	 /* store arena; 0: 256 MiB */
+	unsigned transports;	 /* FERRY_GCS_TRANSPORT_*; 0: the object manager's default */
+	const char *name;	 /* for socket names and logs; NULL: "node" */
+	uint32_t spin_us;	 /* the object manager's busy poll window (objmgr.h); 0: off */
+	const char *socket_path; /* the store socket; NULL: a fresh one under $TMPDIR */
 };
 
 /* ferry__embed_node_start() - a node (ferry__node_start) and a store client. 0 or -errno

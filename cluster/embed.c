@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A cluster inside one process (see cluster_embed.h): a GCS on a loop thread and nodes made of
+ * A cluster inside one process (see embed.h): a GCS on a loop thread and nodes made of
  * a plasma store, a GCS client and an object manager, plus the put / pull / check / drop
  * helpers the transport benchmark and the cluster demo share.
  *
@@ -20,13 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/embed.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/util.h"
 #include "gcs/server.h"
 #include "node/node.h"
-#include "tools/cluster_embed.h"
 
 #define COMP "embed"
 #define MiB (1ull << 20)
@@ -141,6 +141,7 @@ int ferry__embed_node_start(const struct ferry__embed_node_opts *opts,
 	no.memory_bytes = opts->memory_bytes ? opts->memory_bytes : 256 * MiB;
 	no.ip = opts->ip;
 	no.spin_us = opts->spin_us;
+	no.socket_path = opts->socket_path;
 	node_transport(opts->transports, &no);
 	ret = ferry__node_start(&no, &n->node);
 	if (ret < 0) {
