@@ -99,10 +99,12 @@ static void node_register(struct ferry_gcs_client *c, struct ferry_node_id *id)
 }
 
 /* A hash (FNV-1a) of the contents of every file in @dir: the log's files are allocated in
- * whole blocks, so their sizes do not show a record being added; their bytes do. */
+ * whole blocks, so their sizes do not show a record being added; their bytes do. Each file's
+ * trailing zeros are left out: the log zero-fills ahead of its end whenever it likes (after
+ * an acknowledgement too), and replay reads them as the end. */
 static uint64_t dir_hash(const char *dir)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = 1469598103934665603ull, zeros;
 	char path[1024];
 	struct dirent *d;
 	DIR *dh = opendir(dir);
@@ -114,8 +116,16 @@ static uint64_t dir_hash(const char *dir)
 		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
 		if (d->d_name[0] == '.' || !(f = fopen(path, "rb")))
 			continue;
-		while ((ch = getc(f)) != EOF)
+		zeros = 0;
+		while ((ch = getc(f)) != EOF) {
+			if (!ch) {
+				zeros++;
+				continue;
+			}
+			for (; zeros; zeros--)
+				h *= 1099511628211ull; /* (h ^ 0) * prime */
 			h = (h ^ (uint64_t)ch) * 1099511628211ull;
+		}
 		fclose(f);
 	}
 	closedir(dh);
