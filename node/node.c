@@ -8,9 +8,9 @@
  *   loop, no thread of its own), the heartbeat (a loop timer: ferry_gcs_node_heartbeat every
  *   heartbeat_ms, or instead a load report when the node's load changed or a restarted GCS
  *   asked for it; one message a beat, and none while the last one's reply is due) and the
- *   directory (async GCS calls, below). The store's loop thread (plasma/server.h) runs the store
- *   and calls our hooks; the object manager has its own (transport/objmgr.h). Issue 22 moves
- *   those two onto the node's loop next.
+ *   directory (async GCS calls, below), and the plasma store (plasma/server.h, on the loop it
+ *   is given), whose hooks are plain calls on that thread. The object manager has its own loop
+ *   (transport/objmgr.h) for now.
  * - Store hooks: on_miss (a local client waits for an absent object) starts a pull that waits
  *   for the object until on_miss_end (nobody waits for it any more) unwants it; on_sealed
  *   of a primary copy queues "object_add + add_location", of a secondary (a pulled copy: the
@@ -35,8 +35,9 @@
  *   node->lock so that stop can clear node->om under the same lock).
  * - Stop: the queue drains (its replies awaited), then the object manager stops (its pulls
  *   end), the loop thread leaves and the stopping thread, the loop's owner now, destroys the
- *   GCS client (its subscription callbacks end) and the loop; then the object manager's memory
- *   and the store (its socket is unlinked and its memory unmapped).
+ *   GCS client (its subscription callbacks end), quiets the store's spill and destroys the loop
+ *   (the store's connections close with it); then the object manager's memory and the store
+ *   (its socket is unlinked and its memory unmapped).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -149,7 +150,7 @@ static void dir_wake(struct ferry__node *node)
 		FLOG_WARN(COMP, "cannot wake the node's loop: directory updates wait");
 }
 
-/* ---- store hooks (store thread) ---- */
+/* ---- store hooks (the loop thread) ---- */
 
 static void miss_done(void *arg, const struct ferry__objmgr_result *res)
 {
@@ -225,7 +226,7 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 		    const struct ferry_worker_id *owner)
 {
 	struct dir_item *it = ferry__calloc(1, sizeof(*it));
-	bool wake;
+	bool wake, on_loop;
 
 	if (!it) {
 		FLOG_WARN(COMP, "out of memory: a directory update is lost");
@@ -256,9 +257,13 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	node->queue_tail = it;
 	node->queued++;
 	node->queued_primaries += kind == DIR_SEALED;
-	if (wake)
+	/* The store calls its hooks on the node's loop thread: the batch goes from here. */
+	on_loop = node->loop_live && pthread_equal(pthread_self(), node->loop_thread);
+	if (wake && !on_loop)
 		dir_wake(node);
 	pthread_mutex_unlock(&node->lock);
+	if (wake && on_loop)
+		dir_kick(node);
 }
 
 _Static_assert(FERRY__PLASMA_CHECK_MAX == FERRY_GCS_CHECK_MAX, "one content check limit");
@@ -714,7 +719,8 @@ static int start_store(struct ferry__node *node)
 	/* Only pullers that READ from this store use the checks (objmgr_rdma.c): a node that
 	 * cannot serve RDMA does not hash every small object it seals. */
 	so.content_checks = node->opts.transport != FERRY__NODE_TRANSPORT_TCP;
-	return ferry__plasma_server_start_new(&so, &node->store);
+	so.loop = node->loop;
+	return ferry__plasma_server_create(&so, &node->store);
 }
 
 static void *loop_main(void *arg)
@@ -725,8 +731,16 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+/* The node's loop: the store and the GCS client attach to it before its thread starts. */
+static int create_loop(struct ferry__node *node)
+{
+	node->beat_timer.data = node;
+	node->gather_timer.data = node;
+	return ferry__loop_create(NULL, &node->loop);
+}
+
 /*
- * The node's loop and its thread, and the GCS client on it. The client connects in the
+ * The GCS client on the node's loop, and the loop's thread. The client connects in the
  * background; the node waits for shard 0 (a read of one KV key), as the address it serves on
  * is chosen from that connection's (node_addr.c): a refused token or an absent GCS fails the
  * start here, within the client's timeout.
@@ -741,11 +755,6 @@ static int start_loop_and_gcs(struct ferry__node *node)
 	go.naddresses = 1;
 	go.token = node->token;
 	go.token_len = node->opts.token_len;
-	ret = ferry__loop_create(NULL, &node->loop);
-	if (ret < 0)
-		return ret;
-	node->beat_timer.data = node;
-	node->gather_timer.data = node;
 	ret = ferry__gcs_client_connect_on(node->loop, &go, &node->gcs);
 	if (ret < 0)
 		return ret;
@@ -885,6 +894,8 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		node->batch->slots[i] = (struct dir_slot){node->batch, i};
 	ret = load_node_id(opts->node_id_file, &node->id);
 	if (ret == 0)
+		ret = create_loop(node);
+	if (ret == 0)
 		ret = start_store(node);
 	if (ret == 0)
 		ret = start_loop_and_gcs(node);
@@ -917,7 +928,8 @@ static void drain_directory(struct ferry__node *node)
 }
 
 /* The loop thread leaves; this thread then owns the loop and ends the client on it (its
- * requests' callbacks run here, with -ECANCELED), then the loop. */
+ * requests' callbacks run here, with -ECANCELED), then the loop: the store's connections close
+ * with it, each client cleaned up against the store, which is freed after. */
 static void stop_loop(struct ferry__node *node)
 {
 	if (node->loop_started) {
@@ -928,6 +940,8 @@ static void stop_loop(struct ferry__node *node)
 	(void)ferry__loop_timer_stop(&node->beat_timer);
 	(void)ferry__loop_timer_stop(&node->gather_timer);
 	ferry_gcs_client_destroy(node->gcs);
+	if (node->store)
+		ferry__plasma_server_stop(node->store); /* its spill posts no more */
 	pthread_mutex_lock(&node->lock);
 	node->loop_live = false; /* the hooks post no more */
 	pthread_mutex_unlock(&node->lock);
