@@ -112,6 +112,12 @@ int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
 int ferry__gcs_client_apply_many(struct ferry_gcs_client *c, const unsigned *shards,
 				 const struct ferry__gcs_op *ops, size_t n, int *statuses);
 
+/* ferry__gcs_apply_async() - mutation @op to @shard, asynchronously: @cb(@arg, the apply
+ * result or an error, NULL) on the loop thread. 0, or -errno (then @cb is never called). Any
+ * thread. */
+int ferry__gcs_apply_async(struct ferry_gcs_client *c, unsigned shard,
+			   const struct ferry__gcs_op *op, ferry_gcs_done_fn cb, void *arg);
+
 /*
  * ferry__gcs_batch_reply_check() - decode the value of a GcsObjectLookupBatch reply for @count
  * (1..16384) IDs as the client does, pack the result, free it all (the fuzz target's entry).

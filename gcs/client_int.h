@@ -129,9 +129,6 @@ struct ferry__gcs_acall {
 int ferry__gcs_async_built(struct ferry_gcs_client *c, unsigned shard, uint16_t type,
 			   struct ferry__fb_builder *b, int built, uint64_t seq,
 			   const struct ferry__gcs_acall *a);
-/* A mutation, asynchronously: the apply result or an error to @cb. */
-int ferry__gcs_apply_async(struct ferry_gcs_client *c, unsigned shard,
-			   const struct ferry__gcs_op *op, ferry_gcs_done_fn cb, void *arg);
 
 /* An object record (RESTORE_OBJ) into @out, locations and places copied into one allocation
  * (out->locations, freed by the caller). 0, -EPROTO, -ENOMEM. */

@@ -4,42 +4,46 @@
  * register, heartbeat, keep the object directory in step with the store.
  *
  * DESIGN
- * - Threads: the store's loop thread (plasma/server.h) runs the store and calls our hooks;
- *   the object manager has its own (transport/objmgr.h); the GCS client its own; and the node
- *   adds two: a heartbeat thread (ferry_gcs_node_heartbeat every heartbeat_ms, or instead a
- *   load report when the node's load changed or a restarted GCS asked for it: one message a
- *   beat either way) and a directory thread that turns store events into GCS calls (the hooks
- *   must not block).
+ * - Threads: the node's loop thread (ferry-node-loop) runs the GCS client (connected on the
+ *   loop, no thread of its own), the heartbeat (a loop timer: ferry_gcs_node_heartbeat every
+ *   heartbeat_ms, or instead a load report when the node's load changed or a restarted GCS
+ *   asked for it; one message a beat, and none while the last one's reply is due) and the
+ *   directory (async GCS calls, below), and the plasma store (plasma/server.h, on the loop it
+ *   is given), whose hooks are plain calls on that thread. The object manager has its own loop
+ *   (transport/objmgr.h) for now.
  * - Store hooks: on_miss (a local client waits for an absent object) starts a pull that waits
  *   for the object until on_miss_end (nobody waits for it any more) unwants it; on_sealed
  *   of a primary copy queues "object_add + add_location", of a secondary (a pulled copy: the
  *   object manager runs with node_records_copies) "add_location"; on_removed queues
- *   remove_location. One queue, one thread, in the store's order: a copy's record never lands
+ *   remove_location. One queue, one batch out at a time, in the store's order: a copy's record never lands
  *   after its removal, and a copy the store never announced (deleted before the store read
  *   its seal notice) is neither added nor removed.
- * - The directory thread sends what has queued up (up to DIR_BATCH items) as one pipelined
- *   batch and waits for all the replies: under load (many small pulls, each sealing a copy)
- *   one wake-up of the thread, of the GCS client's loop and of the GCS serves many updates,
+ * - The loop sends what has queued up (up to DIR_BATCH items) as one pipelined batch of async
+ *   calls, and the next batch once all its replies are in: under load (many small pulls, each
+ *   sealing a copy) one wake-up of the loop and of the GCS serves many updates,
  *   where one blocking call per update cost each pull ~60 us of the 2 cores' time. The
  *   order holds: requests to a shard apply in order, and an object's ops go to one shard.
  * - Pulled copies and removals are gathered for up to copy_batch_us (1 ms) after the oldest
- *   queued one before they go: back-to-back small pulls (one every 20-60 us) then share one
- *   request, one GCS pass and one publication per subscriber, instead of waking four threads
- *   each. A copy only adds a source, so listing it 1 ms later costs nothing but a choice of
+ *   queued one before they go (a loop timer): back-to-back small pulls (one every 20-60 us)
+ *   then share one request, one GCS pass and one publication per subscriber. A hook wakes the
+ *   loop (one post at a time) only for an empty queue, a primary or a full batch. A copy only adds a source, so listing it 1 ms later costs nothing but a choice of
  *   source; a removal listed 1 ms too long costs a puller one failed attempt (it fails over).
  *   A primary (the object's first record: nothing can pull it before) goes at once, with what
  *   queued before it, and so does everything when ferry__node_sync() asks. A copy removed
  *   while its record still waits is taken back with its removal: neither goes.
  * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
  *   node->lock so that stop can clear node->om under the same lock).
- * - Stop: heartbeat and directory threads, then the object manager (its pulls end), the GCS
- *   client (its subscription callbacks end), the object manager's memory, the store (its
- *   socket is unlinked and its memory unmapped).
+ * - Stop: the queue drains (its replies awaited), then the object manager stops (its pulls
+ *   end), the loop thread leaves and the stopping thread, the loop's owner now, destroys the
+ *   GCS client (its subscription callbacks end), quiets the store's spill and destroys the loop
+ *   (the store's connections close with it); then the object manager's memory and the store
+ *   (its socket is unlinked and its memory unmapped).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,7 @@
 #include <ferry/plasma.h>
 
 #include "common/alloc.h"
+#include "common/loop.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gcs/client.h"
@@ -82,40 +87,72 @@ struct dir_item {
 	struct dir_item *next;		     /* queue */
 };
 
+struct dir_batch;
+
 struct ferry__node {
-	struct ferry__node_opts opts;	    /* copied; strings point into this struct */
-	uint8_t token[256];		    /* cluster token */
-	char socket_path[108];		    /* the store's socket */
-	char address[FERRY__NODE_ADDR_MAX]; /* advertised */
-	char ip[FERRY__NET_IP_MAX];	    /* served on and advertised (node_addr.c) */
-	struct ferry_node_id id;	    /* this node */
-	struct ferry__plasma_server *store; /* the embedded store */
-	struct ferry_gcs_client *gcs;	    /* GCS client */
-	struct ferry__objmgr *om;	    /* object manager; NULL before start / after stop */
-	pthread_mutex_t lock;		    /* below, and om for the hooks */
-	pthread_cond_t queue_cond;	    /* the directory thread's: queue, stopping */
-	pthread_cond_t idle_cond;	    /* ferry__node_sync's: queue drained, stopping */
-	pthread_cond_t stop_cond;	    /* the heartbeat thread's: stopping */
-	struct dir_item *queue;		    /* directory updates to make */
-	struct dir_item *queue_tail;	    /* last */
-	unsigned queued;		    /* items in the queue */
-	unsigned queued_primaries;	    /* of those, DIR_SEALED */
-	bool flush;			    /* ferry__node_sync: send what is queued now */
-	unsigned dir_busy;		    /* items taken and not done */
-	int dir_error;			    /* first error since the last sync */
-	bool stopping;			    /* threads leave */
-	pthread_t heartbeat;		    /* heartbeat thread */
-	pthread_t dir_thread;		    /* directory thread */
-	unsigned threads;		    /* started: 1 heartbeat, 2 both */
-	struct ferry__res_set total;	    /* what the node has (node/resources.h) */
-	struct ferry__res_set avail;	    /* what is free; under lock */
-	uint32_t queue_length;		    /* tasks queued; under lock */
-	uint64_t mean_task_us;		    /* mean task time; under lock */
-	bool load_changed;		    /* a report is due; under lock */
-	uint64_t load_version;		    /* of the last report (heartbeat thread) */
+	struct ferry__node_opts opts;	       /* copied; strings point into this struct */
+	uint8_t token[256];		       /* cluster token */
+	char socket_path[108];		       /* the store's socket */
+	char address[FERRY__NODE_ADDR_MAX];    /* advertised */
+	char ip[FERRY__NET_IP_MAX];	       /* served on and advertised (node_addr.c) */
+	struct ferry_node_id id;	       /* this node */
+	struct ferry__plasma_server *store;    /* the embedded store */
+	struct ferry_gcs_client *gcs;	       /* GCS client, on loop */
+	struct ferry__objmgr *om;	       /* object manager; NULL before start / after stop */
+	struct ferry__loop *loop;	       /* the node's loop: GCS client, beats, directory */
+	pthread_t loop_thread;		       /* runs loop */
+	bool loop_started;		       /* loop_thread was created */
+	bool loop_live;			       /* posts allowed; under lock */
+	bool kick_posted;		       /* a dir_kick is posted; under lock */
+	bool gcs_gone;			       /* the client is destroyed (loop thread) */
+	bool beat_busy;			       /* a beat awaits its reply (loop thread) */
+	uint64_t next_beat_ms;		       /* monotonic: no beat before (loop thread) */
+	struct ferry__loop_timer beat_timer;   /* every heartbeat_ms */
+	struct ferry__loop_timer gather_timer; /* the gathered copies are due */
+	pthread_mutex_t lock;		       /* below, and om for the hooks */
+	pthread_cond_t idle_cond;	       /* sync's and stop's: queue drained */
+	struct dir_item *queue;		       /* directory updates to make */
+	struct dir_item *queue_tail;	       /* last */
+	unsigned queued;		       /* items in the queue */
+	unsigned queued_primaries;	       /* of those, DIR_SEALED */
+	bool flush;			       /* ferry__node_sync: send what is queued now */
+	unsigned dir_busy;		       /* a batch is out (0 or 1) */
+	int dir_error;			       /* first error since the last sync */
+	bool stopping;			       /* no new beats; the queue drains at once */
+	struct dir_batch *batch;	       /* the batch out (loop thread) */
+	struct ferry__res_set total;	       /* what the node has (node/resources.h) */
+	struct ferry__res_set avail;	       /* what is free; under lock */
+	uint32_t queue_length;		       /* tasks queued; under lock */
+	uint64_t mean_task_us;		       /* mean task time; under lock */
+	bool load_changed;		       /* a report is due; under lock */
+	uint64_t load_version;		       /* of the last report; under lock */
 };
 
-/* ---- store hooks (store thread) ---- */
+static void dir_kick(struct ferry__node *node);
+
+static void on_kick_post(void *arg, int status)
+{
+	struct ferry__node *node = arg;
+
+	pthread_mutex_lock(&node->lock);
+	node->kick_posted = false;
+	pthread_mutex_unlock(&node->lock);
+	if (status == 0)
+		dir_kick(node);
+}
+
+/* Have the loop thread look at the queue (node->lock held): one post at a time. */
+static void dir_wake(struct ferry__node *node)
+{
+	if (node->kick_posted || !node->loop_live)
+		return;
+	if (ferry__loop_post(node->loop, on_kick_post, node) == 0)
+		node->kick_posted = true;
+	else
+		FLOG_WARN(COMP, "cannot wake the node's loop: directory updates wait");
+}
+
+/* ---- store hooks (the loop thread) ---- */
 
 static void miss_done(void *arg, const struct ferry__objmgr_result *res)
 {
@@ -191,7 +228,7 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 		    const struct ferry_worker_id *owner)
 {
 	struct dir_item *it = ferry__calloc(1, sizeof(*it));
-	bool wake;
+	bool wake, on_loop;
 
 	if (!it) {
 		FLOG_WARN(COMP, "out of memory: a directory update is lost");
@@ -211,9 +248,9 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 		ferry__free(it);
 		return;
 	}
-	/* The directory thread sleeps untimed only on an empty queue; otherwise it is sending or
-	 * gathering copies until a deadline, and only a primary or a full batch cuts that short.
-	 * So a pulled copy wakes nobody (see DESIGN). */
+	/* A non-empty queue is either out as a batch (its end looks again) or gathering copies
+	 * until a loop timer; only a primary or a full batch cuts that short. So a pulled copy
+	 * wakes nobody (see DESIGN). */
 	wake = !node->queue || kind == DIR_SEALED || node->queued + 1 >= DIR_BATCH;
 	if (node->queue_tail)
 		node->queue_tail->next = it;
@@ -222,9 +259,13 @@ static void enqueue(struct ferry__node *node, enum dir_kind kind, const struct f
 	node->queue_tail = it;
 	node->queued++;
 	node->queued_primaries += kind == DIR_SEALED;
-	if (wake)
-		pthread_cond_signal(&node->queue_cond);
+	/* The store calls its hooks on the node's loop thread: the batch goes from here. */
+	on_loop = node->loop_live && pthread_equal(pthread_self(), node->loop_thread);
+	if (wake && !on_loop)
+		dir_wake(node);
 	pthread_mutex_unlock(&node->lock);
+	if (wake && on_loop)
+		dir_kick(node);
 }
 
 _Static_assert(FERRY__PLASMA_CHECK_MAX == FERRY_GCS_CHECK_MAX, "one content check limit");
@@ -315,30 +356,32 @@ static int dir_status(const struct dir_item *it, const int *st)
 	return st[0] < 0 && st[0] != -ENOENT ? st[0] : 0;
 }
 
-/* The GCS requests of one batch (the directory thread's, on its stack). */
+/* The GCS requests of the batch out (one at a time, allocated once at start). */
+struct dir_slot {
+	struct dir_batch *b; /* owner */
+	unsigned i;	     /* the op's index */
+};
 struct dir_batch {
+	struct ferry__node *node;		 /* owner */
+	struct dir_item *items;			 /* the batch's items, detached */
+	size_t left;				 /* replies still due, +1 while sending */
 	struct ferry__gcs_op ops[2 * DIR_BATCH]; /* two for a primary, else one */
 	unsigned shards[2 * DIR_BATCH];		 /* each op's shard */
 	int st[2 * DIR_BATCH];			 /* each op's result */
+	struct dir_slot slots[2 * DIR_BATCH];	 /* each op's callback argument */
 };
 
-/*
- * Send @items (a detached run of the queue, at most DIR_BATCH) to the GCS in one pipelined
- * batch, built in @b. Requests to one shard apply in order, and an object's ops all go to its
- * shard: the store's order per object holds. Returns the first error, or 0.
- */
-static int dir_apply(struct ferry__node *node, struct dir_batch *b, struct dir_item *items)
+/* Every reply of the batch is in: the first error is kept for ferry__node_sync(), the next batch
+ * goes if one is due. Loop thread. */
+static void dir_finish(struct dir_batch *b)
 {
+	struct ferry__node *node = b->node;
+	struct dir_item *it, *next;
 	size_t n = 0;
 	int first = 0, ret;
 
-	for (struct dir_item *it = items; it; it = it->next)
-		n += dir_ops(node, it, b->ops + n, b->shards + n);
-	ret = ferry__gcs_client_apply_many(node->gcs, b->shards, b->ops, n, b->st);
-	if (ret < 0)
-		return ret;
-	n = 0;
-	for (struct dir_item *it = items; it; it = it->next) {
+	for (it = b->items; it; it = next) {
+		next = it->next;
 		ret = dir_status(it, b->st + n);
 		n += dir_nops(it);
 		if (ret < 0) {
@@ -346,71 +389,115 @@ static int dir_apply(struct ferry__node *node, struct dir_batch *b, struct dir_i
 			if (!first)
 				first = ret;
 		}
+		ferry__free(it);
 	}
-	return first;
+	b->items = NULL;
+	pthread_mutex_lock(&node->lock);
+	if (first < 0 && !node->dir_error)
+		node->dir_error = first;
+	node->dir_busy--;
+	if (!node->queue)
+		pthread_cond_broadcast(&node->idle_cond);
+	pthread_mutex_unlock(&node->lock);
+	dir_kick(node);
 }
 
-static void *dir_main(void *arg)
+static void dir_op_done(void *arg, int status, void *result)
 {
-	struct ferry__node *node = arg;
-	struct dir_batch b; /* 22 KiB of the thread's stack */
-	struct dir_item *items, *it, *next;
-	int ret;
+	struct dir_slot *slot = arg;
 
-	pthread_setname_np(pthread_self(), "ferry-directory");
-	pthread_mutex_lock(&node->lock);
-	for (;;) {
-		size_t n = 1;
+	ferry_gcs_free(result);
+	slot->b->st[slot->i] = status;
+	if (--slot->b->left == 0)
+		dir_finish(slot->b);
+}
 
-		while (!node->queue && !node->stopping)
-			pthread_cond_wait(&node->queue_cond, &node->lock);
-		if (!node->queue)
-			break;
-		/* Copies and removals wait for company, up to copy_batch_us after the oldest (a
-		 * copy taken back meanwhile may leave nothing). */
-		while (node->queue && !node->stopping && !node->flush && !node->queued_primaries &&
-		       node->queued < DIR_BATCH) {
-			uint64_t due = node->queue->queued_ns + node->opts.copy_batch_us * 1000ull;
-			struct timespec ts = {.tv_sec = (time_t)(due / 1000000000u),
-					      .tv_nsec = (long)(due % 1000000000u)};
+/*
+ * Send @items (a detached run of the queue, at most DIR_BATCH) to the GCS, pipelined: requests
+ * to one shard apply in order, and an object's ops all go to its shard, so the store's order
+ * per object holds. The replies come back to dir_op_done(). Loop thread.
+ */
+static void dir_send(struct ferry__node *node, struct dir_item *items)
+{
+	struct dir_batch *b = node->batch;
+	size_t n = 0;
 
-			if (ferry__now_ns() >= due)
-				break;
-			(void)pthread_cond_timedwait(&node->queue_cond, &node->lock, &ts);
+	for (struct dir_item *it = items; it; it = it->next)
+		n += dir_ops(node, it, b->ops + n, b->shards + n);
+	b->items = items;
+	b->left = n + 1;
+	for (size_t i = 0; i < n; i++) {
+		int ret = node->gcs_gone
+				  ? -ECANCELED
+				  : ferry__gcs_apply_async(node->gcs, b->shards[i], &b->ops[i],
+							   dir_op_done, &b->slots[i]);
+
+		if (ret < 0) { /* its callback never comes */
+			b->st[i] = ret;
+			b->left--;
 		}
-		if (!node->queue)
-			continue;
-		items = node->queue;
-		/* Take what has queued up (at most DIR_BATCH): one round trip for all of it. */
-		for (it = items;; it = it->next) {
-			node->queued_primaries -= it->kind == DIR_SEALED;
-			if (!it->next || n == DIR_BATCH)
-				break;
-			n++;
-		}
-		node->queue = it->next;
-		it->next = NULL;
-		if (!node->queue) {
-			node->queue_tail = NULL;
-			node->flush = false;
-		}
-		node->queued -= (unsigned)n;
-		node->dir_busy++;
-		pthread_mutex_unlock(&node->lock);
-		ret = dir_apply(node, &b, items);
-		for (it = items; it; it = next) {
-			next = it->next;
-			ferry__free(it);
-		}
-		pthread_mutex_lock(&node->lock);
-		if (ret < 0 && !node->dir_error)
-			node->dir_error = ret;
-		node->dir_busy--;
-		if (!node->queue)
-			pthread_cond_broadcast(&node->idle_cond);
 	}
+	if (--b->left == 0)
+		dir_finish(b);
+}
+
+/* The queue's head waits for company until its gathering window closes (see DESIGN): the
+ * deadline in ns, or 0 when what queued goes now. Under node->lock. */
+static uint64_t dir_gather_until(const struct ferry__node *node)
+{
+	uint64_t due;
+
+	if (node->stopping || node->flush || node->queued_primaries || node->queued >= DIR_BATCH)
+		return 0;
+	due = node->queue->queued_ns + node->opts.copy_batch_us * 1000ull;
+	return ferry__now_ns() >= due ? 0 : due;
+}
+
+static void on_gather_timer(struct ferry__loop_timer *t, int status)
+{
+	if (status == 0)
+		dir_kick(t->data);
+}
+
+/* Send what has queued up (at most DIR_BATCH) unless a batch is out or the queue's head still
+ * gathers copies. Loop thread. */
+static void dir_kick(struct ferry__node *node)
+{
+	struct dir_item *items, *it;
+	uint64_t due;
+	size_t n = 1;
+
+	pthread_mutex_lock(&node->lock);
+	if (node->dir_busy || !node->queue || node->gcs_gone) { /* stop frees what is left */
+		pthread_mutex_unlock(&node->lock);
+		return;
+	}
+	due = dir_gather_until(node);
+	if (due) {
+		uint64_t ms = (due - ferry__now_ns() + 999999u) / 1000000u;
+
+		pthread_mutex_unlock(&node->lock);
+		(void)ferry__loop_timer_start(node->loop, &node->gather_timer, ms ? ms : 1, 0,
+					      on_gather_timer);
+		return;
+	}
+	items = node->queue;
+	for (it = items;; it = it->next) {
+		node->queued_primaries -= it->kind == DIR_SEALED;
+		if (!it->next || n == DIR_BATCH)
+			break;
+		n++;
+	}
+	node->queue = it->next;
+	it->next = NULL;
+	if (!node->queue) {
+		node->queue_tail = NULL;
+		node->flush = false;
+	}
+	node->queued -= (unsigned)n;
+	node->dir_busy++;
 	pthread_mutex_unlock(&node->lock);
-	return NULL;
+	dir_send(node, items);
 }
 
 void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set *avail,
@@ -433,8 +520,28 @@ void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set 
 	pthread_mutex_unlock(&node->lock);
 }
 
-/* Send the node's load (a heartbeat too). Called with node->lock held; drops it for the call. */
-static int report_load(struct ferry__node *node)
+static void beat_failed(int status)
+{
+	if (status < 0 && status != -ETIMEDOUT && status != -ECANCELED)
+		FLOG_WARN(COMP, "heartbeat refused: %s", ferry_strerror(-status));
+}
+
+static void on_load_reply(void *arg, int status, void *result)
+{
+	struct ferry__node *node = arg;
+
+	ferry_gcs_free(result);
+	if (status < 0) {
+		pthread_mutex_lock(&node->lock);
+		node->load_changed = true; /* try again with the next beat */
+		pthread_mutex_unlock(&node->lock);
+	}
+	beat_failed(status);
+	node->beat_busy = false;
+}
+
+/* Send the node's load (a heartbeat too). Called with node->lock held; drops it. Loop thread. */
+static void report_load(struct ferry__node *node)
 {
 	struct ferry_gcs_resource_load res[FERRY__RES_MAX];
 	struct ferry_gcs_node_load load = {0};
@@ -452,56 +559,59 @@ static int report_load(struct ferry__node *node)
 	load.resources = res;
 	node->load_changed = false;
 	pthread_mutex_unlock(&node->lock);
-	ret = ferry_gcs_node_report_load(node->gcs, &load);
-	pthread_mutex_lock(&node->lock);
+	/* The message is built before the call returns: @load may live on this stack. */
+	ret = ferry_gcs_node_report_load_async(node->gcs, &load, on_load_reply, node);
 	if (ret < 0)
-		node->load_changed = true; /* try again with the next beat */
-	return ret;
+		on_load_reply(node, ret, NULL);
 }
 
-/* One beat: the load when it changed (or the GCS asked for it), else a bare heartbeat. */
-static int beat(struct ferry__node *node)
-{
-	int ret;
-
-	if (node->load_changed)
-		return report_load(node);
-	pthread_mutex_unlock(&node->lock);
-	ret = ferry_gcs_node_heartbeat(node->gcs, &node->id, 0, 0, 0);
-	pthread_mutex_lock(&node->lock);
-	if (ret == 0) /* the GCS holds no load of ours (it restarted): send it */
-		ret = report_load(node);
-	return ret;
-}
-
-static void *heartbeat_main(void *arg)
+static void on_heartbeat_reply(void *arg, int status, void *result)
 {
 	struct ferry__node *node = arg;
-	struct timespec until;
+
+	ferry_gcs_free(result);
+	if (status == 0 && !node->gcs_gone) { /* the GCS holds no load of ours (it restarted) */
+		pthread_mutex_lock(&node->lock);
+		report_load(node);
+		return;
+	}
+	beat_failed(status);
+	node->beat_busy = false;
+}
+
+/* One beat: the load when it changed (or the GCS asked for it), else a bare heartbeat. A beat
+ * whose reply has not come yet (a slow GCS) makes the next one wait: one message a beat at most,
+ * as before. Loop thread. */
+static void on_beat_timer(struct ferry__loop_timer *t, int status)
+{
+	struct ferry__node *node = t->data;
+	uint64_t now = ferry__now_ms();
 	int ret;
 
-	pthread_setname_np(pthread_self(), "ferry-heartbeat");
+	if (status < 0 || node->beat_busy || node->gcs_gone || now < node->next_beat_ms)
+		return;
 	pthread_mutex_lock(&node->lock);
-	while (!node->stopping) {
-		/* Slower in a large cluster, as the GCS expects (gcs/liveness.h). */
-		uint32_t ms = ferry__gcs_beat_interval_ms(
-			node->opts.heartbeat_ms, node->om ? ferry__objmgr_node_count(node->om) : 0);
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (long)ms * 1000000L;
-		until.tv_sec += until.tv_nsec / 1000000000L;
-		until.tv_nsec %= 1000000000L;
-		ret = 0;
-		while (!node->stopping && ret == 0)
-			ret = pthread_cond_timedwait(&node->stop_cond, &node->lock, &until);
-		if (node->stopping)
-			break;
-		ret = beat(node);
-		if (ret < 0 && ret != -ETIMEDOUT)
-			FLOG_WARN(COMP, "heartbeat refused: %s", ferry_strerror(-ret));
+	if (node->stopping) {
+		pthread_mutex_unlock(&node->lock);
+		return;
+	}
+	/* The timer ticks every heartbeat_ms; a large cluster beats less often, as the GCS
+	 * expects (gcs/liveness.h). Half a tick early counts, so a small cluster beats each tick. */
+	node->next_beat_ms =
+		now +
+		ferry__gcs_beat_interval_ms(node->opts.heartbeat_ms,
+					    node->om ? ferry__objmgr_node_count(node->om) : 0) -
+		node->opts.heartbeat_ms / 2;
+	node->beat_busy = true;
+	if (node->load_changed) {
+		report_load(node);
+		return;
 	}
 	pthread_mutex_unlock(&node->lock);
-	return NULL;
+	ret = ferry_gcs_node_heartbeat_async(node->gcs, &node->id, 0, 0, 0, on_heartbeat_reply,
+					     node);
+	if (ret < 0)
+		on_heartbeat_reply(node, ret, NULL);
 }
 
 int ferry__node_sync(struct ferry__node *node)
@@ -516,7 +626,7 @@ int ferry__node_sync(struct ferry__node *node)
 	pthread_mutex_lock(&node->lock);
 	if (node->queue) { /* no gathering for these */
 		node->flush = true;
-		pthread_cond_signal(&node->queue_cond);
+		dir_wake(node);
 	}
 	while ((node->queue || node->dir_busy) && !node->stopping)
 		pthread_cond_wait(&node->idle_cond, &node->lock);
@@ -619,19 +729,57 @@ static int start_store(struct ferry__node *node)
 	/* Only pullers that READ from this store use the checks (objmgr_rdma.c): a node that
 	 * cannot serve RDMA does not hash every small object it seals. */
 	so.content_checks = node->opts.transport != FERRY__NODE_TRANSPORT_TCP;
-	return ferry__plasma_server_start_new(&so, &node->store);
+	so.loop = node->loop;
+	return ferry__plasma_server_create(&so, &node->store);
 }
 
-static int start_gcs(struct ferry__node *node)
+static void *loop_main(void *arg)
+{
+	struct ferry__node *node = arg;
+
+	ferry__loop_thread_run(node->loop, "ferry-node-loop", COMP);
+	return NULL;
+}
+
+/* The node's loop: the store and the GCS client attach to it before its thread starts. */
+static int create_loop(struct ferry__node *node)
+{
+	node->beat_timer.data = node;
+	node->gather_timer.data = node;
+	return ferry__loop_create(NULL, &node->loop);
+}
+
+/*
+ * The GCS client on the node's loop, and the loop's thread. The client connects in the
+ * background; the node waits for shard 0 (a read of one KV key), as the address it serves on
+ * is chosen from that connection's (node_addr.c): a refused token or an absent GCS fails the
+ * start here, within the client's timeout.
+ */
+static int start_loop_and_gcs(struct ferry__node *node)
 {
 	struct ferry_gcs_client_opts go = {0};
 	const char *addrs[1] = {node->opts.gcs_address};
+	int ret;
 
 	go.addresses = addrs;
 	go.naddresses = 1;
 	go.token = node->token;
 	go.token_len = node->opts.token_len;
-	return ferry_gcs_client_connect(&go, &node->gcs);
+	ret = ferry__gcs_client_connect_on(node->loop, &go, &node->gcs);
+	if (ret < 0)
+		return ret;
+	ret = -pthread_create(&node->loop_thread, NULL, loop_main, node);
+	if (ret < 0)
+		return ret;
+	node->loop_started = true;
+	pthread_mutex_lock(&node->lock);
+	node->loop_live = true;
+	pthread_mutex_unlock(&node->lock);
+	ret = ferry_gcs_kv_exists(node->gcs, "ferry", 5, "node", 4);
+	if (ret < 0)
+		FLOG_ERROR(COMP, "GCS %s not reached: %s", node->opts.gcs_address,
+			   ferry_strerror(-ret));
+	return ret < 0 ? ret : 0;
 }
 
 static int start_objmgr(struct ferry__node *node)
@@ -699,6 +847,16 @@ static int find_resources(struct ferry__node *node)
 	return 0;
 }
 
+static void start_beats(void *arg, int status)
+{
+	struct ferry__node *node = arg;
+
+	if (status == 0)
+		(void)ferry__loop_timer_start(node->loop, &node->beat_timer,
+					      node->opts.heartbeat_ms, node->opts.heartbeat_ms,
+					      on_beat_timer);
+}
+
 static int register_node(struct ferry__node *node)
 {
 	struct ferry_gcs_node_info info = {0};
@@ -720,19 +878,12 @@ static int register_node(struct ferry__node *node)
 		return ret;
 	}
 	ferry__node_check_addresses(node->gcs, &node->id, node->address);
-	ret = -pthread_create(&node->heartbeat, NULL, heartbeat_main, node);
-	if (ret == 0) {
-		node->threads = 1;
-		ret = -pthread_create(&node->dir_thread, NULL, dir_main, node);
-		node->threads += ret == 0;
-	}
-	return ret;
+	return ferry__loop_post(node->loop, start_beats, node);
 }
 
 int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **out)
 {
 	struct ferry__node *node;
-	pthread_condattr_t mono;
 	int ret = check_opts(opts);
 
 	if (ret < 0)
@@ -742,17 +893,22 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		return -ENOMEM;
 	set_opts(node, opts);
 	pthread_mutex_init(&node->lock, NULL);
-	pthread_condattr_init(&mono);
-	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
-	pthread_cond_init(&node->queue_cond, &mono); /* its deadlines are ferry__now_ns() */
-	pthread_condattr_destroy(&mono);
 	pthread_cond_init(&node->idle_cond, NULL);
-	pthread_cond_init(&node->stop_cond, NULL);
+	node->batch = ferry__calloc(1, sizeof(*node->batch));
+	if (!node->batch) {
+		ferry__node_stop(node);
+		return -ENOMEM;
+	}
+	node->batch->node = node;
+	for (unsigned i = 0; i < 2 * DIR_BATCH; i++)
+		node->batch->slots[i] = (struct dir_slot){node->batch, i};
 	ret = load_node_id(opts->node_id_file, &node->id);
+	if (ret == 0)
+		ret = create_loop(node);
 	if (ret == 0)
 		ret = start_store(node);
 	if (ret == 0)
-		ret = start_gcs(node);
+		ret = start_loop_and_gcs(node);
 	if (ret == 0)
 		ret = ferry__node_choose_ip(node->gcs, &node->opts, node->ip, sizeof(node->ip));
 	if (ret == 0)
@@ -767,6 +923,41 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 	return 0;
 }
 
+/* The queue as it stands goes now, and stop waits for its replies (each within the client's
+ * timeout): what the store announced before stop reaches the directory. */
+static void drain_directory(struct ferry__node *node)
+{
+	pthread_mutex_lock(&node->lock);
+	node->stopping = true;
+	pthread_cond_broadcast(&node->idle_cond); /* ferry__node_sync() returns */
+	if (node->queue)
+		dir_wake(node);
+	while ((node->queue || node->dir_busy) && node->loop_live)
+		pthread_cond_wait(&node->idle_cond, &node->lock);
+	pthread_mutex_unlock(&node->lock);
+}
+
+/* The loop thread leaves; this thread then owns the loop and ends the client on it (its
+ * requests' callbacks run here, with -ECANCELED), then the loop: the store's connections close
+ * with it, each client cleaned up against the store, which is freed after. */
+static void stop_loop(struct ferry__node *node)
+{
+	if (node->loop_started) {
+		ferry__loop_stop(node->loop);
+		pthread_join(node->loop_thread, NULL);
+	}
+	node->gcs_gone = true;
+	(void)ferry__loop_timer_stop(&node->beat_timer);
+	(void)ferry__loop_timer_stop(&node->gather_timer);
+	ferry_gcs_client_destroy(node->gcs);
+	if (node->store)
+		ferry__plasma_server_stop(node->store); /* its spill posts no more */
+	pthread_mutex_lock(&node->lock);
+	node->loop_live = false; /* the hooks post no more */
+	pthread_mutex_unlock(&node->lock);
+	ferry__loop_destroy(node->loop);
+}
+
 void ferry__node_stop(struct ferry__node *node)
 {
 	struct ferry__objmgr *om;
@@ -774,18 +965,10 @@ void ferry__node_stop(struct ferry__node *node)
 
 	if (!node)
 		return;
-	pthread_mutex_lock(&node->lock);
-	node->stopping = true;
-	pthread_cond_broadcast(&node->queue_cond);
-	pthread_cond_broadcast(&node->idle_cond);
-	pthread_cond_broadcast(&node->stop_cond);
-	pthread_mutex_unlock(&node->lock);
-	if (node->threads >= 1)
-		pthread_join(node->heartbeat, NULL);
-	if (node->threads >= 2)
-		pthread_join(node->dir_thread, NULL);
+	drain_directory(node);
 	ferry__objmgr_stop(node->om);
-	ferry_gcs_client_destroy(node->gcs);
+	if (node->loop)
+		stop_loop(node);
 	pthread_mutex_lock(&node->lock);
 	om = node->om;
 	node->om = NULL;
@@ -796,9 +979,8 @@ void ferry__node_stop(struct ferry__node *node)
 		node->queue = it->next;
 		ferry__free(it);
 	}
-	pthread_cond_destroy(&node->queue_cond);
+	ferry__free(node->batch);
 	pthread_cond_destroy(&node->idle_cond);
-	pthread_cond_destroy(&node->stop_cond);
 	pthread_mutex_destroy(&node->lock);
 	ferry__free(node);
 }

@@ -79,7 +79,7 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 /*
  * ferry__node_set_load() - what is free now (@avail: amounts by name, as node/resources.h counts
  * them; names the node does not have are ignored, absent ones stay as they were), the tasks
- * queued and the mean task time. The heartbeat thread sends it with its next beat when it
+ * queued and the mean task time. The node's loop sends it with its next beat when it
  * changed (at most one report per heartbeat interval, none while nothing changes).
  */
 struct ferry__res_set;
@@ -97,7 +97,8 @@ const char *ferry__node_socket(const struct ferry__node *node);
 struct ferry__objmgr *ferry__node_objmgr(const struct ferry__node *node);
 
 /* ferry__node_sync() - send every directory update queued so far (seals, removals) at once and
- * wait until they have reached the GCS. Returns 0 or the first error since the last sync. */
+ * wait until they have reached the GCS. Returns 0 or the first error since the last sync. Any
+ * thread but the node's loop thread. */
 int ferry__node_sync(struct ferry__node *node);
 
 /* ---- the advertised address (node_addr.c) ---- */

@@ -4,8 +4,9 @@
  * dispatch and the periodic tick.
  *
  * DESIGN
- * Threads: one for the requests. The loop thread (started by ferry__plasma_server_start(), or
- * the thread that calls ferry__plasma_server_run()) runs every callback and every store call.
+ * Threads: one for the requests. The loop thread (started by ferry__plasma_server_start(), the
+ * thread that calls ferry__plasma_server_run(), or on a given loop the one that runs it: the
+ * node's) runs every callback and every store call.
  * Clients in other processes meanwhile get, release, create small objects and seal through
  * shared memory.
  *
@@ -475,7 +476,9 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 	r = ferry__plasma_events_init(srv, opts);
 	if (r < 0)
 		goto err_fini_events;
-	r = ferry__loop_create(NULL, &srv->loop);
+	srv->own_loop = !opts->loop;
+	srv->loop = opts->loop;
+	r = srv->own_loop ? ferry__loop_create(NULL, &srv->loop) : 0;
 	if (r < 0)
 		goto err_fini_events;
 	srv->tick.data = srv;
@@ -491,7 +494,10 @@ int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 	return 0;
 
 err_destroy_loop:
-	ferry__loop_destroy(srv->loop);
+	if (srv->own_loop)
+		ferry__loop_destroy(srv->loop);
+	else
+		(void)ferry__loop_timer_stop(&srv->tick);
 err_fini_events:
 	ferry__plasma_events_fini(srv);
 	ferry__free(srv->held);
@@ -513,8 +519,11 @@ static void *loop_thread(void *arg)
 
 int ferry__plasma_server_start(struct ferry__plasma_server *srv)
 {
-	int r = pthread_create(&srv->thread, NULL, loop_thread, srv);
+	int r;
 
+	if (!srv->own_loop)
+		return -EINVAL;
+	r = pthread_create(&srv->thread, NULL, loop_thread, srv);
 	if (r) {
 		FLOG_ERROR(comp, "server: cannot start its thread: %s", ferry_strerror(-r));
 		return -r;
@@ -525,11 +534,16 @@ int ferry__plasma_server_start(struct ferry__plasma_server *srv)
 
 int ferry__plasma_server_run(struct ferry__plasma_server *srv)
 {
-	return ferry__loop_run(srv->loop);
+	return srv->own_loop ? ferry__loop_run(srv->loop) : -EINVAL;
 }
 
 void ferry__plasma_server_stop(struct ferry__plasma_server *srv)
 {
+	if (!srv->own_loop) {
+		/* No background spill may post to the loop once it is gone. */
+		ferry__plasma_store_quiesce(srv->store);
+		return;
+	}
 	ferry__loop_stop(srv->loop);
 	if (srv->threaded) {
 		pthread_join(srv->thread, NULL);
@@ -545,8 +559,10 @@ void ferry__plasma_server_destroy(struct ferry__plasma_server *srv)
 	/* No background spill may post to the loop once it is gone (its batch is taken back by
 	 * the store's destroy). */
 	ferry__plasma_store_quiesce(srv->store);
-	/* Closes every connection: their on_close cleans each client up against the store. */
-	ferry__loop_destroy(srv->loop);
+	/* Closes every connection: their on_close cleans each client up against the store. A
+	 * given loop was destroyed by its owner already (ferry__plasma_server_create()). */
+	if (srv->own_loop)
+		ferry__loop_destroy(srv->loop);
 	srv->loop = NULL; /* events of the clients freed below post nothing */
 	while (srv->clients)
 		ferry__plasma_client_free(srv->clients); /* clients without a connection */

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plasma store server: the store core (plasma/store.h) behind a Unix socket, on its own
- * io_uring loop. ferry-plasma (plasma/main.c) runs one; the node daemon embeds one.
+ * io_uring loop or on a loop it is given. ferry-plasma (plasma/main.c) runs one on its own loop;
+ * the node daemon embeds one on the node's loop.
  *
  * Thread model: create/start/stop/destroy from one controlling thread. While started, the
- * server's own thread runs the loop and every store call; nothing else touches the store.
+ * server's own thread runs the loop and every store call; nothing else touches the store. On a
+ * given loop (opts.loop) the thread that runs that loop does, and there is no start/run: see
+ * ferry__plasma_server_create().
  *
- * Hooks (for the node daemon's object manager): called on the server's thread, in the order
- * things happen. They must not block and must not call into this server or its store: post
- * the work to another loop. Each may be NULL.
+ * Hooks (for the node daemon's object manager): called on the server's thread (on a given loop:
+ * that loop's thread), in the order things happen. They must not block and must not call into
+ * this server or its store. Each may be NULL.
  *  - on_miss: a client's get or wait (through the socket, or a shared-memory get that fell
  *    back to waiting) found @id absent (not created, not spilled) and waits for it. Once per
  *    episode: not again for other waiters, or for the same client asking again, until the
@@ -55,9 +58,12 @@ struct ferry__plasma_place {
 			  * FERRY__PLASMA_CHECK_MAX bytes and opts.content_checks; 0: none */
 };
 
+struct ferry__loop;
+
 struct ferry__plasma_server_opts {
-	const char *socket_path;	       /* Unix socket; NULL: no listener (tests, fuzz) */
-	uint64_t memory_bytes;		       /* arena; 0: ferry_plasma_default_memory_bytes() */
+	struct ferry__loop *loop; /* serve on this loop, run by the caller; NULL: own */
+	const char *socket_path;  /* Unix socket; NULL: no listener (tests, fuzz) */
+	uint64_t memory_bytes;	  /* arena; 0: ferry_plasma_default_memory_bytes() */
 	enum ferry_plasma_hugepages hugepages; /* arena page policy */
 	const char *spill_dir;		       /* spill primaries here; NULL: never spill */
 	uint32_t spill_threshold_pct;	       /* usage that starts spilling; 0: 80 */
@@ -105,6 +111,12 @@ struct ferry__plasma_server_opts {
  * path is replaced if a dead server left it). Nothing is served until start() or run().
  * Returns 0, -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or -errno from the store or
  * the loop. *@out is written only on success.
+ *
+ * On a given loop (opts.loop): call before that loop runs, on the thread that sets it up (or on
+ * its thread); it is served as soon as the caller runs the loop; start() and run() return
+ * -EINVAL. To end it: stop the loop's thread, call ferry__plasma_server_stop() (the store's
+ * background spill stops posting to the loop), destroy the loop (the connections close, each
+ * client is cleaned up against the store), then ferry__plasma_server_destroy().
  */
 int ferry__plasma_server_create(const struct ferry__plasma_server_opts *opts,
 				struct ferry__plasma_server **out);
@@ -117,7 +129,8 @@ int ferry__plasma_server_start(struct ferry__plasma_server *srv);
 int ferry__plasma_server_run(struct ferry__plasma_server *srv);
 
 /* ferry__plasma_server_stop() - make run() return (any thread, async-signal-unsafe), or stop
- * and join the thread of start(). */
+ * and join the thread of start(). On a given loop: stop the background work that posts to it
+ * (the loop must not run any more). */
 void ferry__plasma_server_stop(struct ferry__plasma_server *srv);
 
 /*

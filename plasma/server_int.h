@@ -128,6 +128,7 @@ struct ferry__plasma_server {
 	struct ferry__wire_unique_id id;       /* this store instance */
 	pthread_t thread;		       /* start(): the loop's thread */
 	bool threaded;			       /* thread is running */
+	bool own_loop;			       /* created loop (not opts.loop) */
 	/* events (server_events.c) */
 	void (*on_miss)(void *arg, const struct ferry_object_id *id);	  /* hook or NULL */
 	void (*on_miss_end)(void *arg, const struct ferry_object_id *id); /* hook or NULL */

@@ -7,7 +7,9 @@
  * half-written object; a full store says -ENOSPC; an absent object -ENOENT; a local get of a
  * remote object pulls it (the store's miss hook).
  */
+#include <dirent.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -480,6 +482,102 @@ FTEST(node_process_stops_clean)
 	ftest_assert_int_eq(access(a.socket, F_OK), 0);
 	tt_proc_signal(&a, SIGTERM);
 	ftest_assert_int_eq(access(a.socket, F_OK), -1);
+	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/* TSan runs a background thread of its own in each process it instruments. */
+#if defined(__SANITIZE_THREAD__)
+#define SANITIZER_THREADS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SANITIZER_THREADS 1
+#endif
+#endif
+#ifndef SANITIZER_THREADS
+#define SANITIZER_THREADS 0
+#endif
+
+/* The threads of @pid whose name is @name (NULL: all), and its io_uring fds into *@rings. */
+static unsigned count_threads(pid_t pid, const char *name, unsigned *rings)
+{
+	char path[320], comm[32], link[64];
+	unsigned n = 0;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	ftest_assert_ptr_notnull(d);
+	while ((e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue; /* gone meanwhile */
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		n += !name || strcmp(comm, name) == 0;
+	}
+	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	ftest_assert_ptr_notnull(d);
+	*rings = 0;
+	while ((e = readdir(d))) {
+		char fd[600];
+		ssize_t len;
+
+		snprintf(fd, sizeof(fd), "%s/%s", path, e->d_name);
+		len = readlink(fd, link, sizeof(link) - 1);
+		if (len > 0) {
+			link[len] = '\0';
+			*rings += strstr(link, "io_uring") != NULL;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * An idle ferry-node serves the GCS client, its heartbeats, its directory updates and the plasma
+ * store on one loop thread of its own (issue 22): no GCS client, heartbeat, directory or store
+ * thread. The node had 10 threads and 3 rings; the bound comes down as the object manager joins
+ * the loop. The node must still beat: alive in the GCS, its load reported by its first beat.
+ */
+FTEST(idle_node_threads_and_rings)
+{
+	struct tt_proc gcs = tt_gcs_start();
+	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a");
+	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
+	struct ferry_gcs_node_info *nodes = NULL;
+	struct ferry_gcs_node_load *loads = NULL;
+	unsigned rings, total;
+	int n;
+
+	usleep(500 * 1000); /* several beats (100 ms each) */
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-gcs-cli", &rings), 0);
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-heartbeat", &rings), 0);
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-directory", &rings), 0);
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-store", &rings), 0);
+	total = count_threads(a.pid, NULL, &rings);
+	ftest_log("ferry-node: %u threads, %u io_uring fds", total, rings);
+	ftest_assert_uint_le(total, 7 + SANITIZER_THREADS);
+	ftest_assert_uint_le(rings, 2);
+	n = ferry_gcs_node_list(c, &nodes);
+	ftest_assert_int_eq(n, 1);
+	ftest_assert_int_eq(nodes[0].state, FERRY_GCS_NODE_ALIVE);
+	ferry_gcs_free(nodes);
+	/* The first beat carries the load (a report, sent from the loop). */
+	n = ferry_gcs_node_load_list(c, &loads);
+	ftest_assert_int_eq(n, 1);
+	ftest_assert_uint_gt(loads[0].nresources, 0);
+	ferry_gcs_free(loads);
+	ferry_gcs_client_destroy(c);
+	tt_proc_signal(&a, SIGTERM);
 	tt_proc_signal(&gcs, SIGTERM);
 }
 

@@ -6,12 +6,15 @@
  * before PlasmaConnect, messages of other subsystems, malformed frames. Each is refused and
  * closed while the store keeps serving a well-behaved client.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include "client_test.h"
 #include "common/frame.h"
+#include "common/loop.h"
 #include "plasma/server_int.h"
 #include "plasma/spill.h"
 
@@ -48,6 +51,77 @@ FTEST(embedded_server_serves_and_cleans_up)
 	ftest_assert_int_ne(stat(path, &st), 0); /* the socket is gone */
 	/* The store is gone: requests fail, the mapping we hold stays readable. */
 	ftest_assert_errno(ferry_plasma_client_create(c, &id, 10 * MIB, NULL, 0, &d), -ECONNRESET);
+	ferry_plasma_client_disconnect(c);
+}
+
+struct on_loop {
+	struct ferry__loop *loop; /* the caller's loop */
+	pthread_t thread;	  /* runs it */
+	atomic_uint seals;	  /* on_sealed calls */
+	atomic_uint off_loop;	  /* ... of them not on thread */
+};
+
+static void *run_given_loop(void *arg)
+{
+	struct on_loop *l = arg;
+
+	ftest_assert_ok(ferry__loop_run(l->loop));
+	return NULL;
+}
+
+static void sealed_on_loop(void *arg, const struct ferry_object_id *id, uint64_t data_size,
+			   uint32_t metadata_size, bool primary,
+			   const struct ferry_worker_id *owner,
+			   const struct ferry__plasma_place *place)
+{
+	struct on_loop *l = arg;
+
+	(void)id, (void)data_size, (void)metadata_size, (void)primary, (void)owner, (void)place;
+	atomic_fetch_add(&l->off_loop, !pthread_equal(pthread_self(), l->thread));
+	atomic_fetch_add(&l->seals, 1);
+}
+
+/* On a loop it is given (the node's), the server has no thread: it serves while the caller
+ * runs the loop, its hooks are calls on that loop's thread, and its end follows the caller's
+ * loop (stop the thread, quiet the server, destroy the loop, then the server). */
+FTEST(server_on_a_given_loop)
+{
+	struct ferry__plasma_server_opts o = {
+		.memory_bytes = 16 * MIB,
+		.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT,
+		.on_sealed = sealed_on_loop,
+	};
+	struct ferry__plasma_server *srv = NULL;
+	struct ferry_plasma_client *c;
+	struct on_loop l = {0};
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/s.sock", ftest_tmpdir());
+	o.socket_path = path;
+	o.hook_arg = &l;
+	ftest_assert_ok(ferry__loop_create(NULL, &l.loop));
+	o.loop = l.loop;
+	ftest_assert_ok(ferry__plasma_server_create(&o, &srv));
+	ftest_assert_errno(ferry__plasma_server_start(srv), -EINVAL);
+	ftest_assert_errno(ferry__plasma_server_run(srv), -EINVAL);
+	ftest_assert_int_eq(pthread_create(&l.thread, NULL, run_given_loop, &l), 0);
+	ftest_assert_ok(ferry_plasma_client_connect(path, NULL, &c));
+	client_put(c, 1, 5000);
+	client_put(c, 2, 2 * MIB);
+	client_check(c, 1, 5000, 0);
+	client_check(c, 2, 2 * MIB, 0);
+	/* A seal in shared memory reaches the store as a notice, a little later. */
+	for (int i = 0; i < 5000 && atomic_load(&l.seals) < 2; i++)
+		usleep(1000);
+	ftest_assert_uint_eq(atomic_load(&l.seals), 2);
+	ftest_assert_uint_eq(atomic_load(&l.off_loop), 0);
+	ferry__loop_stop(l.loop);
+	pthread_join(l.thread, NULL);
+	ferry__plasma_server_stop(srv);
+	ferry__loop_destroy(l.loop); /* the client's connection closes with it */
+	ferry__plasma_server_destroy(srv);
+	ftest_assert_int_ne(stat(path, &st), 0);
 	ferry_plasma_client_disconnect(c);
 }
 
