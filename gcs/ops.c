@@ -206,16 +206,6 @@ static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info
 	put_places(w, o);			  /* later still */
 }
 
-static void put_kv(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
-{
-	ferry__gcs_put_bytes(w, op->kv.ns.data, op->kv.ns.size);
-	ferry__gcs_put_bytes(w, op->kv.key.data, op->kv.key.size);
-	if (op->type != FERRY__GCS_OP_KV_PUT)
-		return;
-	ferry__gcs_put_bytes(w, op->kv.value.data, op->kv.value.size);
-	ferry__gcs_put_u8(w, op->kv.overwrite);
-}
-
 /* Ops whose body is a few fixed fields. */
 static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
 {
@@ -275,6 +265,10 @@ static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *o
 
 void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
 {
+	if (ferry__gcs_op_is_fb(op->type)) {
+		ferry__gcs_op_encode_fb(op, w);
+		return;
+	}
 	ferry__gcs_put_u8(w, (uint8_t)op->type);
 	switch (op->type) {
 	case FERRY__GCS_OP_NODE_REGISTER:
@@ -314,15 +308,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 		break;
 	case FERRY__GCS_OP_ERROR:
 		put_error(w, &op->error);
-		break;
-	case FERRY__GCS_OP_LOG:
-		ferry__gcs_put_raw(w, op->log.job.bytes, sizeof(op->log.job.bytes));
-		ferry__gcs_put_bytes(w, op->log.data.data, op->log.data.size);
-		break;
-	case FERRY__GCS_OP_KV_PUT:
-	case FERRY__GCS_OP_KV_DELETE:
-	case FERRY__GCS_OP_KV_DELETE_PREFIX:
-		put_kv(w, op);
 		break;
 	case FERRY__GCS_OP_OBJ_ADD:
 	case FERRY__GCS_OP_RESTORE_OBJ:
@@ -627,6 +612,7 @@ static void get_obj(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 	get_places(r, op, o);
 }
 
+/* KV records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_kv(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 {
 	op->kv.ns = ferry__gcs_get_bytes(r, UINT32_MAX);
@@ -734,7 +720,7 @@ static void get_body(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 	case FERRY__GCS_OP_ERROR:
 		get_error(r, &op->error);
 		break;
-	case FERRY__GCS_OP_LOG:
+	case FERRY__GCS_OP_LOG: /* as written before GcsRecord */
 		GET_ID(r, op->log.job);
 		op->log.data = ferry__gcs_get_bytes(r, FERRY__GCS_TEXT_MAX);
 		break;
@@ -757,6 +743,8 @@ int ferry__gcs_op_decode(const void *data, size_t size, struct ferry__gcs_op *op
 {
 	struct ferry__gcs_reader r = {data, size, 0};
 
+	if (size && !*(const uint8_t *)data)
+		return ferry__gcs_op_decode_fb(data, size, op);
 	memset(op, 0, sizeof(*op));
 	op->type = (enum ferry__gcs_op_type)ferry__gcs_get_u8(&r);
 	get_body(&r, op);

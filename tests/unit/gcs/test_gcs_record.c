@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG)
+ * encode as the zero prefix + a GcsRecord of the current version that the generated reader
+ * verifies; a record of another version, or whose type does not match the table it carries, is
+ * refused; the hand-written records of these families that older logs hold still decode.
+ */
+#include <string.h>
+
+#include "ftest.h"
+#include "gcs/ops.h"
+#include "schema/ferry_schema.h"
+
+static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_buf b = {0};
+	struct ferry__gcs_writer w = {&b, 0};
+
+	ferry__gcs_op_encode(op, &w);
+	ftest_assert_ok(w.err);
+	return b;
+}
+
+static struct ferry__gcs_slice str(const char *s)
+{
+	return (struct ferry__gcs_slice){s, strlen(s)};
+}
+
+/* Prefix @b's finished GcsRecord with the zero bytes into @out. */
+static void with_prefix(struct ferry__fb_builder *b, struct ferry__gcs_buf *out)
+{
+	static const uint8_t zero[FERRY__GCS_RECORD_PREFIX];
+	struct ferry__gcs_writer w = {out, 0};
+
+	ferry__gcs_put_raw(&w, zero, sizeof(zero));
+	ferry__gcs_put_raw(&w, ferry__fb_builder_data(b), ferry__fb_builder_size(b));
+	ftest_assert_ok(w.err);
+}
+
+FTEST(kv_put_is_a_versioned_gcs_record)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_KV_PUT}, got;
+	struct ferry__wire_gcs_record_view v;
+	struct ferry__wire_gcs_kv_op_view kv;
+	struct ferry__gcs_buf b;
+
+	op.kv.ns = str("fn");
+	op.kv.key = str("fn/add");
+	op.kv.value = str("code");
+	op.kv.overwrite = true;
+	b = encode(&op);
+	ftest_assert_uint_ge(b.size, FERRY__GCS_RECORD_PREFIX + 8);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__wire_gcs_record_root(b.data + FERRY__GCS_RECORD_PREFIX,
+						    b.size - FERRY__GCS_RECORD_PREFIX, &v));
+	ftest_assert_uint_eq(ferry__wire_gcs_record_version(v), FERRY__GCS_RECORD_VERSION);
+	ftest_assert_uint_eq(ferry__wire_gcs_record_type(v), FERRY__WIRE_GCS_OP_TYPE_KV_PUT);
+	kv = ferry__wire_gcs_record_kv(v);
+	ftest_assert_uint_eq(ferry__wire_gcs_kv_op_key_count(kv), 6);
+	ftest_assert_mem_eq(ferry__wire_gcs_kv_op_key_data(kv), "fn/add", 6);
+	ftest_assert_true(ferry__wire_gcs_kv_op_overwrite(kv));
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_KV_PUT);
+	ftest_assert_uint_eq(got.kv.value.size, 4);
+	ftest_assert_mem_eq(got.kv.value.data, "code", 4);
+	ftest_assert_uint_eq(got.kv.ns.size, 2);
+	ftest_assert_true(got.kv.overwrite);
+	ferry__gcs_op_release(&got);
+	ferry__gcs_buf_fini(&b);
+}
+
+FTEST(log_is_a_gcs_record)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_LOG}, got;
+	struct ferry__gcs_buf b;
+
+	op.log.job.bytes[0] = 7;
+	op.log.data = str("hello");
+	b = encode(&op);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_LOG);
+	ftest_assert_uint_eq(got.log.job.bytes[0], 7);
+	ftest_assert_uint_eq(got.log.data.size, 5);
+	ftest_assert_mem_eq(got.log.data.data, "hello", 5);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* Another version, a type without its table, a type not (yet) a GcsRecord: -EPROTO. */
+FTEST(other_versions_and_mismatched_tables_are_refused)
+{
+	struct ferry__wire_gcs_kv_op kv = {.key = (const uint8_t *)"k", .key_count = 1};
+	struct ferry__wire_gcs_record rec = {.version = FERRY__GCS_RECORD_VERSION + 1,
+					     .type = FERRY__WIRE_GCS_OP_TYPE_KV_DELETE,
+					     .kv = &kv};
+	struct ferry__fb_builder fb;
+	struct ferry__gcs_op got;
+	struct ferry__gcs_buf b = {0};
+
+	ferry__fb_builder_init(&fb);
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	rec.version = FERRY__GCS_RECORD_VERSION;
+	b.size = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_KV_DELETE);
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_LOG; /* carries kv, not log */
+	b.size = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_NODE_REGISTER; /* still hand-written */
+	b.size = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	ferry__fb_builder_fini(&fb);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* KV_PUT as an older log holds it: type, ns, key, value (u32 length + bytes), overwrite. */
+FTEST(hand_written_kv_records_of_older_logs_still_decode)
+{
+	struct ferry__gcs_buf b = {0};
+	struct ferry__gcs_writer w = {&b, 0};
+	struct ferry__gcs_op got;
+
+	ferry__gcs_put_u8(&w, FERRY__GCS_OP_KV_PUT);
+	ferry__gcs_put_bytes(&w, "ns", 2);
+	ferry__gcs_put_bytes(&w, "key", 3);
+	ferry__gcs_put_bytes(&w, "value", 5);
+	ferry__gcs_put_u8(&w, 1);
+	ftest_assert_ok(w.err);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_KV_PUT);
+	ftest_assert_uint_eq(got.kv.key.size, 3);
+	ftest_assert_mem_eq(got.kv.value.data, "value", 5);
+	ftest_assert_true(got.kv.overwrite);
+	ferry__gcs_buf_fini(&b);
+}
