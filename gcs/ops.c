@@ -23,28 +23,6 @@ static void put_resources(struct ferry__gcs_writer *w, const struct ferry__gcs_r
 	}
 }
 
-static void put_node(struct ferry__gcs_writer *w, const struct ferry__gcs_node *n)
-{
-	PUT_ID(w, n->id);
-	ferry__gcs_put_str(w, n->address);
-	put_resources(w, &n->total);
-	ferry__gcs_put_u32(w, n->nlabels);
-	for (uint32_t i = 0; i < n->nlabels; i++) {
-		ferry__gcs_put_str(w, n->labels[i].key);
-		ferry__gcs_put_str(w, n->labels[i].value);
-	}
-	ferry__gcs_put_u64(w, n->store_capacity_bytes);
-	ferry__gcs_put_u32(w, n->transports);
-	ferry__gcs_put_u8(w, (uint8_t)n->state);
-	ferry__gcs_put_u64(w, n->start_ms);
-	ferry__gcs_put_u64(w, n->end_ms);
-	ferry__gcs_put_u64(w, n->last_heartbeat_ms);
-	ferry__gcs_put_f64(w, n->avail_cpu);
-	ferry__gcs_put_f64(w, n->avail_gpu);
-	ferry__gcs_put_f64(w, n->avail_memory_bytes);
-	ferry__gcs_put_u32(w, n->queue_length);
-}
-
 static void put_heartbeat(struct ferry__gcs_writer *w, const struct ferry__gcs_heartbeat *hb)
 {
 	PUT_ID(w, hb->id);
@@ -271,10 +249,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 	}
 	ferry__gcs_put_u8(w, (uint8_t)op->type);
 	switch (op->type) {
-	case FERRY__GCS_OP_NODE_REGISTER:
-	case FERRY__GCS_OP_RESTORE_NODE:
-		put_node(w, &op->node);
-		break;
 	case FERRY__GCS_OP_NODE_HEARTBEAT:
 		put_heartbeat(w, &op->heartbeat);
 		break;
@@ -392,6 +366,7 @@ static void get_resources(struct ferry__gcs_reader *r, struct ferry__gcs_op *op,
 	res->custom = c;
 }
 
+/* Node records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_node(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 {
 	struct ferry__gcs_node *n = &op->node;

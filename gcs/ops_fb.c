@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/fb.h"
 #include "common/log.h"
 #include "schema/ferry_schema.h"
@@ -20,6 +21,8 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	case FERRY__GCS_OP_KV_DELETE:
 	case FERRY__GCS_OP_KV_DELETE_PREFIX:
 	case FERRY__GCS_OP_LOG:
+	case FERRY__GCS_OP_NODE_REGISTER:
+	case FERRY__GCS_OP_RESTORE_NODE:
 		return true;
 	default:
 		return false;
@@ -35,39 +38,129 @@ static void put_built(struct ferry__gcs_writer *w, struct ferry__fb_builder *b)
 	ferry__gcs_put_raw(w, ferry__fb_builder_data(b), ferry__fb_builder_size(b));
 }
 
+/* Text as a FlatBuffers string: NULL and "" are both absent (they read back as NULL). */
+static const char *fb_text(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
+/* What encoding a node needs besides @op: its vectors of tables (freed by the caller). */
+struct node_enc {
+	struct ferry__wire_gcs_node node;
+	struct ferry__wire_gcs_resources total;
+	struct ferry__wire_gcs_resource_amount *custom;
+	struct ferry__wire_gcs_label *labels;
+};
+
+static int fill_resources(const struct ferry__gcs_resources *r,
+			  struct ferry__wire_gcs_resources *out,
+			  struct ferry__wire_gcs_resource_amount **custom)
+{
+	*out = (struct ferry__wire_gcs_resources){
+		.cpu = r->cpu, .gpu = r->gpu, .memory_bytes = r->memory_bytes};
+	if (!r->ncustom)
+		return 0;
+	*custom = ferry__calloc(r->ncustom, sizeof(**custom));
+	if (!*custom)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->ncustom; i++)
+		(*custom)[i] = (struct ferry__wire_gcs_resource_amount){fb_text(r->custom[i].name),
+									r->custom[i].amount};
+	out->custom = *custom;
+	out->custom_count = r->ncustom;
+	return 0;
+}
+
+static int fill_node(const struct ferry__gcs_node *n, struct node_enc *e)
+{
+	struct ferry__wire_gcs_node *m = &e->node;
+
+	memcpy(m->id.bytes, n->id.bytes, sizeof(m->id.bytes));
+	m->address = fb_text(n->address);
+	if (fill_resources(&n->total, &e->total, &e->custom) < 0)
+		return -ENOMEM;
+	m->total = &e->total;
+	if (n->nlabels) {
+		e->labels = ferry__calloc(n->nlabels, sizeof(*e->labels));
+		if (!e->labels)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < n->nlabels; i++)
+			e->labels[i] = (struct ferry__wire_gcs_label){fb_text(n->labels[i].key),
+								      fb_text(n->labels[i].value)};
+		m->labels = e->labels;
+		m->labels_count = n->nlabels;
+	}
+	m->store_capacity_bytes = n->store_capacity_bytes;
+	m->transports = n->transports;
+	m->state = (uint8_t)n->state;
+	m->start_ms = n->start_ms;
+	m->end_ms = n->end_ms;
+	m->last_heartbeat_ms = n->last_heartbeat_ms;
+	m->avail_cpu = n->avail_cpu;
+	m->avail_gpu = n->avail_gpu;
+	m->avail_memory_bytes = n->avail_memory_bytes;
+	m->queue_length = n->queue_length;
+	return 0;
+}
+
+static void fill_kv(const struct ferry__gcs_op *op, struct ferry__wire_gcs_kv_op *kv)
+{
+	kv->ns = op->kv.ns.data;
+	kv->ns_count = op->kv.ns.size;
+	kv->key = op->kv.key.data;
+	kv->key_count = op->kv.key.size;
+	if (op->type != FERRY__GCS_OP_KV_PUT)
+		return;
+	kv->value = op->kv.value.data;
+	kv->value_count = op->kv.value.size;
+	kv->overwrite = op->kv.overwrite;
+}
+
+/* Build @rec into @w, after the prefix; the first error sticks in @w. */
+static void build(const struct ferry__wire_gcs_record *rec, struct ferry__gcs_writer *w)
+{
+	struct ferry__fb_builder b;
+	int ret;
+
+	ferry__fb_builder_init(&b);
+	ret = ferry__wire_gcs_record_build(&b, rec);
+	if (ret < 0 && !w->err)
+		w->err = ret;
+	else if (ret == 0)
+		put_built(w, &b);
+	ferry__fb_builder_fini(&b);
+}
+
 void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
 {
 	struct ferry__wire_gcs_record rec = {.version = FERRY__GCS_RECORD_VERSION,
 					     .type = (uint8_t)op->type};
 	struct ferry__wire_gcs_kv_op kv = {0};
 	struct ferry__wire_gcs_log_op log = {0};
-	struct ferry__fb_builder b;
-	int ret;
+	struct node_enc node = {0};
 
-	if (op->type == FERRY__GCS_OP_LOG) {
+	switch (op->type) {
+	case FERRY__GCS_OP_LOG:
 		memcpy(log.job.bytes, op->log.job.bytes, sizeof(log.job.bytes));
 		log.data = op->log.data.data;
 		log.data_count = op->log.data.size;
 		rec.log = &log;
-	} else {
-		kv.ns = op->kv.ns.data;
-		kv.ns_count = op->kv.ns.size;
-		kv.key = op->kv.key.data;
-		kv.key_count = op->kv.key.size;
-		if (op->type == FERRY__GCS_OP_KV_PUT) {
-			kv.value = op->kv.value.data;
-			kv.value_count = op->kv.value.size;
-			kv.overwrite = op->kv.overwrite;
-		}
+		break;
+	case FERRY__GCS_OP_NODE_REGISTER:
+	case FERRY__GCS_OP_RESTORE_NODE:
+		if (fill_node(&op->node, &node) < 0 && !w->err)
+			w->err = -ENOMEM;
+		rec.node = &node.node;
+		break;
+	default:
+		fill_kv(op, &kv);
 		rec.kv = &kv;
+		break;
 	}
-	ferry__fb_builder_init(&b);
-	ret = ferry__wire_gcs_record_build(&b, &rec);
-	if (ret < 0 && !w->err)
-		w->err = ret;
-	else if (ret == 0)
-		put_built(w, &b);
-	ferry__fb_builder_fini(&b);
+	if (!w->err)
+		build(&rec, w);
+	ferry__free(node.custom);
+	ferry__free(node.labels);
 }
 
 static struct ferry__gcs_slice slice(const uint8_t *data, uint32_t count)
@@ -107,6 +200,119 @@ static int get_log(struct ferry__wire_gcs_record_view v, struct ferry__gcs_op *o
 	return op->log.data.size > FERRY__GCS_TEXT_MAX ? -EPROTO : 0;
 }
 
+/* An array of @count elements owned by @op (freed by ferry__gcs_op_release()). */
+static void *op_array(struct ferry__gcs_op *op, size_t count, size_t elem)
+{
+	struct ferry__gcs_op_block *b = ferry__malloc(sizeof(*b) + count * elem);
+
+	if (!b)
+		return NULL;
+	memset(b->data, 0, count * elem);
+	b->next = op->owned;
+	op->owned = b;
+	return b->data;
+}
+
+/* A string field read back as text: absent and "" are NULL; longer than FERRY__GCS_TEXT_MAX or
+ * with a NUL inside (C text would end there): -EPROTO. */
+static int text(const char *s, uint32_t len, const char **out)
+{
+	*out = NULL;
+	if (!s || !len)
+		return 0;
+	if (len > FERRY__GCS_TEXT_MAX || strlen(s) != len)
+		return -EPROTO;
+	*out = s;
+	return 0;
+}
+
+static int get_resources(struct ferry__wire_gcs_resources_view v, struct ferry__gcs_op *op,
+			 struct ferry__gcs_resources *r)
+{
+	struct ferry_gcs_resource *c;
+	int ret = 0;
+
+	r->cpu = ferry__wire_gcs_resources_cpu(v);
+	r->gpu = ferry__wire_gcs_resources_gpu(v);
+	r->memory_bytes = ferry__wire_gcs_resources_memory_bytes(v);
+	r->ncustom = ferry__wire_gcs_resources_custom_count(v);
+	if (!r->ncustom)
+		return 0;
+	if (r->ncustom > FERRY__GCS_MAX_CUSTOM)
+		return -EPROTO;
+	c = op_array(op, r->ncustom, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->ncustom && ret == 0; i++) {
+		struct ferry__wire_gcs_resource_amount_view a =
+			ferry__wire_gcs_resources_custom_at(v, i);
+
+		ret = text(ferry__wire_gcs_resource_amount_name(a),
+			   ferry__wire_gcs_resource_amount_name_len(a), &c[i].name);
+		c[i].amount = ferry__wire_gcs_resource_amount_amount(a);
+	}
+	r->custom = c;
+	return ret;
+}
+
+static int get_labels(struct ferry__wire_gcs_node_view v, struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_node *n = &op->node;
+	struct ferry__gcs_label *labels;
+	int ret = 0;
+
+	n->nlabels = ferry__wire_gcs_node_labels_count(v);
+	if (!n->nlabels)
+		return 0;
+	if (n->nlabels > FERRY__GCS_MAX_LABELS)
+		return -EPROTO;
+	labels = op_array(op, n->nlabels, sizeof(*labels));
+	if (!labels)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n->nlabels && ret == 0; i++) {
+		struct ferry__wire_gcs_label_view l = ferry__wire_gcs_node_labels_at(v, i);
+
+		ret = text(ferry__wire_gcs_label_key(l), ferry__wire_gcs_label_key_len(l),
+			   &labels[i].key);
+		if (ret == 0)
+			ret = text(ferry__wire_gcs_label_value(l),
+				   ferry__wire_gcs_label_value_len(l), &labels[i].value);
+	}
+	n->labels = labels;
+	return ret;
+}
+
+static int get_node(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_node *n = &op->node;
+	struct ferry__wire_gcs_node_view v;
+	struct ferry__wire_unique_id id;
+	int ret;
+
+	if (!ferry__wire_gcs_record_has_node(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_node(rv);
+	id = ferry__wire_gcs_node_id(v);
+	memcpy(n->id.bytes, id.bytes, sizeof(n->id.bytes));
+	ret = text(ferry__wire_gcs_node_address(v), ferry__wire_gcs_node_address_len(v),
+		   &n->address);
+	if (ret == 0 && ferry__wire_gcs_node_has_total(v))
+		ret = get_resources(ferry__wire_gcs_node_total(v), op, &n->total);
+	if (ret == 0)
+		ret = get_labels(v, op);
+	n->store_capacity_bytes = ferry__wire_gcs_node_store_capacity_bytes(v);
+	n->transports = ferry__wire_gcs_node_transports(v);
+	n->state = (enum ferry_gcs_node_state)ferry__wire_gcs_node_state(v);
+	n->start_ms = ferry__wire_gcs_node_start_ms(v);
+	n->end_ms = ferry__wire_gcs_node_end_ms(v);
+	n->last_heartbeat_ms = ferry__wire_gcs_node_last_heartbeat_ms(v);
+	n->avail_cpu = ferry__wire_gcs_node_avail_cpu(v);
+	n->avail_gpu = ferry__wire_gcs_node_avail_gpu(v);
+	n->avail_memory_bytes = ferry__wire_gcs_node_avail_memory_bytes(v);
+	n->queue_length = ferry__wire_gcs_node_queue_length(v);
+	return ret;
+}
+
 int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_op *op)
 {
 	struct ferry__wire_gcs_record_view v;
@@ -131,10 +337,15 @@ int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_
 		ret = -EPROTO;
 	else if (op->type == FERRY__GCS_OP_LOG)
 		ret = get_log(v, op);
+	else if (op->type == FERRY__GCS_OP_NODE_REGISTER || op->type == FERRY__GCS_OP_RESTORE_NODE)
+		ret = get_node(v, op);
 	else
 		ret = get_kv(v, op);
 	if (ret < 0) {
-		FLOG_WARN("gcs", "ops: malformed record (type %d, %zu bytes)", (int)op->type, size);
+		if (ret == -EPROTO)
+			FLOG_WARN("gcs", "ops: malformed record (type %d, %zu bytes)",
+				  (int)op->type, size);
+		ferry__gcs_op_release(op);
 		memset(op, 0, sizeof(*op));
 	}
 	return ret;

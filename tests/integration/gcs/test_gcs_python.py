@@ -3,7 +3,7 @@
 # ferry-gcs driven from Python with no C: the messages come from `flatc --python` on schema/*.fbs
 # and Debian's python3-flatbuffers, the framing from docs/wire.md. Checks what another language
 # needs: the handshake with the cluster token, KV put (a GcsRecord in a GcsRequest) and get, a
-# subscription to a job's logs channel that receives a published line, and a wrong token refused.
+# node registered (a table write) and read back, a subscription to a job's logs channel that receives a published line, and a wrong token refused.
 # Exit 77 (skip, with the reason printed) when flatc or python3-flatbuffers is missing.
 import os
 import shutil
@@ -44,15 +44,18 @@ subprocess.run([FLATC, '--python', '-o', TMP, '-I', SCHEMA_DIR] +
                [os.path.join(SCHEMA_DIR, f) for f in ('common.fbs', 'gcs.fbs', 'messages.fbs')],
                check=True)
 sys.path.insert(0, TMP)
-from ferry.wire import (GcsKvGet, GcsKvOp, GcsLogOp, GcsOpType, GcsPublish,  # noqa: E402
-                        GcsRecord, GcsReply, GcsRequest, GcsSubscribe, Handshake,
-                        HandshakeReply, MessageType, PeerKind, UniqueId)
+from ferry.wire import (GcsKvGet, GcsKvOp, GcsLogOp, GcsNode, GcsOpType,  # noqa: E402
+                        GcsPublish, GcsRecord, GcsReply, GcsRequest, GcsResources,
+                        GcsSubscribe, GcsTableGet, Handshake, HandshakeReply, MessageType,
+                        PeerKind, UniqueId)
 
 FRAME_MAGIC, FRAME_VERSION = 0xFE, 1
 PROTOCOL_VERSION = 1
 RECORD_PREFIX = b'\0\0\0\0'
 RECORD_VERSION = 2
 CH_LOGS = 6
+TABLE_NODES = 0
+NODE_ALIVE = 1
 TOKEN = b'python-test-token'
 
 
@@ -159,6 +162,39 @@ def log_line(job, data):
     return record(GcsOpType.GcsOpType.Log, body, GcsRecord.AddLog)
 
 
+def node_register(node_id, address, cpu):
+    def body(b):
+        addr = b.CreateString(address)
+        GcsResources.Start(b)
+        GcsResources.AddCpu(b, cpu)
+        total = GcsResources.End(b)
+        GcsNode.Start(b)
+        GcsNode.AddId(b, UniqueId.CreateUniqueId(b, list(node_id)))
+        GcsNode.AddAddress(b, addr)
+        GcsNode.AddTotal(b, total)
+        GcsNode.AddState(b, NODE_ALIVE)
+        GcsNode.AddStartMs(b, 1)
+        return GcsNode.End(b)
+    return record(GcsOpType.GcsOpType.NodeRegister, body, GcsRecord.AddNode)
+
+
+def table_get(seq, table, row_id):
+    b = flatbuffers.Builder(64)
+    GcsTableGet.Start(b)
+    GcsTableGet.AddSeq(b, seq)
+    GcsTableGet.AddTable(b, table)
+    GcsTableGet.AddId(b, UniqueId.CreateUniqueId(b, list(row_id)))
+    b.Finish(GcsTableGet.End(b))
+    return bytes(b.Output())
+
+
+def parse_record(data):
+    check(data[:4] == RECORD_PREFIX, 'not a GcsRecord: %r' % data[:8])
+    rec = GcsRecord.GcsRecord.GetRootAs(data, 4)
+    check(rec.Version() == RECORD_VERSION, 'record version %d' % rec.Version())
+    return rec
+
+
 def request(seq, op):
     b = flatbuffers.Builder(64)
     o = b.CreateByteVector(op)
@@ -246,6 +282,19 @@ def main():
         check(status >= 0 and value == b'hello', 'KV get: status %d value %r' % (status, value))
         print('ok   kv_put_then_get')
 
+        node_id = os.urandom(16)
+        status, _ = c.call(M.GcsRequest, 10, request(10, node_register(node_id, '10.9.8.7:7000', 4)))
+        check(status >= 0, 'node register: status %d' % status)
+        status, value = c.call(M.GcsTableGet, 11, table_get(11, TABLE_NODES, node_id))
+        check(status >= 0, 'node lookup: status %d' % status)
+        rec = parse_record(value)
+        check(rec.Type() == GcsOpType.GcsOpType.RestoreNode, 'node lookup: type %d' % rec.Type())
+        node = rec.Node()
+        check(bytes(node.Id().Bytes()) == node_id, 'node lookup: wrong ID')
+        check(node.Address() == b'10.9.8.7:7000', 'node lookup: address %r' % node.Address())
+        check(node.Total().Cpu() == 4 and node.State() == NODE_ALIVE, 'node lookup: wrong record')
+        print('ok   node_register_then_lookup')
+
         job = bytes([7] * 16)
         status, _ = c.call(M.GcsSubscribe, 3, subscribe(3, CH_LOGS, job))
         check(status >= 0, 'subscribe: status %d' % status)
@@ -254,10 +303,8 @@ def main():
         while not any(ch == CH_LOGS and data for _, ch, _, data in c.items):
             c.pump()
         data = next(d for _, ch, _, d in c.items if ch == CH_LOGS and d)
-        check(data[:4] == RECORD_PREFIX, 'published data is not a GcsRecord: %r' % data[:8])
-        rec = GcsRecord.GcsRecord.GetRootAs(data, 4)
-        check(rec.Version() == RECORD_VERSION and rec.Type() == GcsOpType.GcsOpType.Log,
-              'published record: version %d type %d' % (rec.Version(), rec.Type()))
+        rec = parse_record(data)
+        check(rec.Type() == GcsOpType.GcsOpType.Log, 'published record: type %d' % rec.Type())
         log = rec.Log()
         check(bytes(log.Job().Bytes()) == job, 'published line: wrong job')
         check(vec(log, 'Data') == b'a line from python', 'published line: wrong data')

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG)
- * encode as the zero prefix + a GcsRecord of the current version that the generated reader
+ * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
+ * nodes) encode as the zero prefix + a GcsRecord of the current version that the generated reader
  * verifies; a record of another version, or whose type does not match the table it carries, is
  * refused; the hand-written records of these families that older logs hold still decode.
  */
@@ -112,10 +112,65 @@ FTEST(other_versions_and_mismatched_tables_are_refused)
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
-	rec.type = FERRY__WIRE_GCS_OP_TYPE_NODE_REGISTER; /* still hand-written */
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_JOB_ADD; /* still hand-written */
 	b.size = 0;
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	ferry__fb_builder_fini(&fb);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* A node with labels and custom resources round-trips; text with a NUL inside is refused. */
+FTEST(node_records_round_trip_and_refuse_bad_text)
+{
+	static const struct ferry_gcs_resource custom[] = {{"tpu", 2}, {"fpga", 0.5}};
+	static const struct ferry__gcs_label labels[] = {{"zone", "b"}, {"rack", NULL}};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_NODE}, got;
+	struct ferry__wire_gcs_label bad_label = {"zoneXX", "b"};
+	struct ferry__wire_gcs_node bad_node = {.labels = &bad_label, .labels_count = 1};
+	struct ferry__wire_gcs_record rec = {.version = FERRY__GCS_RECORD_VERSION,
+					     .type = FERRY__WIRE_GCS_OP_TYPE_NODE_REGISTER,
+					     .node = &bad_node};
+	struct ferry__fb_builder fb;
+	struct ferry__gcs_buf b, again;
+
+	op.node.id.bytes[0] = 9;
+	op.node.address = "10.0.0.9:7000";
+	op.node.total = (struct ferry__gcs_resources){4, 1, 1e9, 2, custom};
+	op.node.nlabels = 2;
+	op.node.labels = labels;
+	op.node.state = FERRY_GCS_NODE_DRAINING;
+	op.node.start_ms = 1234;
+	op.node.avail_cpu = 2.5;
+	op.node.queue_length = 3;
+	b = encode(&op);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_RESTORE_NODE);
+	ftest_assert_str_eq(got.node.address, "10.0.0.9:7000");
+	ftest_assert_uint_eq(got.node.total.ncustom, 2);
+	ftest_assert_str_eq(got.node.total.custom[1].name, "fpga");
+	ftest_assert_true(got.node.total.custom[1].amount == 0.5);
+	ftest_assert_uint_eq(got.node.nlabels, 2);
+	ftest_assert_str_eq(got.node.labels[0].value, "b");
+	ftest_assert_ptr_null(got.node.labels[1].value);
+	ftest_assert_int_eq(got.node.state, FERRY_GCS_NODE_DRAINING);
+	ftest_assert_uint_eq(got.node.queue_length, 3);
+	again = encode(&got);
+	ftest_assert_uint_eq(again.size, b.size);
+	ftest_assert_mem_eq(again.data, b.data, b.size);
+	ferry__gcs_op_release(&got);
+	ferry__gcs_buf_fini(&again);
+	b.size = 0;
+	ferry__fb_builder_init(&fb);
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	/* Our builder stores strlen() bytes: put the NUL inside the stored key afterwards. */
+	for (size_t i = 0; i + 6 <= b.size; i++)
+		if (!memcmp(b.data + i, "zoneXX", 6))
+			b.data[i + 2] = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_verify(b.data + FERRY__GCS_RECORD_PREFIX,
+						      b.size - FERRY__GCS_RECORD_PREFIX));
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
 	ferry__fb_builder_fini(&fb);
 	ferry__gcs_buf_fini(&b);
