@@ -47,18 +47,6 @@ static void put_load(struct ferry__gcs_writer *w, const struct ferry_gcs_node_lo
 	}
 }
 
-static void put_job(struct ferry__gcs_writer *w, const struct ferry__gcs_job *j)
-{
-	PUT_ID(w, j->id);
-	ferry__gcs_put_u8(w, (uint8_t)j->state);
-	PUT_ID(w, j->driver_node);
-	ferry__gcs_put_u32(w, j->driver_pid);
-	ferry__gcs_put_str(w, j->driver_address);
-	ferry__gcs_put_str(w, j->entrypoint);
-	ferry__gcs_put_u64(w, j->start_ms);
-	ferry__gcs_put_u64(w, j->end_ms);
-}
-
 static void put_worker(struct ferry__gcs_writer *w, const struct ferry_gcs_worker_info *k)
 {
 	PUT_ID(w, k->id);
@@ -188,15 +176,6 @@ static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info
 static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
 {
 	switch (op->type) {
-	case FERRY__GCS_OP_NODE_STATE:
-		PUT_ID(w, op->node_state.id);
-		ferry__gcs_put_u8(w, (uint8_t)op->node_state.state);
-		ferry__gcs_put_u64(w, op->node_state.time_ms);
-		break;
-	case FERRY__GCS_OP_JOB_FINISH:
-		PUT_ID(w, op->job_finish.id);
-		ferry__gcs_put_u64(w, op->job_finish.time_ms);
-		break;
 	case FERRY__GCS_OP_WORKER_DEAD:
 		PUT_ID(w, op->worker_exit.id);
 		ferry__gcs_put_u64(w, op->worker_exit.time_ms);
@@ -254,10 +233,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 		break;
 	case FERRY__GCS_OP_NODE_LOAD:
 		put_load(w, &op->load);
-		break;
-	case FERRY__GCS_OP_JOB_ADD:
-	case FERRY__GCS_OP_RESTORE_JOB:
-		put_job(w, &op->job);
 		break;
 	case FERRY__GCS_OP_WORKER_ADD:
 	case FERRY__GCS_OP_RESTORE_WORKER:
@@ -435,6 +410,7 @@ static void get_load(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 	l->resources = res;
 }
 
+/* Job records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
 {
 	GET_ID(r, j->id);

@@ -23,6 +23,10 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	case FERRY__GCS_OP_LOG:
 	case FERRY__GCS_OP_NODE_REGISTER:
 	case FERRY__GCS_OP_RESTORE_NODE:
+	case FERRY__GCS_OP_NODE_STATE:
+	case FERRY__GCS_OP_JOB_ADD:
+	case FERRY__GCS_OP_RESTORE_JOB:
+	case FERRY__GCS_OP_JOB_FINISH:
 		return true;
 	default:
 		return false;
@@ -103,6 +107,45 @@ static int fill_node(const struct ferry__gcs_node *n, struct node_enc *e)
 	return 0;
 }
 
+#define TO_WIRE_ID(dst, src) memcpy((dst).bytes, (src).bytes, sizeof((dst).bytes))
+
+/* The fixed-size tables: everything but KV, LOG and nodes, built in @u. */
+union small_enc {
+	struct ferry__wire_gcs_node_state node_state;
+	struct ferry__wire_gcs_job job;
+	struct ferry__wire_gcs_job_finish job_finish;
+};
+
+static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
+		       struct ferry__wire_gcs_record *rec)
+{
+	memset(u, 0, sizeof(*u));
+	switch (op->type) {
+	case FERRY__GCS_OP_NODE_STATE:
+		TO_WIRE_ID(u->node_state.id, op->node_state.id);
+		u->node_state.state = (uint8_t)op->node_state.state;
+		u->node_state.time_ms = op->node_state.time_ms;
+		rec->node_state = &u->node_state;
+		break;
+	case FERRY__GCS_OP_JOB_FINISH:
+		TO_WIRE_ID(u->job_finish.id, op->job_finish.id);
+		u->job_finish.time_ms = op->job_finish.time_ms;
+		rec->job_finish = &u->job_finish;
+		break;
+	default: /* JOB_ADD, RESTORE_JOB */
+		TO_WIRE_ID(u->job.id, op->job.id);
+		u->job.state = (uint8_t)op->job.state;
+		TO_WIRE_ID(u->job.driver_node, op->job.driver_node);
+		u->job.driver_pid = op->job.driver_pid;
+		u->job.driver_address = fb_text(op->job.driver_address);
+		u->job.entrypoint = fb_text(op->job.entrypoint);
+		u->job.start_ms = op->job.start_ms;
+		u->job.end_ms = op->job.end_ms;
+		rec->job = &u->job;
+		break;
+	}
+}
+
 static void fill_kv(const struct ferry__gcs_op *op, struct ferry__wire_gcs_kv_op *kv)
 {
 	kv->ns = op->kv.ns.data;
@@ -138,6 +181,7 @@ void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_w
 	struct ferry__wire_gcs_kv_op kv = {0};
 	struct ferry__wire_gcs_log_op log = {0};
 	struct node_enc node = {0};
+	union small_enc small;
 
 	switch (op->type) {
 	case FERRY__GCS_OP_LOG:
@@ -152,9 +196,14 @@ void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_w
 			w->err = -ENOMEM;
 		rec.node = &node.node;
 		break;
-	default:
+	case FERRY__GCS_OP_KV_PUT:
+	case FERRY__GCS_OP_KV_DELETE:
+	case FERRY__GCS_OP_KV_DELETE_PREFIX:
 		fill_kv(op, &kv);
 		rec.kv = &kv;
+		break;
+	default:
+		fill_small(op, &small, &rec);
 		break;
 	}
 	if (!w->err)
@@ -313,6 +362,60 @@ static int get_node(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op 
 	return ret;
 }
 
+#define FROM_WIRE_ID(dst, v) memcpy((dst).bytes, (v).bytes, sizeof((dst).bytes))
+
+static int get_job(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_job *j)
+{
+	struct ferry__wire_gcs_job_view v;
+	int ret;
+
+	if (!ferry__wire_gcs_record_has_job(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_job(rv);
+	FROM_WIRE_ID(j->id, ferry__wire_gcs_job_id(v));
+	j->state = (enum ferry_gcs_job_state)ferry__wire_gcs_job_state(v);
+	FROM_WIRE_ID(j->driver_node, ferry__wire_gcs_job_driver_node(v));
+	j->driver_pid = ferry__wire_gcs_job_driver_pid(v);
+	j->start_ms = ferry__wire_gcs_job_start_ms(v);
+	j->end_ms = ferry__wire_gcs_job_end_ms(v);
+	ret = text(ferry__wire_gcs_job_driver_address(v), ferry__wire_gcs_job_driver_address_len(v),
+		   &j->driver_address);
+	return ret < 0 ? ret
+		       : text(ferry__wire_gcs_job_entrypoint(v),
+			      ferry__wire_gcs_job_entrypoint_len(v), &j->entrypoint);
+}
+
+/* The fixed-size tables (see fill_small()). */
+static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op *op)
+{
+	switch (op->type) {
+	case FERRY__GCS_OP_NODE_STATE: {
+		struct ferry__wire_gcs_node_state_view v;
+
+		if (!ferry__wire_gcs_record_has_node_state(rv))
+			return -EPROTO;
+		v = ferry__wire_gcs_record_node_state(rv);
+		FROM_WIRE_ID(op->node_state.id, ferry__wire_gcs_node_state_id(v));
+		op->node_state.state =
+			(enum ferry_gcs_node_state)ferry__wire_gcs_node_state_state(v);
+		op->node_state.time_ms = ferry__wire_gcs_node_state_time_ms(v);
+		return 0;
+	}
+	case FERRY__GCS_OP_JOB_FINISH: {
+		struct ferry__wire_gcs_job_finish_view v;
+
+		if (!ferry__wire_gcs_record_has_job_finish(rv))
+			return -EPROTO;
+		v = ferry__wire_gcs_record_job_finish(rv);
+		FROM_WIRE_ID(op->job_finish.id, ferry__wire_gcs_job_finish_id(v));
+		op->job_finish.time_ms = ferry__wire_gcs_job_finish_time_ms(v);
+		return 0;
+	}
+	default: /* JOB_ADD, RESTORE_JOB */
+		return get_job(rv, &op->job);
+	}
+}
+
 int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_op *op)
 {
 	struct ferry__wire_gcs_record_view v;
@@ -339,8 +442,11 @@ int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_
 		ret = get_log(v, op);
 	else if (op->type == FERRY__GCS_OP_NODE_REGISTER || op->type == FERRY__GCS_OP_RESTORE_NODE)
 		ret = get_node(v, op);
-	else
+	else if (op->type == FERRY__GCS_OP_KV_PUT || op->type == FERRY__GCS_OP_KV_DELETE ||
+		 op->type == FERRY__GCS_OP_KV_DELETE_PREFIX)
 		ret = get_kv(v, op);
+	else
+		ret = get_small(v, op);
 	if (ret < 0) {
 		if (ret == -EPROTO)
 			FLOG_WARN("gcs", "ops: malformed record (type %d, %zu bytes)",

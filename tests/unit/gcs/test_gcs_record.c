@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes) encode as the zero prefix + a GcsRecord of the current version that the generated reader
+ * nodes, jobs) encode as the zero prefix + a GcsRecord of the current version that the generated reader
  * verifies; a record of another version, or whose type does not match the table it carries, is
  * refused; the hand-written records of these families that older logs hold still decode.
  */
@@ -173,6 +173,48 @@ FTEST(node_records_round_trip_and_refuse_bad_text)
 						      b.size - FERRY__GCS_RECORD_PREFIX));
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
 	ferry__fb_builder_fini(&fb);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* Jobs and node state changes: GcsRecords that decode to what was encoded. */
+FTEST(job_and_node_state_records_round_trip)
+{
+	struct ferry__gcs_op job = {.type = FERRY__GCS_OP_JOB_ADD},
+			     fin = {.type = FERRY__GCS_OP_JOB_FINISH};
+	struct ferry__gcs_op st = {.type = FERRY__GCS_OP_NODE_STATE}, got;
+	struct ferry__gcs_buf b;
+
+	job.job.id.bytes[0] = 3;
+	job.job.state = FERRY_GCS_JOB_RUNNING;
+	job.job.driver_pid = 4242;
+	job.job.entrypoint = "python train.py";
+	job.job.start_ms = 99;
+	b = encode(&job);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_JOB_ADD);
+	ftest_assert_uint_eq(got.job.id.bytes[0], 3);
+	ftest_assert_uint_eq(got.job.driver_pid, 4242);
+	ftest_assert_str_eq(got.job.entrypoint, "python train.py");
+	ftest_assert_ptr_null(got.job.driver_address);
+	ftest_assert_uint_eq(got.job.start_ms, 99);
+	ferry__gcs_buf_fini(&b);
+	fin.job_finish.id.bytes[0] = 3;
+	fin.job_finish.time_ms = 120;
+	b = encode(&fin);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_JOB_FINISH);
+	ftest_assert_uint_eq(got.job_finish.time_ms, 120);
+	ferry__gcs_buf_fini(&b);
+	st.node_state.id.bytes[0] = 5;
+	st.node_state.state = FERRY_GCS_NODE_DEAD;
+	st.node_state.time_ms = 7;
+	b = encode(&st);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_NODE_STATE);
+	ftest_assert_int_eq(got.node_state.state, FERRY_GCS_NODE_DEAD);
+	ftest_assert_uint_eq(got.node_state.id.bytes[0], 5);
+	ftest_assert_uint_eq(got.node_state.time_ms, 7);
 	ferry__gcs_buf_fini(&b);
 }
 
