@@ -47,20 +47,6 @@ static void put_load(struct ferry__gcs_writer *w, const struct ferry_gcs_node_lo
 	}
 }
 
-static void put_worker(struct ferry__gcs_writer *w, const struct ferry_gcs_worker_info *k)
-{
-	PUT_ID(w, k->id);
-	PUT_ID(w, k->node);
-	PUT_ID(w, k->job);
-	ferry__gcs_put_u32(w, k->pid);
-	ferry__gcs_put_str(w, k->address);
-	ferry__gcs_put_u8(w, (uint8_t)k->state);
-	ferry__gcs_put_u8(w, (uint8_t)k->exit_type);
-	ferry__gcs_put_str(w, k->exit_message);
-	ferry__gcs_put_u64(w, k->start_ms);
-	ferry__gcs_put_u64(w, k->end_ms);
-}
-
 static void put_actor(struct ferry__gcs_writer *w, const struct ferry_gcs_actor_info *a)
 {
 	PUT_ID(w, a->id);
@@ -176,12 +162,6 @@ static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info
 static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
 {
 	switch (op->type) {
-	case FERRY__GCS_OP_WORKER_DEAD:
-		PUT_ID(w, op->worker_exit.id);
-		ferry__gcs_put_u64(w, op->worker_exit.time_ms);
-		ferry__gcs_put_u8(w, (uint8_t)op->worker_exit.exit_type);
-		ferry__gcs_put_str(w, op->worker_exit.message);
-		break;
 	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
 	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
 		PUT_ID(w, op->obj_location.id);
@@ -233,10 +213,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 		break;
 	case FERRY__GCS_OP_NODE_LOAD:
 		put_load(w, &op->load);
-		break;
-	case FERRY__GCS_OP_WORKER_ADD:
-	case FERRY__GCS_OP_RESTORE_WORKER:
-		put_worker(w, &op->worker);
 		break;
 	case FERRY__GCS_OP_ACTOR_REGISTER:
 	case FERRY__GCS_OP_RESTORE_ACTOR:
@@ -423,6 +399,7 @@ static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
 	j->end_ms = ferry__gcs_get_u64(r);
 }
 
+/* Worker records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_worker(struct ferry__gcs_reader *r, struct ferry_gcs_worker_info *k)
 {
 	GET_ID(r, k->id);

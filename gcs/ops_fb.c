@@ -27,6 +27,9 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	case FERRY__GCS_OP_JOB_ADD:
 	case FERRY__GCS_OP_RESTORE_JOB:
 	case FERRY__GCS_OP_JOB_FINISH:
+	case FERRY__GCS_OP_WORKER_ADD:
+	case FERRY__GCS_OP_RESTORE_WORKER:
+	case FERRY__GCS_OP_WORKER_DEAD:
 		return true;
 	default:
 		return false;
@@ -109,12 +112,28 @@ static int fill_node(const struct ferry__gcs_node *n, struct node_enc *e)
 
 #define TO_WIRE_ID(dst, src) memcpy((dst).bytes, (src).bytes, sizeof((dst).bytes))
 
-/* The fixed-size tables: everything but KV, LOG and nodes, built in @u. */
+/* The tables without vectors of tables: everything but KV, LOG and nodes, built in @u. */
 union small_enc {
 	struct ferry__wire_gcs_node_state node_state;
 	struct ferry__wire_gcs_job job;
 	struct ferry__wire_gcs_job_finish job_finish;
+	struct ferry__wire_gcs_worker worker;
+	struct ferry__wire_gcs_worker_dead worker_dead;
 };
+
+static void fill_worker(const struct ferry_gcs_worker_info *k, struct ferry__wire_gcs_worker *m)
+{
+	TO_WIRE_ID(m->id, k->id);
+	TO_WIRE_ID(m->node, k->node);
+	TO_WIRE_ID(m->job, k->job);
+	m->pid = k->pid;
+	m->address = fb_text(k->address);
+	m->state = (uint8_t)k->state;
+	m->exit_type = (uint8_t)k->exit_type;
+	m->exit_message = fb_text(k->exit_message);
+	m->start_ms = k->start_ms;
+	m->end_ms = k->end_ms;
+}
 
 static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 		       struct ferry__wire_gcs_record *rec)
@@ -131,6 +150,18 @@ static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 		TO_WIRE_ID(u->job_finish.id, op->job_finish.id);
 		u->job_finish.time_ms = op->job_finish.time_ms;
 		rec->job_finish = &u->job_finish;
+		break;
+	case FERRY__GCS_OP_WORKER_ADD:
+	case FERRY__GCS_OP_RESTORE_WORKER:
+		fill_worker(&op->worker, &u->worker);
+		rec->worker = &u->worker;
+		break;
+	case FERRY__GCS_OP_WORKER_DEAD:
+		TO_WIRE_ID(u->worker_dead.id, op->worker_exit.id);
+		u->worker_dead.time_ms = op->worker_exit.time_ms;
+		u->worker_dead.exit_type = (uint8_t)op->worker_exit.exit_type;
+		u->worker_dead.message = fb_text(op->worker_exit.message);
+		rec->worker_dead = &u->worker_dead;
 		break;
 	default: /* JOB_ADD, RESTORE_JOB */
 		TO_WIRE_ID(u->job.id, op->job.id);
@@ -385,6 +416,43 @@ static int get_job(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_job 
 			      ferry__wire_gcs_job_entrypoint_len(v), &j->entrypoint);
 }
 
+static int get_worker(struct ferry__wire_gcs_record_view rv, struct ferry_gcs_worker_info *k)
+{
+	struct ferry__wire_gcs_worker_view v;
+	int ret;
+
+	if (!ferry__wire_gcs_record_has_worker(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_worker(rv);
+	FROM_WIRE_ID(k->id, ferry__wire_gcs_worker_id(v));
+	FROM_WIRE_ID(k->node, ferry__wire_gcs_worker_node(v));
+	FROM_WIRE_ID(k->job, ferry__wire_gcs_worker_job(v));
+	k->pid = ferry__wire_gcs_worker_pid(v);
+	k->state = (enum ferry_gcs_worker_state)ferry__wire_gcs_worker_state(v);
+	k->exit_type = (enum ferry_gcs_exit)ferry__wire_gcs_worker_exit_type(v);
+	k->start_ms = ferry__wire_gcs_worker_start_ms(v);
+	k->end_ms = ferry__wire_gcs_worker_end_ms(v);
+	ret = text(ferry__wire_gcs_worker_address(v), ferry__wire_gcs_worker_address_len(v),
+		   &k->address);
+	return ret < 0 ? ret
+		       : text(ferry__wire_gcs_worker_exit_message(v),
+			      ferry__wire_gcs_worker_exit_message_len(v), &k->exit_message);
+}
+
+static int get_worker_dead(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op *op)
+{
+	struct ferry__wire_gcs_worker_dead_view v;
+
+	if (!ferry__wire_gcs_record_has_worker_dead(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_worker_dead(rv);
+	FROM_WIRE_ID(op->worker_exit.id, ferry__wire_gcs_worker_dead_id(v));
+	op->worker_exit.time_ms = ferry__wire_gcs_worker_dead_time_ms(v);
+	op->worker_exit.exit_type = (enum ferry_gcs_exit)ferry__wire_gcs_worker_dead_exit_type(v);
+	return text(ferry__wire_gcs_worker_dead_message(v),
+		    ferry__wire_gcs_worker_dead_message_len(v), &op->worker_exit.message);
+}
+
 /* The fixed-size tables (see fill_small()). */
 static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op *op)
 {
@@ -411,6 +479,11 @@ static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op
 		op->job_finish.time_ms = ferry__wire_gcs_job_finish_time_ms(v);
 		return 0;
 	}
+	case FERRY__GCS_OP_WORKER_ADD:
+	case FERRY__GCS_OP_RESTORE_WORKER:
+		return get_worker(rv, &op->worker);
+	case FERRY__GCS_OP_WORKER_DEAD:
+		return get_worker_dead(rv, op);
 	default: /* JOB_ADD, RESTORE_JOB */
 		return get_job(rv, &op->job);
 	}

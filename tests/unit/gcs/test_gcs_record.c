@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes, jobs) encode as the zero prefix + a GcsRecord of the current version that the generated reader
+ * nodes, jobs, workers) encode as the zero prefix + a GcsRecord of the current version that the generated reader
  * verifies; a record of another version, or whose type does not match the table it carries, is
  * refused; the hand-written records of these families that older logs hold still decode.
  */
@@ -215,6 +215,44 @@ FTEST(job_and_node_state_records_round_trip)
 	ftest_assert_int_eq(got.node_state.state, FERRY_GCS_NODE_DEAD);
 	ftest_assert_uint_eq(got.node_state.id.bytes[0], 5);
 	ftest_assert_uint_eq(got.node_state.time_ms, 7);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* Workers and their deaths: GcsRecords that decode to what was encoded. */
+FTEST(worker_records_round_trip)
+{
+	struct ferry__gcs_op add = {.type = FERRY__GCS_OP_RESTORE_WORKER};
+	struct ferry__gcs_op dead = {.type = FERRY__GCS_OP_WORKER_DEAD}, got;
+	struct ferry__gcs_buf b;
+
+	add.worker.id.bytes[0] = 2;
+	add.worker.node.bytes[0] = 1;
+	add.worker.pid = 77;
+	add.worker.address = "127.0.0.1:9";
+	add.worker.state = FERRY_GCS_WORKER_DEAD;
+	add.worker.exit_type = FERRY_GCS_EXIT_ERROR;
+	add.worker.exit_message = "oom";
+	add.worker.end_ms = 5;
+	b = encode(&add);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_RESTORE_WORKER);
+	ftest_assert_uint_eq(got.worker.node.bytes[0], 1);
+	ftest_assert_uint_eq(got.worker.pid, 77);
+	ftest_assert_str_eq(got.worker.address, "127.0.0.1:9");
+	ftest_assert_int_eq(got.worker.exit_type, FERRY_GCS_EXIT_ERROR);
+	ftest_assert_str_eq(got.worker.exit_message, "oom");
+	ftest_assert_uint_eq(got.worker.end_ms, 5);
+	ferry__gcs_buf_fini(&b);
+	dead.worker_exit.id.bytes[0] = 2;
+	dead.worker_exit.time_ms = 6;
+	dead.worker_exit.exit_type = FERRY_GCS_EXIT_NORMAL;
+	b = encode(&dead);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_WORKER_DEAD);
+	ftest_assert_uint_eq(got.worker_exit.time_ms, 6);
+	ftest_assert_int_eq(got.worker_exit.exit_type, FERRY_GCS_EXIT_NORMAL);
+	ftest_assert_ptr_null(got.worker_exit.message);
 	ferry__gcs_buf_fini(&b);
 }
 
