@@ -47,32 +47,6 @@ static void put_load(struct ferry__gcs_writer *w, const struct ferry_gcs_node_lo
 	}
 }
 
-static void put_actor(struct ferry__gcs_writer *w, const struct ferry_gcs_actor_info *a)
-{
-	PUT_ID(w, a->id);
-	PUT_ID(w, a->job);
-	PUT_ID(w, a->owner);
-	ferry__gcs_put_str(w, a->name);
-	ferry__gcs_put_str(w, a->class_name);
-	ferry__gcs_put_u8(w, (uint8_t)a->state);
-	PUT_ID(w, a->node);
-	PUT_ID(w, a->worker);
-	ferry__gcs_put_u32(w, a->num_restarts);
-	ferry__gcs_put_u32(w, (uint32_t)a->max_restarts);
-	ferry__gcs_put_u8(w, (uint8_t)a->death_cause);
-	ferry__gcs_put_str(w, a->death_message);
-}
-
-static void put_actor_update(struct ferry__gcs_writer *w, const struct ferry__gcs_actor_update *u)
-{
-	PUT_ID(w, u->id);
-	ferry__gcs_put_u8(w, (uint8_t)u->state);
-	PUT_ID(w, u->node);
-	PUT_ID(w, u->worker);
-	ferry__gcs_put_u8(w, (uint8_t)u->death_cause);
-	ferry__gcs_put_str(w, u->death_message);
-}
-
 static void put_pg(struct ferry__gcs_writer *w, const struct ferry__gcs_pg *g)
 {
 	PUT_ID(w, g->id);
@@ -213,13 +187,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 		break;
 	case FERRY__GCS_OP_NODE_LOAD:
 		put_load(w, &op->load);
-		break;
-	case FERRY__GCS_OP_ACTOR_REGISTER:
-	case FERRY__GCS_OP_RESTORE_ACTOR:
-		put_actor(w, &op->actor);
-		break;
-	case FERRY__GCS_OP_ACTOR_UPDATE:
-		put_actor_update(w, &op->actor_update);
 		break;
 	case FERRY__GCS_OP_PG_CREATE:
 	case FERRY__GCS_OP_RESTORE_PG:
@@ -414,6 +381,7 @@ static void get_worker(struct ferry__gcs_reader *r, struct ferry_gcs_worker_info
 	k->end_ms = ferry__gcs_get_u64(r);
 }
 
+/* Actor records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_actor(struct ferry__gcs_reader *r, struct ferry_gcs_actor_info *a)
 {
 	GET_ID(r, a->id);

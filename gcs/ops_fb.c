@@ -30,6 +30,9 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	case FERRY__GCS_OP_WORKER_ADD:
 	case FERRY__GCS_OP_RESTORE_WORKER:
 	case FERRY__GCS_OP_WORKER_DEAD:
+	case FERRY__GCS_OP_ACTOR_REGISTER:
+	case FERRY__GCS_OP_RESTORE_ACTOR:
+	case FERRY__GCS_OP_ACTOR_UPDATE:
 		return true;
 	default:
 		return false;
@@ -119,7 +122,36 @@ union small_enc {
 	struct ferry__wire_gcs_job_finish job_finish;
 	struct ferry__wire_gcs_worker worker;
 	struct ferry__wire_gcs_worker_dead worker_dead;
+	struct ferry__wire_gcs_actor actor;
+	struct ferry__wire_gcs_actor_update actor_update;
 };
+
+static void fill_actor(const struct ferry_gcs_actor_info *a, struct ferry__wire_gcs_actor *m)
+{
+	TO_WIRE_ID(m->id, a->id);
+	TO_WIRE_ID(m->job, a->job);
+	TO_WIRE_ID(m->owner, a->owner);
+	m->name = fb_text(a->name);
+	m->class_name = fb_text(a->class_name);
+	m->state = (uint8_t)a->state;
+	TO_WIRE_ID(m->node, a->node);
+	TO_WIRE_ID(m->worker, a->worker);
+	m->num_restarts = a->num_restarts;
+	m->max_restarts = a->max_restarts;
+	m->death_cause = (uint8_t)a->death_cause;
+	m->death_message = fb_text(a->death_message);
+}
+
+static void fill_actor_update(const struct ferry__gcs_actor_update *u,
+			      struct ferry__wire_gcs_actor_update *m)
+{
+	TO_WIRE_ID(m->id, u->id);
+	m->state = (uint8_t)u->state;
+	TO_WIRE_ID(m->node, u->node);
+	TO_WIRE_ID(m->worker, u->worker);
+	m->death_cause = (uint8_t)u->death_cause;
+	m->death_message = fb_text(u->death_message);
+}
 
 static void fill_worker(const struct ferry_gcs_worker_info *k, struct ferry__wire_gcs_worker *m)
 {
@@ -162,6 +194,15 @@ static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 		u->worker_dead.exit_type = (uint8_t)op->worker_exit.exit_type;
 		u->worker_dead.message = fb_text(op->worker_exit.message);
 		rec->worker_dead = &u->worker_dead;
+		break;
+	case FERRY__GCS_OP_ACTOR_REGISTER:
+	case FERRY__GCS_OP_RESTORE_ACTOR:
+		fill_actor(&op->actor, &u->actor);
+		rec->actor = &u->actor;
+		break;
+	case FERRY__GCS_OP_ACTOR_UPDATE:
+		fill_actor_update(&op->actor_update, &u->actor_update);
+		rec->actor_update = &u->actor_update;
 		break;
 	default: /* JOB_ADD, RESTORE_JOB */
 		TO_WIRE_ID(u->job.id, op->job.id);
@@ -453,6 +494,50 @@ static int get_worker_dead(struct ferry__wire_gcs_record_view rv, struct ferry__
 		    ferry__wire_gcs_worker_dead_message_len(v), &op->worker_exit.message);
 }
 
+static int get_actor(struct ferry__wire_gcs_record_view rv, struct ferry_gcs_actor_info *a)
+{
+	struct ferry__wire_gcs_actor_view v;
+	int ret;
+
+	if (!ferry__wire_gcs_record_has_actor(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_actor(rv);
+	FROM_WIRE_ID(a->id, ferry__wire_gcs_actor_id(v));
+	FROM_WIRE_ID(a->job, ferry__wire_gcs_actor_job(v));
+	FROM_WIRE_ID(a->owner, ferry__wire_gcs_actor_owner(v));
+	a->state = (enum ferry_gcs_actor_state)ferry__wire_gcs_actor_state(v);
+	FROM_WIRE_ID(a->node, ferry__wire_gcs_actor_node(v));
+	FROM_WIRE_ID(a->worker, ferry__wire_gcs_actor_worker(v));
+	a->num_restarts = ferry__wire_gcs_actor_num_restarts(v);
+	a->max_restarts = ferry__wire_gcs_actor_max_restarts(v);
+	a->death_cause = (enum ferry_gcs_exit)ferry__wire_gcs_actor_death_cause(v);
+	ret = text(ferry__wire_gcs_actor_name(v), ferry__wire_gcs_actor_name_len(v), &a->name);
+	if (ret == 0)
+		ret = text(ferry__wire_gcs_actor_class_name(v),
+			   ferry__wire_gcs_actor_class_name_len(v), &a->class_name);
+	if (ret == 0)
+		ret = text(ferry__wire_gcs_actor_death_message(v),
+			   ferry__wire_gcs_actor_death_message_len(v), &a->death_message);
+	return ret;
+}
+
+static int get_actor_update(struct ferry__wire_gcs_record_view rv,
+			    struct ferry__gcs_actor_update *u)
+{
+	struct ferry__wire_gcs_actor_update_view v;
+
+	if (!ferry__wire_gcs_record_has_actor_update(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_actor_update(rv);
+	FROM_WIRE_ID(u->id, ferry__wire_gcs_actor_update_id(v));
+	u->state = (enum ferry_gcs_actor_state)ferry__wire_gcs_actor_update_state(v);
+	FROM_WIRE_ID(u->node, ferry__wire_gcs_actor_update_node(v));
+	FROM_WIRE_ID(u->worker, ferry__wire_gcs_actor_update_worker(v));
+	u->death_cause = (enum ferry_gcs_exit)ferry__wire_gcs_actor_update_death_cause(v);
+	return text(ferry__wire_gcs_actor_update_death_message(v),
+		    ferry__wire_gcs_actor_update_death_message_len(v), &u->death_message);
+}
+
 /* The fixed-size tables (see fill_small()). */
 static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op *op)
 {
@@ -484,6 +569,11 @@ static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op
 		return get_worker(rv, &op->worker);
 	case FERRY__GCS_OP_WORKER_DEAD:
 		return get_worker_dead(rv, op);
+	case FERRY__GCS_OP_ACTOR_REGISTER:
+	case FERRY__GCS_OP_RESTORE_ACTOR:
+		return get_actor(rv, &op->actor);
+	case FERRY__GCS_OP_ACTOR_UPDATE:
+		return get_actor_update(rv, &op->actor_update);
 	default: /* JOB_ADD, RESTORE_JOB */
 		return get_job(rv, &op->job);
 	}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes, jobs, workers) encode as the zero prefix + a GcsRecord of the current version that the generated reader
+ * nodes, jobs, workers, actors) encode as the zero prefix + a GcsRecord of the current version that the generated reader
  * verifies; a record of another version, or whose type does not match the table it carries, is
  * refused; the hand-written records of these families that older logs hold still decode.
  */
@@ -253,6 +253,42 @@ FTEST(worker_records_round_trip)
 	ftest_assert_uint_eq(got.worker_exit.time_ms, 6);
 	ftest_assert_int_eq(got.worker_exit.exit_type, FERRY_GCS_EXIT_NORMAL);
 	ftest_assert_ptr_null(got.worker_exit.message);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* Actors and their updates: GcsRecords that decode to what was encoded. */
+FTEST(actor_records_round_trip)
+{
+	struct ferry__gcs_op reg = {.type = FERRY__GCS_OP_ACTOR_REGISTER};
+	struct ferry__gcs_op upd = {.type = FERRY__GCS_OP_ACTOR_UPDATE}, got;
+	struct ferry__gcs_buf b;
+
+	reg.actor.id.bytes[0] = 4;
+	reg.actor.owner.bytes[0] = 2;
+	reg.actor.name = "counter";
+	reg.actor.class_name = "Counter";
+	reg.actor.state = FERRY_GCS_ACTOR_PENDING;
+	reg.actor.max_restarts = -1;
+	b = encode(&reg);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_ACTOR_REGISTER);
+	ftest_assert_uint_eq(got.actor.owner.bytes[0], 2);
+	ftest_assert_str_eq(got.actor.name, "counter");
+	ftest_assert_str_eq(got.actor.class_name, "Counter");
+	ftest_assert_int_eq(got.actor.max_restarts, -1);
+	ftest_assert_ptr_null(got.actor.death_message);
+	ferry__gcs_buf_fini(&b);
+	upd.actor_update.id.bytes[0] = 4;
+	upd.actor_update.state = FERRY_GCS_ACTOR_DEAD;
+	upd.actor_update.death_cause = FERRY_GCS_EXIT_KILLED;
+	upd.actor_update.death_message = "killed by request";
+	b = encode(&upd);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_ACTOR_UPDATE);
+	ftest_assert_int_eq(got.actor_update.state, FERRY_GCS_ACTOR_DEAD);
+	ftest_assert_int_eq(got.actor_update.death_cause, FERRY_GCS_EXIT_KILLED);
+	ftest_assert_str_eq(got.actor_update.death_message, "killed by request");
 	ferry__gcs_buf_fini(&b);
 }
 
