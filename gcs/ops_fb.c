@@ -232,18 +232,41 @@ static void fill_kv(const struct ferry__gcs_op *op, struct ferry__wire_gcs_kv_op
 }
 
 /* Build @rec into @w, after the prefix; the first error sticks in @w. */
+/*
+ * Build @rec into @w, after the prefix; the first error sticks in @w. Into an empty buffer (a
+ * request, a reply value, a published item) the builder works in the buffer itself, so a
+ * long-lived buffer makes encoding allocation-free; after other bytes (a WAL entry's header)
+ * it builds aside and appends.
+ */
 static void build(const struct ferry__wire_gcs_record *rec, struct ferry__gcs_writer *w)
 {
-	struct ferry__fb_builder b;
+	struct ferry__gcs_buf *out = w->buf;
+	struct ferry__fb_builder b = {0};
 	int ret;
 
-	ferry__fb_builder_init(&b);
-	ret = ferry__wire_gcs_record_build(&b, rec);
+	_Static_assert(FERRY__GCS_RECORD_PREFIX <= FERRY_FB_HEADROOM,
+		       "the prefix fits the headroom");
+	if (out->size) {
+		ret = ferry__wire_gcs_record_build(&b, rec);
+		if (ret == 0)
+			put_built(w, &b);
+		ferry__fb_builder_fini(&b);
+	} else {
+		b.buf = out->data;
+		b.cap = out->capacity;
+		ret = ferry__wire_gcs_record_build(&b, rec);
+		out->data = b.buf; /* the builder may have grown it */
+		out->capacity = b.cap;
+		if (ret == 0) {
+			/* the payload follows FERRY_FB_HEADROOM bytes: slide it behind the prefix */
+			memmove(out->data + FERRY__GCS_RECORD_PREFIX, out->data + FERRY_FB_HEADROOM,
+				b.size);
+			memset(out->data, 0, FERRY__GCS_RECORD_PREFIX);
+			out->size = FERRY__GCS_RECORD_PREFIX + b.size;
+		}
+	}
 	if (ret < 0 && !w->err)
 		w->err = ret;
-	else if (ret == 0)
-		put_built(w, &b);
-	ferry__fb_builder_fini(&b);
 }
 
 void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
