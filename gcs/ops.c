@@ -70,25 +70,6 @@ static void put_pg_update(struct ferry__gcs_writer *w, const struct ferry__gcs_p
 		PUT_ID(w, u->nodes[i]);
 }
 
-static void put_task_event(struct ferry__gcs_writer *w, const struct ferry__gcs_task_event *e)
-{
-	PUT_ID(w, e->task);
-	PUT_ID(w, e->job);
-	ferry__gcs_put_u32(w, e->attempt);
-	ferry__gcs_put_u8(w, (uint8_t)e->state);
-	PUT_ID(w, e->node);
-	PUT_ID(w, e->worker);
-	ferry__gcs_put_u64(w, e->time_ms);
-}
-
-static void put_error(struct ferry__gcs_writer *w, const struct ferry__gcs_error *e)
-{
-	PUT_ID(w, e->job);
-	ferry__gcs_put_u64(w, e->time_ms);
-	ferry__gcs_put_str(w, e->type);
-	ferry__gcs_put_str(w, e->message);
-}
-
 static bool place_known(const struct ferry_gcs_object_place *p)
 {
 	return p->offset || p->alloc;
@@ -194,12 +175,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 		break;
 	case FERRY__GCS_OP_PG_UPDATE:
 		put_pg_update(w, &op->pg_update);
-		break;
-	case FERRY__GCS_OP_TASK_EVENT:
-		put_task_event(w, &op->task_event);
-		break;
-	case FERRY__GCS_OP_ERROR:
-		put_error(w, &op->error);
 		break;
 	case FERRY__GCS_OP_OBJ_ADD:
 	case FERRY__GCS_OP_RESTORE_OBJ:
@@ -435,6 +410,7 @@ static void get_pg_update(struct ferry__gcs_reader *r, struct ferry__gcs_pg_upda
 	u->nodes = id_array(r, u->nnodes, sizeof(struct ferry_node_id));
 }
 
+/* Task events and errors as written before they became GcsRecords (ops_fb.c). */
 static void get_task_event(struct ferry__gcs_reader *r, struct ferry__gcs_task_event *e)
 {
 	GET_ID(r, e->task);

@@ -33,6 +33,8 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	case FERRY__GCS_OP_ACTOR_REGISTER:
 	case FERRY__GCS_OP_RESTORE_ACTOR:
 	case FERRY__GCS_OP_ACTOR_UPDATE:
+	case FERRY__GCS_OP_TASK_EVENT:
+	case FERRY__GCS_OP_ERROR:
 		return true;
 	default:
 		return false;
@@ -124,7 +126,21 @@ union small_enc {
 	struct ferry__wire_gcs_worker_dead worker_dead;
 	struct ferry__wire_gcs_actor actor;
 	struct ferry__wire_gcs_actor_update actor_update;
+	struct ferry__wire_gcs_task_event task_event;
+	struct ferry__wire_gcs_error error;
 };
+
+static void fill_task_event(const struct ferry__gcs_task_event *e,
+			    struct ferry__wire_gcs_task_event *m)
+{
+	TO_WIRE_ID(m->task, e->task);
+	TO_WIRE_ID(m->job, e->job);
+	m->attempt = e->attempt;
+	m->state = (uint8_t)e->state;
+	TO_WIRE_ID(m->node, e->node);
+	TO_WIRE_ID(m->worker, e->worker);
+	m->time_ms = e->time_ms;
+}
 
 static void fill_actor(const struct ferry_gcs_actor_info *a, struct ferry__wire_gcs_actor *m)
 {
@@ -203,6 +219,17 @@ static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 	case FERRY__GCS_OP_ACTOR_UPDATE:
 		fill_actor_update(&op->actor_update, &u->actor_update);
 		rec->actor_update = &u->actor_update;
+		break;
+	case FERRY__GCS_OP_TASK_EVENT:
+		fill_task_event(&op->task_event, &u->task_event);
+		rec->task_event = &u->task_event;
+		break;
+	case FERRY__GCS_OP_ERROR:
+		TO_WIRE_ID(u->error.job, op->error.job);
+		u->error.time_ms = op->error.time_ms;
+		u->error.type = fb_text(op->error.type);
+		u->error.message = fb_text(op->error.message);
+		rec->error = &u->error;
 		break;
 	default: /* JOB_ADD, RESTORE_JOB */
 		TO_WIRE_ID(u->job.id, op->job.id);
@@ -561,6 +588,39 @@ static int get_actor_update(struct ferry__wire_gcs_record_view rv,
 		    ferry__wire_gcs_actor_update_death_message_len(v), &u->death_message);
 }
 
+static int get_task_event(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_task_event *e)
+{
+	struct ferry__wire_gcs_task_event_view v;
+
+	if (!ferry__wire_gcs_record_has_task_event(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_task_event(rv);
+	FROM_WIRE_ID(e->task, ferry__wire_gcs_task_event_task(v));
+	FROM_WIRE_ID(e->job, ferry__wire_gcs_task_event_job(v));
+	e->attempt = ferry__wire_gcs_task_event_attempt(v);
+	e->state = (enum ferry_gcs_task_state)ferry__wire_gcs_task_event_state(v);
+	FROM_WIRE_ID(e->node, ferry__wire_gcs_task_event_node(v));
+	FROM_WIRE_ID(e->worker, ferry__wire_gcs_task_event_worker(v));
+	e->time_ms = ferry__wire_gcs_task_event_time_ms(v);
+	return 0;
+}
+
+static int get_error(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_error *e)
+{
+	struct ferry__wire_gcs_error_view v;
+	int ret;
+
+	if (!ferry__wire_gcs_record_has_error(rv))
+		return -EPROTO;
+	v = ferry__wire_gcs_record_error(rv);
+	FROM_WIRE_ID(e->job, ferry__wire_gcs_error_job(v));
+	e->time_ms = ferry__wire_gcs_error_time_ms(v);
+	ret = text(ferry__wire_gcs_error_type(v), ferry__wire_gcs_error_type_len(v), &e->type);
+	return ret < 0 ? ret
+		       : text(ferry__wire_gcs_error_message(v),
+			      ferry__wire_gcs_error_message_len(v), &e->message);
+}
+
 /* The fixed-size tables (see fill_small()). */
 static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op *op)
 {
@@ -597,6 +657,10 @@ static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op
 		return get_actor(rv, &op->actor);
 	case FERRY__GCS_OP_ACTOR_UPDATE:
 		return get_actor_update(rv, &op->actor_update);
+	case FERRY__GCS_OP_TASK_EVENT:
+		return get_task_event(rv, &op->task_event);
+	case FERRY__GCS_OP_ERROR:
+		return get_error(rv, &op->error);
 	default: /* JOB_ADD, RESTORE_JOB */
 		return get_job(rv, &op->job);
 	}

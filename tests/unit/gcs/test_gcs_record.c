@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes, jobs, workers, actors) encode as the zero prefix + a GcsRecord of the current version that the generated reader
+ * nodes, jobs, workers, actors, task events, errors) encode as the zero prefix + a GcsRecord of the current version that the generated reader
  * verifies; a record of another version, or whose type does not match the table it carries, is
  * refused; the hand-written records of these families that older logs hold still decode.
  */
@@ -289,6 +289,38 @@ FTEST(actor_records_round_trip)
 	ftest_assert_int_eq(got.actor_update.state, FERRY_GCS_ACTOR_DEAD);
 	ftest_assert_int_eq(got.actor_update.death_cause, FERRY_GCS_EXIT_KILLED);
 	ftest_assert_str_eq(got.actor_update.death_message, "killed by request");
+	ferry__gcs_buf_fini(&b);
+}
+
+/* Task events and errors: GcsRecords that decode to what was encoded. */
+FTEST(task_event_and_error_records_round_trip)
+{
+	struct ferry__gcs_op ev = {.type = FERRY__GCS_OP_TASK_EVENT};
+	struct ferry__gcs_op err = {.type = FERRY__GCS_OP_ERROR}, got;
+	struct ferry__gcs_buf b;
+
+	ev.task_event.task.bytes[0] = 8;
+	ev.task_event.attempt = 2;
+	ev.task_event.state = FERRY_GCS_TASK_FINISHED;
+	ev.task_event.time_ms = 11;
+	b = encode(&ev);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_TASK_EVENT);
+	ftest_assert_uint_eq(got.task_event.task.bytes[0], 8);
+	ftest_assert_uint_eq(got.task_event.attempt, 2);
+	ftest_assert_int_eq(got.task_event.state, FERRY_GCS_TASK_FINISHED);
+	ftest_assert_uint_eq(got.task_event.time_ms, 11);
+	ferry__gcs_buf_fini(&b);
+	err.error.time_ms = 12;
+	err.error.type = "worker_died";
+	err.error.message = "exit code 9";
+	b = encode(&err);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_ERROR);
+	ftest_assert_uint_eq(got.error.time_ms, 12);
+	ftest_assert_str_eq(got.error.type, "worker_died");
+	ftest_assert_str_eq(got.error.message, "exit code 9");
 	ferry__gcs_buf_fini(&b);
 }
 
