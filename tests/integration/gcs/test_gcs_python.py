@@ -3,7 +3,8 @@
 # ferry-gcs driven from Python with no C: the messages come from `flatc --python` on schema/*.fbs
 # and Debian's python3-flatbuffers, the framing from docs/wire.md. Checks what another language
 # needs: the handshake with the cluster token, KV put (a GcsRecord in a GcsRequest) and get, a
-# node registered (a table write) and read back, a subscription to a job's logs channel that receives a published line, and a wrong token refused.
+# node registered (a table write) and read back, a subscription to a job's logs channel that
+# receives a published line, and a wrong token refused.
 # Exit 77 (skip, with the reason printed) when flatc or python3-flatbuffers is missing.
 import os
 import shutil
@@ -124,7 +125,8 @@ def connect(port, token):
     mtype, payload = recv_frame(sock)
     if mtype is None:
         return sock, None
-    check(mtype == MessageType.MessageType.HandshakeReply, 'expected HandshakeReply, got %d' % mtype)
+    check(mtype == MessageType.MessageType.HandshakeReply,
+          'expected HandshakeReply, got %d' % mtype)
     return sock, HandshakeReply.HandshakeReply.GetRootAs(payload, 0).Status()
 
 
@@ -283,7 +285,8 @@ def main():
         print('ok   kv_put_then_get')
 
         node_id = os.urandom(16)
-        status, _ = c.call(M.GcsRequest, 10, request(10, node_register(node_id, '10.9.8.7:7000', 4)))
+        reg = node_register(node_id, '10.9.8.7:7000', 4)
+        status, _ = c.call(M.GcsRequest, 10, request(10, reg))
         check(status >= 0, 'node register: status %d' % status)
         status, value = c.call(M.GcsTableGet, 11, table_get(11, TABLE_NODES, node_id))
         check(status >= 0, 'node lookup: status %d' % status)

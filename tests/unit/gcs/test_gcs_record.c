@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes, jobs, workers, actors, task events, errors) encode as the zero prefix + a GcsRecord of the current version that the generated reader
- * verifies; a record of another version, or whose type does not match the table it carries, is
- * refused; the hand-written records of these families that older logs hold still decode.
+ * nodes, jobs, workers, actors, task events, errors) encode as the zero prefix + a GcsRecord of
+ * the current version that the generated reader verifies; a record of another version, or whose
+ * type does not match the table it carries, is refused; the hand-written records of these
+ * families that older logs hold still decode.
  */
 #include <string.h>
 
