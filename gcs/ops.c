@@ -23,28 +23,6 @@ static void put_resources(struct ferry__gcs_writer *w, const struct ferry__gcs_r
 	}
 }
 
-static void put_node(struct ferry__gcs_writer *w, const struct ferry__gcs_node *n)
-{
-	PUT_ID(w, n->id);
-	ferry__gcs_put_str(w, n->address);
-	put_resources(w, &n->total);
-	ferry__gcs_put_u32(w, n->nlabels);
-	for (uint32_t i = 0; i < n->nlabels; i++) {
-		ferry__gcs_put_str(w, n->labels[i].key);
-		ferry__gcs_put_str(w, n->labels[i].value);
-	}
-	ferry__gcs_put_u64(w, n->store_capacity_bytes);
-	ferry__gcs_put_u32(w, n->transports);
-	ferry__gcs_put_u8(w, (uint8_t)n->state);
-	ferry__gcs_put_u64(w, n->start_ms);
-	ferry__gcs_put_u64(w, n->end_ms);
-	ferry__gcs_put_u64(w, n->last_heartbeat_ms);
-	ferry__gcs_put_f64(w, n->avail_cpu);
-	ferry__gcs_put_f64(w, n->avail_gpu);
-	ferry__gcs_put_f64(w, n->avail_memory_bytes);
-	ferry__gcs_put_u32(w, n->queue_length);
-}
-
 static void put_heartbeat(struct ferry__gcs_writer *w, const struct ferry__gcs_heartbeat *hb)
 {
 	PUT_ID(w, hb->id);
@@ -69,58 +47,6 @@ static void put_load(struct ferry__gcs_writer *w, const struct ferry_gcs_node_lo
 	}
 }
 
-static void put_job(struct ferry__gcs_writer *w, const struct ferry__gcs_job *j)
-{
-	PUT_ID(w, j->id);
-	ferry__gcs_put_u8(w, (uint8_t)j->state);
-	PUT_ID(w, j->driver_node);
-	ferry__gcs_put_u32(w, j->driver_pid);
-	ferry__gcs_put_str(w, j->driver_address);
-	ferry__gcs_put_str(w, j->entrypoint);
-	ferry__gcs_put_u64(w, j->start_ms);
-	ferry__gcs_put_u64(w, j->end_ms);
-}
-
-static void put_worker(struct ferry__gcs_writer *w, const struct ferry_gcs_worker_info *k)
-{
-	PUT_ID(w, k->id);
-	PUT_ID(w, k->node);
-	PUT_ID(w, k->job);
-	ferry__gcs_put_u32(w, k->pid);
-	ferry__gcs_put_str(w, k->address);
-	ferry__gcs_put_u8(w, (uint8_t)k->state);
-	ferry__gcs_put_u8(w, (uint8_t)k->exit_type);
-	ferry__gcs_put_str(w, k->exit_message);
-	ferry__gcs_put_u64(w, k->start_ms);
-	ferry__gcs_put_u64(w, k->end_ms);
-}
-
-static void put_actor(struct ferry__gcs_writer *w, const struct ferry_gcs_actor_info *a)
-{
-	PUT_ID(w, a->id);
-	PUT_ID(w, a->job);
-	PUT_ID(w, a->owner);
-	ferry__gcs_put_str(w, a->name);
-	ferry__gcs_put_str(w, a->class_name);
-	ferry__gcs_put_u8(w, (uint8_t)a->state);
-	PUT_ID(w, a->node);
-	PUT_ID(w, a->worker);
-	ferry__gcs_put_u32(w, a->num_restarts);
-	ferry__gcs_put_u32(w, (uint32_t)a->max_restarts);
-	ferry__gcs_put_u8(w, (uint8_t)a->death_cause);
-	ferry__gcs_put_str(w, a->death_message);
-}
-
-static void put_actor_update(struct ferry__gcs_writer *w, const struct ferry__gcs_actor_update *u)
-{
-	PUT_ID(w, u->id);
-	ferry__gcs_put_u8(w, (uint8_t)u->state);
-	PUT_ID(w, u->node);
-	PUT_ID(w, u->worker);
-	ferry__gcs_put_u8(w, (uint8_t)u->death_cause);
-	ferry__gcs_put_str(w, u->death_message);
-}
-
 static void put_pg(struct ferry__gcs_writer *w, const struct ferry__gcs_pg *g)
 {
 	PUT_ID(w, g->id);
@@ -142,25 +68,6 @@ static void put_pg_update(struct ferry__gcs_writer *w, const struct ferry__gcs_p
 	ferry__gcs_put_u32(w, u->nnodes);
 	for (uint32_t i = 0; i < u->nnodes; i++)
 		PUT_ID(w, u->nodes[i]);
-}
-
-static void put_task_event(struct ferry__gcs_writer *w, const struct ferry__gcs_task_event *e)
-{
-	PUT_ID(w, e->task);
-	PUT_ID(w, e->job);
-	ferry__gcs_put_u32(w, e->attempt);
-	ferry__gcs_put_u8(w, (uint8_t)e->state);
-	PUT_ID(w, e->node);
-	PUT_ID(w, e->worker);
-	ferry__gcs_put_u64(w, e->time_ms);
-}
-
-static void put_error(struct ferry__gcs_writer *w, const struct ferry__gcs_error *e)
-{
-	PUT_ID(w, e->job);
-	ferry__gcs_put_u64(w, e->time_ms);
-	ferry__gcs_put_str(w, e->type);
-	ferry__gcs_put_str(w, e->message);
 }
 
 static bool place_known(const struct ferry_gcs_object_place *p)
@@ -206,35 +113,10 @@ static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info
 	put_places(w, o);			  /* later still */
 }
 
-static void put_kv(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
-{
-	ferry__gcs_put_bytes(w, op->kv.ns.data, op->kv.ns.size);
-	ferry__gcs_put_bytes(w, op->kv.key.data, op->kv.key.size);
-	if (op->type != FERRY__GCS_OP_KV_PUT)
-		return;
-	ferry__gcs_put_bytes(w, op->kv.value.data, op->kv.value.size);
-	ferry__gcs_put_u8(w, op->kv.overwrite);
-}
-
 /* Ops whose body is a few fixed fields. */
 static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
 {
 	switch (op->type) {
-	case FERRY__GCS_OP_NODE_STATE:
-		PUT_ID(w, op->node_state.id);
-		ferry__gcs_put_u8(w, (uint8_t)op->node_state.state);
-		ferry__gcs_put_u64(w, op->node_state.time_ms);
-		break;
-	case FERRY__GCS_OP_JOB_FINISH:
-		PUT_ID(w, op->job_finish.id);
-		ferry__gcs_put_u64(w, op->job_finish.time_ms);
-		break;
-	case FERRY__GCS_OP_WORKER_DEAD:
-		PUT_ID(w, op->worker_exit.id);
-		ferry__gcs_put_u64(w, op->worker_exit.time_ms);
-		ferry__gcs_put_u8(w, (uint8_t)op->worker_exit.exit_type);
-		ferry__gcs_put_str(w, op->worker_exit.message);
-		break;
 	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
 	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
 		PUT_ID(w, op->obj_location.id);
@@ -275,32 +157,17 @@ static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *o
 
 void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
 {
+	if (ferry__gcs_op_is_fb(op->type)) {
+		ferry__gcs_op_encode_fb(op, w);
+		return;
+	}
 	ferry__gcs_put_u8(w, (uint8_t)op->type);
 	switch (op->type) {
-	case FERRY__GCS_OP_NODE_REGISTER:
-	case FERRY__GCS_OP_RESTORE_NODE:
-		put_node(w, &op->node);
-		break;
 	case FERRY__GCS_OP_NODE_HEARTBEAT:
 		put_heartbeat(w, &op->heartbeat);
 		break;
 	case FERRY__GCS_OP_NODE_LOAD:
 		put_load(w, &op->load);
-		break;
-	case FERRY__GCS_OP_JOB_ADD:
-	case FERRY__GCS_OP_RESTORE_JOB:
-		put_job(w, &op->job);
-		break;
-	case FERRY__GCS_OP_WORKER_ADD:
-	case FERRY__GCS_OP_RESTORE_WORKER:
-		put_worker(w, &op->worker);
-		break;
-	case FERRY__GCS_OP_ACTOR_REGISTER:
-	case FERRY__GCS_OP_RESTORE_ACTOR:
-		put_actor(w, &op->actor);
-		break;
-	case FERRY__GCS_OP_ACTOR_UPDATE:
-		put_actor_update(w, &op->actor_update);
 		break;
 	case FERRY__GCS_OP_PG_CREATE:
 	case FERRY__GCS_OP_RESTORE_PG:
@@ -308,21 +175,6 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 		break;
 	case FERRY__GCS_OP_PG_UPDATE:
 		put_pg_update(w, &op->pg_update);
-		break;
-	case FERRY__GCS_OP_TASK_EVENT:
-		put_task_event(w, &op->task_event);
-		break;
-	case FERRY__GCS_OP_ERROR:
-		put_error(w, &op->error);
-		break;
-	case FERRY__GCS_OP_LOG:
-		ferry__gcs_put_raw(w, op->log.job.bytes, sizeof(op->log.job.bytes));
-		ferry__gcs_put_bytes(w, op->log.data.data, op->log.data.size);
-		break;
-	case FERRY__GCS_OP_KV_PUT:
-	case FERRY__GCS_OP_KV_DELETE:
-	case FERRY__GCS_OP_KV_DELETE_PREFIX:
-		put_kv(w, op);
 		break;
 	case FERRY__GCS_OP_OBJ_ADD:
 	case FERRY__GCS_OP_RESTORE_OBJ:
@@ -407,6 +259,7 @@ static void get_resources(struct ferry__gcs_reader *r, struct ferry__gcs_op *op,
 	res->custom = c;
 }
 
+/* Node records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_node(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 {
 	struct ferry__gcs_node *n = &op->node;
@@ -475,6 +328,7 @@ static void get_load(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 	l->resources = res;
 }
 
+/* Job records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
 {
 	GET_ID(r, j->id);
@@ -487,6 +341,7 @@ static void get_job(struct ferry__gcs_reader *r, struct ferry__gcs_job *j)
 	j->end_ms = ferry__gcs_get_u64(r);
 }
 
+/* Worker records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_worker(struct ferry__gcs_reader *r, struct ferry_gcs_worker_info *k)
 {
 	GET_ID(r, k->id);
@@ -501,6 +356,7 @@ static void get_worker(struct ferry__gcs_reader *r, struct ferry_gcs_worker_info
 	k->end_ms = ferry__gcs_get_u64(r);
 }
 
+/* Actor records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_actor(struct ferry__gcs_reader *r, struct ferry_gcs_actor_info *a)
 {
 	GET_ID(r, a->id);
@@ -554,6 +410,7 @@ static void get_pg_update(struct ferry__gcs_reader *r, struct ferry__gcs_pg_upda
 	u->nodes = id_array(r, u->nnodes, sizeof(struct ferry_node_id));
 }
 
+/* Task events and errors as written before they became GcsRecords (ops_fb.c). */
 static void get_task_event(struct ferry__gcs_reader *r, struct ferry__gcs_task_event *e)
 {
 	GET_ID(r, e->task);
@@ -627,6 +484,7 @@ static void get_obj(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 	get_places(r, op, o);
 }
 
+/* KV records as written before they became GcsRecords (ops_fb.c): read from older logs. */
 static void get_kv(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 {
 	op->kv.ns = ferry__gcs_get_bytes(r, UINT32_MAX);
@@ -734,7 +592,7 @@ static void get_body(struct ferry__gcs_reader *r, struct ferry__gcs_op *op)
 	case FERRY__GCS_OP_ERROR:
 		get_error(r, &op->error);
 		break;
-	case FERRY__GCS_OP_LOG:
+	case FERRY__GCS_OP_LOG: /* as written before GcsRecord */
 		GET_ID(r, op->log.job);
 		op->log.data = ferry__gcs_get_bytes(r, FERRY__GCS_TEXT_MAX);
 		break;
@@ -757,6 +615,8 @@ int ferry__gcs_op_decode(const void *data, size_t size, struct ferry__gcs_op *op
 {
 	struct ferry__gcs_reader r = {data, size, 0};
 
+	if (size && !*(const uint8_t *)data)
+		return ferry__gcs_op_decode_fb(data, size, op);
 	memset(op, 0, sizeof(*op));
 	op->type = (enum ferry__gcs_op_type)ferry__gcs_get_u8(&r);
 	get_body(&r, op);

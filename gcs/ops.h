@@ -21,7 +21,15 @@
  * text name, u64 total, u64 available: fixed point, below 2^63) and NODE_HEARTBEAT travel as
  * requests only: since liveness left the log, the server never logs them (replay still applies
  * the heartbeat records of older logs).
- * It may move to FlatBuffers with the rest of the wire format; the WAL version would then change.
+ *
+ * Moving to FlatBuffers (issue 22), op family by op family: the families done so far (KV_*,
+ * LOG, NODE_REGISTER, RESTORE_NODE, NODE_STATE, JOB_*, RESTORE_JOB,
+ * WORKER_*, RESTORE_WORKER, ACTOR_*, RESTORE_ACTOR, TASK_EVENT, ERROR:
+ * ferry__gcs_op_is_fb()) are encoded as FERRY__GCS_RECORD_PREFIX zero bytes and then a
+ * schema/gcs.fbs GcsRecord (record version FERRY__GCS_RECORD_VERSION inside). No hand-written
+ * record starts with a 0 byte (types start at 1), so the decoder tells the two apart by the
+ * first byte without guessing, and still reads hand-written records of these families (older
+ * logs and snapshots).
  *
  * Thread model: pure functions.
  */
@@ -140,6 +148,16 @@ struct ferry__gcs_op {
 	};
 	struct ferry__gcs_op_block *owned; /* decode: arrays it allocated; NULL otherwise */
 };
+
+/* Bytes before a GcsRecord FlatBuffer (all zero), and the record version it carries. */
+#define FERRY__GCS_RECORD_PREFIX 4
+#define FERRY__GCS_RECORD_VERSION 2
+
+/* ferry__gcs_op_is_fb() - whether ops of @type are encoded as a GcsRecord (see above). */
+bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type);
+/* The GcsRecord codec (gcs/ops_fb.c); callers use ferry__gcs_op_encode()/_decode(). */
+void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w);
+int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_op *op);
 
 /* ferry__gcs_op_encode() - append @op's record to @w (errors stick in @w->err). */
 void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w);
