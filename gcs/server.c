@@ -226,6 +226,10 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 	if (ret >= 0)
 		note_node_conn(c, &op);
 	ferry__gcs_op_release(&op);
+	if (op.type == FERRY__GCS_OP_NODE_HEARTBEAT) {
+		ferry__gcs_srv_beat_reply(c, seq, ret);
+		return 0;
+	}
 	if (ret < 0 || ferry__gcs_state_durable_lsn(srv->state) >= lsn) {
 		ferry__gcs_srv_reply(c, seq, ret, NULL, 0, 0);
 		return 0;
@@ -728,6 +732,7 @@ void ferry__gcs_server_destroy(struct ferry__gcs_server *srv)
 	ferry__hashmap_fini(&srv->last_seen);
 	ferry__free(srv->held);
 	ferry__fb_builder_fini(&srv->fb);
+	ferry__fb_builder_fini(&srv->beat_fb);
 	ferry__gcs_buf_fini(&srv->scratch);
 	ferry__gcs_buf_fini(&srv->out);
 	ferry__free(srv);

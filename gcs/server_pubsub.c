@@ -59,20 +59,41 @@ int ferry__gcs_record_encode(int channel, const void *record, struct ferry__gcs_
 	return ret < 0 ? ret : w.err;
 }
 
+/* A node's record changed: the membership version moves; a node gone (dead, or removed) leaves
+ * the alive count (last_seen) and its load report goes. */
+static void node_changed(struct ferry__gcs_server *srv, const struct ferry__gcs_change *c,
+			 const struct ferry__gcs_node *node)
+{
+	srv->membership_version++;
+	if (node && node->state != FERRY_GCS_NODE_DEAD)
+		return;
+	if (c->key_size == sizeof(struct ferry_node_id))
+		(void)ferry__hashmap_remove(&srv->last_seen, c->key, NULL);
+	if (node)
+		ferry__gcs_srv_load_forget(srv, &node->id);
+}
+
 void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
 {
 	struct ferry__gcs_server *srv = arg;
+
+	const struct ferry__gcs_node *node = c->channel == FERRY_GCS_CH_NODES ? c->record : NULL;
 	int ret = 0;
 
-	if (c->channel == FERRY_GCS_CH_NODES && c->record &&
-	    ((const struct ferry__gcs_node *)c->record)->state == FERRY_GCS_NODE_DEAD)
-		ferry__gcs_srv_load_forget(srv, &((const struct ferry__gcs_node *)c->record)->id);
+	if (c->channel == FERRY_GCS_CH_NODES)
+		node_changed(srv, c, node);
 	srv->out.size = 0;
 	if (c->record)
 		ret = ferry__gcs_record_encode(c->channel, c->record, &srv->scratch, &srv->out);
 	if (ret == 0)
 		ret = ferry__ps_publish(srv->ps, c->channel, c->key, c->key_size, srv->out.data,
 					srv->out.size, NULL);
+	/* Deaths and drains go to everyone on their own channel too: N deliveries each, where a
+	 * join (to the nodes channel's few subscribers) reaches nodes as the count in their
+	 * beat replies instead (server_load.c). */
+	if (ret == 0 && node && node->state != FERRY_GCS_NODE_ALIVE)
+		ret = ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_DEATHS, c->key, c->key_size,
+					srv->out.data, srv->out.size, NULL);
 	/* A change that cannot be published is not lost for subscribers for good: the next
 	 * resync (reconnect, slow subscriber) carries the current state. */
 	if (ret < 0)
