@@ -127,6 +127,36 @@ FTEST(dead_location_fails_over)
 	tt_cluster_stop(&t);
 }
 
+/*
+ * A node holds the addresses of the peers it pulled from, not every node's (issue 22: every
+ * node on the whole nodes channel cost N joins x N deliveries), and a peer's death reaches it
+ * through that peer's keyed subscription: the address goes.
+ */
+FTEST(a_node_looks_up_only_the_peers_it_pulls_from)
+{
+	struct tt_cluster t = tt_cluster_start(3, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[2];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
+	struct ferry__objmgr *om = ferry__node_objmgr(b);
+	struct ferry__objmgr_result res;
+	struct ferry_node_id a_id = *ferry__node_id(a);
+	struct ferry_object_id id;
+
+	ferry_object_id_random(&id);
+	tt_put(ferry__node_socket(a), &id, 4096, 7);
+	ftest_assert_ok(ferry__node_sync(a));
+	tt_wait_location(c, &id, 1);
+	ftest_assert_uint_eq(ferry__objmgr_node_count(om), 0);
+	ftest_assert_ok(ferry__objmgr_pull_wait(om, &id, &res));
+	ftest_assert_true(ferry_node_id_eq(&res.source, &a_id));
+	ftest_assert_uint_eq(ferry__objmgr_node_count(om), 1); /* a: not node[1], not itself */
+	tt_cluster_stop_node(&t, a);
+	for (int i = 0; i < 200 && ferry__objmgr_node_count(om); i++)
+		usleep(50 * 1000); /* a hang, not a speed check: the deadline is 1 s */
+	ftest_assert_uint_eq(ferry__objmgr_node_count(om), 0);
+	tt_cluster_stop(&t);
+}
+
 /* A large object at two locations comes in parts from both at once. */
 FTEST(large_pull_uses_two_sources)
 {
