@@ -14,7 +14,7 @@
  *   matters here for peers already in the table.
  * - om->node_asks holds each peer asked for: PEER_ASKED while its subscription is out or live,
  *   PEER_DEAD once its record said dead (terminal: IDs never come back), so a pull from a dead
- *   peer fails at once (-EHOSTUNREACH). A subscription refused by the GCS drops the entry (the
+ *   peer fails at once (-EHOSTUNREACH), and its subscription is dropped. A subscription refused by the GCS drops the entry (the
  *   next pull asks again). om->nodes holds the addresses of the live peers.
  * - Events and the subscriptions' answers run on the GCS client's thread; pulls on the pull
  *   threads. om->lock guards both maps; no GCS call is made under it.
@@ -38,24 +38,27 @@ struct peer_ask {
 	struct ferry_node_id id;  /* the peer */
 };
 
-/* A record of @info: the address of a live peer, or its death. om->lock held. */
-static void apply_record(struct ferry__objmgr *om, const struct ferry_gcs_node_info *info,
+/* A record of @info: the address of a live peer, or its death. om->lock held. True when a
+ * peer this object manager follows just died: its subscription can go. */
+static bool apply_record(struct ferry__objmgr *om, const struct ferry_gcs_node_info *info,
 			 bool from_deaths)
 {
 	struct ferry__node_addr addr, *slot;
 	uint8_t *peer = ferry__hashmap_get(&om->node_asks, &info->id);
 
 	if (info->state == FERRY_GCS_NODE_DEAD) {
+		bool followed = peer && *peer == PEER_ASKED;
+
 		(void)ferry__hashmap_remove(&om->nodes, &info->id, NULL);
 		if (peer)
 			*peer = PEER_DEAD;
-		return;
+		return followed;
 	}
 	if (from_deaths || !info->address)
-		return; /* a drain: the peer still serves what it holds */
+		return false; /* a drain: the peer still serves what it holds */
 	if (ferry__node_addr_parse(info->address, strlen(info->address), &addr) < 0) {
 		FLOG_WARN(COMP, "node with an unusable address: %s", info->address);
-		return;
+		return false;
 	}
 	int r = ferry__hashmap_put(&om->nodes, &info->id, (void **)&slot);
 
@@ -64,23 +67,37 @@ static void apply_record(struct ferry__objmgr *om, const struct ferry_gcs_node_i
 			  slot->shm_path[0] ? slot->shm_path : slot->ip, info->address);
 	if (r >= 0)
 		*slot = addr;
+	return false;
+}
+
+static void on_unsubscribed(void *arg, int status, void *result)
+{
+	(void)arg;
+	(void)status; /* a failure leaves a subscription that never delivers again: harmless */
+	ferry_gcs_free(result);
 }
 
 static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 {
 	struct ferry__objmgr *om = arg;
 	struct ferry_gcs_node_info info;
+	bool died;
 
 	if (ev->kind == FERRY_GCS_EVENT_RESYNC)
 		return; /* nodes are never renamed: keep what we know, the snapshot refreshes it */
 	if (ferry_gcs_event_node(ev, &info) < 0)
 		return;
 	pthread_mutex_lock(&om->lock);
-	apply_record(om, &info, ev->channel == FERRY_GCS_CH_NODE_DEATHS);
+	died = apply_record(om, &info, ev->channel == FERRY_GCS_CH_NODE_DEATHS);
 	atomic_store_explicit(&om->node_count, ferry__hashmap_count(&om->nodes),
 			      memory_order_relaxed);
 	pthread_cond_broadcast(&om->nodes_cond);
 	pthread_mutex_unlock(&om->lock);
+	/* A dead node never changes again (IDs never come back): its keyed subscription goes, so
+	 * the GCS keeps none for the dead. The dead mark stays, for pulls to fail at once. */
+	if (died)
+		(void)ferry_gcs_unsubscribe_async(ev->client, FERRY_GCS_CH_NODES, info.id.bytes,
+						  sizeof(info.id.bytes), on_unsubscribed, NULL);
 }
 
 size_t ferry__objmgr_node_count(struct ferry__objmgr *om)
