@@ -21,6 +21,7 @@
 #include "plasma/server.h"
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 #include "tests/integration/transport/transport_util.h"
 #include "transport/objmgr_int.h"
 
@@ -515,18 +516,6 @@ FTEST(node_process_stops_clean)
 	tt_proc_signal(&gcs, SIGTERM);
 }
 
-/* TSan runs a background thread of its own in each process it instruments. */
-#if defined(__SANITIZE_THREAD__)
-#define SANITIZER_THREADS 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SANITIZER_THREADS 1
-#endif
-#endif
-#ifndef SANITIZER_THREADS
-#define SANITIZER_THREADS 0
-#endif
-
 /* The threads of @pid whose name is @name (NULL: all), and its io_uring fds into *@rings. */
 static unsigned count_threads(pid_t pid, const char *name, unsigned *rings)
 {
@@ -595,7 +584,7 @@ FTEST(idle_node_threads_and_rings)
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-store", &rings), 0);
 	total = count_threads(a.pid, NULL, &rings);
 	ftest_log("ferry-node: %u threads, %u io_uring fds", total, rings);
-	ftest_assert_uint_le(total, 7 + SANITIZER_THREADS);
+	ftest_assert_uint_le(total, 7 + ITEST_SANITIZER_THREADS);
 	ftest_assert_uint_le(rings, 2);
 	n = ferry_gcs_node_list(c, &nodes);
 	ftest_assert_int_eq(n, 1);
