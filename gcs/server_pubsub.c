@@ -14,6 +14,12 @@
  *   (snapshot + deltas). Held-back drains are retried by a short one-shot timer.
  * - Snapshots come from the live tables through the engine's snapshot callback, encoded the
  *   same way as deltas, so a client applies both with one decoder.
+ * - Membership: a node's change to DRAINING or DEAD is published on the nodes channel and
+ *   again on the node-deaths channel, which every node follows; joins go to the nodes channel
+ *   only (its few whole-channel subscribers), and reach nodes as the count in their beat
+ *   replies. The deaths channel's snapshot is empty: a snapshot of every death to each of N
+ *   subscribers would be O(N x deaths); a node learns a peer's state from its keyed
+ *   subscription to that peer.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -170,7 +176,7 @@ static int snap_channel(struct ferry__gcs_server *srv, struct ferry__ps_snap *sn
 		return ret;
 	}
 	if (channel > FERRY_GCS_CH_ACTORS)
-		return 0; /* errors and logs are streams: no state to snapshot */
+		return 0; /* errors, logs and deaths are streams: no state to snapshot */
 	while (ret == 0 && (rec = ferry__gcs_tables_next(ferry__gcs_state_tables(srv->state),
 							 tables[channel], &cursor)))
 		ret = snap_one(srv, snap, channel, rec, FERRY_UNIQUE_ID_SIZE, rec);
