@@ -62,10 +62,9 @@ struct ferry__gcs_server {
 	uint64_t load_reports;		      /* load reports taken (tests, stats) */
 	uint64_t membership_version;	      /* nodes-table changes this run (beat replies) */
 	struct ferry__fb_builder beat_fb;     /* a beat reply's GcsBeatInfo */
-	uint32_t deadline_ms;		      /* node deadline now, sized to the cluster */
-	uint32_t base_deadline_ms;	      /* ... configured: small clusters' deadline */
+	uint32_t deadline_ms;		      /* node deadline now, sized to the cluster
+					       * (opts.node_deadline_ms: configured) */
 	uint64_t deadline_held_ms;	      /* last time the sized deadline was still due */
-	uint64_t next_sweep_ms;		      /* the next liveness scan (deadline / 10) */
 	struct held_reply *held;	      /* replies waiting for durability (FIFO) */
 	size_t held_head;		      /* first live entry */
 	size_t held_count;		      /* entries used */
