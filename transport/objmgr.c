@@ -6,7 +6,8 @@
  * DESIGN
  * - Threads. One io_uring loop thread owns every socket, through one TCP engine context
  *   (transport/tcp.h): the listener whose endpoints answer other nodes' PullRequests
- *   (objmgr_serve.c) and the endpoints this node pulls over (objmgr_tcp.c). A few pull threads run each pull's course in blocking style: GCS lookup
+ *   (objmgr_serve.c) and the endpoints this node pulls over (objmgr_tcp.c). A few pull threads (a pool: objmgr_pool.c; none while no pull
+ *   is queued or parked for thread_idle_ms) run each pull's course in blocking style: GCS lookup
  *   and add_location (the GCS client API blocks), plasma create/seal in the own store, the
  *   shm copy (a memcpy of up to the object's size), and, for TCP, handing a fetch to the loop
  *   and sleeping until it is done. So the loop never blocks on the GCS, the store or a large
@@ -627,7 +628,9 @@ void ferry__objmgr_enqueue(struct ferry__objmgr *om, struct ferry__objmgr_pull *
 	else
 		om->queue = p;
 	om->queue_tail = p;
+	om->nqueued++;
 	pthread_cond_signal(&om->work_cond);
+	ferry__objmgr_pool_grow(om);
 }
 
 /* After an attempt of @p that failed with @status: parked for another (true), or it ends. */
@@ -641,24 +644,41 @@ static bool park(struct ferry__objmgr *om, struct ferry__objmgr_pull *p, int sta
 	return parked;
 }
 
-static void *pull_thread(void *arg)
+/* Take the queue's head, or leave (stopping with nothing queued, or idle: objmgr_pool.c). The
+ * thread counts as free (om->nidle) while it waits. NULL: leave. */
+static struct ferry__objmgr_pull *take_work(struct ferry__objmgr_puller *self, bool was_busy)
 {
-	struct ferry__objmgr *om = arg;
+	struct ferry__objmgr *om = self->om;
 	struct ferry__objmgr_pull *p;
 
+	pthread_mutex_lock(&om->lock);
+	om->nidle += was_busy;
+	p = ferry__objmgr_wait_for_work(om) ? NULL : om->queue;
+	if (p) {
+		om->queue = p->next;
+		if (!om->queue)
+			om->queue_tail = NULL;
+		om->nqueued--;
+	} else {
+		om->nrunning--;
+		self->state = FERRY__PULLER_EXITED; /* joined by the next start or by stop */
+	}
+	om->nidle--;
+	pthread_mutex_unlock(&om->lock);
+	return p;
+}
+
+void *ferry__objmgr_pull_thread(void *arg)
+{
+	struct ferry__objmgr *om = ((struct ferry__objmgr_puller *)arg)->om;
+	struct ferry__objmgr_pull *p;
+	bool busy = false;
+
 	pthread_setname_np(pthread_self(), "ferry-om-pull");
-	for (;;) {
+	for (;; busy = true) {
 		struct ferry__objmgr_result res = {0};
 
-		pthread_mutex_lock(&om->lock);
-		ferry__objmgr_wait_for_work(om);
-		p = om->queue;
-		if (p) {
-			om->queue = p->next;
-			if (!om->queue)
-				om->queue_tail = NULL;
-		}
-		pthread_mutex_unlock(&om->lock);
+		p = take_work(arg, busy);
 		if (!p)
 			return NULL;
 		if (p->big) { /* the loop runs this pull: create its copy, nothing else */
@@ -1036,6 +1056,8 @@ static void set_opts(struct ferry__objmgr *om, const struct ferry__objmgr_opts *
 		om->opts.timeout_ms = 30000;
 	if (!om->opts.threads)
 		om->opts.threads = 4;
+	if (!om->opts.thread_idle_ms)
+		om->opts.thread_idle_ms = 2000;
 }
 
 static int init_sync(struct ferry__objmgr *om)
@@ -1078,22 +1100,17 @@ static int connect_store(struct ferry__objmgr *om)
 	return 0;
 }
 
+/* The loop's thread; the pull threads start as pulls queue (objmgr_pool.c). */
 static int start_threads(struct ferry__objmgr *om)
 {
-	int ret;
+	int ret = ferry__objmgr_pool_init(om);
 
+	if (ret < 0)
+		return ret;
 	ret = -pthread_create(&om->loop_thread, NULL, loop_main, om);
 	if (ret < 0)
 		return ret;
 	om->loop_started = true;
-	om->threads = ferry__calloc(om->opts.threads, sizeof(*om->threads));
-	if (!om->threads)
-		return -ENOMEM;
-	for (; om->nthreads < om->opts.threads; om->nthreads++) {
-		ret = -pthread_create(&om->threads[om->nthreads], NULL, pull_thread, om);
-		if (ret < 0)
-			return ret;
-	}
 	return 0;
 }
 
@@ -1206,9 +1223,7 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	/* Fetches under way end with -ECANCELED on the loop, which frees their pull threads. */
 	if (om->loop_started && ferry__loop_post(om->loop, loop_shutdown, om) < 0)
 		FLOG_WARN(COMP, "cannot post the shutdown");
-	for (unsigned i = 0; i < om->nthreads; i++)
-		pthread_join(om->threads[i], NULL);
-	om->nthreads = 0;
+	ferry__objmgr_pool_stop(om);
 	ferry__objmgr_wait_cancel_all(om);
 	/* Pulls on the loop's fast path end there (-ECANCELED at the latest, the shutdown above
 	 * failed their probes): before the loop stops, so that stop() leaves none behind. */
@@ -1243,7 +1258,7 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	ferry__loop_destroy(om->loop);
 	ferry__objmgr_tcp_free(om);
 	ferry__objmgr_rdma_free(om);
-	ferry__free(om->threads);
+	ferry__objmgr_pool_free(om);
 	ferry_plasma_client_disconnect(om->store);
 	ferry__shm_peers_fini(&om->shm);
 	ferry__hashmap_fini(&om->pulls);

@@ -82,7 +82,9 @@ struct ferry__objmgr_opts {
 				       * CPU while there is traffic); 0: always sleep */
 	uint32_t chunk_bytes;	      /* TCP engine data frame; 0: 1 MiB, at most 4 MiB */
 	uint32_t timeout_ms;	      /* deadline of one pull attempt from one node; 0: 30000 */
-	uint32_t threads;	      /* pull threads; 0: 4 */
+	uint32_t threads;	      /* pull threads at most; 0: 4 */
+	uint32_t thread_idle_ms;      /* a pull thread without work this long leaves (one
+				       * starts again when a pull queues); 0: 2000 */
 	uint64_t max_bytes_in_flight; /* pull admission limit; 0: half the store's capacity */
 	bool node_records_copies;     /* the embedding node records pulled copies (see pull) */
 	uint32_t notice_hold_ms;      /* the loop's copies' seal notices wait up to this long
@@ -133,9 +135,11 @@ struct ferry__objmgr_stats {
 };
 
 /*
- * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls)
- * and pull threads; connects to the own store; subscribes to the GCS node-deaths channel when
- * @gcs is set (peers are looked up when a pull first needs them). Returns 0 and *@out, -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or the
+ * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls);
+ * its pull threads start as pulls queue and leave when idle (thread_idle_ms); connects to the
+ * own store; subscribes to the GCS node-deaths channel when @gcs is set (peers are looked up
+ * when a pull first needs them). Returns 0 and *@out, -EINVAL (bad options, logged), -ENOMEM,
+ * -EADDRINUSE, or the
  * store's / the GCS client's error.
  */
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out);

@@ -206,8 +206,10 @@ struct ferry__objmgr {
 	pthread_cond_t work_cond;	       /* queue not empty or stopping */
 	pthread_cond_t admit_cond;	       /* bytes_in_flight went down */
 	pthread_cond_t nodes_cond;	       /* node table changed */
-	pthread_t *threads;		       /* pull threads */
-	unsigned nthreads;		       /* started */
+	struct ferry__objmgr_puller *pullers;  /* pull thread slots (opts.threads) */
+	unsigned nrunning;		       /* pull threads running */
+	unsigned nidle;			       /* of those, waiting for work */
+	unsigned nqueued;		       /* pulls in queue */
 	struct ferry__objmgr_pull *queue;      /* pulls not picked up yet */
 	struct ferry__objmgr_pull *queue_tail; /* last */
 	struct ferry__hashmap pulls;	       /* object id -> struct ferry__objmgr_pull * */
@@ -369,12 +371,30 @@ uint64_t ferry__objmgr_wait_due(struct ferry__objmgr *om, uint64_t now_us);
 void ferry__objmgr_wait_wake(struct ferry__objmgr *om, const struct ferry_object_id *id);
 struct ferry__objmgr_pull *ferry__objmgr_wait_take_all(struct ferry__objmgr *om);
 /* Pull threads (om->lock held): sleep on work_cond until there is work or stopping, queueing
- * parked pulls as they fall due. */
-void ferry__objmgr_wait_for_work(struct ferry__objmgr *om);
+ * parked pulls as they fall due. true: nothing came for opts.thread_idle_ms and no pull is
+ * parked, so the thread may leave (objmgr_pool.c). */
+bool ferry__objmgr_wait_for_work(struct ferry__objmgr *om);
 /* A pull ends with @status: a WARN when it waited and ends without its object. */
 void ferry__objmgr_wait_log_end(const struct ferry__objmgr_pull *p, int status);
 /* At stop, the pull threads joined (om->lock not held): parked pulls end -ECANCELED. */
 void ferry__objmgr_wait_cancel_all(struct ferry__objmgr *om);
+
+/* objmgr_pool.c: the pull threads, started when pulls queue and none is free to take them,
+ * leaving after opts.thread_idle_ms without work (an idle node runs none). */
+enum { FERRY__PULLER_NONE, FERRY__PULLER_RUNNING, FERRY__PULLER_EXITED };
+struct ferry__objmgr_puller {
+	struct ferry__objmgr *om; /* owner */
+	pthread_t thread;	  /* valid unless state is FERRY__PULLER_NONE */
+	int state;		  /* FERRY__PULLER_*, under om->lock */
+};
+int ferry__objmgr_pool_init(struct ferry__objmgr *om);
+/* A pull was queued (om->lock held): start a thread if none is free to take it. */
+void ferry__objmgr_pool_grow(struct ferry__objmgr *om);
+/* At stop (stopping set, om->lock not held): every thread joined, the queue drained by them. */
+void ferry__objmgr_pool_stop(struct ferry__objmgr *om);
+void ferry__objmgr_pool_free(struct ferry__objmgr *om);
+/* objmgr.c: a pull thread's body (@arg: its struct ferry__objmgr_puller). */
+void *ferry__objmgr_pull_thread(void *arg);
 
 /* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
  * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how

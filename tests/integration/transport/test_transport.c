@@ -564,8 +564,9 @@ static unsigned count_threads(pid_t pid, const char *name, unsigned *rings)
 /*
  * An idle ferry-node serves the GCS client, its heartbeats, its directory updates and the plasma
  * store on one loop thread of its own (issue 22): no GCS client, heartbeat, directory or store
- * thread. The node had 10 threads and 3 rings; the bound comes down as the object manager joins
- * the loop. The node must still beat: alive in the GCS, its load reported by its first beat.
+ * thread, and no pull thread (they start with pulls). The node had 10 threads and 3 rings, then
+ * 7 and 2; now main, its loop and the object manager's loop (the last one to go, with its ring).
+ * The node must still beat: alive in the GCS, its load reported by its first beat.
  */
 FTEST(idle_node_threads_and_rings)
 {
@@ -582,9 +583,10 @@ FTEST(idle_node_threads_and_rings)
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-heartbeat", &rings), 0);
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-directory", &rings), 0);
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-store", &rings), 0);
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-pull", &rings), 0);
 	total = count_threads(a.pid, NULL, &rings);
 	ftest_log("ferry-node: %u threads, %u io_uring fds", total, rings);
-	ftest_assert_uint_le(total, 7 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_le(total, 3 + ITEST_SANITIZER_THREADS);
 	ftest_assert_uint_le(rings, 2);
 	n = ferry_gcs_node_list(c, &nodes);
 	ftest_assert_int_eq(n, 1);
@@ -598,6 +600,43 @@ FTEST(idle_node_threads_and_rings)
 	ferry_gcs_client_destroy(c);
 	tt_proc_signal(&a, SIGTERM);
 	tt_proc_signal(&gcs, SIGTERM);
+}
+
+/*
+ * The object manager's pull threads start when pulls queue and leave after thread_idle_ms (2 s
+ * by default) without work, so an idle node runs none; a pull after they left starts them again
+ * and completes. Fails if the threads start with the node, if they stay after the pulls, or if
+ * a pull once they left does not complete. A 1 MiB TCP pull runs on a pull thread (only small
+ * objects end on the loop's fast path).
+ */
+FTEST(pull_threads_come_and_go)
+{
+	struct tt_cluster t = tt_cluster_start(2, 64, true, 0);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
+	struct ferry_object_id id;
+	unsigned rings, n;
+
+	ftest_assert_uint_eq(count_threads(getpid(), "ferry-om-pull", &rings), 0);
+	for (int round = 0; round < 2; round++) {
+		ferry_object_id_random(&id);
+		tt_put(ferry__node_socket(a), &id, 1u << 20, 31 + round);
+		ftest_assert_ok(ferry__node_sync(a));
+		tt_wait_location(c, &id, 1);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &id, NULL));
+		ftest_assert_int_eq(tt_present(ferry__node_socket(b), &id), 1);
+		ftest_assert_uint_ge(count_threads(getpid(), "ferry-om-pull", &rings), 1);
+		/* A bound on behaviour, not on speed: they leave 2 s after the pull; 20 s allowed. */
+		for (int i = 0; i < 200; i++) {
+			n = count_threads(getpid(), "ferry-om-pull", &rings);
+			if (!n)
+				break;
+			usleep(100 * 1000);
+		}
+		ftest_log("round %d: pull threads gone after the pull", round);
+		ftest_assert_uint_eq(n, 0);
+	}
+	tt_cluster_stop(&t);
 }
 
 static struct ferry__node *g_gone_node;		  /* whose copy the hook deletes */
