@@ -11,18 +11,6 @@
 
 #define PUT_ID(w, id) ferry__gcs_put_raw((w), (id).bytes, sizeof((id).bytes))
 
-static void put_resources(struct ferry__gcs_writer *w, const struct ferry__gcs_resources *r)
-{
-	ferry__gcs_put_f64(w, r->cpu);
-	ferry__gcs_put_f64(w, r->gpu);
-	ferry__gcs_put_f64(w, r->memory_bytes);
-	ferry__gcs_put_u32(w, r->ncustom);
-	for (uint32_t i = 0; i < r->ncustom; i++) {
-		ferry__gcs_put_str(w, r->custom[i].name);
-		ferry__gcs_put_f64(w, r->custom[i].amount);
-	}
-}
-
 static void put_heartbeat(struct ferry__gcs_writer *w, const struct ferry__gcs_heartbeat *hb)
 {
 	PUT_ID(w, hb->id);
@@ -47,114 +35,6 @@ static void put_load(struct ferry__gcs_writer *w, const struct ferry_gcs_node_lo
 	}
 }
 
-static void put_pg(struct ferry__gcs_writer *w, const struct ferry__gcs_pg *g)
-{
-	PUT_ID(w, g->id);
-	PUT_ID(w, g->job);
-	ferry__gcs_put_str(w, g->name);
-	ferry__gcs_put_u8(w, (uint8_t)g->strategy);
-	ferry__gcs_put_u8(w, (uint8_t)g->state);
-	ferry__gcs_put_u32(w, g->nbundles);
-	for (uint32_t i = 0; i < g->nbundles; i++) {
-		put_resources(w, &g->bundles[i].resources);
-		PUT_ID(w, g->bundles[i].node);
-	}
-}
-
-static void put_pg_update(struct ferry__gcs_writer *w, const struct ferry__gcs_pg_update *u)
-{
-	PUT_ID(w, u->id);
-	ferry__gcs_put_u8(w, (uint8_t)u->state);
-	ferry__gcs_put_u32(w, u->nnodes);
-	for (uint32_t i = 0; i < u->nnodes; i++)
-		PUT_ID(w, u->nodes[i]);
-}
-
-static bool place_known(const struct ferry_gcs_object_place *p)
-{
-	return p->offset || p->alloc;
-}
-
-static void put_place(struct ferry__gcs_writer *w, const struct ferry_gcs_object_place *p)
-{
-	ferry__gcs_put_u64(w, p->offset);
-	ferry__gcs_put_u64(w, p->alloc);
-	ferry__gcs_put_u64(w, p->check);
-}
-
-/* The places of @o, after metadata_bytes: only when one is known (see ops.h). */
-static void put_places(struct ferry__gcs_writer *w, const struct ferry__objdir_info *o)
-{
-	uint32_t i = 0;
-
-	if (!o->places)
-		return;
-	while (i < o->nlocations && !place_known(&o->places[i]))
-		i++;
-	if (i == o->nlocations)
-		return;
-	for (i = 0; i < o->nlocations; i++)
-		put_place(w, &o->places[i]);
-}
-
-static void put_obj(struct ferry__gcs_writer *w, const struct ferry__objdir_info *o)
-{
-	PUT_ID(w, o->id);
-	PUT_ID(w, o->owner_worker);
-	PUT_ID(w, o->owner_node);
-	ferry__gcs_put_u64(w, o->size_bytes);
-	ferry__gcs_put_u8(w, (uint8_t)o->state);
-	ferry__gcs_put_u8(w, o->owner_dead);
-	ferry__gcs_put_str(w, o->spill_url);
-	ferry__gcs_put_u32(w, o->nlocations);
-	for (uint32_t i = 0; i < o->nlocations; i++)
-		PUT_ID(w, o->locations[i]);
-	ferry__gcs_put_u32(w, o->metadata_bytes); /* a later field: see get_trailing_u32() */
-	put_places(w, o);			  /* later still */
-}
-
-/* Ops whose body is a few fixed fields. */
-static void put_small(struct ferry__gcs_writer *w, const struct ferry__gcs_op *op)
-{
-	switch (op->type) {
-	case FERRY__GCS_OP_OBJ_ADD_LOCATION:
-	case FERRY__GCS_OP_OBJ_REMOVE_LOCATION:
-		PUT_ID(w, op->obj_location.id);
-		PUT_ID(w, op->obj_location.node);
-		ferry__gcs_put_u64(w, op->obj_location.size_bytes);
-		ferry__gcs_put_u32(w, op->obj_location.metadata_bytes); /* a later field */
-		if (op->type == FERRY__GCS_OP_OBJ_ADD_LOCATION &&
-		    place_known(&op->obj_location.place))
-			put_place(w, &op->obj_location.place); /* later still */
-		break;
-	case FERRY__GCS_OP_OBJ_SPILLED:
-		PUT_ID(w, op->obj_spilled.id);
-		ferry__gcs_put_str(w, op->obj_spilled.url);
-		break;
-	case FERRY__GCS_OP_OBJ_REMOVE:
-		PUT_ID(w, op->obj_id);
-		break;
-	case FERRY__GCS_OP_OBJ_OWNER_DIED:
-		PUT_ID(w, op->owner);
-		break;
-	case FERRY__GCS_OP_OBJ_NODE_DIED:
-		PUT_ID(w, op->node_id);
-		break;
-	case FERRY__GCS_OP_REQUEST_DONE:
-		ferry__gcs_put_raw(w, op->request_done.client, sizeof(op->request_done.client));
-		ferry__gcs_put_u64(w, op->request_done.seq);
-		ferry__gcs_put_u32(w, (uint32_t)op->request_done.status);
-		break;
-	case FERRY__GCS_OP_RESTORE_DROPPED:
-		ferry__gcs_put_u64(w, op->dropped.task_events);
-		ferry__gcs_put_u64(w, op->dropped.errors);
-		break;
-	default:
-		w->err = w->err ? w->err : -EINVAL;
-		break;
-	}
-}
-
 void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
 {
 	if (ferry__gcs_op_is_fb(op->type)) {
@@ -169,19 +49,8 @@ void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writ
 	case FERRY__GCS_OP_NODE_LOAD:
 		put_load(w, &op->load);
 		break;
-	case FERRY__GCS_OP_PG_CREATE:
-	case FERRY__GCS_OP_RESTORE_PG:
-		put_pg(w, &op->pg);
-		break;
-	case FERRY__GCS_OP_PG_UPDATE:
-		put_pg_update(w, &op->pg_update);
-		break;
-	case FERRY__GCS_OP_OBJ_ADD:
-	case FERRY__GCS_OP_RESTORE_OBJ:
-		put_obj(w, &op->obj);
-		break;
 	default:
-		put_small(w, op);
+		w->err = w->err ? w->err : -EINVAL;
 		break;
 	}
 }

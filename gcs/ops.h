@@ -24,7 +24,8 @@
  *
  * Moving to FlatBuffers (issue 22), op family by op family: the families done so far (KV_*,
  * LOG, NODE_REGISTER, RESTORE_NODE, NODE_STATE, JOB_*, RESTORE_JOB,
- * WORKER_*, RESTORE_WORKER, ACTOR_*, RESTORE_ACTOR, TASK_EVENT, ERROR:
+ * WORKER_*, RESTORE_WORKER, ACTOR_*, RESTORE_ACTOR, TASK_EVENT, ERROR, PG_*, RESTORE_PG, OBJ_*,
+ * RESTORE_OBJ, REQUEST_DONE, RESTORE_DROPPED: every type but NODE_HEARTBEAT and NODE_LOAD;
  * ferry__gcs_op_is_fb()) are encoded as FERRY__GCS_RECORD_PREFIX zero bytes and then a
  * schema/gcs.fbs GcsRecord (record version FERRY__GCS_RECORD_VERSION inside). No hand-written
  * record starts with a 0 byte (types start at 1), so the decoder tells the two apart by the
