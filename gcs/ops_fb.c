@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the op families moved off the
- * hand-written format so far. A record is FERRY__GCS_RECORD_PREFIX zero bytes, then the
- * FlatBuffer; ops.c routes here by op type (encode) and by the leading zero byte (decode), and
- * keeps the hand-written decoder for the records of older logs.
+ * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the record prefix, the build, the
+ * version check and the tables of nodes, jobs, workers, actors, KV, logs, task events and
+ * errors; gcs/ops_fb_obj.c has placement groups, objects, dedup and dropped counts. A record is
+ * FERRY__GCS_RECORD_PREFIX zero bytes, then the FlatBuffer; ops.c routes here by op type
+ * (encode) and by the leading zero byte (decode).
  */
 #include <errno.h>
 #include <string.h>

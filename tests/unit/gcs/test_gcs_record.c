@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes, jobs, workers, actors, task events, errors) encode as the zero prefix + a GcsRecord of
- * the current version that the generated reader verifies; a record of another version, or whose
- * type does not match the table it carries, is refused; the hand-written records of these
- * families that older logs hold still decode.
+ * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): every family (KV, LOG, nodes, jobs,
+ * workers, actors, task events, errors, placement groups, objects, dedup, dropped counts)
+ * encodes as the zero prefix + a GcsRecord of the current version that the generated reader
+ * verifies; a record of another version, or whose type does not match the table it carries,
+ * is refused, and so are the first release's hand-written records (but the heartbeat's).
  */
 #include <string.h>
 
@@ -87,7 +87,7 @@ FTEST(log_is_a_gcs_record)
 	ferry__gcs_buf_fini(&b);
 }
 
-/* Another version, a type without its table, a type not (yet) a GcsRecord: -EPROTO. */
+/* Another version, a type without its table, a type that is never a GcsRecord: -EPROTO. */
 FTEST(other_versions_and_mismatched_tables_are_refused)
 {
 	struct ferry__wire_gcs_kv_op kv = {.key = (const uint8_t *)"k", .key_count = 1};
@@ -113,7 +113,7 @@ FTEST(other_versions_and_mismatched_tables_are_refused)
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
-	rec.type = FERRY__WIRE_GCS_OP_TYPE_JOB_ADD; /* still hand-written */
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_NODE_HEARTBEAT; /* never a GcsRecord */
 	b.size = 0;
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
@@ -325,12 +325,15 @@ FTEST(task_event_and_error_records_round_trip)
 	ferry__gcs_buf_fini(&b);
 }
 
-/* KV_PUT as an older log holds it: type, ns, key, value (u32 length + bytes), overwrite. */
-FTEST(hand_written_kv_records_of_older_logs_still_decode)
+/* Records in the first release's hand-written format (type byte, then fields) are no longer
+ * read: a KV_PUT and an OBJ_ADD_LOCATION as an older log or node wrote them get -EPROTO; only
+ * the request-only heartbeat still has that format. */
+FTEST(hand_written_records_are_refused)
 {
 	struct ferry__gcs_buf b = {0};
 	struct ferry__gcs_writer w = {&b, 0};
-	struct ferry__gcs_op got;
+	struct ferry__gcs_op got, hb = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
+	uint8_t ids[36] = {0};
 
 	ferry__gcs_put_u8(&w, FERRY__GCS_OP_KV_PUT);
 	ferry__gcs_put_bytes(&w, "ns", 2);
@@ -338,11 +341,20 @@ FTEST(hand_written_kv_records_of_older_logs_still_decode)
 	ferry__gcs_put_bytes(&w, "value", 5);
 	ferry__gcs_put_u8(&w, 1);
 	ftest_assert_ok(w.err);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	b.size = 0;
+	ferry__gcs_put_u8(&w, FERRY__GCS_OP_OBJ_ADD_LOCATION);
+	ferry__gcs_put_raw(&w, ids, sizeof(ids)); /* object, node */
+	ferry__gcs_put_u64(&w, 4096);
+	ftest_assert_ok(w.err);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	ferry__gcs_buf_fini(&b);
+	hb.heartbeat.id.bytes[0] = 1;
+	hb.heartbeat.time_ms = 5;
+	b = encode(&hb);
+	ftest_assert_uint_eq(b.data[0], FERRY__GCS_OP_NODE_HEARTBEAT);
 	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
-	ftest_assert_int_eq(got.type, FERRY__GCS_OP_KV_PUT);
-	ftest_assert_uint_eq(got.kv.key.size, 3);
-	ftest_assert_mem_eq(got.kv.value.data, "value", 5);
-	ftest_assert_true(got.kv.overwrite);
+	ftest_assert_uint_eq(got.heartbeat.time_ms, 5);
 	ferry__gcs_buf_fini(&b);
 }
 
