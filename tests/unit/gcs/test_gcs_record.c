@@ -10,6 +10,7 @@
 
 #include "ftest.h"
 #include "gcs/ops.h"
+#include "gcs/values.h"
 #include "schema/ferry_schema.h"
 
 static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
@@ -491,5 +492,36 @@ FTEST(object_places_must_pair_with_copies)
 	with_prefix(&fb, &b);
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
 	ferry__fb_builder_fini(&fb);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* List values (GcsValueList) round-trip, found flags included; an empty buffer is an empty
+ * list; bytes that are not a GcsValueList, or more entries than allowed: -EPROTO. */
+FTEST(value_lists_round_trip_and_refuse_garbage)
+{
+	static const struct ferry__gcs_value in[3] = {
+		{{"k1", 2}, true}, {{NULL, 0}, false}, {{"", 0}, true}};
+	static const uint8_t garbage[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+	struct ferry__gcs_buf b = {0};
+	struct ferry__gcs_values vl;
+	struct ferry__gcs_value e;
+
+	ftest_assert_ok(ferry__gcs_values_encode(in, 3, &b));
+	ftest_assert_ok(ferry__gcs_values_open(b.data, b.size, 3, "test", &vl));
+	ftest_assert_uint_eq(vl.count, 3);
+	e = ferry__gcs_values_at(&vl, 0);
+	ftest_assert_true(e.found);
+	ftest_assert_uint_eq(e.data.size, 2);
+	ftest_assert_mem_eq(e.data.data, "k1", 2);
+	ftest_assert_false(ferry__gcs_values_at(&vl, 1).found);
+	e = ferry__gcs_values_at(&vl, 2);
+	ftest_assert_true(e.found);
+	ftest_assert_uint_eq(e.data.size, 0);
+	ftest_assert_errno(ferry__gcs_values_open(b.data, b.size, 2, "test", &vl), -EPROTO);
+	ftest_assert_errno(ferry__gcs_values_open(b.data, b.size - 1, 3, "test", &vl), -EPROTO);
+	ftest_assert_errno(ferry__gcs_values_open(garbage, sizeof(garbage), 3, "test", &vl),
+			   -EPROTO);
+	ftest_assert_ok(ferry__gcs_values_open(NULL, 0, 3, "test", &vl));
+	ftest_assert_uint_eq(vl.count, 0);
 	ferry__gcs_buf_fini(&b);
 }
