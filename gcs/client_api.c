@@ -340,6 +340,46 @@ int ferry_gcs_node_heartbeat_async(struct ferry_gcs_client *c, const struct ferr
 	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
 }
 
+/* The acall decoder of a beat: the GcsBeatInfo value, verified, copied out. A reply without
+ * one (an older server) gives no result, which the contract allows. */
+static int decode_beat(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
+		       void **result)
+{
+	struct ferry__wire_gcs_beat_info_view v;
+	struct ferry_gcs_beat_info *info;
+
+	(void)a;
+	if (!r->size)
+		return r->status;
+	if (ferry__wire_gcs_beat_info_root(r->value, r->size, &v) < 0)
+		return -EPROTO;
+	info = ferry__malloc(sizeof(*info));
+	if (!info)
+		return -ENOMEM;
+	info->alive_nodes = ferry__wire_gcs_beat_info_alive_nodes(v);
+	info->membership_version = ferry__wire_gcs_beat_info_membership_version(v);
+	*result = info;
+	return r->status;
+}
+
+int ferry_gcs_node_beat_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+			      ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_acall a = {.cb = cb, .arg = arg, .decode = decode_beat};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
+	struct ferry__gcs_call call = {0};
+	int ret;
+
+	if (!c || !id || !cb)
+		return -EINVAL;
+	op.heartbeat.id = *id;
+	op.heartbeat.time_ms = ferry__wall_ms();
+	ret = build_apply(c, 0, &op, &call);
+	if (ret < 0)
+		return ret;
+	return acall_send(c, 0, call.type, call.payload, call.len, call.seq, NULL, &a);
+}
+
 int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node_id *id,
 			     double avail_cpu, double avail_gpu, double avail_memory_bytes)
 {
@@ -594,7 +634,10 @@ int ferry_gcs_event_node(const struct ferry_gcs_event *ev, struct ferry_gcs_node
 
 	if (!out)
 		return -EINVAL;
-	ret = event_op(ev, FERRY_GCS_CH_NODES, FERRY__GCS_OP_RESTORE_NODE, &op);
+	ret = event_op(ev,
+		       ev && ev->channel == FERRY_GCS_CH_NODE_DEATHS ? FERRY_GCS_CH_NODE_DEATHS
+								     : FERRY_GCS_CH_NODES,
+		       FERRY__GCS_OP_RESTORE_NODE, &op);
 	if (ret < 0)
 		return ret;
 	memset(out, 0, sizeof(*out));

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How often a node heartbeats and how long the GCS waits before declaring it dead, as functions
- * of the cluster's size, so that both sides agree without a word on the wire: the node counts
- * the alive nodes it learns from the membership channel, the GCS counts its node table.
+ * of the cluster's size, so that both sides agree: the GCS counts its alive nodes and sends the
+ * count in every heartbeat's reply (GcsBeatInfo), the node sizes its next interval from it (no
+ * node follows the whole membership channel: that was N joins x N deliveries at a start).
  *
  * Why: each heartbeat costs the GCS 12-19 us of CPU (a TCP receive and a reply; more in a
  * larger cluster: measured in bench/results-2026-11-27.md). At a fixed 100 ms, 10,000 nodes

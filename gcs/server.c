@@ -180,7 +180,7 @@ static void note_node_conn(struct ferry__gcs_sconn *c, const struct ferry__gcs_o
 static void node_conn_lost(struct ferry__gcs_sconn *c)
 {
 	struct ferry__gcs_server *srv = c->srv;
-	uint64_t grace = srv->base_deadline_ms / CLOSE_GRACE_DIV, now = ferry__now_ms();
+	uint64_t grace = srv->opts.node_deadline_ms / CLOSE_GRACE_DIV, now = ferry__now_ms();
 	uint64_t *seen = ferry__hashmap_get(&srv->last_seen, c->node.bytes);
 
 	/* Overdue once now - seen > deadline: seen = now + grace - deadline. */
@@ -226,6 +226,10 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 	if (ret >= 0)
 		note_node_conn(c, &op);
 	ferry__gcs_op_release(&op);
+	if (op.type == FERRY__GCS_OP_NODE_HEARTBEAT) {
+		ferry__gcs_srv_beat_reply(c, seq, ret);
+		return 0;
+	}
 	if (ret < 0 || ferry__gcs_state_durable_lsn(srv->state) >= lsn) {
 		ferry__gcs_srv_reply(c, seq, ret, NULL, 0, 0);
 		return 0;
@@ -526,6 +530,8 @@ static size_t overdue_nodes(struct ferry__gcs_server *srv, struct ferry_node_id 
 	return count;
 }
 
+static void on_liveness(struct ferry__loop_timer *timer, int status);
+
 /*
  * The deadline follows the cluster's size (gcs/liveness.h): it grows at once when nodes join,
  * and shrinks only after it has not been needed for a whole deadline, because nodes learn of
@@ -533,16 +539,18 @@ static size_t overdue_nodes(struct ferry__gcs_server *srv, struct ferry_node_id 
  */
 static void size_deadline(struct ferry__gcs_server *srv, size_t alive, uint64_t now)
 {
-	uint32_t want = ferry__gcs_node_deadline_ms(srv->base_deadline_ms, alive);
+	uint32_t want = ferry__gcs_node_deadline_ms(srv->opts.node_deadline_ms, alive);
 
 	if (want >= srv->deadline_ms)
 		srv->deadline_held_ms = now;
 	else if (now - srv->deadline_held_ms < srv->deadline_ms)
 		return;
-	if (want != srv->deadline_ms)
-		FLOG_INFO(COMP, "%zu nodes: node deadline %u ms (was %u)", alive, want,
-			  srv->deadline_ms);
+	if (want == srv->deadline_ms)
+		return;
+	FLOG_INFO(COMP, "%zu nodes: node deadline %u ms (was %u)", alive, want, srv->deadline_ms);
 	srv->deadline_ms = want;
+	/* The scan keeps to a tenth of the deadline: a sized deadline is scanned less often. */
+	(void)ferry__loop_timer_start(srv->loop, &srv->liveness, want / 10, want / 10, on_liveness);
 }
 
 static void on_liveness(struct ferry__loop_timer *timer, int status)
@@ -554,9 +562,6 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 
 	if (status < 0)
 		return;
-	if (now < srv->next_sweep_ms)
-		goto snapshot; /* a sized deadline is scanned for less often */
-	srv->next_sweep_ms = now + srv->deadline_ms / 10;
 	n = overdue_nodes(srv, dead, 64, &alive);
 	size_deadline(srv, alive, now);
 	for (size_t i = 0; i < n; i++) {
@@ -576,7 +581,6 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 	}
 	if (n)
 		ferry__gcs_srv_want_flush(srv);
-snapshot:
 	if (ferry__gcs_state_maybe_snapshot(srv->state) < 0)
 		FLOG_WARN(COMP, "snapshot failed to start");
 }
@@ -674,11 +678,12 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 		return -ENOMEM;
 	srv->loop = loop;
 	srv->opts = *opts;
-	srv->deadline_ms =
-		opts->node_deadline_ms ? opts->node_deadline_ms : FERRY__GCS_DEFAULT_DEADLINE_MS;
-	if (srv->deadline_ms < 10)
-		srv->deadline_ms = 10;
-	srv->base_deadline_ms = srv->deadline_ms;
+	/* opts.node_deadline_ms stays the configured (small-cluster) deadline, defaulted here. */
+	if (!srv->opts.node_deadline_ms)
+		srv->opts.node_deadline_ms = FERRY__GCS_DEFAULT_DEADLINE_MS;
+	if (srv->opts.node_deadline_ms < 10)
+		srv->opts.node_deadline_ms = 10;
+	srv->deadline_ms = srv->opts.node_deadline_ms;
 	srv->flush.data = srv;
 	ferry__hashmap_init(&srv->last_seen, sizeof(struct ferry_node_id), sizeof(uint64_t));
 	ferry__gcs_srv_load_init(srv);
@@ -728,6 +733,7 @@ void ferry__gcs_server_destroy(struct ferry__gcs_server *srv)
 	ferry__hashmap_fini(&srv->last_seen);
 	ferry__free(srv->held);
 	ferry__fb_builder_fini(&srv->fb);
+	ferry__fb_builder_fini(&srv->beat_fb);
 	ferry__gcs_buf_fini(&srv->scratch);
 	ferry__gcs_buf_fini(&srv->out);
 	ferry__free(srv);

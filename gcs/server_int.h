@@ -60,10 +60,11 @@ struct ferry__gcs_server {
 	struct ferry__hashmap loads;	      /* node ID -> its latest load (server_load.c) */
 	uint64_t heartbeats;		      /* heartbeats taken (tests, stats) */
 	uint64_t load_reports;		      /* load reports taken (tests, stats) */
-	uint32_t deadline_ms;		      /* node deadline now, sized to the cluster */
-	uint32_t base_deadline_ms;	      /* ... configured: small clusters' deadline */
+	uint64_t membership_version;	      /* nodes-table changes this run (beat replies) */
+	struct ferry__fb_builder beat_fb;     /* a beat reply's GcsBeatInfo */
+	uint32_t deadline_ms;		      /* node deadline now, sized to the cluster
+					       * (opts.node_deadline_ms: configured) */
 	uint64_t deadline_held_ms;	      /* last time the sized deadline was still due */
-	uint64_t next_sweep_ms;		      /* the next liveness scan (deadline / 10) */
 	struct held_reply *held;	      /* replies waiting for durability (FIFO) */
 	size_t held_head;		      /* first live entry */
 	size_t held_count;		      /* entries used */
@@ -113,6 +114,9 @@ void ferry__gcs_srv_node_seen(struct ferry__gcs_server *srv, const struct ferry_
 void ferry__gcs_srv_load_init(struct ferry__gcs_server *srv);
 void ferry__gcs_srv_load_fini(struct ferry__gcs_server *srv);
 int ferry__gcs_srv_heartbeat(struct ferry__gcs_server *srv, const struct ferry_node_id *id);
+/* Answer a heartbeat (@status: ferry__gcs_srv_heartbeat's) with the cluster's size as a
+ * GcsBeatInfo value when it succeeded. */
+void ferry__gcs_srv_beat_reply(struct ferry__gcs_sconn *c, uint64_t seq, int status);
 int ferry__gcs_srv_node_load(struct ferry__gcs_server *srv, const struct ferry_gcs_node_load *l,
 			     const void *rec, size_t size);
 void ferry__gcs_srv_load_forget(struct ferry__gcs_server *srv, const struct ferry_node_id *id);

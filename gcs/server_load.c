@@ -13,6 +13,10 @@
  *   behind is resynced with a snapshot of the latest reports, never the backlog. Versions grow
  *   per node; an older or equal one (a resend after a reconnect) is dropped. A subscriber's
  *   snapshot is every stored report.
+ * - A heartbeat's reply carries the cluster's size (GcsBeatInfo: the nodes alive, a membership
+ *   version), so a node sizes its beat (gcs/liveness.h) without following the nodes channel:
+ *   a join reaches every node as the changed count in its next reply, at no delivery cost.
+ *   The count is last_seen's size: every node registered and not dead (server.c keeps it).
  * - Loads are not durable: a restarted GCS has none, and says so in each heartbeat's answer (0),
  *   so nodes report again. A node declared dead loses its report, published as a removal.
  */
@@ -21,6 +25,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/wire.h"
 #include "gcs/records.h"
 #include "gcs/server_int.h"
 #include "gcs/values.h"
@@ -65,6 +70,26 @@ int ferry__gcs_srv_heartbeat(struct ferry__gcs_server *srv, const struct ferry_n
 	ferry__gcs_srv_node_seen(srv, id);
 	srv->heartbeats++;
 	return ferry__hashmap_get(&srv->loads, id->bytes) ? 1 : 0;
+}
+
+void ferry__gcs_srv_beat_reply(struct ferry__gcs_sconn *c, uint64_t seq, int status)
+{
+	struct ferry__gcs_server *srv = c->srv;
+	struct ferry__wire_gcs_beat_info info = {0};
+	size_t alive = ferry__hashmap_count(&srv->last_seen);
+
+	if (status < 0) {
+		ferry__gcs_srv_reply(c, seq, status, NULL, 0, 0);
+		return;
+	}
+	info.alive_nodes = alive > UINT32_MAX ? UINT32_MAX : (uint32_t)alive;
+	info.membership_version = srv->membership_version;
+	if (ferry__wire_gcs_beat_info_build(&srv->beat_fb, &info) < 0) {
+		ferry__gcs_srv_reply(c, seq, status, NULL, 0, 0);
+		return;
+	}
+	ferry__gcs_srv_reply(c, seq, status, ferry__fb_builder_data(&srv->beat_fb),
+			     ferry__fb_builder_size(&srv->beat_fb), 0);
 }
 
 int ferry__gcs_srv_node_load(struct ferry__gcs_server *srv, const struct ferry_gcs_node_load *l,

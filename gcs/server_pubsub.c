@@ -14,6 +14,12 @@
  *   (snapshot + deltas). Held-back drains are retried by a short one-shot timer.
  * - Snapshots come from the live tables through the engine's snapshot callback, encoded the
  *   same way as deltas, so a client applies both with one decoder.
+ * - Membership: a node's change to DRAINING or DEAD is published on the nodes channel and
+ *   again on the node-deaths channel, which every node follows; joins go to the nodes channel
+ *   only (its few whole-channel subscribers), and reach nodes as the count in their beat
+ *   replies. The deaths channel's snapshot is empty: a snapshot of every death to each of N
+ *   subscribers would be O(N x deaths); a node learns a peer's state from its keyed
+ *   subscription to that peer.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -59,20 +65,41 @@ int ferry__gcs_record_encode(int channel, const void *record, struct ferry__gcs_
 	return ret < 0 ? ret : w.err;
 }
 
+/* A node's record changed: the membership version moves; a node gone (dead, or removed) leaves
+ * the alive count (last_seen) and its load report goes. */
+static void node_changed(struct ferry__gcs_server *srv, const struct ferry__gcs_change *c,
+			 const struct ferry__gcs_node *node)
+{
+	srv->membership_version++;
+	if (node && node->state != FERRY_GCS_NODE_DEAD)
+		return;
+	if (c->key_size == sizeof(struct ferry_node_id))
+		(void)ferry__hashmap_remove(&srv->last_seen, c->key, NULL);
+	if (node)
+		ferry__gcs_srv_load_forget(srv, &node->id);
+}
+
 void ferry__gcs_srv_changed(void *arg, const struct ferry__gcs_change *c)
 {
 	struct ferry__gcs_server *srv = arg;
+
+	const struct ferry__gcs_node *node = c->channel == FERRY_GCS_CH_NODES ? c->record : NULL;
 	int ret = 0;
 
-	if (c->channel == FERRY_GCS_CH_NODES && c->record &&
-	    ((const struct ferry__gcs_node *)c->record)->state == FERRY_GCS_NODE_DEAD)
-		ferry__gcs_srv_load_forget(srv, &((const struct ferry__gcs_node *)c->record)->id);
+	if (c->channel == FERRY_GCS_CH_NODES)
+		node_changed(srv, c, node);
 	srv->out.size = 0;
 	if (c->record)
 		ret = ferry__gcs_record_encode(c->channel, c->record, &srv->scratch, &srv->out);
 	if (ret == 0)
 		ret = ferry__ps_publish(srv->ps, c->channel, c->key, c->key_size, srv->out.data,
 					srv->out.size, NULL);
+	/* Deaths and drains go to everyone on their own channel too: N deliveries each, where a
+	 * join (to the nodes channel's few subscribers) reaches nodes as the count in their
+	 * beat replies instead (server_load.c). */
+	if (ret == 0 && node && node->state != FERRY_GCS_NODE_ALIVE)
+		ret = ferry__ps_publish(srv->ps, FERRY_GCS_CH_NODE_DEATHS, c->key, c->key_size,
+					srv->out.data, srv->out.size, NULL);
 	/* A change that cannot be published is not lost for subscribers for good: the next
 	 * resync (reconnect, slow subscriber) carries the current state. */
 	if (ret < 0)
@@ -149,7 +176,7 @@ static int snap_channel(struct ferry__gcs_server *srv, struct ferry__ps_snap *sn
 		return ret;
 	}
 	if (channel > FERRY_GCS_CH_ACTORS)
-		return 0; /* errors and logs are streams: no state to snapshot */
+		return 0; /* errors, logs and deaths are streams: no state to snapshot */
 	while (ret == 0 && (rec = ferry__gcs_tables_next(ferry__gcs_state_tables(srv->state),
 							 tables[channel], &cursor)))
 		ret = snap_one(srv, snap, channel, rec, FERRY_UNIQUE_ID_SIZE, rec);

@@ -2,7 +2,8 @@
 /*
  * ferry-node: one node of a cluster (plasma store + object manager, registered with the GCS).
  * Parses the command line, starts the node (node/node.h), prints one "ready" line, and stops
- * cleanly on SIGINT or SIGTERM. A signal that comes while the node is still starting (its store
+ * cleanly on SIGINT or SIGTERM, or with exit status 3 once the GCS declared the node dead (a
+ * node ID never comes back: a new node must start). A signal that comes while the node is still starting (its store
  * pre-faults for seconds) ends the process at once: nothing is serving yet, and a `ferry stop`
  * must not wait for a start to finish.
  */
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ferry/config.h>
 #include <ferry/id.h>
@@ -71,6 +73,16 @@ static void *start_watch(void *arg)
 	return NULL;
 }
 
+/* The GCS declared this node dead (node.c logged it): stop as a signal would, exit 3. */
+static atomic_bool declared_dead;
+
+static void on_declared_dead(void *arg)
+{
+	(void)arg;
+	atomic_store(&declared_dead, true);
+	kill(getpid(), SIGTERM);
+}
+
 int main(int argc, char **argv)
 {
 	struct ferry__node_opts opts = {0};
@@ -101,6 +113,7 @@ int main(int argc, char **argv)
 		return 1;
 	opts.token = token;
 	opts.token_len = (size_t)ret;
+	opts.on_declared_dead = on_declared_dead;
 	/* Every thread the node starts inherits the mask: the signals wait for sigwait below. */
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGINT);
@@ -140,5 +153,5 @@ int main(int argc, char **argv)
 		sigwait(&stop_sigs, &stop_sig);
 	FLOG_INFO(COMP, "signal %d: stopping", stop_sig);
 	ferry__node_stop(node);
-	return 0;
+	return atomic_load(&declared_dead) ? 3 : 0;
 }

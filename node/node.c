@@ -5,9 +5,11 @@
  *
  * DESIGN
  * - Threads: the node's loop thread (ferry-node-loop) runs the GCS client (connected on the
- *   loop, no thread of its own), the heartbeat (a loop timer: ferry_gcs_node_heartbeat every
- *   heartbeat_ms, or instead a load report when the node's load changed or a restarted GCS
- *   asked for it; one message a beat, and none while the last one's reply is due) and the
+ *   loop, no thread of its own), the heartbeat (a loop timer: ferry_gcs_node_beat_async every
+ *   heartbeat_ms, sized to the cluster by the alive count its reply carries, or instead a load
+ *   report when the node's load changed or a restarted GCS asked for it; one message a beat,
+ *   and none while the last one's reply is due; a beat answered -ENOENT registers the node
+ *   again, same ID and address, unless the GCS declared it dead: then it stops) and the
  *   directory (async GCS calls, below), and the plasma store (plasma/server.h, on the loop it
  *   is given), whose hooks are plain calls on that thread. The object manager has its own loop
  *   (transport/objmgr.h) for now.
@@ -126,6 +128,9 @@ struct ferry__node {
 	uint64_t mean_task_us;		       /* mean task time; under lock */
 	bool load_changed;		       /* a report is due; under lock */
 	uint64_t load_version;		       /* of the last report; under lock */
+	uint32_t cluster_nodes;		       /* alive, as the last beat reply said (loop) */
+	bool reregistering;		       /* a register after -ENOENT is out (loop) */
+	bool declared_dead;		       /* the GCS declared us dead: no more beats (loop) */
 };
 
 static void dir_kick(struct ferry__node *node);
@@ -526,6 +531,8 @@ static void beat_failed(int status)
 		FLOG_WARN(COMP, "heartbeat refused: %s", ferry_strerror(-status));
 }
 
+static void reregister(struct ferry__node *node);
+
 static void on_load_reply(void *arg, int status, void *result)
 {
 	struct ferry__node *node = arg;
@@ -536,8 +543,11 @@ static void on_load_reply(void *arg, int status, void *result)
 		node->load_changed = true; /* try again with the next beat */
 		pthread_mutex_unlock(&node->lock);
 	}
-	beat_failed(status);
 	node->beat_busy = false;
+	if (status == -ENOENT && !node->gcs_gone)
+		reregister(node);
+	else
+		beat_failed(status);
 }
 
 /* Send the node's load (a heartbeat too). Called with node->lock held; drops it. Loop thread. */
@@ -565,11 +575,71 @@ static void report_load(struct ferry__node *node)
 		on_load_reply(node, ret, NULL);
 }
 
-static void on_heartbeat_reply(void *arg, int status, void *result)
+static void fill_info(struct ferry__node *node, struct ferry_gcs_node_info *info)
+{
+	info->id = node->id;
+	info->address = node->address;
+	info->cpu = (double)ferry__res_set_get(&node->total, "CPU") / FERRY_GCS_RESOURCE_UNIT;
+	info->gpu = (double)ferry__res_set_get(&node->total, "GPU") / FERRY_GCS_RESOURCE_UNIT;
+	info->memory_bytes =
+		(double)(ferry__res_set_get(&node->total, "memory") / FERRY_GCS_RESOURCE_UNIT);
+	info->store_capacity_bytes = ferry__objmgr_store_capacity(node->om);
+}
+
+/* The answer to registering again: the GCS knows us again (its load goes with the next beat),
+ * or it had declared us dead, which is final: a node ID never comes back. Loop thread. */
+static void on_reregister_reply(void *arg, int status, void *result)
 {
 	struct ferry__node *node = arg;
 
 	ferry_gcs_free(result);
+	node->reregistering = false;
+	if (status >= 0) {
+		FLOG_WARN(COMP, "the GCS did not know this node (restarted without a WAL?): "
+				"registered again with the same ID and address");
+		pthread_mutex_lock(&node->lock);
+		node->load_changed = true;
+		pthread_mutex_unlock(&node->lock);
+	} else if (status == -EEXIST && !node->declared_dead) {
+		node->declared_dead = true;
+		FLOG_ERROR(COMP, "the GCS declared this node dead (node IDs never come back): "
+				 "stopping; start a new node to rejoin");
+		if (node->opts.on_declared_dead)
+			node->opts.on_declared_dead(node->opts.dead_arg);
+	} else if (status < 0) {
+		beat_failed(status);
+	}
+}
+
+/* A heartbeat got -ENOENT: an in-memory GCS that restarted forgot us (register again, same ID
+ * and address), or the GCS declared us dead (the register says -EEXIST). Loop thread. */
+static void reregister(struct ferry__node *node)
+{
+	struct ferry_gcs_node_info info = {0};
+	int ret;
+
+	if (node->reregistering || node->declared_dead)
+		return;
+	fill_info(node, &info);
+	node->reregistering = true;
+	ret = ferry_gcs_node_register_async(node->gcs, &info, on_reregister_reply, node);
+	if (ret < 0)
+		on_reregister_reply(node, ret, NULL);
+}
+
+static void on_heartbeat_reply(void *arg, int status, void *result)
+{
+	struct ferry__node *node = arg;
+	struct ferry_gcs_beat_info *info = result;
+
+	if (info)
+		node->cluster_nodes = info->alive_nodes;
+	ferry_gcs_free(result);
+	if (status == -ENOENT && !node->gcs_gone) {
+		node->beat_busy = false;
+		reregister(node);
+		return;
+	}
 	if (status == 0 && !node->gcs_gone) { /* the GCS holds no load of ours (it restarted) */
 		pthread_mutex_lock(&node->lock);
 		report_load(node);
@@ -588,7 +658,8 @@ static void on_beat_timer(struct ferry__loop_timer *t, int status)
 	uint64_t now = ferry__now_ms();
 	int ret;
 
-	if (status < 0 || node->beat_busy || node->gcs_gone || now < node->next_beat_ms)
+	if (status < 0 || node->beat_busy || node->gcs_gone || node->reregistering ||
+	    node->declared_dead || now < node->next_beat_ms)
 		return;
 	pthread_mutex_lock(&node->lock);
 	if (node->stopping) {
@@ -596,11 +667,11 @@ static void on_beat_timer(struct ferry__loop_timer *t, int status)
 		return;
 	}
 	/* The timer ticks every heartbeat_ms; a large cluster beats less often, as the GCS
-	 * expects (gcs/liveness.h). Half a tick early counts, so a small cluster beats each tick. */
+	 * expects (gcs/liveness.h), sized by the count the last beat's reply carried (the node
+	 * follows no membership channel). Half a tick early counts, so a small cluster beats each
+	 * tick. */
 	node->next_beat_ms =
-		now +
-		ferry__gcs_beat_interval_ms(node->opts.heartbeat_ms,
-					    node->om ? ferry__objmgr_node_count(node->om) : 0) -
+		now + ferry__gcs_beat_interval_ms(node->opts.heartbeat_ms, node->cluster_nodes) -
 		node->opts.heartbeat_ms / 2;
 	node->beat_busy = true;
 	if (node->load_changed) {
@@ -608,8 +679,7 @@ static void on_beat_timer(struct ferry__loop_timer *t, int status)
 		return;
 	}
 	pthread_mutex_unlock(&node->lock);
-	ret = ferry_gcs_node_heartbeat_async(node->gcs, &node->id, 0, 0, 0, on_heartbeat_reply,
-					     node);
+	ret = ferry_gcs_node_beat_async(node->gcs, &node->id, on_heartbeat_reply, node);
 	if (ret < 0)
 		on_heartbeat_reply(node, ret, NULL);
 }
@@ -865,13 +935,7 @@ static int register_node(struct ferry__node *node)
 	ret = find_resources(node);
 	if (ret < 0)
 		return ret;
-	info.id = node->id;
-	info.address = node->address;
-	info.cpu = (double)ferry__res_set_get(&node->total, "CPU") / FERRY_GCS_RESOURCE_UNIT;
-	info.gpu = (double)ferry__res_set_get(&node->total, "GPU") / FERRY_GCS_RESOURCE_UNIT;
-	info.memory_bytes =
-		(double)(ferry__res_set_get(&node->total, "memory") / FERRY_GCS_RESOURCE_UNIT);
-	info.store_capacity_bytes = ferry__objmgr_store_capacity(node->om);
+	fill_info(node, &info);
 	ret = ferry_gcs_node_register(node->gcs, &info);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "node registration failed: %s", ferry_strerror(-ret));

@@ -64,6 +64,10 @@ struct ferry__node_opts {
 	const char *num_cpus;	      /* --num-cpus ("2", "0.5"); NULL: detect (node/resources.h) */
 	const char *num_gpus;	      /* --num-gpus; NULL: 0 (no detection) */
 	const char *resources;	      /* --resources name=amount,...; NULL: none */
+	/* The GCS declared this node dead (its ID never comes back): called once on the node's
+	 * loop thread after the log line; the daemon stops. NULL: the node only stops beating. */
+	void (*on_declared_dead)(void *arg);
+	void *dead_arg; /* for on_declared_dead */
 };
 
 /*

@@ -2,7 +2,10 @@
 /*
  * ferry-nodesim: N simulated nodes against a real ferry-gcs, for bench/compare gcs-scale. Each
  * simulated node is one TCP connection with the cluster token handshake; it registers and
- * subscribes to the nodes channel as ferry-node does, then heartbeats at the node's interval.
+ * subscribes as ferry-node does (the node-deaths channel, and a keyed nodes subscription per
+ * peer it would pull from: --peers, 8 by default), then heartbeats at the interval the GCS's
+ * beat replies size (their alive count). --subscribers N more follow the whole nodes channel
+ * as the CLI or a scheduler would.
  * After a steady window (the GCS's CPU read from its /proc ticks) a few nodes are killed and the
  * time until an observer sees each one's DEAD event is measured. Ends with one line:
  * "NODESIM key=value ..." (the figures; bench/compare parses it).
@@ -104,10 +107,10 @@ struct sim_opts {
 	uint32_t kill_gap_ms;	     /* between kills */
 	uint32_t drain_s;	     /* wait this long at most for the DEAD events */
 	uint32_t observers;	     /* nodes that decode events */
-	uint32_t subscribers;	     /* nodes subscribed to membership (the first ones) */
+	uint32_t subscribers;	     /* nodes also on the whole nodes channel (the first ones) */
 	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
 	uint32_t fixed_interval;     /* 1: --heartbeat-ms at any size (before liveness.h) */
-	uint32_t peers;		     /* > 0: non-subscribers follow this many peers' keys */
+	uint32_t peers;		     /* each node follows this many peers' keys */
 	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
 };
 
@@ -144,6 +147,7 @@ struct sim {
 	uint32_t handshaking;		    /* connects in flight (not yet up) */
 	uint32_t registering;		    /* up, registration unanswered */
 	uint32_t up;			    /* registered and open */
+	uint32_t gcs_alive;		    /* the alive count of the last beat reply; 0: none */
 	uint32_t registered;		    /* registrations answered ok, ever */
 	uint32_t lost;			    /* closed unexpectedly */
 	uint32_t killed;		    /* killed so far */
@@ -329,16 +333,16 @@ static int beat(struct sim_node *n, uint64_t now)
 	return ret;
 }
 
-/* The objmgr's subscription to the nodes channel (membership), to the whole channel or (@peer
- * set) to that node's key only; the scheduler's to load. */
-static int send_subscribe_to(struct sim_node *n, const struct ferry_node_id *peer)
+/* A subscription to @channel, to the whole channel or (@peer set) to that node's key only; the
+ * scheduler's is to load. */
+static int send_subscribe_ch(struct sim_node *n, int channel, const struct ferry_node_id *peer)
 {
 	struct ferry__wire_gcs_subscribe m = {0};
 	struct sim *sim = n->sim;
 	int ret;
 
 	m.seq = next_seq(n, REQ_SUBSCRIBE);
-	m.channel = FERRY_GCS_CH_NODES;
+	m.channel = (uint8_t)channel;
 	if (peer) {
 		m.key = peer->bytes;
 		m.key_count = sizeof(peer->bytes);
@@ -355,13 +359,18 @@ static int send_subscribe_to(struct sim_node *n, const struct ferry_node_id *pee
 	return ret;
 }
 
+static int send_subscribe_to(struct sim_node *n, const struct ferry_node_id *peer)
+{
+	return send_subscribe_ch(n, FERRY_GCS_CH_NODES, peer);
+}
+
 static int send_subscribe(struct sim_node *n)
 {
 	return send_subscribe_to(n, NULL);
 }
 
-/* --peers K: the node's membership is its K next nodes (by index), each one key, as an object
- * manager that learns peers when it first pulls from them and follows only those. */
+/* --peers K: the node's K next nodes (by index), each one key, as the object manager looks up
+ * a peer when it first pulls from it and then follows only that peer's record. */
 static int send_peer_subscribes(struct sim_node *n)
 {
 	struct sim *sim = n->sim;
@@ -401,6 +410,17 @@ static double rtt_quantile(const struct sim *sim, double q)
 static void join_done(struct sim_node *n, bool ok);
 static void connect_next(struct sim *sim);
 
+/* A heartbeat reply's GcsBeatInfo: the cluster's size, which node.c sizes its beat by. */
+static void beat_info(struct sim *sim, struct ferry__wire_gcs_reply_view v)
+{
+	struct ferry__wire_gcs_beat_info_view info;
+
+	if (ferry__wire_gcs_reply_value_count(v) &&
+	    ferry__wire_gcs_beat_info_root(ferry__wire_gcs_reply_value_data(v),
+					   ferry__wire_gcs_reply_value_count(v), &info) == 0)
+		sim->gcs_alive = ferry__wire_gcs_beat_info_alive_nodes(info);
+}
+
 static void on_reply(struct sim_node *n, const void *payload)
 {
 	struct ferry__wire_gcs_reply_view v = ferry__wire_gcs_reply_root_verified(payload);
@@ -425,6 +445,7 @@ static void on_reply(struct sim_node *n, const void *payload)
 		}
 		sim->c.hb_acked++;
 		sim->c.hb_refused += status < 0;
+		beat_info(sim, v);
 		n->load_due |= status == 0 && SIM_LOAD_REPORTS; /* the GCS holds no load of ours */
 		break;
 	}
@@ -441,13 +462,14 @@ static struct sim_node *node_by_key(struct sim *sim, const uint8_t *key, size_t 
 	return idx < sim->o.nodes ? &sim->nodes[idx] : NULL;
 }
 
-/* An observer's nodes-channel delta: note a DEAD event for one of ours. */
+/* An observer's nodes or deaths channel delta: note a DEAD event for one of ours. */
 static void observe(struct sim *sim, struct ferry__wire_gcs_pub_item_view it)
 {
 	struct ferry__gcs_op op;
 	struct sim_node *dead;
 
-	if (ferry__wire_gcs_pub_item_channel(it) != FERRY_GCS_CH_NODES ||
+	if ((ferry__wire_gcs_pub_item_channel(it) != FERRY_GCS_CH_NODES &&
+	     ferry__wire_gcs_pub_item_channel(it) != FERRY_GCS_CH_NODE_DEATHS) ||
 	    !ferry__wire_gcs_pub_item_data_count(it))
 		return;
 	if (ferry__gcs_op_decode(ferry__wire_gcs_pub_item_data_data(it),
@@ -514,11 +536,13 @@ static void on_connect(struct ferry__conn *conn)
 	sim->registering++;
 	if (sim->phase == PH_JOIN)
 		connect_next(sim);
-	/* node.c registers, then its object manager subscribes: the same two messages. */
+	/* node.c registers, then its object manager follows deaths and looks its peers up. */
 	ret = send_register(n);
+	if (ret >= 0)
+		ret = send_subscribe_ch(n, FERRY_GCS_CH_NODE_DEATHS, NULL);
 	if (ret >= 0 && (uint32_t)(n - sim->nodes) < sim->o.subscribers)
 		ret = send_subscribe(n);
-	else if (ret >= 0 && sim->o.peers)
+	if (ret >= 0 && sim->o.peers)
 		ret = send_peer_subscribes(n);
 	if (ret < 0) {
 		FLOG_WARN(COMP, "node %u: send failed: %s", (unsigned)(n - n->sim->nodes),
@@ -621,12 +645,14 @@ static void join_done(struct sim_node *n, bool ok)
 
 /* ---- the tick ---- */
 
-/* Ticks per heartbeat round: node.c's interval for the nodes up (its membership count). */
+/* Ticks per heartbeat round: node.c's interval for the alive count its last beat reply gave
+ * (before any: the nodes up). */
 static uint32_t round_ticks(const struct sim *sim)
 {
+	uint32_t alive = sim->gcs_alive ? sim->gcs_alive : sim->up;
 	uint32_t ms = sim->o.fixed_interval
 			      ? sim->o.heartbeat_ms
-			      : ferry__gcs_beat_interval_ms(sim->o.heartbeat_ms, sim->up);
+			      : ferry__gcs_beat_interval_ms(sim->o.heartbeat_ms, alive);
 
 	return ms / TICK_MS ? ms / TICK_MS : 1;
 }
@@ -880,9 +906,9 @@ static void usage(FILE *to)
 		"         [--connect-timeout-s S] (120) [--settle-s S] (3) [--steady-s S] (10)\n"
 		"         [--kills N] (20) [--kill-gap-ms MS] (137) [--drain-s S] (10)\n"
 		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
-		"         [--subscribers N] (all: the first N nodes subscribe to membership)\n"
+		"         [--subscribers N] (0: the first N nodes also follow every join)\n"
 		"         [--fixed-interval 0|1] (0: the interval grows with the cluster)\n"
-		"         [--peers K] (0: nodes past --subscribers follow K peers' keys)\n"
+		"         [--peers K] (8: each node follows K peers' keys)\n"
 		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
 		"line.\n");
 }
@@ -965,10 +991,8 @@ static int parse_args(int argc, char **argv, struct sim_opts *o)
 				"--connect-batch above 0 are required\n");
 		return -EINVAL;
 	}
-	if (!o->subscribers || o->subscribers > o->nodes)
+	if (o->subscribers > o->nodes)
 		o->subscribers = o->nodes;
-	if (o->observers > o->subscribers)
-		o->observers = o->subscribers;
 	if (o->observers >= o->nodes)
 		o->observers = o->nodes > 1 ? o->nodes - 1 : 1;
 	ret = ferry__token_read(token_file, o->token, sizeof(o->token));
@@ -1048,6 +1072,7 @@ int main(int argc, char **argv)
 		      .kills = 20,
 		      .kill_gap_ms = 137,
 		      .drain_s = 10,
+		      .peers = 8,
 		      .observers = 2},
 	};
 	int ret;

@@ -24,10 +24,11 @@
  * - Waiting pulls (objmgr_wait.c). A pull started with ferry__objmgr_pull_until() that found
  *   nothing to pull is parked between attempts instead of ending; the pull threads sleep until
  *   the earliest one is due, and a location event for its object queues it at once.
- * - Node table. A GCS subscription to the nodes channel keeps node id -> parsed address; a pull
- *   for a location whose record has not arrived yet waits for it briefly (nodes_cond). A known
- *   node id whose address comes back with a new run id is a restarted node (logged); the shm
- *   clients are keyed by store path and run id, so a predecessor's client is never reused.
+ * - Node table (objmgr_nodes.c). A pull looks up the peers it needs (a keyed subscription per
+ *   new peer: its snapshot, then its changes) and waits for their records briefly
+ *   (nodes_cond); no node follows the whole membership. A known node id whose address comes
+ *   back with a new run id is a restarted node (logged); the shm clients are keyed by store
+ *   path and run id, so a predecessor's client is never reused.
  * - Lock order: om->lock, then a shm peer lock (never the other way); the fast path's start
  *   also takes the location cache's and the loop's post lock under it (both leaves). Nothing
  *   blocking is done under om->lock.
@@ -49,7 +50,6 @@
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"
-#define NODE_WAIT_MS 2000
 
 uint64_t ferry__objmgr_now_us(void)
 {
@@ -57,62 +57,6 @@ uint64_t ferry__objmgr_now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* ---- node table ---- */
-
-static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
-{
-	struct ferry__objmgr *om = arg;
-	struct ferry_gcs_node_info info;
-	struct ferry__node_addr addr, *slot;
-
-	if (ev->kind == FERRY_GCS_EVENT_RESYNC)
-		return; /* nodes are never renamed: keep what we know, the snapshot refreshes it */
-	if (ferry_gcs_event_node(ev, &info) < 0)
-		return;
-	pthread_mutex_lock(&om->lock);
-	if (info.state == FERRY_GCS_NODE_DEAD || !info.address) {
-		(void)ferry__hashmap_remove(&om->nodes, &info.id, NULL);
-	} else if (ferry__node_addr_parse(info.address, strlen(info.address), &addr) == 0) {
-		int r = ferry__hashmap_put(&om->nodes, &info.id, (void **)&slot);
-
-		if (r == 0 && slot->run != addr.run)
-			FLOG_WARN(COMP, "node at %s restarted (now %s): its old connections go",
-				  slot->shm_path[0] ? slot->shm_path : slot->ip, info.address);
-		if (r >= 0)
-			*slot = addr;
-	} else {
-		FLOG_WARN(COMP, "node with an unusable address: %s", info.address);
-	}
-	atomic_store_explicit(&om->node_count, ferry__hashmap_count(&om->nodes),
-			      memory_order_relaxed);
-	pthread_cond_broadcast(&om->nodes_cond);
-	pthread_mutex_unlock(&om->lock);
-}
-
-size_t ferry__objmgr_node_count(struct ferry__objmgr *om)
-{
-	return atomic_load_explicit(&om->node_count, memory_order_relaxed);
-}
-
-/* The address of @node, waiting a little for its record. 0 or -EHOSTUNREACH. */
-static int node_address(struct ferry__objmgr *om, const struct ferry_node_id *node,
-			struct ferry__node_addr *out)
-{
-	struct timespec until;
-	struct ferry__node_addr *a;
-	int ret = 0;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += NODE_WAIT_MS / 1000;
-	pthread_mutex_lock(&om->lock);
-	while (!(a = ferry__hashmap_get(&om->nodes, node)) && !om->stopping && ret == 0)
-		ret = pthread_cond_timedwait(&om->nodes_cond, &om->lock, &until);
-	if (a)
-		*out = *a;
-	pthread_mutex_unlock(&om->lock);
-	return a ? 0 : -EHOSTUNREACH;
 }
 
 /* ---- hand-offs to the loop ---- */
@@ -445,8 +389,9 @@ void ferry__objmgr_same_host_first(const struct ferry__objmgr *om, struct ferry_
 static void order_locations(struct ferry__objmgr *om, struct ferry_node_id *locs, uint32_t n,
 			    struct ferry__node_addr *addrs, int *have)
 {
+	ferry__objmgr_want_peers(om, locs, n);
 	for (uint32_t i = 0; i < n; i++)
-		have[i] = node_address(om, &locs[i], &addrs[i]);
+		have[i] = ferry__objmgr_node_address(om, &locs[i], &addrs[i]);
 	ferry__objmgr_same_host_first(om, locs, n, addrs, have);
 }
 
@@ -1099,6 +1044,7 @@ static int init_sync(struct ferry__objmgr *om)
 			    sizeof(struct ferry__objmgr_pull *));
 	ferry__hashmap_init(&om->nodes, sizeof(struct ferry_node_id),
 			    sizeof(struct ferry__node_addr));
+	ferry__hashmap_init(&om->node_asks, sizeof(struct ferry_node_id), sizeof(uint8_t));
 	ferry__shm_peers_init(&om->shm);
 	pthread_mutex_init(&om->lock, NULL);
 	atomic_init(&om->drivers, 0);
@@ -1228,12 +1174,9 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = start_threads(om);
 	if (ret < 0)
 		goto err_destroy;
-	if (om->opts.gcs) {
-		ret = ferry_gcs_subscribe(om->opts.gcs, FERRY_GCS_CH_NODES, NULL, 0, on_node_event,
-					  om);
-		if (ret < 0)
-			goto err_destroy;
-	}
+	ret = ferry__objmgr_nodes_start(om);
+	if (ret < 0)
+		goto err_destroy;
 	*out = om;
 	return 0;
 
@@ -1305,6 +1248,7 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	ferry__shm_peers_fini(&om->shm);
 	ferry__hashmap_fini(&om->pulls);
 	ferry__hashmap_fini(&om->nodes);
+	ferry__hashmap_fini(&om->node_asks);
 	ferry__objmgr_locs_fini(om);
 	pthread_cond_destroy(&om->fast_cond);
 	pthread_cond_destroy(&om->nodes_cond);

@@ -134,14 +134,15 @@ struct ferry__objmgr_stats {
 
 /*
  * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls)
- * and pull threads; connects to the own store; subscribes to the GCS node channel when @gcs is
- * set. Returns 0 and *@out, -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or the
+ * and pull threads; connects to the own store; subscribes to the GCS node-deaths channel when
+ * @gcs is set (peers are looked up when a pull first needs them). Returns 0 and *@out, -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or the
  * store's / the GCS client's error.
  */
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out);
 
-/* The nodes alive by the GCS's membership channel, as this object manager last heard (0
- * without a GCS). Any thread, no lock. */
+/* The live peers whose addresses this object manager holds: those it pulled from or tried
+ * (0 without a GCS). Not the cluster's size: no node follows the whole membership. Any
+ * thread, no lock. */
 size_t ferry__objmgr_node_count(struct ferry__objmgr *om);
 
 /*

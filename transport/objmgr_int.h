@@ -212,6 +212,7 @@ struct ferry__objmgr {
 	struct ferry__objmgr_pull *queue_tail; /* last */
 	struct ferry__hashmap pulls;	       /* object id -> struct ferry__objmgr_pull * */
 	struct ferry__hashmap nodes;	       /* node id -> struct ferry__node_addr */
+	struct ferry__hashmap node_asks;       /* node id -> u8 asked / dead (objmgr_nodes.c) */
 	atomic_size_t node_count;	       /* entries of nodes, read without the lock */
 	uint64_t max_in_flight;		       /* admission limit */
 	bool stopping;			       /* no new pulls; threads leave */
@@ -307,6 +308,16 @@ uint64_t ferry__objmgr_now_us(void);
  * shm with a store on this host, else RDMA, else TCP. */
 unsigned ferry__objmgr_transport_for(const struct ferry__objmgr *om,
 				     const struct ferry__node_addr *a);
+/* transport/objmgr_nodes.c: the peers' addresses. nodes_start: follow the deaths channel (at
+ * create; 0 without a GCS). want_peers: look up those of @ids not known yet, all at once, not
+ * waiting. node_address: @node's address, waiting a little for a lookup under way; 0, or
+ * -EHOSTUNREACH (unknown, dead, or the lookup failed). Pull threads. */
+int ferry__objmgr_nodes_start(struct ferry__objmgr *om);
+void ferry__objmgr_want_peers(struct ferry__objmgr *om, const struct ferry_node_id *ids,
+			      uint32_t n);
+int ferry__objmgr_node_address(struct ferry__objmgr *om, const struct ferry_node_id *node,
+			       struct ferry__node_addr *out);
+
 /* The order locations are tried in: those on this host (with an address: @have[i] == 0) moved
  * to the front, in place over the three parallel arrays. */
 void ferry__objmgr_same_host_first(const struct ferry__objmgr *om, struct ferry_node_id *locs,

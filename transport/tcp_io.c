@@ -594,6 +594,8 @@ static int send_chunk(struct tcp_sock *sock, struct tcp_chunk *c, struct tcp_xfe
 static void send_direct(struct tcp_sock *sock)
 {
 	struct tcp_msg *m;
+	size_t size;
+	bool counted;
 	ssize_t n;
 
 	while ((m = sock->msg_head) && sock->ep && sock->ep->state == EP_OPEN &&
@@ -608,7 +610,12 @@ static void send_direct(struct tcp_sock *sock)
 		sock->msg_head = m->next;
 		if (!sock->msg_head)
 			sock->msg_tail = &sock->msg_head;
+		size = m->size;
+		counted = m->counted;
 		ferry__free(m);
+		/* Sent is sent, by either path: the backpressure count must see it. */
+		if (counted)
+			tx_drained(sock->ep, size);
 	}
 }
 

@@ -33,7 +33,11 @@ FERRY__ID_FUNCS(placement_group)
 
 /* Pub/sub channels. Keys: node, job, worker, actor and object IDs; errors and logs by job ID;
  * node load by node ID. NODES carries membership (registration, drain, death) to everyone who
- * subscribes; NODE_LOAD carries each node's load reports, for schedulers, not for nodes. */
+ * subscribes; NODE_LOAD carries each node's load reports, for schedulers, not for nodes.
+ * NODE_DEATHS (key: node ID) carries only the nodes' changes to DRAINING or DEAD, as NODES
+ * records (ferry_gcs_event_node decodes them): what every node follows, where NODES is for the
+ * few that want every join (the CLI, a scheduler). Its snapshot is empty: a node learns the
+ * state of a peer it uses from a keyed NODES subscription (snapshot, then its changes). */
 enum ferry_gcs_channel {
 	FERRY_GCS_CH_NODES = 0,
 	FERRY_GCS_CH_JOBS = 1,
@@ -43,7 +47,8 @@ enum ferry_gcs_channel {
 	FERRY_GCS_CH_ERRORS = 5,
 	FERRY_GCS_CH_LOGS = 6,
 	FERRY_GCS_CH_NODE_LOAD = 7,
-	FERRY_GCS_CH_COUNT = 8,
+	FERRY_GCS_CH_NODE_DEATHS = 8,
+	FERRY_GCS_CH_COUNT = 9,
 };
 
 enum ferry_gcs_node_state {
@@ -270,6 +275,22 @@ FERRY_API int ferry_gcs_node_register(struct ferry_gcs_client *c,
 FERRY_API int ferry_gcs_node_heartbeat(struct ferry_gcs_client *c, const struct ferry_node_id *id,
 				       double avail_cpu, double avail_gpu,
 				       double avail_memory_bytes);
+
+/* The cluster's size as a heartbeat's reply tells it (ferry_gcs_node_beat_async). */
+struct ferry_gcs_beat_info {
+	uint32_t alive_nodes;	     /* nodes registered and not dead */
+	uint64_t membership_version; /* grows with every membership change (join, drain, death)
+					within one GCS run; starts again after a GCS restart */
+};
+
+/*
+ * ferry_gcs_node_beat_async() - a heartbeat (as ferry_gcs_node_heartbeat: 1, 0, -ENOENT) whose
+ * callback's result is a struct ferry_gcs_beat_info (the callback frees it with
+ * ferry_gcs_free), or NULL when the server sent none: how a node learns the cluster's size
+ * for its beat interval without following every join. 0, or -errno (then @cb never runs).
+ */
+FERRY_API int ferry_gcs_node_beat_async(struct ferry_gcs_client *c, const struct ferry_node_id *id,
+					ferry_gcs_done_fn cb, void *arg);
 
 /* Resource amounts in load reports are fixed point: this many to one unit (one CPU, one byte). */
 #define FERRY_GCS_RESOURCE_UNIT 10000

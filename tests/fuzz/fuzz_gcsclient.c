@@ -3,7 +3,8 @@
  * libFuzzer target for the GCS client's decoder of batch lookup replies: the input is one byte,
  * the number of IDs asked (0 counts as 1), then the reply's value as a server would send it
  * (a GcsValueList: per ID an object record, or not found). It is decoded, packed and freed as the
- * client does; the whole input also goes through the object record decoder alone.
+ * client does; the whole input also goes through the object record decoder alone, and through
+ * the heartbeat reply's GcsBeatInfo decoder (the value after the first byte).
  *
  * Built with FUZZ_GCSCLIENT_REPLAY and replay.c, it replays its corpus (suite fuzz):
  *   fuzz_gcsclient_replay DIR|FILE...        run each input, fail on a leak or an empty corpus
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/wire.h"
 #include "gcs/client.h"
 #include "gcs/codec.h"
 #include "gcs/ops.h"
@@ -23,6 +25,18 @@
 #include "fuzz_replay.h"
 
 static unsigned decoded; /* inputs whose batch decoded whole */
+
+/* As the client's heartbeat reply decoder reads it (gcs/client_api.c). */
+static void beat_info(const uint8_t *data, size_t size)
+{
+	struct ferry__wire_gcs_beat_info_view v;
+	volatile uint64_t sink;
+
+	if (ferry__wire_gcs_beat_info_root(data, size, &v) == 0)
+		sink = ferry__wire_gcs_beat_info_alive_nodes(v) +
+		       ferry__wire_gcs_beat_info_membership_version(v);
+	(void)sink;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -38,6 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (ferry__gcs_batch_reply_check(data + 1, size - 1, data[0] ? data[0] : 1) == 0)
 		decoded++;
+	beat_info(data + 1, size - 1);
 	ev.data = data;
 	ev.size = size;
 	if (ferry_gcs_event_object(&ev, &info) == 0) /* the record decoder, as events use it */
@@ -89,6 +104,15 @@ int fuzz_make_corpus(const char *dir)
 	ferry__gcs_buf_fini(&value);
 	ferry__gcs_buf_fini(&two);
 	ferry__gcs_buf_fini(&none);
+	if (!bad) {
+		struct ferry__wire_gcs_beat_info info = {10000, 42};
+		struct ferry__fb_builder b = {0};
+
+		bad = ferry__wire_gcs_beat_info_build(&b, &info) < 0 ||
+		      fuzz_write_seed(dir, "seed-beat", &count, 1, ferry__fb_builder_data(&b),
+				      ferry__fb_builder_size(&b));
+		ferry__fb_builder_fini(&b);
+	}
 	return bad;
 }
 

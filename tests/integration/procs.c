@@ -3,6 +3,8 @@
  * Helpers shared by the integration tests (see procs.h). Failures assert: a test that cannot
  * start its processes has nothing to check.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,4 +87,20 @@ long itest_rss_kib(pid_t pid)
 			break;
 	fclose(f);
 	return kib;
+}
+
+static void *no_op(void *arg)
+{
+	return arg;
+}
+
+void itest_sanitizer_thread_start(void)
+{
+	static bool started;
+	pthread_t t;
+
+	if (!started && pthread_create(&t, NULL, no_op, NULL) == 0) {
+		pthread_join(t, NULL);
+		started = true;
+	}
 }

@@ -20,24 +20,41 @@ pid_t itest_spawn(const char *const *argv, char *line, size_t size);
 /* Writes @token and a newline to <ftest_tmpdir>/token; that path (static storage). */
 const char *itest_token_file(const char *token);
 
-/* Sanitizers' memory is resident too. TSan's shadow and meta memory cost about four bytes per
- * heap byte a process touches (a GCS subscriber run grows 18 MiB plain, 66 MiB under TSan);
- * ASan keeps freed memory in quarantine (38-42 MiB for the same run). The memory bounds of the
- * integration tests are multiplied by this. */
+/*
+ * The sanitizer this test was built with, found in one place: GCC defines __SANITIZE_*__,
+ * clang answers __has_feature. Tests bound memory and count threads, and sanitizers change both.
+ */
 #if defined(__SANITIZE_THREAD__)
-#define ITEST_RSS_SCALE 4
+#define ITEST_UNDER_TSAN 1
 #elif defined(__SANITIZE_ADDRESS__)
-#define ITEST_RSS_SCALE 2
+#define ITEST_UNDER_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define ITEST_RSS_SCALE 4
+#define ITEST_UNDER_TSAN 1
 #elif __has_feature(address_sanitizer)
-#define ITEST_RSS_SCALE 2
+#define ITEST_UNDER_ASAN 1
 #endif
 #endif
-#ifndef ITEST_RSS_SCALE
-#define ITEST_RSS_SCALE 1
+#ifndef ITEST_UNDER_TSAN
+#define ITEST_UNDER_TSAN 0
 #endif
+#ifndef ITEST_UNDER_ASAN
+#define ITEST_UNDER_ASAN 0
+#endif
+
+/* Sanitizers' memory is resident too. TSan's shadow and meta memory cost about four bytes per
+ * heap byte a process touches (a GCS subscriber run grows 18 MiB plain, 66 MiB under TSan);
+ * ASan keeps freed memory in quarantine (38-42 MiB for the same run), so under it RSS does not
+ * come back after a peak either. The memory bounds of the integration tests are multiplied by
+ * this. */
+#define ITEST_RSS_SCALE (ITEST_UNDER_TSAN ? 4 : ITEST_UNDER_ASAN ? 2 : 1)
+#define ITEST_RSS_RETURNS (!ITEST_UNDER_ASAN)
+
+/* TSan runs a background thread of its own in every process it instruments, started at the
+ * process's first pthread_create: a bound on another process's threads adds this, and a test
+ * that counts its own threads calls itest_sanitizer_thread_start() before its first count. */
+#define ITEST_SANITIZER_THREADS (ITEST_UNDER_TSAN ? 1 : 0)
+void itest_sanitizer_thread_start(void);
 
 /* The resident set of @pid in KiB (its VmRSS line), -1 when the line is missing. */
 long itest_rss_kib(pid_t pid);

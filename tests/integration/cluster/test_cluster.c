@@ -21,6 +21,7 @@
 #include "cluster/embed.h"
 #include "common/util.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
 
 /* A hang guard for the directory to list a put, far above any honest wait. */
 #define LISTED_WAIT_MS 20000
@@ -40,23 +41,10 @@ static int count_entries(const char *path)
 	return n;
 }
 
-static void *no_op(void *arg)
-{
-	return arg;
-}
-
-/* This process's threads and open fds (the opendir's own fd is not counted). A thread is
- * started and joined first: TSan starts a background thread of its own at a process's first
- * pthread_create, which must not count as one the cluster left behind. */
+/* This process's threads (after TSan's own one is up: procs.h). */
 static int count_threads(void)
 {
-	static bool warmed;
-	pthread_t t;
-
-	if (!warmed && pthread_create(&t, NULL, no_op, NULL) == 0) {
-		pthread_join(t, NULL);
-		warmed = true;
-	}
+	itest_sanitizer_thread_start();
 	return count_entries("/proc/self/task");
 }
 

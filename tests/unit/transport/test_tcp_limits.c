@@ -97,3 +97,72 @@ FTEST(peer_that_never_reads_replies_is_held_back_then_dropped)
 	ferry__tcp_ep_destroy(good.ep);
 	env_fini(&e);
 }
+
+/* Small frames leave by a direct send() (tcp_io.c, send_direct) rather than the ring: they must
+ * leave the backpressure count as well. They did not, so an endpoint's count only grew, and
+ * after max_queued_bytes of small frames (100k small pulls at the node's 8 MiB cap) it stopped
+ * reading: every later pull on a long-lived connection timed out. A ping-pong of small frames
+ * many times the cap: both ends keep reading, and nothing stays counted once it is done. */
+#define PINGS 3000 /* x (24 + 64) bytes each way: 4x the cap */
+
+static uint8_t ping[64];
+
+static void pong(struct side *s, const uint8_t *buf, size_t len)
+{
+	(void)buf;
+	s->msgs++;
+	if (len != sizeof(ping))
+		s->bad_msgs++;
+	else
+		ftest_assert_ok(ferry__tcp_send(s->ep, ping, sizeof(ping)));
+}
+
+static void count_small(struct side *s, const uint8_t *buf, size_t len)
+{
+	(void)buf;
+	s->msgs++;
+	if (len != sizeof(ping))
+		s->bad_msgs++;
+}
+
+struct pingpong {
+	struct env *e;
+	struct side *client;
+	uint64_t sent;
+};
+
+static bool pinged(void *arg)
+{
+	struct pingpong *p = arg;
+
+	if (p->client->msgs == p->sent && p->sent < PINGS) {
+		p->sent++;
+		ftest_assert_ok(ferry__tcp_send(p->client->ep, ping, sizeof(ping)));
+	}
+	return p->client->msgs == PINGS || p->client->closes || p->e->server[0].closes;
+}
+
+FTEST(small_frames_past_the_cap_keep_flowing)
+{
+	struct ferry__tcp_ctx_opts o = env_opts(NULL);
+	struct side client = {.on_msg = count_small};
+	struct pingpong p = {.client = &client};
+	struct env e;
+
+	o.max_queued_bytes = CAP;
+	o.stall_timeout_ms = 300;
+	env_init(&e, &o);
+	p.e = &e;
+	env_connect(&e, &client);
+	e.server[0].on_msg = pong;
+	run_until(e.loop, pinged, &p);
+	ftest_assert_uint_eq(client.msgs, PINGS);
+	ftest_assert_int_eq(client.bad_msgs, 0);
+	ftest_assert_int_eq(client.closes, 0);
+	ftest_assert_int_eq(e.server[0].closes, 0);
+	ftest_assert_uint_eq(e.server[0].msgs, PINGS);
+	ftest_assert_uint_eq(client.ep->tx_queued, 0);
+	ftest_assert_uint_eq(e.server[0].ep->tx_queued, 0);
+	ferry__tcp_ep_destroy(client.ep);
+	env_fini(&e);
+}
