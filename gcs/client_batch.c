@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
+#include "gcs/values.h"
 
 #define COMP "gcs-client"
 /* As the server's limit (gcs/server_read.c): what one reply describes in a few MiB. */
@@ -106,23 +107,27 @@ static void batch_finish(struct batch *b)
 	batch_free(b);
 }
 
-/* Per ID of @p in order: a byte string, the object's record or empty (unknown). */
+/* A GcsValueList with, per ID of @p in order, the object's record or found false (unknown). */
 static int part_decode(struct part *p, const void *value, size_t size)
 {
-	struct ferry__gcs_reader r = {value, size, 0};
+	struct ferry__gcs_values vl;
 	struct batch *b = p->b;
 
+	if (ferry__gcs_values_open(value, size, p->count, "batch lookup reply", &vl) < 0)
+		return -EPROTO;
+	if (vl.count != p->count) {
+		FLOG_WARN(COMP, "batch lookup reply: %u records for %u IDs", vl.count, p->count);
+		return -EPROTO;
+	}
 	for (uint32_t j = 0; j < p->count; j++) {
-		struct ferry__gcs_slice rec = ferry__gcs_get_bytes(&r, size);
+		struct ferry__gcs_value e = ferry__gcs_values_at(&vl, j);
 		uint32_t idx = b->order[p->first + j];
 
-		if (r.err)
-			return -EPROTO;
 		b->status[idx] =
-			rec.size ? ferry__gcs_decode_object(rec.data, rec.size, &b->infos[idx])
-				 : -ENOENT;
+			e.found ? ferry__gcs_decode_object(e.data.data, e.data.size, &b->infos[idx])
+				: -ENOENT;
 	}
-	return r.left ? -EPROTO : 0;
+	return 0;
 }
 
 static void part_done(struct part *p, int status)

@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
+#include "gcs/values.h"
 
 #define COMP "gcs-client"
 #define MULTI_GET_MAX 4096
@@ -35,33 +36,42 @@ static int kv_request(struct ferry_gcs_client *c, const void *ns, size_t ns_size
 				      ferry__wire_gcs_kv_get_build(&b, &m), m.seq, a);
 }
 
-/* Unpack @n byte strings (each preceded by a found byte when @flags) into one allocation. */
-static int unpack_bytes(const void *data, size_t size, size_t n, bool flags,
+/* Unpack a GcsValueList reply into one allocation: @want entries (SIZE_MAX: any number); with
+ * @flags an entry may be not found (left empty), else every one must be there. Found count, or
+ * -EPROTO (logged), -ENOMEM. */
+static int unpack_bytes(const void *data, size_t size, size_t want, bool flags,
 			struct ferry_gcs_bytes **out)
 {
-	struct ferry__gcs_reader r = {data, size, 0};
-	struct ferry_gcs_bytes *v = ferry__calloc(1, (n ? n : 1) * sizeof(*v) + size);
+	struct ferry__gcs_values vl;
+	struct ferry_gcs_bytes *v;
 	uint8_t *pos;
 	int found = 0;
 
+	if (ferry__gcs_values_open(data, size, UINT32_MAX, "list reply", &vl) < 0)
+		return -EPROTO;
+	if (want != SIZE_MAX && vl.count != want) {
+		FLOG_WARN(COMP, "list reply of %u entries for %zu keys", vl.count, want);
+		return -EPROTO;
+	}
+	v = ferry__calloc(1, (vl.count ? vl.count : 1) * sizeof(*v) + size);
 	if (!v)
 		return -ENOMEM;
-	pos = (uint8_t *)(v + (n ? n : 1));
-	for (size_t i = 0; i < n && !r.err; i++) {
-		bool present = flags ? ferry__gcs_get_u8(&r) != 0 : true;
-		struct ferry__gcs_slice s = ferry__gcs_get_bytes(&r, size);
+	pos = (uint8_t *)(v + (vl.count ? vl.count : 1));
+	for (uint32_t i = 0; i < vl.count; i++) {
+		struct ferry__gcs_value e = ferry__gcs_values_at(&vl, i);
 
-		if (!present || r.err)
+		if (!e.found && !flags) {
+			ferry__free(v);
+			FLOG_WARN(COMP, "list reply: entry %u missing", i);
+			return -EPROTO;
+		}
+		if (!e.found)
 			continue;
-		memcpy(pos, s.data, s.size);
-		v[i] = (struct ferry_gcs_bytes){pos, s.size};
-		pos += s.size;
+		if (e.data.size)
+			memcpy(pos, e.data.data, e.data.size);
+		v[i] = (struct ferry_gcs_bytes){pos, e.data.size};
+		pos += e.data.size;
 		found++;
-	}
-	if (r.err || r.left) {
-		ferry__free(v);
-		FLOG_WARN(COMP, "malformed multi-record reply (%zu bytes)", size);
-		return -EPROTO;
 	}
 	*out = v;
 	return found;
@@ -79,17 +89,22 @@ int ferry_gcs_kv_multi_get_async(struct ferry_gcs_client *c, const void *ns, siz
 {
 	struct ferry__gcs_acall a = {.cb = cb, .arg = arg, .decode = decode_multi, .n = n};
 	struct ferry__gcs_buf list = {0};
-	struct ferry__gcs_writer w = {&list, 0};
+	struct ferry__gcs_value *v;
 	int ret;
 
 	if (!c || !keys || !cb || n == 0 || n > MULTI_GET_MAX) {
 		FLOG_ERROR(COMP, "multi-get takes 1..%d keys", MULTI_GET_MAX);
 		return -EINVAL;
 	}
-	ferry__gcs_put_u32(&w, (uint32_t)n);
+	v = ferry__calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		ferry__gcs_put_bytes(&w, keys[i].data, keys[i].size);
-	ret = w.err ? w.err : kv_request(c, ns, ns_size, list.data, list.size, 3, &a);
+		v[i] = (struct ferry__gcs_value){{keys[i].data, keys[i].size}, true};
+	ret = ferry__gcs_values_encode(v, n, &list);
+	ferry__free(v);
+	if (ret == 0)
+		ret = kv_request(c, ns, ns_size, list.data, list.size, 3, &a);
 	ferry__gcs_buf_fini(&list);
 	return ret;
 }
@@ -116,11 +131,7 @@ static int decode_keys(const struct ferry__gcs_reply *r, const struct ferry__gcs
 		       void **result)
 {
 	(void)a;
-	if (r->size < 4)
-		return -EPROTO;
-	return unpack_bytes((const uint8_t *)r->value + 4, r->size - 4,
-			    ferry__gcs_load_u32(r->value), false,
-			    (struct ferry_gcs_bytes **)result);
+	return unpack_bytes(r->value, r->size, SIZE_MAX, false, (struct ferry_gcs_bytes **)result);
 }
 
 int ferry_gcs_kv_keys_async(struct ferry_gcs_client *c, const void *ns, size_t ns_size,
@@ -303,56 +314,48 @@ static void fill_pg(const struct ferry__gcs_op *op, void *elem, char **pos, size
 	*x = (struct ferry_gcs_pg_info){g->id, g->job, name, g->strategy, g->state, g->nbundles, b};
 }
 
-/* One pass over packed records: counts (@out NULL) or fills. Count, or -EPROTO / -ENOMEM. */
-static int walk_records(const void *data, size_t size, enum ferry__gcs_op_type want, fill_fn fill,
-			size_t elem_size, uint8_t *out, char **pos, size_t *bytes)
+/* One pass over @n records: counts (@out NULL) or fills. Count, or -EPROTO / -ENOMEM. */
+static int walk_records(const struct ferry__gcs_slice *recs, size_t n, enum ferry__gcs_op_type want,
+			fill_fn fill, size_t elem_size, uint8_t *out, char **pos, size_t *bytes)
 {
-	struct ferry__gcs_reader r = {data, size, 0};
-	int n = 0;
-
-	while (r.left && !r.err) {
-		struct ferry__gcs_slice rec = ferry__gcs_get_bytes(&r, size);
+	for (size_t i = 0; i < n; i++) {
 		struct ferry__gcs_op op;
-		int ret;
+		int ret = ferry__gcs_op_decode(recs[i].data, recs[i].size, &op);
 
-		if (r.err)
-			break;
-		ret = ferry__gcs_op_decode(rec.data, rec.size, &op);
 		if (ret < 0)
 			return ret;
 		if (op.type == want)
-			fill(&op, out ? out + (size_t)n * elem_size : NULL, pos, bytes);
-		n += op.type == want;
+			fill(&op, out ? out + i * elem_size : NULL, pos, bytes);
 		ferry__gcs_op_release(&op);
 		if (op.type != want)
 			return -EPROTO;
 	}
-	return r.err ? -EPROTO : n;
+	return (int)n;
 }
 
-/* Decode a list reply into one allocation: @n elements then their strings. */
-static int unpack_list(const void *data, size_t size, enum ferry__gcs_op_type want, fill_fn fill,
-		       size_t elem_size, void **out)
+/* Decode @n records into one allocation: @n elements then their strings. */
+static int unpack_list(const struct ferry__gcs_slice *recs, size_t n, enum ferry__gcs_op_type want,
+		       fill_fn fill, size_t elem_size, void **out)
 {
 	size_t bytes = 0;
 	char *pos = NULL;
 	uint8_t *mem;
-	int n = walk_records(data, size, want, fill, elem_size, NULL, &pos, &bytes);
+	int ret = walk_records(recs, n, want, fill, elem_size, NULL, &pos, &bytes);
 
-	if (n < 0)
-		return n;
-	mem = ferry__calloc(1, (size_t)n * elem_size + bytes + 1);
+	if (ret < 0)
+		return ret;
+	mem = ferry__calloc(1, n * elem_size + bytes + 1);
 	if (!mem)
 		return -ENOMEM;
-	pos = (char *)mem + (size_t)n * elem_size;
+	pos = (char *)mem + n * elem_size;
 	bytes = 0;
-	n = walk_records(data, size, want, fill, elem_size, mem, &pos, &bytes);
-	if (n < 0) {
+	ret = walk_records(recs, n, want, fill, elem_size, mem, &pos, &bytes);
+	if (ret < 0) {
 		ferry__free(mem);
-		return n;
+		return ret;
 	}
 	*out = mem;
-	return n;
+	return ret;
 }
 
 static int table_read(struct ferry_gcs_client *c, enum ferry__gcs_table table, const void *id,
@@ -370,34 +373,44 @@ static int table_read(struct ferry_gcs_client *c, enum ferry__gcs_table table, c
 				      ferry__wire_gcs_table_get_build(&b, &m), m.seq, a);
 }
 
+/* A GcsValueList of records: every entry there. */
 static int decode_list(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
 		       void **result)
 {
-	return unpack_list(r->value, r->size, (enum ferry__gcs_op_type)a->want, (fill_fn)a->fill,
-			   a->elem_size, result);
+	struct ferry__gcs_slice *recs;
+	struct ferry__gcs_values vl;
+	int ret;
+
+	if (ferry__gcs_values_open(r->value, r->size, UINT32_MAX, "table list", &vl) < 0)
+		return -EPROTO;
+	recs = ferry__calloc(vl.count ? vl.count : 1, sizeof(*recs));
+	if (!recs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < vl.count; i++) {
+		struct ferry__gcs_value e = ferry__gcs_values_at(&vl, i);
+
+		recs[i] = e.data;
+		if (!e.found) {
+			ferry__free(recs);
+			FLOG_WARN(COMP, "table list: entry %u missing", i);
+			return -EPROTO;
+		}
+	}
+	ret = unpack_list(recs, vl.count, (enum ferry__gcs_op_type)a->want, (fill_fn)a->fill,
+			  a->elem_size, result);
+	ferry__free(recs);
+	return ret;
 }
 
-/* One record (not packed): as a one-element list allocation. 0 or -EPROTO, -ENOMEM. */
+/* One record: as a one-element list allocation. 0 or -EPROTO, -ENOMEM. */
 static int decode_one(const struct ferry__gcs_reply *r, const struct ferry__gcs_acall *a,
 		      void **result)
 {
-	struct ferry__gcs_buf packed = {0};
-	struct ferry__gcs_writer w = {&packed, 0};
-	int ret;
+	struct ferry__gcs_slice rec = {r->value, r->size};
+	int ret = unpack_list(&rec, 1, (enum ferry__gcs_op_type)a->want, (fill_fn)a->fill,
+			      a->elem_size, result);
 
-	ferry__gcs_put_bytes(&w, r->value, r->size);
-	ret = w.err ? w.err
-		    : unpack_list(packed.data, packed.size, (enum ferry__gcs_op_type)a->want,
-				  (fill_fn)a->fill, a->elem_size, result);
-	ferry__gcs_buf_fini(&packed);
-	if (ret == 1)
-		return 0;
-	if (ret >= 0) {
-		ferry__free(*result);
-		*result = NULL;
-		ret = -EPROTO;
-	}
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 static int list_async(struct ferry_gcs_client *c, enum ferry__gcs_table table,
@@ -436,24 +449,16 @@ static void fill_load(const struct ferry__gcs_op *op, void *elem, char **pos, si
 
 int ferry_gcs_event_node_load(const struct ferry_gcs_event *ev, struct ferry_gcs_node_load *out)
 {
-	struct ferry__gcs_buf packed = {0};
-	struct ferry__gcs_writer w = {&packed, 0};
+	struct ferry__gcs_slice rec;
 	struct ferry_gcs_node_load *one = NULL;
 	int ret;
 
 	if (!ev || !out || ev->channel != FERRY_GCS_CH_NODE_LOAD || !ev->size)
 		return -EINVAL;
-	ferry__gcs_put_bytes(&w, ev->data, ev->size);
-	ret = w.err ? w.err
-		    : unpack_list(packed.data, packed.size, FERRY__GCS_OP_NODE_LOAD, fill_load,
-				  sizeof(*one), (void **)&one);
-	ferry__gcs_buf_fini(&packed);
+	rec = (struct ferry__gcs_slice){ev->data, ev->size};
+	ret = unpack_list(&rec, 1, FERRY__GCS_OP_NODE_LOAD, fill_load, sizeof(*one), (void **)&one);
 	if (ret < 0)
 		return ret;
-	if (ret != 1) {
-		ferry__free(one);
-		return -EPROTO;
-	}
 	/* The caller frees out->resources: move the array to the front of the allocation. */
 	*out = *one;
 	if (one->nresources) {

@@ -4,32 +4,20 @@
  * a struct ferry__gcs_op, applied by gcs/state.c and, when durable, encoded into a WAL record.
  * Snapshots are sequences of ops too (the RESTORE_* kinds put records back exactly).
  *
- * Record encoding (the WAL payload; little-endian, see gcs/codec.h for the primitives): one byte
- * of op type, then the op's fields in the order of the structs in gcs/tables.h, gcs/objdir.h:
- * IDs as raw bytes, enums as u8, counts as u32, amounts as f64, text as u32 length + bytes + NUL
- * (NULL and "" are the same), byte strings as u32 length + bytes. A record has no trailing bytes.
- * Fields added after the first release go at the end of a record and may be absent (records of
- * older logs, snapshots and peers end before them: they read as 0), but one present must be
- * whole: metadata_bytes (u32) after the object records; then the copy's place (u64 offset, u64
- * alloc, u64 check) after OBJ_ADD_LOCATION's, and nlocations places after OBJ_ADD's and
- * RESTORE_OBJ's. Places are written only when one has an offset or alloc, so a record without
- * one stays readable by a GCS that predates them. Places written before the check was added are
- * 16 bytes (no check): ending the record, they are told apart by the bytes left, and read with
- * check 0. The other way round does not hold: a GCS that predates the check rejects a record
- * with a 24-byte place (-EPROTO), so the GCS is upgraded before the nodes.
- * NODE_LOAD (id, u64 version, u32 queue_length, u64 mean_task_us, u32 count, then per resource
- * text name, u64 total, u64 available: fixed point, below 2^63) and NODE_HEARTBEAT travel as
- * requests only: since liveness left the log, the server never logs them (replay still applies
- * the heartbeat records of older logs).
+ * Record encoding (the WAL payload, a GcsRequest's op, a lookup's reply value, a published
+ * item's data): FERRY__GCS_RECORD_PREFIX zero bytes, then a schema/gcs.fbs GcsRecord whose
+ * version is FERRY__GCS_RECORD_VERSION and whose type selects the one table it carries
+ * (gcs/ops_fb.c, gcs/ops_fb_obj.c). A decoder refuses another version, a type without its
+ * table, counts over the limits of tables.h and objdir.h, and text with a NUL inside (-EPROTO,
+ * logged). Fields added later are FlatBuffers fields: absent ones read as 0.
  *
- * Moving to FlatBuffers (issue 22), op family by op family: the families done so far (KV_*,
- * LOG, NODE_REGISTER, RESTORE_NODE, NODE_STATE, JOB_*, RESTORE_JOB,
- * WORKER_*, RESTORE_WORKER, ACTOR_*, RESTORE_ACTOR, TASK_EVENT, ERROR:
- * ferry__gcs_op_is_fb()) are encoded as FERRY__GCS_RECORD_PREFIX zero bytes and then a
- * schema/gcs.fbs GcsRecord (record version FERRY__GCS_RECORD_VERSION inside). No hand-written
- * record starts with a 0 byte (types start at 1), so the decoder tells the two apart by the
- * first byte without guessing, and still reads hand-written records of these families (older
- * logs and snapshots).
+ * Two exceptions travel as requests only and are never logged: NODE_HEARTBEAT and NODE_LOAD
+ * keep the first release's hand-written encoding (one byte of op type, then little-endian
+ * fields, see gcs/codec.h; NODE_LOAD: id, u64 version, u32 queue_length, u64 mean_task_us, u32
+ * count, then per resource text name, u64 total, u64 available, fixed point below 2^63). Their
+ * type byte is never 0, so the decoder tells them from a GcsRecord by the first byte; any other
+ * hand-written record (the first release's WAL format) is refused. The WAL's format version
+ * (gcs/wal.h) keeps an old log from reaching the decoder at all.
  *
  * Thread model: pure functions.
  */

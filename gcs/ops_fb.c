@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the op families moved off the
- * hand-written format so far. A record is FERRY__GCS_RECORD_PREFIX zero bytes, then the
- * FlatBuffer; ops.c routes here by op type (encode) and by the leading zero byte (decode), and
- * keeps the hand-written decoder for the records of older logs.
+ * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the record prefix, the build, the
+ * version check and the tables of nodes, jobs, workers, actors, KV, logs, task events and
+ * errors; gcs/ops_fb_obj.c has placement groups, objects, dedup and dropped counts. A record is
+ * FERRY__GCS_RECORD_PREFIX zero bytes, then the FlatBuffer; ops.c routes here by op type
+ * (encode) and by the leading zero byte (decode).
  */
 #include <errno.h>
 #include <string.h>
@@ -11,8 +12,7 @@
 #include "common/alloc.h"
 #include "common/fb.h"
 #include "common/log.h"
-#include "schema/ferry_schema.h"
-#include "gcs/ops.h"
+#include "gcs/ops_fb.h"
 
 bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 {
@@ -37,7 +37,7 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	case FERRY__GCS_OP_ERROR:
 		return true;
 	default:
-		return false;
+		return ferry__gcs_op_is_obj_fb(type);
 	}
 }
 
@@ -48,12 +48,6 @@ static void put_built(struct ferry__gcs_writer *w, struct ferry__fb_builder *b)
 
 	ferry__gcs_put_raw(w, prefix, sizeof(prefix));
 	ferry__gcs_put_raw(w, ferry__fb_builder_data(b), ferry__fb_builder_size(b));
-}
-
-/* Text as a FlatBuffers string: NULL and "" are both absent (they read back as NULL). */
-static const char *fb_text(const char *s)
-{
-	return s && *s ? s : NULL;
 }
 
 /* What encoding a node needs besides @op: its vectors of tables (freed by the caller). */
@@ -76,8 +70,8 @@ static int fill_resources(const struct ferry__gcs_resources *r,
 	if (!*custom)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < r->ncustom; i++)
-		(*custom)[i] = (struct ferry__wire_gcs_resource_amount){fb_text(r->custom[i].name),
-									r->custom[i].amount};
+		(*custom)[i] = (struct ferry__wire_gcs_resource_amount){
+			ferry__gcs_fb_text(r->custom[i].name), r->custom[i].amount};
 	out->custom = *custom;
 	out->custom_count = r->ncustom;
 	return 0;
@@ -88,7 +82,7 @@ static int fill_node(const struct ferry__gcs_node *n, struct node_enc *e)
 	struct ferry__wire_gcs_node *m = &e->node;
 
 	memcpy(m->id.bytes, n->id.bytes, sizeof(m->id.bytes));
-	m->address = fb_text(n->address);
+	m->address = ferry__gcs_fb_text(n->address);
 	if (fill_resources(&n->total, &e->total, &e->custom) < 0)
 		return -ENOMEM;
 	m->total = &e->total;
@@ -97,8 +91,9 @@ static int fill_node(const struct ferry__gcs_node *n, struct node_enc *e)
 		if (!e->labels)
 			return -ENOMEM;
 		for (uint32_t i = 0; i < n->nlabels; i++)
-			e->labels[i] = (struct ferry__wire_gcs_label){fb_text(n->labels[i].key),
-								      fb_text(n->labels[i].value)};
+			e->labels[i] = (struct ferry__wire_gcs_label){
+				ferry__gcs_fb_text(n->labels[i].key),
+				ferry__gcs_fb_text(n->labels[i].value)};
 		m->labels = e->labels;
 		m->labels_count = n->nlabels;
 	}
@@ -114,8 +109,6 @@ static int fill_node(const struct ferry__gcs_node *n, struct node_enc *e)
 	m->queue_length = n->queue_length;
 	return 0;
 }
-
-#define TO_WIRE_ID(dst, src) memcpy((dst).bytes, (src).bytes, sizeof((dst).bytes))
 
 /* The tables without vectors of tables: everything but KV, LOG and nodes, built in @u. */
 union small_enc {
@@ -147,15 +140,15 @@ static void fill_actor(const struct ferry_gcs_actor_info *a, struct ferry__wire_
 	TO_WIRE_ID(m->id, a->id);
 	TO_WIRE_ID(m->job, a->job);
 	TO_WIRE_ID(m->owner, a->owner);
-	m->name = fb_text(a->name);
-	m->class_name = fb_text(a->class_name);
+	m->name = ferry__gcs_fb_text(a->name);
+	m->class_name = ferry__gcs_fb_text(a->class_name);
 	m->state = (uint8_t)a->state;
 	TO_WIRE_ID(m->node, a->node);
 	TO_WIRE_ID(m->worker, a->worker);
 	m->num_restarts = a->num_restarts;
 	m->max_restarts = a->max_restarts;
 	m->death_cause = (uint8_t)a->death_cause;
-	m->death_message = fb_text(a->death_message);
+	m->death_message = ferry__gcs_fb_text(a->death_message);
 }
 
 static void fill_actor_update(const struct ferry__gcs_actor_update *u,
@@ -166,7 +159,7 @@ static void fill_actor_update(const struct ferry__gcs_actor_update *u,
 	TO_WIRE_ID(m->node, u->node);
 	TO_WIRE_ID(m->worker, u->worker);
 	m->death_cause = (uint8_t)u->death_cause;
-	m->death_message = fb_text(u->death_message);
+	m->death_message = ferry__gcs_fb_text(u->death_message);
 }
 
 static void fill_worker(const struct ferry_gcs_worker_info *k, struct ferry__wire_gcs_worker *m)
@@ -175,10 +168,10 @@ static void fill_worker(const struct ferry_gcs_worker_info *k, struct ferry__wir
 	TO_WIRE_ID(m->node, k->node);
 	TO_WIRE_ID(m->job, k->job);
 	m->pid = k->pid;
-	m->address = fb_text(k->address);
+	m->address = ferry__gcs_fb_text(k->address);
 	m->state = (uint8_t)k->state;
 	m->exit_type = (uint8_t)k->exit_type;
-	m->exit_message = fb_text(k->exit_message);
+	m->exit_message = ferry__gcs_fb_text(k->exit_message);
 	m->start_ms = k->start_ms;
 	m->end_ms = k->end_ms;
 }
@@ -208,7 +201,7 @@ static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 		TO_WIRE_ID(u->worker_dead.id, op->worker_exit.id);
 		u->worker_dead.time_ms = op->worker_exit.time_ms;
 		u->worker_dead.exit_type = (uint8_t)op->worker_exit.exit_type;
-		u->worker_dead.message = fb_text(op->worker_exit.message);
+		u->worker_dead.message = ferry__gcs_fb_text(op->worker_exit.message);
 		rec->worker_dead = &u->worker_dead;
 		break;
 	case FERRY__GCS_OP_ACTOR_REGISTER:
@@ -227,8 +220,8 @@ static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 	case FERRY__GCS_OP_ERROR:
 		TO_WIRE_ID(u->error.job, op->error.job);
 		u->error.time_ms = op->error.time_ms;
-		u->error.type = fb_text(op->error.type);
-		u->error.message = fb_text(op->error.message);
+		u->error.type = ferry__gcs_fb_text(op->error.type);
+		u->error.message = ferry__gcs_fb_text(op->error.message);
 		rec->error = &u->error;
 		break;
 	default: /* JOB_ADD, RESTORE_JOB */
@@ -236,8 +229,8 @@ static void fill_small(const struct ferry__gcs_op *op, union small_enc *u,
 		u->job.state = (uint8_t)op->job.state;
 		TO_WIRE_ID(u->job.driver_node, op->job.driver_node);
 		u->job.driver_pid = op->job.driver_pid;
-		u->job.driver_address = fb_text(op->job.driver_address);
-		u->job.entrypoint = fb_text(op->job.entrypoint);
+		u->job.driver_address = ferry__gcs_fb_text(op->job.driver_address);
+		u->job.entrypoint = ferry__gcs_fb_text(op->job.entrypoint);
 		u->job.start_ms = op->job.start_ms;
 		u->job.end_ms = op->job.end_ms;
 		rec->job = &u->job;
@@ -258,14 +251,13 @@ static void fill_kv(const struct ferry__gcs_op *op, struct ferry__wire_gcs_kv_op
 	kv->overwrite = op->kv.overwrite;
 }
 
-/* Build @rec into @w, after the prefix; the first error sticks in @w. */
 /*
  * Build @rec into @w, after the prefix; the first error sticks in @w. Into an empty buffer (a
  * request, a reply value, a published item) the builder works in the buffer itself, so a
  * long-lived buffer makes encoding allocation-free; after other bytes (a WAL entry's header)
  * it builds aside and appends.
  */
-static void build(const struct ferry__wire_gcs_record *rec, struct ferry__gcs_writer *w)
+void ferry__gcs_record_build(const struct ferry__wire_gcs_record *rec, struct ferry__gcs_writer *w)
 {
 	struct ferry__gcs_buf *out = w->buf;
 	struct ferry__fb_builder b = {0};
@@ -325,11 +317,15 @@ void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_w
 		rec.kv = &kv;
 		break;
 	default:
+		if (ferry__gcs_op_is_obj_fb(op->type)) {
+			ferry__gcs_op_encode_obj_fb(op, &rec, w);
+			return;
+		}
 		fill_small(op, &small, &rec);
 		break;
 	}
 	if (!w->err)
-		build(&rec, w);
+		ferry__gcs_record_build(&rec, w);
 	ferry__free(node.custom);
 	ferry__free(node.labels);
 }
@@ -371,8 +367,7 @@ static int get_log(struct ferry__wire_gcs_record_view v, struct ferry__gcs_op *o
 	return op->log.data.size > FERRY__GCS_TEXT_MAX ? -EPROTO : 0;
 }
 
-/* An array of @count elements owned by @op (freed by ferry__gcs_op_release()). */
-static void *op_array(struct ferry__gcs_op *op, size_t count, size_t elem)
+void *ferry__gcs_op_array(struct ferry__gcs_op *op, size_t count, size_t elem)
 {
 	struct ferry__gcs_op_block *b = ferry__malloc(sizeof(*b) + count * elem);
 
@@ -384,21 +379,26 @@ static void *op_array(struct ferry__gcs_op *op, size_t count, size_t elem)
 	return b->data;
 }
 
-/* A string field read back as text: absent and "" are NULL; longer than FERRY__GCS_TEXT_MAX or
- * with a NUL inside (C text would end there): -EPROTO. */
-static int text(const char *s, uint32_t len, const char **out)
+/* A NUL inside is refused because C text would end there. */
+int ferry__gcs_fb_text_get(const char *s, uint32_t len, size_t max, const char **out)
 {
 	*out = NULL;
 	if (!s || !len)
 		return 0;
-	if (len > FERRY__GCS_TEXT_MAX || strlen(s) != len)
+	if (len > max || strlen(s) != len)
 		return -EPROTO;
 	*out = s;
 	return 0;
 }
 
-static int get_resources(struct ferry__wire_gcs_resources_view v, struct ferry__gcs_op *op,
-			 struct ferry__gcs_resources *r)
+/* Text of at most FERRY__GCS_TEXT_MAX bytes. */
+static int text(const char *s, uint32_t len, const char **out)
+{
+	return ferry__gcs_fb_text_get(s, len, FERRY__GCS_TEXT_MAX, out);
+}
+
+int ferry__gcs_fb_get_resources(struct ferry__wire_gcs_resources_view v, struct ferry__gcs_op *op,
+				struct ferry__gcs_resources *r)
 {
 	struct ferry_gcs_resource *c;
 	int ret = 0;
@@ -411,7 +411,7 @@ static int get_resources(struct ferry__wire_gcs_resources_view v, struct ferry__
 		return 0;
 	if (r->ncustom > FERRY__GCS_MAX_CUSTOM)
 		return -EPROTO;
-	c = op_array(op, r->ncustom, sizeof(*c));
+	c = ferry__gcs_op_array(op, r->ncustom, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < r->ncustom && ret == 0; i++) {
@@ -437,7 +437,7 @@ static int get_labels(struct ferry__wire_gcs_node_view v, struct ferry__gcs_op *
 		return 0;
 	if (n->nlabels > FERRY__GCS_MAX_LABELS)
 		return -EPROTO;
-	labels = op_array(op, n->nlabels, sizeof(*labels));
+	labels = ferry__gcs_op_array(op, n->nlabels, sizeof(*labels));
 	if (!labels)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n->nlabels && ret == 0; i++) {
@@ -468,7 +468,7 @@ static int get_node(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op 
 	ret = text(ferry__wire_gcs_node_address(v), ferry__wire_gcs_node_address_len(v),
 		   &n->address);
 	if (ret == 0 && ferry__wire_gcs_node_has_total(v))
-		ret = get_resources(ferry__wire_gcs_node_total(v), op, &n->total);
+		ret = ferry__gcs_fb_get_resources(ferry__wire_gcs_node_total(v), op, &n->total);
 	if (ret == 0)
 		ret = get_labels(v, op);
 	n->store_capacity_bytes = ferry__wire_gcs_node_store_capacity_bytes(v);
@@ -483,8 +483,6 @@ static int get_node(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op 
 	n->queue_length = ferry__wire_gcs_node_queue_length(v);
 	return ret;
 }
-
-#define FROM_WIRE_ID(dst, v) memcpy((dst).bytes, (v).bytes, sizeof((dst).bytes))
 
 static int get_job(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_job *j)
 {
@@ -695,6 +693,8 @@ int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_
 	else if (op->type == FERRY__GCS_OP_KV_PUT || op->type == FERRY__GCS_OP_KV_DELETE ||
 		 op->type == FERRY__GCS_OP_KV_DELETE_PREFIX)
 		ret = get_kv(v, op);
+	else if (ferry__gcs_op_is_obj_fb(op->type))
+		ret = ferry__gcs_op_decode_obj_fb(v, op);
 	else
 		ret = get_small(v, op);
 	if (ret < 0) {

@@ -28,6 +28,7 @@
 #include "common/wire.h"
 #include "gcs/records.h"
 #include "gcs/server_int.h"
+#include "gcs/values.h"
 
 #define COMP "gcs"
 
@@ -160,16 +161,19 @@ int ferry__gcs_srv_load_snapshot(struct ferry__gcs_server *srv, struct ferry__ps
 
 int ferry__gcs_srv_load_list(struct ferry__gcs_server *srv, struct ferry__gcs_buf *out)
 {
-	struct ferry__gcs_writer w = {out, 0};
-	size_t cursor = 0;
+	struct ferry__gcs_value *list = ferry__calloc(srv->loads.count + 1, sizeof(*list));
+	size_t cursor = 0, n = 0;
 	void *k, *v;
-	int count = 0;
+	int ret;
 
-	while (!w.err && ferry__hashmap_next(&srv->loads, &cursor, &k, &v)) {
+	if (!list)
+		return -ENOMEM;
+	while (n < srv->loads.count && ferry__hashmap_next(&srv->loads, &cursor, &k, &v)) {
 		struct load_entry *e = v;
 
-		ferry__gcs_put_bytes(&w, e->rec, e->size);
-		count++;
+		list[n++] = (struct ferry__gcs_value){{e->rec, e->size}, true};
 	}
-	return w.err ? w.err : count;
+	ret = ferry__gcs_values_encode(list, n, out); /* a GcsValueList, like every listing */
+	ferry__free(list);
+	return ret < 0 ? ret : (int)n;
 }

@@ -9,12 +9,14 @@
  *   wal-<first LSN as 16 hex digits>.log  segments; a new one starts at open and at each snapshot
  *   snap-<LSN as 16 hex digits>.snap      the state after record <LSN>; only the newest is kept
  *   *.tmp                                 a snapshot being written (removed at open)
- * Segment: a 24-byte header ("FERRYWAL", u32 version 1, u32 0, u64 first LSN), then frames.
+ * Segment: a 24-byte header ("FERRYWAL", u32 version 2, u32 0, u64 first LSN), then frames.
  * Frame: u32 payload bytes n, u32 CRC32C over (LSN, index, payload), u64 LSN, u32 index (the
  *   frame's position in its group; in a snapshot, the record number), n payload bytes.
  *   All integers little-endian. LSNs are 1, 2, 3, ... with no gaps across segments.
- * Snapshot: a 32-byte header ("FERRYSNP", u32 version 1, u32 record count, u64 LSN, u32 0,
+ * Snapshot: a 32-byte header ("FERRYSNP", u32 version 2, u32 record count, u64 LSN, u32 0,
  *   u32 CRC32C of the first 28 bytes), then frames whose LSN field is the snapshot's LSN.
+ * A file of another version is refused at open (-EPROTONOSUPPORT, logged): version 1 held the
+ *   hand-written GCS records of the first release, which this GCS no longer reads.
  *
  * Group commit. Records are appended to the open group (a memory buffer). ferry__wal_submit()
  * (the server calls it once per loop turn) closes the group and sends it as one io_uring write

@@ -276,6 +276,26 @@ static int read_frame(struct freader *r, size_t max, uint64_t *lsn, const uint8_
 	return FRAME_OK;
 }
 
+/*
+ * A file of another format version (@h: its header, magic checked). Version 1 held GCS records
+ * in the hand-written format of the first release; this GCS no longer has those decoders, and
+ * a converter would need exactly them, so such a log is refused (before anything is written to
+ * it) with a message saying what to do, never half-read.
+ */
+static int version_check(const uint8_t *h, const struct wal_file *f)
+{
+	uint32_t version = ferry__gcs_load_u32(h + 8);
+
+	if (version == WAL_VERSION)
+		return 0;
+	FLOG_ERROR("gcs",
+		   "wal: %s: WAL format version %u; this GCS reads only version %d (version 1 "
+		   "holds the hand-written GCS records of releases before issue 22): start it "
+		   "with an empty WAL directory, or run the GCS release that wrote this one",
+		   f->name, version, WAL_VERSION);
+	return -EPROTONOSUPPORT;
+}
+
 /* ---- snapshot ---- */
 
 static int snapshot_header(struct freader *r, const struct wal_file *f, uint32_t *count)
@@ -286,6 +306,8 @@ static int snapshot_header(struct freader *r, const struct wal_file *f, uint32_t
 	if (ret < 0)
 		return ret;
 	h = r->buf;
+	if (ret != 0 && memcmp(h, SNAP_MAGIC, 8) == 0 && version_check(h, f) < 0)
+		return -EPROTONOSUPPORT;
 	if (ret == 0 || memcmp(h, SNAP_MAGIC, 8) != 0 ||
 	    ferry__gcs_load_u32(h + 8) != WAL_VERSION || ferry__gcs_load_u64(h + 16) != f->lsn ||
 	    ferry__gcs_load_u32(h + 28) != ferry__crc32c(0, h, 28)) {
@@ -441,6 +463,8 @@ static int segment_header(struct freader *r, const struct wal_file *f, const cha
 		*why = "short segment header";
 		return r->end == 0 ? FRAME_END : FRAME_BAD;
 	}
+	if (memcmp(r->buf, SEG_MAGIC, 8) == 0 && version_check(r->buf, f) < 0)
+		return -EPROTONOSUPPORT;
 	if (memcmp(r->buf, SEG_MAGIC, 8) != 0 || ferry__gcs_load_u32(r->buf + 8) != WAL_VERSION ||
 	    ferry__gcs_load_u64(r->buf + 16) != f->lsn) {
 		FLOG_ERROR("gcs", "wal: %s: bad segment header", f->name);

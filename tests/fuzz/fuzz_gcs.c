@@ -20,6 +20,7 @@
 #include "common/wire.h"
 #include "gcs/records.h"
 #include "gcs/server.h"
+#include "gcs/values.h"
 #include "gcs/state.h"
 
 #define FUZZ_MAX_LENGTH (1u << 20)
@@ -187,10 +188,10 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	struct ferry__wire_gcs_object_lookup ol = {.seq = 3, .object_id = {{9, 8, 7}}};
 	struct ferry__wire_gcs_table_get tg = {.seq = 4, .table = 0, .id = {{1, 2, 3}}};
 	struct ferry__wire_gcs_subscribe sub = {.seq = 5, .channel = FERRY_GCS_CH_NODES};
-	/* multi-get (op 3): u32 count, then u32 length + bytes per key */
-	static const uint8_t keys[] = {2, 0, 0, 0, 1, 0, 0, 0, 'a', 3, 0, 0, 0, 'k', 'e', 'y'};
-	struct ferry__wire_gcs_kv_get mg = {
-		.seq = 6, .key = keys, .key_count = sizeof(keys), .op = 3};
+	/* multi-get (op 3): the keys as a GcsValueList */
+	static const struct ferry__gcs_value keys[2] = {{{"a", 1}, true}, {{"key", 3}, true}};
+	struct ferry__gcs_buf key_list = {0};
+	struct ferry__wire_gcs_kv_get mg = {.seq = 6, .op = 3};
 	struct ferry__wire_gcs_table_get list = {.seq = 7, .table = 4, .list = true};
 	struct ferry__wire_gcs_table_get loads = {.seq = 8, .table = 16, .list = true};
 	static const struct ferry_object_id ids[2] = {{{9, 8, 7}}, {{1, 2, 3}}};
@@ -207,8 +208,12 @@ static int seed_reads(FILE *f, struct ferry__fb_builder *b)
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
 	ret |= ferry__wire_gcs_subscribe_build(b, &sub) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_SUBSCRIBE);
+	ret |= ferry__gcs_values_encode(keys, 2, &key_list);
+	mg.key = key_list.data;
+	mg.key_count = key_list.size;
 	ret |= ferry__wire_gcs_kv_get_build(b, &mg) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_KV_GET);
+	ferry__gcs_buf_fini(&key_list);
 	ret |= ferry__wire_gcs_table_get_build(b, &list) ||
 	       write_frame(f, b, FERRY__WIRE_MSG_GCS_TABLE_GET);
 	ret |= ferry__wire_gcs_table_get_build(b, &loads) ||

@@ -2,7 +2,7 @@
 /*
  * libFuzzer target for the GCS client's decoder of batch lookup replies: the input is one byte,
  * the number of IDs asked (0 counts as 1), then the reply's value as a server would send it
- * (per ID a byte string: an object record or nothing). It is decoded, packed and freed as the
+ * (a GcsValueList: per ID an object record, or not found). It is decoded, packed and freed as the
  * client does; the whole input also goes through the object record decoder alone, and through
  * the heartbeat reply's GcsBeatInfo decoder (the value after the first byte).
  *
@@ -20,6 +20,7 @@
 #include "gcs/client.h"
 #include "gcs/codec.h"
 #include "gcs/ops.h"
+#include "gcs/values.h"
 
 #include "fuzz_replay.h"
 
@@ -70,14 +71,13 @@ int fuzz_replay_check(void)
 	return 1;
 }
 
-/* A RESTORE_OBJ record with @n copies (places known), as a byte string appended to @w. */
-static void put_object(struct ferry__gcs_writer *w, uint32_t n)
+/* A RESTORE_OBJ record with @n copies (places known) into @rec. */
+static int put_object(struct ferry__gcs_buf *rec, uint32_t n)
 {
 	static const struct ferry_node_id nodes[2] = {{{1, 2, 3}}, {{4, 5, 6}}};
 	static const struct ferry_gcs_object_place places[2] = {{4096, 17, 0}, {8192, 18, 0}};
 	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_OBJ};
-	struct ferry__gcs_buf rec = {0};
-	struct ferry__gcs_writer rw = {&rec, 0};
+	struct ferry__gcs_writer rw = {rec, 0};
 
 	op.obj.id.bytes[0] = 9;
 	op.obj.owner_node = nodes[0];
@@ -87,22 +87,23 @@ static void put_object(struct ferry__gcs_writer *w, uint32_t n)
 	op.obj.locations = nodes;
 	op.obj.places = places;
 	ferry__gcs_op_encode(&op, &rw);
-	ferry__gcs_put_bytes(w, rec.data, rec.size);
-	ferry__gcs_buf_fini(&rec);
+	return rw.err;
 }
 
 int fuzz_make_corpus(const char *dir)
 {
-	struct ferry__gcs_buf value = {0};
-	struct ferry__gcs_writer w = {&value, 0};
+	struct ferry__gcs_buf value = {0}, two = {0}, none = {0};
+	struct ferry__gcs_value list[3] = {{{0}, false}, {{0}, false}, {{0}, false}};
 	uint8_t count = 3;
-	int bad;
+	int bad = put_object(&two, 2) || put_object(&none, 0);
 
-	put_object(&w, 2);
-	ferry__gcs_put_bytes(&w, NULL, 0); /* unknown */
-	put_object(&w, 0);
-	bad = w.err || fuzz_write_seed(dir, "seed-batch", &count, 1, value.data, value.size);
+	list[0] = (struct ferry__gcs_value){{two.data, two.size}, true};
+	list[2] = (struct ferry__gcs_value){{none.data, none.size}, true}; /* [1]: unknown */
+	bad = bad || ferry__gcs_values_encode(list, 3, &value) ||
+	      fuzz_write_seed(dir, "seed-batch", &count, 1, value.data, value.size);
 	ferry__gcs_buf_fini(&value);
+	ferry__gcs_buf_fini(&two);
+	ferry__gcs_buf_fini(&none);
 	if (!bad) {
 		struct ferry__wire_gcs_beat_info info = {10000, 42};
 		struct ferry__fb_builder b = {0};

@@ -4,7 +4,8 @@
 # and Debian's python3-flatbuffers, the framing from docs/wire.md. Checks what another language
 # needs: the handshake with the cluster token, KV put (a GcsRecord in a GcsRequest) and get, a
 # node registered (a table write) and read back, a subscription to a job's logs channel that
-# receives a published line, and a wrong token refused.
+# receives a published line, an object added and a copy of it announced (records with arrays of
+# IDs and of structs) that an object-location subscription receives, and a wrong token refused.
 # Exit 77 (skip, with the reason printed) when flatc or python3-flatbuffers is missing.
 import os
 import shutil
@@ -45,15 +46,16 @@ subprocess.run([FLATC, '--python', '-o', TMP, '-I', SCHEMA_DIR] +
                [os.path.join(SCHEMA_DIR, f) for f in ('common.fbs', 'gcs.fbs', 'messages.fbs')],
                check=True)
 sys.path.insert(0, TMP)
-from ferry.wire import (GcsKvGet, GcsKvOp, GcsLogOp, GcsNode, GcsOpType,  # noqa: E402
-                        GcsPublish, GcsRecord, GcsReply, GcsRequest, GcsResources,
-                        GcsSubscribe, GcsTableGet, Handshake, HandshakeReply, MessageType,
-                        PeerKind, UniqueId)
+from ferry.wire import (GcsKvGet, GcsKvOp, GcsLogOp, GcsNode, GcsObject,  # noqa: E402
+                        GcsObjectLocation, GcsObjectPlace, GcsOpType, GcsPublish, GcsRecord,
+                        GcsReply, GcsRequest, GcsResources, GcsSubscribe, GcsTableGet,
+                        Handshake, HandshakeReply, MessageType, ObjectId, PeerKind, UniqueId)
 
 FRAME_MAGIC, FRAME_VERSION = 0xFE, 1
 PROTOCOL_VERSION = 1
 RECORD_PREFIX = b'\0\0\0\0'
 RECORD_VERSION = 2
+CH_OBJECT_LOCATIONS = 4
 CH_LOGS = 6
 TABLE_NODES = 0
 NODE_ALIVE = 1
@@ -178,6 +180,28 @@ def node_register(node_id, address, cpu):
         GcsNode.AddStartMs(b, 1)
         return GcsNode.End(b)
     return record(GcsOpType.GcsOpType.NodeRegister, body, GcsRecord.AddNode)
+
+
+def object_add(object_id, owner_worker, owner_node, size):
+    def body(b):
+        GcsObject.Start(b)
+        GcsObject.AddId(b, ObjectId.CreateObjectId(b, list(object_id)))
+        GcsObject.AddOwnerWorker(b, UniqueId.CreateUniqueId(b, list(owner_worker)))
+        GcsObject.AddOwnerNode(b, UniqueId.CreateUniqueId(b, list(owner_node)))
+        GcsObject.AddSizeBytes(b, size)
+        return GcsObject.End(b)
+    return record(GcsOpType.GcsOpType.ObjAdd, body, GcsRecord.AddObject)
+
+
+def object_add_location(object_id, node_id, size, place):
+    def body(b):
+        GcsObjectLocation.Start(b)
+        GcsObjectLocation.AddId(b, ObjectId.CreateObjectId(b, list(object_id)))
+        GcsObjectLocation.AddNode(b, UniqueId.CreateUniqueId(b, list(node_id)))
+        GcsObjectLocation.AddSizeBytes(b, size)
+        GcsObjectLocation.AddPlace(b, GcsObjectPlace.CreateGcsObjectPlace(b, *place))
+        return GcsObjectLocation.End(b)
+    return record(GcsOpType.GcsOpType.ObjAddLocation, body, GcsRecord.AddObjectLocation)
 
 
 def table_get(seq, table, row_id):
@@ -312,6 +336,34 @@ def main():
         check(bytes(log.Job().Bytes()) == job, 'published line: wrong job')
         check(vec(log, 'Data') == b'a line from python', 'published line: wrong data')
         print('ok   subscription_receives_a_log_line')
+
+        object_id, owner = os.urandom(20), os.urandom(16)
+        status, _ = c.call(M.GcsRequest, 20, request(20, object_add(object_id, owner, node_id,
+                                                                    4096)))
+        check(status >= 0, 'object add: status %d' % status)
+        status, _ = c.call(M.GcsSubscribe, 21, subscribe(21, CH_OBJECT_LOCATIONS, object_id))
+        check(status >= 0, 'object subscribe: status %d' % status)
+        op = object_add_location(object_id, node_id, 4096, (4096, 17, 0))
+        status, _ = c.call(M.GcsRequest, 22, request(22, op))
+        check(status >= 0, 'object add location: status %d' % status)
+
+        def copy_published():
+            for _, ch, key, data in c.items:
+                if ch != CH_OBJECT_LOCATIONS or key != object_id or not data:
+                    continue
+                obj = parse_record(data).Object()
+                if obj is not None and obj.LocationsLength() == 1:
+                    return obj
+            return None
+        while copy_published() is None:
+            c.pump()
+        obj = copy_published()
+        check(bytes(obj.Id().Bytes()) == object_id, 'published object: wrong ID')
+        check(bytes(obj.Locations(0).Bytes()) == node_id, 'published object: wrong copy')
+        check(obj.SizeBytes() == 4096, 'published object: size %d' % obj.SizeBytes())
+        check(obj.PlacesLength() == 1 and obj.Places(0).Offset() == 4096 and
+              obj.Places(0).Alloc() == 17, 'published object: wrong place')
+        print('ok   object_location_subscription_receives_a_copy')
         sock.close()
 
         sock, status = connect(port, b'not-the-token')

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the families moved so far (KV, LOG,
- * nodes, jobs, workers, actors, task events, errors) encode as the zero prefix + a GcsRecord of
- * the current version that the generated reader verifies; a record of another version, or whose
- * type does not match the table it carries, is refused; the hand-written records of these
- * families that older logs hold still decode.
+ * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): every family (KV, LOG, nodes, jobs,
+ * workers, actors, task events, errors, placement groups, objects, dedup, dropped counts)
+ * encodes as the zero prefix + a GcsRecord of the current version that the generated reader
+ * verifies; a record of another version, or whose type does not match the table it carries,
+ * is refused, and so are the first release's hand-written records (but the heartbeat's).
  */
 #include <string.h>
 
 #include "ftest.h"
 #include "gcs/ops.h"
+#include "gcs/values.h"
 #include "schema/ferry_schema.h"
 
 static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
@@ -87,7 +88,7 @@ FTEST(log_is_a_gcs_record)
 	ferry__gcs_buf_fini(&b);
 }
 
-/* Another version, a type without its table, a type not (yet) a GcsRecord: -EPROTO. */
+/* Another version, a type without its table, a type that is never a GcsRecord: -EPROTO. */
 FTEST(other_versions_and_mismatched_tables_are_refused)
 {
 	struct ferry__wire_gcs_kv_op kv = {.key = (const uint8_t *)"k", .key_count = 1};
@@ -113,7 +114,7 @@ FTEST(other_versions_and_mismatched_tables_are_refused)
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
-	rec.type = FERRY__WIRE_GCS_OP_TYPE_JOB_ADD; /* still hand-written */
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_NODE_HEARTBEAT; /* never a GcsRecord */
 	b.size = 0;
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
@@ -325,12 +326,15 @@ FTEST(task_event_and_error_records_round_trip)
 	ferry__gcs_buf_fini(&b);
 }
 
-/* KV_PUT as an older log holds it: type, ns, key, value (u32 length + bytes), overwrite. */
-FTEST(hand_written_kv_records_of_older_logs_still_decode)
+/* Records in the first release's hand-written format (type byte, then fields) are no longer
+ * read: a KV_PUT and an OBJ_ADD_LOCATION as an older log or node wrote them get -EPROTO; only
+ * the request-only heartbeat still has that format. */
+FTEST(hand_written_records_are_refused)
 {
 	struct ferry__gcs_buf b = {0};
 	struct ferry__gcs_writer w = {&b, 0};
-	struct ferry__gcs_op got;
+	struct ferry__gcs_op got, hb = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
+	uint8_t ids[36] = {0};
 
 	ferry__gcs_put_u8(&w, FERRY__GCS_OP_KV_PUT);
 	ferry__gcs_put_bytes(&w, "ns", 2);
@@ -338,10 +342,186 @@ FTEST(hand_written_kv_records_of_older_logs_still_decode)
 	ferry__gcs_put_bytes(&w, "value", 5);
 	ferry__gcs_put_u8(&w, 1);
 	ftest_assert_ok(w.err);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	b.size = 0;
+	ferry__gcs_put_u8(&w, FERRY__GCS_OP_OBJ_ADD_LOCATION);
+	ferry__gcs_put_raw(&w, ids, sizeof(ids)); /* object, node */
+	ferry__gcs_put_u64(&w, 4096);
+	ftest_assert_ok(w.err);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	ferry__gcs_buf_fini(&b);
+	hb.heartbeat.id.bytes[0] = 1;
+	hb.heartbeat.time_ms = 5;
+	b = encode(&hb);
+	ftest_assert_uint_eq(b.data[0], FERRY__GCS_OP_NODE_HEARTBEAT);
 	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
-	ftest_assert_int_eq(got.type, FERRY__GCS_OP_KV_PUT);
-	ftest_assert_uint_eq(got.kv.key.size, 3);
-	ftest_assert_mem_eq(got.kv.value.data, "value", 5);
-	ftest_assert_true(got.kv.overwrite);
+	ftest_assert_uint_eq(got.heartbeat.time_ms, 5);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* A placement group with bundles (custom resources, nodes) and its state change round-trip. */
+FTEST(placement_group_records_round_trip)
+{
+	static const struct ferry_gcs_resource custom[] = {{"tpu", 2}};
+	struct ferry__gcs_bundle bundles[2] = {0};
+	struct ferry_node_id nodes[2] = {{{4}}, {{5}}};
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_RESTORE_PG}, got;
+	struct ferry__gcs_buf b;
+
+	bundles[0].resources.cpu = 2;
+	bundles[0].resources.ncustom = 1;
+	bundles[0].resources.custom = custom;
+	bundles[0].node = nodes[0];
+	bundles[1].resources.gpu = 1;
+	op.pg.id.bytes[0] = 9;
+	op.pg.job.bytes[0] = 3;
+	op.pg.name = "trainers";
+	op.pg.strategy = FERRY_GCS_PG_SPREAD;
+	op.pg.state = FERRY_GCS_PG_CREATED;
+	op.pg.nbundles = 2;
+	op.pg.bundles = bundles;
+	b = encode(&op);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_RESTORE_PG);
+	ftest_assert_uint_eq(got.pg.id.bytes[0], 9);
+	ftest_assert_uint_eq(got.pg.job.bytes[0], 3);
+	ftest_assert_str_eq(got.pg.name, "trainers");
+	ftest_assert_int_eq(got.pg.strategy, FERRY_GCS_PG_SPREAD);
+	ftest_assert_int_eq(got.pg.state, FERRY_GCS_PG_CREATED);
+	ftest_assert_uint_eq(got.pg.nbundles, 2);
+	ftest_assert_true(got.pg.bundles[0].resources.cpu == 2);
+	ftest_assert_uint_eq(got.pg.bundles[0].resources.ncustom, 1);
+	ftest_assert_str_eq(got.pg.bundles[0].resources.custom[0].name, "tpu");
+	ftest_assert_uint_eq(got.pg.bundles[0].node.bytes[0], 4);
+	ftest_assert_true(got.pg.bundles[1].resources.gpu == 1);
+	ftest_assert_uint_eq(got.pg.bundles[1].resources.ncustom, 0);
+	ferry__gcs_op_release(&got);
+	ferry__gcs_buf_fini(&b);
+	memset(&op, 0, sizeof(op));
+	op.type = FERRY__GCS_OP_PG_UPDATE;
+	op.pg_update.id.bytes[0] = 9;
+	op.pg_update.state = FERRY_GCS_PG_CREATED;
+	op.pg_update.nnodes = 2;
+	op.pg_update.nodes = nodes;
+	b = encode(&op);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_PG_UPDATE);
+	ftest_assert_uint_eq(got.pg_update.nnodes, 2);
+	ftest_assert_uint_eq(got.pg_update.nodes[1].bytes[0], 5);
+	ferry__gcs_op_release(&got);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* Encode @op, decode it back into @got (released by the caller), the record a GcsRecord. */
+static void round_trip(const struct ferry__gcs_op *op, struct ferry__gcs_op *got)
+{
+	struct ferry__gcs_buf b = encode(op);
+
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, got));
+	ftest_assert_int_eq(got->type, op->type);
+	ferry__gcs_buf_fini(&b); /* got borrows text from b: check none of it here */
+}
+
+/* The object directory's small records, dedup and dropped counts round-trip. */
+FTEST(object_dedup_and_dropped_records_round_trip)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_OBJ_REMOVE}, got;
+
+	op.obj_id.bytes[19] = 7;
+	round_trip(&op, &got);
+	ftest_assert_uint_eq(got.obj_id.bytes[19], 7);
+	op = (struct ferry__gcs_op){.type = FERRY__GCS_OP_OBJ_OWNER_DIED};
+	op.owner.bytes[15] = 6;
+	round_trip(&op, &got);
+	ftest_assert_uint_eq(got.owner.bytes[15], 6);
+	op = (struct ferry__gcs_op){.type = FERRY__GCS_OP_OBJ_NODE_DIED};
+	op.node_id.bytes[0] = 5;
+	round_trip(&op, &got);
+	ftest_assert_uint_eq(got.node_id.bytes[0], 5);
+	op = (struct ferry__gcs_op){.type = FERRY__GCS_OP_REQUEST_DONE};
+	op.request_done.client[3] = 0xab;
+	op.request_done.seq = 1234567890123ull;
+	op.request_done.status = -17;
+	round_trip(&op, &got);
+	ftest_assert_uint_eq(got.request_done.client[3], 0xab);
+	ftest_assert_uint_eq(got.request_done.seq, 1234567890123ull);
+	ftest_assert_int_eq(got.request_done.status, -17);
+	op = (struct ferry__gcs_op){.type = FERRY__GCS_OP_RESTORE_DROPPED};
+	op.dropped.task_events = 11;
+	op.dropped.errors = 12;
+	round_trip(&op, &got);
+	ftest_assert_uint_eq(got.dropped.task_events, 11);
+	ftest_assert_uint_eq(got.dropped.errors, 12);
+	op = (struct ferry__gcs_op){.type = FERRY__GCS_OP_OBJ_SPILLED};
+	op.obj_spilled.id.bytes[0] = 1;
+	round_trip(&op, &got); /* no URL: none any more */
+	ftest_assert_ptr_null(got.obj_spilled.url);
+}
+
+/* An object whose places do not pair with its copies, or with too many copies: -EPROTO. */
+FTEST(object_places_must_pair_with_copies)
+{
+	struct ferry__wire_unique_id ids[2] = {{{1}}, {{2}}};
+	struct ferry__wire_gcs_object_place places[1] = {{64, 3, 0}};
+	struct ferry__wire_gcs_object obj = {
+		.locations = ids, .locations_count = 2, .places = places, .places_count = 1};
+	struct ferry__wire_gcs_record rec = {.version = FERRY__GCS_RECORD_VERSION,
+					     .type = FERRY__WIRE_GCS_OP_TYPE_RESTORE_OBJ,
+					     .object = &obj};
+	struct ferry__fb_builder fb;
+	struct ferry__gcs_op got;
+	struct ferry__gcs_buf b = {0};
+
+	ferry__fb_builder_init(&fb);
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	obj.places_count = 0;
+	b.size = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
+	ftest_assert_uint_eq(got.obj.nlocations, 2);
+	ftest_assert_ptr_null(got.obj.places);
+	ferry__gcs_op_release(&got);
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_PG_CREATE; /* carries an object, not a group */
+	b.size = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	ferry__fb_builder_fini(&fb);
+	ferry__gcs_buf_fini(&b);
+}
+
+/* List values (GcsValueList) round-trip, found flags included; an empty buffer is an empty
+ * list; bytes that are not a GcsValueList, or more entries than allowed: -EPROTO. */
+FTEST(value_lists_round_trip_and_refuse_garbage)
+{
+	static const struct ferry__gcs_value in[3] = {
+		{{"k1", 2}, true}, {{NULL, 0}, false}, {{"", 0}, true}};
+	static const uint8_t garbage[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+	struct ferry__gcs_buf b = {0};
+	struct ferry__gcs_values vl;
+	struct ferry__gcs_value e;
+
+	ftest_assert_ok(ferry__gcs_values_encode(in, 3, &b));
+	ftest_assert_ok(ferry__gcs_values_open(b.data, b.size, 3, "test", &vl));
+	ftest_assert_uint_eq(vl.count, 3);
+	e = ferry__gcs_values_at(&vl, 0);
+	ftest_assert_true(e.found);
+	ftest_assert_uint_eq(e.data.size, 2);
+	ftest_assert_mem_eq(e.data.data, "k1", 2);
+	ftest_assert_false(ferry__gcs_values_at(&vl, 1).found);
+	e = ferry__gcs_values_at(&vl, 2);
+	ftest_assert_true(e.found);
+	ftest_assert_uint_eq(e.data.size, 0);
+	ftest_assert_errno(ferry__gcs_values_open(b.data, b.size, 2, "test", &vl), -EPROTO);
+	ftest_assert_errno(ferry__gcs_values_open(b.data, b.size - 1, 3, "test", &vl), -EPROTO);
+	ftest_assert_errno(ferry__gcs_values_open(garbage, sizeof(garbage), 3, "test", &vl),
+			   -EPROTO);
+	ftest_assert_ok(ferry__gcs_values_open(NULL, 0, 3, "test", &vl));
+	ftest_assert_uint_eq(vl.count, 0);
 	ferry__gcs_buf_fini(&b);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Write-ahead log: append and replay, group commit, durability callbacks, a crashed writer,
- * torn tails and mid-log corruption, snapshots with log truncation, leftovers of crashes, a
- * failing disk (file size limit), limits and allocation failures.
+ * torn tails and mid-log corruption, snapshots with log truncation, leftovers of crashes, logs
+ * of an older format version, a failing disk (file size limit), limits and allocation failures.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -544,6 +544,41 @@ FTEST(gap_or_bad_snapshot_is_corruption)
 	ftest_assert_errno(ferry__wal_open(&opts, NULL, NULL, &w), -EIO);
 	damage(path, 0, "X", 1); /* bad header */
 	ftest_assert_errno(ferry__wal_open(&opts, NULL, NULL, &w), -EIO);
+}
+
+/* A segment or snapshot of another format version (1: the first release's hand-written GCS
+ * records) is refused with -EPROTONOSUPPORT, and left as it was: not truncated, no segment
+ * added. */
+FTEST(older_format_version_is_refused)
+{
+	struct ferry__wal_opts opts = {.dir = wal_dir()};
+	struct ferry__wal *w;
+	struct seen s;
+	char path[256];
+	off_t size;
+
+	w = open_wal(&s);
+	for (uint64_t lsn = 1; lsn <= 5; lsn++)
+		append(w, lsn);
+	ferry__wal_close(w);
+	size = file_size(segment_path(1));
+	damage(segment_path(1), 8, "\x01\0\0\0", 4);
+	ftest_assert_errno(ferry__wal_open(&opts, NULL, NULL, &w), -EPROTONOSUPPORT);
+	ftest_assert_int_eq(file_size(segment_path(1)), size);
+	ftest_assert_int_eq(count_files("wal-"), 1);
+	damage(segment_path(1), 8, "\x02\0\0\0", 4); /* the current version */
+	assert_replays(0, 5);
+
+	clear_dir();
+	w = open_wal(&s);
+	append(w, 1);
+	snapshot(w, 2, 1);
+	ftest_assert_ok(ferry__wal_wait(w));
+	ferry__wal_close(w);
+	snprintf(path, sizeof(path), "%s/snap-%016x.snap", wal_dir(), 1);
+	damage(path, 8, "\x01\0\0\0", 4);
+	ftest_assert_errno(ferry__wal_open(&opts, NULL, NULL, &w), -EPROTONOSUPPORT);
+	ftest_assert_int_eq(count_files("snap-"), 1);
 }
 
 /* The disk refuses a write (here: the file size limit): the error is fatal, reported once to
