@@ -26,8 +26,10 @@
 extern "C" {
 #endif
 
-/* Sent in Handshake.protocol_version; a server refuses any other. */
-#define FERRY_WIRE_PROTOCOL_VERSION 1
+/* Sent in Handshake.protocol_version; a server refuses any other. 2: every GCS record a
+ * versioned GcsRecord and list replies GcsValueList (a peer of version 1 would send what this
+ * one no longer decodes, so it is refused at the handshake, with a clear reason). */
+#define FERRY_WIRE_PROTOCOL_VERSION 2
 
 /* 0, or -EPROTO for an unknown type or a payload that is not a valid message of that type
  * (logged). After 0, every field of the payload can be read with the generated accessors. */
