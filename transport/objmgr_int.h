@@ -413,6 +413,8 @@ uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_obj
 				struct ferry_gcs_object_place *places);
 void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
 
+/* Tests only: when not 0, the location cache's bound (objects followed) instead of 4096. */
+extern unsigned ferry__objmgr_locs_limit;
 /* Tests only: when set, called with an object's sizes as read from the location cache or the
  * GCS (to make them stale, as a record written without the metadata size is). */
 extern void (*ferry__objmgr_sizes_hook)(const struct ferry_object_id *id,

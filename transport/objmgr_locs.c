@@ -39,6 +39,8 @@
 
 enum { LOCS_OFF = 0, LOCS_STARTING = 1, LOCS_ON = 2 };
 
+unsigned ferry__objmgr_locs_limit;
+
 struct loc_entry {
 	struct ferry__objmgr_sizes sizes;				/* the directory's */
 	uint64_t used;							/* LRU tick */
@@ -154,7 +156,7 @@ static void on_unfollowed(void *arg, int status, void *result)
 
 /* Not followed after all: the next pull of it tries again. */
 static void follow_failed(struct ferry__objmgr_locs *l, const struct ferry_object_id *id,
-			    int status)
+			  int status)
 {
 	char hex[2 * FERRY_OBJECT_ID_SIZE + 1];
 
@@ -189,7 +191,8 @@ static bool add_entry(struct ferry__objmgr_locs *l, const struct ferry_object_id
 		e->used = ++l->tick;
 		return false;
 	}
-	if (ferry__hashmap_count(&l->map) >= MAX_FOLLOWED) {
+	if (ferry__hashmap_count(&l->map) >=
+	    (ferry__objmgr_locs_limit ? ferry__objmgr_locs_limit : MAX_FOLLOWED)) {
 		evict_lru(l, evicted);
 		evict = true;
 	}

@@ -425,3 +425,64 @@ FTEST(cache_follows_only_pulled_objects)
 	ftest_assert_uint_gt(tt_stats(b).location_events, before); /* the put reached B */
 	tt_cluster_stop(&t);
 }
+
+/* Poll (10 s at most: a hang guard) until the directory lists @id at exactly @n nodes. */
+static void wait_listed_exactly(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+				uint32_t n)
+{
+	struct ferry_gcs_object_info info;
+	uint32_t have = UINT32_MAX;
+
+	for (int i = 0; i < 2000 && have != n; i++) {
+		if (i)
+			usleep(5000);
+		ftest_assert_ok(ferry_gcs_object_lookup(c, id, &info));
+		have = info.nlocations;
+		ferry_gcs_free(info.locations);
+	}
+	ftest_assert_uint_eq(have, n);
+}
+
+/*
+ * The cache's bound (here 2 objects): B pulls o0, o1, o2; o0, the least recently used, is
+ * forgotten and unsubscribed, so B takes none of its changes (its deletion on A), only those
+ * of the objects it still follows (o1 copied to a third node).
+ */
+FTEST(cache_bound_unfollows_least_recent)
+{
+	struct tt_cluster t;
+	struct ferry_gcs_client *c;
+	struct ferry__node *a, *b;
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_object_id o[3];
+	struct ferry_plasma_client *pc = NULL;
+	uint64_t before, taken;
+	int status;
+
+	ferry__objmgr_locs_limit = 2;
+	t = tt_cluster_start(3, 64, true, 0);
+	c = tt_cluster_client(&t);
+	a = t.node[0], b = t.node[1];
+	for (int i = 0; i < 3; i++) {
+		ferry_object_id_random(&o[i]);
+		tt_put(ferry__node_socket(a), &o[i], 16, (uint64_t)i);
+		tt_wait_location(c, &o[i], 1);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &o[i], NULL));
+		tt_wait_location(c, &o[i], 2); /* B's copy is listed */
+	}
+	ftest_assert_uint_eq(tt_stats(b).locations_followed, 2);
+	tt_wait_cached(ferry__node_objmgr(b), &o[2], 2, locs); /* B's copy event of o2 is in */
+	before = tt_stats(b).location_events;
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), NULL, &pc));
+	ftest_assert_ok(ferry_plasma_client_delete(pc, &o[0], 1, &status));
+	ferry_plasma_client_disconnect(pc);
+	wait_listed_exactly(c, &o[0], 1);
+	/* After o0's change, one of o1: once B has it, B would have had o0's too. */
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(t.node[2]), &o[1], NULL));
+	tt_wait_cached(ferry__node_objmgr(b), &o[1], 3, locs);
+	taken = tt_stats(b).location_events - before;
+	ftest_log("location events B took meanwhile: %llu", (unsigned long long)taken);
+	ftest_assert_uint_eq(taken, 1);
+	ftest_assert_uint_eq(tt_stats(b).locations_followed, 2);
+	tt_cluster_stop(&t);
+}
