@@ -21,7 +21,9 @@
  * - Bounded: at most MAX_FOLLOWED objects, FERRY__OBJMGR_CACHED_LOCATIONS locations each. A
  *   new one past the limit evicts the least recently used entry (a scan of the map, only at
  *   the limit) and unsubscribes it; a later pull follows it again. Only follow() creates
- *   entries, so an event for an object being unsubscribed changes nothing.
+ *   entries, so an event for an object being unsubscribed changes nothing. MAX_FOLLOWED
+ *   stays well below the GCS's subscriptions per connection (10000 by default), which the
+ *   peers' keyed subscriptions (objmgr_nodes.c) share; a refused one is forgotten (looked up).
  * - follow_lock (pull threads only) orders the unsubscribe of an evicted object before a
  *   subscribe of the same key again. locs->lock guards the map, below it; nothing blocking is
  *   done under it, and it is a leaf lock (events run on the GCS client's thread and take it).
