@@ -524,7 +524,7 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 		ncached = p->ncached;
 		memcpy(cached, p->cached, ncached * sizeof(cached[0]));
 	} else {
-		ferry__objmgr_locs_start(om);
+		ferry__objmgr_locs_follow(om, id); /* its events keep the entry fresh from now */
 		ncached = ferry__objmgr_locs_get(om, id, cached, &p->sizes, NULL);
 	}
 	if (ncached) {
@@ -952,6 +952,7 @@ void ferry__objmgr_get_stats(struct ferry__objmgr *om, struct ferry__objmgr_stat
 	pthread_mutex_lock(&om->lock);
 	*out = om->stats;
 	pthread_mutex_unlock(&om->lock);
+	ferry__objmgr_locs_stats(om, out);
 }
 
 uint16_t ferry__objmgr_port(const struct ferry__objmgr *om)

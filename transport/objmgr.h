@@ -111,27 +111,29 @@ typedef void (*ferry__objmgr_pull_cb)(void *arg, const struct ferry__objmgr_resu
 
 /* Counters (tests, diagnostics). */
 struct ferry__objmgr_stats {
-	uint64_t pulls_started;	    /* transfers begun (after dedup) */
-	uint64_t pulls_joined;	    /* requests that joined a transfer already under way */
-	uint64_t pulls_ok;	    /* transfers that ended sealed */
-	uint64_t pulls_failed;	    /* transfers that ended in an error */
-	uint64_t bytes_pulled;	    /* bytes of the sealed pulls */
-	uint64_t bytes_in_flight;   /* admitted and not done */
-	uint64_t requests_served;   /* PullRequests answered */
-	uint64_t requests_refused;  /* of those, answered with an error */
-	uint64_t bytes_served;	    /* data bytes sent */
-	uint64_t pulls_fast;	    /* of pulls_ok, those done on the loop's fast path */
-	uint64_t fast_handovers;    /* fast-path pulls handed to a pull thread */
-	uint64_t early_copies;	    /* RDMA copies created while their probe was out, kept */
-	uint64_t early_discarded;   /* of those created, aborted: the reply said otherwise */
-	uint64_t read_ahead_kept;   /* RDMA READs posted with the probe, from the directory's
+	uint64_t pulls_started;	     /* transfers begun (after dedup) */
+	uint64_t pulls_joined;	     /* requests that joined a transfer already under way */
+	uint64_t pulls_ok;	     /* transfers that ended sealed */
+	uint64_t pulls_failed;	     /* transfers that ended in an error */
+	uint64_t bytes_pulled;	     /* bytes of the sealed pulls */
+	uint64_t bytes_in_flight;    /* admitted and not done */
+	uint64_t requests_served;    /* PullRequests answered */
+	uint64_t requests_refused;   /* of those, answered with an error */
+	uint64_t bytes_served;	     /* data bytes sent */
+	uint64_t pulls_fast;	     /* of pulls_ok, those done on the loop's fast path */
+	uint64_t fast_handovers;     /* fast-path pulls handed to a pull thread */
+	uint64_t early_copies;	     /* RDMA copies created while their probe was out, kept */
+	uint64_t early_discarded;    /* of those created, aborted: the reply said otherwise */
+	uint64_t read_ahead_kept;    /* RDMA READs posted with the probe, from the directory's
 				    * place, whose bytes the reply confirmed */
-	uint64_t read_ahead_missed; /* of those, READ again: the reply named another placement
+	uint64_t read_ahead_missed;  /* of those, READ again: the reply named another placement
 				     * (or the READ failed) */
-	uint64_t one_sided_kept;    /* small RDMA pulls done with one READ and no message: the
+	uint64_t one_sided_kept;     /* small RDMA pulls done with one READ and no message: the
 				     * bytes hashed to the directory's check */
-	uint64_t one_sided_missed;  /* of those READs, bytes that did not (or a failed READ):
+	uint64_t one_sided_missed;   /* of those READs, bytes that did not (or a failed READ):
 				     * the pull asked the source after all */
+	uint64_t location_events;    /* location events the location cache took */
+	uint64_t locations_followed; /* objects it follows now (keyed subscriptions) */
 };
 
 /*

@@ -173,9 +173,12 @@ struct ferry__objmgr_pull {
 
 /* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
 struct ferry__objmgr_locs {
-	atomic_int state;	   /* off, starting, on, failed */
-	pthread_mutex_t lock;	   /* map (set up once state left off) */
-	struct ferry__hashmap map; /* object id -> cached locations */
+	atomic_int state;	     /* off, starting, on */
+	pthread_mutex_t lock;	     /* map, tick (set up once state left off) */
+	pthread_mutex_t follow_lock; /* orders (un)subscribe requests; taken before lock */
+	struct ferry__hashmap map;   /* object id -> cached locations (the followed objects) */
+	uint64_t tick;		     /* use clock of the LRU */
+	atomic_uint_fast64_t events; /* location events taken (stats) */
 };
 
 struct ferry__objmgr {
@@ -396,17 +399,22 @@ void ferry__objmgr_pool_free(struct ferry__objmgr *om);
 /* objmgr.c: a pull thread's body (@arg: its struct ferry__objmgr_puller). */
 void *ferry__objmgr_pull_thread(void *arg);
 
-/* objmgr_locs.c: subscribe once (blocking; from a pull thread; no-op when running or without
- * a GCS); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
+/* objmgr_locs.c: set up once (no-op when running or without a GCS); follow @id's locations
+ * (a keyed subscription, sent async; no-op when followed already or without a GCS; not under
+ * om->lock); the cached locations of @id into @out (FERRY__OBJMGR_CACHED_LOCATIONS room), how
  * many (0: not cached, look it up), its sizes as the directory has them (*@sizes, may be
- * NULL) and where each copy lies in its store (@places, as many as @out, may be NULL); free
- * it (after the GCS client is gone). */
+ * NULL) and where each copy lies in its store (@places, as many as @out, may be NULL); the
+ * counters into @out; free it (after the GCS client is gone). */
 void ferry__objmgr_locs_start(struct ferry__objmgr *om);
+void ferry__objmgr_locs_follow(struct ferry__objmgr *om, const struct ferry_object_id *id);
+void ferry__objmgr_locs_stats(struct ferry__objmgr *om, struct ferry__objmgr_stats *out);
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
 				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes,
 				struct ferry_gcs_object_place *places);
 void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
 
+/* Tests only: when not 0, the location cache's bound (objects followed) instead of 4096. */
+extern unsigned ferry__objmgr_locs_limit;
 /* Tests only: when set, called with an object's sizes as read from the location cache or the
  * GCS (to make them stale, as a record written without the metadata size is). */
 extern void (*ferry__objmgr_sizes_hook)(const struct ferry_object_id *id,

@@ -7,10 +7,11 @@
  * DESIGN
  * - A waiting pull (ferry__objmgr_pull_until) whose attempt found nothing to pull (not listed,
  *   or every listed location failed) is parked in om->parked instead of ending. It is tried
- *   again when a location event for its object arrives (the location cache's subscription to
- *   the whole object-location channel, objmgr_locs.c), and at the latest after a pause that
- *   doubles from MIN_BACKOFF_MS to MAX_BACKOFF_MS (an event lost to a resubscription, or a
- *   dead location the directory still lists, is so retried too).
+ *   again when a location event for its object arrives (its first attempt made the location
+ *   cache follow the object with a keyed subscription, and each attempt keeps that entry
+ *   recent, objmgr_locs.c), and at the latest after a pause that doubles from MIN_BACKOFF_MS
+ *   to MAX_BACKOFF_MS (an event lost to a resubscription, an entry evicted past the cache's
+ *   bound, or a dead location the directory still lists, is so retried too).
  * - An event that arrives while an attempt is running sets p->woken: the attempt may have
  *   looked the object up just before it was listed, so the pull goes again at once.
  * - It ends at the first success, at a result no retry can change (own store full, stopping),

@@ -14,6 +14,7 @@
 
 #include "tests/harness/ftest.h"
 #include "tests/integration/transport/transport_util.h"
+#include "transport/objmgr_int.h"
 
 /* A get's deadline: a hang guard far above any honest wait here. */
 #define GET_TIMEOUT_MS 20000
@@ -364,5 +365,124 @@ FTEST(pull_ends_when_nobody_waits)
 	}
 	ftest_assert_uint_eq(st.pulls_failed, 1);
 	ftest_assert_uint_eq(st.pulls_ok, 0);
+	tt_cluster_stop(&t);
+}
+
+/* Poll (10 s at most: a hang guard) until @b follows @n objects. */
+static void wait_followed(struct ferry__node *b, uint64_t n)
+{
+	for (int i = 0; i < 2000 && tt_stats(b).locations_followed < n; i++)
+		usleep(5000);
+	ftest_assert_uint_eq(tt_stats(b).locations_followed, n);
+}
+
+/*
+ * Issue 22: a node's location cache follows the objects it pulls, not the whole channel (every
+ * node hearing every object's every change is N^2 in a cluster where all pull). B pulls x,
+ * then 20 objects are put on A and x gets a third copy: B takes x's change and none of the
+ * 20. And a get on B parked before its object is put on A still ends when A puts it: the
+ * parked pull's object is followed, and the put's event reaches B.
+ */
+FTEST(cache_follows_only_pulled_objects)
+{
+	struct tt_cluster t = tt_cluster_start(3, 64, true, 0);
+	struct ferry_gcs_client *c = tt_cluster_client(&t);
+	struct ferry__node *a = t.node[0], *b = t.node[1];
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_object_id x, y;
+	uint64_t before, taken;
+	struct getter g;
+
+	ferry_object_id_random(&x);
+	tt_put(ferry__node_socket(a), &x, 16, 1);
+	tt_wait_location(c, &x, 1);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &x, NULL));
+	tt_wait_cached(ferry__node_objmgr(b), &x, 2, locs); /* B's own copy is listed */
+	before = tt_stats(b).location_events;
+	for (int i = 0; i < 20; i++) {
+		ferry_object_id_random(&y);
+		tt_put(ferry__node_socket(a), &y, 16, 2);
+		tt_wait_location(c, &y, 1);
+	}
+	/* After theirs, a change of x (a copy on the third node): once B has it, the events of
+	 * the 20 have been sent to B too, if it heard them. */
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(t.node[2]), &x, NULL));
+	tt_wait_cached(ferry__node_objmgr(b), &x, 3, locs);
+	taken = tt_stats(b).location_events - before;
+	ftest_log("location events B took meanwhile: %llu", (unsigned long long)taken);
+	ftest_assert_uint_eq(taken, 1);
+	ftest_assert_uint_eq(tt_stats(b).locations_followed, 1);
+
+	g = (struct getter){.socket = ferry__node_socket(b), .size = 4096};
+	ferry_object_id_random(&g.id);
+	ftest_assert_int_eq(pthread_create(&g.thread, NULL, getter_main, &g), 0);
+	wait_followed(b, 2); /* the get's pull follows its object (and parks: nothing has it) */
+	before = tt_stats(b).location_events;
+	tt_put(ferry__node_socket(a), &g.id, 4096, 3);
+	pthread_join(g.thread, NULL);
+	ftest_assert_ok(g.status);
+	tt_check(g.socket, &g.id, 4096, 3);
+	ftest_assert_uint_gt(tt_stats(b).location_events, before); /* the put reached B */
+	tt_cluster_stop(&t);
+}
+
+/* Poll (10 s at most: a hang guard) until the directory lists @id at exactly @n nodes. */
+static void wait_listed_exactly(struct ferry_gcs_client *c, const struct ferry_object_id *id,
+				uint32_t n)
+{
+	struct ferry_gcs_object_info info;
+	uint32_t have = UINT32_MAX;
+
+	for (int i = 0; i < 2000 && have != n; i++) {
+		if (i)
+			usleep(5000);
+		ftest_assert_ok(ferry_gcs_object_lookup(c, id, &info));
+		have = info.nlocations;
+		ferry_gcs_free(info.locations);
+	}
+	ftest_assert_uint_eq(have, n);
+}
+
+/*
+ * The cache's bound (here 2 objects): B pulls o0, o1, o2; o0, the least recently used, is
+ * forgotten and unsubscribed, so B takes none of its changes (its deletion on A), only those
+ * of the objects it still follows (o1 copied to a third node).
+ */
+FTEST(cache_bound_unfollows_least_recent)
+{
+	struct tt_cluster t;
+	struct ferry_gcs_client *c;
+	struct ferry__node *a, *b;
+	struct ferry_node_id locs[FERRY__OBJMGR_CACHED_LOCATIONS];
+	struct ferry_object_id o[3];
+	struct ferry_plasma_client *pc = NULL;
+	uint64_t before, taken;
+	int status;
+
+	ferry__objmgr_locs_limit = 2;
+	t = tt_cluster_start(3, 64, true, 0);
+	c = tt_cluster_client(&t);
+	a = t.node[0], b = t.node[1];
+	for (int i = 0; i < 3; i++) {
+		ferry_object_id_random(&o[i]);
+		tt_put(ferry__node_socket(a), &o[i], 16, (uint64_t)i);
+		tt_wait_location(c, &o[i], 1);
+		ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &o[i], NULL));
+		tt_wait_location(c, &o[i], 2); /* B's copy is listed */
+	}
+	ftest_assert_uint_eq(tt_stats(b).locations_followed, 2);
+	tt_wait_cached(ferry__node_objmgr(b), &o[2], 2, locs); /* B's copy event of o2 is in */
+	before = tt_stats(b).location_events;
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(a), NULL, &pc));
+	ftest_assert_ok(ferry_plasma_client_delete(pc, &o[0], 1, &status));
+	ferry_plasma_client_disconnect(pc);
+	wait_listed_exactly(c, &o[0], 1);
+	/* After o0's change, one of o1: once B has it, B would have had o0's too. */
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(t.node[2]), &o[1], NULL));
+	tt_wait_cached(ferry__node_objmgr(b), &o[1], 3, locs);
+	taken = tt_stats(b).location_events - before;
+	ftest_log("location events B took meanwhile: %llu", (unsigned long long)taken);
+	ftest_assert_uint_eq(taken, 1);
+	ftest_assert_uint_eq(tt_stats(b).locations_followed, 2);
 	tt_cluster_stop(&t);
 }

@@ -405,6 +405,7 @@ void tt_warm_cache(struct ferry__objmgr *om, const char *src_socket, struct ferr
 void tt_wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, uint32_t n,
 		    struct ferry_node_id *out)
 {
+	ferry__objmgr_locs_follow(om, id); /* the cache holds only the objects it follows */
 	for (int i = 0; i < 2000; i++) {
 		if (ferry__objmgr_locs_get(om, id, out, NULL, NULL) >= n)
 			return;

@@ -150,8 +150,9 @@ bool tt_listed(struct ferry_gcs_client *c, const struct ferry_object_id *id,
 void tt_wait_location(struct ferry_gcs_client *c, const struct ferry_object_id *id, uint32_t nloc);
 
 /* The location cache (objmgr_locs.c): tt_warm_cache() pulls, from @om, an object put on
- * @src_socket, which starts @om's cache; tt_wait_cached() waits (10 s at most) until it lists
- * @id at @n nodes and returns them in @out (FERRY__OBJMGR_CACHED_LOCATIONS room). */
+ * @src_socket, which starts @om's cache; tt_wait_cached() makes it follow @id (as a pull of
+ * it would), waits (10 s at most) until it lists @id at @n nodes and returns them in @out
+ * (FERRY__OBJMGR_CACHED_LOCATIONS room). */
 void tt_warm_cache(struct ferry__objmgr *om, const char *src_socket, struct ferry_gcs_client *c);
 void tt_wait_cached(struct ferry__objmgr *om, const struct ferry_object_id *id, uint32_t n,
 		    struct ferry_node_id *out);
