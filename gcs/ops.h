@@ -9,7 +9,8 @@
  * version is FERRY__GCS_RECORD_VERSION and whose type selects the one table it carries
  * (gcs/ops_fb.c, gcs/ops_fb_obj.c, gcs/ops_fb_beat.c). A decoder refuses another version, a
  * type without its table, counts over the limits of tables.h, objdir.h and ferry/gcs.h, and
- * text with a NUL inside (-EPROTO, logged). Fields added later are FlatBuffers fields: absent ones read as 0.
+ * text with a NUL inside (-EPROTO, logged). Fields added later are FlatBuffers fields: absent
+ * ones read as 0.
  *
  * NODE_HEARTBEAT and NODE_LOAD are GcsRecords too, but travel as requests only: the server
  * answers them from memory and never logs them (gcs/server_load.c). A record in the first
