@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The GCS's small binary codec: a growable byte buffer, a little-endian writer and a
- * bounds-checked reader with sticky errors, and CRC32C. Used by the WAL framing, the mutation
- * records (gcs/ops.c) and snapshots. Encoding: integers little-endian, doubles as their IEEE-754
- * bits, byte strings as u32 length + bytes, text as u32 length + bytes + NUL.
+ * bounds-checked reader with sticky errors, and CRC32C. Used by the WAL framing, the buffers
+ * of the GCS records (gcs/ops_fb.c) and snapshots. Encoding: integers little-endian, doubles as
+ * their IEEE-754 bits, byte strings as u32 length + bytes, text as u32 length + bytes + NUL.
  *
  * Thread model: no shared state (the CRC table is built once at load time).
  */

@@ -7,17 +7,15 @@
  * Record encoding (the WAL payload, a GcsRequest's op, a lookup's reply value, a published
  * item's data): FERRY__GCS_RECORD_PREFIX zero bytes, then a schema/gcs.fbs GcsRecord whose
  * version is FERRY__GCS_RECORD_VERSION and whose type selects the one table it carries
- * (gcs/ops_fb.c, gcs/ops_fb_obj.c). A decoder refuses another version, a type without its
- * table, counts over the limits of tables.h and objdir.h, and text with a NUL inside (-EPROTO,
- * logged). Fields added later are FlatBuffers fields: absent ones read as 0.
+ * (gcs/ops_fb.c, gcs/ops_fb_obj.c, gcs/ops_fb_beat.c). A decoder refuses another version, a
+ * type without its table, counts over the limits of tables.h, objdir.h and ferry/gcs.h, and
+ * text with a NUL inside (-EPROTO, logged). Fields added later are FlatBuffers fields: absent
+ * ones read as 0.
  *
- * Two exceptions travel as requests only and are never logged: NODE_HEARTBEAT and NODE_LOAD
- * keep the first release's hand-written encoding (one byte of op type, then little-endian
- * fields, see gcs/codec.h; NODE_LOAD: id, u64 version, u32 queue_length, u64 mean_task_us, u32
- * count, then per resource text name, u64 total, u64 available, fixed point below 2^63). Their
- * type byte is never 0, so the decoder tells them from a GcsRecord by the first byte; any other
- * hand-written record (the first release's WAL format) is refused. The WAL's format version
- * (gcs/wal.h) keeps an old log from reaching the decoder at all.
+ * NODE_HEARTBEAT and NODE_LOAD are GcsRecords too, but travel as requests only: the server
+ * answers them from memory and never logs them (gcs/server_load.c). A record in the first
+ * release's hand-written format (a nonzero op-type byte, then little-endian fields) is refused;
+ * the WAL's format version (gcs/wal.h) keeps an old log from reaching the decoder at all.
  *
  * Thread model: pure functions.
  */
@@ -141,13 +139,8 @@ struct ferry__gcs_op {
 #define FERRY__GCS_RECORD_PREFIX 4
 #define FERRY__GCS_RECORD_VERSION 2
 
-/* ferry__gcs_op_is_fb() - whether ops of @type are encoded as a GcsRecord (see above). */
-bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type);
-/* The GcsRecord codec (gcs/ops_fb.c); callers use ferry__gcs_op_encode()/_decode(). */
-void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w);
-int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_op *op);
-
-/* ferry__gcs_op_encode() - append @op's record to @w (errors stick in @w->err). */
+/* ferry__gcs_op_encode() - append @op's record to @w (errors stick in @w->err; an unknown
+ * type: -EINVAL). The codec is gcs/ops_fb*.c. */
 void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w);
 
 /*

@@ -2,9 +2,9 @@
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): the record prefix, the build, the
  * version check and the tables of nodes, jobs, workers, actors, KV, logs, task events and
- * errors; gcs/ops_fb_obj.c has placement groups, objects, dedup and dropped counts. A record is
- * FERRY__GCS_RECORD_PREFIX zero bytes, then the FlatBuffer; ops.c routes here by op type
- * (encode) and by the leading zero byte (decode).
+ * errors, and the entry points ferry__gcs_op_encode()/_decode()/_release(); gcs/ops_fb_obj.c
+ * has placement groups, objects, dedup and dropped counts, gcs/ops_fb_beat.c heartbeats and
+ * load reports. A record is FERRY__GCS_RECORD_PREFIX zero bytes, then the FlatBuffer.
  */
 #include <errno.h>
 #include <string.h>
@@ -14,9 +14,12 @@
 #include "common/log.h"
 #include "gcs/ops_fb.h"
 
-bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
+/* Whether @type is an op kind this codec knows (every kind is a GcsRecord). */
+static bool known_type(enum ferry__gcs_op_type type)
 {
 	switch (type) {
+	case FERRY__GCS_OP_NODE_HEARTBEAT:
+	case FERRY__GCS_OP_NODE_LOAD:
 	case FERRY__GCS_OP_KV_PUT:
 	case FERRY__GCS_OP_KV_DELETE:
 	case FERRY__GCS_OP_KV_DELETE_PREFIX:
@@ -41,12 +44,12 @@ bool ferry__gcs_op_is_fb(enum ferry__gcs_op_type type)
 	}
 }
 
+static const uint8_t zero_prefix[FERRY__GCS_RECORD_PREFIX];
+
 /* Append the prefix and @b's finished buffer to @w. */
 static void put_built(struct ferry__gcs_writer *w, struct ferry__fb_builder *b)
 {
-	static const uint8_t prefix[FERRY__GCS_RECORD_PREFIX];
-
-	ferry__gcs_put_raw(w, prefix, sizeof(prefix));
+	ferry__gcs_put_raw(w, zero_prefix, sizeof(zero_prefix));
 	ferry__gcs_put_raw(w, ferry__fb_builder_data(b), ferry__fb_builder_size(b));
 }
 
@@ -288,7 +291,7 @@ void ferry__gcs_record_build(const struct ferry__wire_gcs_record *rec, struct fe
 		w->err = ret;
 }
 
-void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
+void ferry__gcs_op_encode(const struct ferry__gcs_op *op, struct ferry__gcs_writer *w)
 {
 	struct ferry__wire_gcs_record rec = {.version = FERRY__GCS_RECORD_VERSION,
 					     .type = (uint8_t)op->type};
@@ -297,7 +300,15 @@ void ferry__gcs_op_encode_fb(const struct ferry__gcs_op *op, struct ferry__gcs_w
 	struct node_enc node = {0};
 	union small_enc small;
 
+	if (!known_type(op->type)) {
+		w->err = w->err ? w->err : -EINVAL;
+		return;
+	}
 	switch (op->type) {
+	case FERRY__GCS_OP_NODE_HEARTBEAT:
+	case FERRY__GCS_OP_NODE_LOAD:
+		ferry__gcs_op_encode_beat_fb(op, &rec, w);
+		return;
 	case FERRY__GCS_OP_LOG:
 		memcpy(log.job.bytes, op->log.job.bytes, sizeof(log.job.bytes));
 		log.data = op->log.data.data;
@@ -664,15 +675,23 @@ static int get_small(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op
 	}
 }
 
-int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_op *op)
+/* A record of the first, hand-written format starts with its nonzero op type: refused too. */
+int ferry__gcs_op_decode(const void *data, size_t size, struct ferry__gcs_op *op)
 {
 	struct ferry__wire_gcs_record_view v;
 	unsigned version;
 	int ret;
 
 	memset(op, 0, sizeof(*op));
+	if (size >= FERRY__GCS_RECORD_PREFIX && memcmp(data, zero_prefix, sizeof(zero_prefix))) {
+		FLOG_WARN("gcs",
+			  "ops: not a GcsRecord (%zu bytes, first byte %u): a hand-written "
+			  "record of the first release?",
+			  size, *(const uint8_t *)data);
+		return -EPROTO;
+	}
 	if (size < FERRY__GCS_RECORD_PREFIX ||
-	    ferry__wire_gcs_record_root(data + FERRY__GCS_RECORD_PREFIX,
+	    ferry__wire_gcs_record_root((const uint8_t *)data + FERRY__GCS_RECORD_PREFIX,
 					size - FERRY__GCS_RECORD_PREFIX, &v) < 0) {
 		FLOG_WARN("gcs", "ops: malformed record (%zu bytes, not a GcsRecord)", size);
 		return -EPROTO;
@@ -684,8 +703,10 @@ int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_
 		return -EPROTO;
 	}
 	op->type = (enum ferry__gcs_op_type)ferry__wire_gcs_record_type(v);
-	if (!ferry__gcs_op_is_fb(op->type))
+	if (!known_type(op->type))
 		ret = -EPROTO;
+	else if (op->type == FERRY__GCS_OP_NODE_HEARTBEAT || op->type == FERRY__GCS_OP_NODE_LOAD)
+		ret = ferry__gcs_op_decode_beat_fb(v, op);
 	else if (op->type == FERRY__GCS_OP_LOG)
 		ret = get_log(v, op);
 	else if (op->type == FERRY__GCS_OP_NODE_REGISTER || op->type == FERRY__GCS_OP_RESTORE_NODE)
@@ -705,4 +726,15 @@ int ferry__gcs_op_decode_fb(const uint8_t *data, size_t size, struct ferry__gcs_
 		memset(op, 0, sizeof(*op));
 	}
 	return ret;
+}
+
+void ferry__gcs_op_release(struct ferry__gcs_op *op)
+{
+	struct ferry__gcs_op_block *b, *next;
+
+	for (b = op->owned; b; b = next) {
+		next = b->next;
+		ferry__free(b);
+	}
+	op->owned = NULL;
 }

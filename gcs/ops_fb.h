@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Shared by the two halves of the GcsRecord codec: gcs/ops_fb.c (the tables, KV, logs, task
- * events and errors) and gcs/ops_fb_obj.c (placement groups, the object directory, dedup and
- * dropped-count records). Callers use ferry__gcs_op_encode()/_decode() (gcs/ops.h).
+ * Shared by the parts of the GcsRecord codec: gcs/ops_fb.c (the entry points, the tables, KV,
+ * logs, task events and errors), gcs/ops_fb_obj.c (placement groups, the object directory,
+ * dedup and dropped-count records) and gcs/ops_fb_beat.c (heartbeats and load reports).
+ * Callers use ferry__gcs_op_encode()/_decode() (gcs/ops.h).
  *
  * Thread model: pure functions.
  */
@@ -40,5 +41,11 @@ bool ferry__gcs_op_is_obj_fb(enum ferry__gcs_op_type type);
 void ferry__gcs_op_encode_obj_fb(const struct ferry__gcs_op *op, struct ferry__wire_gcs_record *rec,
 				 struct ferry__gcs_writer *w);
 int ferry__gcs_op_decode_obj_fb(struct ferry__wire_gcs_record_view v, struct ferry__gcs_op *op);
+
+/* gcs/ops_fb_beat.c: NODE_HEARTBEAT and NODE_LOAD, encoded into @w or decoded from @v (0,
+ * -EPROTO, -ENOMEM; the caller logs and releases). */
+void ferry__gcs_op_encode_beat_fb(const struct ferry__gcs_op *op,
+				  struct ferry__wire_gcs_record *rec, struct ferry__gcs_writer *w);
+int ferry__gcs_op_decode_beat_fb(struct ferry__wire_gcs_record_view v, struct ferry__gcs_op *op);
 
 #endif

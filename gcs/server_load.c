@@ -8,7 +8,7 @@
  *   no log record, no table write, no publication. At N nodes and 10 heartbeats a second that
  *   was 20·N log records and up to 10·N² deliveries a second; now it is N hash updates.
  * - A load report is a heartbeat that also replaces the node's latest load, kept here as the
- *   record bytes the node sent (validated first), and published on FERRY_GCS_CH_NODE_LOAD
+ *   GcsRecord the node sent (validated first), and published on FERRY_GCS_CH_NODE_LOAD
  *   keyed by node: only that channel's subscribers (schedulers) get it; one that falls too far
  *   behind is resynced with a snapshot of the latest reports, never the backlog. Versions grow
  *   per node; an older or equal one (a resend after a reconnect) is dropped. A subscriber's

@@ -2,7 +2,7 @@
 /*
  * The GCS write-ahead log: an append-only, CRC-checked record log on local disk, written through
  * io_uring with group commit, plus snapshots that let the log be truncated. Payloads are opaque
- * here (gcs/ops.c defines them).
+ * here (GcsRecords, gcs/ops.h defines them).
  *
  * DESIGN
  * Files in the directory:

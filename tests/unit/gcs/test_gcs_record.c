@@ -1,27 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCS records as FlatBuffers (schema/gcs.fbs GcsRecord): every family (KV, LOG, nodes, jobs,
- * workers, actors, task events, errors, placement groups, objects, dedup, dropped counts)
- * encodes as the zero prefix + a GcsRecord of the current version that the generated reader
- * verifies; a record of another version, or whose type does not match the table it carries,
- * is refused, and so are the first release's hand-written records (but the heartbeat's).
+ * workers, actors, task events, errors, placement groups, objects, dedup, dropped counts,
+ * heartbeats; load reports: test_load_record.c) encodes as the zero prefix + a GcsRecord of
+ * the current version that the generated reader verifies; a record of another version, or
+ * whose type does not match the table it carries, is refused, and so are the first release's
+ * hand-written records, the heartbeat's included (with a log line).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "ftest.h"
 #include "gcs/ops.h"
 #include "gcs/values.h"
+#include "record_util.h"
 #include "schema/ferry_schema.h"
-
-static struct ferry__gcs_buf encode(const struct ferry__gcs_op *op)
-{
-	struct ferry__gcs_buf b = {0};
-	struct ferry__gcs_writer w = {&b, 0};
-
-	ferry__gcs_op_encode(op, &w);
-	ftest_assert_ok(w.err);
-	return b;
-}
 
 static struct ferry__gcs_slice str(const char *s)
 {
@@ -88,7 +81,7 @@ FTEST(log_is_a_gcs_record)
 	ferry__gcs_buf_fini(&b);
 }
 
-/* Another version, a type without its table, a type that is never a GcsRecord: -EPROTO. */
+/* Another version, a type without its table, an unknown type: -EPROTO. */
 FTEST(other_versions_and_mismatched_tables_are_refused)
 {
 	struct ferry__wire_gcs_kv_op kv = {.key = (const uint8_t *)"k", .key_count = 1};
@@ -114,7 +107,12 @@ FTEST(other_versions_and_mismatched_tables_are_refused)
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
-	rec.type = FERRY__WIRE_GCS_OP_TYPE_NODE_HEARTBEAT; /* never a GcsRecord */
+	rec.type = FERRY__WIRE_GCS_OP_TYPE_NODE_HEARTBEAT; /* carries kv, not heartbeat */
+	b.size = 0;
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
+	with_prefix(&fb, &b);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	rec.type = 99; /* no such op type */
 	b.size = 0;
 	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, &rec));
 	with_prefix(&fb, &b);
@@ -326,14 +324,27 @@ FTEST(task_event_and_error_records_round_trip)
 	ferry__gcs_buf_fini(&b);
 }
 
+/* The log lines a test saw, for checking that a refusal says why. */
+static char logged[1024];
+
+static void capture(void *arg, enum ferry_log_level level, const char *component,
+		    const char *message)
+{
+	size_t n = strlen(logged);
+
+	(void)arg;
+	(void)level;
+	snprintf(logged + n, sizeof(logged) - n, "%s: %s\n", component, message);
+}
+
 /* Records in the first release's hand-written format (type byte, then fields) are no longer
- * read: a KV_PUT and an OBJ_ADD_LOCATION as an older log or node wrote them get -EPROTO; only
- * the request-only heartbeat still has that format. */
+ * read: a KV_PUT and an OBJ_ADD_LOCATION as an older log or node wrote them, and a heartbeat as
+ * an older node sent it, get -EPROTO and a log line. */
 FTEST(hand_written_records_are_refused)
 {
 	struct ferry__gcs_buf b = {0};
 	struct ferry__gcs_writer w = {&b, 0};
-	struct ferry__gcs_op got, hb = {.type = FERRY__GCS_OP_NODE_HEARTBEAT};
+	struct ferry__gcs_op got;
 	uint8_t ids[36] = {0};
 
 	ferry__gcs_put_u8(&w, FERRY__GCS_OP_KV_PUT);
@@ -349,13 +360,57 @@ FTEST(hand_written_records_are_refused)
 	ferry__gcs_put_u64(&w, 4096);
 	ftest_assert_ok(w.err);
 	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	/* The heartbeat: id, u64 time_ms, f64 cpu, gpu, memory, u32 queue_length. */
+	b.size = 0;
+	ferry__gcs_put_u8(&w, FERRY__GCS_OP_NODE_HEARTBEAT);
+	ferry__gcs_put_raw(&w, ids, 16);
+	ferry__gcs_put_u64(&w, 5);
+	ferry__gcs_put_f64(&w, 4);
+	ferry__gcs_put_f64(&w, 0);
+	ferry__gcs_put_f64(&w, 1 << 30);
+	ferry__gcs_put_u32(&w, 0);
+	ftest_assert_ok(w.err);
+	logged[0] = 0;
+	ferry_log_set_handler(capture, NULL);
+	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &got), -EPROTO);
+	ferry_log_set_handler(NULL, NULL);
+	ftest_assert_ptr_notnull(strstr(logged, "not a GcsRecord"));
+	ftest_assert_ptr_notnull(strstr(logged, "hand-written"));
 	ferry__gcs_buf_fini(&b);
-	hb.heartbeat.id.bytes[0] = 1;
-	hb.heartbeat.time_ms = 5;
-	b = encode(&hb);
-	ftest_assert_uint_eq(b.data[0], FERRY__GCS_OP_NODE_HEARTBEAT);
+}
+
+/* A heartbeat is a versioned GcsRecord with its table, and round-trips every field. */
+FTEST(heartbeat_records_round_trip)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_NODE_HEARTBEAT}, got;
+	struct ferry__wire_gcs_record_view v;
+	struct ferry__gcs_buf b;
+
+	ferry_node_id_random(&op.heartbeat.id);
+	op.heartbeat.time_ms = 1700000000123;
+	op.heartbeat.avail_cpu = 3.5;
+	op.heartbeat.avail_gpu = 1;
+	op.heartbeat.avail_memory_bytes = 12e9;
+	op.heartbeat.queue_length = 17;
+	b = encode(&op);
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__wire_gcs_record_root(b.data + FERRY__GCS_RECORD_PREFIX,
+						    b.size - FERRY__GCS_RECORD_PREFIX, &v));
+	ftest_assert_uint_eq(ferry__wire_gcs_record_version(v), FERRY__GCS_RECORD_VERSION);
+	ftest_assert_uint_eq(ferry__wire_gcs_record_type(v),
+			     FERRY__WIRE_GCS_OP_TYPE_NODE_HEARTBEAT);
+	ftest_assert_true(ferry__wire_gcs_record_has_heartbeat(v));
 	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &got));
-	ftest_assert_uint_eq(got.heartbeat.time_ms, 5);
+	ftest_assert_int_eq(got.type, FERRY__GCS_OP_NODE_HEARTBEAT);
+	ftest_assert_mem_eq(&got.heartbeat.id, &op.heartbeat.id, sizeof(op.heartbeat.id));
+	ftest_assert_uint_eq(got.heartbeat.time_ms, 1700000000123);
+	ftest_assert_true(got.heartbeat.avail_cpu == 3.5);
+	ftest_assert_true(got.heartbeat.avail_gpu == 1);
+	ftest_assert_true(got.heartbeat.avail_memory_bytes == 12e9);
+	ftest_assert_uint_eq(got.heartbeat.queue_length, 17);
+	ferry__gcs_op_release(&got);
+	for (size_t len = 0; len < b.size; len++)
+		ftest_assert_errno(ferry__gcs_op_decode(b.data, len, &got), -EPROTO);
 	ferry__gcs_buf_fini(&b);
 }
 

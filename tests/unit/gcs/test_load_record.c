@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The node load report record (FERRY__GCS_OP_NODE_LOAD, gcs/ops.c) and its check
- * (gcs/records.c): a round trip keeps every field, every prefix and a trailing byte are
- * malformed, counts and amounts past the limits are refused, and the check names bad reports.
+ * The node load report record (FERRY__GCS_OP_NODE_LOAD, a GcsRecord: gcs/ops_fb_beat.c) and
+ * its check (gcs/records.c): a round trip keeps every field, every prefix is malformed, counts
+ * and amounts past the limits are refused, and the check names bad reports.
  */
 #include <errno.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "ftest.h"
 #include "gcs/ops.h"
 #include "gcs/records.h"
+#include "schema/ferry_schema.h"
 
 static const struct ferry_gcs_resource_load res[] = {
 	{"CPU", 80000, 25000},
@@ -46,11 +48,15 @@ FTEST(load_record_round_trip)
 {
 	struct ferry_gcs_node_load l = sample();
 	struct ferry__gcs_buf b = encode(&l);
+	struct ferry__wire_gcs_record_view v;
 	struct ferry__gcs_op op;
 
-	/* 1 type + 16 id + 8 version + 4 queue + 8 mean + 4 count, then per resource a text
-	 * (u32 length + bytes + NUL) and two u64 amounts. */
-	ftest_assert_uint_eq(b.size, 41 + (4 + 4 + 16) + (4 + 7 + 16) + (4 + 4 + 16));
+	ftest_assert_mem_eq(b.data, "\0\0\0\0", FERRY__GCS_RECORD_PREFIX);
+	ftest_assert_ok(ferry__wire_gcs_record_root(b.data + FERRY__GCS_RECORD_PREFIX,
+						    b.size - FERRY__GCS_RECORD_PREFIX, &v));
+	ftest_assert_uint_eq(ferry__wire_gcs_record_version(v), FERRY__GCS_RECORD_VERSION);
+	ftest_assert_uint_eq(ferry__wire_gcs_record_type(v), FERRY__WIRE_GCS_OP_TYPE_NODE_LOAD);
+	ftest_assert_true(ferry__wire_gcs_record_has_load(v));
 	ftest_assert_ok(ferry__gcs_op_decode(b.data, b.size, &op));
 	ftest_assert_int_eq(op.type, FERRY__GCS_OP_NODE_LOAD);
 	ftest_assert_mem_eq(&op.load.id, &l.id, sizeof(l.id));
@@ -68,25 +74,60 @@ FTEST(load_record_round_trip)
 	ferry__gcs_buf_fini(&b);
 }
 
+/* @rec as a record (prefix + FlatBuffer) in @b, decoded: its result. */
+static int decode_built(const struct ferry__wire_gcs_record *rec, struct ferry__gcs_buf *b)
+{
+	static const uint8_t zero[FERRY__GCS_RECORD_PREFIX];
+	struct ferry__fb_builder fb;
+	struct ferry__gcs_writer w = {b, 0};
+	struct ferry__gcs_op op;
+	int ret;
+
+	b->size = 0;
+	ferry__fb_builder_init(&fb);
+	ftest_assert_ok(ferry__wire_gcs_record_build(&fb, rec));
+	ferry__gcs_put_raw(&w, zero, sizeof(zero));
+	ferry__gcs_put_raw(&w, ferry__fb_builder_data(&fb), ferry__fb_builder_size(&fb));
+	ferry__fb_builder_fini(&fb);
+	ftest_assert_ok(w.err);
+	ret = ferry__gcs_op_decode(b->data, b->size, &op);
+	if (ret == 0)
+		ferry__gcs_op_release(&op);
+	return ret;
+}
+
 FTEST(malformed_load_records_are_rejected)
 {
+	static struct ferry__wire_gcs_resource_load many[FERRY_GCS_MAX_LOAD_RESOURCES + 1];
+	struct ferry__wire_gcs_resource_load one = {"CPU", 1000, 1000};
+	struct ferry__wire_gcs_node_load load = {
+		.version = 1, .resources = &one, .resources_count = 1};
+	struct ferry__wire_gcs_record rec = {.version = FERRY__GCS_RECORD_VERSION,
+					     .type = FERRY__WIRE_GCS_OP_TYPE_NODE_LOAD,
+					     .load = &load};
 	struct ferry_gcs_node_load l = sample();
 	struct ferry__gcs_buf b = encode(&l);
 	struct ferry__gcs_op op;
-	size_t count_at = 1 + 16 + 8 + 4 + 8;
 
 	for (size_t len = 0; len < b.size; len++)
 		ftest_assert_errno(ferry__gcs_op_decode(b.data, len, &op), -EPROTO);
-	ftest_assert_ptr_notnull(ferry__gcs_buf_grow(&b, 1));
-	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &op), -EPROTO);
-	b.size--;
+	load.id.bytes[0] = 1;
+	ftest_assert_ok(decode_built(&rec, &b));
+	/* A negative amount would pass for a huge free capacity. */
+	one.available = -1;
+	ftest_assert_errno(decode_built(&rec, &b), -EPROTO);
+	one.available = 0;
 	/* More resources than a report may carry. */
-	b.data[count_at] = FERRY_GCS_MAX_LOAD_RESOURCES + 1;
-	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &op), -EPROTO);
-	b.data[count_at] = 3;
-	/* An amount of 2^63 or more would read back negative. */
-	b.data[count_at + 4 + 4 + 4 + 7] = 0x80; /* last byte of CPU's total */
-	ftest_assert_errno(ferry__gcs_op_decode(b.data, b.size, &op), -EPROTO);
+	for (size_t i = 0; i < FERRY_ARRAY_SIZE(many); i++)
+		many[i] = (struct ferry__wire_gcs_resource_load){"r", 1, 1};
+	load.resources = many;
+	load.resources_count = FERRY_GCS_MAX_LOAD_RESOURCES + 1;
+	ftest_assert_errno(decode_built(&rec, &b), -EPROTO);
+	load.resources_count = FERRY_GCS_MAX_LOAD_RESOURCES;
+	ftest_assert_ok(decode_built(&rec, &b));
+	/* A load record without its table. */
+	rec.load = NULL;
+	ftest_assert_errno(decode_built(&rec, &b), -EPROTO);
 	ferry__gcs_buf_fini(&b);
 }
 
