@@ -750,7 +750,10 @@ FTEST(large_pulls_on_the_loop_fail_over_and_time_out)
 	b = tt_cluster_add(&t, 32, 3000);
 	om = ferry__node_objmgr(b);
 	c = tt_cluster_client(&t);
+	/* A node learns a peer's address at its first pull from it, and the loop runs a pull
+	 * only when it knows every cached location's: b pulls once from each source first. */
 	tt_warm_cache(om, ferry__node_socket(a1), c);
+	tt_warm_cache(om, ferry__node_socket(a2), c);
 	put_new_mib(ferry__node_socket(a1), &x, 41);
 	tt_put(ferry__node_socket(a2), &x, 1u << 20, 41); /* the same object at a second node */
 	put_new_mib(ferry__node_socket(a1), &y, 42);
