@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/harness/ftest.h"
@@ -103,4 +104,33 @@ void itest_sanitizer_thread_start(void)
 		pthread_join(t, NULL);
 		started = true;
 	}
+}
+
+bool itest_log_has(const char *path, const char *what)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+unsigned itest_counter_wait(pthread_mutex_t *lock, pthread_cond_t *cond, const unsigned *counter,
+			    unsigned want)
+{
+	struct timespec ts;
+	unsigned got;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(lock);
+	while (*counter < want && pthread_cond_timedwait(cond, lock, &ts) == 0)
+		;
+	got = *counter;
+	pthread_mutex_unlock(lock);
+	return got;
 }

@@ -6,6 +6,8 @@
 #ifndef FERRY_TESTS_INTEGRATION_PROCS_H
 #define FERRY_TESTS_INTEGRATION_PROCS_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -55,6 +57,14 @@ const char *itest_token_file(const char *token);
  * that counts its own threads calls itest_sanitizer_thread_start() before its first count. */
 #define ITEST_SANITIZER_THREADS (ITEST_UNDER_TSAN ? 1 : 0)
 void itest_sanitizer_thread_start(void);
+
+/* Whether the file @path has a line containing @what (false when it cannot be read). */
+bool itest_log_has(const char *path, const char *what);
+
+/* Wait until *@counter >= @want, under @lock, woken by @cond (which the writer of @counter
+ * broadcasts): 10 s at most, a guard against a hang, not a speed check. Its last value. */
+unsigned itest_counter_wait(pthread_mutex_t *lock, pthread_cond_t *cond, const unsigned *counter,
+			    unsigned want);
 
 /* The resident set of @pid in KiB (its VmRSS line), -1 when the line is missing. */
 long itest_rss_kib(pid_t pid);

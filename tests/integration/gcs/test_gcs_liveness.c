@@ -61,20 +61,10 @@ static void on_event(void *arg, const struct ferry_gcs_event *ev)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* Wait (at most 10 s: a hang, not a speed check) until *@counter >= @want. */
+/* Wait for *@counter >= @want (procs.h); its value. */
 static unsigned events_wait(struct events *e, const unsigned *counter, unsigned want)
 {
-	struct timespec ts;
-	unsigned got;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 10;
-	pthread_mutex_lock(&e->lock);
-	while (*counter < want && pthread_cond_timedwait(&e->cond, &e->lock, &ts) == 0)
-		;
-	got = *counter;
-	pthread_mutex_unlock(&e->lock);
-	return got;
+	return itest_counter_wait(&e->lock, &e->cond, counter, want);
 }
 
 static unsigned events_get(struct events *e, const unsigned *counter)

@@ -133,20 +133,10 @@ static void on_event(void *arg, const struct ferry_gcs_event *ev)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Wait (10 s at most: a hang, not a speed check) for *@counter >= @want; its value. */
+/* Wait for *@counter >= @want (procs.h); its value. */
 static unsigned seen_wait(struct seen *s, const unsigned *counter, unsigned want)
 {
-	struct timespec ts;
-	unsigned got;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 10;
-	pthread_mutex_lock(&s->lock);
-	while (*counter < want && pthread_cond_timedwait(&s->cond, &s->lock, &ts) == 0)
-		;
-	got = *counter;
-	pthread_mutex_unlock(&s->lock);
-	return got;
+	return itest_counter_wait(&s->lock, &s->cond, counter, want);
 }
 
 /* The last NODE_DEATHS delta's state and node, read under the lock. */
@@ -226,19 +216,6 @@ static struct node_proc node_start(uint16_t gcs_port)
 			    2);
 	ftest_assert_ok(ferry_node_id_from_hex(hex, &n.id));
 	return n;
-}
-
-static bool log_has(const char *log, const char *what)
-{
-	char line[1024];
-	FILE *f = fopen(log, "r");
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
 }
 
 /* The node's state in the GCS's list (its address checked against @address), 0: absent. */
@@ -345,7 +322,7 @@ FTEST(a_node_keeps_its_registration_across_a_restart_on_the_wal_and_beats_write_
 	usleep(2000 * 1000); /* five deadlines, twenty beats */
 	ftest_assert_uint_eq(dir_hash(wal), before);
 	ftest_assert_int_eq(node_state(c, &n.id, n.address), FERRY_GCS_NODE_ALIVE);
-	ftest_assert_false(log_has(n.log, "registered again"));
+	ftest_assert_false(itest_log_has(n.log, "registered again"));
 	node_stop(&n);
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
@@ -363,11 +340,11 @@ FTEST(a_node_registers_again_after_an_in_memory_gcs_restart_and_exits_once_decla
 	c = client_for(&p, 1, TOKEN);
 	/* Same ID, same address (node_state checks it). */
 	ftest_assert_int_eq(wait_state(c, &n, FERRY_GCS_NODE_ALIVE), FERRY_GCS_NODE_ALIVE);
-	ftest_assert_true(log_has(n.log, "registered again with the same ID and address"));
+	ftest_assert_true(itest_log_has(n.log, "registered again with the same ID and address"));
 	/* Declared dead: its next beat learns it, and it exits, saying why. */
 	ftest_assert_int_eq(ferry_gcs_node_unregister(c, &n.id), 1);
 	ftest_assert_int_eq(wait_exit(n.pid), 3);
-	ftest_assert_true(log_has(n.log, "the GCS declared this node dead"));
+	ftest_assert_true(itest_log_has(n.log, "the GCS declared this node dead"));
 	ftest_assert_int_eq(node_state(c, &n.id, n.address), FERRY_GCS_NODE_DEAD);
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ftest.h"
+#include "tests/integration/procs.h"
 
 #define ROUNDS 3
 
@@ -120,19 +121,6 @@ static pid_t start_node(const char *gcs_addr, const char *token, uint16_t port, 
 	return spawn(cmd, log, "ferry-node ready", line);
 }
 
-static bool log_has(const char *log, const char *what)
-{
-	char line[512];
-	FILE *f = fopen(log, "r");
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 /*
  * Rounds: a node on the fixed port is SIGKILLed and the next started at once, before the
  * killed one is reaped; in the last round a process of ours holds the port for a second
@@ -176,7 +164,7 @@ FTEST(a_node_restarted_on_its_port_binds_after_the_killed_one)
 	}
 	ftest_assert_int_eq(waitpid(holder, &status, 0), holder);
 	snprintf(log, sizeof(log), "%s/node.log", ftest_tmpdir());
-	ftest_assert_true(log_has(log, "retrying the bind"));
+	ftest_assert_true(itest_log_has(log, "retrying the bind"));
 	ftest_assert_int_eq(kill(node_pid, SIGTERM), 0);
 	ftest_assert_int_eq(waitpid(node_pid, &status, 0), node_pid);
 	node_pid = 0;

@@ -26,6 +26,7 @@
 #include "common/frame.h"
 #include "common/wire.h"
 #include "ftest.h"
+#include "tests/integration/procs.h"
 
 #define FLOOD 200
 #define SENT_BYTES (1u << 20) /* of each announced 16 MiB frame */
@@ -256,15 +257,7 @@ FTEST(a_connection_stalled_mid_frame_is_closed_at_the_frame_deadline)
 /* Whether the store's log holds @text. */
 static bool log_has(const struct store *s, const char *text)
 {
-	char line[512];
-	bool found = false;
-	FILE *f = fopen(s->log, "r");
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, text) != NULL;
-	if (f)
-		fclose(f);
-	return found;
+	return itest_log_has(s->log, text);
 }
 
 /* Build a message of @type on @b, write it to @fd. */
