@@ -13,7 +13,7 @@
  * DESIGN
  * - One process, one thread, the project's io_uring loop and framed connections
  *   (common/conn): 10,000 nodes are 10,000 sockets, not threads. Messages are built with the
- *   project's own encoders (gcs/ops.h records inside a GcsRequest, the generated wire
+ *   project's own encoders (gcs/ops.h ops inside a GcsRequest, the generated wire
  *   builders), so a new op needs one send function here, nothing else.
  * - Connects run at most --connect-batch at a time (below ferry-gcs's --max-handshaking, which
  *   closes the oldest handshaking connection past it): the next starts when a handshake is
@@ -21,13 +21,13 @@
  *   once its registration is answered.
  * - Heartbeats: one 10 ms tick walks one bucket of nodes (index mod interval / 10), so each
  *   node beats every interval, spread evenly. The interval is node.c's: --heartbeat-ms, longer
- *   in a large cluster (gcs/liveness.h, from the nodes up), unless --fixed-interval 1. As in node.c (whose heartbeat call
- *   blocks) a node has at most one heartbeat in flight: a beat due while one is outstanding is
- *   skipped and counted, which is how an overloaded GCS shows.
- * - Load reports, where the tree has them (FERRY_GCS_RESOURCE_UNIT defined): a node's first
- *   beat and each beat after its load changed (--load-change-ms; never by default: an idle
- *   cluster) is a NODE_LOAD report instead of a heartbeat, as node.c's beat(); one more
- *   connection, not a node, subscribes to the load channel as a scheduler would.
+ *   in a large cluster (gcs/liveness.h, from the nodes up), unless --fixed-interval 1. As in
+ *   node.c (beat_busy) a node has at most one heartbeat in flight: a beat due while one is
+ *   outstanding is skipped and counted, which is how an overloaded GCS shows.
+ * - Load reports: a node's first beat and each beat after its load changed (--load-change-ms;
+ *   never by default: an idle cluster) is a NODE_LOAD report instead of a heartbeat, as
+ *   node.c's beat(); one more connection, not a node, subscribes to the load channel as a
+ *   scheduler would.
  * - Node IDs are a random 12-byte prefix and the node's index, so an event's key names the
  *   simulated node without a table. Observers (the first --observers nodes, never killed)
  *   decode nodes-channel items and record the first DEAD they see for each node; the others
@@ -35,188 +35,7 @@
  * - Phases, each on the same tick: connect, settle, steady (measure), kill (one node every
  *   --kill-gap-ms), drain (until every killed node was seen dead, or a timeout), report.
  */
-#include <errno.h>
-#include <signal.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <ferry/gcs.h>
-
-#include "common/alloc.h"
-#include "common/conn.h"
-#include "common/log.h"
-#include "common/token.h"
-#include "common/util.h"
-#include "common/version.h"
-#include "common/wire.h"
-#include "gcs/liveness.h"
-#include "gcs/ops.h"
-
-#define COMP "nodesim"
-#define TICK_MS 10u
-#define RTT_BUCKET_US 100u  /* heartbeat round trip histogram resolution */
-#define RTT_BUCKETS 100000u /* 10 s at 0.1 ms; longer ones land in the last bucket */
-#define ID_PREFIX_BYTES 12u /* node ID: random prefix, then the index (u32 LE) */
-
-enum node_state {
-	NODE_IDLE,    /* not connected yet */
-	NODE_JOINING, /* connecting, handshake, or registration unanswered */
-	NODE_UP,      /* registered: heartbeating */
-	NODE_KILLED,  /* closed by us on purpose: should be declared dead */
-	NODE_LOST,    /* closed by the GCS or an error */
-};
-
-/* Request kinds, in the low bits of a seq (seq = counter << 2 | kind). */
-enum req_kind { REQ_REGISTER = 0, REQ_SUBSCRIBE = 1, REQ_HEARTBEAT = 2 };
-
-struct sim;
-
-struct sim_node {
-	struct sim *sim;		     /* owner */
-	struct ferry__conn *conn;	     /* NULL before connect and after close */
-	struct ferry_node_id id;	     /* prefix + index */
-	struct ferry__wire_unique_id client; /* its client ID (the server deduplicates by it) */
-	uint64_t next_seq;		     /* request counter */
-	uint64_t hb_sent_ns;		     /* the heartbeat in flight was sent then; 0: none */
-	uint64_t kill_ns;		     /* killed then (NODE_KILLED) */
-	uint64_t dead_seen_ns;		     /* an observer saw its DEAD event then; 0: not yet */
-	uint8_t state;			     /* enum node_state */
-	bool connected;			     /* past the handshake */
-	bool scheduler;			     /* the load subscriber, not a node */
-	bool load_due;			     /* the next beat reports load */
-	uint64_t load_version;		     /* of its last report */
-	uint64_t load_at_ns;		     /* its load last changed then */
-};
-
-struct sim_opts {
-	const char *host;	     /* ferry-gcs address */
-	uint16_t port;		     /* its port */
-	char token[FERRY_TOKEN_MAX]; /* cluster token */
-	size_t token_len;	     /* its bytes */
-	uint32_t nodes;		     /* simulated nodes */
-	uint32_t heartbeat_ms;	     /* node.c's default: 100 */
-	uint32_t connect_batch;	     /* connects in handshake at once */
-	uint32_t connect_timeout_s;  /* give up joining after this */
-	uint32_t settle_s;	     /* after joining, before measuring */
-	uint32_t steady_s;	     /* the measured window */
-	uint32_t kills;		     /* nodes killed after the window */
-	uint32_t kill_gap_ms;	     /* between kills */
-	uint32_t drain_s;	     /* wait this long at most for the DEAD events */
-	uint32_t observers;	     /* nodes that decode events */
-	uint32_t subscribers;	     /* nodes also on the whole nodes channel (the first ones) */
-	uint32_t load_change_ms;     /* a node's load changes this often; 0: idle, never */
-	uint32_t fixed_interval;     /* 1: --heartbeat-ms at any size (before liveness.h) */
-	uint32_t peers;		     /* each node follows this many peers' keys */
-	int gcs_pid;		     /* for /proc CPU and RSS; 0: not measured */
-};
-
-/* Counters; the steady window's figures are differences of two snapshots. */
-struct sim_counts {
-	uint64_t deliveries;	/* pub/sub items received, all nodes */
-	uint64_t publish_bytes; /* GcsPublish payload bytes received */
-	uint64_t hb_sent;	/* heartbeats sent */
-	uint64_t hb_bytes;	/* their payload bytes */
-	uint64_t hb_acked;	/* answered */
-	uint64_t hb_refused;	/* answered with an error */
-	uint64_t hb_skipped;	/* due while one was in flight */
-	uint64_t load_sent;	/* load reports sent (they count as heartbeats too) */
-	uint64_t load_bytes;	/* their payload bytes */
-	uint64_t load_rx;	/* load deliveries to the scheduler's subscription */
-	uint64_t load_rx_bytes; /* their GcsPublish payload bytes */
-};
-
-enum phase { PH_JOIN, PH_SETTLE, PH_STEADY, PH_KILL, PH_DRAIN, PH_DONE };
-
-struct sim {
-	struct sim_opts o;		    /* options */
-	struct ferry__loop *loop;	    /* the loop */
-	struct sim_node *nodes;		    /* o.nodes of them, then the scheduler */
-	uint8_t id_prefix[ID_PREFIX_BYTES]; /* shared by every node ID */
-	struct ferry__loop_timer tick;	    /* TICK_MS */
-	struct ferry__gcs_buf rec;	    /* reused op record */
-	struct ferry__fb_builder fb;	    /* reused message builder */
-	uint64_t tick_count;		    /* heartbeat buckets walked so far */
-	uint64_t start_ns;		    /* the tick's clock starts here */
-	enum phase phase;		    /* where we are */
-	uint64_t phase_ns;		    /* when it began */
-	uint32_t next_connect;		    /* next node index to connect */
-	uint32_t handshaking;		    /* connects in flight (not yet up) */
-	uint32_t registering;		    /* up, registration unanswered */
-	uint32_t up;			    /* registered and open */
-	uint32_t gcs_alive;		    /* the alive count of the last beat reply; 0: none */
-	uint32_t registered;		    /* registrations answered ok, ever */
-	uint32_t lost;			    /* closed unexpectedly */
-	uint32_t killed;		    /* killed so far */
-	uint32_t false_dead;		    /* DEAD seen for a node we did not kill */
-	uint32_t false_dead_joining;	    /* of those, seen before the steady window */
-	uint64_t join_ns;		    /* joining took this long */
-	struct sim_counts c;		    /* running counters */
-	struct sim_counts c0;		    /* at the start of the steady window */
-	struct sim_counts c1;		    /* at its end */
-	uint64_t gcs_ticks0, gcs_ticks1;    /* GCS utime + stime at the window's ends */
-	uint64_t self_us0, self_us1;	    /* our own CPU, same */
-	uint64_t steady_ns;		    /* the window's length, as measured */
-	long gcs_rss_kib;		    /* at the end of the window */
-	uint32_t *rtt;			    /* heartbeat RTT histogram (RTT_BUCKETS) */
-	uint64_t rtt_n;			    /* samples in it */
-	int status;			    /* 0, or why we stopped early */
-};
-
-/* ---- /proc ---- */
-
-/* utime + stime of @pid in clock ticks, or 0 when unreadable. */
-static uint64_t proc_cpu_ticks(int pid)
-{
-	unsigned long long ut = 0, st = 0;
-	char path[64], buf[1024], *p;
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* The command name may hold spaces and parentheses: fields restart after the last ')'.
-	 * Then: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime. */
-	p = strrchr(buf, ')');
-	if (!p ||
-	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return 0;
-	return ut + st;
-}
-
-static long proc_rss_kib(int pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-static uint64_t self_cpu_us(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
+#include "tools/nodesim.h"
 
 /* ---- sending ---- */
 
@@ -278,9 +97,8 @@ static int send_heartbeat(struct sim_node *n)
 	return send_op(n, &op, REQ_HEARTBEAT);
 }
 
-#ifdef FERRY_GCS_RESOURCE_UNIT
 /*
- * With load reports (ferry_gcs_node_report_load): what node.c's beat() sends when the load
+ * A load report (ferry_gcs_node_report_load): what node.c's beat() sends when the load
  * changed, or the GCS asked for it. An idle node's resources: 4 CPUs, 16 GiB of memory and a
  * 1 GiB store, all free; a busy one's free CPUs change with every report.
  */
@@ -300,19 +118,14 @@ static int send_load(struct sim_node *n)
 	op.load.resources = res;
 	return send_op(n, &op, REQ_HEARTBEAT);
 }
-#define SIM_LOAD_REPORTS 1
-#else
-#define SIM_LOAD_REPORTS 0
-#endif
 
-/* A beat: a load report when one is due (load reports exist), else a heartbeat. Returns the
+/* A beat: a load report when one is due, else a heartbeat. Returns the
  * bytes sent, or -errno. */
 static int beat(struct sim_node *n, uint64_t now)
 {
 	struct sim *sim = n->sim;
 	int ret;
 
-#ifdef FERRY_GCS_RESOURCE_UNIT
 	if (sim->o.load_change_ms && now - n->load_at_ns >= sim->o.load_change_ms * 1000000ull) {
 		n->load_at_ns = now;
 		n->load_due = true;
@@ -326,11 +139,7 @@ static int beat(struct sim_node *n, uint64_t now)
 		}
 		return ret;
 	}
-#endif
-	(void)sim;
-	(void)now;
-	ret = send_heartbeat(n);
-	return ret;
+	return send_heartbeat(n);
 }
 
 /* A subscription to @channel, to the whole channel or (@peer set) to that node's key only; the
@@ -347,10 +156,8 @@ static int send_subscribe_ch(struct sim_node *n, int channel, const struct ferry
 		m.key = peer->bytes;
 		m.key_count = sizeof(peer->bytes);
 	}
-#ifdef FERRY_GCS_RESOURCE_UNIT
 	if (n->scheduler)
 		m.channel = FERRY_GCS_CH_NODE_LOAD;
-#endif
 	ret = ferry__wire_gcs_subscribe_build(&sim->fb, &m);
 	if (ret == 0)
 		ret = ferry__conn_send(n->conn, FERRY__WIRE_MSG_GCS_SUBSCRIBE,
@@ -392,21 +199,6 @@ static void rtt_add(struct sim *sim, uint64_t ns)
 	sim->rtt_n++;
 }
 
-/* The @q quantile (0..1) of the RTT histogram in ms (bucket's upper edge), 0 with no samples. */
-static double rtt_quantile(const struct sim *sim, double q)
-{
-	uint64_t want = (uint64_t)(q * (double)sim->rtt_n), seen = 0;
-
-	if (!sim->rtt_n)
-		return 0;
-	for (uint32_t b = 0; b < RTT_BUCKETS; b++) {
-		seen += sim->rtt[b];
-		if (seen > want)
-			return (double)(b + 1) * RTT_BUCKET_US / 1000.0;
-	}
-	return (double)RTT_BUCKETS * RTT_BUCKET_US / 1000.0;
-}
-
 static void join_done(struct sim_node *n, bool ok);
 static void connect_next(struct sim *sim);
 
@@ -446,7 +238,7 @@ static void on_reply(struct sim_node *n, const void *payload)
 		sim->c.hb_acked++;
 		sim->c.hb_refused += status < 0;
 		beat_info(sim, v);
-		n->load_due |= status == 0 && SIM_LOAD_REPORTS; /* the GCS holds no load of ours */
+		n->load_due |= status == 0; /* the GCS holds no load of ours */
 		break;
 	}
 }
@@ -647,7 +439,7 @@ static void join_done(struct sim_node *n, bool ok)
 
 /* Ticks per heartbeat round: node.c's interval for the alive count its last beat reply gave
  * (before any: the nodes up). */
-static uint32_t round_ticks(const struct sim *sim)
+uint32_t round_ticks(const struct sim *sim)
 {
 	uint32_t alive = sim->gcs_alive ? sim->gcs_alive : sim->up;
 	uint32_t ms = sim->o.fixed_interval
@@ -804,205 +596,6 @@ static void on_tick(struct ferry__loop_timer *t, int status)
 	}
 }
 
-/* ---- report ---- */
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Death detection times (kill to an observer's DEAD event), ms: quantiles into @q[3] (p50, p99,
- * max); returns how many killed nodes were seen dead, *@unseen those that were not. */
-static uint32_t death_quantiles(const struct sim *sim, double q[3], uint32_t *unseen)
-{
-	uint64_t *ms = ferry__malloc(sizeof(*ms) * (sim->killed + 1u));
-	uint32_t n = 0;
-
-	q[0] = q[1] = q[2] = 0;
-	*unseen = 0;
-	for (uint32_t i = 0; i < sim->o.nodes; i++) {
-		const struct sim_node *node = &sim->nodes[i];
-
-		if (node->state != NODE_KILLED)
-			continue;
-		if (!node->dead_seen_ns)
-			(*unseen)++;
-		else if (ms)
-			ms[n++] = (node->dead_seen_ns - node->kill_ns) / 1000u;
-	}
-	if (n) {
-		qsort(ms, n, sizeof(*ms), cmp_u64);
-		q[0] = (double)ms[n / 2] / 1000.0;
-		q[1] = (double)ms[(uint32_t)((double)n * 0.99) < n ? (uint32_t)((double)n * 0.99)
-								   : n - 1] /
-		       1000.0;
-		q[2] = (double)ms[n - 1] / 1000.0;
-	}
-	ferry__free(ms);
-	return n;
-}
-
-static double per_s(const struct sim *sim, uint64_t v)
-{
-	return sim->steady_ns ? (double)v * 1e9 / (double)sim->steady_ns : 0;
-}
-
-/*
- * Load report bytes on the wire in the window: the reports the nodes sent and what their
- * subscribers received. With load reports, those and the scheduler's load deliveries. Without,
- * the heartbeat carries the available amounts and is published to every node: the heartbeats
- * and every publication (no node joins or dies in the window: each is a heartbeat's).
- */
-static uint64_t load_bytes(const struct sim_counts *a, const struct sim_counts *b)
-{
-	if (SIM_LOAD_REPORTS)
-		return b->load_bytes - a->load_bytes + b->load_rx_bytes - a->load_rx_bytes;
-	return b->hb_bytes - a->hb_bytes + b->publish_bytes - a->publish_bytes;
-}
-
-static void report(const struct sim *sim)
-{
-	const struct sim_counts *a = &sim->c0, *b = &sim->c1;
-	double secs = (double)sim->steady_ns / 1e9, dq[3];
-	double gcs_cpu = 0, self_cpu = 0;
-	uint32_t seen, unseen;
-
-	if (sim->o.gcs_pid && secs > 0)
-		gcs_cpu = 100.0 * (double)(sim->gcs_ticks1 - sim->gcs_ticks0) /
-			  (double)sysconf(_SC_CLK_TCK) / secs;
-	if (secs > 0)
-		self_cpu = 100.0 * (double)(sim->self_us1 - sim->self_us0) / 1e6 / secs;
-	seen = death_quantiles(sim, dq, &unseen);
-	printf("NODESIM nodes=%u registered=%u up=%u lost=%u join_s=%.2f steady_s=%.2f "
-	       "gcs_cpu_pct=%.2f gcs_rss_mib=%.1f sim_cpu_pct=%.1f deliveries_per_s=%.0f "
-	       "publish_bytes_per_s=%.0f hb_per_s=%.0f hb_bytes_per_s=%.0f hb_skipped_per_s=%.0f "
-	       "hb_refused=%llu hb_rtt_p50_ms=%.2f hb_rtt_p99_ms=%.2f kills=%u dead_seen=%u "
-	       "dead_unseen=%u false_dead=%u false_dead_joining=%u death_detect_ms_p50=%.1f "
-	       "death_detect_ms_p99=%.1f "
-	       "death_detect_ms_max=%.1f load_bytes_per_s=%.0f load_reports_per_s=%.0f "
-	       "load_deliveries_per_s=%.0f beat_ms=%u status=%d\n",
-	       sim->o.nodes, sim->registered, sim->up, sim->lost, (double)sim->join_ns / 1e9, secs,
-	       gcs_cpu, sim->gcs_rss_kib > 0 ? (double)sim->gcs_rss_kib / 1024.0 : 0, self_cpu,
-	       per_s(sim, b->deliveries - a->deliveries),
-	       per_s(sim, b->publish_bytes - a->publish_bytes), per_s(sim, b->hb_sent - a->hb_sent),
-	       per_s(sim, b->hb_bytes - a->hb_bytes), per_s(sim, b->hb_skipped - a->hb_skipped),
-	       (unsigned long long)(b->hb_refused - a->hb_refused), rtt_quantile(sim, 0.5),
-	       rtt_quantile(sim, 0.99), sim->killed, seen, unseen, sim->false_dead,
-	       sim->false_dead_joining, dq[0], dq[1], dq[2], per_s(sim, load_bytes(a, b)),
-	       per_s(sim, b->load_sent - a->load_sent), per_s(sim, b->load_rx - a->load_rx),
-	       round_ticks(sim) * TICK_MS, sim->status);
-	fflush(stdout);
-}
-
-/* ---- command line ---- */
-
-static void usage(FILE *to)
-{
-	fprintf(to,
-		"usage: ferry-nodesim --gcs HOST:PORT --token-file F [--nodes N] [--gcs-pid PID]\n"
-		"         [--heartbeat-ms MS] (100, node.c's default) [--connect-batch N] (32)\n"
-		"         [--connect-timeout-s S] (120) [--settle-s S] (3) [--steady-s S] (10)\n"
-		"         [--kills N] (20) [--kill-gap-ms MS] (137) [--drain-s S] (10)\n"
-		"         [--observers N] (2) [--load-change-ms MS] (0: idle, load never changes)\n"
-		"         [--subscribers N] (0: the first N nodes also follow every join)\n"
-		"         [--fixed-interval 0|1] (0: the interval grows with the cluster)\n"
-		"         [--peers K] (8: each node follows K peers' keys)\n"
-		"Simulates N nodes against a running ferry-gcs; prints one NODESIM key=value "
-		"line.\n");
-}
-
-static int parse_addr(const char *v, struct sim_opts *o)
-{
-	static char host[256];
-	const char *colon = strrchr(v, ':');
-	uint32_t port;
-
-	if (!colon || (size_t)(colon - v) >= sizeof(host) ||
-	    ferry__parse_u32(colon + 1, 65535, &port) < 0 || !port)
-		return -EINVAL;
-	memcpy(host, v, (size_t)(colon - v));
-	host[colon - v] = 0;
-	o->host = host;
-	o->port = (uint16_t)port;
-	return 0;
-}
-
-/* The numeric flags: name and where its value goes. */
-static uint32_t *num_flag(struct sim_opts *o, const char *a)
-{
-	static const struct {
-		const char *name;
-		size_t off;
-	} flags[] = {
-		{"--nodes", offsetof(struct sim_opts, nodes)},
-		{"--heartbeat-ms", offsetof(struct sim_opts, heartbeat_ms)},
-		{"--connect-batch", offsetof(struct sim_opts, connect_batch)},
-		{"--connect-timeout-s", offsetof(struct sim_opts, connect_timeout_s)},
-		{"--settle-s", offsetof(struct sim_opts, settle_s)},
-		{"--steady-s", offsetof(struct sim_opts, steady_s)},
-		{"--kills", offsetof(struct sim_opts, kills)},
-		{"--kill-gap-ms", offsetof(struct sim_opts, kill_gap_ms)},
-		{"--drain-s", offsetof(struct sim_opts, drain_s)},
-		{"--observers", offsetof(struct sim_opts, observers)},
-		{"--load-change-ms", offsetof(struct sim_opts, load_change_ms)},
-		{"--subscribers", offsetof(struct sim_opts, subscribers)},
-		{"--fixed-interval", offsetof(struct sim_opts, fixed_interval)},
-		{"--peers", offsetof(struct sim_opts, peers)},
-	};
-
-	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
-		if (!strcmp(a, flags[i].name))
-			return (uint32_t *)((char *)o + flags[i].off);
-	return NULL;
-}
-
-static int parse_args(int argc, char **argv, struct sim_opts *o)
-{
-	const char *token_file = NULL;
-	uint32_t *num, pid;
-	int ret;
-
-	for (int i = 1; i < argc; i += 2) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!v) {
-			fprintf(stderr, "ferry-nodesim: %s needs a value\n", a);
-			return -EINVAL;
-		}
-		if ((num = num_flag(o, a)) && ferry__parse_u32(v, 10000000u, num) == 0)
-			continue;
-		if (!strcmp(a, "--gcs") && parse_addr(v, o) == 0)
-			continue;
-		if (!strcmp(a, "--token-file")) {
-			token_file = v;
-			continue;
-		}
-		if (!strcmp(a, "--gcs-pid") && ferry__parse_u32(v, INT32_MAX, &pid) == 0) {
-			o->gcs_pid = (int)pid;
-			continue;
-		}
-		fprintf(stderr, "ferry-nodesim: bad argument %s %s\n", a, v);
-		return -EINVAL;
-	}
-	if (!o->host || !token_file || !o->nodes || !o->heartbeat_ms || !o->connect_batch) {
-		fprintf(stderr, "ferry-nodesim: --gcs, --token-file and a --nodes, --heartbeat-ms, "
-				"--connect-batch above 0 are required\n");
-		return -EINVAL;
-	}
-	if (o->subscribers > o->nodes)
-		o->subscribers = o->nodes;
-	if (o->observers >= o->nodes)
-		o->observers = o->nodes > 1 ? o->nodes - 1 : 1;
-	ret = ferry__token_read(token_file, o->token, sizeof(o->token));
-	if (ret < 0)
-		return ret;
-	o->token_len = (size_t)ret;
-	return 0;
-}
-
-/* 10,000 nodes are 10,000 sockets: take the hard limit on descriptors. */
 static void raise_nofile(uint32_t nodes)
 {
 	struct rlimit rl;
@@ -1036,7 +629,7 @@ static int sim_init(struct sim *sim)
 		memcpy(n->id.bytes, sim->id_prefix, ID_PREFIX_BYTES);
 		memcpy(n->id.bytes + ID_PREFIX_BYTES, &i, sizeof(i));
 		ferry_id_random(n->client.bytes, sizeof(n->client.bytes));
-		n->load_due = SIM_LOAD_REPORTS; /* node.c's first beat reports its load */
+		n->load_due = true; /* node.c's first beat reports its load */
 	}
 	sim->nodes[sim->o.nodes].sim = sim;
 	sim->nodes[sim->o.nodes].scheduler = true;
@@ -1091,8 +684,7 @@ int main(int argc, char **argv)
 	ret = sim_init(&sim);
 	if (ret == 0) {
 		enter(&sim, PH_JOIN);
-		if (SIM_LOAD_REPORTS)
-			ret = connect_one(&sim, &sim.nodes[sim.o.nodes]);
+		ret = connect_one(&sim, &sim.nodes[sim.o.nodes]);
 		connect_next(&sim);
 		ret = ferry__loop_run(sim.loop);
 	}
