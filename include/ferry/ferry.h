@@ -8,5 +8,6 @@
 #include <ferry/gcs.h>
 #include <ferry/id.h>
 #include <ferry/plasma.h>
+#include <ferry/runtime.h>
 
 #endif
