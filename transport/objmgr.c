@@ -505,9 +505,9 @@ static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_no
 }
 
 /*
- * Find the object's locations and pull from them: the cached ones first (no GCS round trip,
- * objmgr_locs.c); when none are cached or all of them failed, the directory's, minus those
- * already tried. The cache is only a hint: a stale entry costs one failed attempt and a
+ * Find the object's locations and pull from them: the location cache's, which its keyed
+ * subscription's snapshot fills (no lookup, objmgr_locs.c); when the cache cannot answer or
+ * all of its locations failed, the directory's, minus those already tried. The cache is only a hint: a stale entry costs one failed attempt and a
  * look-up, and the result is what the directory alone would have given, except that a dead
  * cached location's -ECONNRESET / -ETIMEDOUT wins over a later "not there".
  */
@@ -518,15 +518,18 @@ static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 	struct ferry_node_id cached[FERRY__OBJMGR_CACHED_LOCATIONS];
 	struct ferry_gcs_object_info info = {.id = *id};
 	uint32_t ncached;
-	int ret = -ENOENT, r;
+	int ret = -ENOENT, r, known = -EAGAIN;
 
 	if (p->fast_tried) { /* go on with what the fast path read */
 		ncached = p->ncached;
 		memcpy(cached, p->cached, ncached * sizeof(cached[0]));
 	} else {
-		ferry__objmgr_locs_follow(om, id); /* its events keep the entry fresh from now */
-		ncached = ferry__objmgr_locs_get(om, id, cached, &p->sizes, NULL);
+		ferry__objmgr_locs_follow(om, id); /* its snapshot answers, its events follow */
+		known = ferry__objmgr_locs_await(om, id, cached, &p->sizes);
+		ncached = known > 0 ? (uint32_t)known : 0;
 	}
+	if (known == 0) /* listed nowhere yet: its put comes as an event (objmgr_wait.c) */
+		return -ENOENT;
 	if (ncached) {
 		info.locations = cached;
 		info.nlocations = ncached;
