@@ -23,8 +23,9 @@
  *   carries RESYNC(channel, key or whole channel, S), then the SNAPSHOT items (seq S), then
  *   SNAPSHOT_END(channel, same key or none, S), and every later batch has only deltas with
  *   seq > S. The end marker lets a subscriber tell "complete, maybe empty" (a key with no
- *   record yet) from "more to come", so a keyed subscription is also a lookup. While a scope waits for its snapshot, deltas for it
- *   are not queued (the snapshot will include them): nothing missed, nothing applied twice.
+ *   record yet) from "more to come", so a keyed subscription is also a lookup. While a scope
+ *   waits for its snapshot, deltas for it are not queued (the snapshot will include them):
+ *   nothing missed, nothing applied twice.
  * - Reconnect: a new subscriber subscribes again, then calls ferry__ps_resume() per channel with
  *   the epoch and watermark of the last batch it processed. If the engine is the same incarnation
  *   (epoch) and the channel history still holds every message after the watermark, the next drain

@@ -507,9 +507,10 @@ static void drop_tried(struct ferry_gcs_object_info *info, const struct ferry_no
 /*
  * Find the object's locations and pull from them: the location cache's, which its keyed
  * subscription's snapshot fills (no lookup, objmgr_locs.c); when the cache cannot answer or
- * all of its locations failed, the directory's, minus those already tried. The cache is only a hint: a stale entry costs one failed attempt and a
- * look-up, and the result is what the directory alone would have given, except that a dead
- * cached location's -ECONNRESET / -ETIMEDOUT wins over a later "not there".
+ * all of its locations failed, the directory's, minus those already tried. A stale entry costs
+ * one failed attempt and a look-up, and the result is what the directory alone would have
+ * given, except that a dead cached location's -ECONNRESET / -ETIMEDOUT wins over a later
+ * "not there".
  */
 static int pull_located(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			struct ferry__objmgr_result *res)

@@ -8,9 +8,9 @@
  *   GCS subscription per unknown peer, sent async so that they go out back to back on the
  *   client's connection, then waits (nodes_cond, up to NODE_WAIT_MS) for their snapshots,
  *   which carry the records; a snapshot's end (SNAPSHOT_END) answers for a peer the GCS has
- *   no record of, so that wait ends at once then too. The same subscriptions then bring each peer's changes (a restart
- *   with a new address, drain, death). At N nodes each pulling from k peers the GCS delivers
- *   N * k records at start, not N * N.
+ *   no record of, so that wait ends at once then too. The same subscriptions then bring each
+ *   peer's changes (a restart with a new address, drain, death). At N nodes each pulling from
+ *   k peers the GCS delivers N * k records at start, not N * N.
  * - Every node also follows FERRY_GCS_CH_NODE_DEATHS (deaths and drains of all nodes); it only
  *   matters here for peers already in the table.
  * - om->node_asks holds each peer asked for: PEER_ASKED while its subscription's snapshot is

@@ -657,8 +657,9 @@ typedef void (*ferry_gcs_event_fn)(void *arg, const struct ferry_gcs_event *ev);
  * ferry_gcs_subscribe() - deliver every change on @channel (@key NULL) or of one record (@key:
  * its ID) to @fn(@arg, event) on the client's thread, starting with RESYNC, a snapshot of the
  * current state and SNAPSHOT_END. Object-location subscriptions go to the object's shard (whole
- * channel: every shard, each with its own RESYNC ... SNAPSHOT_END); others to shard 0. Blocks until the server accepted it. 0, -EINVAL, -ENOSPC (the
- * server's subscription limit), -ENOMEM, -ETIMEDOUT. A subscription lasts until it is
+ * channel: every shard, each with its own RESYNC ... SNAPSHOT_END); others to shard 0. Blocks
+ * until the server accepted it. 0, -EINVAL, -ENOSPC (the server's subscription limit),
+ * -ENOMEM, -ETIMEDOUT. A subscription lasts until it is
  * unsubscribed or the client is destroyed (a refused or timed-out one is forgotten).
  */
 FERRY_API int ferry_gcs_subscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel channel,
