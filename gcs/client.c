@@ -364,6 +364,8 @@ bool ferry__gcs_client_on_loop(const struct ferry_gcs_client *c)
 	       pthread_equal(pthread_self(), atomic_load(&c->loop_tid));
 }
 
+void (*ferry__gcs_client_send_hook)(struct ferry_gcs_client *c, uint16_t type);
+
 int ferry__gcs_client_send(struct ferry_gcs_client *c, unsigned shard, uint16_t type, void *payload,
 			   size_t len, uint64_t seq, struct ferry__gcs_csub *sub,
 			   ferry__gcs_reply_fn fn, void *arg)
@@ -371,6 +373,8 @@ int ferry__gcs_client_send(struct ferry_gcs_client *c, unsigned shard, uint16_t 
 	struct creq *r = NULL;
 	int ret = -ECANCELED;
 
+	if (ferry__gcs_client_send_hook)
+		ferry__gcs_client_send_hook(c, type);
 	if (atomic_load(&c->closing))
 		goto err_free;
 	ret = -ENOMEM;

@@ -100,6 +100,10 @@ struct ferry__gcs_call {
 void ferry__gcs_client_call_many(struct ferry_gcs_client *c, struct ferry__gcs_call *calls,
 				 size_t n);
 
+/* Tests: called with each request's message type as it is sent (resubscriptions after a
+ * reconnect excepted), on the caller's thread. Set it before any client exists. */
+extern void (*ferry__gcs_client_send_hook)(struct ferry_gcs_client *c, uint16_t type);
+
 /* ferry__gcs_client_apply() - a mutation, blocking: the apply result or an error. */
 int ferry__gcs_client_apply(struct ferry_gcs_client *c, unsigned shard,
 			    const struct ferry__gcs_op *op);

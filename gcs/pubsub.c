@@ -674,7 +674,8 @@ static int push_ref(struct msgvec *out, struct ferry__ps_msg *m)
 	return ret;
 }
 
-/* RESYNC marker for the scope @ik, then the snapshot items, all at the channel's current seq. */
+/* RESYNC marker for the scope @ik, the snapshot items, then SNAPSHOT_END, all at the channel's
+ * current seq. */
 static int resync_scope(struct ferry__ps_sub *sub, const struct ikey *ik, struct msgvec *out)
 {
 	struct ferry__ps *ps = sub->ps;
@@ -687,10 +688,17 @@ static int resync_scope(struct ferry__ps_sub *sub, const struct ikey *ik, struct
 	if (!m)
 		return -ENOMEM;
 	ret = push_ref(out, m);
-	if (ret < 0 || !ps->opts.snapshot)
+	if (ret == 0 && ps->opts.snapshot)
+		ret = ps->opts.snapshot(ps->opts.snapshot_arg, &snap,
+					(enum ferry_gcs_channel)ik->channel,
+					ik->size ? ik->bytes : NULL, ik->size);
+	if (ret < 0)
 		return ret;
-	return ps->opts.snapshot(ps->opts.snapshot_arg, &snap, (enum ferry_gcs_channel)ik->channel,
-				 ik->size ? ik->bytes : NULL, ik->size);
+	/* The end, so that an empty snapshot ("no such record yet") is an answer too. */
+	m = msg_new(FERRY__PS_SNAPSHOT_END, ik->channel, ik->bytes, ik->size, seq, NULL, 0);
+	if (!m)
+		return -ENOMEM;
+	return push_ref(out, m);
 }
 
 /* Key scopes of @channel: every one when @all, else those waiting for a snapshot. */

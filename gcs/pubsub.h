@@ -20,9 +20,12 @@
  *   snapshots either. Each channel keeps a bounded history (messages and bytes).
  * - Snapshot, then deltas: a snapshot is taken at the channel's current seq S through the
  *   engine's snapshot callback (the owner of the tables encodes their current records). The batch
- *   carries RESYNC(channel, key or whole channel, S), then the SNAPSHOT items (seq S), and every
- *   later batch has only deltas with seq > S. While a scope waits for its snapshot, deltas for it
- *   are not queued (the snapshot will include them): nothing missed, nothing applied twice.
+ *   carries RESYNC(channel, key or whole channel, S), then the SNAPSHOT items (seq S), then
+ *   SNAPSHOT_END(channel, same key or none, S), and every later batch has only deltas with
+ *   seq > S. The end marker lets a subscriber tell "complete, maybe empty" (a key with no
+ *   record yet) from "more to come", so a keyed subscription is also a lookup. While a scope
+ *   waits for its snapshot, deltas for it are not queued (the snapshot will include them):
+ *   nothing missed, nothing applied twice.
  * - Reconnect: a new subscriber subscribes again, then calls ferry__ps_resume() per channel with
  *   the epoch and watermark of the last batch it processed. If the engine is the same incarnation
  *   (epoch) and the channel history still holds every message after the watermark, the next drain
@@ -48,7 +51,8 @@
 enum ferry__ps_kind {
 	FERRY__PS_DELTA = 0,  /* a published message */
 	FERRY__PS_RESYNC = 1, /* forget what you hold for (channel, key or all): snapshot follows */
-	FERRY__PS_SNAPSHOT = 2, /* one item of a snapshot (seq = the snapshot's seq) */
+	FERRY__PS_SNAPSHOT = 2,	    /* one item of a snapshot (seq = the snapshot's seq) */
+	FERRY__PS_SNAPSHOT_END = 3, /* the snapshot of (channel, key or all) is complete */
 };
 
 /* A message. Immutable once published; shared, so never modify one. */

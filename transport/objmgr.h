@@ -146,11 +146,6 @@ struct ferry__objmgr_stats {
  */
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out);
 
-/* The live peers whose addresses this object manager holds: those it pulled from or tried
- * (0 without a GCS). Not the cluster's size: no node follows the whole membership. Any
- * thread, no lock. */
-size_t ferry__objmgr_node_count(struct ferry__objmgr *om);
-
 /*
  * ferry__objmgr_flush_notices() - the store has handled the seal of every copy this object
  * manager made so far (the loop's fast path holds those notices back up to 1 ms): after it,

@@ -172,13 +172,16 @@ struct ferry__objmgr_pull {
 };
 
 /* The location cache (objmgr_locs.c): zeroed is off; the first pull starts it. */
+struct ferry__objmgr_loc;
 struct ferry__objmgr_locs {
-	atomic_int state;	     /* off, starting, on */
-	pthread_mutex_t lock;	     /* map, tick (set up once state left off) */
-	pthread_mutex_t follow_lock; /* orders (un)subscribe requests; taken before lock */
-	struct ferry__hashmap map;   /* object id -> cached locations (the followed objects) */
-	uint64_t tick;		     /* use clock of the LRU */
-	atomic_uint_fast64_t events; /* location events taken (stats) */
+	atomic_int state;		  /* off, starting, on */
+	pthread_mutex_t lock;		  /* map, list (set up once state left off) */
+	pthread_mutex_t follow_lock;	  /* orders (un)subscribe requests; taken before lock */
+	pthread_cond_t known_cond;	  /* a snapshot ended, or an entry went */
+	struct ferry__hashmap map;	  /* object id -> struct ferry__objmgr_loc * (followed) */
+	struct ferry__objmgr_loc *newest; /* LRU list: the most recently used */
+	struct ferry__objmgr_loc *oldest; /* LRU list: evicted first */
+	atomic_uint_fast64_t events;	  /* location events taken (stats) */
 };
 
 struct ferry__objmgr {
@@ -218,7 +221,6 @@ struct ferry__objmgr {
 	struct ferry__hashmap pulls;	       /* object id -> struct ferry__objmgr_pull * */
 	struct ferry__hashmap nodes;	       /* node id -> struct ferry__node_addr */
 	struct ferry__hashmap node_asks;       /* node id -> u8 asked / dead (objmgr_nodes.c) */
-	atomic_size_t node_count;	       /* entries of nodes, read without the lock */
 	uint64_t max_in_flight;		       /* admission limit */
 	bool stopping;			       /* no new pulls; threads leave */
 	bool stopped;			       /* stop() finished */
@@ -411,6 +413,12 @@ void ferry__objmgr_locs_stats(struct ferry__objmgr *om, struct ferry__objmgr_sta
 uint32_t ferry__objmgr_locs_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
 				struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes,
 				struct ferry_gcs_object_place *places);
+/* ferry__objmgr_locs_await() - as _get, but once @id's subscription has answered: waits (a
+ * pull thread, at most 2 s) for its snapshot's end, then the count (0: the directory lists no
+ * copy yet; its put will come as an event). -EAGAIN: the cache cannot say (not followed or no
+ * longer, refused, no end in time): look it up. */
+int ferry__objmgr_locs_await(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			     struct ferry_node_id *out, struct ferry__objmgr_sizes *sizes);
 void ferry__objmgr_locs_fini(struct ferry__objmgr *om);
 
 /* Tests only: when not 0, the location cache's bound (objects followed) instead of 4096. */

@@ -7,15 +7,17 @@
  * - A pull needing peers it does not know asks for all of them at once (want_peers): one keyed
  *   GCS subscription per unknown peer, sent async so that they go out back to back on the
  *   client's connection, then waits (nodes_cond, up to NODE_WAIT_MS) for their snapshots,
- *   which carry the records. The same subscriptions then bring each peer's changes (a restart
- *   with a new address, drain, death). At N nodes each pulling from k peers the GCS delivers
- *   N * k records at start, not N * N.
+ *   which carry the records; a snapshot's end (SNAPSHOT_END) answers for a peer the GCS has
+ *   no record of, so that wait ends at once then too. The same subscriptions then bring each
+ *   peer's changes (a restart with a new address, drain, death). At N nodes each pulling from
+ *   k peers the GCS delivers N * k records at start, not N * N.
  * - Every node also follows FERRY_GCS_CH_NODE_DEATHS (deaths and drains of all nodes); it only
  *   matters here for peers already in the table.
- * - om->node_asks holds each peer asked for: PEER_ASKED while its subscription is out or live,
- *   PEER_DEAD once its record said dead (terminal: IDs never come back), so a pull from a dead
- *   peer fails at once (-EHOSTUNREACH), and its subscription is dropped. A subscription refused by the GCS drops the entry (the
- *   next pull asks again). om->nodes holds the addresses of the live peers.
+ * - om->node_asks holds each peer asked for: PEER_ASKED while its subscription's snapshot is
+ *   awaited, PEER_ANSWERED once it ended (the subscription stays live), PEER_DEAD once its
+ *   record said dead (terminal: IDs never come back), so a pull from a dead peer fails at once
+ *   (-EHOSTUNREACH), and its subscription is dropped. A subscription refused by the GCS drops
+ *   the entry (the next pull asks again). om->nodes holds the addresses of the live peers.
  * - Events and the subscriptions' answers run on the GCS client's thread; pulls on the pull
  *   threads. om->lock guards both maps; no GCS call is made under it.
  */
@@ -30,7 +32,7 @@
 #define COMP "objmgr"
 #define NODE_WAIT_MS 2000
 
-enum { PEER_ASKED = 1, PEER_DEAD = 2 };
+enum { PEER_ASKED = 1, PEER_DEAD = 2, PEER_ANSWERED = 3 };
 
 /* A keyed subscription's answer needs the peer it was for. */
 struct peer_ask {
@@ -47,7 +49,7 @@ static bool apply_record(struct ferry__objmgr *om, const struct ferry_gcs_node_i
 	uint8_t *peer = ferry__hashmap_get(&om->node_asks, &info->id);
 
 	if (info->state == FERRY_GCS_NODE_DEAD) {
-		bool followed = peer && *peer == PEER_ASKED;
+		bool followed = peer && *peer != PEER_DEAD;
 
 		(void)ferry__hashmap_remove(&om->nodes, &info->id, NULL);
 		if (peer)
@@ -77,20 +79,41 @@ static void on_unsubscribed(void *arg, int status, void *result)
 	ferry_gcs_free(result);
 }
 
+/* A peer's snapshot ended: what the GCS has of it is in the table now. A peer with no record
+ * (no address) so fails its pulls at once instead of after NODE_WAIT_MS; its registration,
+ * should it come, arrives as a change. */
+static void snapshot_ended(struct ferry__objmgr *om, const struct ferry_gcs_event *ev)
+{
+	uint8_t *peer;
+
+	if (ev->channel != FERRY_GCS_CH_NODES || ev->key_size != sizeof(struct ferry_node_id))
+		return;
+	pthread_mutex_lock(&om->lock);
+	peer = ferry__hashmap_get(&om->node_asks, ev->key);
+	if (peer && *peer == PEER_ASKED) {
+		*peer = PEER_ANSWERED;
+		pthread_cond_broadcast(&om->nodes_cond);
+	}
+	pthread_mutex_unlock(&om->lock);
+}
+
 static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 {
 	struct ferry__objmgr *om = arg;
 	struct ferry_gcs_node_info info;
 	bool died;
 
-	if (ev->kind == FERRY_GCS_EVENT_RESYNC)
-		return; /* nodes are never renamed: keep what we know, the snapshot refreshes it */
+	if (ev->kind == FERRY_GCS_EVENT_SNAPSHOT_END) {
+		snapshot_ended(om, ev);
+		return;
+	}
+	if (ev->kind != FERRY_GCS_EVENT_SNAPSHOT && ev->kind != FERRY_GCS_EVENT_DELTA)
+		return; /* RESYNC: nodes are never renamed, keep what we know; the snapshot refreshes
+			 * it. Kinds from a newer server carry nothing for us. */
 	if (ferry_gcs_event_node(ev, &info) < 0)
 		return;
 	pthread_mutex_lock(&om->lock);
 	died = apply_record(om, &info, ev->channel == FERRY_GCS_CH_NODE_DEATHS);
-	atomic_store_explicit(&om->node_count, ferry__hashmap_count(&om->nodes),
-			      memory_order_relaxed);
 	pthread_cond_broadcast(&om->nodes_cond);
 	pthread_mutex_unlock(&om->lock);
 	/* A dead node never changes again (IDs never come back): its keyed subscription goes, so
@@ -98,11 +121,6 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	if (died)
 		(void)ferry_gcs_unsubscribe_async(ev->client, FERRY_GCS_CH_NODES, info.id.bytes,
 						  sizeof(info.id.bytes), on_unsubscribed, NULL);
-}
-
-size_t ferry__objmgr_node_count(struct ferry__objmgr *om)
-{
-	return atomic_load_explicit(&om->node_count, memory_order_relaxed);
 }
 
 int ferry__objmgr_nodes_start(struct ferry__objmgr *om)
@@ -124,7 +142,7 @@ static void on_peer_subscribed(void *arg, int status, void *result)
 		pthread_mutex_lock(&om->lock);
 		uint8_t *peer = ferry__hashmap_get(&om->node_asks, &ask->id);
 
-		if (peer && *peer == PEER_ASKED)
+		if (peer && *peer != PEER_DEAD)
 			(void)ferry__hashmap_remove(&om->node_asks, &ask->id, NULL);
 		pthread_cond_broadcast(&om->nodes_cond);
 		pthread_mutex_unlock(&om->lock);
@@ -189,7 +207,7 @@ int ferry__objmgr_node_address(struct ferry__objmgr *om, const struct ferry_node
 		peer = ferry__hashmap_get(&om->node_asks, node);
 		/* Without a GCS (tests) nothing is asked: wait for the table as before. */
 		if (a || om->stopping || ret != 0 ||
-		    (om->opts.gcs && (!peer || *peer == PEER_DEAD)))
+		    (om->opts.gcs && (!peer || *peer != PEER_ASKED)))
 			break;
 		ret = pthread_cond_timedwait(&om->nodes_cond, &om->lock, &until);
 	}

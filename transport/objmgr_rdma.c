@@ -57,7 +57,8 @@
  * - Deadlines. A step that passes its deadline destroys its endpoint (posted READs cannot be recalled;
  *   destroying the QP stops them), which ends every READ on it with -ECANCELED before the
  *   puller aborts and frees its half-written object. Peers, the steps on them, connect, drop
- *   and deadlines are objmgr_peer.c's (shared with TCP); peer_ops gives it the RDMA parts.
+ *   and deadlines are objmgr_peer.c's (shared with TCP); ferry__objmgr_rdma_peer_ops gives it the RDMA
+ *   parts. drive() and the life cycle are in objmgr_rdma_life.c.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -75,9 +76,6 @@
 #include "transport/objmgr_rdma_int.h"
 
 #define COMP "objmgr"
-
-static void drive(struct ferry__objmgr_rdma *r);
-static int spin_poll(void *arg, bool sleeping);
 
 /* ---- messages ---- */
 
@@ -297,11 +295,11 @@ static int peer_connect(struct ferry__objmgr_peer *base, const char *ip, uint16_
 /* Calls from the deadline timer are entries from outside the engine. */
 static void peers_kick(struct ferry__objmgr_peer_set *set)
 {
-	drive(rdma_of(set));
+	ferry__objmgr_rdma_drive(rdma_of(set));
 }
 
 /* -EHOSTUNREACH: no RDMA path to it (the caller may try TCP). */
-static const struct ferry__objmgr_peer_ops peer_ops = {
+const struct ferry__objmgr_peer_ops ferry__objmgr_rdma_peer_ops = {
 	.peer_size = sizeof(struct rpeer),
 	.peer_offset = offsetof(struct rpeer, base),
 	.name = "RDMA ",
@@ -339,7 +337,7 @@ static int peer_get(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
 	return ret;
 }
 
-static void fetch_start(void *arg, int status)
+void ferry__objmgr_rdma_fetch_start(void *arg, int status)
 {
 	struct rfetch *f = arg;
 	struct ferry__objmgr_rdma *r = f->om->rdma;
@@ -361,13 +359,13 @@ static void fetch_start(void *arg, int status)
 	if (f->step == STEP_PROBE)
 		f->gen = peer->gen;
 	ferry__objmgr_step_attach(&f->base, &peer->base, f->ip, f->port);
-	drive(r);
+	ferry__objmgr_rdma_drive(r);
 }
 
 /* PullDone for pin @xfer over the endpoint to @ip:@port that took it, if it is still that one
  * (generation @gen): a new endpoint means the pin went with the old one. On the loop. */
-static void done_on_pin_endpoint(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
-				 uint64_t gen, uint64_t xfer)
+void ferry__objmgr_rdma_done_on_pin(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
+				    uint64_t gen, uint64_t xfer)
 {
 	struct rpeer *peer = r->shut ? NULL : peer_find(r, ip, port, 0);
 
@@ -389,7 +387,7 @@ static void fast_probe_done(struct rfetch *f, int status)
 	struct ferry__objmgr *om = f->om;
 
 	if (status == 0 && !f->inline_all) {
-		done_on_pin_endpoint(om->rdma, f->ip, f->port, f->gen, f->xfer);
+		ferry__objmgr_rdma_done_on_pin(om->rdma, f->ip, f->port, f->gen, f->xfer);
 		status = FERRY__OBJMGR_FAST_RETRY;
 	} else if (status == -EMSGSIZE || status == -EHOSTUNREACH) {
 		status = FERRY__OBJMGR_FAST_RETRY;
@@ -430,7 +428,8 @@ bool ferry__objmgr_rdma_fast_start(struct ferry__objmgr *om, struct ferry__objmg
 	if (!f)
 		return false;
 	probe_init(f, om, p, a, fast_probe_done);
-	if (ferry__loop_post(om->loop, one_sided ? small_begin : fetch_start, f) < 0) {
+	if (ferry__loop_post(om->loop, one_sided ? small_begin : ferry__objmgr_rdma_fetch_start,
+			     f) < 0) {
 		ferry__free(f);
 		return false;
 	}
@@ -480,13 +479,14 @@ static void count_either(struct ferry__objmgr *om, bool kept, uint64_t *yes, uin
 
 /* A copy created before the probe's reply came: kept (the reply confirmed the sizes it was made
  * with) or discarded. */
-static void count_early(struct ferry__objmgr *om, bool kept)
+void ferry__objmgr_rdma_count_early(struct ferry__objmgr *om, bool kept)
 {
 	count_either(om, kept, &om->stats.early_copies, &om->stats.early_discarded);
 }
 
 /* Does probe @f's reply (status @status) pin an object of exactly @sizes? */
-static bool reply_fits(const struct rfetch *f, int status, const struct ferry__objmgr_sizes *sizes)
+bool ferry__objmgr_rdma_reply_fits(const struct rfetch *f, int status,
+				   const struct ferry__objmgr_sizes *sizes)
 {
 	return status == 0 && !f->inline_all && f->data_size == sizes->data &&
 	       f->metadata_size == sizes->metadata;
@@ -496,8 +496,9 @@ static bool reply_fits(const struct rfetch *f, int status, const struct ferry__o
  * from the reply. A pull thread may wait for admission and the store; the loop (@on_loop)
  * never does: it is told no instead (-EAGAIN, or -ENOBUFS when only the store could make the
  * copy). 0 and *@dst (admitted), or the error (nothing admitted). */
-static int create_early(struct ferry__objmgr *om, const struct ferry_object_id *id,
-			const struct ferry__objmgr_sizes *sizes, bool on_loop, void **dst)
+int ferry__objmgr_rdma_create_early(struct ferry__objmgr *om, const struct ferry_object_id *id,
+				    const struct ferry__objmgr_sizes *sizes, bool on_loop,
+				    void **dst)
 {
 	uint64_t total = sizes->data + sizes->metadata;
 	int ret = on_loop ? ferry__objmgr_try_admit(om, total)
@@ -542,7 +543,7 @@ static void big_read_done(struct rfetch *f, int status)
 	 * are called back before it (posting a SEND costs ~0.2 ms in the soft-RoCE VM). */
 	memcpy(ip, f->ip, sizeof(ip));
 	big_end((struct rbig *)f, status); /* frees f */
-	done_on_pin_endpoint(r, ip, port, gen, xfer);
+	ferry__objmgr_rdma_done_on_pin(r, ip, port, gen, xfer);
 }
 
 /* This source's attempt ends with @st: the pin released if the probe took one (over its own
@@ -552,9 +553,9 @@ static void big_fail(struct rbig *b, int st)
 	struct rfetch *f = &b->f;
 
 	if (b->probe_status == 0 && !f->inline_all)
-		done_on_pin_endpoint(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
+		ferry__objmgr_rdma_done_on_pin(f->om->rdma, f->ip, f->port, f->gen, f->xfer);
 	if (b->dst)
-		count_early(f->om, false);
+		ferry__objmgr_rdma_count_early(f->om, false);
 	big_end(b, st);
 }
 
@@ -563,7 +564,7 @@ static void big_keep_copy(struct rbig *b)
 {
 	struct rfetch *f = &b->f;
 
-	count_early(f->om, true);
+	ferry__objmgr_rdma_count_early(f->om, true);
 	if (f->metadata_size)
 		memcpy(b->dst + f->data_size, f->metadata, f->metadata_size);
 }
@@ -574,7 +575,7 @@ static void big_go(struct rbig *b)
 	struct rfetch *f = &b->f;
 	int st = b->probe_status;
 
-	if (st == 0 && (b->create_status < 0 || !reply_fits(f, st, &b->sizes))) {
+	if (st == 0 && (b->create_status < 0 || !ferry__objmgr_rdma_reply_fits(f, st, &b->sizes))) {
 		/* Afresh: the pull thread's own probe and create decide, with the reply's sizes for
 		 * an early copy, or none after a failed create (it would only fail again early). */
 		struct ferry__objmgr_sizes *sz = &f->owner->sizes;
@@ -597,7 +598,7 @@ static void big_go(struct rbig *b)
 	f->len = f->data_size;
 	f->base.started = false;
 	f->on_done = big_read_done;
-	fetch_start(f, 0);
+	ferry__objmgr_rdma_fetch_start(f, 0);
 }
 
 /*
@@ -611,7 +612,8 @@ static void ahead_go(struct rbig *b)
 {
 	struct rfetch *f = &b->f;
 	struct ferry__objmgr *om = f->om;
-	bool kept = b->ahead_status == 0 && reply_fits(f, b->probe_status, &b->sizes) &&
+	bool kept = b->ahead_status == 0 &&
+		    ferry__objmgr_rdma_reply_fits(f, b->probe_status, &b->sizes) &&
 		    f->alloc == b->place.alloc && f->raddr == b->ahead.raddr &&
 		    f->rkey == b->ahead.rkey;
 
@@ -674,7 +676,8 @@ static struct rpeer *read_now(struct ferry__objmgr *om, const struct rfetch *f, 
 
 	if (!peer || !peer->base.up || !peer->ep ||
 	    ferry__rdma_ep_peer_region(peer->ep, &base, &size, &key) < 0 || offset > size ||
-	    len > size - offset || create_early(om, &f->id, sizes, true, dst) < 0)
+	    len > size - offset ||
+	    ferry__objmgr_rdma_create_early(om, &f->id, sizes, true, dst) < 0)
 		return NULL;
 	*raddr = base + offset;
 	*rkey = key;
@@ -715,14 +718,14 @@ static void big_begin(void *arg, int status)
 			.owner = b->f.owner,
 		};
 		memcpy(b->ahead.ip, b->f.ip, sizeof(b->ahead.ip));
-		fetch_start(&b->f, 0);
-		fetch_start(&b->ahead, 0);
+		ferry__objmgr_rdma_fetch_start(&b->f, 0);
+		ferry__objmgr_rdma_fetch_start(&b->ahead, 0);
 		return;
 	}
 	pthread_mutex_lock(&om->lock);
 	ferry__objmgr_enqueue(om, b->f.owner); /* p->big: it creates the copy */
 	pthread_mutex_unlock(&om->lock);
-	fetch_start(&b->f, status);
+	ferry__objmgr_rdma_fetch_start(&b->f, status);
 }
 
 static void big_created(void *arg, int status)
@@ -758,7 +761,7 @@ bool ferry__objmgr_rdma_big_start(struct ferry__objmgr *om, struct ferry__objmgr
 		}
 		return true;
 	}
-	if (ferry__loop_post(om->loop, fetch_start, &b->f) < 0) {
+	if (ferry__loop_post(om->loop, ferry__objmgr_rdma_fetch_start, &b->f) < 0) {
 		p->big = NULL;
 		ferry__free(b);
 		return false;
@@ -775,7 +778,7 @@ void ferry__objmgr_rdma_big_create(struct ferry__objmgr *om, struct ferry__objmg
 	int ret;
 
 	p->big = NULL; /* the loop may hand the pull over to a pull thread later */
-	ret = create_early(om, &p->id, &b->sizes, false, &dst);
+	ret = ferry__objmgr_rdma_create_early(om, &p->id, &b->sizes, false, &dst);
 	b->dst = ret == 0 ? dst : NULL;
 	b->create_status = ret;
 	/* The loop runs until this pull ends (it holds a fast_pulls count), so only memory for
@@ -839,7 +842,7 @@ static void small_begin(void *arg, int status)
 				      &f->raddr, &f->rkey, &dst);
 
 	if (!peer) {
-		fetch_start(f, status); /* the probe */
+		ferry__objmgr_rdma_fetch_start(f, status); /* the probe */
 		return;
 	}
 	f->step = STEP_READ;
@@ -852,431 +855,6 @@ static void small_begin(void *arg, int status)
 	ferry__objmgr_step_attach(&f->base, &peer->base, f->ip, f->port);
 	/* rxe completes a READ inside its post, and a NIC within microseconds: look at the CQ now
 	 * rather than on the loop's next pass (4-5 us of an 8 B pull in the soft-RoCE VM). */
-	if (spin_poll(r, false) == 0)
-		drive(r);
-}
-
-/* ---- pulling: the pull thread's side ---- */
-
-/* Run steps @f[0..@n) on the loop at once and wait for all. */
-static void run_steps(struct ferry__objmgr *om, struct rfetch *f, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		f[i].om = om;
-	ferry__objmgr_handoff_run(om, f, sizeof(*f), offsetof(struct rfetch, h), n, fetch_start);
-}
-
-static void step_init(struct rfetch *f, const struct rfetch *probe, enum rstep step, unsigned qp)
-{
-	memset(f, 0, sizeof(*f));
-	f->step = step;
-	f->id = probe->id;
-	memcpy(f->ip, probe->ip, sizeof(f->ip));
-	f->port = probe->port;
-	f->qp = qp;
-	f->xfer = probe->xfer;
-	f->gen = probe->gen;
-	f->raddr = probe->raddr;
-	f->rkey = probe->rkey;
-}
-
-/* The QPs an object of @size is read over. */
-static unsigned parts_for(const struct ferry__objmgr *om, uint64_t size)
-{
-	return size >= SPLIT_MIN ? om->opts.rdma_qps : 1;
-}
-
-/* READ the whole object into @dst: over every QP at once when it is large. */
-static int read_all(struct ferry__objmgr *om, const struct rfetch *probe, uint8_t *dst)
-{
-	struct rfetch parts[MAX_QPS];
-	uint64_t size = probe->data_size, step;
-	unsigned n = parts_for(om, size), i;
-	int ret = 0;
-
-	step = (size / n + 65535) & ~(uint64_t)65535; /* 64 KiB-aligned parts */
-	for (i = 0; i < n && i * step < size; i++) {
-		uint64_t end = i + 1 == n || (i + 1) * step > size ? size : (i + 1) * step;
-
-		/* Part 0 goes over the endpoint that holds the pin: if it dies, the pin goes
-		 * and so does the pull (no part may then report success). */
-		step_init(&parts[i], probe, STEP_READ, i);
-		parts[i].dst = dst + i * step;
-		parts[i].raddr = probe->raddr + i * step;
-		parts[i].len = end - i * step;
-	}
-	run_steps(om, parts, i);
-	for (unsigned k = 0; k < i; k++)
-		if (parts[k].h.status < 0 && (ret == 0 || ret == -ECONNRESET))
-			ret = parts[k].h.status;
-	return ret;
-}
-
-/* A PullDone nobody waits for (on the loop): over the endpoint that took the pin, if it is
- * still the same one (else the pin went with the old one). */
-struct done_later {
-	struct ferry__objmgr *om; /* owner */
-	char ip[48];		  /* the server */
-	uint16_t port;		  /* its RDMA port */
-	uint64_t gen;		  /* the pin endpoint's generation */
-	uint64_t xfer;		  /* the pin */
-};
-
-static void done_later_run(void *arg, int status)
-{
-	struct done_later *d = arg;
-
-	if (status == 0)
-		done_on_pin_endpoint(d->om->rdma, d->ip, d->port, d->gen, d->xfer);
-	ferry__free(d);
-}
-
-/*
- * Release the pin of @probe after its READs: waited for when parts went over other QPs (its
- * success proves the pin's endpoint lived until after them, so the bytes were the object's
- * throughout); else sent without waiting: the one READ succeeded on the pin's own connection,
- * which already proves that, and the wait was a loop round trip (~0.5 ms of a 1 MiB pull in
- * the soft-RoCE VM). A PullDone that cannot go leaves the pin to the endpoint's close or the
- * server's pin deadline. 0, or the waited PullDone's error.
- */
-static int release_pin(struct ferry__objmgr *om, const struct rfetch *probe, bool waited)
-{
-	struct done_later *d;
-	struct rfetch done;
-
-	if (waited) {
-		step_init(&done, probe, STEP_DONE, 0);
-		run_steps(om, &done, 1);
-		return done.h.status;
-	}
-	d = ferry__calloc(1, sizeof(*d));
-	if (d) {
-		*d = (struct done_later){
-			.om = om, .port = probe->port, .gen = probe->gen, .xfer = probe->xfer};
-		memcpy(d->ip, probe->ip, sizeof(d->ip));
-		if (ferry__loop_post(om->loop, done_later_run, d) == 0)
-			return 0;
-		ferry__free(d);
-	}
-	FLOG_DEBUG(COMP, "PullDone to %s not sent: the pin waits for its deadline", probe->ip);
-	return 0;
-}
-
-/*
- * Probe @probe and, when the directory's @sizes say the reply will pin the object (too large to
- * come inline), create the copy meanwhile: the store's round trip (~0.4 ms of a 1 MiB pull in
- * the soft-RoCE VM, where each thread wake-up costs ~0.1 ms) then overlaps the probe's instead
- * of following it. The reply is the truth: a failed probe, an inline answer or other sizes abort
- * the early copy, and the caller creates from the reply as without it. The early copy's
- * metadata is written from the reply. Returns the copy, admitted (the reply's size), or NULL:
- * none, nothing admitted.
- */
-static void *probe_and_create(struct ferry__objmgr *om, struct rfetch *probe,
-			      const struct ferry__objmgr_sizes *sizes)
-{
-	void *dst = NULL;
-	unsigned posted;
-
-	if (!sizes->data || sizes->data + sizes->metadata <= INLINE_MAX) {
-		run_steps(om, probe, 1);
-		return NULL;
-	}
-	probe->om = om;
-	posted = ferry__objmgr_handoff_start(om, probe, sizeof(*probe), offsetof(struct rfetch, h),
-					     1, fetch_start);
-	if (create_early(om, &probe->id, sizes, false, &dst) < 0)
-		dst = NULL; /* the create after the probe decides */
-	ferry__objmgr_handoff_wait(om, probe, sizeof(*probe), offsetof(struct rfetch, h), 1,
-				   posted);
-	if (dst && !reply_fits(probe, probe->h.status, sizes)) {
-		FLOG_DEBUG(COMP, "the copy made during the probe does not fit its reply: again");
-		(void)ferry_plasma_client_abort(om->store, &probe->id);
-		ferry__objmgr_unadmit(om, sizes->data + sizes->metadata);
-		count_early(om, false);
-		dst = NULL;
-	} else if (dst) {
-		count_early(om, true);
-	}
-	if (dst && probe->metadata_size)
-		memcpy((uint8_t *)dst + probe->data_size, probe->metadata, probe->metadata_size);
-	return dst;
-}
-
-int ferry__objmgr_rdma_pull(struct ferry__objmgr *om, const struct ferry__node_addr *a,
-			    const struct ferry_object_id *id,
-			    const struct ferry__objmgr_sizes *sizes, uint64_t *bytes)
-{
-	struct rfetch probe;
-	uint64_t total = 0;
-	bool admitted;
-	void *dst;
-	int ret;
-
-	memset(&probe, 0, sizeof(probe));
-	probe.step = STEP_PROBE;
-	probe.id = *id;
-	snprintf(probe.ip, sizeof(probe.ip), "%s", a->ip);
-	probe.port = a->rdma_port;
-	dst = probe_and_create(om, &probe, sizes);
-	admitted = dst != NULL;
-	ret = probe.h.status;
-	if (ret < 0)
-		goto out_free;
-	total = probe.data_size + probe.metadata_size;
-	if (!dst) {
-		ret = ferry__objmgr_admit(om, total);
-		admitted = ret == 0;
-		if (ret == 0)
-			ret = ferry_plasma_client_create_owned(
-				om->store, id, probe.data_size, probe.metadata, probe.metadata_size,
-				FERRY_PLASMA_CREATE_SECONDARY, &sizes->owner, &dst);
-	}
-	if (ret == 0 && probe.inline_all && probe.data_size)
-		memcpy(dst, probe.data, probe.data_size);
-	else if (ret == 0 && !probe.inline_all)
-		ret = read_all(om, &probe, dst);
-	if (!probe.inline_all) {
-		/* Release the server's pin, whatever happened here. If the endpoint that took
-		 * it is gone, the pin went with it, maybe before a part on another QP finished
-		 * reading: then the bytes cannot be trusted. */
-		int done = release_pin(om, &probe, ret < 0 || parts_for(om, probe.data_size) > 1);
-
-		if (ret == 0 && done < 0)
-			ret = done;
-	}
-	if (dst) {
-		ret = ret == 0 ? ferry_plasma_client_seal(om->store, id) : ret;
-		if (ret < 0)
-			(void)ferry_plasma_client_abort(om->store, id);
-	}
-	if (ret == 0)
-		*bytes = total;
-	if (admitted)
-		ferry__objmgr_unadmit(om, total);
-out_free:
-	ferry__free(probe.metadata);
-	ferry__free(probe.data);
-	return ret;
-}
-
-/* ---- driving the engine on the loop ---- */
-
-static void drive(struct ferry__objmgr_rdma *r)
-{
-	int t = 0, n;
-
-	if (!r->ctx)
-		return;
-	if (r->driving) {
-		r->again = true;
-		return;
-	}
-	r->driving = true;
-	for (unsigned round = 0; round < 64; round++) {
-		r->again = false;
-		n = ferry__rdma_progress(r->ctx);
-		if (n < 0)
-			FLOG_ERROR(COMP, "RDMA event channel failed: %s", ferry_strerror(-n));
-		t = ferry__rdma_ctx_timeout_ms(r->ctx);
-		if (t != 0 && !r->again)
-			break;
-	}
-	r->driving = false;
-	if (t >= 0 && !r->shut)
-		(void)ferry__loop_timer_start(r->om->loop, &r->tick, (uint64_t)t, 0, r->tick.cb);
-	else
-		(void)ferry__loop_timer_stop(&r->tick);
-}
-
-/*
- * The loop's poller while it spins (opts.spin_us): the CQ is polled on every spin pass and its
- * event armed only when the loop is about to sleep (see ferry__loop_set_poller).
- */
-static int spin_poll(void *arg, bool sleeping)
-{
-	struct ferry__objmgr_rdma *r = arg;
-	int n;
-
-	if (!r->ctx || r->shut)
-		return 0;
-	n = ferry__rdma_poll(r->ctx, sleeping);
-	/* Once per episode: a spinning loop would log it on every pass. */
-	if (n < 0 && !r->cq_failing)
-		FLOG_ERROR(COMP, "RDMA completion queue failed: %s", ferry_strerror(-n));
-	r->cq_failing = n < 0;
-	if (n != 0)
-		drive(r); /* endpoints the completions failed, deadlines, the tick */
-	return n;
-}
-
-int ferry__objmgr_rdma_spin_poll(struct ferry__objmgr *om, bool sleeping)
-{
-	return om->rdma ? spin_poll(om->rdma, sleeping) : 0;
-}
-
-static void on_tick(struct ferry__loop_timer *t, int status)
-{
-	if (status == 0)
-		drive(t->data);
-}
-
-static void on_ready(struct ferry__loop_req *req, int result)
-{
-	struct ferry__objmgr_rdma *r = req->data;
-
-	if (r->shut)
-		return;
-	drive(r);
-	if (result < 0 || !ferry__loop_req_pending(req)) { /* the kernel ended the multishot */
-		int cm_fd, cq_fd, ret;
-
-		ferry__rdma_ctx_fds(r->ctx, &cm_fd, &cq_fd);
-		ret = ferry__loop_poll(r->om->loop, req, req == &r->cm_poll ? cm_fd : cq_fd, POLLIN,
-				       true, on_ready);
-		if (ret < 0)
-			FLOG_ERROR(COMP, "cannot watch the RDMA fds again: %s",
-				   ferry_strerror(-ret));
-	}
-}
-
-static int arm_polls(struct ferry__objmgr_rdma *r)
-{
-	int cm_fd, cq_fd, ret;
-
-	ferry__rdma_ctx_fds(r->ctx, &cm_fd, &cq_fd);
-	r->cm_poll.data = r;
-	r->cq_poll.data = r;
-	ret = ferry__loop_poll(r->om->loop, &r->cm_poll, cm_fd, POLLIN, true, on_ready);
-	if (ret == 0)
-		ret = ferry__loop_poll(r->om->loop, &r->cq_poll, cq_fd, POLLIN, true, on_ready);
-	return ret;
-}
-
-/* ---- life cycle ---- */
-
-int ferry__objmgr_rdma_start(struct ferry__objmgr *om)
-{
-	/* A spinning loop polls the CQ itself, so only it may arm the event: the two go together
-	 * (an unarmed CQ with nobody polling it would never wake the loop). */
-	bool loop_polls = om->opts.spin_us > 0;
-	struct ferry__rdma_ctx_opts o = {0};
-	struct ferry__objmgr_rdma *r;
-	void *base;
-	uint64_t size;
-	int ret;
-
-	r = ferry__calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->om = om;
-	om->rdma = r;
-	ferry__objmgr_peer_set_init(&r->peers, &peer_ops, om->loop, om->opts.timeout_ms);
-	ferry__plasma_client_arena(om->store, &base, &size);
-	o.ip = om->ip;
-	o.region = base;
-	o.region_size = size;
-	o.token = om->token;
-	o.token_size = om->opts.token_len;
-	o.msg_size = MSG_SIZE;
-	o.connect_timeout_ms = om->opts.timeout_ms;
-	o.op_timeout_ms = om->opts.timeout_ms;
-	o.max_reads = 2 * om->opts.rdma_depth;
-	o.busy_poll = om->opts.rdma_busy_poll;
-	o.caller_arms = loop_polls;
-	ret = ferry__rdma_ctx_create(&o, &r->ctx);
-	if (ret < 0)
-		return ret; /* the caller logs: -ENODEV is expected where there is no device */
-	ret = ferry__rdma_listen(r->ctx, om->ip, om->opts.rdma_port, &ferry__objmgr_rdma_serve_cbs,
-				 r, &r->listener);
-	if (ret < 0) {
-		FLOG_ERROR(COMP, "cannot listen for RDMA on %s:%u: %s", om->ip, om->opts.rdma_port,
-			   ferry_strerror(-ret));
-		return ret;
-	}
-	om->rdma_port = ferry__rdma_listener_port(r->listener);
-	r->tick.data = r;
-	r->tick.cb = on_tick;
-	r->sweep.data = r;
-	ret = arm_polls(r);
-	if (ret == 0)
-		ret = ferry__loop_timer_start(om->loop, &r->sweep, 1000, 1000,
-					      ferry__objmgr_rdma_sweep_pins);
-	if (ret < 0)
-		return ret;
-	FLOG_INFO(COMP, "RDMA on %s (%s:%u), arena of %llu MiB registered once",
-		  ferry__rdma_ctx_device(r->ctx), om->ip, om->rdma_port,
-		  (unsigned long long)(size >> 20));
-	return 0;
-}
-
-const char *ferry__objmgr_rdma_device(const struct ferry__objmgr *om)
-{
-	struct ferry__objmgr_rdma *r = om->rdma;
-
-	return r && r->ctx && !r->shut ? ferry__rdma_ctx_device(r->ctx) : NULL;
-}
-
-void ferry__objmgr_rdma_shutdown(struct ferry__objmgr *om)
-{
-	struct ferry__objmgr_rdma *r = om->rdma;
-
-	if (!r || r->shut)
-		return;
-	r->shut = true; /* ferry__objmgr_rdma_spin_poll() does nothing from here */
-	(void)ferry__loop_timer_stop(&r->tick);
-	(void)ferry__loop_timer_stop(&r->sweep);
-	if (ferry__loop_req_pending(&r->cm_poll))
-		(void)ferry__loop_cancel(&r->cm_poll);
-	if (ferry__loop_req_pending(&r->cq_poll))
-		(void)ferry__loop_cancel(&r->cq_poll);
-	ferry__objmgr_peer_drop_all(&r->peers, -ECANCELED);
-	while (r->served)
-		ferry__objmgr_rdma_serve_free(r->served);
-	ferry__rdma_listener_destroy(r->listener);
-	r->listener = NULL;
-}
-
-void ferry__objmgr_rdma_free(struct ferry__objmgr *om)
-{
-	struct ferry__objmgr_rdma *r = om->rdma;
-
-	if (!r)
-		return;
-	/* The loop is gone: no poll can still name the fds the context closes. */
-	ferry__rdma_ctx_destroy(r->ctx);
-	ferry__fb_builder_fini(&r->fb);
-	ferry__free(r);
-	om->rdma = NULL;
-}
-
-/* ---- test hook ---- */
-
-struct inject {
-	struct ferry__objmgr *om;	/* whose engine */
-	int fault;			/* enum ferry__rdma_fault */
-	unsigned nth;			/* which completion */
-	struct ferry__objmgr_handoff h; /* result; the caller's wait for it */
-};
-
-static void inject_on_loop(void *arg, int status)
-{
-	struct inject *in = arg;
-	struct ferry__objmgr_rdma *r = in->om->rdma;
-
-	if (status == 0 && r && r->ctx && !r->shut)
-		ferry__rdma_inject_fault(r->ctx, (enum ferry__rdma_fault)in->fault, in->nth);
-	else
-		status = status < 0 ? status : -ENODEV;
-	ferry__objmgr_handoff_done(in->om, &in->h, status);
-}
-
-int ferry__objmgr_rdma_inject_fault(struct ferry__objmgr *om, int fault, unsigned nth)
-{
-	struct inject in = {.om = om, .fault = fault, .nth = nth};
-
-	if (!om->rdma)
-		return -ENODEV;
-	ferry__objmgr_handoff_run(om, &in, sizeof(in), offsetof(struct inject, h), 1,
-				  inject_on_loop);
-	return in.h.status;
+	if (ferry__objmgr_rdma_engine_poll(r, false) == 0)
+		ferry__objmgr_rdma_drive(r);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internal to the object manager's RDMA side (objmgr_rdma.c: pulling, driving the engine,
- * life cycle; objmgr_rdma_serve.c: answering other nodes' pulls). The DESIGN is at the top of
+ * Internal to the object manager's RDMA side (objmgr_rdma.c: pulling on the loop; objmgr_rdma_pull.c: a
+ * pull thread's side; objmgr_rdma_life.c: driving the
+ * engine, life cycle; objmgr_rdma_serve.c: answering other nodes' pulls). The DESIGN is at the top of
  * objmgr_rdma.c. Everything here runs on the object manager's loop thread.
  */
 #ifndef FERRY_TRANSPORT_OBJMGR_RDMA_INT_H
@@ -105,6 +106,27 @@ struct ferry__objmgr_rdma {
  * message. */
 int ferry__objmgr_rdma_send_built(struct ferry__rdma_ep *ep, struct ferry__fb_builder *b,
 				  uint16_t type);
+
+/* objmgr_rdma.c, on the loop: the peer set's RDMA parts; start a step (a posted one:
+ * @arg is the rfetch); send PullDone{@xfer} on the endpoint that pinned (@gen); count an early
+ * copy kept or thrown away; whether a reply fits the copy made from @sizes; create the copy
+ * from the directory's sizes (@on_loop: from the client's chunk, never waiting). */
+extern const struct ferry__objmgr_peer_ops ferry__objmgr_rdma_peer_ops;
+void ferry__objmgr_rdma_fetch_start(void *arg, int status);
+void ferry__objmgr_rdma_done_on_pin(struct ferry__objmgr_rdma *r, const char *ip, uint16_t port,
+				    uint64_t gen, uint64_t xfer);
+void ferry__objmgr_rdma_count_early(struct ferry__objmgr *om, bool kept);
+bool ferry__objmgr_rdma_reply_fits(const struct rfetch *f, int status,
+				   const struct ferry__objmgr_sizes *sizes);
+int ferry__objmgr_rdma_create_early(struct ferry__objmgr *om, const struct ferry_object_id *id,
+				    const struct ferry__objmgr_sizes *sizes, bool on_loop,
+				    void **dst);
+
+/* objmgr_rdma_life.c: run the engine until nothing is due ("drive()" in the DESIGN; from
+ * inside its callbacks only asks for one more round); poll the CQ once (the loop's spin
+ * poller; arms its event when @sleeping). */
+void ferry__objmgr_rdma_drive(struct ferry__objmgr_rdma *r);
+int ferry__objmgr_rdma_engine_poll(void *arg, bool sleeping);
 
 /* objmgr_rdma_serve.c: the listener's callbacks; free an accepted endpoint and its pins; the
  * timer that releases pins past their deadline. */

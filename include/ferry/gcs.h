@@ -632,12 +632,17 @@ enum ferry_gcs_event_kind {
 	FERRY_GCS_EVENT_DELTA = 0,  /* a record changed (data empty: removed) */
 	FERRY_GCS_EVENT_RESYNC = 1, /* forget what you hold for key (or all): a snapshot follows */
 	FERRY_GCS_EVENT_SNAPSHOT = 2, /* one record of that snapshot */
+	/* The snapshot of the scope the RESYNC named (the same key, or none) is complete: after it
+	 * come only changes. No data. An empty snapshot (a key with no record yet) is RESYNC then
+	 * SNAPSHOT_END, so a keyed subscription answers a lookup too. Callbacks should ignore
+	 * kinds they do not know. */
+	FERRY_GCS_EVENT_SNAPSHOT_END = 3,
 };
 
 /* One delivered message; every pointer is valid only during the callback. */
 struct ferry_gcs_event {
 	enum ferry_gcs_channel channel;	 /* where it was published */
-	enum ferry_gcs_event_kind kind;	 /* delta, resync, snapshot */
+	enum ferry_gcs_event_kind kind;	 /* delta, resync, snapshot, snapshot end */
 	const uint8_t *key;		 /* the record's ID (16 bytes, objects 20), or NULL */
 	size_t key_size;		 /* 0: whole channel (resync) */
 	uint64_t seq;			 /* channel sequence number of the server incarnation */
@@ -650,10 +655,11 @@ typedef void (*ferry_gcs_event_fn)(void *arg, const struct ferry_gcs_event *ev);
 
 /*
  * ferry_gcs_subscribe() - deliver every change on @channel (@key NULL) or of one record (@key:
- * its ID) to @fn(@arg, event) on the client's thread, starting with RESYNC + a snapshot of the
- * current state. Object-location subscriptions go to the object's shard (whole channel: every
- * shard); others to shard 0. Blocks until the server accepted it. 0, -EINVAL, -ENOSPC (the
- * server's subscription limit), -ENOMEM, -ETIMEDOUT. A subscription lasts until it is
+ * its ID) to @fn(@arg, event) on the client's thread, starting with RESYNC, a snapshot of the
+ * current state and SNAPSHOT_END. Object-location subscriptions go to the object's shard (whole
+ * channel: every shard, each with its own RESYNC ... SNAPSHOT_END); others to shard 0. Blocks
+ * until the server accepted it. 0, -EINVAL, -ENOSPC (the server's subscription limit),
+ * -ENOMEM, -ETIMEDOUT. A subscription lasts until it is
  * unsubscribed or the client is destroyed (a refused or timed-out one is forgotten).
  */
 FERRY_API int ferry_gcs_subscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel channel,

@@ -21,6 +21,7 @@ struct events {
 	unsigned deltas;	     /* DELTA events */
 	unsigned resyncs;	     /* RESYNC markers */
 	unsigned snapshots;	     /* SNAPSHOT items */
+	unsigned ends;		     /* SNAPSHOT_END markers */
 	unsigned removals;	     /* deltas without data */
 	uint64_t last_version;	     /* of the last load decoded */
 	int64_t last_tpu_avail;	     /* its "tpu" availability */
@@ -45,6 +46,8 @@ static void on_event(void *arg, const struct ferry_gcs_event *ev)
 		e->resyncs++;
 	else if (ev->kind == FERRY_GCS_EVENT_SNAPSHOT)
 		e->snapshots++;
+	else if (ev->kind == FERRY_GCS_EVENT_SNAPSHOT_END)
+		e->ends++;
 	else if (!ev->size)
 		e->removals++;
 	else

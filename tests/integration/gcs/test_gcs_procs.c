@@ -56,7 +56,7 @@ static void on_event(void *arg, const struct ferry_gcs_event *ev)
 		e->last_seq = ev->seq;
 	} else if (ev->kind == FERRY_GCS_EVENT_RESYNC) {
 		e->resyncs++;
-	} else {
+	} else if (ev->kind == FERRY_GCS_EVENT_SNAPSHOT) {
 		e->snapshots++;
 	}
 	if (ev->channel == FERRY_GCS_CH_NODES && ferry_gcs_event_node(ev, &n) == 0) {

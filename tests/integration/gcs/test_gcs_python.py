@@ -57,6 +57,7 @@ RECORD_PREFIX = b'\0\0\0\0'
 RECORD_VERSION = 2
 CH_OBJECT_LOCATIONS = 4
 CH_LOGS = 6
+KIND_DELTA, KIND_RESYNC, KIND_SNAPSHOT, KIND_SNAPSHOT_END = 0, 1, 2, 3
 TABLE_NODES = 0
 NODE_ALIVE = 1
 TOKEN = b'python-test-token'
@@ -364,6 +365,27 @@ def main():
         check(obj.PlacesLength() == 1 and obj.Places(0).Offset() == 4096 and
               obj.Places(0).Alloc() == 17, 'published object: wrong place')
         print('ok   object_location_subscription_receives_a_copy')
+
+        # The snapshot of a key ends with a marker, also when empty: a subscription to an
+        # object nobody has put yet is RESYNC then SNAPSHOT_END; its add arrives as a change.
+        def kinds_of(key):
+            return [k for k, ch, ky, _ in c.items if ch == CH_OBJECT_LOCATIONS and ky == key]
+        check(kinds_of(object_id)[:3] == [KIND_RESYNC, KIND_SNAPSHOT, KIND_SNAPSHOT_END],
+              'present object: kinds %r' % kinds_of(object_id))
+        missing = os.urandom(20)
+        status, _ = c.call(M.GcsSubscribe, 23, subscribe(23, CH_OBJECT_LOCATIONS, missing))
+        check(status >= 0, 'missing object subscribe: status %d' % status)
+        while len(kinds_of(missing)) < 2:
+            c.pump()
+        check(kinds_of(missing) == [KIND_RESYNC, KIND_SNAPSHOT_END],
+              'missing object: kinds %r' % kinds_of(missing))
+        status, _ = c.call(M.GcsRequest, 24, request(24, object_add(missing, owner, node_id, 64)))
+        check(status >= 0, 'missing object add: status %d' % status)
+        while len(kinds_of(missing)) < 3:
+            c.pump()
+        check(kinds_of(missing) == [KIND_RESYNC, KIND_SNAPSHOT_END, KIND_DELTA],
+              'missing object after its add: kinds %r' % kinds_of(missing))
+        print('ok   keyed_snapshot_ends_with_a_marker')
         sock.close()
 
         sock, status = connect(port, b'not-the-token')

@@ -7,11 +7,14 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/wire.h"
+#include "gcs/client.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/transport/transport_util.h"
 #include "transport/objmgr_int.h"
@@ -423,6 +426,65 @@ FTEST(cache_follows_only_pulled_objects)
 	ftest_assert_ok(g.status);
 	tt_check(g.socket, &g.id, 4096, 3);
 	ftest_assert_uint_gt(tt_stats(b).location_events, before); /* the put reached B */
+	tt_cluster_stop(&t);
+}
+
+static struct ferry_gcs_client *_Atomic counted_client; /* whose lookups count */
+static atomic_uint lookups_sent;			/* its object lookups */
+
+static void count_lookups(struct ferry_gcs_client *c, uint16_t type)
+{
+	if (c == atomic_load(&counted_client) && (type == FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP ||
+						  type == FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH))
+		atomic_fetch_add(&lookups_sent, 1);
+}
+
+static unsigned lookups(void)
+{
+	return atomic_load(&lookups_sent);
+}
+
+/*
+ * Issue 22: the keyed subscription is the lookup. A pull's first look at an object subscribes
+ * to it, and the snapshot's end says where it is, or that nobody has it yet: B's GCS client
+ * sends no object lookup for a listed object, for one nobody has (the pull fails at once), nor
+ * for a get parked before the put (its retries wait for the put's event, not the directory).
+ */
+FTEST(first_pull_of_an_object_sends_no_lookup)
+{
+	struct tt_cluster t;
+	struct ferry_gcs_client *c;
+	struct ferry__node *a, *b;
+	struct ferry_object_id x, y;
+	struct getter g;
+
+	ferry__gcs_client_send_hook = count_lookups;
+	t = tt_cluster_start(2, 64, true, 0);
+	c = tt_cluster_client(&t);
+	a = t.node[0], b = t.node[1];
+	atomic_store(&counted_client, ferry__node_objmgr(b)->opts.gcs);
+	ferry_object_id_random(&x);
+	tt_put(ferry__node_socket(a), &x, 4096, 1);
+	tt_wait_location(c, &x, 1);
+	ftest_assert_ok(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &x, NULL));
+	tt_check(ferry__node_socket(b), &x, 4096, 1);
+	ftest_assert_uint_eq(lookups(), 0);
+
+	ferry_object_id_random(&y);
+	ftest_assert_errno(ferry__objmgr_pull_wait(ferry__node_objmgr(b), &y, NULL), -ENOENT);
+	ftest_assert_uint_eq(lookups(), 0);
+
+	g = (struct getter){.socket = ferry__node_socket(b), .size = 4096};
+	ferry_object_id_random(&g.id);
+	ftest_assert_int_eq(pthread_create(&g.thread, NULL, getter_main, &g), 0);
+	wait_followed(b, 3); /* x, y and the get's object: it is parked */
+	tt_put(ferry__node_socket(a), &g.id, 4096, 2);
+	pthread_join(g.thread, NULL);
+	ftest_assert_ok(g.status);
+	tt_check(g.socket, &g.id, 4096, 2);
+	ftest_log("object lookups sent by B: %u", lookups());
+	ftest_assert_uint_eq(lookups(), 0);
+	atomic_store(&counted_client, NULL);
 	tt_cluster_stop(&t);
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pub/sub engine: sequence numbers and FIFO, whole-channel vs per-key scopes, batching, the
- * slow-subscriber bound and resync, reconnect (history replay or snapshot + deltas), limits,
+ * slow-subscriber bound and resync (a snapshot always ends with a marker, also when empty),
+ * reconnect (history replay or snapshot + deltas), limits,
  * allocation failures, and a randomized run checking that subscribers' replicas always equal
  * the published state with nothing missed and nothing applied twice.
  */
@@ -180,11 +181,14 @@ FTEST(slow_subscriber_resyncs)
 	ferry__ps_sub_stats(slow, &st);
 	ftest_assert_uint_eq(st.resyncs, 1);
 	ftest_assert_uint_eq(st.buffered_msgs, 0); /* nothing queued while a resync is due */
-	ftest_assert_int_eq(ferry__ps_drain(slow, &b), 1 + 5);
+	ftest_assert_int_eq(ferry__ps_drain(slow, &b), 1 + 5 + 1);
 	ftest_assert_int_eq(b.msgs[0]->kind, FERRY__PS_RESYNC);
 	ftest_assert_uint_eq(b.msgs[0]->key_size, 0);
 	ftest_assert_uint_eq(b.msgs[0]->seq, seq);
-	for (size_t i = 1; i < b.count; i++) {
+	ftest_assert_int_eq(b.msgs[6]->kind, FERRY__PS_SNAPSHOT_END); /* whole channel too */
+	ftest_assert_uint_eq(b.msgs[6]->key_size, 0);
+	ftest_assert_uint_eq(b.msgs[6]->seq, seq);
+	for (size_t i = 1; i < b.count - 1; i++) {
 		ftest_assert_int_eq(b.msgs[i]->kind, FERRY__PS_SNAPSHOT);
 		ftest_assert_uint_eq(b.msgs[i]->seq, seq);
 		ftest_assert_mem_eq(b.msgs[i]->data, &table[b.msgs[i]->key[0]], 4);
@@ -248,11 +252,13 @@ FTEST(resume_past_the_history_gets_a_snapshot)
 		publish(ps, (uint8_t)(i % 4));
 	ftest_assert_ok(ferry__ps_subscribe(sub, CH, &k1, 1, 0));
 	ftest_assert_int_eq(ferry__ps_resume(sub, CH, epoch, 5), 1);
-	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 2);
+	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 3);
 	ftest_assert_int_eq(b.msgs[0]->kind, FERRY__PS_RESYNC);
 	ftest_assert_uint_eq(b.msgs[0]->key[0], 1);
 	ftest_assert_int_eq(b.msgs[1]->kind, FERRY__PS_SNAPSHOT);
 	ftest_assert_uint_eq(*(const uint32_t *)(const void *)b.msgs[1]->data, table[1]);
+	ftest_assert_int_eq(b.msgs[2]->kind, FERRY__PS_SNAPSHOT_END);
+	ftest_assert_uint_eq(b.msgs[2]->key[0], 1);
 	ferry__ps_batch_release(&b);
 	/* Another incarnation's seq, or one from the future: snapshot too. */
 	ftest_assert_int_eq(ferry__ps_resume(sub, CH, epoch + 1, 19), 1);
@@ -276,15 +282,46 @@ FTEST(subscribe_with_snapshot_then_deltas)
 	publish(ps, 8);
 	ftest_assert_ok(ferry__ps_subscribe(sub, CH, &k7, 1, FERRY__PS_WANT_SNAPSHOT));
 	publish(ps, 7); /* version 2 */
-	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 2);
+	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 3);
 	ftest_assert_int_eq(b.msgs[0]->kind, FERRY__PS_RESYNC);
 	ftest_assert_int_eq(b.msgs[1]->kind, FERRY__PS_SNAPSHOT);
 	ftest_assert_uint_eq(*(const uint32_t *)(const void *)b.msgs[1]->data, 2);
 	ftest_assert_uint_eq(b.msgs[1]->seq, 3);
+	ftest_assert_int_eq(b.msgs[2]->kind, FERRY__PS_SNAPSHOT_END);
+	ftest_assert_uint_eq(b.msgs[2]->seq, 3);
 	ferry__ps_batch_release(&b);
 	publish(ps, 7);
 	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 1);
 	ftest_assert_uint_eq(b.msgs[0]->seq, 4);
+	ferry__ps_batch_release(&b);
+	ferry__ps_destroy(ps);
+}
+
+/* Issue 22: a key with no record yet still gets a complete snapshot (RESYNC then END, both
+ * naming the key), so the subscriber knows it is absent; the put comes as the next delta. */
+FTEST(keyed_snapshot_of_a_missing_key_ends)
+{
+	struct ferry__ps *ps = new_ps(0, 0);
+	struct ferry__ps_sub *sub = new_sub(ps, 0);
+	struct ferry__ps_batch b;
+	uint8_t k9 = 9;
+
+	publish(ps, 8);
+	ftest_assert_ok(ferry__ps_subscribe(sub, CH, &k9, 1, FERRY__PS_WANT_SNAPSHOT));
+	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 2);
+	for (size_t i = 0; i < 2; i++) {
+		ftest_assert_int_eq(b.msgs[i]->kind, i ? FERRY__PS_SNAPSHOT_END : FERRY__PS_RESYNC);
+		ftest_assert_uint_eq(b.msgs[i]->key_size, 1);
+		ftest_assert_uint_eq(b.msgs[i]->key[0], 9);
+		ftest_assert_uint_eq(b.msgs[i]->seq, 1);
+		ftest_assert_uint_eq(b.msgs[i]->size, 0);
+	}
+	ferry__ps_batch_release(&b);
+	publish(ps, 9);
+	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 1);
+	ftest_assert_int_eq(b.msgs[0]->kind, FERRY__PS_DELTA);
+	ftest_assert_uint_eq(b.msgs[0]->key[0], 9);
+	ftest_assert_uint_eq(b.msgs[0]->seq, 2);
 	ferry__ps_batch_release(&b);
 	ferry__ps_destroy(ps);
 }
@@ -365,6 +402,7 @@ struct client {
 	uint64_t applied[NKEYS];   /* seq of the last change applied per key */
 	uint64_t epoch;		   /* epoch of its watermark */
 	uint64_t watermark;	   /* last complete seq */
+	unsigned open_snapshots;   /* RESYNCs whose SNAPSHOT_END has not come yet */
 };
 
 static bool in_scope(const struct client *c, uint8_t key)
@@ -396,6 +434,7 @@ static void client_apply(struct client *c, const struct ferry__ps_msg *m)
 		memcpy(&value, m->data, sizeof(value));
 	switch (m->kind) {
 	case FERRY__PS_RESYNC:
+		c->open_snapshots++;
 		for (uint8_t k = 0; k < NKEYS; k++) {
 			if (m->key_size && k != key)
 				continue;
@@ -405,9 +444,15 @@ static void client_apply(struct client *c, const struct ferry__ps_msg *m)
 		break;
 	case FERRY__PS_SNAPSHOT:
 		ftest_assert_true(in_scope(c, key));
+		ftest_assert_true(c->open_snapshots > 0); /* inside RESYNC ... END */
 		c->replica[key] = value;
 		break;
+	case FERRY__PS_SNAPSHOT_END:
+		ftest_assert_true(c->open_snapshots > 0);
+		c->open_snapshots--;
+		break;
 	default:
+		ftest_assert_int_eq(c->open_snapshots, 0); /* every snapshot ended before deltas */
 		ftest_assert_true(in_scope(c, key));
 		ftest_assert_uint_gt(m->seq, c->applied[key]); /* never applied twice */
 		c->replica[key] = value;
@@ -424,6 +469,7 @@ static void client_drain(struct ferry__ps *ps, struct client *c)
 	ftest_assert_ok(n);
 	for (int i = 0; i < n; i++)
 		client_apply(c, b.msgs[i]);
+	ftest_assert_int_eq(c->open_snapshots, 0); /* a batch never ends inside a snapshot */
 	c->epoch = b.epoch;
 	c->watermark = b.watermarks[CH];
 	ftest_assert_uint_eq(c->watermark, ferry__ps_seq(ps, CH));

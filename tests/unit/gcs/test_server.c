@@ -3,7 +3,8 @@
  * The GCS server and client in one process (the server on its own loop thread): calls through
  * the client; a long pipelined burst whose replies span several send chunks, with large
  * (unpacked) replies between small (packed) ones, comes back complete and in order; lookups and
- * object events carry where each copy lies; a malformed multi-get closes only that connection;
+ * object events carry where each copy lies; a keyed snapshot ends with a marker, also when
+ * empty; a malformed multi-get closes only that connection;
  * every allocation failure of server creation unwinds.
  */
 #include <arpa/inet.h>
@@ -237,6 +238,80 @@ FTEST(lookups_and_events_carry_places)
 	pthread_mutex_unlock(&e.lock);
 	ferry_gcs_client_destroy(c);
 	stop(&r);
+}
+
+/* ---- snapshot end ---- */
+
+/* The kinds of the events one subscription got, in order. */
+struct kinds {
+	pthread_mutex_t lock; /* guards the rest */
+	pthread_cond_t cond;  /* signalled on each event */
+	char seen[16];	      /* 'R'esync, 'S'napshot item, 'E'nd, 'D'elta, '?' other */
+	unsigned n;	      /* events */
+	unsigned keyed;	      /* events that named the subscription's key */
+};
+
+static void on_kind(void *arg, const struct ferry_gcs_event *ev)
+{
+	static const char letters[] = "DRSE"; /* by enum ferry_gcs_event_kind */
+	struct kinds *k = arg;
+
+	pthread_mutex_lock(&k->lock);
+	if (k->n < sizeof(k->seen) - 1)
+		k->seen[k->n++] = (unsigned)ev->kind < 4 ? letters[ev->kind] : '?';
+	k->keyed += ev->key_size == FERRY_OBJECT_ID_SIZE;
+	pthread_cond_broadcast(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+}
+
+/* Wait (at most 10 s: a hang guard) for @want events; they must read @want. */
+static void kinds_expect(struct kinds *k, const char *want)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&k->lock);
+	while (k->n < strlen(want) && pthread_cond_timedwait(&k->cond, &k->lock, &ts) == 0)
+		;
+	ftest_assert_str_eq(k->seen, want);
+	ftest_assert_uint_eq(k->keyed, k->n); /* every marker names the key */
+	pthread_mutex_unlock(&k->lock);
+}
+
+/*
+ * Issue 22: a keyed subscription is also the lookup. For a key with no record the subscriber
+ * gets RESYNC then SNAPSHOT_END (an empty, complete snapshot), then the record's delta once it
+ * appears; for a present key RESYNC, the record, SNAPSHOT_END.
+ */
+FTEST(keyed_snapshot_ends_with_a_marker)
+{
+	struct kinds missing = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0};
+	struct kinds present = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0};
+	struct ferry_worker_id owner;
+	struct ferry_object_id a, b;
+	struct ferry_node_id n1;
+	struct ferry_gcs_client *c;
+	struct running r;
+
+	ferry_object_id_random(&a);
+	ferry_object_id_random(&b);
+	ferry_worker_id_random(&owner);
+	ferry_node_id_random(&n1);
+	start(&r);
+	c = connect_client(&r);
+	ftest_assert_int_eq(ferry_gcs_object_add(c, &b, &owner, &n1, 64), 1);
+	ftest_assert_ok(ferry_gcs_subscribe(c, FERRY_GCS_CH_OBJECT_LOCATIONS, a.bytes,
+					    sizeof(a.bytes), on_kind, &missing));
+	ftest_assert_ok(ferry_gcs_subscribe(c, FERRY_GCS_CH_OBJECT_LOCATIONS, b.bytes,
+					    sizeof(b.bytes), on_kind, &present));
+	kinds_expect(&missing, "RE");
+	kinds_expect(&present, "RSE");
+	ftest_assert_int_eq(ferry_gcs_object_add(c, &a, &owner, &n1, 64), 1);
+	kinds_expect(&missing, "RED");
+	ferry_gcs_client_destroy(c);
+	stop(&r);
+	ftest_assert_str_eq(present.seen, "RSE"); /* and nothing for a's put */
 }
 
 /* ---- raw frames ---- */
