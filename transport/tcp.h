@@ -8,8 +8,8 @@
  * Data model. The receiver first announces where a transfer goes: ferry__tcp_expect(ep, xfer,
  * buf, len). It then tells the sender (a control message of the caller's protocol) to go; the
  * sender calls ferry__tcp_send_data(ep, xfer, buf, len). The bytes travel as data frames
- * (DataChunk: {xfer, offset} + bytes) striped over the endpoint's sockets; the receiver reads each frame's
- * header and then receives its payload directly at buf + offset. Data for a transfer nobody
+ * (DataChunk: {xfer, offset} + bytes) striped over the endpoint's sockets; the receiver reads
+ * each frame's header and then receives its payload directly at buf + offset. Data for a transfer nobody
  * expects (cancelled, timed out) is read into a scratch buffer and dropped, with a debug log.
  *
  * Thread model: not thread-safe. A context and everything made from it belong to the loop's

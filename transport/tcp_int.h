@@ -35,7 +35,7 @@
 #define FERRY__TCP_MAX_CONNS 64		 /* sockets per endpoint */
 #define FERRY__TCP_TOKEN_MAX 1024	 /* token bytes carried in TransferHandshake */
 #define FERRY__TCP_HELLO_MAX (FERRY__TCP_TOKEN_MAX + 256) /* its payload, token included */
-#define FERRY__TCP_ACK_MAX 256 /* a TransferHandshakeReply's payload */
+#define FERRY__TCP_ACK_MAX 256				  /* a TransferHandshakeReply's payload */
 
 /* What a frame's MessageType is to the engine. */
 enum ferry__tcp_kind {
@@ -149,15 +149,15 @@ struct tcp_xfer {
 
 /* One data frame being sent: header + a piece of a transfer's source. */
 struct tcp_chunk {
-	struct tcp_sock *sock;		  /* owner */
-	struct tcp_xfer *xfer;		  /* NULL when the slot is free */
-	struct ferry__loop_req req;	  /* its send (zero-copy: final after the notification) */
-	struct msghdr msg;		  /* header + payload */
-	struct iovec iov[2];		  /* the two pieces, advanced on partial sends */
+	struct tcp_sock *sock;	    /* owner */
+	struct tcp_xfer *xfer;	    /* NULL when the slot is free */
+	struct ferry__loop_req req; /* its send (zero-copy: final after the notification) */
+	struct msghdr msg;	    /* header + payload */
+	struct iovec iov[2];	    /* the two pieces, advanced on partial sends */
 	uint8_t hdr[FERRY__TCP_DATA_HDR_SIZE]; /* the frame header and DataChunk struct */
-	size_t len;			  /* payload bytes */
-	bool sending;			  /* the send stage is not over (the socket is busy) */
-	bool zc;			  /* sent with SEND_ZC */
+	size_t len;			       /* payload bytes */
+	bool sending;			       /* the send stage is not over (the socket is busy) */
+	bool zc;			       /* sent with SEND_ZC */
 };
 
 /* A queued control frame (MSG, HELLO or ACK): header and payload in one allocation. */
@@ -192,13 +192,13 @@ struct tcp_sock {
 	struct ferry__loop_req connect_req;   /* connect */
 	struct ferry__loop_timer timer;	      /* accepted: HELLO deadline */
 	/* receive */
-	enum tcp_rx_state rx_state;	  /* what the pending receive reads */
+	enum tcp_rx_state rx_state;	       /* what the pending receive reads */
 	uint8_t hdr[FERRY__TCP_DATA_HDR_SIZE]; /* header (and DataChunk struct) being read */
-	size_t rx_got;			  /* bytes of the current piece read */
-	size_t rx_want;			  /* bytes of the current piece */
-	struct ferry__tcp_hdr rx_hdr;	  /* decoded header of the payload being read */
-	struct tcp_xfer *rx_xfer;	  /* RX_DATA: the destination transfer */
-	uint8_t *hello;			  /* RX_HELLO: the handshake payload read so far */
+	size_t rx_got;			       /* bytes of the current piece read */
+	size_t rx_want;			       /* bytes of the current piece */
+	struct ferry__tcp_hdr rx_hdr;	       /* decoded header of the payload being read */
+	struct tcp_xfer *rx_xfer;	       /* RX_DATA: the destination transfer */
+	uint8_t *hello;			       /* RX_HELLO: the handshake payload read so far */
 	/* send */
 	struct tcp_msg *msg_head;		  /* control frames queued (socket 0, handshake) */
 	struct tcp_msg **msg_tail;		  /* where the next one goes */

@@ -92,7 +92,8 @@ static size_t framed_frames(const struct ferry__fb_message_info *m, uint8_t *out
 		for (size_t j = 0; j < m->framed_bytes + extra[k]; j++)
 			payload[j] = (uint8_t)(j * 13 + k);
 		ferry__free(frame);
-		if (ferry__frame_pack(m->type, payload, m->framed_bytes + extra[k], &frame, &size)) {
+		if (ferry__frame_pack(m->type, payload, m->framed_bytes + extra[k], &frame,
+				      &size)) {
 			fprintf(stderr, "frame_pack failed\n");
 			exit(1);
 		}

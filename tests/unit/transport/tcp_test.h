@@ -331,8 +331,8 @@ static inline void raw_hello(int fd, const char *token, uint64_t nonce, unsigned
 	uint8_t *frame;
 	size_t size;
 
-	ftest_assert_ok(ferry__tcp_hello_frame(token, strlen(token), nonce, index, count, &frame,
-					       &size));
+	ftest_assert_ok(
+		ferry__tcp_hello_frame(token, strlen(token), nonce, index, count, &frame, &size));
 	write_all(fd, frame, size);
 	ferry__free(frame);
 }

@@ -364,14 +364,16 @@ FTEST(header_codec_round_trip_and_limits)
 	ftest_assert_errno(ferry__tcp_data_struct_decode(buf + FERRY__TCP_HDR_SIZE, &out), -EPROTO);
 	ferry__tcp_data_hdr_encode(buf, 1, 0, FERRY__TCP_MAX_CHUNK + 1);
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
-	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_DATA_CHUNK, 15); /* shorter than the struct */
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_DATA_CHUNK,
+				   15); /* shorter than the struct */
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
 	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_PULL_REQUEST, 101); /* over max_msg */
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
 	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_PULL_REQUEST, 100);
 	ftest_assert_ok(ferry__tcp_hdr_decode(buf, 100, &out));
 	ftest_assert_uint_eq(out.kind, FERRY__TCP_MSG);
-	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_TRANSFER_HANDSHAKE, FERRY__TCP_HELLO_MAX + 1);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_TRANSFER_HANDSHAKE,
+				   FERRY__TCP_HELLO_MAX + 1);
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, UINT32_MAX, &out), -EPROTO);
 	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_TRANSFER_HANDSHAKE_REPLY,
 				   FERRY__TCP_ACK_MAX + 1);

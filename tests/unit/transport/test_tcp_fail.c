@@ -133,8 +133,8 @@ FTEST(old_protocol_peer_is_refused_and_the_listener_keeps_serving)
 	struct env e;
 	int old;
 
-	hello[8] = 0x34;  /* nonce */
-	hello[20] = 1;	  /* socket count 1 (index 0) */
+	hello[8] = 0x34; /* nonce */
+	hello[20] = 1;	 /* socket count 1 (index 0) */
 	memcpy(hello + 24, TOKEN, sizeof(TOKEN) - 1);
 	log_lines[0] = 0;
 	ferry_log_set_handler(capture, NULL);

@@ -160,10 +160,10 @@ FTEST(verify_by_type_refuses_unknown_types_and_garbage)
 		const struct ferry__fb_message_info *m = &ferry__wire_messages[i];
 
 		/* A struct-framed payload is any bytes from its struct's size on: junk is short. */
-		ftest_assert_errno(ferry__wire_verify(m->type, junk,
-						      m->framed_bytes ? m->framed_bytes - 1
-								      : sizeof(junk)),
-				   -EPROTO);
+		ftest_assert_errno(
+			ferry__wire_verify(m->type, junk,
+					   m->framed_bytes ? m->framed_bytes - 1 : sizeof(junk)),
+			-EPROTO);
 		if (m->framed_bytes)
 			ftest_assert_ok(ferry__wire_verify(m->type, junk, m->framed_bytes));
 	}
