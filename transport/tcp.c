@@ -488,16 +488,6 @@ static void on_ep_timer(struct ferry__loop_timer *timer, int status)
 
 /* ---- handshake ---- */
 
-static bool token_equal(const struct ferry__tcp_ctx *ctx, const uint8_t *t, size_t len)
-{
-	uint8_t diff = len != ctx->token_size;
-
-	/* Constant time in the token's content: a peer learns nothing from how long we take. */
-	for (size_t i = 0; i < len && i < ctx->token_size; i++)
-		diff |= t[i] ^ ctx->token[i];
-	return diff == 0;
-}
-
 /* An accepted socket is done for (refused, bad, timed out, or its listener went away). */
 static void pending_close(struct tcp_sock *sock)
 {
@@ -515,25 +505,11 @@ static void pending_close(struct tcp_sock *sock)
 	listener_maybe_free(l);
 }
 
-/* Queue the TransferHandshakeReply with @status on @sock. 0, -ENOMEM. */
-static int queue_ack(struct tcp_sock *sock, int status)
-{
-	uint8_t *frame;
-	size_t size;
-	int ret = ferry__tcp_ack_frame(status, &frame, &size);
-
-	if (ret < 0)
-		return ret;
-	ret = ferry__tcp_queue_frame(sock, frame, size);
-	ferry__free(frame);
-	return ret;
-}
-
 /* Refuse an accepted socket with ACK(@err): closed once the refusal went out. */
 static void refuse(struct tcp_sock *sock, int err)
 {
 	sock->refusing = true;
-	if (queue_ack(sock, err) < 0 || !sock->tx_busy)
+	if (ferry__tcp_queue_ack(sock, err) < 0 || !sock->tx_busy)
 		pending_close(sock);
 }
 
@@ -581,7 +557,7 @@ static void forming_complete(struct ferry__tcp_ep *ep)
 	int ret = 0;
 
 	for (unsigned i = 0; i < ep->nsocks && ret == 0; i++)
-		ret = queue_ack(ep->socks[i], 0);
+		ret = ferry__tcp_queue_ack(ep->socks[i], 0);
 	if (ret < 0 || ep->state != EP_FORMING) {
 		ferry__tcp_ep_fail(ep, ret < 0 ? ret : -ECONNRESET);
 		return;
@@ -637,41 +613,6 @@ static void sock_peer(const struct tcp_sock *sock, char *peer, size_t size)
 		ferry__net_describe((struct sockaddr *)&ss, len, peer, size);
 }
 
-/*
- * A handshake frame's header is in (@sock->hdr): check it is a frame of @kind and start
- * reading its payload into sock->hello. Returns 1 when the payload is to be read, 0 when it is
- * complete (empty), -EPROTONOSUPPORT (another framing: an older peer) or -EPROTO (another
- * frame or too long), -ENOMEM or an arm error.
- */
-static int handshake_hdr(struct tcp_sock *sock, uint8_t kind)
-{
-	struct ferry__tcp_hdr *h = &sock->rx_hdr;
-	int ret = ferry__tcp_hdr_decode(sock->hdr, sock->ctx->max_msg, h);
-
-	if (ret < 0)
-		return ret;
-	if (h->kind != kind)
-		return -EPROTO;
-	sock->rx_state = RX_HELLO;
-	sock->rx_got = 0;
-	sock->rx_want = h->len;
-	if (!h->len)
-		return 0;
-	sock->hello = ferry__malloc(h->len);
-	if (!sock->hello)
-		return -ENOMEM;
-	ret = ferry__tcp_rx_resume(sock);
-	return ret < 0 ? ret : 1;
-}
-
-/* Why a handshake frame was refused, for the log. */
-static const char *handshake_why(int err)
-{
-	if (err == -EPROTONOSUPPORT)
-		return "it speaks another protocol version (not a Ferry frame of this version)";
-	return err == -EPROTO ? "it did not start with a transfer handshake" : ferry_strerror(err);
-}
-
 /* An accepted socket's TransferHandshake is in: check it and join its endpoint. */
 static void hello_check(struct tcp_sock *sock)
 {
@@ -694,7 +635,7 @@ static void hello_check(struct tcp_sock *sock)
 		refuse(sock, -EPROTO);
 		return;
 	}
-	if (!token_equal(ctx, h.token, h.token_len)) {
+	if (!ferry__tcp_token_equal(ctx, h.token, h.token_len)) {
 		FLOG_PEER_WARN(TCP_LOG, peer, "refusing a connection from %s: wrong cluster token",
 			       peer);
 		refuse(sock, -EACCES);
@@ -710,11 +651,11 @@ static void hello_step(struct tcp_sock *sock)
 	int ret;
 
 	if (sock->rx_state == RX_HDR) {
-		ret = handshake_hdr(sock, FERRY__TCP_HELLO);
+		ret = ferry__tcp_handshake_hdr(sock, FERRY__TCP_HELLO);
 		if (ret < 0) {
 			sock_peer(sock, peer, sizeof(peer));
 			FLOG_PEER_WARN(TCP_LOG, peer, "closing a connection from %s: %s", peer,
-				       handshake_why(ret));
+				       ferry__tcp_handshake_why(ret));
 			pending_close(sock);
 		}
 		if (ret != 0)
@@ -730,10 +671,10 @@ static void ack_step(struct tcp_sock *sock)
 	int ret;
 
 	if (sock->rx_state == RX_HDR) {
-		ret = handshake_hdr(sock, FERRY__TCP_ACK);
+		ret = ferry__tcp_handshake_hdr(sock, FERRY__TCP_ACK);
 		if (ret < 0) {
 			FLOG_ERROR(TCP_LOG, "%s: the listener did not answer the handshake: %s",
-				   ep->peer, handshake_why(ret));
+				   ep->peer, ferry__tcp_handshake_why(ret));
 			ferry__tcp_ep_fail(ep, ret == -ENOMEM ? ret : -EPROTO);
 		}
 		if (ret != 0)

@@ -304,6 +304,16 @@ void ferry__tcp_sock_shut(struct tcp_sock *sock);
 void ferry__tcp_handshake_rx(struct tcp_sock *sock, int result);
 void ferry__tcp_handshake_tx_done(struct tcp_sock *sock);
 
+/* ---- tcp_wire.c: the handshake's frame-level steps (the rest is in tcp.c) ---- */
+/* Does @t equal the context's token? Constant time in the token's content. */
+bool ferry__tcp_token_equal(const struct ferry__tcp_ctx *ctx, const uint8_t *t, size_t len);
+/* Queue the TransferHandshakeReply with @status on @sock. 0, -ENOMEM. */
+int ferry__tcp_queue_ack(struct tcp_sock *sock, int status);
+/* A handshake frame's header is in sock->hdr: see tcp_wire.c. 1, 0 or -errno. */
+int ferry__tcp_handshake_hdr(struct tcp_sock *sock, uint8_t kind);
+/* Why ferry__tcp_handshake_hdr() refused a frame, for the log. */
+const char *ferry__tcp_handshake_why(int err);
+
 /* ---- tcp_io.c ---- */
 /* Arm the receive of the next header. 0 or -errno (the caller fails the endpoint). */
 int ferry__tcp_rx_arm_hdr(struct tcp_sock *sock);

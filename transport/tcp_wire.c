@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TCP engine, the wire: the common frame header as the engine reads it (which MessageTypes are
- * its own, the cap of each), the DataChunk struct, and the handshake frames
- * (TransferHandshake / TransferHandshakeReply of schema/transport.fbs). See tcp_int.h.
+ * its own, the cap of each), the DataChunk struct, the handshake frames (TransferHandshake /
+ * TransferHandshakeReply of schema/transport.fbs) and the frame-level steps of the handshake
+ * that tcp.c runs. See tcp_int.h.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/frame.h"
+#include "common/log.h"
 #include "common/wire.h"
 #include "transport/tcp_int.h"
 
@@ -148,4 +150,65 @@ int ferry__tcp_ack_parse(const void *payload, size_t len)
 		return -EPROTO;
 	status = ferry__wire_transfer_handshake_reply_status(v);
 	return status > 0 || status < -4095 ? -EPROTO : status;
+}
+
+/* ---- handshake helpers of tcp.c ---- */
+
+bool ferry__tcp_token_equal(const struct ferry__tcp_ctx *ctx, const uint8_t *t, size_t len)
+{
+	uint8_t diff = len != ctx->token_size;
+
+	/* Constant time in the token's content: a peer learns nothing from how long we take. */
+	for (size_t i = 0; i < len && i < ctx->token_size; i++)
+		diff |= t[i] ^ ctx->token[i];
+	return diff == 0;
+}
+
+/* Queue the TransferHandshakeReply with @status on @sock. 0, -ENOMEM. */
+int ferry__tcp_queue_ack(struct tcp_sock *sock, int status)
+{
+	uint8_t *frame;
+	size_t size;
+	int ret = ferry__tcp_ack_frame(status, &frame, &size);
+
+	if (ret < 0)
+		return ret;
+	ret = ferry__tcp_queue_frame(sock, frame, size);
+	ferry__free(frame);
+	return ret;
+}
+
+/*
+ * A handshake frame's header is in (@sock->hdr): check it is a frame of @kind and start
+ * reading its payload into sock->hello. Returns 1 when the payload is to be read, 0 when it is
+ * complete (empty), -EPROTONOSUPPORT (another framing: an older peer) or -EPROTO (another
+ * frame or too long), -ENOMEM or an arm error.
+ */
+int ferry__tcp_handshake_hdr(struct tcp_sock *sock, uint8_t kind)
+{
+	struct ferry__tcp_hdr *h = &sock->rx_hdr;
+	int ret = ferry__tcp_hdr_decode(sock->hdr, sock->ctx->max_msg, h);
+
+	if (ret < 0)
+		return ret;
+	if (h->kind != kind)
+		return -EPROTO;
+	sock->rx_state = RX_HELLO;
+	sock->rx_got = 0;
+	sock->rx_want = h->len;
+	if (!h->len)
+		return 0;
+	sock->hello = ferry__malloc(h->len);
+	if (!sock->hello)
+		return -ENOMEM;
+	ret = ferry__tcp_rx_resume(sock);
+	return ret < 0 ? ret : 1;
+}
+
+/* Why a handshake frame was refused, for the log. */
+const char *ferry__tcp_handshake_why(int err)
+{
+	if (err == -EPROTONOSUPPORT)
+		return "it speaks another protocol version (not a Ferry frame of this version)";
+	return err == -EPROTO ? "it did not start with a transfer handshake" : ferry_strerror(err);
 }
