@@ -414,6 +414,9 @@ struct ferry__fb_message_info {
 	uint16_t type;				    /* MessageType value */
 	const char *name;			    /* table name */
 	int (*verify)(const void *buf, size_t len); /* root verifier */
+	/* 0: the payload is a FlatBuffer of the table; else a struct-framed message (schema
+	 * attribute framed_struct): a struct of this many bytes, then raw bytes */
+	uint32_t framed_bytes;
 };
 
 #ifdef __cplusplus

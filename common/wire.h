@@ -26,10 +26,12 @@
 extern "C" {
 #endif
 
-/* Sent in Handshake.protocol_version; a server refuses any other. 2: every GCS record a
- * versioned GcsRecord and list replies GcsValueList (a peer of version 1 would send what this
- * one no longer decodes, so it is refused at the handshake, with a clear reason). */
-#define FERRY_WIRE_PROTOCOL_VERSION 2
+/* Sent in Handshake.protocol_version (and TransferHandshake's); a server refuses any other.
+ * 2: every GCS record a versioned GcsRecord and list replies GcsValueList (a peer of version 1
+ * would send what this one no longer decodes, so it is refused at the handshake, with a clear
+ * reason). 3: the transfer port speaks the common 8-byte frame too (its 24-byte 0xFC header
+ * and HELLO/ACK are gone: such a peer is closed with a log line naming the protocol). */
+#define FERRY_WIRE_PROTOCOL_VERSION 3
 
 /* 0, or -EPROTO for an unknown type or a payload that is not a valid message of that type
  * (logged). After 0, every field of the payload can be read with the generated accessors. */

@@ -36,8 +36,8 @@
  * last object in it is gone. */
 #define FERRY__OBJMGR_STORE_CHUNK (8u << 20)
 
-/* Control messages over the TCP engine: this prefix (MessageType as uint16 LE, then zeros),
- * then the FlatBuffer, which so stays 8-byte aligned. */
+/* Control messages over every engine are common frames (common/frame.h): this 8-byte header
+ * (magic, version, MessageType, length), then the FlatBuffer, which so stays 8-byte aligned. */
 #define FERRY__OBJMGR_PREFIX 8
 
 struct ferry__objmgr_tcp_peer;
@@ -245,10 +245,11 @@ int ferry__objmgr_reply_build(struct ferry__fb_builder *b, const void *req,
 			      const struct ferry_plasma_view *view, int status,
 			      uint64_t *data_bytes);
 /* ferry__objmgr_send() - the message in @b (just built) as a control message on @ep, or
- * -errno. ferry__objmgr_unwrap() - the type and FlatBuffer of a received control message:
- * 0, or -EPROTO (too short, or fails verification). */
+ * -errno. ferry__objmgr_unwrap() - the type and FlatBuffer of a received control message (a
+ * frame, from either engine): 0, or -EPROTO (a bad header, a length that is not the
+ * message's, or a payload that fails verification; logged). */
 int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, uint16_t type);
-/* ferry__objmgr_wrap() - the message just built in @b behind its prefix, ready for any engine:
+/* ferry__objmgr_wrap() - the message just built in @b as a frame, ready for any engine:
  * its first byte and *@len, or NULL (nothing built). */
 void *ferry__objmgr_wrap(struct ferry__fb_builder *b, uint16_t type, size_t *len);
 int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,

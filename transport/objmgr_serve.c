@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/frame.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "transport/objmgr_int.h"
@@ -110,10 +111,10 @@ void *ferry__objmgr_wrap(struct ferry__fb_builder *b, uint16_t type, size_t *len
 	uint8_t *p = ferry__fb_builder_headroom(b);
 
 	static_assert(FERRY__OBJMGR_PREFIX == FERRY_FB_HEADROOM, "the prefix fills the headroom");
+	static_assert(FERRY__OBJMGR_PREFIX == FERRY_FRAME_HEADER_SIZE, "the prefix is a frame's");
 	if (!ferry__fb_builder_data(b))
 		return NULL;
-	memset(p, 0, FERRY__OBJMGR_PREFIX);
-	ferry__fb_store_u16(p, type);
+	ferry__frame_header_encode(p, type, (uint32_t)ferry__fb_builder_size(b));
 	*len = FERRY__OBJMGR_PREFIX + ferry__fb_builder_size(b);
 	return p;
 }
@@ -129,13 +130,19 @@ int ferry__objmgr_send(struct ferry__tcp_ep *ep, struct ferry__fb_builder *b, ui
 int ferry__objmgr_unwrap(const void *buf, size_t len, uint16_t *type, const void **payload,
 			 size_t *payload_len)
 {
-	const uint8_t *p = buf;
+	struct ferry__frame_header h;
 
-	if (len < FERRY__OBJMGR_PREFIX)
+	/* The engine's own cap came first (TCP: max_msg; RDMA: its receive buffers). */
+	if (len < FERRY__OBJMGR_PREFIX || ferry__frame_header_decode(buf, UINT32_MAX, &h) < 0)
 		return -EPROTO;
-	*type = ferry__fb_load_u16(p);
-	*payload = p + FERRY__OBJMGR_PREFIX;
-	*payload_len = len - FERRY__OBJMGR_PREFIX;
+	if (h.length != len - FERRY__OBJMGR_PREFIX) {
+		FLOG_WARN(COMP, "%s frame of %u bytes in a message of %zu",
+			  ferry__wire_message_name(h.type), h.length, len - FERRY__OBJMGR_PREFIX);
+		return -EPROTO;
+	}
+	*type = h.type;
+	*payload = (const uint8_t *)buf + FERRY__OBJMGR_PREFIX;
+	*payload_len = h.length;
 	return ferry__wire_verify(*type, *payload, *payload_len) < 0 ? -EPROTO : 0;
 }
 

@@ -9,18 +9,23 @@
  * Threads. Everything runs on the loop's thread: the public calls and every loop completion
  * (connect, recv, send, zero-copy send and its notification, timers).
  *
- * Wire. Every frame has a 24-byte header (tcp_int.h): MSG (a control message, socket 0 only,
- * so messages stay in order), DATA {xfer, offset, length} + payload, HELLO and ACK. A
- * connecting endpoint opens conns_per_peer sockets; each sends HELLO {nonce, index, count,
- * token}. The listener checks the token (constant time; a wrong one gets ACK(EACCES), a log
- * line and a close, and the listener keeps serving), groups sockets by nonce, and once all
- * `count` joined it sends ACK(0) on each and reports the endpoint (on_connect). The connector
- * reads one ACK per socket and leaves that socket's receive unarmed until all are in, so no
- * message can overtake its on_connect.
+ * Wire. Every frame is the common 8-byte frame of every stream socket (tcp_int.h,
+ * schema/transport.fbs): a control message (any MessageType but the engine's own; socket 0
+ * only, so messages stay in order), DataChunk (a 16-byte {xfer, offset} struct, then the
+ * bytes), TransferHandshake ("HELLO") and TransferHandshakeReply ("ACK"). A connecting endpoint
+ * opens conns_per_peer sockets; each sends HELLO {protocol version, token, nonce, index,
+ * count}. The listener checks the version and the token (constant time; a wrong one gets
+ * ACK(EPROTO or EACCES), a log line and a close, and the listener keeps serving; a frame of
+ * another framing, such as a protocol-2 peer's 24-byte 0xFC header, is logged and closed),
+ * groups sockets by nonce, and once all `count` joined it sends ACK(0) on each and reports
+ * the endpoint (on_connect). The connector reads one ACK per socket and leaves that socket's
+ * receive unarmed until all are in, so no message can overtake its on_connect.
  *
  * Receive. Each socket keeps one recv pending, always for an exact piece with MSG_WAITALL: a
  * header into the socket, then the payload into its destination: a MSG into the endpoint's
- * message buffer, a DATA payload straight into expect()'s buffer at its offset (after checking
+ * message buffer (after a copy of its header: the callback gets the whole frame), a DATA
+ * frame's struct into the socket, then its bytes straight into expect()'s buffer at its
+ * offset (after checking
  * offset + length against that buffer), or, for a transfer nobody expects, into the context's
  * scratch buffer (drained and dropped). Short reads resume where they stopped.
  *
@@ -483,16 +488,6 @@ static void on_ep_timer(struct ferry__loop_timer *timer, int status)
 
 /* ---- handshake ---- */
 
-static bool token_equal(const struct ferry__tcp_ctx *ctx, const uint8_t *t, size_t len)
-{
-	uint8_t diff = len != ctx->token_size;
-
-	/* Constant time in the token's content: a peer learns nothing from how long we take. */
-	for (size_t i = 0; i < len && i < ctx->token_size; i++)
-		diff |= t[i] ^ ctx->token[i];
-	return diff == 0;
-}
-
 /* An accepted socket is done for (refused, bad, timed out, or its listener went away). */
 static void pending_close(struct tcp_sock *sock)
 {
@@ -513,10 +508,8 @@ static void pending_close(struct tcp_sock *sock)
 /* Refuse an accepted socket with ACK(@err): closed once the refusal went out. */
 static void refuse(struct tcp_sock *sock, int err)
 {
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_ACK, .b = (uint64_t)-err};
-
 	sock->refusing = true;
-	if (ferry__tcp_queue_frame(sock, &h, NULL, 0) < 0 || !sock->tx_busy)
+	if (ferry__tcp_queue_ack(sock, err) < 0 || !sock->tx_busy)
 		pending_close(sock);
 }
 
@@ -561,11 +554,10 @@ static struct ferry__tcp_ep *forming_new(struct ferry__tcp_listener *l, struct t
 /* All sockets of a forming endpoint are in: acknowledge each, then report it. */
 static void forming_complete(struct ferry__tcp_ep *ep)
 {
-	struct ferry__tcp_hdr ack = {.kind = FERRY__TCP_ACK};
 	int ret = 0;
 
 	for (unsigned i = 0; i < ep->nsocks && ret == 0; i++)
-		ret = ferry__tcp_queue_frame(ep->socks[i], &ack, NULL, 0);
+		ret = ferry__tcp_queue_ack(ep->socks[i], 0);
 	if (ret < 0 || ep->state != EP_FORMING) {
 		ferry__tcp_ep_fail(ep, ret < 0 ? ret : -ECONNRESET);
 		return;
@@ -577,13 +569,13 @@ static void forming_complete(struct ferry__tcp_ep *ep)
 }
 
 /* A socket's HELLO passed the token check: add it to the endpoint of its nonce. */
-static void join(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
+static void join(struct tcp_sock *sock, const struct ferry__tcp_hello *h)
 {
 	struct ferry__tcp_listener *l = sock->listener;
-	unsigned index = (unsigned)(h->b & 0xffffffffu), count = (unsigned)(h->b >> 32);
-	struct ferry__tcp_ep *ep = find_forming(l, h->a);
+	unsigned index = h->index, count = h->count;
+	struct ferry__tcp_ep *ep = find_forming(l, h->nonce);
 
-	if (!ep && !(ep = forming_new(l, sock, h->a, count))) {
+	if (!ep && !(ep = forming_new(l, sock, h->nonce, count))) {
 		pending_close(sock);
 		return;
 	}
@@ -621,59 +613,80 @@ static void sock_peer(const struct tcp_sock *sock, char *peer, size_t size)
 		ferry__net_describe((struct sockaddr *)&ss, len, peer, size);
 }
 
-/* An accepted socket's HELLO header or token arrived completely. */
-static void hello_step(struct tcp_sock *sock)
+/* An accepted socket's TransferHandshake is in: check it and join its endpoint. */
+static void hello_check(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ctx *ctx = sock->ctx;
-	struct ferry__tcp_hdr *h = &sock->rx_hdr;
+	struct ferry__tcp_hello h;
 	char peer[64];
 
-	if (sock->rx_state == RX_HDR) {
-		if (ferry__tcp_hdr_decode(sock->hdr, ctx->max_msg, h) < 0 ||
-		    h->kind != FERRY__TCP_HELLO) {
-			sock_peer(sock, peer, sizeof(peer));
-			FLOG_PEER_WARN(TCP_LOG, peer,
-				       "closing a connection from %s that did not start with HELLO",
-				       peer);
-			pending_close(sock);
-			return;
-		}
-		sock->rx_state = RX_HELLO;
-		sock->rx_got = 0;
-		sock->rx_want = h->len;
-		if (h->len) {
-			sock->hello = ferry__malloc(h->len);
-			if (!sock->hello || ferry__tcp_rx_resume(sock) < 0)
-				pending_close(sock);
-			return;
-		}
+	sock_peer(sock, peer, sizeof(peer));
+	if (ferry__tcp_hello_parse(sock->hello, sock->rx_want, &h) < 0) {
+		FLOG_PEER_WARN(TCP_LOG, peer, "closing a connection from %s: malformed handshake",
+			       peer);
+		refuse(sock, -EPROTO);
+		return;
 	}
-	if (!token_equal(ctx, sock->hello, h->len)) {
-		sock_peer(sock, peer, sizeof(peer));
+	if (h.version != FERRY_WIRE_PROTOCOL_VERSION) {
+		FLOG_PEER_WARN(TCP_LOG, peer,
+			       "refusing a connection from %s: protocol version %u, this side "
+			       "speaks %u",
+			       peer, h.version, FERRY_WIRE_PROTOCOL_VERSION);
+		refuse(sock, -EPROTO);
+		return;
+	}
+	if (!ferry__tcp_token_equal(ctx, h.token, h.token_len)) {
 		FLOG_PEER_WARN(TCP_LOG, peer, "refusing a connection from %s: wrong cluster token",
 			       peer);
 		refuse(sock, -EACCES);
 		return;
 	}
-	join(sock, h);
+	join(sock, &h);
 }
 
-/* An ACK (connecting endpoint) arrived completely. */
+/* An accepted socket's handshake header or payload arrived completely. */
+static void hello_step(struct tcp_sock *sock)
+{
+	char peer[64];
+	int ret;
+
+	if (sock->rx_state == RX_HDR) {
+		ret = ferry__tcp_handshake_hdr(sock, FERRY__TCP_HELLO);
+		if (ret < 0) {
+			sock_peer(sock, peer, sizeof(peer));
+			FLOG_PEER_WARN(TCP_LOG, peer, "closing a connection from %s: %s", peer,
+				       ferry__tcp_handshake_why(ret));
+			pending_close(sock);
+		}
+		if (ret != 0)
+			return;
+	}
+	hello_check(sock);
+}
+
+/* A connecting socket's TransferHandshakeReply header or payload arrived completely. */
 static void ack_step(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
-	struct ferry__tcp_hdr h;
+	int ret;
 
-	if (ferry__tcp_hdr_decode(sock->hdr, ep->ctx->max_msg, &h) < 0 ||
-	    h.kind != FERRY__TCP_ACK) {
-		FLOG_ERROR(TCP_LOG, "%s: the listener did not answer with ACK", ep->peer);
-		ferry__tcp_ep_fail(ep, -EPROTO);
-		return;
+	if (sock->rx_state == RX_HDR) {
+		ret = ferry__tcp_handshake_hdr(sock, FERRY__TCP_ACK);
+		if (ret < 0) {
+			FLOG_ERROR(TCP_LOG, "%s: the listener did not answer the handshake: %s",
+				   ep->peer, ferry__tcp_handshake_why(ret));
+			ferry__tcp_ep_fail(ep, ret == -ENOMEM ? ret : -EPROTO);
+		}
+		if (ret != 0)
+			return;
 	}
-	if (h.b) {
+	ret = ferry__tcp_ack_parse(sock->hello, sock->rx_want);
+	ferry__free(sock->hello);
+	sock->hello = NULL;
+	if (ret < 0) {
 		FLOG_WARN(TCP_LOG, "%s: connection refused by the peer: %s", ep->peer,
-			  ferry_strerror(-(int)h.b));
-		ferry__tcp_ep_fail(ep, h.b == EACCES ? -EACCES : -EPROTO);
+			  ferry_strerror(ret));
+		ferry__tcp_ep_fail(ep, ret == -EACCES ? -EACCES : -EPROTO);
 		return;
 	}
 	sock->acked = true;
@@ -915,8 +928,9 @@ static uint64_t random_nonce(void)
 static int connect_one(struct ferry__tcp_ep *ep, unsigned i, unsigned timeout_ms)
 {
 	struct ferry__tcp_ctx *ctx = ep->ctx;
-	struct ferry__tcp_hdr hello = {.kind = FERRY__TCP_HELLO, .a = ep->nonce};
 	struct tcp_sock *sock;
+	uint8_t *hello;
+	size_t size;
 	int fd, ret;
 
 	fd = ferry__net_socket(ep->addr.ss_family);
@@ -931,14 +945,18 @@ static int connect_one(struct ferry__tcp_ep *ep, unsigned i, unsigned timeout_ms
 	sock->index = i;
 	ep->socks[i] = sock;
 	tune(ctx, fd);
-	hello.len = (uint32_t)ctx->token_size;
-	hello.b = i | (uint64_t)ep->nsocks << 32;
 	ret = ferry__loop_connect(ctx->loop, &sock->connect_req, fd, (struct sockaddr *)&ep->addr,
 				  ep->addr_len, timeout_ms, on_connected);
 	if (ret < 0)
 		return ret;
 	/* Queued while the connect is pending: it goes out once connected. */
-	return ferry__tcp_queue_frame(sock, &hello, ctx->token, ctx->token_size);
+	ret = ferry__tcp_hello_frame(ctx->token, ctx->token_size, ep->nonce, i, ep->nsocks, &hello,
+				     &size);
+	if (ret < 0)
+		return ret;
+	ret = ferry__tcp_queue_frame(sock, hello, size);
+	ferry__free(hello);
+	return ret;
 }
 
 static bool any_connect_pending(const struct ferry__tcp_ep *ep)

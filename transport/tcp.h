@@ -8,8 +8,8 @@
  * Data model. The receiver first announces where a transfer goes: ferry__tcp_expect(ep, xfer,
  * buf, len). It then tells the sender (a control message of the caller's protocol) to go; the
  * sender calls ferry__tcp_send_data(ep, xfer, buf, len). The bytes travel as data frames
- * {xfer, offset, length} striped over the endpoint's sockets; the receiver reads each frame's
- * header and then receives its payload directly at buf + offset. Data for a transfer nobody
+ * (DataChunk: {xfer, offset} + bytes) striped over the endpoint's sockets; the receiver reads
+ * each frame's header and then receives its payload directly at buf + offset. Data for a transfer nobody
  * expects (cancelled, timed out) is read into a scratch buffer and dropped, with a debug log.
  *
  * Thread model: not thread-safe. A context and everything made from it belong to the loop's
@@ -70,7 +70,9 @@ struct ferry__tcp_ctx_opts {
  *   token, -EPROTO, -ETIMEDOUT, -EHOSTUNREACH...); after a failure nothing else is called,
  *   destroy it. For a listener: called once with 0 for each new established endpoint (all of
  *   its sockets joined), which the callee then owns and must destroy.
- * on_message: one control message, in order. @buf is valid only during the call. May be NULL.
+ * on_message: one control message, in order: the whole frame (common/frame.h: the 8-byte
+ *   header, whose magic, version, known type and length the engine checked, then the payload,
+ *   which it did not verify). @buf is valid only during the call. May be NULL.
  * on_close: an established endpoint lost a socket (peer closed or died, a protocol error, an
  *   op deadline): -ECONNRESET, -ETIMEDOUT, -EPROTO, -EIO, -ENOMEM. Called once, after every
  *   outstanding expect/send_data got its callback. Destroy it then.
@@ -112,8 +114,10 @@ int ferry__tcp_poll(struct ferry__tcp_ctx *ctx, bool sleeping);
 void ferry__tcp_ctx_destroy(struct ferry__tcp_ctx *ctx);
 
 /* Listen on @ip:@port (port 0: ephemeral). Returns 0, -EINVAL, -EADDRINUSE, -ENOMEM.
- * Sockets with a wrong token are refused (ACK(EACCES), a log line, closed); sockets that send
- * no HELLO within connect_timeout_ms, or garbage, are closed; the listener keeps serving.
+ * Sockets with a wrong token or protocol version are refused (a TransferHandshakeReply with
+ * -EACCES or -EPROTO, a log line, closed); sockets that send no TransferHandshake within
+ * connect_timeout_ms, or garbage, or frames of another framing, are closed (logged); the
+ * listener keeps serving.
  * Destroying it drops endpoints still forming; reported ones are unaffected. */
 int ferry__tcp_listen(struct ferry__tcp_ctx *ctx, const char *ip, uint16_t port,
 		      const struct ferry__tcp_ep_cbs *cbs, void *arg,
@@ -135,9 +139,11 @@ void ferry__tcp_ep_destroy(struct ferry__tcp_ep *ep);
 void ferry__tcp_ep_set_arg(struct ferry__tcp_ep *ep, void *arg);
 void *ferry__tcp_ep_arg(const struct ferry__tcp_ep *ep);
 
-/* Send one control message (copied). Returns 0, -ENOTCONN, -EMSGSIZE (> max_msg, logged),
- * -EINVAL (NULL @buf with @len), -ENOMEM. */
-int ferry__tcp_send(struct ferry__tcp_ep *ep, const void *buf, size_t len);
+/* Send one control message (copied): a whole frame of @len bytes (common/frame.h, e.g. from
+ * ferry__frame_finish), of any known MessageType but the engine's own (TransferHandshake,
+ * TransferHandshakeReply, DataChunk). Returns 0, -ENOTCONN, -EMSGSIZE (payload > max_msg,
+ * logged), -EINVAL (not such a frame, or its length field is not @len - 8: logged), -ENOMEM. */
+int ferry__tcp_send(struct ferry__tcp_ep *ep, const void *frame, size_t len);
 
 /* Receive transfer @xfer (an id unique on this endpoint while active) into @buf[0..@len).
  * Returns 0, -EEXIST (@xfer active), -ENOTCONN, -EINVAL (no @cb), -ENOMEM. A zero-length

@@ -10,48 +10,87 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/frame.h"
 #include "common/hashmap.h"
 #include "common/loop.h"
+#include "common/wire.h"
 #include "transport/tcp.h"
 
 #define TCP_LOG "tcp"
 
-/* ---- wire format ---- */
+/* ---- wire format (tcp_wire.c) ---- */
 
 /*
- * Every frame starts with a 24-byte little-endian header:
- *   0 magic 0xFC, 1 version 1, 2 kind, 3 reserved (0), 4-7 payload length,
- *   8-15 a (DATA: transfer id; HELLO: endpoint nonce; else 0),
- *   16-23 b (DATA: offset in the transfer; HELLO: index | count << 32; ACK: status as a
- *   positive errno, 0 = accepted; else 0).
+ * Every frame is the common frame of every stream socket (common/frame.h, schema/messages.fbs):
+ * an 8-byte header (magic 0xFE, version 1, uint16 MessageType, uint32 payload length), then the
+ * payload. The engine's own types: TransferHandshake / TransferHandshakeReply (the first frame
+ * each way on a socket; schema/transport.fbs) and DataChunk, struct-framed: its 16-byte struct
+ * {xfer, offset} then the raw bytes. Any other known type is a control message of the caller's
+ * protocol (socket 0 only), passed through whole: header and payload.
  */
-#define FERRY__TCP_HDR_SIZE 24
-#define FERRY__TCP_MAGIC 0xFC
-#define FERRY__TCP_VERSION 1
+#define FERRY__TCP_HDR_SIZE FERRY_FRAME_HEADER_SIZE
+/* A data frame's header and DataChunk struct: what precedes its raw bytes. */
+#define FERRY__TCP_DATA_HDR_SIZE (FERRY_FRAME_HEADER_SIZE + FERRY__WIRE_DATA_CHUNK_BYTES)
 #define FERRY__TCP_MAX_CHUNK (16u << 20) /* largest DATA payload either side accepts */
 #define FERRY__TCP_MAX_CONNS 64		 /* sockets per endpoint */
-#define FERRY__TCP_TOKEN_MAX 1024	 /* token bytes carried in HELLO */
+#define FERRY__TCP_TOKEN_MAX 1024	 /* token bytes carried in TransferHandshake */
+#define FERRY__TCP_HELLO_MAX (FERRY__TCP_TOKEN_MAX + 256) /* its payload, token included */
+#define FERRY__TCP_ACK_MAX 256				  /* a TransferHandshakeReply's payload */
 
+/* What a frame's MessageType is to the engine. */
 enum ferry__tcp_kind {
 	FERRY__TCP_MSG = 1,   /* a control message (socket 0 only) */
-	FERRY__TCP_DATA = 2,  /* a piece of a transfer */
-	FERRY__TCP_HELLO = 3, /* first frame of a connecting socket; payload: the token */
-	FERRY__TCP_ACK = 4,   /* the listener's answer to HELLO */
+	FERRY__TCP_DATA = 2,  /* DataChunk: a piece of a transfer */
+	FERRY__TCP_HELLO = 3, /* TransferHandshake: first frame of a connecting socket */
+	FERRY__TCP_ACK = 4,   /* TransferHandshakeReply: the listener's answer */
 };
 
+/* A decoded frame header (and, for DATA, its DataChunk struct). */
 struct ferry__tcp_hdr {
-	uint8_t kind; /* enum ferry__tcp_kind */
-	uint32_t len; /* payload bytes */
-	uint64_t a;   /* see the layout above */
-	uint64_t b;   /* see the layout above */
+	uint8_t kind;	 /* enum ferry__tcp_kind */
+	uint16_t type;	 /* MessageType */
+	uint32_t len;	 /* payload bytes; DATA: the raw bytes after the struct */
+	uint64_t xfer;	 /* DATA: transfer id */
+	uint64_t offset; /* DATA: where the raw bytes go in the transfer */
 };
 
-void ferry__tcp_hdr_encode(uint8_t out[FERRY__TCP_HDR_SIZE], const struct ferry__tcp_hdr *h);
-/* Check magic, version, kind, reserved byte and per-kind limits (MSG <= @max_msg, DATA <=
- * FERRY__TCP_MAX_CHUNK without overflowing its offset, HELLO <= FERRY__TCP_TOKEN_MAX and a
- * sane index/count, ACK empty). Returns 0 or -EPROTO (not logged: the caller knows the peer). */
+/* A data frame's header and struct: FERRY__TCP_DATA_HDR_SIZE bytes. */
+void ferry__tcp_data_hdr_encode(uint8_t out[FERRY__TCP_DATA_HDR_SIZE], uint64_t xfer,
+				uint64_t offset, uint32_t len);
+/*
+ * Decode and check a frame header: magic and version (-EPROTONOSUPPORT: another framing, such
+ * as a peer of wire protocol 2 and its 24-byte 0xFC header), then a known type and its cap
+ * (-EPROTO): a control message <= @max_msg, DATA 16 bytes of struct + at most
+ * FERRY__TCP_MAX_CHUNK, HELLO <= FERRY__TCP_HELLO_MAX, ACK <= FERRY__TCP_ACK_MAX. Not logged:
+ * the caller knows the peer. For DATA, ferry__tcp_data_struct_decode() completes @out.
+ */
 int ferry__tcp_hdr_decode(const uint8_t in[FERRY__TCP_HDR_SIZE], uint32_t max_msg,
 			  struct ferry__tcp_hdr *out);
+/* The DataChunk struct after a DATA header: 0, or -EPROTO when offset + len overflows. */
+int ferry__tcp_data_struct_decode(const uint8_t in[FERRY__WIRE_DATA_CHUNK_BYTES],
+				  struct ferry__tcp_hdr *h);
+
+/* A TransferHandshake, as the listener reads it. */
+struct ferry__tcp_hello {
+	uint32_t version;     /* the peer's wire protocol version */
+	const uint8_t *token; /* in the payload */
+	size_t token_len;     /* <= FERRY__TCP_TOKEN_MAX */
+	uint64_t nonce;	      /* groups the endpoint's sockets */
+	unsigned index;	      /* < count */
+	unsigned count;	      /* 1..FERRY__TCP_MAX_CONNS */
+};
+
+/* The TransferHandshake frame of socket @index of @count: *@frame (free with ferry__free),
+ * *@size bytes. 0, -ENOMEM. */
+int ferry__tcp_hello_frame(const void *token, size_t token_len, uint64_t nonce, unsigned index,
+			   unsigned count, uint8_t **frame, size_t *size);
+/* 0, or -EPROTO: malformed, a token over FERRY__TCP_TOKEN_MAX or an index/count out of range
+ * (the version is the caller's to judge). */
+int ferry__tcp_hello_parse(const void *payload, size_t len, struct ferry__tcp_hello *out);
+/* The TransferHandshakeReply frame with @status (0 or -errno). 0, -ENOMEM. */
+int ferry__tcp_ack_frame(int status, uint8_t **frame, size_t *size);
+/* Its status (0 or -errno), or -EPROTO when it is malformed or the status is not an errno. */
+int ferry__tcp_ack_parse(const void *payload, size_t len);
 
 /* ---- lists ---- */
 
@@ -110,18 +149,18 @@ struct tcp_xfer {
 
 /* One data frame being sent: header + a piece of a transfer's source. */
 struct tcp_chunk {
-	struct tcp_sock *sock;		  /* owner */
-	struct tcp_xfer *xfer;		  /* NULL when the slot is free */
-	struct ferry__loop_req req;	  /* its send (zero-copy: final after the notification) */
-	struct msghdr msg;		  /* header + payload */
-	struct iovec iov[2];		  /* the two pieces, advanced on partial sends */
-	uint8_t hdr[FERRY__TCP_HDR_SIZE]; /* the frame header */
-	size_t len;			  /* payload bytes */
-	bool sending;			  /* the send stage is not over (the socket is busy) */
-	bool zc;			  /* sent with SEND_ZC */
+	struct tcp_sock *sock;	    /* owner */
+	struct tcp_xfer *xfer;	    /* NULL when the slot is free */
+	struct ferry__loop_req req; /* its send (zero-copy: final after the notification) */
+	struct msghdr msg;	    /* header + payload */
+	struct iovec iov[2];	    /* the two pieces, advanced on partial sends */
+	uint8_t hdr[FERRY__TCP_DATA_HDR_SIZE]; /* the frame header and DataChunk struct */
+	size_t len;			       /* payload bytes */
+	bool sending;			       /* the send stage is not over (the socket is busy) */
+	bool zc;			       /* sent with SEND_ZC */
 };
 
-/* A queued control frame (MSG or ACK): header and payload in one allocation. */
+/* A queued control frame (MSG, HELLO or ACK): header and payload in one allocation. */
 struct tcp_msg {
 	struct tcp_msg *next; /* queue link */
 	size_t size;	      /* header + payload */
@@ -133,10 +172,11 @@ struct tcp_msg {
 enum tcp_rx_state {
 	RX_IDLE,  /* no receive armed */
 	RX_HDR,	  /* reading a header into sock->hdr */
+	RX_DHDR,  /* reading a DataChunk struct into sock->hdr after the header */
 	RX_MSG,	  /* reading a MSG payload into ep->msg_buf */
 	RX_DATA,  /* reading a DATA payload into the transfer's buffer */
 	RX_DRAIN, /* reading a payload nobody wants into the context's scratch */
-	RX_HELLO, /* listener: reading the HELLO token into sock->hello */
+	RX_HELLO, /* handshake: reading a HELLO (listener) or ACK payload into sock->hello */
 };
 
 /* One socket: of an endpoint, or accepted and waiting for its HELLO (ep NULL). */
@@ -152,13 +192,13 @@ struct tcp_sock {
 	struct ferry__loop_req connect_req;   /* connect */
 	struct ferry__loop_timer timer;	      /* accepted: HELLO deadline */
 	/* receive */
-	enum tcp_rx_state rx_state;	  /* what the pending receive reads */
-	uint8_t hdr[FERRY__TCP_HDR_SIZE]; /* header being read */
-	size_t rx_got;			  /* bytes of the current piece read */
-	size_t rx_want;			  /* bytes of the current piece */
-	struct ferry__tcp_hdr rx_hdr;	  /* decoded header of the payload being read */
-	struct tcp_xfer *rx_xfer;	  /* RX_DATA: the destination transfer */
-	uint8_t *hello;			  /* RX_HELLO: the token read so far */
+	enum tcp_rx_state rx_state;	       /* what the pending receive reads */
+	uint8_t hdr[FERRY__TCP_DATA_HDR_SIZE]; /* header (and DataChunk struct) being read */
+	size_t rx_got;			       /* bytes of the current piece read */
+	size_t rx_want;			       /* bytes of the current piece */
+	struct ferry__tcp_hdr rx_hdr;	       /* decoded header of the payload being read */
+	struct tcp_xfer *rx_xfer;	       /* RX_DATA: the destination transfer */
+	uint8_t *hello;			       /* RX_HELLO: the handshake payload read so far */
 	/* send */
 	struct tcp_msg *msg_head;		  /* control frames queued (socket 0, handshake) */
 	struct tcp_msg **msg_tail;		  /* where the next one goes */
@@ -208,7 +248,7 @@ struct ferry__tcp_ep {
 	struct tcp_link ready;		      /* decided, nothing in flight: callback due */
 	struct tcp_link draining;	      /* decided, waiting for kernel requests */
 	unsigned next_tx_sock;		      /* round robin start for kicking sockets */
-	uint8_t *msg_buf;		      /* MSG payload being received */
+	uint8_t *msg_buf;		      /* MSG frame being received (header + payload) */
 	size_t msg_cap;			      /* its size */
 	struct sockaddr_storage addr;	      /* connect: the peer */
 	socklen_t addr_len;		      /* its length */
@@ -264,14 +304,23 @@ void ferry__tcp_sock_shut(struct tcp_sock *sock);
 void ferry__tcp_handshake_rx(struct tcp_sock *sock, int result);
 void ferry__tcp_handshake_tx_done(struct tcp_sock *sock);
 
+/* ---- tcp_wire.c: the handshake's frame-level steps (the rest is in tcp.c) ---- */
+/* Does @t equal the context's token? Constant time in the token's content. */
+bool ferry__tcp_token_equal(const struct ferry__tcp_ctx *ctx, const uint8_t *t, size_t len);
+/* Queue the TransferHandshakeReply with @status on @sock. 0, -ENOMEM. */
+int ferry__tcp_queue_ack(struct tcp_sock *sock, int status);
+/* A handshake frame's header is in sock->hdr: see tcp_wire.c. 1, 0 or -errno. */
+int ferry__tcp_handshake_hdr(struct tcp_sock *sock, uint8_t kind);
+/* Why ferry__tcp_handshake_hdr() refused a frame, for the log. */
+const char *ferry__tcp_handshake_why(int err);
+
 /* ---- tcp_io.c ---- */
 /* Arm the receive of the next header. 0 or -errno (the caller fails the endpoint). */
 int ferry__tcp_rx_arm_hdr(struct tcp_sock *sock);
 /* Re-arm the receive of the rest of the current piece. 0 or -errno. */
 int ferry__tcp_rx_resume(struct tcp_sock *sock);
-/* Queue a control frame on @sock and start sending. 0, -ENOMEM. */
-int ferry__tcp_queue_frame(struct tcp_sock *sock, const struct ferry__tcp_hdr *h,
-			   const void *payload, size_t len);
+/* Queue a copy of a whole frame (header included) on @sock and start sending. 0, -ENOMEM. */
+int ferry__tcp_queue_frame(struct tcp_sock *sock, const void *frame, size_t size);
 /* Start sending on every socket that is idle. */
 void ferry__tcp_tx_kick_all(struct ferry__tcp_ep *ep);
 /* Decide @x with @status: finish now if allowed and nothing is in flight, else defer. */

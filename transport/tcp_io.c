@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * TCP engine, part two: the frame codec, the receive state machine of each socket (header, then
- * a payload read straight into its destination), the send side (control frames in order on
+ * TCP engine, part two: the receive state machine of each socket (header, then a payload read
+ * straight into its destination), the send side (control frames in order on
  * socket 0, data chunks pulled by idle sockets, SEND_ZC for large ones) and the transfer calls.
  * The DESIGN block is in tcp.c.
  */
@@ -15,92 +15,6 @@
 #include "transport/tcp_int.h"
 
 #define MSG_BUF_KEEP (64u << 10) /* a larger control receive buffer is freed after use */
-
-/* ---- codec ---- */
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-void ferry__tcp_hdr_encode(uint8_t out[FERRY__TCP_HDR_SIZE], const struct ferry__tcp_hdr *h)
-{
-	out[0] = FERRY__TCP_MAGIC;
-	out[1] = FERRY__TCP_VERSION;
-	out[2] = h->kind;
-	out[3] = 0;
-	put_le32(out + 4, h->len);
-	put_le64(out + 8, h->a);
-	put_le64(out + 16, h->b);
-}
-
-static bool hello_ok(const struct ferry__tcp_hdr *h)
-{
-	uint64_t index = h->b & 0xffffffffu, count = h->b >> 32;
-
-	return h->len <= FERRY__TCP_TOKEN_MAX && count >= 1 && count <= FERRY__TCP_MAX_CONNS &&
-	       index < count;
-}
-
-int ferry__tcp_hdr_decode(const uint8_t in[FERRY__TCP_HDR_SIZE], uint32_t max_msg,
-			  struct ferry__tcp_hdr *out)
-{
-	struct ferry__tcp_hdr h;
-	bool ok;
-
-	if (in[0] != FERRY__TCP_MAGIC || in[1] != FERRY__TCP_VERSION || in[3] != 0)
-		return -EPROTO;
-	h.kind = in[2];
-	h.len = get_le32(in + 4);
-	h.a = get_le64(in + 8);
-	h.b = get_le64(in + 16);
-	switch (h.kind) {
-	case FERRY__TCP_MSG:
-		ok = h.len <= max_msg && h.a == 0 && h.b == 0;
-		break;
-	case FERRY__TCP_DATA:
-		ok = h.len <= FERRY__TCP_MAX_CHUNK && h.b <= UINT64_MAX - h.len;
-		break;
-	case FERRY__TCP_HELLO:
-		ok = hello_ok(&h);
-		break;
-	case FERRY__TCP_ACK:
-		ok = h.len == 0 && h.a == 0 && h.b < 4096;
-		break;
-	default:
-		ok = false;
-		break;
-	}
-	if (!ok)
-		return -EPROTO;
-	*out = h;
-	return 0;
-}
 
 /* ---- transfers ---- */
 
@@ -389,19 +303,16 @@ static int send_msg(struct tcp_sock *sock)
 	return ret;
 }
 
-int ferry__tcp_queue_frame(struct tcp_sock *sock, const struct ferry__tcp_hdr *h,
-			   const void *payload, size_t len)
+int ferry__tcp_queue_frame(struct tcp_sock *sock, const void *frame, size_t size)
 {
-	struct tcp_msg *m = ferry__malloc(sizeof(*m) + FERRY__TCP_HDR_SIZE + len);
+	struct tcp_msg *m = ferry__malloc(sizeof(*m) + size);
 
 	if (!m)
 		return -ENOMEM;
 	m->next = NULL;
-	m->size = FERRY__TCP_HDR_SIZE + len;
+	m->size = size;
 	m->done = 0;
-	ferry__tcp_hdr_encode(m->data, h);
-	if (len)
-		memcpy(m->data + FERRY__TCP_HDR_SIZE, payload, len);
+	memcpy(m->data, frame, size);
 	m->counted = sock->ep != NULL;
 	if (m->counted)
 		tx_queued_add(sock->ep, m->size);
@@ -411,20 +322,26 @@ int ferry__tcp_queue_frame(struct tcp_sock *sock, const struct ferry__tcp_hdr *h
 	return 0;
 }
 
-int ferry__tcp_send(struct ferry__tcp_ep *ep, const void *buf, size_t len)
+int ferry__tcp_send(struct ferry__tcp_ep *ep, const void *frame, size_t len)
 {
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_MSG, .len = (uint32_t)len};
+	struct ferry__tcp_hdr h;
+	int ret;
 
 	if (ep->state != EP_OPEN)
 		return -ENOTCONN;
-	if (len > ep->ctx->max_msg) {
+	if (!frame || len < FERRY__TCP_HDR_SIZE)
+		return -EINVAL;
+	ret = ferry__tcp_hdr_decode(frame, ep->ctx->max_msg, &h);
+	if (ret == 0 && h.kind == FERRY__TCP_MSG && h.len == len - FERRY__TCP_HDR_SIZE)
+		return ferry__tcp_queue_frame(ep->socks[0], frame, len);
+	if (len - FERRY__TCP_HDR_SIZE > ep->ctx->max_msg) {
 		FLOG_ERROR(TCP_LOG, "%s: message of %zu bytes exceeds the limit of %u", ep->peer,
-			   len, ep->ctx->max_msg);
+			   len - FERRY__TCP_HDR_SIZE, ep->ctx->max_msg);
 		return -EMSGSIZE;
 	}
-	if (!buf && len)
-		return -EINVAL;
-	return ferry__tcp_queue_frame(ep->socks[0], &h, buf, len);
+	FLOG_ERROR(TCP_LOG, "%s: not a control message frame (type %u, %zu bytes)", ep->peer,
+		   ferry__fb_load_u16((const uint8_t *)frame + 2), len);
+	return -EINVAL;
 }
 
 static void chunk_release(struct tcp_chunk *c, int result)
@@ -506,7 +423,7 @@ static void on_chunk_sent(struct ferry__loop_req *req, int result)
 	c->sending = false;
 	sock->tx_busy = false;
 	ep->busy++;
-	if (result >= 0 && (size_t)result < FERRY__TCP_HDR_SIZE + c->len)
+	if (result >= 0 && (size_t)result < FERRY__TCP_DATA_HDR_SIZE + c->len)
 		result = -ECONNRESET; /* MSG_WAITALL: short only when the connection broke */
 	if (result < 0)
 		tx_fail(sock, result);
@@ -520,7 +437,7 @@ static void on_chunk_done(struct ferry__loop_req *req, int result)
 {
 	struct tcp_chunk *c = req->data;
 
-	if (result >= 0 && (size_t)result < FERRY__TCP_HDR_SIZE + c->len)
+	if (result >= 0 && (size_t)result < FERRY__TCP_DATA_HDR_SIZE + c->len)
 		result = -ECONNRESET;
 	chunk_end(c, result);
 }
@@ -558,12 +475,10 @@ static int send_chunk(struct tcp_sock *sock, struct tcp_chunk *c, struct tcp_xfe
 {
 	struct ferry__tcp_ctx *ctx = sock->ctx;
 	size_t n = FERRY_MIN((size_t)ctx->chunk_size, x->len - x->next);
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_DATA, .len = (uint32_t)n, .a = x->id};
 	int ret;
 
-	h.b = x->next;
-	ferry__tcp_hdr_encode(c->hdr, &h);
-	c->iov[0] = (struct iovec){c->hdr, FERRY__TCP_HDR_SIZE};
+	ferry__tcp_data_hdr_encode(c->hdr, x->id, x->next, (uint32_t)n);
+	c->iov[0] = (struct iovec){c->hdr, FERRY__TCP_DATA_HDR_SIZE};
 	c->iov[1] = (struct iovec){x->buf + x->next, n};
 	memset(&c->msg, 0, sizeof(c->msg));
 	c->msg.msg_iov = c->iov;
@@ -667,10 +582,12 @@ static uint8_t *rx_dst(struct tcp_sock *sock, size_t *left)
 	switch (sock->rx_state) {
 	case RX_HDR:
 		return sock->hdr + sock->rx_got;
+	case RX_DHDR:
+		return sock->hdr + FERRY__TCP_HDR_SIZE + sock->rx_got;
 	case RX_MSG:
-		return ep->msg_buf + sock->rx_got;
+		return ep->msg_buf + FERRY__TCP_HDR_SIZE + sock->rx_got;
 	case RX_DATA:
-		return sock->rx_xfer->buf + sock->rx_hdr.b + sock->rx_got;
+		return sock->rx_xfer->buf + sock->rx_hdr.offset + sock->rx_got;
 	case RX_HELLO:
 		return sock->hello + sock->rx_got;
 	case RX_DRAIN:
@@ -768,18 +685,25 @@ static void protocol_error(struct ferry__tcp_ep *ep, const char *what)
 
 static int rx_complete(struct tcp_sock *sock, struct tcp_xfer *x);
 
-static int rx_data_hdr(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
+/* A data frame's struct is in: receive its bytes into the transfer, or drop them. */
+static int rx_data_hdr(struct tcp_sock *sock, struct ferry__tcp_hdr *h)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
-	void **slot = ferry__hashmap_get(&ep->expects, &h->a);
-	struct tcp_xfer *x = slot ? *slot : NULL;
+	void **slot;
+	struct tcp_xfer *x;
 
+	if (ferry__tcp_data_struct_decode(sock->hdr + FERRY__TCP_HDR_SIZE, h) < 0) {
+		protocol_error(ep, "data offset overflows");
+		return 0;
+	}
+	slot = ferry__hashmap_get(&ep->expects, &h->xfer);
+	x = slot ? *slot : NULL;
 	if (!x) {
 		FLOG_DEBUG(TCP_LOG, "%s: dropping %u bytes of unexpected transfer %llu", ep->peer,
-			   h->len, (unsigned long long)h->a);
+			   h->len, (unsigned long long)h->xfer);
 		return h->len ? rx_piece(sock, RX_DRAIN, h->len) : ferry__tcp_rx_arm_hdr(sock);
 	}
-	if (h->b > x->len || h->len > x->len - h->b || h->len > x->len - x->done) {
+	if (h->offset > x->len || h->len > x->len - h->offset || h->len > x->len - x->done) {
 		protocol_error(ep, "data beyond the expected buffer");
 		return 0;
 	}
@@ -790,36 +714,26 @@ static int rx_data_hdr(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
 	return rx_piece(sock, RX_DATA, h->len);
 }
 
-static int rx_msg_hdr(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
+/*
+ * Start reading the piece of @want bytes after a header. The frame was sent with its header in
+ * one write, so the piece is almost always here already: read it now rather than arm a
+ * receive, which completes at the loop's next pass. That pass was a round of io_uring_enter,
+ * and in a busy poll a sched_yield that may hand the CPU away, on each direction of every small
+ * pull. Whatever is missing (or an error, which the armed receive then reports through the
+ * usual path) goes to the loop as before.
+ */
+static int rx_piece_now(struct tcp_sock *sock, enum tcp_rx_state state, size_t want)
 {
-	struct ferry__tcp_ep *ep = sock->ep;
+	size_t left;
+	uint8_t *dst;
+	ssize_t n;
 
-	if (sock->index != 0) {
-		protocol_error(ep, "control message on a data socket");
-		return 0;
-	}
-	if (h->len > ep->msg_cap) {
-		uint8_t *buf = ferry__realloc(ep->msg_buf, h->len);
-
-		if (!buf)
-			return -ENOMEM;
-		ep->msg_buf = buf;
-		ep->msg_cap = h->len;
-	}
-	sock->rx_state = RX_MSG;
+	sock->rx_state = state;
 	sock->rx_got = 0;
-	sock->rx_want = h->len;
-	if (h->len) {
-		/*
-		 * A control message is sent with its header in one write, so its body is almost
-		 * always here already: read it now rather than arm a receive, which completes at
-		 * the loop's next pass. That pass was a round of io_uring_enter, and in a busy
-		 * poll a sched_yield that may hand the CPU away, on each direction of every small
-		 * pull. Whatever is missing (or an error, which the armed receive then reports
-		 * through the usual path) goes to the loop as before.
-		 */
-		ssize_t n = recv(sock->fd, ep->msg_buf, h->len, MSG_DONTWAIT);
-
+	sock->rx_want = want;
+	if (want) {
+		dst = rx_dst(sock, &left);
+		n = recv(sock->fd, dst, left, MSG_DONTWAIT);
 		if (n > 0)
 			sock->rx_got = (size_t)n;
 		if (sock->rx_got < sock->rx_want)
@@ -828,13 +742,34 @@ static int rx_msg_hdr(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
 	return rx_complete(sock, NULL);
 }
 
+static int rx_msg_hdr(struct tcp_sock *sock, const struct ferry__tcp_hdr *h)
+{
+	struct ferry__tcp_ep *ep = sock->ep;
+	size_t size = FERRY__TCP_HDR_SIZE + (size_t)h->len;
+
+	if (sock->index != 0) {
+		protocol_error(ep, "control message on a data socket");
+		return 0;
+	}
+	if (size > ep->msg_cap) {
+		uint8_t *buf = ferry__realloc(ep->msg_buf, size);
+
+		if (!buf)
+			return -ENOMEM;
+		ep->msg_buf = buf;
+		ep->msg_cap = size;
+	}
+	/* The callee gets the whole frame, as it would decode one from any engine. */
+	memcpy(ep->msg_buf, sock->hdr, FERRY__TCP_HDR_SIZE);
+	return rx_piece_now(sock, RX_MSG, h->len);
+}
+
 static void deliver_msg(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
-	static const uint8_t empty[1];
 
 	if (ep->cbs.on_message && !ep->destroyed)
-		ep->cbs.on_message(ep, sock->rx_want ? ep->msg_buf : empty, sock->rx_want, ep->arg);
+		ep->cbs.on_message(ep, ep->msg_buf, FERRY__TCP_HDR_SIZE + sock->rx_want, ep->arg);
 	if (ep->msg_cap > MSG_BUF_KEEP) {
 		ferry__free(ep->msg_buf);
 		ep->msg_buf = NULL;
@@ -847,13 +782,22 @@ static int rx_header(struct tcp_sock *sock)
 {
 	struct ferry__tcp_ep *ep = sock->ep;
 	struct ferry__tcp_hdr *h = &sock->rx_hdr;
+	int ret = ferry__tcp_hdr_decode(sock->hdr, ep->ctx->max_msg, h);
 
-	if (ferry__tcp_hdr_decode(sock->hdr, ep->ctx->max_msg, h) < 0) {
+	if (ret == -EPROTONOSUPPORT) {
+		FLOG_ERROR(TCP_LOG,
+			   "%s: frame of another protocol version (magic 0x%02x version %u), "
+			   "this side speaks wire protocol %u; closing",
+			   ep->peer, sock->hdr[0], sock->hdr[1], FERRY_WIRE_PROTOCOL_VERSION);
+		ferry__tcp_ep_fail(ep, -EPROTO);
+		return 0;
+	}
+	if (ret < 0) {
 		protocol_error(ep, "bad frame header");
 		return 0;
 	}
 	if (h->kind == FERRY__TCP_DATA)
-		return rx_data_hdr(sock, h);
+		return rx_piece_now(sock, RX_DHDR, FERRY__WIRE_DATA_CHUNK_BYTES);
 	if (h->kind != FERRY__TCP_MSG) {
 		protocol_error(ep, "handshake frame on an established connection");
 		return 0;
@@ -869,6 +813,8 @@ static int rx_complete(struct tcp_sock *sock, struct tcp_xfer *x)
 	switch (sock->rx_state) {
 	case RX_HDR:
 		return rx_header(sock);
+	case RX_DHDR:
+		return rx_data_hdr(sock, &sock->rx_hdr);
 	case RX_MSG:
 		deliver_msg(sock);
 		/* Backpressure: the next request waits until the replies drain (tx_drained). */

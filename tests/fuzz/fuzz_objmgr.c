@@ -2,7 +2,8 @@
 /*
  * libFuzzer target for the object manager's decoders. An input starting with 'A' is a node
  * address (the GCS record's text, parsed strictly; what parses must format and parse back to
- * the same). Any other input is a byte stream of frames as a puller would send them: each goes
+ * the same). Any other input is one message as an engine hands it over (ferry__objmgr_unwrap:
+ * the common frame decode), and a byte stream of frames as a puller would send them: each goes
  * through the serving side's check and, when it is a PullRequest, its reply is built against a
  * fake object of a few hundred bytes held in its own allocation, so that ASan catches any read
  * outside the object (the arena, in the real server).
@@ -60,6 +61,8 @@ static void fuzz_frames(const uint8_t *data, size_t size)
 	struct ferry__frame_parser p;
 	struct ferry__frame f;
 	uint8_t *bytes = ferry__malloc(FAKE_SIZE + 4);
+	const void *payload;
+	size_t plen;
 	int ret;
 
 	if (!bytes)
@@ -69,6 +72,13 @@ static void fuzz_frames(const uint8_t *data, size_t size)
 	obj.data_size = FAKE_SIZE;
 	obj.metadata = bytes + FAKE_SIZE;
 	obj.metadata_size = 4;
+	/* The whole input as one message of an engine (an RDMA SEND, a TCP on_message frame):
+	 * the decoder both engines share. */
+	if (ferry__objmgr_unwrap_request(data, size, &f.type, &payload, &plen) == 0) {
+		f.payload = payload;
+		f.length = (uint32_t)plen;
+		serve(&f, &obj);
+	}
 	ferry__frame_parser_init(&p, FUZZ_MAX_LENGTH);
 	ret = ferry__frame_parser_feed(&p, data, size);
 	while (ret >= 0 && (ret = ferry__frame_parser_next(&p, &f)) == 1)
@@ -147,6 +157,15 @@ int fuzz_make_corpus(const char *dir)
 		return 1;
 	}
 	bad |= seed_requests(f, &b) != 0;
+	bad |= fclose(f) != 0;
+	/* one request alone: a whole message as an engine hands it to ferry__objmgr_unwrap */
+	snprintf(path, sizeof(path), "%s/seed-one-request", dir);
+	f = fopen(path, "wb");
+	if (!f) {
+		perror(path);
+		return 1;
+	}
+	bad |= write_request(f, &b, 100, 50, true) != 0;
 	bad |= fclose(f) != 0;
 	ferry__fb_builder_fini(&b);
 	bad |= write_text(dir, "seed-address-full",

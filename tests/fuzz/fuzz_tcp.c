@@ -7,8 +7,10 @@
  * closes. A canary that changed (a write outside a buffer), a transfer callback that ran twice
  * or after on_close, or a missing on_close aborts. Each input runs twice: on a loop that sleeps
  * (every receive armed in the ring) and on one that busy-polls with polled receive (the control
- * socket read by ferry__tcp_poll). Every 24-byte window of the input also goes through the
- * header decoder.
+ * socket read by ferry__tcp_poll). Every message handed over must be a whole frame whose header
+ * says its length. Every 8-byte window of the input also goes through the header decoder (and
+ * the DataChunk struct decoder after a data header), every window through the handshake
+ * decoders.
  *
  * Built with FUZZ_TCP_REPLAY and replay.c, it replays its corpus (suite fuzz):
  *   fuzz_tcp_replay DIR|FILE...        run each input, fail on a leak or an empty corpus
@@ -23,6 +25,7 @@
 
 #include <ferry/common.h>
 
+#include "common/alloc.h"
 #include "common/loop.h"
 #include "fuzz_replay.h"
 #include "transport/tcp_int.h"
@@ -57,8 +60,14 @@ static void on_xfer(void *arg, int status)
 
 static void on_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)
 {
+	struct ferry__tcp_hdr h;
+
 	(void)ep;
 	(void)arg;
+	/* A whole control frame, its header checked by the engine. */
+	if (len < FERRY__TCP_HDR_SIZE || ferry__tcp_hdr_decode(buf, UINT32_MAX, &h) ||
+	    h.kind != FERRY__TCP_MSG || h.len != len - FERRY__TCP_HDR_SIZE)
+		abort();
 	for (size_t i = 0; i < len; i++) /* the whole message must be readable */
 		sink ^= ((const uint8_t *)buf)[i];
 }
@@ -84,10 +93,18 @@ static const struct ferry__tcp_ep_cbs cbs = {on_connect, on_message, on_close};
 
 static void decode_windows(const uint8_t *data, size_t size)
 {
+	struct ferry__tcp_hello hello;
 	struct ferry__tcp_hdr h;
 
-	for (size_t i = 0; i + FERRY__TCP_HDR_SIZE <= size; i++)
-		(void)ferry__tcp_hdr_decode(data + i, 1u << 16, &h);
+	for (size_t i = 0; i + FERRY__TCP_HDR_SIZE <= size; i++) {
+		if (ferry__tcp_hdr_decode(data + i, 1u << 16, &h) == 0 &&
+		    h.kind == FERRY__TCP_DATA && i + FERRY__TCP_DATA_HDR_SIZE <= size)
+			(void)ferry__tcp_data_struct_decode(data + i + FERRY__TCP_HDR_SIZE, &h);
+	}
+	for (size_t i = 0; i < size && i < 64; i++) {
+		(void)ferry__tcp_hello_parse(data + i, size - i, &hello);
+		(void)ferry__tcp_ack_parse(data + i, size - i);
+	}
 }
 
 static void check_fences(const struct run *r)
@@ -192,14 +209,31 @@ struct seed {
 	size_t len;	    /* bytes in it */
 };
 
+/* A frame of @kind: DATA {@a = xfer, @b = offset} + @len bytes, else a header of that kind's
+ * type and a @len-byte payload. */
 static void put_frame(struct seed *s, uint8_t kind, uint32_t len, uint64_t a, uint64_t b)
 {
-	struct ferry__tcp_hdr h = {.kind = kind, .len = len, .a = a, .b = b};
+	uint16_t type = kind == FERRY__TCP_HELLO ? FERRY__WIRE_MSG_TRANSFER_HANDSHAKE
+			: kind == FERRY__TCP_ACK ? FERRY__WIRE_MSG_TRANSFER_HANDSHAKE_REPLY
+						 : FERRY__WIRE_MSG_PULL_DONE;
 
-	ferry__tcp_hdr_encode(s->buf + s->len, &h);
-	s->len += FERRY__TCP_HDR_SIZE;
+	if (kind == FERRY__TCP_DATA) {
+		ferry__tcp_data_hdr_encode(s->buf + s->len, a, b, len);
+		s->len += FERRY__TCP_DATA_HDR_SIZE;
+	} else {
+		ferry__frame_header_encode(s->buf + s->len, type, len);
+		s->len += FERRY__TCP_HDR_SIZE;
+	}
 	for (uint32_t i = 0; i < len; i++)
 		s->buf[s->len++] = (uint8_t)(i * 7 + a);
+}
+
+/* Append a whole frame (from the handshake encoders). */
+static void put_bytes(struct seed *s, uint8_t *frame, size_t size)
+{
+	memcpy(s->buf + s->len, frame, size);
+	s->len += size;
+	ferry__free(frame);
 }
 
 static int write_seed(const char *dir, const char *name, const struct seed *s)
@@ -221,6 +255,8 @@ static int write_seed(const char *dir, const char *name, const struct seed *s)
 int fuzz_make_corpus(const char *dir)
 {
 	struct seed s;
+	uint8_t *frame;
+	size_t size;
 	int bad = 0;
 
 	/* every transfer completed in pieces, with messages between them */
@@ -248,8 +284,26 @@ int fuzz_make_corpus(const char *dir)
 	bad |= write_seed(dir, "seed-truncated", &s);
 	/* handshake frames where data belongs */
 	memset(&s, 0, sizeof(s));
-	put_frame(&s, FERRY__TCP_HELLO, 4, 1, 1ull << 32);
+	if (ferry__tcp_hello_frame("token", 5, 1, 0, 1, &frame, &size) == 0)
+		put_bytes(&s, frame, size);
 	bad |= write_seed(dir, "seed-hello", &s);
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_MSG, 3, 0, 0);
+	if (ferry__tcp_ack_frame(0, &frame, &size) == 0)
+		put_bytes(&s, frame, size);
+	bad |= write_seed(dir, "seed-ack", &s);
+	/* an offset that overflows with the length */
+	memset(&s, 0, sizeof(s));
+	put_frame(&s, FERRY__TCP_DATA, 10, 2, UINT64_MAX - 4);
+	bad |= write_seed(dir, "seed-overflow", &s);
+	/* a peer of wire protocol 2: its 24-byte 0xFC header */
+	memset(&s, 0, sizeof(s));
+	s.buf[0] = 0xFC;
+	s.buf[1] = 1;
+	s.buf[2] = 2;
+	s.buf[4] = 10;
+	s.len = 34;
+	bad |= write_seed(dir, "seed-old-framing", &s);
 	return bad;
 }
 

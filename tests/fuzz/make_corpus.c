@@ -79,6 +79,35 @@ static const uint8_t *sample_frame(struct ferry__fb_builder *b, uint16_t type, u
 	return frame;
 }
 
+/* A struct-framed message (DataChunk): its struct, then 0, 7 and 200 raw bytes. Writes the
+ * files and copies the last frame to @out (up to @room bytes); returns the bytes copied. */
+static size_t framed_frames(const struct ferry__fb_message_info *m, uint8_t *out, size_t room)
+{
+	static const size_t extra[] = {0, 7, 200};
+	uint8_t payload[512], *frame = NULL;
+	size_t size = 0, copied = 0;
+	char name[128];
+
+	for (size_t k = 0; k < sizeof(extra) / sizeof(extra[0]); k++) {
+		for (size_t j = 0; j < m->framed_bytes + extra[k]; j++)
+			payload[j] = (uint8_t)(j * 13 + k);
+		ferry__free(frame);
+		if (ferry__frame_pack(m->type, payload, m->framed_bytes + extra[k], &frame,
+				      &size)) {
+			fprintf(stderr, "frame_pack failed\n");
+			exit(1);
+		}
+		snprintf(name, sizeof(name), "valid-%s-%zu", m->name, k);
+		write_file(name, frame, size);
+	}
+	if (size <= room) {
+		memcpy(out, frame, size);
+		copied = size;
+	}
+	ferry__free(frame);
+	return copied;
+}
+
 static void valid_frames(struct ferry__fb_builder *b)
 {
 	static uint8_t stream[1 << 16];
@@ -88,6 +117,11 @@ static void valid_frames(struct ferry__fb_builder *b)
 	for (size_t i = 0; i < ferry__wire_message_count; i++) {
 		const struct ferry__fb_message_info *m = &ferry__wire_messages[i];
 
+		if (m->framed_bytes) {
+			stream_size += framed_frames(m, stream + stream_size,
+						     sizeof(stream) - stream_size);
+			continue;
+		}
 		for (uint32_t seed = 0; seed < 3; seed++) {
 			const uint8_t *frame = sample_frame(b, m->type, seed, &size);
 
@@ -153,6 +187,8 @@ static void corrupted_frames(struct ferry__fb_builder *b)
 		const uint8_t *src;
 		size_t size;
 
+		if (m->framed_bytes)
+			continue; /* any bytes are a valid DataChunk payload past its struct */
 		src = sample_frame(b, m->type, 3, &size);
 		memcpy(frame, src, size);
 		for (int k = 0; k < 3 && size > FERRY_FRAME_HEADER_SIZE; k++) {

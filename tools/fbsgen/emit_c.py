@@ -201,6 +201,18 @@ class CEmitter:
         for f in s.fields:
             self.struct_member_io(out, f, 'store')
         out('}')
+        if 'framed_struct' in s.attrs:
+            self.emit_framed_decl(out, s)
+
+    def emit_framed_decl(self, out, s):
+        size = self.names.add('%s_%s_BYTES' % (self.MP, s.cname.upper()), s.name)
+        out()
+        out('/* A %s frame\'s payload: these %d bytes (_load/_store), then raw bytes. */'
+            % (s.name, s.size))
+        out('#define %s %d' % (size, s.size))
+        out('/* 0 when @len holds the struct (any raw bytes may follow), else -EPROTO. */')
+        out('int %s(const void *buf, size_t len);' %
+            self.names.add(self.fn(s, '_frame_verify'), s.name))
 
     def member_decl(self, f):
         t = f.type
@@ -399,6 +411,12 @@ class CEmitter:
         for t in self.s.tables:
             self.emit_verify(out, t)
             self.emit_build(out, t)
+        for st in self.s.structs:
+            if 'framed_struct' in st.attrs:
+                out()
+                out('int %s(const void *buf, size_t len)\n{\n\t(void)buf;\n'
+                    '\treturn len >= %s_%s_BYTES ? 0 : -EPROTO;\n}'
+                    % (self.fn(st, '_frame_verify'), self.MP, st.cname.upper()))
         if self.s.messages:
             self.emit_messages(out)
         return out.text()
@@ -576,8 +594,12 @@ class CEmitter:
         out()
         out('const struct ferry__fb_message_info %s_messages[] = {' % self.P)
         for v, t in self.s.messages:
-            out('\t{%s_%s, "%s", %s},' % (macro, snake_upper(v.name), t.name,
-                                         self.fn(t, '_verify')))
+            if t.kind == 'struct':
+                out('\t{%s_%s, "%s", %s, %d},' % (macro, snake_upper(v.name), t.name,
+                                                self.fn(t, '_frame_verify'), t.size))
+            else:
+                out('\t{%s_%s, "%s", %s, 0},' % (macro, snake_upper(v.name), t.name,
+                                               self.fn(t, '_verify')))
         out('};\n')
         out('const size_t %s_message_count = %d;\n' % (self.P, len(self.s.messages)))
         out('const struct ferry__fb_message_info *%s_message_info(uint16_t type)\n{' % self.P)

@@ -427,7 +427,8 @@ class Schema:
 
 # ---- resolution and checks ----
 
-DECL_ATTRIBUTES = {'enum': {'c_name'}, 'struct': {'c_name', 'c_type'}, 'table': {'c_name'}}
+DECL_ATTRIBUTES = {'enum': {'c_name'}, 'struct': {'c_name', 'c_type', 'framed_struct'},
+                   'table': {'c_name'}}
 FIELD_ATTRIBUTES = {'struct': set(), 'table': {'required', 'deprecated'}}
 IDENT = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 
@@ -440,7 +441,7 @@ def check_attributes(schema, decl, attrs, allowed, line, what):
     for name in attrs:
         if name in allowed:
             continue
-        if name in ('c_name', 'c_type', 'required', 'deprecated'):
+        if name in ('c_name', 'c_type', 'required', 'deprecated', 'framed_struct'):
             fail(decl, "attribute '%s' is not allowed on %s" % (name, what), line)
         if name not in schema.declared_attributes:
             fail(decl, "unknown attribute '%s'" % name, line)
@@ -623,20 +624,39 @@ def message_enum(schema):
 
 
 def check_message_type(schema):
-    """MessageType: each value names the table it frames, so the dispatch cannot drift."""
+    """MessageType: each value names what it frames, so the dispatch cannot drift. That is a
+    table (the payload is a FlatBuffer of it), or a struct marked (framed_struct): a
+    struct-framed message, whose payload is the struct's fixed little-endian bytes followed by
+    raw bytes (bulk data that is not worth a FlatBuffer: the TCP engine's DataChunk). A
+    framed_struct that no MessageType names is refused too: it would be dead wire format."""
     e = message_enum(schema)
     schema.messages = []
+    framed = [s for s in schema.structs if 'framed_struct' in s.attrs]
     if not e:
+        if framed:
+            fail(framed[0], 'struct %s is marked framed_struct but there is no MessageType'
+                 % framed[0].name)
         return
     if e.underlying.key != 'u16':
         fail(e, 'MessageType must be a uint16 enum (the frame header field)')
+    named = set()
     for v in e.values:
         if v.value == 0:
             fail(e, 'MessageType value 0 is reserved (%s)' % v.name)
         try:
-            table = schema.lookup(v.name, e.namespace, e.path, e.line)
+            decl = schema.lookup(v.name, e.namespace, e.path, e.line)
         except SchemaError:
-            table = None
-        if table is None or table.kind != 'table':
-            fail(e, 'MessageType %s does not name a table' % v.name)
-        schema.messages.append((v, table))
+            decl = None
+        if decl is not None and decl.kind == 'struct':
+            if 'framed_struct' not in decl.attrs:
+                fail(e, 'MessageType %s names struct %s, which is not marked (framed_struct)'
+                     % (v.name, decl.name))
+            if decl.attrs['framed_struct'] is not None:
+                fail(decl, 'framed_struct takes no value')
+            named.add(decl)
+        elif decl is None or decl.kind != 'table':
+            fail(e, 'MessageType %s does not name a table or a framed_struct' % v.name)
+        schema.messages.append((v, decl))
+    for s in framed:
+        if s not in named:
+            fail(s, 'struct %s is marked framed_struct but no MessageType names it' % s.name)

@@ -52,7 +52,7 @@ from ferry.wire import (GcsKvGet, GcsKvOp, GcsLogOp, GcsNode, GcsObject,  # noqa
                         Handshake, HandshakeReply, MessageType, ObjectId, PeerKind, UniqueId)
 
 FRAME_MAGIC, FRAME_VERSION = 0xFE, 1
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 RECORD_PREFIX = b'\0\0\0\0'
 RECORD_VERSION = 2
 CH_OBJECT_LOCATIONS = 4

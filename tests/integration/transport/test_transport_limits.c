@@ -32,29 +32,30 @@ static void send_all(int fd, const void *data, size_t len)
 /* A one-socket TCP engine peer that passed the token handshake. */
 static int engine_peer(uint16_t port)
 {
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_HELLO,
-				   .len = (uint32_t)strlen(TT_TOKEN),
-				   .a = 0x5eed,
-				   .b = (uint64_t)1 << 32};
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-	uint8_t hdr[FERRY__TCP_HDR_SIZE];
+	uint8_t hdr[FERRY__TCP_HDR_SIZE], ack[FERRY__TCP_ACK_MAX];
+	struct ferry__tcp_hdr h;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 4096;
+	uint8_t *hello;
+	size_t size;
 
 	ftest_assert_int_ge(fd, 0);
 	ftest_assert_ok(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ftest_assert_ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
-	ferry__tcp_hdr_encode(hdr, &h);
-	send_all(fd, hdr, sizeof(hdr));
-	send_all(fd, TT_TOKEN, strlen(TT_TOKEN));
+	ftest_assert_ok(
+		ferry__tcp_hello_frame(TT_TOKEN, strlen(TT_TOKEN), 0x5eed, 0, 1, &hello, &size));
+	send_all(fd, hello, size);
+	ferry__free(hello);
 	ftest_assert_int_eq(recv(fd, hdr, sizeof(hdr), MSG_WAITALL), (ssize_t)sizeof(hdr));
 	ftest_assert_ok(ferry__tcp_hdr_decode(hdr, 1024, &h));
 	ftest_assert_int_eq(h.kind, FERRY__TCP_ACK);
-	ftest_assert_uint_eq(h.b, 0);
+	ftest_assert_int_eq(recv(fd, ack, h.len, MSG_WAITALL), (ssize_t)h.len);
+	ftest_assert_ok(ferry__tcp_ack_parse(ack, h.len));
 	return fd;
 }
 
-/* REQUESTS inline PullRequests for @id, each a MSG frame, in one buffer. */
+/* REQUESTS inline PullRequests for @id, each a control frame, in one buffer. */
 static uint8_t *pull_requests(const struct ferry_object_id *id, size_t *len)
 {
 	struct ferry__fb_builder b = {0};
@@ -64,19 +65,16 @@ static uint8_t *pull_requests(const struct ferry_object_id *id, size_t *len)
 	for (uint64_t i = 0; i < REQUESTS; i++) {
 		struct ferry__wire_pull_request m = {
 			.xfer = i + 1, .object_id = *id, .len = OBJECT, .want_inline = true};
-		struct ferry__tcp_hdr h = {.kind = FERRY__TCP_MSG};
 		size_t msg_len;
 		void *msg;
 
 		ftest_assert_ok(ferry__wire_pull_request_build(&b, &m));
 		msg = ferry__objmgr_wrap(&b, FERRY__WIRE_MSG_PULL_REQUEST, &msg_len);
 		ftest_assert_ptr_notnull(msg);
-		h.len = (uint32_t)msg_len;
-		all = realloc(all, *len + FERRY__TCP_HDR_SIZE + msg_len);
+		all = realloc(all, *len + msg_len);
 		ftest_assert_ptr_notnull(all);
-		ferry__tcp_hdr_encode(all + *len, &h);
-		memcpy(all + *len + FERRY__TCP_HDR_SIZE, msg, msg_len);
-		*len += FERRY__TCP_HDR_SIZE + msg_len;
+		memcpy(all + *len, msg, msg_len); /* a frame already */
+		*len += msg_len;
 	}
 	ferry__fb_builder_fini(&b);
 	return all;

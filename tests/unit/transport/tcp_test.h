@@ -82,13 +82,38 @@ static inline size_t msg_len(uint64_t seq)
 	return 8 + (size_t)(seq * 37) % 3000;
 }
 
+/* The MessageType the tests' control messages travel as (the engine never reads payloads). */
+#define TT_MSG_TYPE FERRY__WIRE_MSG_PULL_DONE
+
+/* Send @len bytes as one control message (a frame of TT_MSG_TYPE). */
+static inline int tt_send(struct ferry__tcp_ep *ep, const void *payload, size_t len)
+{
+	uint8_t *frame;
+	size_t size;
+	int ret = ferry__frame_pack(TT_MSG_TYPE, payload, len, &frame, &size);
+
+	if (ret < 0)
+		return ret;
+	ret = ferry__tcp_send(ep, frame, size);
+	ferry__free(frame);
+	return ret;
+}
+
 static inline void side_on_message(struct ferry__tcp_ep *ep, const void *buf, size_t len, void *arg)
 {
 	struct side *s = arg;
 	const uint8_t *p = buf;
+	struct ferry__frame_header fh;
 	uint64_t seq;
 
 	ftest_assert_ptr_eq(ep, s->ep);
+	/* The engine hands over whole frames: the header, checked, then the payload. */
+	ftest_assert_uint_ge(len, FERRY_FRAME_HEADER_SIZE);
+	ftest_assert_ok(ferry__frame_header_decode(p, UINT32_MAX, &fh));
+	ftest_assert_uint_eq(fh.type, TT_MSG_TYPE);
+	ftest_assert_uint_eq(fh.length, len - FERRY_FRAME_HEADER_SIZE);
+	p += FERRY_FRAME_HEADER_SIZE;
+	len -= FERRY_FRAME_HEADER_SIZE;
 	if (s->on_msg) {
 		s->on_msg(s, p, len);
 		return;
@@ -272,13 +297,57 @@ static inline void write_all(int fd, const void *data, size_t len)
 	}
 }
 
-static inline void raw_frame(int fd, uint8_t kind, uint32_t len, uint64_t a, uint64_t b)
+/*
+ * The header of a frame of @kind in @out (FERRY__TCP_DATA_HDR_SIZE bytes of room): for DATA the
+ * 8-byte header and the DataChunk struct {@xfer, @offset} before @len raw bytes, else the
+ * 8-byte header of a @len-byte payload (MSG: TT_MSG_TYPE). Returns the bytes written.
+ */
+static inline size_t raw_hdr(uint8_t *out, uint8_t kind, uint32_t len, uint64_t xfer,
+			     uint64_t offset)
 {
-	struct ferry__tcp_hdr h = {.kind = kind, .len = len, .a = a, .b = b};
-	uint8_t hdr[FERRY__TCP_HDR_SIZE];
+	uint16_t type = kind == FERRY__TCP_HELLO ? FERRY__WIRE_MSG_TRANSFER_HANDSHAKE
+			: kind == FERRY__TCP_ACK ? FERRY__WIRE_MSG_TRANSFER_HANDSHAKE_REPLY
+						 : TT_MSG_TYPE;
 
-	ferry__tcp_hdr_encode(hdr, &h);
-	write_all(fd, hdr, sizeof(hdr));
+	if (kind == FERRY__TCP_DATA) {
+		ferry__tcp_data_hdr_encode(out, xfer, offset, len);
+		return FERRY__TCP_DATA_HDR_SIZE;
+	}
+	ferry__frame_header_encode(out, type, len);
+	return FERRY__TCP_HDR_SIZE;
+}
+
+static inline void raw_frame(int fd, uint8_t kind, uint32_t len, uint64_t xfer, uint64_t offset)
+{
+	uint8_t hdr[FERRY__TCP_DATA_HDR_SIZE];
+
+	write_all(fd, hdr, raw_hdr(hdr, kind, len, xfer, offset));
+}
+
+/* A TransferHandshake for socket @index of @count of endpoint @nonce. */
+static inline void raw_hello(int fd, const char *token, uint64_t nonce, unsigned index,
+			     unsigned count)
+{
+	uint8_t *frame;
+	size_t size;
+
+	ftest_assert_ok(
+		ferry__tcp_hello_frame(token, strlen(token), nonce, index, count, &frame, &size));
+	write_all(fd, frame, size);
+	ferry__free(frame);
+}
+
+/* Read one TransferHandshakeReply from @fd: its status. */
+static inline int raw_read_ack(int fd)
+{
+	uint8_t hdr[FERRY__TCP_HDR_SIZE], payload[FERRY__TCP_ACK_MAX];
+	struct ferry__tcp_hdr h;
+
+	ftest_assert_int_eq(recv(fd, hdr, sizeof(hdr), MSG_WAITALL), (int)sizeof(hdr));
+	ftest_assert_ok(ferry__tcp_hdr_decode(hdr, 1024, &h));
+	ftest_assert_int_eq(h.kind, FERRY__TCP_ACK);
+	ftest_assert_int_eq(recv(fd, payload, h.len, MSG_WAITALL), (int)h.len);
+	return ferry__tcp_ack_parse(payload, h.len);
 }
 
 static inline int raw_connect(uint16_t port)
@@ -316,17 +385,11 @@ static inline bool raw_acked(void *arg)
 static inline int raw_peer(struct env *e, const char *token)
 {
 	struct raw_wait w = {.e = e, .accepted = e->accepted + 1};
-	uint8_t ack[FERRY__TCP_HDR_SIZE];
-	struct ferry__tcp_hdr h;
 
 	w.fd = raw_connect(e->port);
-	raw_frame(w.fd, FERRY__TCP_HELLO, (uint32_t)strlen(token), 0x1234, (uint64_t)1 << 32);
-	write_all(w.fd, token, strlen(token));
+	raw_hello(w.fd, token, 0x1234, 0, 1);
 	run_until(e->loop, raw_acked, &w);
-	ftest_assert_int_eq(recv(w.fd, ack, sizeof(ack), MSG_WAITALL), (int)sizeof(ack));
-	ftest_assert_ok(ferry__tcp_hdr_decode(ack, 1024, &h));
-	ftest_assert_int_eq(h.kind, FERRY__TCP_ACK);
-	ftest_assert_uint_eq(h.b, 0);
+	ftest_assert_ok(raw_read_ack(w.fd));
 	return w.fd;
 }
 

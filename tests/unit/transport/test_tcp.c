@@ -91,9 +91,9 @@ static void send_numbered(struct ferry__tcp_ep *ep, struct ferry__tcp_ep *also, 
 	for (uint64_t i = 0; i < n; i++) {
 		memcpy(buf, &i, 8);
 		fill(buf + 8, msg_len(i) - 8, i);
-		ftest_assert_ok(ferry__tcp_send(ep, buf, msg_len(i)));
+		ftest_assert_ok(tt_send(ep, buf, msg_len(i)));
 		if (also)
-			ftest_assert_ok(ferry__tcp_send(also, buf, msg_len(i)));
+			ftest_assert_ok(tt_send(also, buf, msg_len(i)));
 	}
 	free(buf);
 }
@@ -126,7 +126,7 @@ FTEST(control_messages_in_order_both_ways)
 {
 	enum { N = 2000 };
 	struct side client = {0};
-	static const uint8_t buf[8];
+	static const uint8_t buf[(1u << 20) + 1];
 	struct env e;
 
 	env_init(&e, NULL);
@@ -137,7 +137,7 @@ FTEST(control_messages_in_order_both_ways)
 	run_until_at_least(e.loop, &e.server[0].msgs, N);
 	ftest_assert_int_eq(client.bad_msgs, 0);
 	ftest_assert_int_eq(e.server[0].bad_msgs, 0);
-	ftest_assert_errno(ferry__tcp_send(client.ep, buf, (1u << 20) + 1), -EMSGSIZE);
+	ftest_assert_errno(tt_send(client.ep, buf, (1u << 20) + 1), -EMSGSIZE);
 	ferry__tcp_ep_destroy(client.ep);
 	ferry__tcp_ep_destroy(e.server[0].ep);
 	env_fini(&e);
@@ -158,8 +158,8 @@ FTEST(empty_control_message)
 	env_init(&e, NULL);
 	env_connect(&e, &client);
 	e.server[0].on_msg = count_empty;
-	ftest_assert_ok(ferry__tcp_send(client.ep, NULL, 0));
-	ftest_assert_ok(ferry__tcp_send(client.ep, "", 0));
+	ftest_assert_ok(tt_send(client.ep, NULL, 0));
+	ftest_assert_ok(tt_send(client.ep, "", 0));
 	run_until_at_least(e.loop, &e.server[0].msgs, 2);
 	ferry__tcp_ep_destroy(client.ep);
 	ferry__tcp_ep_destroy(e.server[0].ep);
@@ -298,7 +298,7 @@ FTEST(calls_after_close)
 	ferry__tcp_ep_destroy(e.server[0].ep);
 	run_until(e.loop, int_nonzero, &client.closes);
 	ftest_assert_errno(client.close_reason, -ECONNRESET);
-	ftest_assert_errno(ferry__tcp_send(client.ep, b, 4), -ENOTCONN);
+	ftest_assert_errno(tt_send(client.ep, b, 4), -ENOTCONN);
 	ftest_assert_errno(ferry__tcp_expect(client.ep, 1, b, 4, done_cb, &d), -ENOTCONN);
 	ftest_assert_errno(ferry__tcp_send_data(client.ep, 1, b, 4, done_cb, &d), -ENOTCONN);
 	ftest_assert_int_eq(d.calls, 0);
@@ -344,35 +344,87 @@ FTEST(adopted_socketpair_falls_back_to_copies)
 
 FTEST(header_codec_round_trip_and_limits)
 {
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_DATA, .len = 77, .a = 1ull << 40, .b = 5},
-			      out;
-	uint8_t buf[FERRY__TCP_HDR_SIZE];
+	uint8_t buf[FERRY__TCP_DATA_HDR_SIZE];
+	struct ferry__tcp_hdr out;
 
-	ferry__tcp_hdr_encode(buf, &h);
+	/* A data frame: the common header (DataChunk, 16 + 77 bytes), then the struct. */
+	ferry__tcp_data_hdr_encode(buf, 1ull << 40, 5, 77);
+	ftest_assert_uint_eq(buf[0], 0xFE);
+	ftest_assert_uint_eq(buf[1], 1);
+	ftest_assert_uint_eq(ferry__fb_load_u16(buf + 2), FERRY__WIRE_MSG_DATA_CHUNK);
+	ftest_assert_uint_eq(ferry__fb_load_u32(buf + 4), 16 + 77);
 	ftest_assert_ok(ferry__tcp_hdr_decode(buf, 100, &out));
-	ftest_assert_uint_eq(out.kind, h.kind);
-	ftest_assert_uint_eq(out.len, h.len);
-	ftest_assert_uint_eq(out.a, h.a);
-	ftest_assert_uint_eq(out.b, h.b);
-	h.b = UINT64_MAX - 10; /* offset + length overflows */
-	ferry__tcp_hdr_encode(buf, &h);
+	ftest_assert_uint_eq(out.kind, FERRY__TCP_DATA);
+	ftest_assert_uint_eq(out.len, 77);
+	ftest_assert_ok(ferry__tcp_data_struct_decode(buf + FERRY__TCP_HDR_SIZE, &out));
+	ftest_assert_uint_eq(out.xfer, 1ull << 40);
+	ftest_assert_uint_eq(out.offset, 5);
+	ferry__tcp_data_hdr_encode(buf, 1, UINT64_MAX - 10, 77); /* offset + length overflows */
+	ftest_assert_ok(ferry__tcp_hdr_decode(buf, 100, &out));
+	ftest_assert_errno(ferry__tcp_data_struct_decode(buf + FERRY__TCP_HDR_SIZE, &out), -EPROTO);
+	ferry__tcp_data_hdr_encode(buf, 1, 0, FERRY__TCP_MAX_CHUNK + 1);
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
-	h = (struct ferry__tcp_hdr){.kind = FERRY__TCP_MSG, .len = 101};
-	ferry__tcp_hdr_encode(buf, &h);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_DATA_CHUNK,
+				   15); /* shorter than the struct */
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
-	h = (struct ferry__tcp_hdr){.kind = FERRY__TCP_DATA, .len = FERRY__TCP_MAX_CHUNK + 1};
-	ferry__tcp_hdr_encode(buf, &h);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_PULL_REQUEST, 101); /* over max_msg */
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
-	h = (struct ferry__tcp_hdr){.kind = FERRY__TCP_HELLO, .b = 3 | (2ull << 32)};
-	ferry__tcp_hdr_encode(buf, &h);
-	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO); /* index >= count */
-	h = (struct ferry__tcp_hdr){.kind = 9};
-	ferry__tcp_hdr_encode(buf, &h);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_PULL_REQUEST, 100);
+	ftest_assert_ok(ferry__tcp_hdr_decode(buf, 100, &out));
+	ftest_assert_uint_eq(out.kind, FERRY__TCP_MSG);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_TRANSFER_HANDSHAKE,
+				   FERRY__TCP_HELLO_MAX + 1);
+	ftest_assert_errno(ferry__tcp_hdr_decode(buf, UINT32_MAX, &out), -EPROTO);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_TRANSFER_HANDSHAKE_REPLY,
+				   FERRY__TCP_ACK_MAX + 1);
+	ftest_assert_errno(ferry__tcp_hdr_decode(buf, UINT32_MAX, &out), -EPROTO);
+	ferry__frame_header_encode(buf, 4242, 0); /* unknown type */
 	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
-	h = (struct ferry__tcp_hdr){.kind = FERRY__TCP_MSG};
-	ferry__tcp_hdr_encode(buf, &h);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_PULL_REQUEST, 0);
+	buf[0] = 0xFC; /* the 24-byte header of wire protocol 2 */
+	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTONOSUPPORT);
 	buf[0] = 0xFE;
-	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTO);
+	buf[1] = 2;
+	ftest_assert_errno(ferry__tcp_hdr_decode(buf, 100, &out), -EPROTONOSUPPORT);
+}
+
+/* The handshake tables: checks the old header's HELLO had, now on the table's fields. */
+FTEST(handshake_codec_round_trip_and_limits)
+{
+	static uint8_t big[FERRY__TCP_TOKEN_MAX + 1];
+	struct ferry__tcp_hello h;
+	struct ferry__tcp_hdr hdr;
+	uint8_t *f;
+	size_t size;
+
+	ftest_assert_ok(ferry__tcp_hello_frame("tok", 3, 77, 1, 2, &f, &size));
+	ftest_assert_ok(ferry__tcp_hdr_decode(f, 0, &hdr));
+	ftest_assert_uint_eq(hdr.kind, FERRY__TCP_HELLO);
+	ftest_assert_uint_eq(hdr.len, size - FERRY__TCP_HDR_SIZE);
+	ftest_assert_ok(ferry__tcp_hello_parse(f + FERRY__TCP_HDR_SIZE, hdr.len, &h));
+	ftest_assert_uint_eq(h.version, FERRY_WIRE_PROTOCOL_VERSION);
+	ftest_assert_mem_eq(h.token, "tok", 3);
+	ftest_assert_uint_eq(h.token_len, 3);
+	ftest_assert_uint_eq(h.nonce, 77);
+	ftest_assert_uint_eq(h.index, 1);
+	ftest_assert_uint_eq(h.count, 2);
+	ferry__free(f);
+	ftest_assert_ok(ferry__tcp_hello_frame("tok", 3, 77, 2, 2, &f, &size)); /* index >= count */
+	ftest_assert_errno(ferry__tcp_hello_parse(f + 8, size - 8, &h), -EPROTO);
+	ferry__free(f);
+	ftest_assert_ok(ferry__tcp_hello_frame("tok", 3, 77, 0, 65, &f, &size)); /* > 64 sockets */
+	ftest_assert_errno(ferry__tcp_hello_parse(f + 8, size - 8, &h), -EPROTO);
+	ferry__free(f);
+	ftest_assert_ok(ferry__tcp_hello_frame(big, sizeof(big), 77, 0, 1, &f, &size));
+	ftest_assert_errno(ferry__tcp_hello_parse(f + 8, size - 8, &h), -EPROTO);
+	ferry__free(f);
+	ftest_assert_errno(ferry__tcp_hello_parse("junk", 4, &h), -EPROTO);
+	ftest_assert_ok(ferry__tcp_ack_frame(-EACCES, &f, &size));
+	ftest_assert_errno(ferry__tcp_ack_parse(f + 8, size - 8), -EACCES);
+	ferry__free(f);
+	ftest_assert_ok(ferry__tcp_ack_frame(5, &f, &size)); /* not an errno */
+	ftest_assert_errno(ferry__tcp_ack_parse(f + 8, size - 8), -EPROTO);
+	ferry__free(f);
 }
 
 FTEST(bad_arguments)
@@ -440,7 +492,7 @@ FTEST(destroy_from_inside_callbacks)
 	env_init(&e, NULL);
 	env_connect(&e, &client);
 	e.server[0].on_msg = destroy_self;
-	ftest_assert_ok(ferry__tcp_send(client.ep, "x", 1));
+	ftest_assert_ok(tt_send(client.ep, "x", 1));
 	run_until(e.loop, int_nonzero, &client.closes);
 	ftest_assert_uint_eq(e.server[0].msgs, 1);
 	ftest_assert_errno(client.close_reason, -ECONNRESET);
@@ -518,11 +570,10 @@ static void run_for(struct env *e, unsigned ms)
 static void raw_numbered(struct env *e, int fd, uint64_t seq, size_t split, unsigned gap_ms)
 {
 	size_t len = msg_len(seq), total = FERRY__TCP_HDR_SIZE + len;
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_MSG, .len = (uint32_t)len};
 	uint8_t *frame = malloc(total);
 
 	ftest_assert_ptr_notnull(frame);
-	ferry__tcp_hdr_encode(frame, &h);
+	raw_hdr(frame, FERRY__TCP_MSG, (uint32_t)len, 0, 0);
 	memcpy(frame + FERRY__TCP_HDR_SIZE, &seq, 8);
 	fill(frame + FERRY__TCP_HDR_SIZE + 8, len - 8, seq);
 	if (!gap_ms || split >= total) {

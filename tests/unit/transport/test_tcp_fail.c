@@ -105,6 +105,87 @@ FTEST(listener_closes_silent_and_foreign_connections)
 	close(foreign);
 }
 
+static char log_lines[8192];
+
+static bool readable(void *arg)
+{
+	return fd_readable(*(int *)arg);
+}
+
+static void capture(void *arg, enum ferry_log_level level, const char *component,
+		    const char *message)
+{
+	size_t used = strlen(log_lines);
+
+	(void)arg;
+	(void)level;
+	snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component, message);
+}
+
+/*
+ * A peer of wire protocol 2 (its 24-byte 0xFC HELLO header and token) is closed with a log
+ * line naming the protocol version; the listener keeps serving: a new peer still gets in.
+ */
+FTEST(old_protocol_peer_is_refused_and_the_listener_keeps_serving)
+{
+	uint8_t hello[24 + sizeof(TOKEN) - 1] = {0xFC, 1, 3, 0, sizeof(TOKEN) - 1};
+	struct side client = {0};
+	struct env e;
+	int old;
+
+	hello[8] = 0x34; /* nonce */
+	hello[20] = 1;	 /* socket count 1 (index 0) */
+	memcpy(hello + 24, TOKEN, sizeof(TOKEN) - 1);
+	log_lines[0] = 0;
+	ferry_log_set_handler(capture, NULL);
+	env_init(&e, NULL);
+	old = raw_connect(e.port);
+	write_all(old, hello, sizeof(hello));
+	run_until(e.loop, fd_eof, &old);
+	ftest_assert_int_eq(e.accepted, 0);
+	ftest_assert_true(strstr(log_lines, "another protocol version") != NULL);
+	env_connect(&e, &client);
+	ftest_assert_ok(tt_send(client.ep, "x", 1));
+	ferry__tcp_ep_destroy(client.ep);
+	ferry__tcp_ep_destroy(e.server[0].ep);
+	env_fini(&e);
+	ferry_log_set_handler(NULL, NULL);
+	close(old);
+}
+
+/* A TransferHandshake of another protocol version is refused with -EPROTO and a log line. */
+FTEST(handshake_of_another_version_is_refused)
+{
+	struct ferry__wire_transfer_handshake m = {
+		.protocol_version = FERRY_WIRE_PROTOCOL_VERSION + 1,
+		.token = (const uint8_t *)TOKEN,
+		.token_count = sizeof(TOKEN) - 1,
+		.socket_count = 1,
+	};
+	struct ferry__fb_builder b = {0};
+	const uint8_t *frame;
+	size_t size;
+	struct env e;
+	int fd;
+
+	log_lines[0] = 0;
+	ferry_log_set_handler(capture, NULL);
+	env_init(&e, NULL);
+	fd = raw_connect(e.port);
+	ftest_assert_ok(ferry__wire_transfer_handshake_build(&b, &m));
+	ftest_assert_ok(ferry__frame_finish(&b, FERRY__WIRE_MSG_TRANSFER_HANDSHAKE, &frame, &size));
+	write_all(fd, frame, size);
+	run_until(e.loop, readable, &fd);
+	ftest_assert_errno(raw_read_ack(fd), -EPROTO);
+	run_until(e.loop, fd_eof, &fd);
+	ftest_assert_int_eq(e.accepted, 0);
+	ftest_assert_true(strstr(log_lines, "protocol version") != NULL);
+	env_fini(&e);
+	ferry_log_set_handler(NULL, NULL);
+	ferry__fb_builder_fini(&b);
+	close(fd);
+}
+
 /* Expect @len bytes as transfer 1 on the raw peer's endpoint. */
 static void expect_on(struct env *e, struct side *s, uint8_t *buf, size_t len, struct done *d,
 		      int *pending)
@@ -187,38 +268,39 @@ FTEST(garbage_is_eproto)
 	garbage_case(junk, sizeof(junk), 100);
 }
 
-static size_t header_of(uint8_t *out, uint8_t kind, uint32_t len, uint64_t a, uint64_t b)
-{
-	struct ferry__tcp_hdr h = {.kind = kind, .len = len, .a = a, .b = b};
-
-	ferry__tcp_hdr_encode(out, &h);
-	return FERRY__TCP_HDR_SIZE;
-}
-
 FTEST(data_beyond_the_expected_buffer_is_eproto)
 {
-	uint8_t frame[FERRY__TCP_HDR_SIZE + 100];
+	uint8_t frame[FERRY__TCP_DATA_HDR_SIZE + 100];
 
 	memset(frame, 0xC3, sizeof(frame));
-	header_of(frame, FERRY__TCP_DATA, 100, 1, 50); /* 50 + 100 > 100 */
+	raw_hdr(frame, FERRY__TCP_DATA, 100, 1, 50); /* 50 + 100 > 100 */
 	garbage_case(frame, sizeof(frame), 100);
 }
 
 FTEST(more_data_than_expected_in_total_is_eproto)
 {
-	uint8_t frames[2 * (FERRY__TCP_HDR_SIZE + 60)];
+	uint8_t frames[2 * (FERRY__TCP_DATA_HDR_SIZE + 60)];
 
 	memset(frames, 0xC3, sizeof(frames));
-	header_of(frames, FERRY__TCP_DATA, 60, 1, 0);
-	header_of(frames + FERRY__TCP_HDR_SIZE + 60, FERRY__TCP_DATA, 60, 1, 40); /* overlaps */
+	raw_hdr(frames, FERRY__TCP_DATA, 60, 1, 0);
+	raw_hdr(frames + FERRY__TCP_DATA_HDR_SIZE + 60, FERRY__TCP_DATA, 60, 1, 40); /* overlaps */
 	garbage_case(frames, sizeof(frames), 100);
+}
+
+FTEST(data_offset_overflow_is_eproto)
+{
+	uint8_t frame[FERRY__TCP_DATA_HDR_SIZE + 10];
+
+	memset(frame, 0xC3, sizeof(frame));
+	raw_hdr(frame, FERRY__TCP_DATA, 10, 1, UINT64_MAX - 5);
+	garbage_case(frame, sizeof(frame), 100);
 }
 
 FTEST(oversize_control_message_is_eproto)
 {
 	uint8_t hdr[FERRY__TCP_HDR_SIZE];
 
-	header_of(hdr, FERRY__TCP_MSG, (1u << 20) + 1, 0, 0);
+	raw_hdr(hdr, FERRY__TCP_MSG, (1u << 20) + 1, 0, 0);
 	garbage_case(hdr, sizeof(hdr), 10);
 }
 
@@ -226,8 +308,17 @@ FTEST(handshake_frame_after_handshake_is_eproto)
 {
 	uint8_t hdr[FERRY__TCP_HDR_SIZE];
 
-	header_of(hdr, FERRY__TCP_ACK, 0, 0, 0);
+	raw_hdr(hdr, FERRY__TCP_ACK, 0, 0, 0);
 	garbage_case(hdr, sizeof(hdr), 10);
+}
+
+/* A frame of wire protocol 2 (the 24-byte 0xFC header of a control message) on an
+ * established endpoint: the endpoint fails with -EPROTO. */
+FTEST(old_framing_after_handshake_is_eproto)
+{
+	static const uint8_t old[24] = {0xFC, 1, 1, 0, 0, 0, 0, 0};
+
+	garbage_case(old, sizeof(old), 10);
 }
 
 /* Data of a transfer nobody expects is read and dropped; the next frame lands fine. */
@@ -429,7 +520,7 @@ FTEST(forked_peer_dies_mid_transfer)
 	pid = fork_child(e.port, CHILD_DIES_MID_TRANSFER);
 	run_until_at_least(e.loop, &e.accepted, 1);
 	expect_on(&e, &e.server[0], dst, len, &rx, &pending); /* more than the child sends */
-	ftest_assert_ok(ferry__tcp_send(e.server[0].ep, "go", 2));
+	ftest_assert_ok(tt_send(e.server[0].ep, "go", 2));
 	run_until(e.loop, int_nonzero, &e.server[0].closes);
 	ftest_assert_errno(rx.status, -ECONNRESET);
 	ftest_assert_errno(e.server[0].close_reason, -ECONNRESET);
@@ -508,7 +599,7 @@ static void ac_server_msg(struct side *s, const uint8_t *buf, size_t len)
 	(void)buf;
 	(void)len;
 	if (ferry__tcp_expect(s->ep, 1, a->dst, sizeof(a->dst), done_cb, &a->rx) < 0 ||
-	    ferry__tcp_send(s->ep, "go", 2) < 0)
+	    tt_send(s->ep, "go", 2) < 0)
 		a->finished = 1;
 }
 
@@ -519,7 +610,7 @@ static bool ac_done(void *arg)
 
 	if (a->client.connects && a->client.connect_status == 0 && !a->said_hi) {
 		a->said_hi = true;
-		if (ferry__tcp_send(a->client.ep, "hi", 2) < 0)
+		if (tt_send(a->client.ep, "hi", 2) < 0)
 			a->finished = 1;
 	}
 	if (a->e->accepted && !srv->on_msg) {
@@ -573,13 +664,6 @@ FTEST(allocation_countdown_through_connect_and_transfer)
 	ftest_assert_true(completed);
 }
 
-static void raw_hello(int fd, uint64_t nonce, unsigned index, unsigned count)
-{
-	raw_frame(fd, FERRY__TCP_HELLO, (uint32_t)strlen(TOKEN), nonce,
-		  index | (uint64_t)count << 32);
-	write_all(fd, TOKEN, strlen(TOKEN));
-}
-
 static bool past(void *arg)
 {
 	return ferry__loop_now_ms() >= *(uint64_t *)arg;
@@ -597,13 +681,13 @@ FTEST(incomplete_endpoint_is_dropped)
 	o.connect_timeout_ms = 100;
 	env_init(&e, &o);
 	a = raw_connect(e.port);
-	raw_hello(a, 77, 0, 2);
+	raw_hello(a, TOKEN, 77, 0, 2);
 	run_until(e.loop, fd_eof, &a);
 	ftest_assert_int_eq(e.accepted, 0);
 	env_fini(&e);
 	env_init(&e, NULL);
 	b = raw_connect(e.port);
-	raw_hello(b, 78, 1, 3);
+	raw_hello(b, TOKEN, 78, 1, 3);
 	until = ferry__loop_now_ms() + 50;
 	run_until(e.loop, past, &until); /* it joined its endpoint by now */
 	ferry__tcp_listener_destroy(e.lis);
@@ -618,18 +702,17 @@ FTEST(incomplete_endpoint_is_dropped)
 static void raw_group(struct env *e, int fds[2])
 {
 	struct raw_wait w = {.e = e, .accepted = e->accepted + 1};
-	uint8_t ack[FERRY__TCP_HDR_SIZE];
 
 	for (unsigned i = 0; i < 2; i++) {
 		fds[i] = raw_connect(e->port);
-		raw_hello(fds[i], 99, i, 2);
+		raw_hello(fds[i], TOKEN, 99, i, 2);
 	}
 	for (unsigned i = 0; i < 2; i++) {
 		w.fd = fds[i];
 		run_until(e->loop, raw_acked, &w);
 	}
 	for (unsigned i = 0; i < 2; i++)
-		ftest_assert_int_eq(recv(fds[i], ack, sizeof(ack), MSG_WAITALL), (int)sizeof(ack));
+		ftest_assert_ok(raw_read_ack(fds[i]));
 }
 
 /* Control messages travel on socket 0 only: one on a data socket is -EPROTO. */

@@ -19,7 +19,7 @@ static void reply_big(struct side *s, const uint8_t *buf, size_t len)
 	(void)buf;
 	(void)len;
 	s->msgs++;
-	if (ferry__tcp_send(s->ep, reply, sizeof(reply)) < 0)
+	if (tt_send(s->ep, reply, sizeof(reply)) < 0)
 		return;
 	if (s->ep->tx_queued > max_queued)
 		max_queued = s->ep->tx_queued;
@@ -56,7 +56,7 @@ static bool flood_dropped(void *arg)
 	if (f->good->msgs == f->good_sent && f->good_sent < 20) {
 		uint64_t seq = f->good_sent++;
 
-		ftest_assert_ok(ferry__tcp_send(f->good->ep, &seq, sizeof(seq)));
+		ftest_assert_ok(tt_send(f->good->ep, &seq, sizeof(seq)));
 	}
 	return f->e->server[0].closes > 0 && f->good->msgs == 20;
 }
@@ -68,7 +68,6 @@ FTEST(peer_that_never_reads_replies_is_held_back_then_dropped)
 	struct flood f = {.good = &good};
 	struct env e;
 	uint8_t hdr[FERRY__TCP_HDR_SIZE];
-	struct ferry__tcp_hdr h = {.kind = FERRY__TCP_MSG, .len = 8};
 
 	o.max_queued_bytes = CAP;
 	o.stall_timeout_ms = 300;
@@ -80,7 +79,7 @@ FTEST(peer_that_never_reads_replies_is_held_back_then_dropped)
 	f.len = (size_t)REQUESTS * (FERRY__TCP_HDR_SIZE + 8);
 	f.buf = calloc(1, f.len);
 	ftest_assert_ptr_notnull(f.buf);
-	ferry__tcp_hdr_encode(hdr, &h);
+	raw_hdr(hdr, FERRY__TCP_MSG, 8, 0, 0);
 	for (size_t i = 0; i < REQUESTS; i++)
 		memcpy(f.buf + i * (FERRY__TCP_HDR_SIZE + 8), hdr, sizeof(hdr));
 	env_connect(&e, &good);
@@ -114,7 +113,7 @@ static void pong(struct side *s, const uint8_t *buf, size_t len)
 	if (len != sizeof(ping))
 		s->bad_msgs++;
 	else
-		ftest_assert_ok(ferry__tcp_send(s->ep, ping, sizeof(ping)));
+		ftest_assert_ok(tt_send(s->ep, ping, sizeof(ping)));
 }
 
 static void count_small(struct side *s, const uint8_t *buf, size_t len)
@@ -137,7 +136,7 @@ static bool pinged(void *arg)
 
 	if (p->client->msgs == p->sent && p->sent < PINGS) {
 		p->sent++;
-		ftest_assert_ok(ferry__tcp_send(p->client->ep, ping, sizeof(ping)));
+		ftest_assert_ok(tt_send(p->client->ep, ping, sizeof(ping)));
 	}
 	return p->client->msgs == PINGS || p->client->closes || p->e->server[0].closes;
 }

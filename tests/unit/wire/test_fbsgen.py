@@ -18,8 +18,31 @@ table T { s: S; e: E = B; name: string (required); v: [T]; old: int (deprecated)
 enum MessageType : uint16 { T = 1 }
 '''
 
+# A struct-framed message: MessageType names a struct marked framed_struct (its payload is the
+# struct's bytes, then raw bytes). The generated code must size it and verify it by length.
+GOOD_FRAMED = '''
+attribute "framed_struct";
+namespace t;
+struct Chunk (framed_struct) { xfer: ulong; offset: ulong; }
+table T { x: int; }
+enum MessageType : uint16 { T = 1, Chunk = 2 }
+'''
+GOOD_FRAMED_WANT = ['#define X_CHUNK_BYTES 16', 'int x_chunk_frame_verify(const void *buf',
+                    '{X_MESSAGE_TYPE_CHUNK, "Chunk", x_chunk_frame_verify, 16}',
+                    '{X_MESSAGE_TYPE_T, "T", x_t_verify, 0}']
+
+FRAMED = 'attribute "framed_struct"; '
+
 # (schema, text the error must contain)
 BAD = [
+    ('struct H { a: ulong; } table T { x: int; } enum MessageType : uint16 { T = 1, H = 2 }',
+     'not marked (framed_struct)'),
+    (FRAMED + 'struct H (framed_struct) { a: ulong; } table T { x: int; } '
+     'enum MessageType : uint16 { T = 1 }', 'no MessageType names it'),
+    (FRAMED + 'struct H (framed_struct) { a: ulong; }', 'there is no MessageType'),
+    (FRAMED + 'struct H (framed_struct: "T") { a: ulong; } table T { x: int; } '
+     'enum MessageType : uint16 { T = 1, H = 2 }', 'takes no value'),
+    (FRAMED + 'table T (framed_struct) { x: int; }', "'framed_struct' is not allowed"),
     ('union U { T } table T { x: int; }', "'union' is not supported"),
     ('table T { x: int (id: 0); }', "attribute 'id' is not supported"),
     ('table T { x: [int] (nested_flatbuffer: "T"); }', "'nested_flatbuffer' is not supported"),
@@ -85,6 +108,19 @@ def main():
         if r.returncode != 0:
             print('FAIL: the supported subset was refused:', r.stderr)
             failures += 1
+        r = run(fbsgen, GOOD_FRAMED, tmp)
+        text = ''
+        for name in ('x.h', 'x.c'):
+            if r.returncode == 0:
+                with open(os.path.join(tmp, 'out', name)) as f:
+                    text += f.read()
+        missing = [w for w in GOOD_FRAMED_WANT if w not in text]
+        if r.returncode != 0 or missing:
+            print('FAIL: framed_struct schema: rc=%d %s; missing %s' %
+                  (r.returncode, r.stderr.strip(), missing))
+            failures += 1
+        else:
+            print('ok: a framed_struct message is sized and verified by length')
         for text, want in BAD:
             r = run(fbsgen, text, tmp)
             ok = r.returncode != 0 and want in r.stderr and 'case.fbs:' in r.stderr
