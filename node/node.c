@@ -12,12 +12,15 @@
  *   and none while the last one's reply is due; a beat answered -ENOENT registers the node
  *   again, same ID and address, unless the GCS declared it dead: then it stops) and the
  *   directory (async GCS calls, below), and the plasma store (plasma/server.h, on the loop it
- *   is given), whose hooks are plain calls on that thread. The object manager has its own loop
- *   (transport/objmgr.h) for now.
+ *   is given), whose hooks are plain calls on that thread, and the object manager (its
+ *   listener, endpoints, RDMA engine and fast path; transport/objmgr.h, opts.loop): one
+ *   io_uring ring for every socket of the node. It answers peers' pulls from the store on
+ *   that thread without a round trip to it (ferry__plasma_server_get_on_loop). Its pull
+ *   threads (a pool that leaves when idle) and the store's spill writer are the only others.
  * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
  *   node->lock so that stop can clear node->om under the same lock).
  * - Stop: the queue drains (its replies awaited), then the object manager stops (its pulls
- *   end), the loop thread leaves and the stopping thread, the loop's owner now, destroys the
+ *   end, its sockets close on the loop), the loop thread leaves and the stopping thread, the loop's owner now, destroys the
  *   GCS client (its subscription callbacks end), quiets the store's spill and destroys the loop
  *   (the store's connections close with it); then the object manager's memory and the store
  *   (its socket is unlinked and its memory unmapped).
@@ -150,12 +153,16 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-/* The node's loop: the store and the GCS client attach to it before its thread starts. */
+/* The node's loop: the store and the GCS client attach to it before its thread starts, the
+ * object manager once it runs. */
 static int create_loop(struct ferry__node *node)
 {
 	node->beat_timer.data = node;
 	node->gather_timer.data = node;
-	return ferry__loop_create(NULL, &node->loop);
+	/* The object manager's too: its spin window (the TCP control sockets and the RDMA CQ
+	 * are polled while the loop spins) is the loop's. */
+	return ferry__loop_create(&(struct ferry__loop_opts){.spin_us = node->opts.spin_us},
+				  &node->loop);
 }
 
 /*
@@ -218,6 +225,8 @@ static int start_objmgr(struct ferry__node *node)
 	oo.rdma_port = node->opts.rdma_port;
 	oo.rdma_busy_poll = node->opts.rdma_busy_poll;
 	oo.spin_us = node->opts.spin_us;
+	oo.loop = node->loop; /* one loop for the node's sockets */
+	oo.store_server = node->store;
 	oo.notice_hold_ms = node->opts.notice_hold_ms;
 	oo.max_queued_bytes = node->opts.max_queued_bytes;
 	oo.stall_timeout_ms = node->opts.stall_timeout_ms;

@@ -158,6 +158,22 @@ static inline int ferry__plasma_server_start_new(const struct ferry__plasma_serv
 	return 0;
 }
 
+/*
+ * ferry__plasma_server_get_on_loop() - for a client in this process whose caller runs on the
+ * server's loop thread (the node's object manager, which answers other nodes' pulls there):
+ * ferry_plasma_client_get() of @id with timeout 0 without the round trip to this server, which
+ * on its own thread would never be answered. A sealed object in memory is pinned from the
+ * shared index through @c's slot at once; a spilled one is read back first, on this thread, as
+ * the server's own gets do (and its batch-mates with it). Loop thread only. Returns 0 and
+ * *@view (release it with ferry_plasma_client_release()), -ENOENT (absent, not sealed yet, or
+ * being deleted), -EBUSY (changing, or @c's pin records are full: ask again later), -EINVAL,
+ * or the read's -errno (it stays spilled; logged).
+ */
+int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
+				     struct ferry_plasma_client *c,
+				     const struct ferry_object_id *id,
+				     struct ferry_plasma_view *view);
+
 /* The store (tests only: touch it only while the server is not running). */
 struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
 

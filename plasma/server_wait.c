@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "plasma/client_arena.h"
 #include "plasma/server_int.h"
 
 #define PENDING 1
@@ -371,4 +372,29 @@ void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c)
 		unlink_wait(w);
 		ferry__free(w);
 	}
+}
+
+int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
+				     struct ferry_plasma_client *c,
+				     const struct ferry_object_id *id,
+				     struct ferry_plasma_view *view)
+{
+	struct ferry__plasma_object o;
+	int r;
+
+	if (!srv || !c || !id || !view)
+		return -EINVAL;
+	if (ferry__plasma_index_find(srv->ix, id, &o) == FERRY__PLASMA_SPILLED) {
+		r = ferry__plasma_store_restore(srv->store, o.index, o.gen);
+		if (r < 0 && r != -ENOENT) { /* -ENOENT: not spilled at that generation now */
+			FLOG_WARN(comp, "server: reading an object back for a peer failed: %s",
+				  ferry_strerror(-r));
+			return r;
+		}
+		if (r == 0) /* new memory: whoever holds the old place must learn the new one */
+			ferry__plasma_events_moved(srv, o.index, o.gen);
+	}
+	/* Nothing else runs on this thread in between: the entry found sealed stays so. */
+	r = ferry__plasma_client_get_nowait(c, id, view);
+	return r == -EAGAIN ? -EBUSY : r;
 }

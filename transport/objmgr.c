@@ -5,7 +5,10 @@
  *
  * DESIGN
  * - Threads. One io_uring loop thread owns every socket, through one TCP engine context
- *   (transport/tcp.h): the listener whose endpoints answer other nodes' PullRequests
+ *   (transport/tcp.h). In a node that is the node's loop (opts.loop: the store and the GCS
+ *   client run on it too; setup and shutdown are posted to it, and pulls are served from the
+ *   store with ferry__plasma_server_get_on_loop), elsewhere an own one (ferry-om-loop). It
+ *   serves the listener whose endpoints answer other nodes' PullRequests
  *   (objmgr_serve.c) and the endpoints this node pulls over (objmgr_tcp.c). A few pull threads (a pool: objmgr_pool.c; none while no pull
  *   is queued or parked for thread_idle_ms) run each pull's course in blocking style: GCS lookup
  *   and add_location (the GCS client API blocks), plasma create/seal in the own store, the
@@ -812,7 +815,8 @@ static bool is_zero(void *arg)
 /*
  * With a busy-poll window (opts.spin_us), wait for *@pending to be 0 without sleeping, for at
  * most the window: the waiting side of the loop's spin (a waiter woken by a futex costs a
- * wake-up per pull). The waiter runs the loop's passes itself (ferry__loop_drive; loop.c,
+ * wake-up per pull). On an own loop (never a shared one: om->may_drive) the waiter runs the
+ * loop's passes itself (ferry__loop_drive; loop.c,
  * "Drivers"): the pull is started, its request sent, the reply read off the polled socket or
  * the CQ, and the pull completed on this thread, with no hand-off to the loop thread and back.
  * Whether to drive at all is a measured choice (ferry__spin_pick(FERRY__SPIN_DRIVE), loop.h). When the

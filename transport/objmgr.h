@@ -19,6 +19,8 @@
 #include <ferry/id.h>
 
 struct ferry__objmgr;
+struct ferry__loop;
+struct ferry__plasma_server;
 
 /* Longest node address string (the GCS node record's `address`). */
 #define FERRY__NODE_ADDR_MAX 256
@@ -94,6 +96,14 @@ struct ferry__objmgr_opts {
 				       * requests wait (tcp.h); 0: 8 MiB */
 	uint32_t stall_timeout_ms;    /* serving: a puller over that this long is dropped;
 				       * 0: 30000 */
+	/* A loop to serve on, already run by another thread (the node's); NULL: an own loop
+	 * thread. Its spin window (ferry__loop_spin_us) replaces spin_us, waiters never drive it
+	 * (its callbacks belong to its thread), and it must outlive ferry__objmgr_stop(). */
+	struct ferry__loop *loop;
+	/* With @loop, when the store behind store_socket is served on that loop: peers' pulls
+	 * are answered from it with ferry__plasma_server_get_on_loop(), never a round trip to a
+	 * store the waiting loop itself would have to answer. */
+	struct ferry__plasma_server *store_server;
 };
 
 /* How a pull ended. */
@@ -137,7 +147,8 @@ struct ferry__objmgr_stats {
 };
 
 /*
- * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls);
+ * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls), or
+ * on opts.loop, where its setup is posted and waited for (any thread but that loop's);
  * its pull threads start as pulls queue and leave when idle (thread_idle_ms); connects to the
  * own store; subscribes to the GCS node-deaths channel when @gcs is set (peers are looked up
  * when a pull first needs them). Returns 0 and *@out, -EINVAL (bad options, logged), -ENOMEM,
@@ -157,11 +168,14 @@ int ferry__objmgr_flush_notices(struct ferry__objmgr *om);
 
 /*
  * ferry__objmgr_stop() - finish: pulls not done complete with -ECANCELED, threads joined,
- * connections closed. The GCS subscription may still call in until the GCS client is
+ * connections closed (on opts.loop: shut down on it, waited for; any thread but its own).
+ * The GCS subscription may still call in until the GCS client is
  * destroyed: destroy it after stop and before ferry__objmgr_destroy(). Idempotent.
  */
 void ferry__objmgr_stop(struct ferry__objmgr *om);
-/* ferry__objmgr_destroy() - stop if needed, then free. NULL is a no-op. */
+/* ferry__objmgr_destroy() - stop if needed, then free. NULL is a no-op. With opts.loop: after
+ * that loop is destroyed (what is left on it may call back into this object manager until
+ * then). */
 void ferry__objmgr_destroy(struct ferry__objmgr *om);
 
 /* The TCP port it serves pulls on, and the own store's capacity in bytes. */

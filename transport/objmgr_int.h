@@ -195,10 +195,11 @@ struct ferry__objmgr {
 	uint64_t store_capacity;		      /* its arena bytes */
 	struct ferry__shm_peers shm;		      /* clients of other stores on this host */
 	/* Loop thread. */
-	struct ferry__loop *loop;	      /* TCP server and TCP pulls */
-	pthread_t loop_thread;		      /* runs it */
-	bool loop_started;		      /* loop_thread joinable */
-	struct ferry__tcp_ctx *tcp;	      /* TCP engine: both sides */
+	struct ferry__loop *loop;   /* TCP server and TCP pulls */
+	pthread_t loop_thread;	    /* runs it */
+	bool loop_started;	    /* the loop runs our work (own: loop_thread joinable) */
+	bool own_loop;		    /* created here (not opts.loop) */
+	struct ferry__tcp_ctx *tcp; /* TCP engine: both sides */
 	struct ferry__tcp_listener *listener; /* PullRequests from other nodes */
 	uint16_t port;			      /* its port */
 	struct ferry__objmgr_peer_set peers;  /* outgoing connections */
@@ -234,8 +235,12 @@ struct ferry__objmgr {
 	struct ferry__objmgr_pull *parked;     /* waiting pulls between attempts (objmgr_wait.c) */
 };
 
-/* objmgr_serve.c: listen (before the loop runs). */
+/* objmgr_serve.c: listen (on the loop, or before it runs). */
 int ferry__objmgr_serve_start(struct ferry__objmgr *om);
+/* objmgr_serve.c: pin @id in the own store for a peer, on the loop: 0 and *@view, -ENOENT,
+ * -EBUSY, ... (through opts.store_server when the store shares the loop, else the client). */
+int ferry__objmgr_store_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			    struct ferry_plasma_view *view);
 /*
  * ferry__objmgr_reply_build() - the PullReply to verified PullRequest @req: @status is the
  * store lookup's (0: @view holds the pinned object). Range checks happen here, before any byte

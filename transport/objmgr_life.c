@@ -223,6 +223,90 @@ static int start_rdma(struct ferry__objmgr *om)
 	return 0;
 }
 
+/* The loop side's setup: the TCP engine and its listener, RDMA, the spin poller. On the loop,
+ * or before it runs. */
+static int setup_loop_side(struct ferry__objmgr *om)
+{
+	int ret;
+
+	ferry__objmgr_tcp_init(om);
+	ret = ferry__objmgr_serve_start(om);
+	if (ret == 0)
+		ret = start_rdma(om);
+	if (ret == 0 && om->opts.spin_us)
+		ferry__loop_set_poller(om->loop, spin_poll, om);
+	return ret;
+}
+
+/* A call run on a loop another thread runs (opts.loop), waited for. */
+struct loop_call {
+	struct ferry__objmgr *om;	     /* owner */
+	int (*fn)(struct ferry__objmgr *om); /* the call */
+	int ret;			     /* its result, or the post's -ECANCELED */
+	bool done;			     /* ret is set (under om->lock) */
+	pthread_cond_t cond;		     /* signalled at done */
+};
+
+static void loop_call_run(void *arg, int status)
+{
+	struct loop_call *c = arg;
+	int ret = status < 0 ? status : c->fn(c->om);
+
+	pthread_mutex_lock(&c->om->lock);
+	c->ret = ret;
+	c->done = true;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->om->lock);
+}
+
+/* Run @fn(@om) on the shared loop and wait for it; any thread but the loop's. */
+static int on_shared_loop(struct ferry__objmgr *om, int (*fn)(struct ferry__objmgr *om))
+{
+	struct loop_call c = {.om = om, .fn = fn};
+	int ret;
+
+	pthread_cond_init(&c.cond, NULL);
+	ret = ferry__loop_post(om->loop, loop_call_run, &c);
+	pthread_mutex_lock(&om->lock);
+	while (ret == 0 && !c.done)
+		pthread_cond_wait(&c.cond, &om->lock);
+	pthread_mutex_unlock(&om->lock);
+	pthread_cond_destroy(&c.cond);
+	return ret < 0 ? ret : c.ret;
+}
+
+/*
+ * An own loop is set up before its thread runs it. A given one runs already (the node's, with
+ * the store and the GCS client on it): the setup is posted to it. Its spin window is the loop's
+ * (the TCP engine's polled sockets and RDMA's armed CQ follow it), and waiters do not drive
+ * it: a driver would run the store's and the GCS client's callbacks on its own thread.
+ */
+static int start_loop(struct ferry__objmgr *om)
+{
+	int ret;
+
+	if (om->opts.loop) {
+		om->loop = om->opts.loop;
+		om->opts.spin_us = ferry__loop_spin_us(om->loop);
+		om->loop_started = true; /* from here stop() shuts the loop side down on it */
+		ret = ferry__objmgr_pool_init(om);
+		return ret < 0 ? ret : on_shared_loop(om, setup_loop_side);
+	}
+	ret = ferry__loop_create(&(struct ferry__loop_opts){.spin_us = om->opts.spin_us},
+				 &om->loop);
+	if (ret < 0)
+		return ret;
+	om->own_loop = true;
+	ret = setup_loop_side(om);
+	if (ret < 0)
+		return ret;
+	/* Not over RDMA: in the soft-RoCE VM, driving made an 8 B RDMA pull ~10% slower (62-67 ->
+	 * 70-73 us p50, alternating runs of one boot), with the parked loop thread's yields taking
+	 * vCPU time from rxe; unmeasured on a NIC. */
+	om->may_drive = om->opts.spin_us && !ferry__objmgr_rdma_device(om);
+	return start_threads(om);
+}
+
 int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__objmgr **out)
 {
 	struct ferry__objmgr *om;
@@ -245,24 +329,7 @@ int ferry__objmgr_create(const struct ferry__objmgr_opts *opts, struct ferry__ob
 	ret = connect_store(om);
 	if (ret < 0)
 		goto err_destroy;
-	ret = ferry__loop_create(&(struct ferry__loop_opts){.spin_us = om->opts.spin_us},
-				 &om->loop);
-	if (ret < 0)
-		goto err_destroy;
-	ferry__objmgr_tcp_init(om);
-	ret = ferry__objmgr_serve_start(om);
-	if (ret < 0)
-		goto err_destroy;
-	ret = start_rdma(om);
-	if (ret < 0)
-		goto err_destroy;
-	if (om->opts.spin_us)
-		ferry__loop_set_poller(om->loop, spin_poll, om);
-	/* Not over RDMA: in the soft-RoCE VM, driving made an 8 B RDMA pull ~10% slower (62-67 ->
-	 * 70-73 us p50, alternating runs of one boot), with the parked loop thread's yields taking
-	 * vCPU time from rxe; unmeasured on a NIC. */
-	om->may_drive = om->opts.spin_us && !ferry__objmgr_rdma_device(om);
-	ret = start_threads(om);
+	ret = start_loop(om);
 	if (ret < 0)
 		goto err_destroy;
 	ret = ferry__objmgr_nodes_start(om);
@@ -284,6 +351,14 @@ static void loop_shutdown(void *arg, int status)
 	ferry__objmgr_rdma_shutdown(arg);
 }
 
+static int shared_loop_shutdown(struct ferry__objmgr *om)
+{
+	if (om->opts.spin_us)
+		ferry__loop_set_poller(om->loop, NULL, NULL);
+	loop_shutdown(om, 0);
+	return 0;
+}
+
 void ferry__objmgr_stop(struct ferry__objmgr *om)
 {
 	if (!om || om->stopped)
@@ -294,9 +369,14 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	pthread_cond_broadcast(&om->admit_cond);
 	pthread_cond_broadcast(&om->nodes_cond);
 	pthread_mutex_unlock(&om->lock);
-	/* Fetches under way end with -ECANCELED on the loop, which frees their pull threads. */
-	if (om->loop_started && ferry__loop_post(om->loop, loop_shutdown, om) < 0)
+	/* Fetches under way end with -ECANCELED on the loop, which frees their pull threads. A
+	 * shared loop goes on running: the shutdown is waited for, and the poller removed. */
+	if (om->loop_started && !om->own_loop) {
+		if (on_shared_loop(om, shared_loop_shutdown) < 0)
+			FLOG_WARN(COMP, "cannot shut down on the loop");
+	} else if (om->loop_started && ferry__loop_post(om->loop, loop_shutdown, om) < 0) {
 		FLOG_WARN(COMP, "cannot post the shutdown");
+	}
 	ferry__objmgr_pool_stop(om);
 	ferry__objmgr_wait_cancel_all(om);
 	/* Pulls on the loop's fast path end there (-ECANCELED at the latest, the shutdown above
@@ -305,7 +385,9 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	while (om->fast_pulls && om->loop_started)
 		pthread_cond_wait(&om->fast_cond, &om->lock);
 	pthread_mutex_unlock(&om->lock);
-	if (om->loop_started) {
+	if (om->loop_started && !om->own_loop) {
+		om->loop_started = false; /* the loop and what is left on it are its owner's */
+	} else if (om->loop_started) {
 		ferry__loop_stop(om->loop);
 		pthread_join(om->loop_thread, NULL);
 		om->loop_started = false;
@@ -325,11 +407,14 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 		return;
 	ferry__objmgr_stop(om);
 	/* Set up but never shut down on the loop (create failed, or the loop never ran): the
-	 * loop is idle now, so this thread may end the engine, before the loop goes. */
-	if (om->tcp)
-		ferry__objmgr_tcp_shutdown(om);
-	ferry__objmgr_rdma_shutdown(om); /* idempotent */
-	ferry__loop_destroy(om->loop);
+	 * loop is idle now, so this thread may end the engine, before the loop goes. A shared
+	 * loop is gone already (its owner destroys it first) and stop() shut down on it. */
+	if (om->own_loop) {
+		if (om->tcp)
+			ferry__objmgr_tcp_shutdown(om);
+		ferry__objmgr_rdma_shutdown(om); /* idempotent */
+		ferry__loop_destroy(om->loop);
+	}
 	ferry__objmgr_tcp_free(om);
 	ferry__objmgr_rdma_free(om);
 	ferry__objmgr_pool_free(om);

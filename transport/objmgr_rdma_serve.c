@@ -95,8 +95,7 @@ static void serve_request(struct rserve *s, const void *payload)
 	bool keep;
 	int status, ret;
 
-	status = ferry_plasma_client_get(om->store, &id, 1, 0, &view);
-	status = status == -ETIMEDOUT ? -ENOENT : status;
+	status = ferry__objmgr_store_get(om, &id, &view);
 	/* Counted before the reply goes: a puller that has its object sees it counted. */
 	pthread_mutex_lock(&om->lock);
 	om->stats.requests_served++;

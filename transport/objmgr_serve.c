@@ -24,6 +24,7 @@
 #include "common/frame.h"
 #include "common/log.h"
 #include "common/wire.h"
+#include "plasma/server.h"
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"
@@ -190,6 +191,17 @@ static int stream_start(struct ferry__objmgr *om, struct ferry__tcp_ep *ep,
 	return ret;
 }
 
+int ferry__objmgr_store_get(struct ferry__objmgr *om, const struct ferry_object_id *id,
+			    struct ferry_plasma_view *view)
+{
+	int ret;
+
+	if (om->opts.store_server)
+		return ferry__plasma_server_get_on_loop(om->opts.store_server, om->store, id, view);
+	ret = ferry_plasma_client_get(om->store, id, 1, 0, view);
+	return ret == -ETIMEDOUT ? -ENOENT : ret;
+}
+
 static void serve_pull(struct ferry__objmgr *om, struct ferry__tcp_ep *ep, const void *payload)
 {
 	struct ferry__wire_pull_request_view v = ferry__wire_pull_request_root_verified(payload);
@@ -200,8 +212,7 @@ static void serve_pull(struct ferry__objmgr *om, struct ferry__tcp_ep *ep, const
 	bool pinned;
 	int ret, status;
 
-	status = ferry_plasma_client_get(om->store, &id, 1, 0, &view);
-	status = status == -ETIMEDOUT ? -ENOENT : status;
+	status = ferry__objmgr_store_get(om, &id, &view);
 	pinned = status == 0;
 	ret = ferry__objmgr_reply_build(b, payload, &view, status, &range);
 	status = ret == 0 ? ferry__wire_pull_reply_status(

@@ -340,3 +340,98 @@ FTEST(malformed_requests_close_only_their_connection)
 	ferry_plasma_client_disconnect(good);
 	store_stop(&t);
 }
+
+/* The loop-side get (ferry__plasma_server_get_on_loop), run on the given loop's thread. */
+struct loop_get {
+	struct ferry__plasma_server *srv; /* the server on the loop */
+	struct ferry_plasma_client *c;	  /* an in-process client of it */
+	uint32_t objects;		  /* objects 0..objects-1 were put, MIB each */
+	atomic_bool done;		  /* the checks ran */
+};
+
+static void get_and_check(struct loop_get *g, uint32_t n)
+{
+	struct ferry_object_id id = oid(n);
+	struct ferry_plasma_view v;
+
+	ftest_assert_ok(ferry__plasma_server_get_on_loop(g->srv, g->c, &id, &v));
+	ftest_assert_uint_eq(v.data_size, MIB);
+	ftest_assert_true(pattern_intact(v.data, MIB, n));
+	ftest_assert_ok(ferry_plasma_client_release(g->c, &v));
+}
+
+static void loop_get_checks(void *arg, int status)
+{
+	struct loop_get *g = arg;
+	struct ferry__plasma_object o;
+	struct ferry_object_id id;
+	uint32_t spilled = UINT32_MAX, kept = UINT32_MAX;
+
+	ftest_assert_ok(status);
+	for (uint32_t n = 0; n < g->objects; n++) {
+		id = oid(n);
+		int state = ferry__plasma_index_find(g->srv->ix, &id, &o);
+
+		if (state == FERRY__PLASMA_SPILLED && spilled == UINT32_MAX)
+			spilled = n;
+		else if (state == FERRY__PLASMA_SEALED)
+			kept = n;
+	}
+	ftest_assert_uint_ne(spilled, UINT32_MAX);
+	ftest_assert_uint_ne(kept, UINT32_MAX);
+	get_and_check(g, kept);	   /* in memory: pinned at once */
+	get_and_check(g, spilled); /* spilled: read back on this thread, then pinned */
+	id = oid(spilled);
+	ftest_assert_int_eq(ferry__plasma_index_find(g->srv->ix, &id, &o), FERRY__PLASMA_SEALED);
+	id = oid(999); /* never made */
+	ftest_assert_errno(
+		ferry__plasma_server_get_on_loop(g->srv, g->c, &id, &(struct ferry_plasma_view){0}),
+		-ENOENT);
+	id = oid(998); /* created by the test thread, not sealed */
+	ftest_assert_errno(
+		ferry__plasma_server_get_on_loop(g->srv, g->c, &id, &(struct ferry_plasma_view){0}),
+		-ENOENT);
+	atomic_store(&g->done, true);
+}
+
+/* A client in the server's own process, whose caller runs on the server's loop (the node's
+ * object manager), gets objects without a request to the server: in memory, spilled (read back
+ * on the loop), absent or not sealed (-ENOENT), and never waits for a reply the loop it blocks
+ * would have to send. */
+FTEST(get_on_loop_answers_without_a_round_trip)
+{
+	struct ferry__plasma_server_opts o = {
+		.memory_bytes = 8 * MIB,
+		.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT,
+		.spill_dir = ftest_tmpdir(),
+	};
+	struct ferry_object_id busy = oid(998);
+	struct loop_get g = {.objects = 24};
+	struct on_loop l = {0};
+	char path[256];
+	void *d;
+
+	snprintf(path, sizeof(path), "%s/s.sock", ftest_tmpdir());
+	o.socket_path = path;
+	ftest_assert_ok(ferry__loop_create(NULL, &l.loop));
+	o.loop = l.loop;
+	ftest_assert_ok(ferry__plasma_server_create(&o, &g.srv));
+	ftest_assert_int_eq(pthread_create(&l.thread, NULL, run_given_loop, &l), 0);
+	ftest_assert_ok(ferry_plasma_client_connect(path, NULL, &g.c));
+	for (uint32_t n = 0; n < g.objects; n++) /* three times the memory: some spill */
+		client_put(g.c, n, MIB);
+	ftest_assert_ok(ferry_plasma_client_create(g.c, &busy, 100, NULL, 0, &d));
+	ftest_assert_ok(ferry__loop_post(l.loop, loop_get_checks, &g));
+	for (int i = 0; i < 10000 && !atomic_load(&g.done); i++)
+		usleep(1000);
+	ftest_assert_true(atomic_load(&g.done));
+	ftest_assert_errno(
+		ferry__plasma_server_get_on_loop(NULL, g.c, &busy, &(struct ferry_plasma_view){0}),
+		-EINVAL);
+	ferry__loop_stop(l.loop);
+	pthread_join(l.thread, NULL);
+	ferry__plasma_server_stop(g.srv);
+	ferry__loop_destroy(l.loop);
+	ferry__plasma_server_destroy(g.srv);
+	ferry_plasma_client_disconnect(g.c);
+}
