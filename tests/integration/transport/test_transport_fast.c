@@ -249,28 +249,6 @@ FTEST(fast_large_object_is_probed_once)
 	tt_cluster_stop(&t);
 }
 
-/* Wait (10 s at most) until process @pid is stopped: kill(SIGSTOP) returns before it is. */
-static void wait_stopped(pid_t pid)
-{
-	char path[64], buf[256];
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	for (int i = 0; i < 2000; i++) {
-		FILE *f = fopen(path, "r");
-		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-		const char *state;
-
-		if (f)
-			fclose(f);
-		buf[n] = 0;
-		state = strrchr(buf, ')'); /* "pid (comm) S ..." */
-		if (state && (state[2] == 'T' || state[2] == 't'))
-			return;
-		usleep(5 * 1000);
-	}
-	ftest_assert_true(!"the node process never stopped");
-}
-
 /* A fast-path probe to a stalled peer when the node stops: the pull ends with -ECANCELED
  * before stop returns. */
 FTEST(fast_pull_cancelled_at_stop)
@@ -291,7 +269,6 @@ FTEST(fast_pull_cancelled_at_stop)
 	tt_wait_cached(ferry__node_objmgr(b), &id, 1, locs);
 	sb0 = tt_stats(b);
 	tt_proc_signal(&a, SIGSTOP);
-	wait_stopped(a.pid);
 	ftest_assert_ok(ferry__objmgr_pull(ferry__node_objmgr(b), &id, on_pulled, &w));
 	usleep(100 * 1000);
 	/* Still on the loop, waiting for the stalled peer. */

@@ -2,7 +2,9 @@
 /*
  * Helpers of the transport integration tests (see transport_util.h).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +77,61 @@ struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, cons
 	return p;
 }
 
+/* Whether thread @tid of @pid is stopped (or gone). */
+static bool thread_stopped(pid_t pid, const char *tid)
+{
+	char path[96], buf[256];
+	const char *state;
+	size_t n;
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "/proc/%d/task/%.20s/stat", (int)pid, tid) >=
+	    sizeof(path))
+		return true;
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	state = strrchr(buf, ')'); /* "tid (comm) S ..." */
+	return state && (state[2] == 'T' || state[2] == 't');
+}
+
+/*
+ * Wait (10 s at most) until every thread of @pid is stopped. kill(SIGSTOP) returns before any
+ * is, and the group stop begins only when the thread the signal woke runs: on a loaded
+ * machine the node's loop thread can answer a pull meanwhile.
+ */
+static void wait_stopped(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	for (int i = 0; i < 2000; i++) {
+		DIR *d = opendir(path);
+		struct dirent *e;
+		bool all = d != NULL;
+
+		while (d && (e = readdir(d)))
+			if (e->d_name[0] != '.' && !thread_stopped(pid, e->d_name))
+				all = false;
+		if (d)
+			closedir(d);
+		if (all)
+			return;
+		usleep(5 * 1000);
+	}
+	ftest_assert_true(!"the node process never stopped");
+}
+
 void tt_proc_signal(struct tt_proc *p, int sig)
 {
 	int status;
 
 	kill(p->pid, sig);
+	if (sig == SIGSTOP)
+		wait_stopped(p->pid);
 	if (sig == SIGTERM || sig == SIGKILL) {
 		ftest_assert_int_eq(waitpid(p->pid, &status, 0), p->pid);
 		if (sig == SIGTERM)

@@ -36,7 +36,8 @@ struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const c
 /* The same with --transport @transport and --ip @ip. */
 struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, const char *name,
 				     const char *transport, const char *ip);
-/* Send @sig and, for SIGTERM/SIGKILL, reap it. */
+/* Send @sig to @p: SIGSTOP returns once every thread is stopped, SIGTERM and SIGKILL once it
+ * was reaped (SIGTERM: asserting a clean exit). */
 void tt_proc_signal(struct tt_proc *p, int sig);
 
 /* An embedded node: @memory_mib of store, TCP only when @no_shm, pull deadline @timeout_ms
