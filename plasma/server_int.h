@@ -213,6 +213,10 @@ void ferry__plasma_on_wait(struct ferry__plasma_pclient *c, const void *payload)
 void ferry__plasma_waits_sealed(struct ferry__plasma_server *srv, const struct ferry_object_id *id);
 /* Look at every pending item again (a seal we were not told about; from the tick). */
 void ferry__plasma_waits_recheck(struct ferry__plasma_server *srv);
+/* A background restore of entry @index (generation @gen) ended with @status (the store's
+ * on_restore_done): the gets waiting for it look again, or fail with the read's -errno. */
+void ferry__plasma_waits_restored(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen,
+				  int status);
 /* Drop @c's waits without answering (it is going away). */
 void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c);
 /* Pin @id through the store's slot for @c. Returns 0, -ENOENT, -EINPROGRESS, -ENODATA, ... */

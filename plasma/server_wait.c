@@ -3,7 +3,9 @@
  * Gets and waits that go through the store: objects not sealed yet, spilled ones, and pins a
  * client could not take itself. A get pins each object through the store's own client slot on
  * the client's behalf (released with PlasmaRelease, or when the client goes); a spilled object
- * is restored first. What is not there waits, without polling: the wait is counted in the
+ * is restored first, in the background when the store has a loop to post to: the get stays
+ * pending until the restore is published (ferry__plasma_waits_restored), and fails with the
+ * read's -errno if it fails. What is not there waits, without polling: the wait is counted in the
  * index's seal_waiters and seal_getters, so that every sealer tells the store at once
  * (PlasmaSeal notice; a sealer may hold its notice back briefly only while nobody waits), and
  * the store then looks at the waits for that ID. Counting, then looking again, closes the race with
@@ -86,7 +88,10 @@ static int try_item(struct ferry__plasma_wait *w, struct ferry__plasma_wait_item
 		return state == FERRY__PLASMA_SEALED || state == FERRY__PLASMA_SPILLED ? 0
 										       : PENDING;
 	if (state == FERRY__PLASMA_SPILLED) {
-		r = ferry__plasma_store_restore(c->srv->store, o.index, o.gen);
+		/* In the background, it ends in ferry__plasma_waits_restored(). */
+		r = ferry__plasma_store_restore_begin(c->srv->store, o.index, o.gen);
+		if (r == -EINPROGRESS)
+			return PENDING;
 		if (r < 0 && r != -ENOENT)
 			return r;
 		if (r == 0) /* new memory: whoever holds the old place must learn the new one */
@@ -361,6 +366,47 @@ void ferry__plasma_waits_recheck(struct ferry__plasma_server *srv)
 	ferry__plasma_waits_sealed(srv, NULL);
 }
 
+/* Fail the pending get items for @id with @status (its restore failed). */
+static void fail_items(struct ferry__plasma_wait *w, const struct ferry_object_id *id, int status)
+{
+	if (w->type != FERRY__WIRE_MSG_PLASMA_GET)
+		return;
+	for (uint32_t i = 0; i < w->n; i++) {
+		struct ferry__plasma_wait_item *it = &w->items[i];
+
+		if (it->status == PENDING &&
+		    memcmp(id->bytes, it->id.bytes, sizeof(id->bytes)) == 0) {
+			it->status = status;
+			w->pending--;
+		}
+	}
+}
+
+void ferry__plasma_waits_restored(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen,
+				  int status)
+{
+	struct ferry__plasma_wait *w = srv->waits, *next;
+	struct ferry__plasma_object o;
+	struct ferry_object_id id;
+	int state = ferry__plasma_index_read(srv->ix, index, &o);
+
+	if (o.gen != gen || (state != FERRY__PLASMA_SEALED && state != FERRY__PLASMA_SPILLED)) {
+		ferry__plasma_waits_recheck(srv); /* it went meanwhile: whoever waits looks again */
+		return;
+	}
+	ferry__plasma_index_read_id(srv->ix, index, &id);
+	if (status == 0 || status == -ENOENT) {
+		ferry__plasma_waits_sealed(srv, &id);
+		return;
+	}
+	for (; w; w = next) {
+		next = w->next;
+		fail_items(w, &id, status);
+		if (done(w))
+			finish(w);
+	}
+}
+
 void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c)
 {
 	struct ferry__plasma_wait *w = c->srv->waits, *next;
@@ -385,7 +431,10 @@ int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
 	if (!srv || !c || !id || !view)
 		return -EINVAL;
 	if (ferry__plasma_index_find(srv->ix, id, &o) == FERRY__PLASMA_SPILLED) {
-		r = ferry__plasma_store_restore(srv->store, o.index, o.gen);
+		/* The read goes to the disk helper: ask again once it is published. */
+		r = ferry__plasma_store_restore_begin(srv->store, o.index, o.gen);
+		if (r == -EINPROGRESS)
+			return -EBUSY;
 		if (r < 0 && r != -ENOENT) { /* -ENOENT: not spilled at that generation now */
 			FLOG_WARN(comp, "server: reading an object back for a peer failed: %s",
 				  ferry_strerror(-r));
