@@ -77,6 +77,7 @@ struct ferry__plasma_wait_item {
 	struct ferry_object_id id;	 /* requested ID */
 	int status;			 /* 1 pending; 0 done (pinned for a get); or -errno */
 	uint32_t miss_episode;		 /* counted in the missing map under it; 0: not */
+	bool restoring;			 /* pending on a background restore of it */
 	struct ferry__plasma_object obj; /* get: what was pinned */
 };
 
@@ -92,6 +93,8 @@ struct ferry__plasma_wait {
 	uint32_t pending;			/* items still waiting */
 	uint32_t want;				/* wait: answer once this many are sealed */
 	bool counted;				/* in the index's seal_waiters and _getters */
+	bool expired;				/* its time is up: answer once no restore is
+						 * pending (a spilled object counts as there) */
 	struct ferry__plasma_wait_item items[]; /* n of them */
 };
 

@@ -87,10 +87,12 @@ static int try_item(struct ferry__plasma_wait *w, struct ferry__plasma_wait_item
 	if (w->type == FERRY__WIRE_MSG_PLASMA_WAIT)
 		return state == FERRY__PLASMA_SEALED || state == FERRY__PLASMA_SPILLED ? 0
 										       : PENDING;
+	it->restoring = false;
 	if (state == FERRY__PLASMA_SPILLED) {
 		/* In the background, it ends in ferry__plasma_waits_restored(). */
 		r = ferry__plasma_store_restore_begin(c->srv->store, o.index, o.gen);
-		if (r == -EINPROGRESS)
+		it->restoring = r == -EINPROGRESS;
+		if (it->restoring)
 			return PENDING;
 		if (r < 0 && r != -ENOENT)
 			return r;
@@ -116,6 +118,20 @@ static uint32_t ready(const struct ferry__plasma_wait *w)
 static bool done(const struct ferry__plasma_wait *w)
 {
 	return w->type == FERRY__WIRE_MSG_PLASMA_GET ? w->pending == 0 : ready(w) >= w->want;
+}
+
+/* Answer now: done, or out of time with no restore pending (one that is counts as there, as
+ * a restore on the loop thread did). */
+static bool answerable(const struct ferry__plasma_wait *w)
+{
+	if (done(w))
+		return true;
+	if (!w->expired)
+		return false;
+	for (uint32_t i = 0; i < w->n; i++)
+		if (w->items[i].status == PENDING && w->items[i].restoring)
+			return false;
+	return true;
 }
 
 /* Not in the index at all, or on its way out: something must bring it here. */
@@ -234,8 +250,13 @@ static void finish(struct ferry__plasma_wait *w)
 
 static void on_timeout(struct ferry__loop_timer *timer, int status)
 {
-	if (status == 0)
-		finish(timer->data);
+	struct ferry__plasma_wait *w = timer->data;
+
+	if (status != 0)
+		return;
+	w->expired = true;
+	if (answerable(w))
+		finish(w);
 }
 
 /* Count @w as a waiter, look again, and arm its timeout. */
@@ -253,7 +274,7 @@ static void park(struct ferry__plasma_wait *w, int64_t timeout_ms)
 	/* Count, then look: a sealer that did not see the count is seen here. */
 	atomic_thread_fence(memory_order_seq_cst);
 	resolve(w, NULL);
-	if (done(w)) {
+	if (answerable(w)) {
 		finish(w);
 		return;
 	}
@@ -296,8 +317,9 @@ static void start(struct ferry__plasma_pclient *c, uint16_t type, uint64_t seq,
 		.client = c, .seq = seq, .type = type, .n = n, .pending = n, .want = want};
 	for (uint32_t i = 0; i < n; i++)
 		w->items[i] = (struct ferry__plasma_wait_item){.id = ids[i], .status = PENDING};
+	w->expired = timeout_ms == 0;
 	resolve(w, NULL);
-	if (done(w) || timeout_ms == 0)
+	if (answerable(w))
 		finish(w);
 	else
 		park(w, timeout_ms);
@@ -356,7 +378,7 @@ void ferry__plasma_waits_sealed(struct ferry__plasma_server *srv, const struct f
 	for (; w; w = next) {
 		next = w->next;
 		resolve(w, id);
-		if (done(w))
+		if (answerable(w))
 			finish(w);
 	}
 }
@@ -377,6 +399,7 @@ static void fail_items(struct ferry__plasma_wait *w, const struct ferry_object_i
 		if (it->status == PENDING &&
 		    memcmp(id->bytes, it->id.bytes, sizeof(id->bytes)) == 0) {
 			it->status = status;
+			it->restoring = false;
 			w->pending--;
 		}
 	}
@@ -402,7 +425,7 @@ void ferry__plasma_waits_restored(struct ferry__plasma_server *srv, uint32_t ind
 	for (; w; w = next) {
 		next = w->next;
 		fail_items(w, &id, status);
-		if (done(w))
+		if (answerable(w))
 			finish(w);
 	}
 }
