@@ -822,8 +822,7 @@ int ferry__plasma_spill_read_run(struct ferry__plasma_spill_rjob *j, struct io_u
 	j->n = FERRY_MIN(FERRY_MAX(n, 1u), j->max);
 	j->uncopied = 0;
 	if (j->inject) {
-		r = j->inject;
-		j->inject = 0;
+		r = j->inject; /* every pass: the fallback to the first object too */
 	} else if (bytes_of(j->objs, j->n) && ring) {
 		r = read_pass(ring, j->fd, j->direct, j->stage.buf, j->objs, j->n, &j->uncopied);
 	} else if (bytes_of(j->objs, j->n)) {

@@ -171,7 +171,8 @@ void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 			       struct ferry__plasma_spill_stats *out);
 
 /* ferry__plasma_spill_inject() - tests: the next write batch fails with @write_err and the
- * next read with @read_err (negative errnos; 0 leaves that one alone). Once each. */
+ * next read (readv, or read job: all its passes) with @read_err (negative errnos; 0 leaves
+ * that one alone). Once each. */
 void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err);
 
 /* ferry__plasma_spill_inject_read_hold() - tests: the next read job, before it reads, sends a
