@@ -386,11 +386,20 @@ static void on_restored(void *arg, uint32_t index, uint32_t gen)
 	ferry__plasma_events_moved(arg, index, gen);
 }
 
+/* A background restore ended (store_spill.c): news of the new place, then the gets. */
+static void on_restore_done(void *arg, uint32_t index, uint32_t gen, int status)
+{
+	if (status == 0)
+		ferry__plasma_events_moved(arg, index, gen);
+	ferry__plasma_waits_restored(arg, index, gen, status);
+}
+
 static int create_store(struct ferry__plasma_server *srv, const struct ferry__plasma_server_opts *o)
 {
 	struct ferry__plasma_store_opts so = {
 		.on_removed = ferry__plasma_events_removed,
 		.on_restored = on_restored,
+		.on_restore_done = on_restore_done,
 		.hook_arg = srv,
 		.post = post_to_loop,
 		.post_arg = srv,

@@ -163,11 +163,13 @@ static inline int ferry__plasma_server_start_new(const struct ferry__plasma_serv
  * server's loop thread (the node's object manager, which answers other nodes' pulls there):
  * ferry_plasma_client_get() of @id with timeout 0 without the round trip to this server, which
  * on its own thread would never be answered. A sealed object in memory is pinned from the
- * shared index through @c's slot at once; a spilled one is read back first, on this thread, as
- * the server's own gets do (and its batch-mates with it). Loop thread only. Returns 0 and
+ * shared index through @c's slot at once; for a spilled one, a restore starts (the disk is
+ * read on the store's disk helper thread, never on this one; its batch-mates come along) and
+ * the call returns -EBUSY: ask again, it is there once the restore is published (a store with
+ * no loop to post to reads it on this thread instead). Loop thread only. Returns 0 and
  * *@view (release it with ferry_plasma_client_release()), -ENOENT (absent, not sealed yet, or
- * being deleted), -EBUSY (changing, or @c's pin records are full: ask again later), -EINVAL,
- * or the read's -errno (it stays spilled; logged).
+ * being deleted), -EBUSY (being read back, changing, or @c's pin records are full: ask again
+ * later), -EINVAL, or -errno of a restore that could not start (-ENOSPC, -ENOMEM; logged).
  */
 int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
 				     struct ferry_plasma_client *c,

@@ -77,6 +77,7 @@ struct ferry__plasma_wait_item {
 	struct ferry_object_id id;	 /* requested ID */
 	int status;			 /* 1 pending; 0 done (pinned for a get); or -errno */
 	uint32_t miss_episode;		 /* counted in the missing map under it; 0: not */
+	bool restoring;			 /* pending on a background restore of it */
 	struct ferry__plasma_object obj; /* get: what was pinned */
 };
 
@@ -92,6 +93,8 @@ struct ferry__plasma_wait {
 	uint32_t pending;			/* items still waiting */
 	uint32_t want;				/* wait: answer once this many are sealed */
 	bool counted;				/* in the index's seal_waiters and _getters */
+	bool expired;				/* its time is up: answer once no restore is
+						 * pending (a spilled object counts as there) */
 	struct ferry__plasma_wait_item items[]; /* n of them */
 };
 
@@ -213,6 +216,10 @@ void ferry__plasma_on_wait(struct ferry__plasma_pclient *c, const void *payload)
 void ferry__plasma_waits_sealed(struct ferry__plasma_server *srv, const struct ferry_object_id *id);
 /* Look at every pending item again (a seal we were not told about; from the tick). */
 void ferry__plasma_waits_recheck(struct ferry__plasma_server *srv);
+/* A background restore of entry @index (generation @gen) ended with @status (the store's
+ * on_restore_done): the gets waiting for it look again, or fail with the read's -errno. */
+void ferry__plasma_waits_restored(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen,
+				  int status);
 /* Drop @c's waits without answering (it is going away). */
 void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c);
 /* Pin @id through the store's slot for @c. Returns 0, -ENOENT, -EINPROGRESS, -ENODATA, ... */

@@ -3,7 +3,9 @@
  * Gets and waits that go through the store: objects not sealed yet, spilled ones, and pins a
  * client could not take itself. A get pins each object through the store's own client slot on
  * the client's behalf (released with PlasmaRelease, or when the client goes); a spilled object
- * is restored first. What is not there waits, without polling: the wait is counted in the
+ * is restored first, in the background when the store has a loop to post to: the get stays
+ * pending until the restore is published (ferry__plasma_waits_restored), and fails with the
+ * read's -errno if it fails. What is not there waits, without polling: the wait is counted in the
  * index's seal_waiters and seal_getters, so that every sealer tells the store at once
  * (PlasmaSeal notice; a sealer may hold its notice back briefly only while nobody waits), and
  * the store then looks at the waits for that ID. Counting, then looking again, closes the race with
@@ -85,8 +87,13 @@ static int try_item(struct ferry__plasma_wait *w, struct ferry__plasma_wait_item
 	if (w->type == FERRY__WIRE_MSG_PLASMA_WAIT)
 		return state == FERRY__PLASMA_SEALED || state == FERRY__PLASMA_SPILLED ? 0
 										       : PENDING;
+	it->restoring = false;
 	if (state == FERRY__PLASMA_SPILLED) {
-		r = ferry__plasma_store_restore(c->srv->store, o.index, o.gen);
+		/* In the background, it ends in ferry__plasma_waits_restored(). */
+		r = ferry__plasma_store_restore_begin(c->srv->store, o.index, o.gen);
+		it->restoring = r == -EINPROGRESS;
+		if (it->restoring)
+			return PENDING;
 		if (r < 0 && r != -ENOENT)
 			return r;
 		if (r == 0) /* new memory: whoever holds the old place must learn the new one */
@@ -111,6 +118,20 @@ static uint32_t ready(const struct ferry__plasma_wait *w)
 static bool done(const struct ferry__plasma_wait *w)
 {
 	return w->type == FERRY__WIRE_MSG_PLASMA_GET ? w->pending == 0 : ready(w) >= w->want;
+}
+
+/* Answer now: done, or out of time with no restore pending (one that is counts as there, as
+ * a restore on the loop thread did). */
+static bool answerable(const struct ferry__plasma_wait *w)
+{
+	if (done(w))
+		return true;
+	if (!w->expired)
+		return false;
+	for (uint32_t i = 0; i < w->n; i++)
+		if (w->items[i].status == PENDING && w->items[i].restoring)
+			return false;
+	return true;
 }
 
 /* Not in the index at all, or on its way out: something must bring it here. */
@@ -229,8 +250,13 @@ static void finish(struct ferry__plasma_wait *w)
 
 static void on_timeout(struct ferry__loop_timer *timer, int status)
 {
-	if (status == 0)
-		finish(timer->data);
+	struct ferry__plasma_wait *w = timer->data;
+
+	if (status != 0)
+		return;
+	w->expired = true;
+	if (answerable(w))
+		finish(w);
 }
 
 /* Count @w as a waiter, look again, and arm its timeout. */
@@ -248,7 +274,7 @@ static void park(struct ferry__plasma_wait *w, int64_t timeout_ms)
 	/* Count, then look: a sealer that did not see the count is seen here. */
 	atomic_thread_fence(memory_order_seq_cst);
 	resolve(w, NULL);
-	if (done(w)) {
+	if (answerable(w)) {
 		finish(w);
 		return;
 	}
@@ -291,8 +317,9 @@ static void start(struct ferry__plasma_pclient *c, uint16_t type, uint64_t seq,
 		.client = c, .seq = seq, .type = type, .n = n, .pending = n, .want = want};
 	for (uint32_t i = 0; i < n; i++)
 		w->items[i] = (struct ferry__plasma_wait_item){.id = ids[i], .status = PENDING};
+	w->expired = timeout_ms == 0;
 	resolve(w, NULL);
-	if (done(w) || timeout_ms == 0)
+	if (answerable(w))
 		finish(w);
 	else
 		park(w, timeout_ms);
@@ -351,7 +378,7 @@ void ferry__plasma_waits_sealed(struct ferry__plasma_server *srv, const struct f
 	for (; w; w = next) {
 		next = w->next;
 		resolve(w, id);
-		if (done(w))
+		if (answerable(w))
 			finish(w);
 	}
 }
@@ -359,6 +386,48 @@ void ferry__plasma_waits_sealed(struct ferry__plasma_server *srv, const struct f
 void ferry__plasma_waits_recheck(struct ferry__plasma_server *srv)
 {
 	ferry__plasma_waits_sealed(srv, NULL);
+}
+
+/* Fail the pending get items for @id with @status (its restore failed). */
+static void fail_items(struct ferry__plasma_wait *w, const struct ferry_object_id *id, int status)
+{
+	if (w->type != FERRY__WIRE_MSG_PLASMA_GET)
+		return;
+	for (uint32_t i = 0; i < w->n; i++) {
+		struct ferry__plasma_wait_item *it = &w->items[i];
+
+		if (it->status == PENDING &&
+		    memcmp(id->bytes, it->id.bytes, sizeof(id->bytes)) == 0) {
+			it->status = status;
+			it->restoring = false;
+			w->pending--;
+		}
+	}
+}
+
+void ferry__plasma_waits_restored(struct ferry__plasma_server *srv, uint32_t index, uint32_t gen,
+				  int status)
+{
+	struct ferry__plasma_wait *w = srv->waits, *next;
+	struct ferry__plasma_object o;
+	struct ferry_object_id id;
+	int state = ferry__plasma_index_read(srv->ix, index, &o);
+
+	if (o.gen != gen || (state != FERRY__PLASMA_SEALED && state != FERRY__PLASMA_SPILLED)) {
+		ferry__plasma_waits_recheck(srv); /* it went meanwhile: whoever waits looks again */
+		return;
+	}
+	ferry__plasma_index_read_id(srv->ix, index, &id);
+	if (status == 0 || status == -ENOENT) {
+		ferry__plasma_waits_sealed(srv, &id);
+		return;
+	}
+	for (; w; w = next) {
+		next = w->next;
+		fail_items(w, &id, status);
+		if (answerable(w))
+			finish(w);
+	}
 }
 
 void ferry__plasma_waits_cancel(struct ferry__plasma_pclient *c)
@@ -385,7 +454,10 @@ int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
 	if (!srv || !c || !id || !view)
 		return -EINVAL;
 	if (ferry__plasma_index_find(srv->ix, id, &o) == FERRY__PLASMA_SPILLED) {
-		r = ferry__plasma_store_restore(srv->store, o.index, o.gen);
+		/* The read goes to the disk helper: ask again once it is published. */
+		r = ferry__plasma_store_restore_begin(srv->store, o.index, o.gen);
+		if (r == -EINPROGRESS)
+			return -EBUSY;
 		if (r < 0 && r != -ENOENT) { /* -ENOENT: not spilled at that generation now */
 			FLOG_WARN(comp, "server: reading an object back for a peer failed: %s",
 				  ferry_strerror(-r));

@@ -59,6 +59,7 @@ struct ferry__plasma_spill {
 	int inject_write;		     /* tests: fail the next batch with this */
 	int inject_read;		     /* tests: fail the next read with this */
 	int inject_hold;		     /* tests: the next batch waits for a byte here */
+	int inject_read_hold;		     /* tests: the next read job waits for a byte here */
 	bool made_dir;			     /* we created dir: remove it at the end if empty */
 };
 
@@ -686,40 +687,68 @@ static void drain_read(void *arg, uint64_t off, const uint8_t *buf, uint64_t len
 	}
 }
 
-int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
-			      const struct ferry__plasma_spill_read *objs, uint32_t n)
+/* The aligned cover of @objs (@n, in file order) from @fd, in pieces, several in flight: big
+ * objects' aligned middles straight into their memory, the rest through @stage (READ_DEPTH x
+ * READ_CHUNK). Returns 0 or -errno; *@uncopied: bytes that were not staged. */
+static int read_pass(struct io_uring *ring, int fd, bool direct, uint8_t *stage,
+		     const struct ferry__plasma_spill_read *objs, uint32_t n, uint64_t *uncopied)
 {
-	struct spill_file *f = n ? file_of(sp, file, objs[0].offset, objs[0].size) : NULL;
 	struct read_out out = {objs, n, 0};
-	/* The aligned cover of the objects, in pieces, several in flight: big objects' aligned
-	 * middles straight into their memory, the rest through the staging slots. */
-	struct pipe p = {.stage = sp->rstage.buf,
+	struct pipe p = {.stage = stage,
 			 .chunk = READ_CHUNK,
 			 .depth = READ_DEPTH,
-			 .direct = f && f->direct,
+			 .direct = direct,
 			 .piece = piece_read,
 			 .drain = drain_read,
 			 .arg = &out};
+	int r;
+
+	p.start = align_down(objs[0].offset);
+	p.end = FERRY_ALIGN_UP(objs[n - 1].offset + objs[n - 1].size, (uint64_t)DIO_ALIGN);
+	r = run_pipe(ring, fd, &p);
+	*uncopied = p.uncopied;
+	return r;
+}
+
+static uint64_t bytes_of(const struct ferry__plasma_spill_read *objs, uint32_t n)
+{
 	uint64_t bytes = 0;
-	int r = 0;
+
+	for (uint32_t k = 0; k < n; k++)
+		bytes += objs[k].size;
+	return bytes;
+}
+
+/* The file of @objs if they are all in it, in order and not overlapping; NULL (logged) if not. */
+static struct spill_file *file_of_all(struct ferry__plasma_spill *sp, uint32_t file,
+				      const struct ferry__plasma_spill_read *objs, uint32_t n)
+{
+	struct spill_file *f = n ? file_of(sp, file, objs[0].offset, objs[0].size) : NULL;
 
 	for (uint32_t k = 1; f && k < n; k++)
 		if (objs[k].offset < objs[k - 1].offset + objs[k - 1].size ||
 		    !file_of(sp, file, objs[k].offset, objs[k].size))
 			f = NULL;
+	return f;
+}
+
+int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
+			      const struct ferry__plasma_spill_read *objs, uint32_t n)
+{
+	struct spill_file *f = file_of_all(sp, file, objs, n);
+	uint64_t bytes, uncopied = 0;
+	int r = 0;
+
 	if (!f)
 		return -EINVAL;
 	if (sp->inject_read) {
 		r = sp->inject_read;
 		sp->inject_read = 0;
 	}
-	for (uint32_t k = 0; k < n; k++)
-		bytes += objs[k].size;
-	p.start = align_down(objs[0].offset);
-	p.end = FERRY_ALIGN_UP(objs[n - 1].offset + objs[n - 1].size, (uint64_t)DIO_ALIGN);
+	bytes = bytes_of(objs, n);
 	if (r == 0 && bytes)
-		r = run_pipe(&sp->ring, f->fd, &p);
-	sp->st.uncopied_bytes += p.uncopied;
+		r = read_pass(&sp->ring, f->fd, f->direct, sp->rstage.buf, objs, n, &uncopied);
+	sp->st.uncopied_bytes += uncopied;
 	if (r < 0) {
 		sp->st.errors++;
 		FLOG_ERROR(comp, "spill: reading %" PRIu64 " bytes back: %s", bytes,
@@ -729,6 +758,113 @@ int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
 	sp->st.read_bytes += bytes;
 	sp->st.ahead_bytes += bytes - objs[0].size;
 	return 0;
+}
+
+/* ---- reads that wait for the disk elsewhere ---- */
+
+struct ferry__plasma_spill_rjob {
+	struct stage stage; /* READ_DEPTH x READ_CHUNK, this job's own */
+	uint64_t uncopied;  /* of the last pass */
+	int fd;		    /* a duplicate of the file's: a drop may close that meanwhile */
+	bool direct;	    /* fd is O_DIRECT */
+	int inject;	    /* tests: the first pass fails with this */
+	int hold;	    /* tests: say so and wait here first; -1: no */
+	uint32_t errors;    /* failed passes */
+	uint32_t n;	    /* objects of the last pass (0: none ran) */
+	int result;	    /* of the last pass */
+	uint32_t max;	    /* objects */
+	struct ferry__plasma_spill_read objs[]; /* copied from the caller */
+};
+
+int ferry__plasma_spill_read_new(struct ferry__plasma_spill *sp, uint32_t file,
+				 const struct ferry__plasma_spill_read *objs, uint32_t n,
+				 struct ferry__plasma_spill_rjob **out)
+{
+	struct spill_file *f = file_of_all(sp, file, objs, n);
+	struct ferry__plasma_spill_rjob *j;
+
+	if (!f)
+		return -EINVAL;
+	j = ferry__calloc(1, sizeof(*j) + (size_t)n * sizeof(j->objs[0]));
+	if (!j)
+		return -ENOMEM;
+	memcpy(j->objs, objs, (size_t)n * sizeof(j->objs[0]));
+	j->max = n;
+	j->direct = f->direct;
+	j->fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd < 0 || stage_alloc(&j->stage, (size_t)READ_DEPTH * READ_CHUNK) < 0) {
+		int r = j->fd < 0 ? -errno : -ENOMEM;
+
+		if (j->fd >= 0)
+			close(j->fd);
+		ferry__free(j);
+		return r;
+	}
+	j->inject = sp->inject_read;
+	sp->inject_read = 0;
+	j->hold = sp->inject_read_hold - 1;
+	sp->inject_read_hold = 0;
+	*out = j;
+	return 0;
+}
+
+int ferry__plasma_spill_read_run(struct ferry__plasma_spill_rjob *j, struct io_uring *ring,
+				 uint32_t n)
+{
+	struct io_uring own;
+	uint8_t byte = 1;
+	int r = 0;
+
+	/* Tests: say that we are here, then wait to be let go. */
+	if (j->hold >= 0 && (write(j->hold, &byte, 1) != 1 || read(j->hold, &byte, 1) != 1))
+		FLOG_WARN(comp, "spill: test hold: %s", ferry_strerror(-errno));
+	j->hold = -1;
+	j->n = FERRY_MIN(FERRY_MAX(n, 1u), j->max);
+	j->uncopied = 0;
+	if (j->inject) {
+		r = j->inject; /* every pass: the fallback to the first object too */
+	} else if (bytes_of(j->objs, j->n) && ring) {
+		r = read_pass(ring, j->fd, j->direct, j->stage.buf, j->objs, j->n, &j->uncopied);
+	} else if (bytes_of(j->objs, j->n)) {
+		r = io_uring_queue_init(RING_DEPTH, &own, 0);
+		if (r == 0) {
+			r = read_pass(&own, j->fd, j->direct, j->stage.buf, j->objs, j->n,
+				      &j->uncopied);
+			io_uring_queue_exit(&own);
+		}
+	}
+	j->errors += r < 0;
+	j->result = r;
+	return r;
+}
+
+int ferry__plasma_spill_read_finish(struct ferry__plasma_spill *sp,
+				    struct ferry__plasma_spill_rjob *j)
+{
+	uint64_t bytes = bytes_of(j->objs, j->n);
+	int r = j->n ? j->result : -ECANCELED;
+
+	sp->st.errors += j->errors;
+	if (j->n)
+		sp->st.uncopied_bytes += j->uncopied;
+	if (r == 0) {
+		sp->st.read_bytes += bytes;
+		sp->st.ahead_bytes += bytes - j->objs[0].size;
+	} else if (j->errors) {
+		FLOG_ERROR(comp, "spill: reading %" PRIu64 " bytes back: %s", bytes,
+			   ferry_strerror(r));
+	}
+	ferry__plasma_spill_read_free(j);
+	return r;
+}
+
+void ferry__plasma_spill_read_free(struct ferry__plasma_spill_rjob *j)
+{
+	if (!j)
+		return;
+	close(j->fd);
+	ferry__free(j->stage.raw);
+	ferry__free(j);
 }
 
 int ferry__plasma_spill_read(struct ferry__plasma_spill *sp, uint32_t file, uint64_t offset,
@@ -780,6 +916,11 @@ void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, i
 void ferry__plasma_spill_inject_hold(struct ferry__plasma_spill *sp, int fd)
 {
 	sp->inject_hold = fd + 1;
+}
+
+void ferry__plasma_spill_inject_read_hold(struct ferry__plasma_spill *sp, int fd)
+{
+	sp->inject_read_hold = fd + 1;
 }
 
 int ferry__plasma_spill_file_fd(const struct ferry__plasma_spill *sp, uint32_t file)

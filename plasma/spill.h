@@ -29,8 +29,11 @@
  * batch_finish (adopt the file, or count the failure) back on the store's thread. Quotas count
  * the batches in flight.
  *
- * Thread model: one thread (the store's) calls everything but batch_run, which touches only
- * its batch (and the immutable directory name).
+ * Reads can be split the same way (read_new, read_run, read_finish): a job reads through a
+ * duplicate of the file's descriptor into its own staging memory.
+ *
+ * Thread model: one thread (the store's) calls everything but batch_run and read_run, which
+ * touch only their batch or job (and the immutable directory name).
  */
 #ifndef FERRY_PLASMA_SPILL_H
 #define FERRY_PLASMA_SPILL_H
@@ -136,6 +139,26 @@ struct ferry__plasma_spill_read {
 int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
 			      const struct ferry__plasma_spill_read *objs, uint32_t n);
 
+/*
+ * A read that waits for the disk elsewhere (the store restores in the background): read_new
+ * on the store's thread plans it (@n objects as for readv, copied; the file stays readable by
+ * the job even if its objects are dropped meanwhile), read_run on any thread reads the first
+ * @n of them (at least 1; again with a smaller @n after a failure), with @ring (NULL: one of
+ * its own), and read_finish back on the store's thread counts and logs it and frees the job.
+ * read_new returns 0, -EINVAL (as readv), -ENOMEM or -errno of dup; read_run and read_finish
+ * return 0 or the last pass's -errno (read_finish: -ECANCELED if none ran). read_free frees a
+ * job without counting it (the area may be gone already); accepts NULL.
+ */
+struct ferry__plasma_spill_rjob;
+int ferry__plasma_spill_read_new(struct ferry__plasma_spill *sp, uint32_t file,
+				 const struct ferry__plasma_spill_read *objs, uint32_t n,
+				 struct ferry__plasma_spill_rjob **out);
+int ferry__plasma_spill_read_run(struct ferry__plasma_spill_rjob *j, struct io_uring *ring,
+				 uint32_t n);
+int ferry__plasma_spill_read_finish(struct ferry__plasma_spill *sp,
+				    struct ferry__plasma_spill_rjob *j);
+void ferry__plasma_spill_read_free(struct ferry__plasma_spill_rjob *j);
+
 /* ferry__plasma_spill_drop() - the object at @offset (@size bytes) of @file is no longer
  * needed: deleted, or (@restored) read back. The file closes, and its space goes back, when
  * its last object goes. A deleted object's whole blocks are punched out at once; a restored
@@ -148,8 +171,13 @@ void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 			       struct ferry__plasma_spill_stats *out);
 
 /* ferry__plasma_spill_inject() - tests: the next write batch fails with @write_err and the
- * next read with @read_err (negative errnos; 0 leaves that one alone). Once each. */
+ * next read (readv, or read job: all its passes) with @read_err (negative errnos; 0 leaves
+ * that one alone). Once each. */
 void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err);
+
+/* ferry__plasma_spill_inject_read_hold() - tests: the next read job, before it reads, sends a
+ * byte to @fd (a socket pair) and waits for one back (a restore in the background). */
+void ferry__plasma_spill_inject_read_hold(struct ferry__plasma_spill *sp, int fd);
 
 /* ferry__plasma_spill_file_fd() - tests: the descriptor of spill file @file (to damage it),
  * or -1. */

@@ -116,6 +116,7 @@ int ferry__plasma_store_create(const struct ferry__plasma_store_opts *opts,
 	s->flags = o.flags;
 	s->on_removed = o.on_removed;
 	s->on_restored = o.on_restored;
+	s->on_restore_done = o.on_restore_done;
 	s->hook_arg = o.hook_arg;
 	s->post = o.post;
 	s->post_arg = o.post_arg;
@@ -174,6 +175,7 @@ void ferry__plasma_store_destroy(struct ferry__plasma_store *s)
 		return;
 	ferry__store_spill_stop(s);
 	ferry__store_spill_settle(s);
+	ferry__store_restore_discard(s);
 	ferry__plasma_spill_destroy(s->spill);
 	ferry__hashmap_fini(&s->spilled);
 	ferry__free(s->deferred);

@@ -35,6 +35,13 @@
  * up to an eighth of the arena and 64 MiB, in free memory only: nothing is evicted or spilled
  * for them), and publishes them too (opts.on_restored tells the caller which): a batch is
  * mostly read back together, and a client then finds them in memory without asking.
+ * Background restores (restore_begin, with opts.post): the store plans the read (blocks made
+ * room for, the objects read along), the spill worker reads, and the store publishes them when
+ * posted back (or on the next tick), telling the caller through opts.on_restore_done. The
+ * entries of a restore in flight are marked restoring: one restore per entry, no read-ahead
+ * of them by another; a delete meanwhile goes ahead (the read's file descriptor is its own),
+ * and publishing then finds the entry changed and gives the block back. Destroy drops the
+ * restores the worker did not read. The worker thread serves both (one disk helper).
  *
  * Thread model: one thread (the store's loop) calls everything here. Clients in other
  * processes run the index's lock-free operations concurrently.
@@ -75,7 +82,13 @@ struct ferry__plasma_store_opts {
 	 * the same batch, plasma/store_spill.c): it is SEALED at a new place. Must not call back
 	 * into the store. NULL: not told. */
 	void (*on_restored)(void *arg, uint32_t index, uint32_t gen);
-	void *hook_arg; /* for on_removed, on_restored */
+	/* A background restore (restore_begin) of entry @index (generation @gen) ended, for the
+	 * one asked for and each one read with it: @status 0: it is SEALED at a new place;
+	 * -ENOENT: not restored (deleted, changed, or not read along after all): look again;
+	 * else the read's -errno (it stays spilled). Must not call back into the store, but may
+	 * start another restore. NULL: not told. */
+	void (*on_restore_done)(void *arg, uint32_t index, uint32_t gen, int status);
+	void *hook_arg; /* for on_removed, on_restored, on_restore_done */
 	/* Optional: have @fn(@fn_arg, status) run on the store's thread soon; called from another
 	 * thread; returns 0 or -errno. With it, tick() spills in the background: a worker thread
 	 * waits for the disk, and the store takes the batch back through a posted call (or the
@@ -199,6 +212,15 @@ int ferry__plasma_store_spill(struct ferry__plasma_store *s, uint64_t bytes, uin
  * spilled at @gen), -ENOSPC, -ENOMEM, or the read's -errno (it stays spilled).
  */
 int ferry__plasma_store_restore(struct ferry__plasma_store *s, uint32_t index, uint32_t gen);
+
+/*
+ * ferry__plasma_store_restore_begin() - restore() without waiting for the disk when the store
+ * can be posted to (opts.post): the read runs on the worker thread and the store publishes
+ * the result when it is posted back (opts.on_restore_done). Returns -EINPROGRESS (started, or
+ * a restore of that entry is in flight already), or what restore() returns (without opts.post
+ * it is restore(); -ENOENT: not spilled at @gen; -ENOSPC, -ENOMEM: nothing started).
+ */
+int ferry__plasma_store_restore_begin(struct ferry__plasma_store *s, uint32_t index, uint32_t gen);
 
 /* ferry__plasma_store_tick() - periodic work: collect() and, past the spill threshold, spill
  * down to 5 points below it. Returns the number of objects spilled, or -errno. */

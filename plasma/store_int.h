@@ -24,6 +24,7 @@ struct ferry__store_shadow {
 	uint32_t gen;	       /* entry generation this describes; 0: none */
 	uint32_t deferred_pos; /* position in the deferred list + 1; 0: not deferred */
 	bool spilling;	       /* a background spill reads its bytes: keep them */
+	bool restoring;	       /* a background restore reads it back: no second one */
 };
 
 enum ferry__store_chunk_state {
@@ -49,7 +50,27 @@ struct ferry__store_spilled {
 	uint32_t next_gen; /* ... at this generation */
 };
 
-/* The background spill (store_spill.c): one batch at a time. */
+#define FERRY__STORE_AHEAD_MAX 31u /* objects read with a restore, after the one asked for */
+
+/* A restore's reads: the object asked for first, then those after it in its file. */
+struct ferry__store_plan {
+	struct ferry__plasma_spill_read objs[FERRY__STORE_AHEAD_MAX + 1]; /* the reads */
+	uint64_t blocks[FERRY__STORE_AHEAD_MAX + 1];			  /* their arena blocks */
+	uint32_t index[FERRY__STORE_AHEAD_MAX + 1];			  /* their entries */
+	uint32_t gen[FERRY__STORE_AHEAD_MAX + 1]; /* ... at these generations */
+	uint32_t n;				  /* how many */
+};
+
+/* A restore in the background (store_spill.c): planned and published on the store's thread,
+ * read by the worker. */
+struct ferry__store_restore {
+	struct ferry__store_restore *next;    /* in the worker's queue, or the read list */
+	struct ferry__plasma_spill_rjob *job; /* the read */
+	uint32_t read;			      /* worker: objects read (0: the read failed) */
+	struct ferry__store_plan plan;	      /* what it reads, where to */
+};
+
+/* The background spill (store_spill.c): one batch at a time; and restores, one per object. */
 struct ferry__store_spiller {
 	pthread_t thread;			 /* the worker */
 	pthread_mutex_t lock;			 /* todo, stop, and waits for done */
@@ -62,6 +83,10 @@ struct ferry__store_spiller {
 	struct ferry__plasma_spill_item *items;	 /* its items */
 	uint32_t *victims;			 /* their entries */
 	uint32_t n;				 /* how many */
+	struct ferry__store_restore *rtodo;	 /* restores for the worker, oldest first */
+	struct ferry__store_restore **rtail;	 /* ... where the next goes */
+	struct ferry__store_restore *rdone;	 /* read, to publish on the store's thread */
+	uint32_t restores;			 /* store's thread: in flight (queued to done) */
 };
 
 struct ferry__plasma_store {
@@ -80,8 +105,9 @@ struct ferry__plasma_store {
 	uint64_t evicted_objects;	       /* since start */
 	uint64_t evicted_bytes;		       /* since start */
 	unsigned flags;			       /* FERRY__PLASMA_STORE_* */
-	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted); /* or NULL */
-	void (*on_restored)(void *arg, uint32_t index, uint32_t gen);		   /* or NULL */
+	void (*on_removed)(void *arg, uint32_t index, uint32_t gen, bool evicted);    /* or NULL */
+	void (*on_restored)(void *arg, uint32_t index, uint32_t gen);		      /* or NULL */
+	void (*on_restore_done)(void *arg, uint32_t index, uint32_t gen, int status); /* or NULL */
 	void *hook_arg; /* for on_removed, on_restored */
 	int (*post)(void *arg, void (*fn)(void *fn_arg, int status), void *fn_arg); /* or NULL */
 	void *post_arg;								    /* for post */
@@ -122,7 +148,10 @@ void ferry__store_spill_forget(struct ferry__plasma_store *s, uint32_t index);
 /* Wait for the background batch in flight, if any, and take it back. Returns true if there
  * was one (memory may have been freed). */
 bool ferry__store_spill_settle(struct ferry__plasma_store *s);
-/* Stop the background worker (after its batch is written). The batch stays to be taken back. */
+/* Stop the background worker (after its batch is written, and the restore it reads). The
+ * batch stays to be taken back; the restores not read stay queued (restore_poll restarts it). */
 void ferry__store_spill_stop(struct ferry__plasma_store *s);
+/* Drop the background restores without publishing them (the store is going). */
+void ferry__store_restore_discard(struct ferry__plasma_store *s);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <liburing.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -236,6 +237,14 @@ static void on_spilled(void *arg, int status)
 		ferry__store_spill_settle(arg);
 }
 
+static void restore_poll(struct ferry__plasma_store *s);
+
+static void on_restores_read(void *arg, int status)
+{
+	if (status == 0)
+		restore_poll(arg);
+}
+
 static int spiller_start(struct ferry__plasma_store *s)
 {
 	struct ferry__store_spiller *bg = &s->bg;
@@ -243,6 +252,8 @@ static int spiller_start(struct ferry__plasma_store *s)
 
 	if (bg->started)
 		return 0;
+	if (!bg->rtail)
+		bg->rtail = &bg->rtodo;
 	if (pthread_mutex_init(&bg->lock, NULL))
 		return -ENOMEM;
 	if (pthread_cond_init(&bg->cond, NULL)) {
@@ -261,31 +272,60 @@ static int spiller_start(struct ferry__plasma_store *s)
 	return 0;
 }
 
+static void restore_run(struct ferry__store_restore *rs, struct io_uring *ring);
+
+/* The worker's own ring for restores, made at the first one (NULL: a ring per read). */
+static struct io_uring *worker_ring(struct io_uring *ring, bool *have)
+{
+	if (!*have)
+		*have = io_uring_queue_init(64, ring, 0) == 0;
+	return *have ? ring : NULL;
+}
+
 static void *spiller_main(void *arg)
 {
 	struct ferry__plasma_store *s = arg;
 	struct ferry__store_spiller *bg = &s->bg;
+	struct io_uring ring;
+	bool have_ring = false;
 
 	pthread_setname_np(pthread_self(), "ferry-spill");
 	pthread_mutex_lock(&bg->lock);
 	for (;;) {
 		struct ferry__plasma_spill_batch *b;
+		struct ferry__store_restore *rs;
 
-		while (!bg->todo && !bg->stop)
+		while (!bg->todo && !bg->rtodo && !bg->stop)
 			pthread_cond_wait(&bg->cond, &bg->lock);
-		if (!bg->todo)
-			break;
-		b = bg->todo;
-		bg->todo = NULL;
+		if (bg->todo) {
+			b = bg->todo;
+			bg->todo = NULL;
+			pthread_mutex_unlock(&bg->lock);
+			ferry__plasma_spill_batch_run(b, NULL);
+			pthread_mutex_lock(&bg->lock);
+			atomic_store(&bg->done, true);
+			pthread_cond_broadcast(&bg->cond);
+			/* If the post fails, the store's next tick takes the batch back. */
+			s->post(s->post_arg, on_spilled, s);
+			continue;
+		}
+		if (!bg->rtodo || bg->stop)
+			break; /* restores not read yet stay queued */
+		rs = bg->rtodo;
+		bg->rtodo = rs->next;
+		if (!bg->rtodo)
+			bg->rtail = &bg->rtodo;
 		pthread_mutex_unlock(&bg->lock);
-		ferry__plasma_spill_batch_run(b, NULL);
+		restore_run(rs, worker_ring(&ring, &have_ring));
 		pthread_mutex_lock(&bg->lock);
-		atomic_store(&bg->done, true);
-		pthread_cond_broadcast(&bg->cond);
-		/* If the post fails, the store's next tick takes the batch back. */
-		s->post(s->post_arg, on_spilled, s);
+		rs->next = bg->rdone;
+		bg->rdone = rs;
+		/* If the post fails, the store's next tick publishes it. */
+		s->post(s->post_arg, on_restores_read, s);
 	}
 	pthread_mutex_unlock(&bg->lock);
+	if (have_ring)
+		io_uring_queue_exit(&ring);
 	return NULL;
 }
 
@@ -398,37 +438,29 @@ void ferry__store_spill_forget(struct ferry__plasma_store *s, uint32_t index)
 	forget(s, index, false);
 }
 
-#define AHEAD_MAX 31u		  /* objects read with a restore, after the one asked for */
-#define AHEAD_BYTES (64ull << 20) /* ... and their bytes, at most (and 1/8 of the arena) */
+#define AHEAD_BYTES (64ull << 20) /* read-ahead bytes, at most (and 1/8 of the arena) */
 #define AHEAD_GAP (1ull << 20)	  /* dropped bytes between two that are read over */
-
-/* A restore's reads: the object asked for first, then those after it in its file. */
-struct restore_plan {
-	struct ferry__plasma_spill_read objs[AHEAD_MAX + 1]; /* the reads */
-	uint64_t blocks[AHEAD_MAX + 1];			     /* their arena blocks */
-	uint32_t index[AHEAD_MAX + 1];			     /* their entries */
-	uint32_t gen[AHEAD_MAX + 1];			     /* ... at these generations */
-	uint32_t n;					     /* how many */
-};
 
 /*
  * The objects after @rec in its file (its batch's order) to restore with it, since a batch
  * written together is mostly read back together: still spilled at the generation recorded,
- * close behind each other, and in free memory (nothing is evicted or spilled for them).
+ * not being restored already, close behind each other, and in free memory (nothing is evicted
+ * or spilled for them).
  */
 static void plan_ahead(struct ferry__plasma_store *s, const struct ferry__store_spilled *rec,
-		       struct restore_plan *p)
+		       struct ferry__store_plan *p)
 {
 	const struct ferry__store_spilled *cur = rec;
 	uint64_t budget = FERRY_MIN(AHEAD_BYTES, s->arena.size / 8), used = 0;
 
-	while (p->n <= AHEAD_MAX && cur->next != UINT32_MAX) {
+	while (p->n <= FERRY__STORE_AHEAD_MAX && cur->next != UINT32_MAX) {
 		uint32_t index = cur->next;
 		struct ferry__store_spilled *q = ferry__hashmap_get(&s->spilled, &index);
 		uint64_t prev_end = cur->offset + cur->size, *block = &p->blocks[p->n];
 
 		if (!q || q->gen != cur->next_gen || q->file != rec->file || q->offset < prev_end ||
 		    q->offset - prev_end > AHEAD_GAP || used + q->size > budget ||
+		    s->shadow[index].restoring ||
 		    ferry__plasma_allocator_alloc(s->alloc, FERRY_MAX(q->size, 1u), block) < 0)
 			break;
 		p->objs[p->n] = (struct ferry__plasma_spill_read){q->offset, q->size,
@@ -440,15 +472,50 @@ static void plan_ahead(struct ferry__plasma_store *s, const struct ferry__store_
 	}
 }
 
+/* Plan the restore of entry @index at @gen into @p (its blocks allocated); *@file: where.
+ * Returns 0, -ENOENT (not spilled at @gen), -EINPROGRESS (a restore of it is in flight), or
+ * what make_room returns. */
+static int plan(struct ferry__plasma_store *s, uint32_t index, uint32_t gen,
+		struct ferry__store_plan *p, uint32_t *file)
+{
+	struct ferry__store_spilled rec, *rp = ferry__hashmap_get(&s->spilled, &index);
+	struct ferry__plasma_object o;
+	int r;
+
+	if (!rp || rp->gen != gen ||
+	    ferry__plasma_index_read(&s->ix, index, &o) != FERRY__PLASMA_SPILLED || o.gen != gen)
+		return -ENOENT;
+	if (s->shadow[index].restoring)
+		return -EINPROGRESS;
+	rec = *rp; /* make_room may spill others: the map may move */
+	r = ferry__store_make_room(s, FERRY_MAX(rec.size, 1u), 0, &p->blocks[0]);
+	if (r < 0)
+		return r;
+	p->objs[0] = (struct ferry__plasma_spill_read){rec.offset, rec.size,
+						       s->arena.base + p->blocks[0]};
+	p->index[0] = index;
+	p->gen[0] = gen;
+	p->n = 1;
+	plan_ahead(s, &rec, p);
+	*file = rec.file;
+	return 0;
+}
+
+/* Give back the blocks of objects @from and later of @p; @p then holds @from of them. */
+static void unplan(struct ferry__plasma_store *s, struct ferry__store_plan *p, uint32_t from)
+{
+	while (p->n > from)
+		ferry__plasma_allocator_free(s->alloc, p->blocks[--p->n]);
+}
+
 /* Read @p; if that fails, the first object alone (the damage may lie ahead), and the others'
  * blocks go back. Returns 0 or the -errno of the first object's read. */
-static int read_plan(struct ferry__plasma_store *s, uint32_t file, struct restore_plan *p)
+static int read_plan(struct ferry__plasma_store *s, uint32_t file, struct ferry__store_plan *p)
 {
 	int r = ferry__plasma_spill_readv(s->spill, file, p->objs, p->n);
 
 	if (r < 0 && p->n > 1) {
-		while (p->n > 1)
-			ferry__plasma_allocator_free(s->alloc, p->blocks[--p->n]);
+		unplan(s, p, 1);
 		r = ferry__plasma_spill_readv(s->spill, file, p->objs, 1);
 	}
 	return r;
@@ -456,7 +523,7 @@ static int read_plan(struct ferry__plasma_store *s, uint32_t file, struct restor
 
 /* Object k of @p is in its block: publish it there (SEALED) and drop its spill record.
  * Returns 0, or -ENOENT (it changed meanwhile: the block goes back). */
-static int publish(struct ferry__plasma_store *s, const struct restore_plan *p, uint32_t k)
+static int publish(struct ferry__plasma_store *s, const struct ferry__store_plan *p, uint32_t k)
 {
 	uint32_t index = p->index[k];
 	int r = ferry__plasma_index_restore(&s->ix, index, p->gen[k], p->blocks[k]);
@@ -470,43 +537,174 @@ static int publish(struct ferry__plasma_store *s, const struct restore_plan *p, 
 	forget(s, index, true);
 	s->restored_objects++;
 	s->restored_bytes += p->objs[k].size;
-	/* The one asked for is the caller's to announce; the others are news to the server. */
-	if (k && s->on_restored)
-		s->on_restored(s->hook_arg, index, p->gen[k]);
 	return 0;
 }
 
 int ferry__plasma_store_restore(struct ferry__plasma_store *s, uint32_t index, uint32_t gen)
 {
-	struct ferry__store_spilled rec, *rp;
-	struct restore_plan p;
-	struct ferry__plasma_object o;
+	struct ferry__store_plan p;
+	uint32_t file;
 	int r;
 
 	index &= s->ix.mask;
-	rp = ferry__hashmap_get(&s->spilled, &index);
-	if (!rp || rp->gen != gen ||
-	    ferry__plasma_index_read(&s->ix, index, &o) != FERRY__PLASMA_SPILLED || o.gen != gen)
-		return -ENOENT;
-	rec = *rp; /* make_room may spill others: the map may move */
-	r = ferry__store_make_room(s, FERRY_MAX(rec.size, 1u), 0, &p.blocks[0]);
+	r = plan(s, index, gen, &p, &file);
 	if (r < 0)
 		return r;
-	p.objs[0] = (struct ferry__plasma_spill_read){rec.offset, rec.size,
-						      s->arena.base + p.blocks[0]};
-	p.index[0] = index;
-	p.gen[0] = gen;
-	p.n = 1;
-	plan_ahead(s, &rec, &p);
-	r = read_plan(s, rec.file, &p);
+	r = read_plan(s, file, &p);
 	if (r < 0) {
-		ferry__plasma_allocator_free(s->alloc, p.blocks[0]);
+		unplan(s, &p, 0);
 		return r;
 	}
 	r = publish(s, &p, 0);
+	/* The one asked for is the caller's to announce; the others are news to the server. */
 	for (uint32_t k = 1; k < p.n; k++)
-		publish(s, &p, k);
+		if (publish(s, &p, k) == 0 && s->on_restored)
+			s->on_restored(s->hook_arg, p.index[k], p.gen[k]);
 	return r;
+}
+
+/* ---- restores in the background ---- */
+
+/* On the worker: read the plan, or the first object alone if that fails. */
+static void restore_run(struct ferry__store_restore *rs, struct io_uring *ring)
+{
+	int r = ferry__plasma_spill_read_run(rs->job, ring, rs->plan.n);
+
+	rs->read = rs->plan.n;
+	if (r < 0 && rs->plan.n > 1) {
+		r = ferry__plasma_spill_read_run(rs->job, ring, 1);
+		rs->read = 1;
+	}
+	if (r < 0)
+		rs->read = 0;
+}
+
+/* Back on the store's thread: publish what was read, give back the rest, and tell. */
+static void restore_end(struct ferry__plasma_store *s, struct ferry__store_restore *rs)
+{
+	struct ferry__store_plan *p = &rs->plan;
+	int r = ferry__plasma_spill_read_finish(s->spill, rs->job);
+	uint32_t n = p->n;
+
+	for (uint32_t k = 0; k < n; k++)
+		s->shadow[p->index[k]].restoring = false;
+	for (uint32_t k = 0; k < n; k++) {
+		int status = -ENOENT;
+
+		if (r == 0 && k < rs->read)
+			status = publish(s, p, k);
+		else if (k == 0 && r < 0)
+			status = r;
+		if (!(r == 0 && k < rs->read))
+			ferry__plasma_allocator_free(s->alloc, p->blocks[k]);
+		if (s->on_restore_done)
+			s->on_restore_done(s->hook_arg, p->index[k], p->gen[k], status);
+	}
+	s->bg.restores--;
+	ferry__free(rs);
+}
+
+/* Publish the restores the worker read; hand those it did not read to a worker again (one
+ * that a quiesce stopped). */
+static void restore_poll(struct ferry__plasma_store *s)
+{
+	struct ferry__store_spiller *bg = &s->bg;
+	struct ferry__store_restore *rs, *next;
+	bool started = bg->started;
+
+	if (!bg->restores)
+		return;
+	if (started)
+		pthread_mutex_lock(&bg->lock);
+	rs = bg->rdone;
+	bg->rdone = NULL;
+	if (started)
+		pthread_mutex_unlock(&bg->lock);
+	for (; rs; rs = next) {
+		next = rs->next;
+		restore_end(s, rs);
+	}
+	if (bg->rtodo && !started && spiller_start(s) == 0) {
+		pthread_mutex_lock(&bg->lock);
+		pthread_cond_signal(&bg->cond);
+		pthread_mutex_unlock(&bg->lock);
+	}
+}
+
+/* Queue @rs for the worker (started if need be). Returns 0 or -errno (not queued). */
+static int restore_queue(struct ferry__plasma_store *s, struct ferry__store_restore *rs)
+{
+	struct ferry__store_spiller *bg = &s->bg;
+	int r = spiller_start(s);
+
+	if (r < 0)
+		return r;
+	for (uint32_t k = 0; k < rs->plan.n; k++)
+		s->shadow[rs->plan.index[k]].restoring = true;
+	bg->restores++;
+	pthread_mutex_lock(&bg->lock);
+	rs->next = NULL;
+	*bg->rtail = rs;
+	bg->rtail = &rs->next;
+	pthread_cond_signal(&bg->cond);
+	pthread_mutex_unlock(&bg->lock);
+	return 0;
+}
+
+int ferry__plasma_store_restore_begin(struct ferry__plasma_store *s, uint32_t index, uint32_t gen)
+{
+	struct ferry__store_restore *rs;
+	uint32_t file;
+	int r;
+
+	if (!s->post || !s->spill)
+		return ferry__plasma_store_restore(s, index, gen);
+	index &= s->ix.mask;
+	rs = ferry__calloc(1, sizeof(*rs));
+	if (!rs)
+		return -ENOMEM;
+	r = plan(s, index, gen, &rs->plan, &file);
+	if (r < 0)
+		goto err_free;
+	r = ferry__plasma_spill_read_new(s->spill, file, rs->plan.objs, rs->plan.n, &rs->job);
+	if (r < 0)
+		goto err_unplan;
+	r = restore_queue(s, rs);
+	if (r < 0)
+		goto err_job;
+	return -EINPROGRESS;
+
+err_job:
+	/* No worker thread: read it here, as without a loop to post to. */
+	ferry__plasma_spill_read_free(rs->job);
+	unplan(s, &rs->plan, 0);
+	ferry__free(rs);
+	return ferry__plasma_store_restore(s, index, gen);
+err_unplan:
+	unplan(s, &rs->plan, 0);
+err_free:
+	ferry__free(rs);
+	return r;
+}
+
+static void discard_list(struct ferry__store_restore *rs)
+{
+	struct ferry__store_restore *next;
+
+	for (; rs; rs = next) {
+		next = rs->next;
+		ferry__plasma_spill_read_free(rs->job);
+		ferry__free(rs);
+	}
+}
+
+void ferry__store_restore_discard(struct ferry__plasma_store *s)
+{
+	discard_list(s->bg.rtodo);
+	discard_list(s->bg.rdone);
+	s->bg.rtodo = s->bg.rdone = NULL;
+	s->bg.rtail = &s->bg.rtodo;
+	s->bg.restores = 0;
 }
 
 int ferry__plasma_store_tick(struct ferry__plasma_store *s)
@@ -516,6 +714,7 @@ int ferry__plasma_store_tick(struct ferry__plasma_store *s)
 	int r;
 
 	ferry__plasma_store_collect(s);
+	restore_poll(s);
 	if (!s->spill || s->spill_threshold_pct >= 100)
 		return 0;
 	take_back(s, false);

@@ -247,7 +247,10 @@ static void take_reply(struct ferry__objmgr_fetch *f, struct ferry__wire_pull_re
 	int32_t status = ferry__wire_pull_reply_status(v);
 
 	if (status < 0) {
-		fetch_fail(f, status == -ENOENT || status == -EINVAL ? status : -ECONNRESET);
+		/* -EBUSY: the source restores it from spill; ask again (objmgr_wait.c). */
+		fetch_fail(f, status == -ENOENT || status == -EINVAL || status == -EBUSY
+				      ? status
+				      : -ECONNRESET);
 	} else if (!r->stream) {
 		status = take_probe(f, v, r);
 		fetch_finish(f, status);

@@ -11,7 +11,10 @@
  *   cache follow the object with a keyed subscription, and each attempt keeps that entry
  *   recent, objmgr_locs.c), and at the latest after a pause that doubles from MIN_BACKOFF_MS
  *   to MAX_BACKOFF_MS (an event lost to a resubscription, an entry evicted past the cache's
- *   bound, or a dead location the directory still lists, is so retried too).
+ *   bound, or a dead location the directory still lists, is so retried too); to BUSY_BACKOFF_MS
+ *   only after -EBUSY (a source restoring the object from its spill says "ask again", and no
+ *   event tells when it is done). A pull of one attempt (no wait) asks again after -EBUSY too,
+ *   up to BUSY_MAX_TRIES times, and ends at its next other result.
  * - An event that arrives while an attempt is running sets p->woken: the attempt may have
  *   looked the object up just before it was listed, so the pull goes again at once.
  * - It ends at the first success, at a result no retry can change (own store full, stopping),
@@ -32,6 +35,8 @@
 #define COMP "objmgr"
 #define MIN_BACKOFF_MS 5
 #define MAX_BACKOFF_MS 250
+#define BUSY_BACKOFF_MS 10   /* -EBUSY: the source reads it back from its spill (soon there) */
+#define BUSY_MAX_TRIES 3000u /* ... asked again this often (~30 s) by a pull of one attempt */
 
 /* A result after which the object may still appear somewhere (or a source come back). */
 static bool worth_waiting(int status)
@@ -55,8 +60,12 @@ bool ferry__objmgr_wait_park(struct ferry__objmgr *om, struct ferry__objmgr_pull
 {
 	uint64_t now = ferry__objmgr_now_us();
 
+	/* "Ask again" soon, even for a pull of one attempt: the source restores it from spill. */
+	bool busy = status == -EBUSY && !p->wait_until_us && p->tries < BUSY_MAX_TRIES;
+
 	p->last_status = status;
-	if (om->stopping || !p->wait_until_us || !worth_waiting(status) || now >= p->wait_until_us)
+	if (om->stopping || !worth_waiting(status) ||
+	    (!busy && (!p->wait_until_us || now >= p->wait_until_us)))
 		return false;
 	p->tries++;
 	reset_attempt(p);
@@ -66,10 +75,10 @@ bool ferry__objmgr_wait_park(struct ferry__objmgr *om, struct ferry__objmgr_pull
 		return true;
 	}
 	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : MIN_BACKOFF_MS;
-	if (p->backoff_ms > MAX_BACKOFF_MS)
-		p->backoff_ms = MAX_BACKOFF_MS;
+	if (p->backoff_ms > (status == -EBUSY ? BUSY_BACKOFF_MS : MAX_BACKOFF_MS))
+		p->backoff_ms = status == -EBUSY ? BUSY_BACKOFF_MS : MAX_BACKOFF_MS;
 	p->due_us = now + (uint64_t)p->backoff_ms * 1000u;
-	if (p->due_us > p->wait_until_us)
+	if (p->wait_until_us && p->due_us > p->wait_until_us)
 		p->due_us = p->wait_until_us;
 	p->parked = true;
 	p->park_next = om->parked;
