@@ -625,7 +625,7 @@ static unsigned count_threads(pid_t pid, const char *name, unsigned *rings)
 FTEST(idle_node_threads_and_rings)
 {
 	struct tt_proc gcs = tt_gcs_start();
-	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a");
+	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a"), b;
 	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
 	struct ferry_gcs_node_info *nodes = NULL;
 	struct ferry_gcs_node_load *loads = NULL;
@@ -653,6 +653,17 @@ FTEST(idle_node_threads_and_rings)
 	ftest_assert_int_eq(n, 1);
 	ftest_assert_uint_gt(loads[0].nresources, 0);
 	ferry_gcs_free(loads);
+	/* With a spill directory (as `ferry start` gives every node): one more ring, the disk
+	 * helper's, and no more threads while nothing is spilled or read back. */
+	tt_node_spill_dir = ftest_tmpdir();
+	b = tt_node_proc_start(gcs.port, "64M", "b");
+	tt_node_spill_dir = NULL;
+	usleep(300 * 1000);
+	total = count_threads(b.pid, NULL, &rings);
+	ftest_log("ferry-node --spill-dir: %u threads, %u io_uring fds", total, rings);
+	ftest_assert_uint_le(total, 2 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_le(rings, 2);
+	tt_proc_signal(&b, SIGTERM);
 	ferry_gcs_client_destroy(c);
 	tt_proc_signal(&a, SIGTERM);
 	tt_proc_signal(&gcs, SIGTERM);

@@ -67,7 +67,12 @@ struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, cons
 		const char *argv[] = {bin,	    "--gcs",	   gcs,	      "--token-file",
 				      token_file(), "--memory",	   memory,    "--socket",
 				      p.socket,	    "--transport", transport, "--ip",
-				      ip,	    NULL};
+				      ip,	    NULL,	   NULL,      NULL};
+
+		if (tt_node_spill_dir) {
+			argv[13] = "--spill-dir";
+			argv[14] = tt_node_spill_dir;
+		}
 
 		p.pid = itest_spawn(argv, line, sizeof(line));
 	}

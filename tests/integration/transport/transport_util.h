@@ -52,7 +52,8 @@ extern uint32_t tt_node_spin_us;
 extern uint32_t tt_node_copy_batch_us;
 /* The object managers' notice_hold_ms of nodes started from now on; 0 default. */
 extern uint32_t tt_node_notice_hold_ms;
-/* Where nodes started from now on spill primaries; NULL (default): they do not. */
+/* Where nodes started from now on (embedded or processes) spill primaries; NULL (default):
+ * they do not. */
 extern const char *tt_node_spill_dir;
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
