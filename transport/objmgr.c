@@ -10,8 +10,9 @@
  *   store with ferry__plasma_server_get_on_loop), elsewhere an own one (ferry-om-loop). It
  *   serves the listener whose endpoints answer other nodes' PullRequests
  *   (objmgr_serve.c) and the endpoints this node pulls over (objmgr_tcp.c). A few pull threads (a pool: objmgr_pool.c; none while no pull
- *   is queued or parked for thread_idle_ms) run each pull's course in blocking style: GCS lookup
- *   and add_location (the GCS client API blocks), plasma create/seal in the own store, the
+ *   is queued or parked for thread_idle_ms) run each pull's course in blocking style: the
+ *   object's locations (its keyed subscription's snapshot, objmgr_locs.c) and add_location (the
+ *   GCS client API blocks), plasma create/seal in the own store, the
  *   shm copy (a memcpy of up to the object's size), and, for TCP, handing a fetch to the loop
  *   and sleeping until it is done. So the loop never blocks on the GCS, the store or a large
  *   copy, and serving stays responsive while pulls wait (the fast path below copies at most a
