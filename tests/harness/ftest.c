@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ferry/common.h>
+
 #include "common/alloc.h"
 #include "ftest.h"
 
@@ -114,6 +116,34 @@ static void remove_tree(const char *path)
 		closedir(dir);
 	}
 	rmdir(path);
+}
+
+static char log_lines[8192];
+
+static void log_capture(void *arg, enum ferry_log_level level, const char *component,
+			const char *message)
+{
+	size_t used = strlen(log_lines);
+
+	(void)arg;
+	(void)level;
+	snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component, message);
+}
+
+void ftest_log_capture_start(void)
+{
+	log_lines[0] = 0;
+	ferry_log_set_handler(log_capture, NULL);
+}
+
+void ftest_log_capture_stop(void)
+{
+	ferry_log_set_handler(NULL, NULL);
+}
+
+const char *ftest_log_captured(void)
+{
+	return log_lines;
 }
 
 const char *ftest_tmpdir(void)

@@ -37,6 +37,11 @@ __attribute__((format(printf, 1, 2))) void ftest_log(const char *fmt, ...);
 void ftest_allow_leaks(void);
 /* A fresh empty directory for this test, removed after it: "/tmp/ftest-XXXXXX". */
 const char *ftest_tmpdir(void);
+/* Capture Ferry's log lines ("component: message\n" each, the first 8 KiB) from now until
+ * ftest_log_capture_stop(); ftest_log_captured() is what came so far. */
+void ftest_log_capture_start(void);
+void ftest_log_capture_stop(void);
+const char *ftest_log_captured(void);
 
 #define FTEST(name)                                                      \
 	static void name(void);                                          \

@@ -105,21 +105,9 @@ FTEST(listener_closes_silent_and_foreign_connections)
 	close(foreign);
 }
 
-static char log_lines[8192];
-
 static bool readable(void *arg)
 {
 	return fd_readable(*(int *)arg);
-}
-
-static void capture(void *arg, enum ferry_log_level level, const char *component,
-		    const char *message)
-{
-	size_t used = strlen(log_lines);
-
-	(void)arg;
-	(void)level;
-	snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component, message);
 }
 
 /*
@@ -136,20 +124,19 @@ FTEST(old_protocol_peer_is_refused_and_the_listener_keeps_serving)
 	hello[8] = 0x34; /* nonce */
 	hello[20] = 1;	 /* socket count 1 (index 0) */
 	memcpy(hello + 24, TOKEN, sizeof(TOKEN) - 1);
-	log_lines[0] = 0;
-	ferry_log_set_handler(capture, NULL);
+	ftest_log_capture_start();
 	env_init(&e, NULL);
 	old = raw_connect(e.port);
 	write_all(old, hello, sizeof(hello));
 	run_until(e.loop, fd_eof, &old);
 	ftest_assert_int_eq(e.accepted, 0);
-	ftest_assert_true(strstr(log_lines, "another protocol version") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "another protocol version") != NULL);
 	env_connect(&e, &client);
 	ftest_assert_ok(tt_send(client.ep, "x", 1));
 	ferry__tcp_ep_destroy(client.ep);
 	ferry__tcp_ep_destroy(e.server[0].ep);
 	env_fini(&e);
-	ferry_log_set_handler(NULL, NULL);
+	ftest_log_capture_stop();
 	close(old);
 }
 
@@ -168,8 +155,7 @@ FTEST(handshake_of_another_version_is_refused)
 	struct env e;
 	int fd;
 
-	log_lines[0] = 0;
-	ferry_log_set_handler(capture, NULL);
+	ftest_log_capture_start();
 	env_init(&e, NULL);
 	fd = raw_connect(e.port);
 	ftest_assert_ok(ferry__wire_transfer_handshake_build(&b, &m));
@@ -179,9 +165,9 @@ FTEST(handshake_of_another_version_is_refused)
 	ftest_assert_errno(raw_read_ack(fd), -EPROTO);
 	run_until(e.loop, fd_eof, &fd);
 	ftest_assert_int_eq(e.accepted, 0);
-	ftest_assert_true(strstr(log_lines, "protocol version") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "protocol version") != NULL);
 	env_fini(&e);
-	ferry_log_set_handler(NULL, NULL);
+	ftest_log_capture_stop();
 	ferry__fb_builder_fini(&b);
 	close(fd);
 }

@@ -353,18 +353,6 @@ FTEST(shared_subtables_are_bounded_by_the_table_count)
 	ftest_assert_errno(wt_node_verify(r.b, r.len), -EPROTO);
 }
 
-static char log_lines[4096];
-
-static void capture(void *arg, enum ferry_log_level level, const char *component,
-		    const char *message)
-{
-	size_t used = strlen(log_lines);
-
-	(void)arg;
-	(void)level;
-	snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component, message);
-}
-
 FTEST(failure_is_logged_with_what_and_where)
 {
 	struct wt_node n = {.name = "abc"};
@@ -373,12 +361,12 @@ FTEST(failure_is_logged_with_what_and_where)
 	ftest_assert_ok(wt_node_build(&b, &n));
 	raw_from_builder(&r, &b);
 	r.b[find_string_end("abc")] = '!';
-	ferry_log_set_handler(capture, NULL);
+	ftest_log_capture_start();
 	ftest_assert_ok(ferry_log_configure("wire=debug"));
 	ftest_assert_errno(wt_node_verify(r.b, r.len), -EPROTO);
-	ferry_log_set_handler(NULL, NULL);
-	ftest_assert_true(strstr(log_lines, "Node.name") != NULL);
-	ftest_assert_true(strstr(log_lines, "NUL") != NULL);
+	ftest_log_capture_stop();
+	ftest_assert_true(strstr(ftest_log_captured(), "Node.name") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "NUL") != NULL);
 	ferry__fb_builder_fini(&b);
 }
 

@@ -13,18 +13,6 @@
 
 static const uint8_t token[] = "cluster-secret-0123456789";
 
-static char log_lines[4096];
-
-static void capture(void *arg, enum ferry_log_level level, const char *component,
-		    const char *message)
-{
-	size_t used = strlen(log_lines);
-
-	(void)arg;
-	(void)level;
-	snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component, message);
-}
-
 static void build_handshake(struct ferry__fb_builder *b, uint32_t version, const void *tok,
 			    size_t tok_len, uint8_t kind)
 {
@@ -60,14 +48,14 @@ FTEST(wrong_token_is_eacces_and_logged_without_the_token)
 	uint8_t wrong[sizeof(token)];
 	struct ferry__fb_builder b = {0};
 
-	ferry_log_set_handler(capture, NULL);
+	ftest_log_capture_start();
 	memcpy(wrong, token, sizeof(token));
 	wrong[sizeof(token) - 1] ^= 1; /* differs in the last byte only */
 	build_handshake(&b, FERRY_WIRE_PROTOCOL_VERSION, wrong, sizeof(wrong),
 			FERRY__WIRE_PEER_KIND_WORKER);
 	ftest_assert_errno(check(&b), -EACCES);
-	ftest_assert_true(strstr(log_lines, "token") != NULL);
-	ftest_assert_true(strstr(log_lines, (const char *)token) == NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "token") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), (const char *)token) == NULL);
 	/* a prefix, a longer token, an empty one, none at all */
 	build_handshake(&b, FERRY_WIRE_PROTOCOL_VERSION, token, sizeof(token) - 1,
 			FERRY__WIRE_PEER_KIND_WORKER);
@@ -79,7 +67,7 @@ FTEST(wrong_token_is_eacces_and_logged_without_the_token)
 	ftest_assert_errno(check(&b), -EACCES);
 	build_handshake(&b, FERRY_WIRE_PROTOCOL_VERSION, NULL, 0, FERRY__WIRE_PEER_KIND_WORKER);
 	ftest_assert_errno(check(&b), -EACCES);
-	ferry_log_set_handler(NULL, NULL);
+	ftest_log_capture_stop();
 	ferry__fb_builder_fini(&b);
 }
 
@@ -99,14 +87,14 @@ FTEST(wrong_protocol_version_is_eproto)
 {
 	struct ferry__fb_builder b = {0};
 
-	ferry_log_set_handler(capture, NULL);
+	ftest_log_capture_start();
 	build_handshake(&b, FERRY_WIRE_PROTOCOL_VERSION + 1, token, sizeof(token),
 			FERRY__WIRE_PEER_KIND_NODE);
 	ftest_assert_errno(check(&b), -EPROTO);
-	ftest_assert_true(strstr(log_lines, "protocol version") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "protocol version") != NULL);
 	build_handshake(&b, 0, token, sizeof(token), FERRY__WIRE_PEER_KIND_NODE);
 	ftest_assert_errno(check(&b), -EPROTO);
-	ferry_log_set_handler(NULL, NULL);
+	ftest_log_capture_stop();
 	ferry__fb_builder_fini(&b);
 }
 
@@ -145,7 +133,7 @@ FTEST(verify_by_type_refuses_unknown_types_and_garbage)
 	static const uint8_t junk[32] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
 	struct ferry__fb_builder b = {0};
 
-	ferry_log_set_handler(capture, NULL);
+	ftest_log_capture_start();
 	build_handshake(&b, 1, token, 4, 0);
 	ftest_assert_ok(ferry__wire_verify(FERRY__WIRE_MSG_HANDSHAKE, ferry__fb_builder_data(&b),
 					   ferry__fb_builder_size(&b)));
@@ -155,7 +143,7 @@ FTEST(verify_by_type_refuses_unknown_types_and_garbage)
 	ftest_assert_errno(
 		ferry__wire_verify(4242, ferry__fb_builder_data(&b), ferry__fb_builder_size(&b)),
 		-EPROTO);
-	ftest_assert_true(strstr(log_lines, "unknown type 4242") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "unknown type 4242") != NULL);
 	for (size_t i = 0; i < ferry__wire_message_count; i++) {
 		const struct ferry__fb_message_info *m = &ferry__wire_messages[i];
 
@@ -167,8 +155,8 @@ FTEST(verify_by_type_refuses_unknown_types_and_garbage)
 		if (m->framed_bytes)
 			ftest_assert_ok(ferry__wire_verify(m->type, junk, m->framed_bytes));
 	}
-	ftest_assert_true(strstr(log_lines, "malformed") != NULL);
-	ferry_log_set_handler(NULL, NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "malformed") != NULL);
+	ftest_log_capture_stop();
 	ferry__fb_builder_fini(&b);
 }
 
