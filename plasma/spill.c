@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <liburing.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +57,12 @@ struct ferry__plasma_spill {
 	uint32_t inflight;		     /* batches being written */
 	struct stage rstage;		     /* READ_DEPTH x READ_CHUNK for reads */
 	struct ferry__plasma_spill_stats st; /* figures */
-	int inject_write;		     /* tests: fail the next batch with this */
-	int inject_read;		     /* tests: fail the next read with this */
-	int inject_hold;		     /* tests: the next batch waits for a byte here */
-	int inject_read_hold;		     /* tests: the next read job waits for a byte here */
-	bool made_dir;			     /* we created dir: remove it at the end if empty */
+	/* Test hooks, set from a test's thread while the store's loop reads them: atomic. */
+	atomic_int inject_write;     /* tests: fail the next batch with this */
+	atomic_int inject_read;	     /* tests: fail the next read with this */
+	atomic_int inject_hold;	     /* tests: the next batch waits for a byte here */
+	atomic_int inject_read_hold; /* tests: the next read job waits for a byte here */
+	bool made_dir;		     /* we created dir: remove it at the end if empty */
 };
 
 /*
@@ -420,18 +422,19 @@ int ferry__plasma_spill_batch_new(struct ferry__plasma_spill *sp,
 
 	if (!n)
 		return -EINVAL;
-	if (sp->inject_write) {
-		r = sp->inject_write;
-		sp->inject_write = 0;
+	if (atomic_load(&sp->inject_write)) {
+		r = atomic_exchange(&sp->inject_write, 0);
 		sp->st.errors++;
 		return r;
 	}
 	b = ferry__calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	*b = (struct ferry__plasma_spill_batch){
-		.items = items, .n = n, .dir = sp->dir, .fd = -1, .hold = sp->inject_hold - 1};
-	sp->inject_hold = 0;
+	*b = (struct ferry__plasma_spill_batch){.items = items,
+						.n = n,
+						.dir = sp->dir,
+						.fd = -1,
+						.hold = atomic_exchange(&sp->inject_hold, 0) - 1};
 	r = plan(items, n, &b->total);
 	b->total = FERRY_ALIGN_UP(b->total, (uint64_t)DIO_ALIGN);
 	if (r == 0)
@@ -741,9 +744,8 @@ int ferry__plasma_spill_readv(struct ferry__plasma_spill *sp, uint32_t file,
 
 	if (!f)
 		return -EINVAL;
-	if (sp->inject_read) {
-		r = sp->inject_read;
-		sp->inject_read = 0;
+	if (atomic_load(&sp->inject_read)) {
+		r = atomic_exchange(&sp->inject_read, 0);
 	}
 	bytes = bytes_of(objs, n);
 	if (r == 0 && bytes)
@@ -800,10 +802,8 @@ int ferry__plasma_spill_read_new(struct ferry__plasma_spill *sp, uint32_t file,
 		ferry__free(j);
 		return r;
 	}
-	j->inject = sp->inject_read;
-	sp->inject_read = 0;
-	j->hold = sp->inject_read_hold - 1;
-	sp->inject_read_hold = 0;
+	j->inject = atomic_exchange(&sp->inject_read, 0);
+	j->hold = atomic_exchange(&sp->inject_read_hold, 0) - 1;
 	*out = j;
 	return 0;
 }
@@ -909,18 +909,18 @@ void ferry__plasma_spill_stats(const struct ferry__plasma_spill *sp,
 
 void ferry__plasma_spill_inject(struct ferry__plasma_spill *sp, int write_err, int read_err)
 {
-	sp->inject_write = write_err;
-	sp->inject_read = read_err;
+	atomic_store(&sp->inject_write, write_err);
+	atomic_store(&sp->inject_read, read_err);
 }
 
 void ferry__plasma_spill_inject_hold(struct ferry__plasma_spill *sp, int fd)
 {
-	sp->inject_hold = fd + 1;
+	atomic_store(&sp->inject_hold, fd + 1);
 }
 
 void ferry__plasma_spill_inject_read_hold(struct ferry__plasma_spill *sp, int fd)
 {
-	sp->inject_read_hold = fd + 1;
+	atomic_store(&sp->inject_read_hold, fd + 1);
 }
 
 int ferry__plasma_spill_file_fd(const struct ferry__plasma_spill *sp, uint32_t file)

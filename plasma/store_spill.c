@@ -624,7 +624,8 @@ static void restore_poll(struct ferry__plasma_store *s)
 		next = rs->next;
 		restore_end(s, rs);
 	}
-	if (bg->rtodo && !started && spiller_start(s) == 0) {
+	/* rtodo is the worker's too once it runs: read it only when none does. */
+	if (!started && bg->rtodo && spiller_start(s) == 0) {
 		pthread_mutex_lock(&bg->lock);
 		pthread_cond_signal(&bg->cond);
 		pthread_mutex_unlock(&bg->lock);

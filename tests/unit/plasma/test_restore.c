@@ -8,10 +8,12 @@
  * nothing behind.
  */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "client_test.h"
+#include "common/loop.h"
 #include "plasma/server_int.h"
 #include "plasma/spill.h"
 
@@ -58,26 +60,45 @@ static void teardown(struct fixture *f)
 	close(f->hold[1]);
 }
 
-/* The @k-th object (from 0) found in @state. */
-static uint32_t find(struct fixture *f, int state, uint32_t k)
-{
-	for (uint32_t n = 0; n < OBJECTS; n++) {
-		struct ferry_object_id id = oid(n);
-		struct ferry__plasma_object o;
+/* A read of the index on the store's loop thread, which writes it: the test's own thread
+ * would race with a restore being published (the index is read lock-free by clients in other
+ * processes, which TSan does not see). */
+struct probe {
+	struct fixture *f;
+	struct ferry_object_id id;
+	int state;
+	sem_t done;
+};
 
-		if (ferry__plasma_index_find(f->srv->ix, &id, &o) == state && k-- == 0)
-			return n;
-	}
-	FTEST__FAIL("no such object");
-	return 0;
+static void probe_on_loop(void *arg, int status)
+{
+	struct probe *p = arg;
+	struct ferry__plasma_object o;
+
+	p->state = status < 0 ? status : ferry__plasma_index_find(p->f->srv->ix, &p->id, &o);
+	sem_post(&p->done);
 }
 
 static int state_of(struct fixture *f, uint32_t n)
 {
-	struct ferry_object_id id = oid(n);
-	struct ferry__plasma_object o;
+	struct probe p = {.f = f, .id = oid(n)};
 
-	return ferry__plasma_index_find(f->srv->ix, &id, &o);
+	ftest_assert_int_eq(sem_init(&p.done, 0, 0), 0);
+	ftest_assert_ok(ferry__loop_post(f->srv->loop, probe_on_loop, &p));
+	while (sem_wait(&p.done) < 0)
+		;
+	sem_destroy(&p.done);
+	return p.state;
+}
+
+/* The @k-th object (from 0) found in @state. */
+static uint32_t find(struct fixture *f, int state, uint32_t k)
+{
+	for (uint32_t n = 0; n < OBJECTS; n++)
+		if (state_of(f, n) == state && k-- == 0)
+			return n;
+	FTEST__FAIL("no such object");
+	return 0;
 }
 
 /* The next restore waits in its read until released (after the caller's next request). */
