@@ -536,13 +536,6 @@ void BM_transport_spin_pull(benchmark::State &state, unsigned transports, uint32
 	state.SetBytesProcessed((int64_t)state.iterations() * (int64_t)size);
 	state.counters["in_flight"] = 1;
 	label(state, next > 0 ? res.transport : 0u);
-	// The process's measured choices (common/loop.h) as they stand after the run: the running
-	// geometric means of waits that drove the loop or waited for its thread, and of drives
-	// during which the parked loop thread yielded or slept.
-	state.counters["drive_us"] = (double)ferry__spin_avg(FERRY__SPIN_DRIVE, true) / 1e3;
-	state.counters["wait_us"] = (double)ferry__spin_avg(FERRY__SPIN_DRIVE, false) / 1e3;
-	state.counters["park_yield_us"] = (double)ferry__spin_avg(FERRY__SPIN_PARK, true) / 1e3;
-	state.counters["park_sleep_us"] = (double)ferry__spin_avg(FERRY__SPIN_PARK, false) / 1e3;
 	ferry__objmgr_get_stats(ferry__embed_node_objmgr(b), &st1);
 	loop_shares(state, st0, st1, (double)state.iterations());
 	lat.publish(state);

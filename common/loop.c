@@ -57,29 +57,6 @@
  * eventfd (the spinning loop reaps that read like any completion), so nothing changes for
  * other threads.
  *
- * Drivers (ferry__loop_drive). A thread that busy-waits for the loop's work (a blocking pull
- * with a spin window) may run the loop's passes itself while the loop thread parks, so that
- * the request, its reply and the result all stay on one thread: on 2 cores, with the loop
- * thread, the waiter and a peer's loop all spinning, each hand-off between waiter and loop
- * thread waited for the scheduler (TCP 8 B pull p50 16.5-18.2 -> 10.4-14.6 us). A driver never
- * enters the ring. io_uring runs a request's completion as task work of the thread that
- * submitted it: a request a driver submitted would complete only when that thread next enters
- * the kernel (measured: a thread computing after its submit saw its receive's CQE 3.9 ms late,
- * a timer tick, under COOP_TASKRUN; without COOP_TASKRUN the TCP pull took 32 us instead of
- * 12), and is cancelled when the thread exits (-ECANCELED, measured). So a driver's pass runs
- * timers, the poller (where the transports read polled sockets and the RDMA CQ: tcp.c,
- * "Polled receive"), the CQEs already posted and the posts; when a pass leaves SQEs to submit,
- * the driver lets the loop thread run a pass (which submits them) and takes the loop again.
- * The loop thread lets go at the top of a pass when a driver asks (drivers > 0, which also ends
- * its spin and keeps it from sleeping, as a post does), then waits for drivers to reach 0:
- * yielding for the spin window (a driver waiting on one pull after another comes back within
- * microseconds, and a futex wake-up would cost more than the pull), then asleep on unparked,
- * which the last driver signals only if it sleeps. Completions of the loop thread's own
- * requests still need it: parked, it runs their task work at its next sched_yield(), or the
- * kernel wakes it from the futex to run it. A driver takes run_lock by trylock and
- * sched_yield(), never asleep in the mutex. One loop at a time per thread: a callback that
- * waits inside a pass cannot drive.
- *
  * Fault injection alters the next completion(s) of one operation type where the loop delivers
  * them (replace the result, hold the callback on a timer), so the caller sees exactly what a real
  * failure would give it, through the same callbacks.
@@ -539,19 +516,6 @@ int ferry__loop_create(const struct ferry__loop_opts *opts, struct ferry__loop *
 	ret = -pthread_mutex_init(&loop->post_lock, NULL);
 	if (ret < 0)
 		goto err_close_wake;
-	ret = -pthread_mutex_init(&loop->run_lock, NULL);
-	if (ret < 0)
-		goto err_destroy_post_lock;
-	ret = -pthread_mutex_init(&loop->park_lock, NULL);
-	if (ret < 0)
-		goto err_destroy_run_lock;
-	ret = -pthread_cond_init(&loop->unparked, NULL);
-	if (ret < 0)
-		goto err_destroy_park_lock;
-	atomic_init(&loop->drivers, 0);
-	atomic_init(&loop->passes, 0);
-	atomic_init(&loop->park_spins, false);
-	atomic_init(&loop->parked_asleep, false);
 	loop->post_tail = &loop->post_head;
 	loop->spin_ns = (uint64_t)opts->spin_us * 1000u;
 	atomic_init(&loop->stop_requested, false);
@@ -565,12 +529,6 @@ int ferry__loop_create(const struct ferry__loop_opts *opts, struct ferry__loop *
 	return 0;
 
 err_destroy_lock:
-	pthread_cond_destroy(&loop->unparked);
-err_destroy_park_lock:
-	pthread_mutex_destroy(&loop->park_lock);
-err_destroy_run_lock:
-	pthread_mutex_destroy(&loop->run_lock);
-err_destroy_post_lock:
 	pthread_mutex_destroy(&loop->post_lock);
 err_close_wake:
 	close(loop->wake_fd);
@@ -654,14 +612,14 @@ bool ferry__spin_crowded(void)
  * the side not taken only gets a sample every FERRY__SPIN_EXPLORE waits. Relaxed atomics: a
  * lost update between two reporting threads only costs the figure one sample.
  */
-/* A measured choice between sleeping [0] and spinning [1] (see the comment above). */
+/* The crowded waiters' choice between sleeping [0] and spinning [1] (see the comment above). */
 struct spin_choice {
 	atomic_uint_fast64_t lg[2]; /* running mean of log2(wait), 0 = none yet */
 	atomic_uint samples[2];	    /* waits counted in, up to 8 */
 	atomic_uint picks;	    /* choices made */
 };
 
-static struct spin_choice choices[FERRY__SPIN_CHOICES]; /* by enum ferry__spin_choice */
+static struct spin_choice crowded;
 
 /* log2(@ns) in 1/1024ths, the fraction read linearly off the mantissa (within 0.09 of exact). */
 static uint64_t lg_of(uint64_t ns)
@@ -674,9 +632,9 @@ static uint64_t lg_of(uint64_t ns)
 	return (uint64_t)e * 1024u + ((e >= 10 ? ns >> (e - 10) : ns << (10 - e)) & 1023u);
 }
 
-bool ferry__spin_pick(enum ferry__spin_choice which)
+bool ferry__spin_crowded_pick(void)
 {
-	struct spin_choice *c = &choices[which];
+	struct spin_choice *c = &crowded;
 	unsigned n = atomic_fetch_add_explicit(&c->picks, 1, memory_order_relaxed);
 	uint64_t slept = atomic_load_explicit(&c->lg[0], memory_order_relaxed);
 	uint64_t spun = atomic_load_explicit(&c->lg[1], memory_order_relaxed);
@@ -692,9 +650,9 @@ bool ferry__spin_pick(enum ferry__spin_choice which)
 	return n % every == every - 1 ? !spin : spin;
 }
 
-void ferry__spin_report(enum ferry__spin_choice which, bool spun, uint64_t ns)
+void ferry__spin_crowded_report(bool spun, uint64_t ns)
 {
-	struct spin_choice *c = &choices[which];
+	struct spin_choice *c = &crowded;
 	uint64_t avg = atomic_load_explicit(&c->lg[spun], memory_order_relaxed), lg = lg_of(ns);
 	unsigned n = atomic_load_explicit(&c->samples[spun], memory_order_relaxed);
 
@@ -704,9 +662,9 @@ void ferry__spin_report(enum ferry__spin_choice which, bool spun, uint64_t ns)
 	atomic_store_explicit(&c->lg[spun], avg ? avg : 1, memory_order_relaxed);
 }
 
-uint64_t ferry__spin_avg(enum ferry__spin_choice which, bool spun)
+uint64_t ferry__spin_crowded_avg(bool spun)
 {
-	struct spin_choice *c = &choices[which];
+	struct spin_choice *c = &crowded;
 	uint64_t lg = atomic_load_explicit(&c->lg[spun], memory_order_relaxed);
 	unsigned e = (unsigned)(lg >> 10);
 
@@ -748,8 +706,7 @@ static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 		}
 		if (!enter_ok(*ret) || io_uring_cq_ready(&loop->ring) ||
 		    atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
-		    atomic_load_explicit(&loop->posted, memory_order_relaxed) ||
-		    atomic_load_explicit(&loop->drivers, memory_order_relaxed)) {
+		    atomic_load_explicit(&loop->posted, memory_order_relaxed)) {
 			busy = true;
 			break;
 		}
@@ -790,7 +747,7 @@ static int wait_events(struct ferry__loop *loop)
 		found = loop->spin_ns && loop->poller && loop->poller(loop->poller_arg, true) > 0;
 		if (found)
 			loop->last_busy_ns = ferry__now_ns();
-		if (found || atomic_load(&loop->posted) || atomic_load(&loop->drivers))
+		if (found || atomic_load(&loop->posted))
 			ret = io_uring_submit_and_get_events(&loop->ring);
 		else
 			ret = io_uring_submit_and_wait_timeout(&loop->ring, &cqe, 1, tsp, NULL);
@@ -826,138 +783,8 @@ static unsigned reap(struct ferry__loop *loop)
 	return n;
 }
 
-/* Let go of the loop for drivers until none is left (see DESIGN, "Drivers"). */
-static void park(struct ferry__loop *loop)
-{
-	bool spin = ferry__spin_pick(FERRY__SPIN_PARK);
-
-	atomic_store_explicit(&loop->park_spins, spin, memory_order_relaxed);
-	pthread_mutex_unlock(&loop->run_lock);
-	for (;;) {
-		uint64_t end = ferry__now_ns() + (spin ? loop->spin_ns : 0);
-
-		while (atomic_load(&loop->drivers) && ferry__now_ns() < end)
-			sched_yield();
-		pthread_mutex_lock(&loop->park_lock);
-		atomic_store(&loop->parked_asleep, true);
-		while (atomic_load(&loop->drivers))
-			pthread_cond_wait(&loop->unparked, &loop->park_lock);
-		atomic_store(&loop->parked_asleep, false);
-		pthread_mutex_unlock(&loop->park_lock);
-		if (pthread_mutex_trylock(&loop->run_lock) == 0)
-			return;
-		/* A new driver came in between: wait for it too. */
-		sched_yield();
-	}
-}
-
-static void undrive(struct ferry__loop *loop)
-{
-	if (atomic_fetch_sub(&loop->drivers, 1) == 1 && atomic_load(&loop->parked_asleep)) {
-		pthread_mutex_lock(&loop->park_lock);
-		pthread_cond_signal(&loop->unparked);
-		pthread_mutex_unlock(&loop->park_lock);
-	}
-}
-
-/* The loop whose passes this thread runs (in ferry__loop_run or as a driver), if any. */
-static __thread struct ferry__loop *driving;
-
-/*
- * One pass for a driver: timers, the poller, the completions already in the CQ, posts; never
- * io_uring_enter (see "Drivers"). Returns what it found, or -EAGAIN when it left SQEs to submit.
- */
-static int drive_pass(struct ferry__loop *loop)
-{
-	int n = 0;
-
-	ferry__loop_timers_run(loop);
-	if (loop->poller && loop->poller(loop->poller_arg, false) > 0) {
-		loop->last_busy_ns = ferry__now_ns();
-		n++;
-	}
-	n += (int)reap(loop);
-	return io_uring_sq_ready(&loop->ring) ? -EAGAIN : n;
-}
-
-/* Whether a driver stops: 1 @done holds, 0 the loop is stopping or the deadline passed, -1 on. */
-static int drive_ends(struct ferry__loop *loop, bool (*done)(void *arg), void *arg, uint64_t end_ns)
-{
-	if (done(arg))
-		return 1;
-	if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire) ||
-	    ferry__now_ns() >= end_ns)
-		return 0;
-	return -1;
-}
-
-/* One turn of ferry__loop_drive(): 1 done, 0 deadline or stop, -EAGAIN SQEs left, -EBUSY. */
-static int drive_turn(struct ferry__loop *loop, bool (*done)(void *arg), void *arg, uint64_t end_ns)
-{
-	int ret = 0;
-
-	atomic_fetch_add(&loop->drivers, 1);
-	if (!atomic_load(&loop->awake))
-		wake(loop); /* asleep in the kernel: the pass it wakes into parks */
-	while (pthread_mutex_trylock(&loop->run_lock) != 0) {
-		if ((ret = drive_ends(loop, done, arg, end_ns)) >= 0)
-			goto out;
-		sched_yield();
-	}
-	if (!loop->running) {
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	driving = loop;
-	ferry__spin_loop_enter();
-	while ((ret = drive_ends(loop, done, arg, end_ns)) < 0) {
-		int n = drive_pass(loop);
-
-		if (n < 0) {
-			ret = n;
-			break;
-		}
-		if (n == 0)
-			sched_yield(); /* as the loop's spin: a peer's loop may share this CPU */
-	}
-	ferry__spin_leave();
-	driving = NULL;
-out_unlock:
-	pthread_mutex_unlock(&loop->run_lock);
-out:
-	undrive(loop);
-	return ret;
-}
-
-int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *arg, uint64_t end_ns)
-{
-	uint64_t start = ferry__now_ns();
-	int ret;
-
-	/* A single issuer's completions are posted only when it enters the ring itself. */
-	if ((loop->ring.flags & IORING_SETUP_SINGLE_ISSUER) || driving)
-		return -EBUSY;
-	while ((ret = drive_turn(loop, done, arg, end_ns)) == -EAGAIN) {
-		/* The pass left SQEs: the loop thread submits them in its next pass, then the
-		 * driver takes the loop again. */
-		uint64_t pass = atomic_load_explicit(&loop->passes, memory_order_acquire);
-
-		while (atomic_load_explicit(&loop->passes, memory_order_acquire) == pass) {
-			if ((ret = drive_ends(loop, done, arg, end_ns)) >= 0)
-				return ret;
-			sched_yield();
-		}
-	}
-	if (ret == 1) /* how the loop thread parked during this wait: the measured choice */
-		ferry__spin_report(FERRY__SPIN_PARK,
-				   atomic_load_explicit(&loop->park_spins, memory_order_relaxed),
-				   ferry__now_ns() - start);
-	return ret;
-}
-
 int ferry__loop_run(struct ferry__loop *loop)
 {
-	struct ferry__loop *outer = driving;
 	int ret = 0;
 
 	if (loop->running || loop->destroying)
@@ -965,31 +792,20 @@ int ferry__loop_run(struct ferry__loop *loop)
 	ret = enable_ring(loop);
 	if (ret < 0)
 		return ret;
-	/* A callback of this loop that would drive it (it holds run_lock) is refused. */
-	driving = loop;
-	pthread_mutex_lock(&loop->run_lock);
 	loop->running = true;
 	atomic_store(&loop->awake, true);
 	while (!atomic_load_explicit(&loop->stop_requested, memory_order_acquire)) {
-		if (atomic_load_explicit(&loop->drivers, memory_order_relaxed)) {
-			park(loop);
-			continue;
-		}
 		ferry__loop_timers_run(loop);
 		if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
 			break;
 		ret = wait_events(loop);
 		if (ret < 0)
 			break;
-		atomic_fetch_add_explicit(&loop->passes, 1, memory_order_release);
 		(void)reap(loop);
 	}
 	atomic_store(&loop->awake, false);
 	atomic_store_explicit(&loop->stop_requested, false, memory_order_relaxed);
 	loop->running = false;
-	atomic_fetch_add_explicit(&loop->passes, 1, memory_order_release); /* drivers waiting */
-	pthread_mutex_unlock(&loop->run_lock);
-	driving = outer;
 	return ret;
 }
 
@@ -1059,9 +875,6 @@ void ferry__loop_destroy(struct ferry__loop *loop)
 	}
 	close(loop->wake_fd);
 	io_uring_queue_exit(&loop->ring);
-	pthread_cond_destroy(&loop->unparked);
-	pthread_mutex_destroy(&loop->park_lock);
-	pthread_mutex_destroy(&loop->run_lock);
 	pthread_mutex_destroy(&loop->post_lock);
 	ferry__free(loop);
 }

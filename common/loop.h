@@ -4,10 +4,9 @@
  * Requests (accept, connect, recv, send, zero-copy send, sendmsg/recvmsg, poll, close, raw SQEs)
  * and timers are structs the caller embeds in its own objects, so the hot path never allocates.
  *
- * Thread model: a loop belongs to one thread at a time: the thread inside ferry__loop_run(), a
- * thread that borrowed the running loop with ferry__loop_drive(), or, while the loop is not
- * running, the thread that set it up or destroys it. Only ferry__loop_stop(),
- * ferry__loop_post() and ferry__loop_drive() may be called from any thread.
+ * Thread model: a loop belongs to one thread at a time: the thread inside ferry__loop_run(), or,
+ * while the loop is not running, the thread that set it up or destroys it. Only
+ * ferry__loop_stop() and ferry__loop_post() may be called from any thread.
  *
  * Request lifetime (libuv's rule): when a function that takes a callback returns an error, the
  * callback is never called. When it returns 0, the callback is called exactly once with the final
@@ -106,7 +105,7 @@ struct ferry__loop_opts {
  * pull 0.8-0.9 ms against 0.5-0.6 ms. Loops in their spin window always count in (they make
  * progress for every waiter); a thread that only waits for a result spins while that leaves a
  * CPU to each spinner, and stops as soon as it does not. When none is left to begin with, the
- * choice between sleeping and spinning anyway is measured (ferry__spin_pick below).
+ * choice between sleeping and spinning anyway is measured (ferry__spin_crowded_pick below).
  *
  * ferry__spin_waiter_enter() - count the caller in if a CPU is left for it: true (then call
  * ferry__spin_leave() when done), else false (sleep instead).
@@ -131,36 +130,17 @@ unsigned ferry__spin_cpus(void);
  * FERRY__SPIN_EXPLORE_FAR when the two are more than 2x apart: in the soft-RoCE VM a spinning
  * wait took 2 ms against 0.6 asleep, and each try cost that much).
  *
- * Two more choices of the same kind, each with its own figures:
- * - A loop thread parked for a driver (ferry__loop_drive) either yields its CPU in a loop until
- *   the drivers leave, ready to take the loop back at once, or sleeps and is woken by the last
- *   one. On this host a TCP pull took 10.5 us with the thread yielding and 20 us with it asleep
- *   (the wake-up, and the next driver waiting for the woken thread to park again); in the
- *   soft-RoCE VM an RDMA pull took 72-76 us yielding and 63-67 asleep (the yields take vCPU time
- *   from rxe's work). Judged by the drivers' waits.
- * - A busy-waiting thread drives the loop, or waits for the loop thread as before drivers
- *   existed: driving took a TCP pull on this host from 16.5-18.2 to 10.2-10.6 us, but where the
- *   loop's hand-offs between threads cost more than the hops they save (an RDMA pull in the
- *   soft-RoCE VM: 62-67 -> 70-73 us), waiting wins.
- *
- * ferry__spin_pick() - the side to take this time: true spins (crowded: spin through the wait;
- * park: yield; drive: drive), false sleeps (or waits for the loop thread).
- * ferry__spin_report() - how long the wait (from the request to its result) took on side @spun;
- * both sides' running (geometric) means drive the pick.
- * ferry__spin_avg() - a side's running geometric mean in ns (within ~6%), 0 before its first
- * report.
+ * ferry__spin_crowded_pick() - true: spin through this crowded wait; false: sleep.
+ * ferry__spin_crowded_report() - how long the wait (from the request to its result) took on
+ * side @spun; both sides' running (geometric) means decide the pick.
+ * ferry__spin_crowded_avg() - a side's running geometric mean in ns (within ~6%), 0 before its
+ * first report.
  */
 #define FERRY__SPIN_EXPLORE 16
 #define FERRY__SPIN_EXPLORE_FAR 64
-enum ferry__spin_choice {
-	FERRY__SPIN_CROWDED, /* a waiter that found no CPU left */
-	FERRY__SPIN_PARK,    /* a loop thread parked for a driver */
-	FERRY__SPIN_DRIVE,   /* a busy waiter: drive the loop or wait for its thread */
-	FERRY__SPIN_CHOICES
-};
-bool ferry__spin_pick(enum ferry__spin_choice c);
-void ferry__spin_report(enum ferry__spin_choice c, bool spun, uint64_t ns);
-uint64_t ferry__spin_avg(enum ferry__spin_choice c, bool spun);
+bool ferry__spin_crowded_pick(void);
+void ferry__spin_crowded_report(bool spun, uint64_t ns);
+uint64_t ferry__spin_crowded_avg(bool spun);
 
 /*
  * FERRY_LOOP_SINGLE_ISSUER: IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (fewer interrupts, the
@@ -198,23 +178,6 @@ int ferry__loop_run(struct ferry__loop *loop);
  * it ended in an error.
  */
 void ferry__loop_thread_run(struct ferry__loop *loop, const char *name, const char *comp);
-
-/*
- * ferry__loop_drive() - run @loop's passes on the calling thread until @done(@arg) is true, the
- * monotonic clock (ferry__now_ns) reaches @end_ns, or the loop is stopped; never sleeps. For a
- * thread that would otherwise busy-wait for a result of the loop's work: with the loop thread,
- * the waiter and the loops of its peers all spinning, a 2-core machine has more spinners than
- * CPUs, and every hand-off between the waiter and the loop thread waits for the scheduler. The
- * loop thread parks while a driver holds the loop. A driver's pass runs timers, the poller,
- * the completions already in the CQ and posts, but never enters the ring: what needs a
- * submission goes back to the loop thread (see loop.c, "Drivers"). Callbacks then run on the
- * driver. @done is called without the loop held and must be cheap (an atomic load). Returns 1
- * when @done became true, 0 at the deadline or on stop, -EBUSY when the loop cannot be driven
- * (FERRY_LOOP_SINGLE_ISSUER, not running, or this thread runs a loop's passes already: a
- * callback waiting inside a pass, of a driver or of the loop thread).
- */
-int ferry__loop_drive(struct ferry__loop *loop, bool (*done)(void *arg), void *arg,
-		      uint64_t end_ns);
 
 /*
  * ferry__loop_stop() - make ferry__loop_run() return after the callbacks of the current pass.

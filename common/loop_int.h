@@ -67,13 +67,6 @@ struct ferry__loop {
 	uint64_t spins;				       /* passes that found work by polling */
 	int (*poller)(void *arg, bool sleeping);       /* ferry__loop_set_poller() */
 	void *poller_arg;			       /* " */
-	pthread_mutex_t run_lock;  /* held by whoever runs passes: the loop thread or a driver */
-	atomic_uint drivers;	   /* threads in ferry__loop_drive() */
-	atomic_uint passes;	   /* passes the loop thread has entered the ring in */
-	atomic_bool park_spins;	   /* the current park yields (true) or sleeps */
-	pthread_mutex_t park_lock; /* the parked loop thread's sleep (with unparked) */
-	pthread_cond_t unparked;   /* signalled when drivers drops to 0 while it sleeps */
-	atomic_bool parked_asleep; /* the loop thread sleeps on unparked */
 };
 
 /* loop_ops.c: an SQE with @n free slots behind it (flushes a full SQ), or NULL; re-submit a

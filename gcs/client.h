@@ -44,8 +44,7 @@ typedef void (*ferry__gcs_reply_fn)(void *arg, const struct ferry__gcs_reply *re
  * ferry__gcs_client_connect_on() - a client on @loop, a loop the caller runs (no thread of its
  * own). Call on @loop's thread, or before the loop runs on the thread that sets it up; every
  * callback then runs on the thread that runs @loop (noted on its first pass), and
- * ferry_gcs_client_destroy() must be called there too. @loop must not be driven
- * (ferry__loop_drive) by other threads while the client lives. Returns at once: the shards are
+ * ferry_gcs_client_destroy() must be called there too. Returns at once: the shards are
  * connected in the background and requests made meanwhile wait for their shard (up to their
  * deadline). 0 and *@out, -EINVAL (bad options, logged), -ENOMEM.
  */

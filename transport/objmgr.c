@@ -808,67 +808,31 @@ static void on_pulled(void *arg, const struct ferry__objmgr_result *res)
 	pthread_mutex_unlock(&w->lock);
 }
 
-static bool is_zero(void *arg)
-{
-	return atomic_load_explicit((atomic_size_t *)arg, memory_order_acquire) == 0;
-}
-
 /*
- * With a busy-poll window (opts.spin_us), wait for *@pending to be 0 without sleeping, for at
- * most the window: the waiting side of the loop's spin (a waiter woken by a futex costs a
- * wake-up per pull). On an own loop (never a shared one: om->may_drive) the waiter runs the
- * loop's passes itself (ferry__loop_drive; loop.c,
- * "Drivers"): the pull is started, its request sent, the reply read off the polled socket or
- * the CQ, and the pull completed on this thread, with no hand-off to the loop thread and back.
- * Whether to drive at all is a measured choice (ferry__spin_pick(FERRY__SPIN_DRIVE), loop.h). When the
- * waiter does not drive, or cannot (this thread is inside one of the loop's passes), poll *@pending,
- * yielding the CPU to runnable threads: while the loops spinning for the pull leave a CPU for
- * it (ferry__spin_waiter_enter, loop.h), always; when they do not, as the measured choice says
- * (FERRY__SPIN_CROWDED: a wake-up against the loops' slowdown). Returns the choices made,
- * to report with the wait's length.
+ * With a busy-poll window (opts.spin_us), poll *@pending, yielding the CPU to runnable threads,
+ * until it is 0 or the window has passed: the waiting side of the loop's spin (a waiter woken by
+ * a futex costs a wake-up per pull). While the loops spinning for the pull leave a CPU for it
+ * (ferry__spin_waiter_enter, loop.h), always; when they do not, as the measured choice says
+ * (ferry__spin_crowded_pick: a wake-up against the loops' slowdown). Returns the crowded choice
+ * to report (0 slept, 1 spun), or -1 when there was none to make.
  */
-/* The measured choices a wait made (loop.h), to report with its length; -1: none made. */
-struct wait_choices {
-	int crowded; /* a waiter with no CPU left: 0 slept, 1 spun */
-	int drove;   /* 1 drove the loop, 0 waited for the loop thread */
-};
-
-static struct wait_choices spin_until_zero(struct ferry__objmgr *om, atomic_size_t *pending)
+static int spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *pending)
 {
-	struct wait_choices ch = {-1, -1};
 	bool counted;
 	uint64_t end;
 
 	if (!om->opts.spin_us || !atomic_load_explicit(pending, memory_order_acquire))
-		return ch;
-	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
-	if (om->may_drive && ferry__spin_pick(FERRY__SPIN_DRIVE)) {
-		int ret;
-
-		/* Counted: stop waits for drivers to let go of the loop before it is destroyed. */
-		atomic_fetch_add(&om->drivers, 1);
-		ret = ferry__loop_drive(om->loop, is_zero, pending, end);
-		atomic_fetch_sub(&om->drivers, 1);
-		if (ret != -EBUSY) {
-			ch.drove = 1;
-			return ch;
-		}
-	} else if (om->may_drive) {
-		ch.drove = 0;
-	}
+		return -1;
 	counted = ferry__spin_waiter_enter();
-	if (!counted && !ferry__spin_pick(FERRY__SPIN_CROWDED)) {
-		ch.crowded = 0;
-		return ch;
-	}
+	if (!counted && !ferry__spin_crowded_pick())
+		return 0;
+	end = ferry__now_ns() + (uint64_t)om->opts.spin_us * 1000u;
 	while (atomic_load_explicit(pending, memory_order_acquire) && ferry__now_ns() < end &&
 	       !(counted && ferry__spin_crowded()))
 		sched_yield();
 	if (counted)
 		ferry__spin_leave();
-	else
-		ch.crowded = 1;
-	return ch;
+	return counted ? -1 : 1;
 }
 
 int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_id *ids,
@@ -879,9 +843,7 @@ int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_i
 			      .results = results};
 	struct pull_slot *slots = ferry__calloc(count ? count : 1, sizeof(*slots));
 	uint64_t start = ferry__now_ns();
-	struct wait_choices ch;
-	uint64_t ns;
-	int first = 0;
+	int first = 0, crowded;
 
 	if (!slots)
 		return -ENOMEM;
@@ -901,16 +863,13 @@ int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_i
 			pthread_mutex_unlock(&w.lock);
 		}
 	}
-	ch = spin_until_zero(om, &w.remaining);
+	crowded = spin_until_zero(om, &w.remaining);
 	pthread_mutex_lock(&w.lock);
 	while (w.remaining)
 		pthread_cond_wait(&w.done, &w.lock);
 	pthread_mutex_unlock(&w.lock);
-	ns = ferry__now_ns() - start;
-	if (ch.crowded >= 0)
-		ferry__spin_report(FERRY__SPIN_CROWDED, ch.crowded, ns);
-	if (ch.drove >= 0)
-		ferry__spin_report(FERRY__SPIN_DRIVE, ch.drove, ns);
+	if (crowded >= 0)
+		ferry__spin_crowded_report(crowded, ferry__now_ns() - start);
 	ferry__free(slots);
 	for (size_t i = 0; i < count && !first; i++)
 		first = results[i].status;

@@ -228,8 +228,6 @@ struct ferry__objmgr {
 	struct ferry__objmgr_stats stats;      /* counters */
 	struct ferry__objmgr_locs locs;	       /* location cache */
 	unsigned fast_pulls;		       /* pulls on the loop's fast path */
-	atomic_uint drivers;		       /* waiters inside ferry__loop_drive() */
-	bool may_drive;			       /* waiters may drive the loop (spin_until_zero) */
 	pthread_cond_t fast_cond;	       /* fast_pulls went to 0 */
 	struct ferry__loop_timer notices;      /* flushes the seal notices held back (fast path) */
 	struct ferry__objmgr_pull *parked;     /* waiting pulls between attempts (objmgr_wait.c) */

@@ -143,7 +143,6 @@ static int init_sync(struct ferry__objmgr *om)
 	ferry__hashmap_init(&om->node_asks, sizeof(struct ferry_node_id), sizeof(uint8_t));
 	ferry__shm_peers_init(&om->shm);
 	pthread_mutex_init(&om->lock, NULL);
-	atomic_init(&om->drivers, 0);
 	pthread_cond_init(&om->work_cond, NULL);
 	pthread_cond_init(&om->admit_cond, NULL);
 	pthread_cond_init(&om->nodes_cond, NULL);
@@ -300,10 +299,6 @@ static int start_loop(struct ferry__objmgr *om)
 	ret = setup_loop_side(om);
 	if (ret < 0)
 		return ret;
-	/* Not over RDMA: in the soft-RoCE VM, driving made an 8 B RDMA pull ~10% slower (62-67 ->
-	 * 70-73 us p50, alternating runs of one boot), with the parked loop thread's yields taking
-	 * vCPU time from rxe; unmeasured on a NIC. */
-	om->may_drive = om->opts.spin_us && !ferry__objmgr_rdma_device(om);
 	return start_threads(om);
 }
 
@@ -391,10 +386,6 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 		ferry__loop_stop(om->loop);
 		pthread_join(om->loop_thread, NULL);
 		om->loop_started = false;
-		/* Waiters driving the loop see it stopped and go back to waiting for their
-		 * pulls' ends (destroy runs them): none may hold the loop when it is freed. */
-		while (atomic_load(&om->drivers))
-			sched_yield();
 	}
 	/* The fast path's seal notices still held back (its timer is on the stopped loop). */
 	(void)ferry__plasma_client_flush(om->store, false);

@@ -35,12 +35,9 @@
  * recv(MSG_DONTWAIT) on every spin pass. Before the loop sleeps, and for a socket quiet for
  * poll_us while the loop spins on for others, the receive goes back to the ring, which wakes
  * the loop for the next frame. Data payloads keep the ring (straight into their buffers, with
- * MSG_WAITALL). Why: io_uring completes a receive in the thread that submitted it (the loop
- * thread's task work), so a thread that is not the loop thread cannot take a reply off the
- * ring unless the loop thread runs; a polled socket can be read by whichever thread runs the
- * loop's pass, which is what lets a waiter drive the loop (ferry__loop_drive) without the loop
- * thread. The poll also skips the ring's task-work round per frame (~0.3 us in a loopback
- * ping-pong: 8.1 us with epoll and recv, 8.4 us with an io_uring recv, 7.0-7.7 us with recv).
+ * MSG_WAITALL). Why: a spinning loop then takes a frame off the socket on its next spin pass,
+ * skipping the ring's task-work round per frame (~0.3 us in a loopback ping-pong: 8.1 us with
+ * epoll and recv, 8.4 us with an io_uring recv, 7.0-7.7 us with recv).
  *
  * Send. Socket 0 carries control frames in order (queued copies). Data is pulled: a socket
  * with no send stage running takes the next chunk of the oldest unfinished send_data() into

@@ -718,7 +718,7 @@ static unsigned crowded_spins(unsigned picks)
 	unsigned spins = 0;
 
 	for (unsigned i = 0; i < picks; i++)
-		spins += ferry__spin_pick(FERRY__SPIN_CROWDED);
+		spins += ferry__spin_crowded_pick();
 	return spins;
 }
 
@@ -726,29 +726,29 @@ static unsigned crowded_spins(unsigned picks)
  * other; each side is tried once before any figure decides; the averages follow the reports. */
 FTEST(crowded_waiters_take_the_side_measured_faster)
 {
-	ftest_assert_uint_eq(ferry__spin_avg(FERRY__SPIN_CROWDED, false), 0);
-	ftest_assert_false(ferry__spin_pick(FERRY__SPIN_CROWDED)); /* no figures: sleep first */
-	ferry__spin_report(FERRY__SPIN_CROWDED, false, 40000);
-	ftest_assert_true(ferry__spin_pick(FERRY__SPIN_CROWDED)); /* then spin, for its figure */
-	ferry__spin_report(FERRY__SPIN_CROWDED, true, 20000);
-	ftest_assert_uint_ge(ferry__spin_avg(FERRY__SPIN_CROWDED, false), 40000 * 94 / 100);
-	ftest_assert_uint_le(ferry__spin_avg(FERRY__SPIN_CROWDED, false), 40000 * 106 / 100);
-	ftest_assert_uint_ge(ferry__spin_avg(FERRY__SPIN_CROWDED, true), 20000 * 94 / 100);
-	ftest_assert_uint_le(ferry__spin_avg(FERRY__SPIN_CROWDED, true), 20000 * 106 / 100);
+	ftest_assert_uint_eq(ferry__spin_crowded_avg(false), 0);
+	ftest_assert_false(ferry__spin_crowded_pick()); /* no figures: sleep first */
+	ferry__spin_crowded_report(false, 40000);
+	ftest_assert_true(ferry__spin_crowded_pick()); /* then spin, for its figure */
+	ferry__spin_crowded_report(true, 20000);
+	ftest_assert_uint_ge(ferry__spin_crowded_avg(false), 40000 * 94 / 100);
+	ftest_assert_uint_le(ferry__spin_crowded_avg(false), 40000 * 106 / 100);
+	ftest_assert_uint_ge(ferry__spin_crowded_avg(true), 20000 * 94 / 100);
+	ftest_assert_uint_le(ferry__spin_crowded_avg(true), 20000 * 106 / 100);
 	/* Spinning was faster: it is taken, but for the explorations. */
 	ftest_assert_uint_eq(crowded_spins(4 * FERRY__SPIN_EXPLORE), 4 * FERRY__SPIN_EXPLORE - 4);
 	/* The machine changes: spinning turns slow, and after enough reports sleeping wins. */
 	for (int i = 0; i < 64; i++)
-		ferry__spin_report(FERRY__SPIN_CROWDED, true, 100000);
-	ftest_assert_uint_gt(ferry__spin_avg(FERRY__SPIN_CROWDED, true), 90000);
+		ferry__spin_crowded_report(true, 100000);
+	ftest_assert_uint_gt(ferry__spin_crowded_avg(true), 90000);
 	/* 2.5x apart: spinning is tried one wait in FERRY__SPIN_EXPLORE_FAR. */
 	ftest_assert_uint_eq(crowded_spins(4 * FERRY__SPIN_EXPLORE_FAR), 4);
 	/* One very long sleeping wait (a cold start, a stolen vCPU: 125x) among steady ones moves
 	 * sleeping's figure under 2x, not past spinning's: the choice stays. */
 	for (int i = 0; i < 8; i++)
-		ferry__spin_report(FERRY__SPIN_CROWDED, false, 40000);
-	ferry__spin_report(FERRY__SPIN_CROWDED, false, 5000000);
-	ftest_assert_uint_lt(ferry__spin_avg(FERRY__SPIN_CROWDED, false), 80000);
+		ferry__spin_crowded_report(false, 40000);
+	ferry__spin_crowded_report(false, 5000000);
+	ftest_assert_uint_lt(ferry__spin_crowded_avg(false), 80000);
 	ftest_assert_uint_eq(crowded_spins(4 * FERRY__SPIN_EXPLORE), 4); /* under 2x apart */
 }
 
