@@ -192,6 +192,13 @@ void ferry__loop_stop(struct ferry__loop *loop);
  * run). Returns -ENOMEM, or -ECANCELED once destroy has begun.
  */
 int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status), void *arg);
+/*
+ * ferry__loop_call() - run @fn(@arg) on the loop thread and wait for it: a loop another thread
+ * runs (an embedded object manager's setup, a test reading state the loop owns). Any thread
+ * but the loop's own (that would wait for itself). Returns @fn's result, or the post's error
+ * (-ENOMEM, -ECANCELED: @fn did not run).
+ */
+int ferry__loop_call(struct ferry__loop *loop, int (*fn)(void *arg), void *arg);
 
 /*
  * ferry__loop_set_poller() - a source of work outside the ring that the loop polls itself while

@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 
 #include "common/log.h"
 #include "common/loop_int.h"
@@ -278,4 +280,43 @@ struct io_uring_sqe *ferry__loop_raw(struct ferry__loop *loop, struct ferry__loo
 	/* user_data survives the caller's io_uring_prep_*(): none of them writes it. */
 	commit(loop, req, sqe, TAG_MAIN);
 	return sqe;
+}
+
+/* A ferry__loop_call() in flight: its result comes back under lock. */
+struct loop_call {
+	int (*fn)(void *arg);
+	void *arg;
+	int ret;
+	bool done;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+static void loop_call_run(void *arg, int status)
+{
+	struct loop_call *c = arg;
+	int ret = status < 0 ? status : c->fn(c->arg);
+
+	pthread_mutex_lock(&c->lock);
+	c->ret = ret;
+	c->done = true;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int ferry__loop_call(struct ferry__loop *loop, int (*fn)(void *arg), void *arg)
+{
+	struct loop_call c = {.fn = fn, .arg = arg};
+	int ret;
+
+	pthread_mutex_init(&c.lock, NULL);
+	pthread_cond_init(&c.cond, NULL);
+	ret = ferry__loop_post(loop, loop_call_run, &c);
+	pthread_mutex_lock(&c.lock);
+	while (ret == 0 && !c.done)
+		pthread_cond_wait(&c.cond, &c.lock);
+	pthread_mutex_unlock(&c.lock);
+	pthread_cond_destroy(&c.cond);
+	pthread_mutex_destroy(&c.lock);
+	return ret < 0 ? ret : c.ret;
 }

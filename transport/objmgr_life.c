@@ -237,41 +237,10 @@ static int setup_loop_side(struct ferry__objmgr *om)
 	return ret;
 }
 
-/* A call run on a loop another thread runs (opts.loop), waited for. */
-struct loop_call {
-	struct ferry__objmgr *om;	     /* owner */
-	int (*fn)(struct ferry__objmgr *om); /* the call */
-	int ret;			     /* its result, or the post's -ECANCELED */
-	bool done;			     /* ret is set (under om->lock) */
-	pthread_cond_t cond;		     /* signalled at done */
-};
-
-static void loop_call_run(void *arg, int status)
+/* setup_loop_side() as a ferry__loop_call() function. */
+static int setup_loop_side_call(void *om)
 {
-	struct loop_call *c = arg;
-	int ret = status < 0 ? status : c->fn(c->om);
-
-	pthread_mutex_lock(&c->om->lock);
-	c->ret = ret;
-	c->done = true;
-	pthread_cond_signal(&c->cond);
-	pthread_mutex_unlock(&c->om->lock);
-}
-
-/* Run @fn(@om) on the shared loop and wait for it; any thread but the loop's. */
-static int on_shared_loop(struct ferry__objmgr *om, int (*fn)(struct ferry__objmgr *om))
-{
-	struct loop_call c = {.om = om, .fn = fn};
-	int ret;
-
-	pthread_cond_init(&c.cond, NULL);
-	ret = ferry__loop_post(om->loop, loop_call_run, &c);
-	pthread_mutex_lock(&om->lock);
-	while (ret == 0 && !c.done)
-		pthread_cond_wait(&c.cond, &om->lock);
-	pthread_mutex_unlock(&om->lock);
-	pthread_cond_destroy(&c.cond);
-	return ret < 0 ? ret : c.ret;
+	return setup_loop_side(om);
 }
 
 /*
@@ -289,7 +258,7 @@ static int start_loop(struct ferry__objmgr *om)
 		om->opts.spin_us = ferry__loop_spin_us(om->loop);
 		om->loop_started = true; /* from here stop() shuts the loop side down on it */
 		ret = ferry__objmgr_pool_init(om);
-		return ret < 0 ? ret : on_shared_loop(om, setup_loop_side);
+		return ret < 0 ? ret : ferry__loop_call(om->loop, setup_loop_side_call, om);
 	}
 	ret = ferry__loop_create(&(struct ferry__loop_opts){.spin_us = om->opts.spin_us},
 				 &om->loop);
@@ -346,8 +315,10 @@ static void loop_shutdown(void *arg, int status)
 	ferry__objmgr_rdma_shutdown(arg);
 }
 
-static int shared_loop_shutdown(struct ferry__objmgr *om)
+static int shared_loop_shutdown(void *arg)
 {
+	struct ferry__objmgr *om = arg;
+
 	if (om->opts.spin_us)
 		ferry__loop_set_poller(om->loop, NULL, NULL);
 	loop_shutdown(om, 0);
@@ -367,7 +338,7 @@ void ferry__objmgr_stop(struct ferry__objmgr *om)
 	/* Fetches under way end with -ECANCELED on the loop, which frees their pull threads. A
 	 * shared loop goes on running: the shutdown is waited for, and the poller removed. */
 	if (om->loop_started && !om->own_loop) {
-		if (on_shared_loop(om, shared_loop_shutdown) < 0)
+		if (ferry__loop_call(om->loop, shared_loop_shutdown, om) < 0)
 			FLOG_WARN(COMP, "cannot shut down on the loop");
 	} else if (om->loop_started && ferry__loop_post(om->loop, loop_shutdown, om) < 0) {
 		FLOG_WARN(COMP, "cannot post the shutdown");

@@ -8,7 +8,6 @@
  * nothing behind.
  */
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -66,29 +65,21 @@ static void teardown(struct fixture *f)
 struct probe {
 	struct fixture *f;
 	struct ferry_object_id id;
-	int state;
-	sem_t done;
 };
 
-static void probe_on_loop(void *arg, int status)
+static int probe_on_loop(void *arg)
 {
 	struct probe *p = arg;
 	struct ferry__plasma_object o;
 
-	p->state = status < 0 ? status : ferry__plasma_index_find(p->f->srv->ix, &p->id, &o);
-	sem_post(&p->done);
+	return ferry__plasma_index_find(p->f->srv->ix, &p->id, &o);
 }
 
 static int state_of(struct fixture *f, uint32_t n)
 {
 	struct probe p = {.f = f, .id = oid(n)};
 
-	ftest_assert_int_eq(sem_init(&p.done, 0, 0), 0);
-	ftest_assert_ok(ferry__loop_post(f->srv->loop, probe_on_loop, &p));
-	while (sem_wait(&p.done) < 0)
-		;
-	sem_destroy(&p.done);
-	return p.state;
+	return ferry__loop_call(f->srv->loop, probe_on_loop, &p);
 }
 
 /* The @k-th object (from 0) found in @state. */
