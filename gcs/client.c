@@ -35,8 +35,10 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/cond.h"
 #include "common/conn.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
 
@@ -52,17 +54,6 @@ static void timespec_in(struct timespec *ts, unsigned ms)
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000;
 	}
-}
-
-/* A condvar whose timed waits run on CLOCK_MONOTONIC: a wall-clock step never moves a deadline. */
-static void cond_init_monotonic(pthread_cond_t *cond)
-{
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(cond, &a);
-	pthread_condattr_destroy(&a);
 }
 
 static void client_free(struct ferry_gcs_client *c)
@@ -425,7 +416,7 @@ static struct waiter *waiter_new(void)
 	if (!w)
 		return NULL;
 	pthread_mutex_init(&w->lock, NULL);
-	cond_init_monotonic(&w->cond);
+	ferry__cond_init_monotonic(&w->cond);
 	atomic_init(&w->refs, 2);
 	return w;
 }
@@ -693,7 +684,7 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 	atomic_init(&c->closing, false);
 	ferry_id_random(c->id.bytes, sizeof(c->id.bytes));
 	pthread_mutex_init(&c->lock, NULL);
-	cond_init_monotonic(&c->cond);
+	ferry__cond_init_monotonic(&c->cond);
 	memcpy(c->token, o->token, o->token_len);
 	c->token_len = o->token_len;
 	for (unsigned i = 0; i < c->nshards; i++) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/cond.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "plasma/client_arena.h"
@@ -143,9 +144,9 @@ static int init_sync(struct ferry__objmgr *om)
 	ferry__hashmap_init(&om->node_asks, sizeof(struct ferry_node_id), sizeof(uint8_t));
 	ferry__shm_peers_init(&om->shm);
 	pthread_mutex_init(&om->lock, NULL);
-	pthread_cond_init(&om->work_cond, NULL);
+	ferry__cond_init_monotonic(&om->work_cond); /* timed waits: objmgr_wait.c */
 	pthread_cond_init(&om->admit_cond, NULL);
-	pthread_cond_init(&om->nodes_cond, NULL);
+	ferry__cond_init_monotonic(&om->nodes_cond); /* objmgr_nodes.c waits on it timed */
 	pthread_cond_init(&om->fast_cond, NULL);
 	om->notices.data = om;
 	return 0;

@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/cond.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "transport/objmgr_int.h"
@@ -210,7 +211,7 @@ void ferry__objmgr_locs_start(struct ferry__objmgr *om)
 		return;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_mutex_init(&l->follow_lock, NULL);
-	pthread_cond_init(&l->known_cond, NULL);
+	ferry__cond_init_monotonic(&l->known_cond);
 	ferry__hashmap_init(&l->map, sizeof(struct ferry_object_id),
 			    sizeof(struct ferry__objmgr_loc *));
 	l->newest = l->oldest = NULL;
@@ -367,8 +368,7 @@ int ferry__objmgr_locs_await(struct ferry__objmgr *om, const struct ferry_object
 
 	if (atomic_load_explicit(&l->state, memory_order_acquire) != LOCS_ON)
 		return -EAGAIN;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += AWAIT_MS / 1000;
+	until = ferry__deadline_in_us(AWAIT_MS * 1000u);
 	pthread_mutex_lock(&l->lock);
 	/* Looked up again each time: an eviction or a refusal frees the entry meanwhile. */
 	while ((e = entry_get(l, id)) && !e->known && ret == 0)

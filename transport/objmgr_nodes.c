@@ -26,7 +26,9 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/cond.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"
@@ -199,8 +201,7 @@ int ferry__objmgr_node_address(struct ferry__objmgr *om, const struct ferry_node
 	uint8_t *peer;
 	int ret = 0;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += NODE_WAIT_MS / 1000;
+	until = ferry__deadline_in_us(NODE_WAIT_MS * 1000u);
 	pthread_mutex_lock(&om->lock);
 	for (;;) {
 		a = ferry__hashmap_get(&om->nodes, node);

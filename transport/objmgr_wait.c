@@ -29,7 +29,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cond.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "transport/objmgr_int.h"
 
 #define COMP "objmgr"
@@ -154,21 +156,6 @@ void ferry__objmgr_pull_unwant(struct ferry__objmgr *om, const struct ferry_obje
 	pthread_mutex_unlock(&om->lock);
 }
 
-/* pthread_cond_timedwait's deadline @us from now. */
-static struct timespec deadline_in(uint64_t us)
-{
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)(us / 1000000u);
-	until.tv_nsec += (long)(us % 1000000u) * 1000;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	return until;
-}
-
 /* Sleep on work_cond until there is work, stopping, or the earliest parked pull is due (then
  * queued). With no pull parked, a thread that waited opts.thread_idle_ms for nothing may
  * leave (true): nothing is due that it would have to wake for. om->lock held. */
@@ -186,7 +173,7 @@ bool ferry__objmgr_wait_for_work(struct ferry__objmgr *om)
 		if (!due && now >= idle_until)
 			return true;
 		until_us = due ? due : idle_until;
-		until = deadline_in(until_us > now ? until_us - now : 0);
+		until = ferry__deadline_in_us(until_us > now ? until_us - now : 0);
 		(void)pthread_cond_timedwait(&om->work_cond, &om->lock, &until);
 		if (due)
 			idle_until = ferry__objmgr_now_us() + om->opts.thread_idle_ms * 1000ull;
