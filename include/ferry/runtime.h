@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The task runtime: functions that run as tasks in worker processes, found by a registered
- * name. This header grows with the runtime (tasks, actors, object refs, graphs); today it holds
- * the function registry that every other part names its code through.
+ * name, object refs between them, and a driver's side that submits tasks. Actors and graphs
+ * arrive with their issue; the declarations below are implemented as the runtime lands (a call
+ * not built yet returns -ENOSYS).
  *
  * Code by name. A task names its function by a string, never by a pointer, because it runs in
  * another process (a worker on this host or another). Every process that may run a function
@@ -62,6 +63,143 @@ FERRY_API int ferry_register_function(const char *name, ferry_task_fn fn);
 		(void)ferry_register_function(#name, ferry__fn_##name);       \
 	}                                                                     \
 	static int ferry__fn_##name(struct ferry_task_ctx *ctx)
+
+
+/*
+ * ferry_register_worker_setup() / FERRY_WORKER_SETUP(name) { body } - a function run once in
+ * each worker process when it loads the job's library, before its first task (multiprocessing's
+ * Pool initializer). It returns 0 or -errno (with ferry_task_error(NULL, ...) for a message); a
+ * worker whose setup failed is not used, and the lease's error names the function. One per
+ * process: registering a second one is -EEXIST.
+ */
+typedef int (*ferry_setup_fn)(void);
+FERRY_API int ferry_register_worker_setup(const char *name, ferry_setup_fn fn);
+
+#define FERRY_WORKER_SETUP(name)                                                    \
+	static int ferry__setup_##name(void);                                       \
+	__attribute__((constructor)) static void ferry__register_setup_##name(void) \
+	{                                                                           \
+		(void)ferry_register_worker_setup(#name, ferry__setup_##name);      \
+	}                                                                           \
+	static int ferry__setup_##name(void)
+
+/* ---- inside a task: its arguments and returns ---- */
+
+/* The number of arguments of the running task, and argument @i's bytes (a ref argument is
+ * resolved to its object's bytes before the function runs; the bytes stay valid until the
+ * function returns). 0, or -EINVAL (@i out of range). */
+FERRY_API size_t ferry_task_num_args(const struct ferry_task_ctx *ctx);
+FERRY_API int ferry_task_arg(const struct ferry_task_ctx *ctx, size_t i, const void **data,
+			     size_t *len);
+
+/* Return value @i (0-based, < the submit's num_returns): copied now (ferry_task_return), or
+ * written in place into @len bytes at *@buf (ferry_task_return_alloc: in the store for large
+ * values). A return left unset holds zero bytes. 0, -EINVAL, -EEXIST (set twice), -ENOMEM,
+ * -ENOSPC (the store is full). */
+FERRY_API size_t ferry_task_num_returns(const struct ferry_task_ctx *ctx);
+FERRY_API int ferry_task_return(struct ferry_task_ctx *ctx, size_t i, const void *data,
+				size_t len);
+FERRY_API int ferry_task_return_alloc(struct ferry_task_ctx *ctx, size_t i, size_t len,
+				      void **buf);
+
+/* ferry_task_error() - the message that the task's returns hold when it returns -errno (the
+ * caller's ferry_get shows it with the function's name and node). @ctx NULL: the worker setup
+ * function's. Returns -EREMOTEIO for convenience: `return ferry_task_error(ctx, "...")`. */
+FERRY_API int ferry_task_error(struct ferry_task_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- the driver's side (any process that submits: drivers, and tasks in workers) ---- */
+
+/* Options of ferry_init(); all zeros is a local cluster in this process. */
+struct ferry_init_opts {
+	const char *address;   /* a GCS "host:port", or "auto" (the cluster `ferry start` left
+				* in $FERRY_RUN_DIR); NULL: $FERRY_ADDRESS, else a local
+				* cluster in this process (a GCS and one node) */
+	const char *code_path; /* the job's shared library (its FERRY_FUNCTIONs); NULL:
+				* $FERRY_CODE; neither: this process only puts and gets */
+	uint64_t inline_max;   /* arguments and returns up to this many bytes travel inline,
+				* larger ones through the store; 0: 100 KiB */
+	uint64_t memory_bytes; /* the local cluster's store; 0: 256 MiB */
+	uint32_t num_workers;  /* the local cluster's prestarted workers; 0: its CPUs */
+};
+
+/* ferry_init() - join a cluster (or start the local one) as a driver of a new job. 0, -EALREADY,
+ * -EEXIST (a function name registered twice), -ENOENT (code_path), or the cluster's -errno;
+ * each logged. Thread-safe; every call below needs it first (else -ENOTCONN). */
+FERRY_API int ferry_init(const struct ferry_init_opts *opts);
+/* ferry_shutdown() - end the job: drop its refs and leases, stop the local cluster if this
+ * process started one. Nothing of it is left after (threads, fds, files, objects). */
+FERRY_API void ferry_shutdown(void);
+
+/* An object reference (a future): names an object and its owner. Each ferry_ref a call hands
+ * out holds one count on the object: give it back with ferry_ref_drop(); ferry_ref_dup() takes
+ * another. The object leaves every store when no process holds a count on it. */
+struct ferry_ref {
+	struct ferry_object_id id;
+	struct ferry_worker_id owner;
+};
+FERRY_API int ferry_ref_dup(const struct ferry_ref *ref, struct ferry_ref *out);
+FERRY_API void ferry_ref_drop(struct ferry_ref *ref);
+
+/* A task argument: @len bytes at @data (copied at submit), or the object of @ref. */
+struct ferry_arg {
+	const void *data;
+	size_t len;
+	const struct ferry_ref *ref;
+};
+
+/* Task options; all zeros: 1 return, 1 CPU, 3 retries of a crashed worker, none of errors. */
+struct ferry_task_opts {
+	uint32_t num_returns;  /* 0: 1 */
+	double num_cpus;       /* 0: 1; fractional allowed */
+	double num_gpus;       /* 0: none */
+	double memory_bytes;   /* 0: none */
+	const char *resources; /* custom ones, "name=amount,..."; NULL: none */
+	int32_t max_retries;   /* retries after a worker died; 0: 3; < 0: none */
+	int retry_exceptions;  /* 1: also retry a function that returned -errno */
+};
+
+/* ferry_submit() - run function @name with @args as a task; its num_returns refs into
+ * @returns. 0, -EINVAL, -ENOMEM, -ENOTCONN. The task's own failures show in its returns. */
+FERRY_API int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
+			   const struct ferry_task_opts *opts, struct ferry_ref *returns);
+
+/* ferry_put() copies @len bytes into a new object; ferry_create() + ferry_seal() write one in
+ * place (@len bytes at *@buf, until sealed). 0, -ENOSPC, -ENOMEM, -ENOTCONN, -EINVAL. */
+FERRY_API int ferry_put(const void *data, size_t len, struct ferry_ref *out);
+FERRY_API int ferry_create(size_t len, void **buf, struct ferry_ref *out);
+FERRY_API int ferry_seal(const struct ferry_ref *ref);
+
+/* A read-only view of an object, pinned until ferry_release(). */
+struct ferry_view {
+	const void *data;
+	size_t len;
+	char error[256]; /* when get fails with the task's error: function, node, message */
+	uint64_t priv[4];
+};
+
+/* ferry_get() - wait up to @timeout_ms (< 0: forever) for @ref's object and view it. 0;
+ * -ETIMEDOUT; the task's -errno (the function's own, -EPIPE: its worker died, with the signal
+ * in @out->error; -ENOENT: no function of that name on the worker's node); -EOWNERDEAD (the
+ * object's owner died). */
+FERRY_API int ferry_get(const struct ferry_ref *ref, int64_t timeout_ms, struct ferry_view *out);
+FERRY_API void ferry_release(struct ferry_view *view);
+
+/* ferry_wait() - wait until @num_ready of @refs[0..@n) are ready (a value or an error) or
+ * @timeout_ms passes; @ready[i] says which. Returns how many are ready, or -errno. */
+FERRY_API int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready,
+			 int64_t timeout_ms, int *ready);
+
+/*
+ * Completion on the caller's loop. ferry_on_ready() queues @fn(@arg, ref, status) for when @ref
+ * is ready; the callbacks run in ferry_run_completions(), on the caller's thread, never on the
+ * runtime's. ferry_completion_fd() is an eventfd that is readable while callbacks wait: poll
+ * it with epoll or io_uring, then call ferry_run_completions() (returns how many ran).
+ */
+typedef void (*ferry_ready_fn)(void *arg, const struct ferry_ref *ref, int status);
+FERRY_API int ferry_on_ready(const struct ferry_ref *ref, ferry_ready_fn fn, void *arg);
+FERRY_API int ferry_completion_fd(void);
+FERRY_API int ferry_run_completions(void);
 
 #ifdef __cplusplus
 }
