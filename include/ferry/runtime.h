@@ -64,7 +64,6 @@ FERRY_API int ferry_register_function(const char *name, ferry_task_fn fn);
 	}                                                                     \
 	static int ferry__fn_##name(struct ferry_task_ctx *ctx)
 
-
 /*
  * ferry_register_worker_setup() / FERRY_WORKER_SETUP(name) { body } - a function run once in
  * each worker process when it loads the job's library, before its first task (multiprocessing's
@@ -97,10 +96,8 @@ FERRY_API int ferry_task_arg(const struct ferry_task_ctx *ctx, size_t i, const v
  * values). A return left unset holds zero bytes. 0, -EINVAL, -EEXIST (set twice), -ENOMEM,
  * -ENOSPC (the store is full). */
 FERRY_API size_t ferry_task_num_returns(const struct ferry_task_ctx *ctx);
-FERRY_API int ferry_task_return(struct ferry_task_ctx *ctx, size_t i, const void *data,
-				size_t len);
-FERRY_API int ferry_task_return_alloc(struct ferry_task_ctx *ctx, size_t i, size_t len,
-				      void **buf);
+FERRY_API int ferry_task_return(struct ferry_task_ctx *ctx, size_t i, const void *data, size_t len);
+FERRY_API int ferry_task_return_alloc(struct ferry_task_ctx *ctx, size_t i, size_t len, void **buf);
 
 /* ferry_task_error() - the message that the task's returns hold when it returns -errno (the
  * caller's ferry_get shows it with the function's name and node). @ctx NULL: the worker setup
