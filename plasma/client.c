@@ -389,8 +389,8 @@ static int notice_seal(struct ferry_plasma_client *c, const struct ferry_object_
 	struct ferry__fb_builder b = {0};
 	int built = ferry__wire_plasma_seal_build(&b, &m);
 
-	if (later)
-		return ferry__pc_send_later(c, FERRY__WIRE_MSG_PLASMA_SEAL, &b, built);
+	if (later || c->later_nonblock)
+		return ferry__pc_send_later(c, FERRY__WIRE_MSG_PLASMA_SEAL, &b, built, !later);
 	return ferry__pc_finish(c, NULL, FERRY__WIRE_MSG_PLASMA_SEAL, &b, built);
 }
 
@@ -462,11 +462,18 @@ int ferry__plasma_client_flush(struct ferry_plasma_client *c, bool wait)
 
 	if (!c)
 		return -EINVAL;
-	r = ferry__pc_flush(c);
+	r = ferry__pc_flush(c, !wait);
 	/* Any reply comes after the store handled every frame before its request. */
 	if (r == 0 && wait)
 		r = ferry_plasma_client_stats(c, &st);
 	return r;
+}
+
+void ferry__plasma_client_notices_nonblocking(struct ferry_plasma_client *c)
+{
+	pthread_mutex_lock(&c->send_lock);
+	c->later_nonblock = true;
+	pthread_mutex_unlock(&c->send_lock);
 }
 
 int ferry_plasma_client_seal(struct ferry_plasma_client *c, const struct ferry_object_id *id)

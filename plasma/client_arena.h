@@ -77,7 +77,17 @@ int ferry__plasma_client_seal_end(struct ferry_plasma_client *c, const struct fe
 				  uint32_t gen, bool later);
 
 /* ferry__plasma_client_flush() - send the notices held back; with @wait, also wait until the
- * store has handled them (a round trip). 0 or -errno. */
+ * store has handled them (a round trip). 0 or -errno; without @wait on a client whose notices
+ * never wait, -EAGAIN when the socket took only some (flush again later). */
 int ferry__plasma_client_flush(struct ferry_plasma_client *c, bool wait);
+
+/*
+ * ferry__plasma_client_notices_nonblocking() - from now on @c's seal notices never wait for
+ * the socket: a notice the socket cannot take now stays held (seal_end then returns 1, and the
+ * caller flushes again later). For a client on the thread that serves its store (the object
+ * manager on the node's loop): a blocking send there would wait for a read that only that
+ * thread can do. Requests (round trips) still wait; such a client makes none on that thread.
+ */
+void ferry__plasma_client_notices_nonblocking(struct ferry_plasma_client *c);
 
 #endif

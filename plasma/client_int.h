@@ -66,6 +66,8 @@ struct ferry_plasma_client {
 					     * frame or at ferry__plasma_client_flush() */
 	size_t later_len, later_cap;	    /* bytes held, buffer size */
 	unsigned later_count;		    /* notices held */
+	bool later_nonblock;		    /* notices never wait for the socket: the store
+					     * is served by the thread that sends them */
 	pthread_mutex_t io_lock;	    /* pending, next_seq, reading, io_error */
 	pthread_cond_t io_cond;		    /* a reply came, or the reader role is free */
 	struct ferry__pc_pending *pending;  /* requests waiting for replies */
@@ -104,15 +106,17 @@ int ferry__pc_finish(struct ferry_plasma_client *c, struct ferry__pc_pending *p,
 
 /*
  * Hold notice @b (@type; @built: its build result) back until the next frame or
- * ferry__pc_flush(), so that a burst of notices wakes the store once. The order of all frames
- * on the socket stays as sent. Returns 1 when it is the only notice held (the caller must see
- * to a flush), 0, or -errno. @b is finalised.
+ * ferry__pc_flush(), so that a burst of notices wakes the store once; with @now, send it (and
+ * those before it) at once. The order of all frames on the socket stays as sent. Returns 1
+ * when it is the only notice held, or when some could not go without waiting (later_nonblock:
+ * the caller must see to a flush), 0, or -errno. @b is finalised.
  */
 int ferry__pc_send_later(struct ferry_plasma_client *c, uint16_t type, struct ferry__fb_builder *b,
-			 int built);
+			 int built, bool now);
 
-/* Send the notices held back, if any. 0 or -errno. */
-int ferry__pc_flush(struct ferry_plasma_client *c);
+/* Send the notices held back, if any. 0 or -errno; with @try_only on a later_nonblock client,
+ * -EAGAIN when some are still held (the socket is full: flush again later). */
+int ferry__pc_flush(struct ferry_plasma_client *c, bool try_only);
 
 /* Tear down what client_io.c set up (parser; the fd is closed by the caller). */
 void ferry__pc_io_fini(struct ferry_plasma_client *c);

@@ -98,12 +98,46 @@ static int later_append(struct ferry_plasma_client *c, const uint8_t *p, size_t 
 	return 0;
 }
 
-/* Send the held-back notices (send_lock held). They are dropped on error too: the connection
- * is gone, and with it every notice's object (the store aborts a dead client's creates). */
-static int later_send(struct ferry_plasma_client *c)
+/* As much of @p as the socket takes now, without waiting: 0 (all of it), -EAGAIN (*@sent
+ * bytes went) or -errno. */
+static int write_now(int fd, const uint8_t *p, size_t len, size_t *sent)
 {
-	int r = c->later_len ? ferry__pc_write_all(c->fd, c->later, c->later_len) : 0;
+	*sent = 0;
+	while (*sent < len) {
+		ssize_t n = send(fd, p + *sent, len - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
 
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return -EAGAIN;
+		if (n < 0)
+			return errno == EPIPE ? -ECONNRESET : -errno;
+		*sent += (size_t)n;
+	}
+	return 0;
+}
+
+/* Send the held-back notices (send_lock held): all of them, or with @try_only on a client
+ * whose notices never wait (later_nonblock), what the socket takes now, the rest kept in order
+ * (-EAGAIN: flush again). Dropped on error: the connection is gone, and with it every notice's
+ * object (the store aborts a dead client's creates). */
+static int later_send(struct ferry_plasma_client *c, bool try_only)
+{
+	size_t sent = 0;
+	int r = 0;
+
+	if (!c->later_len)
+		return 0;
+	if (try_only && c->later_nonblock) {
+		r = write_now(c->fd, c->later, c->later_len, &sent);
+		if (r == -EAGAIN) {
+			memmove(c->later, c->later + sent, c->later_len - sent);
+			c->later_len -= sent;
+			return r;
+		}
+	} else {
+		r = ferry__pc_write_all(c->fd, c->later, c->later_len);
+	}
 	if (r < 0)
 		FLOG_WARN(comp, "client: %u seal notices not delivered: %s", c->later_count,
 			  ferry_strerror(r));
@@ -123,9 +157,9 @@ static int send_frame(struct ferry_plasma_client *c, uint16_t type, struct ferry
 	pthread_mutex_lock(&c->send_lock);
 	/* Notices held back go first, in the same write: the store sees every frame in order. */
 	if (c->later_len && later_append(c, frame, size) == 0) {
-		r = later_send(c);
+		r = later_send(c, false);
 	} else {
-		if ((r = later_send(c)) == 0)
+		if ((r = later_send(c, false)) == 0)
 			r = ferry__pc_write_all(c->fd, frame, size);
 	}
 	pthread_mutex_unlock(&c->send_lock);
@@ -137,7 +171,7 @@ static int send_frame(struct ferry_plasma_client *c, uint16_t type, struct ferry
 #define LATER_MAX 64
 
 int ferry__pc_send_later(struct ferry_plasma_client *c, uint16_t type, struct ferry__fb_builder *b,
-			 int built)
+			 int built, bool now)
 {
 	const uint8_t *frame;
 	size_t size;
@@ -147,22 +181,27 @@ int ferry__pc_send_later(struct ferry_plasma_client *c, uint16_t type, struct fe
 		r = ferry__frame_finish(b, type, &frame, &size);
 	if (r == 0) {
 		pthread_mutex_lock(&c->send_lock);
-		if (later_append(c, frame, size) == 0)
-			r = ++c->later_count >= LATER_MAX ? later_send(c) : c->later_count == 1;
-		else if ((r = later_send(c)) == 0) /* no room to hold it: now, after the others */
+		if (later_append(c, frame, size) == 0) {
+			r = ++c->later_count >= LATER_MAX || now ? later_send(c, true)
+								 : c->later_count == 1;
+			if (r == -EAGAIN) /* the store reads when our caller is back on its loop */
+				r = 1;
+		} else if ((r = later_send(c, false)) ==
+			   0) { /* no room to hold it: after the others */
 			r = ferry__pc_write_all(c->fd, frame, size);
+		}
 		pthread_mutex_unlock(&c->send_lock);
 	}
 	ferry__fb_builder_fini(b);
 	return r;
 }
 
-int ferry__pc_flush(struct ferry_plasma_client *c)
+int ferry__pc_flush(struct ferry_plasma_client *c, bool try_only)
 {
 	int r;
 
 	pthread_mutex_lock(&c->send_lock);
-	r = later_send(c);
+	r = later_send(c, try_only);
 	pthread_mutex_unlock(&c->send_lock);
 	return r;
 }

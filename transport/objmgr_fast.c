@@ -175,8 +175,11 @@ static void flush_notices(struct ferry__loop_timer *t, int status)
 {
 	struct ferry__objmgr *om = t->data;
 
-	(void)status; /* at loop destroy too: the store must still hear of the copies */
-	(void)ferry__plasma_client_flush(om->store, false);
+	/* At loop destroy too: the store must still hear of the copies. The socket full: the
+	 * store reads once this pass of the loop is over; try again then. */
+	if (ferry__plasma_client_flush(om->store, false) == -EAGAIN && status == 0)
+		(void)ferry__loop_timer_start(om->loop, &om->notices, om->opts.notice_hold_ms, 0,
+					      flush_notices);
 }
 
 /* A pass of the loop, waited for. */

@@ -165,6 +165,9 @@ static int connect_store(struct ferry__objmgr *om)
 			   ferry_strerror(-ret));
 		return ret;
 	}
+	/* In a node the store is served by our loop thread, which sends the seal notices: a
+	 * blocking send there would wait for a read only that thread can do. */
+	ferry__plasma_client_notices_nonblocking(om->store);
 	ret = ferry_plasma_client_stats(om->store, &st);
 	if (ret < 0)
 		return ret;

@@ -14,7 +14,11 @@
  *   bound, or a dead location the directory still lists, is so retried too); to BUSY_BACKOFF_MS
  *   only after -EBUSY (a source restoring the object from its spill says "ask again", and no
  *   event tells when it is done). A pull of one attempt (no wait) asks again after -EBUSY too,
- *   up to BUSY_MAX_TRIES times, and ends at its next other result.
+ *   up to BUSY_MAX_TRIES times, and ends at its next other result. The source answers at
+ *   once rather than holding the request until its restore ends, because an endpoint's
+ *   replies go in request order: a held request would stall every later pull on that
+ *   endpoint, of any object, behind a restore of up to a whole spill batch. One small
+ *   request per 10 ms per waiting pull is the price.
  * - An event that arrives while an attempt is running sets p->woken: the attempt may have
  *   looked the object up just before it was listed, so the pull goes again at once.
  * - It ends at the first success, at a result no retry can change (own store full, stopping),

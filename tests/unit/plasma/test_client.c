@@ -6,6 +6,8 @@
  * many threads on one client, and the allocation fault injector through connect/create/get.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "client_test.h"
@@ -360,6 +362,68 @@ FTEST(held_back_seal_notices_reach_the_store_in_order)
 		ftest_assert_ok(ferry__plasma_client_seal_end(c, &id, gen, false));
 	}
 	ftest_assert_int_eq(pthread_join(th, NULL), 0);
+	ferry_plasma_client_disconnect(other);
+	ferry_plasma_client_disconnect(c);
+	store_stop(&t);
+}
+
+/* Seals @n secondaries (ids from 1000) with their notices held back; done when all are. */
+struct sealer {
+	struct ferry_plasma_client *c;
+	uint32_t n;
+	atomic_int done;
+};
+
+static void *seal_all(void *arg)
+{
+	struct sealer *s = arg;
+
+	for (uint32_t n = 0; n < s->n; n++) {
+		struct ferry_object_id id = oid(1000 + n);
+		uint32_t gen;
+
+		if (ferry__plasma_client_seal_begin(s->c, &id, &gen) == 1)
+			(void)ferry__plasma_client_seal_end(s->c, &id, gen, true);
+	}
+	atomic_store(&s->done, 1);
+	return NULL;
+}
+
+/* The object manager's client sends seal notices from the node's loop thread, which also
+ * serves the store: a notice must never wait for a socket only that thread drains. With the
+ * store stopped and the socket's buffer small, every seal still returns; the notices the
+ * socket did not take stay held, in order, and reach the store at the next flushes. */
+FTEST(seal_notices_never_wait_for_a_store_that_does_not_read)
+{
+	struct test_store t;
+	struct ferry_plasma_client *c, *other;
+	struct sealer s = {.n = 1500};
+	int small = 4096, r, done;
+	uint64_t freed;
+	pthread_t th;
+
+	store_spawn(&t, opts(64 * MIB));
+	c = client_connect(&t);
+	other = client_connect(&t);
+	ferry__plasma_client_notices_nonblocking(c);
+	ftest_assert_int_eq(setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	for (uint32_t n = 0; n < s.n; n++)
+		put_secondary(c, 1000 + n, 100, false);
+	s.c = c;
+	ftest_assert_int_eq(kill(t.pid, SIGSTOP), 0);
+	ftest_assert_int_eq(pthread_create(&th, NULL, seal_all, &s), 0);
+	for (int ms = 0; ms < 10000 && !atomic_load(&s.done); ms++)
+		usleep(1000);
+	done = atomic_load(&s.done);
+	ftest_assert_int_eq(kill(t.pid, SIGCONT), 0);
+	ftest_assert_int_eq(pthread_join(th, NULL), 0);
+	ftest_assert_true(done);	       /* else a seal waited for the stopped store */
+	ftest_assert_uint_gt(c->later_len, 0); /* the socket really was full */
+	while ((r = ferry__plasma_client_flush(c, false)) == -EAGAIN)
+		usleep(1000);
+	ftest_assert_ok(r);
+	ftest_assert_ok(ferry__plasma_client_flush(c, true));
+	ftest_assert_int_eq(ferry_plasma_client_evict(other, 64 * MIB, &freed), (int)s.n);
 	ferry_plasma_client_disconnect(other);
 	ferry_plasma_client_disconnect(c);
 	store_stop(&t);
