@@ -276,6 +276,8 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		ret = start_objmgr(node);
 	if (ret == 0)
 		ret = ferry__node_register(node);
+	if (ret == 0)
+		ret = ferry__node_rt_start(node);
 	if (ret < 0) {
 		ferry__node_stop(node); /* undoes what started: each part is NULL/0 otherwise */
 		return ret;
@@ -312,6 +314,7 @@ void ferry__node_stop(struct ferry__node *node)
 
 	if (!node)
 		return;
+	ferry__node_rt_shutdown(node); /* its workers' deaths still reach the GCS */
 	ferry__node_dir_drain(node);
 	ferry__objmgr_stop(node->om);
 	if (node->loop)
@@ -321,6 +324,7 @@ void ferry__node_stop(struct ferry__node *node)
 	node->om = NULL;
 	pthread_mutex_unlock(&node->lock);
 	ferry__objmgr_destroy(om);
+	ferry__node_rt_free(node);
 	ferry__plasma_server_destroy(node->store);
 	while ((it = node->queue)) {
 		node->queue = it->next;
