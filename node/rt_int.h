@@ -27,6 +27,8 @@ struct rt_worker;
 
 /* Connections at once on the runtime socket; a new one past it is closed (logged). */
 #define RT_MAX_PEERS 1024u
+/* Connections at once that have not sent RuntimeConnect yet (the oldest makes room). */
+#define RT_MAX_CONNECTING 64u
 /* Unsent bytes to one peer before its requests wait (conn.h's backpressure). */
 #define RT_MAX_QUEUED_BYTES (1u << 20)
 /* A connection must send RuntimeConnect within this, a started worker connect within this. */

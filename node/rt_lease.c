@@ -249,7 +249,7 @@ void ferry__rt_lease_serve(struct ferry__node_rt *rt)
 void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q)
 {
 	struct ferry__node_rt *rt = p->rt;
-	struct rt_req *req;
+	struct rt_req *req = NULL;
 	char why[192];
 	int status = 0;
 

@@ -111,6 +111,10 @@ int ferry__rt_pool_start(struct ferry__node_rt *rt)
 		return r;
 	rt->num_workers = o->num_workers < 0 ? 0 : o->num_workers ? (uint32_t)o->num_workers : ncpu;
 	rt->max_workers = o->max_workers ? o->max_workers : 4 * ncpu;
+	rt->num_workers = rt->num_workers < FERRY__NODE_MAX_WORKERS ? rt->num_workers
+								    : FERRY__NODE_MAX_WORKERS;
+	rt->max_workers = rt->max_workers < FERRY__NODE_MAX_WORKERS ? rt->max_workers
+								    : FERRY__NODE_MAX_WORKERS;
 	if (rt->max_workers < rt->num_workers)
 		rt->max_workers = rt->num_workers;
 	if (rt->max_workers < 1)
@@ -172,6 +176,8 @@ static int spawn_process(struct rt_worker *w, pid_t *pid)
 	if (!env)
 		return -ENOMEM;
 	sigfillset(&all);
+	sigdelset(&all, SIGKILL);
+	sigdelset(&all, SIGSTOP);
 	sigemptyset(&none);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&attr);
@@ -366,6 +372,8 @@ static void describe(const siginfo_t *si, int *term_signal, int *exit_status, ch
 	if (si->si_code == CLD_EXITED) {
 		*exit_status = si->si_status;
 		snprintf(out, size, "exited with status %d", si->si_status);
+	} else if (si->si_code != CLD_KILLED && si->si_code != CLD_DUMPED) {
+		snprintf(out, size, "ended (its status was collected elsewhere)");
 	} else {
 		const char *abbrev = sigabbrev_np(si->si_status);
 
@@ -435,11 +443,15 @@ static void on_death(struct ferry__loop_req *req, int result)
 {
 	struct rt_worker *w = req->data;
 	siginfo_t si = {0};
+	int r;
 
 	if (result == -ECANCELED)
 		return; /* the loop is being destroyed: ferry__node_rt_free() kills and reaps */
-	if (result >= 0 && waitid(P_PIDFD, (id_t)w->pidfd, &si, WEXITED | WNOHANG) == 0 &&
-	    si.si_pid) {
+	r = result < 0 ? 0 : waitid(P_PIDFD, (id_t)w->pidfd, &si, WEXITED | WNOHANG);
+	/* ECHILD: an embedding program reaped it (SIGCHLD ignored, or a waitpid(-1)). */
+	if (result >= 0 && ((r == 0 && si.si_pid) || (r < 0 && errno == ECHILD))) {
+		if (r < 0)
+			memset(&si, 0, sizeof(si));
 		close(w->pidfd);
 		w->pidfd = -1;
 		reaped(w, &si);

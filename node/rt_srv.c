@@ -16,7 +16,8 @@
  *   started, with the ID and the random secret the node put in its environment. A refusal is
  *   answered (RuntimeConnectReply with status and reason), logged, and the connection closed
  *   once that reply is out (or after a second).
- * - Bounds: at most RT_MAX_PEERS connections (a new one past it is closed); each may queue
+ * - Bounds: at most RT_MAX_PEERS connections (a new one past it is closed), RT_MAX_CONNECTING of
+ *   them before their RuntimeConnect (a new one closes the oldest of those); each may queue
  *   RT_MAX_QUEUED_BYTES unsent before its requests wait (conn.h backpressure), and a peer that
  *   never reads is closed after the conn's stall timeout; at most RT_MAX_QUEUED_REQUESTS lease
  *   requests wait per node.
@@ -26,6 +27,7 @@
  *   are reaped. The state is freed after the loop is destroyed (ferry__node_rt_free).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +70,8 @@ static int send_built(struct rt_peer *p, uint16_t type, int built)
 	if (r == 0)
 		r = ferry__conn_send(p->conn, type, ferry__fb_builder_data(fb),
 				     ferry__fb_builder_size(fb));
-	if (r < 0) {
+	/* -ENOTCONN: the connection is closing already (its on_close cleans up). */
+	if (r < 0 && r != -ENOTCONN) {
 		FLOG_ERROR(COMP, "runtime: cannot send %s to pid %d: %s",
 			   ferry__wire_message_name(type), p->pid, ferry_strerror(r));
 		ferry__rt_peer_close(p, NULL);
@@ -210,13 +213,12 @@ static void handle_connect(struct rt_peer *p, const struct ferry__rt_connect *c)
 
 	p->kind = c->kind;
 	p->id = c->id;
-	if (c->protocol_version != FERRY_WIRE_PROTOCOL_VERSION) {
+	r = check_cred(p, c, why, sizeof(why)); /* first: the log lines then name the pid */
+	if (r == 0 && c->protocol_version != FERRY_WIRE_PROTOCOL_VERSION) {
 		snprintf(why, sizeof(why), "protocol version %u, the node speaks %u",
 			 c->protocol_version, FERRY_WIRE_PROTOCOL_VERSION);
-		refuse(p, -EPROTO, why);
-		return;
+		r = -EPROTO;
 	}
-	r = check_cred(p, c, why, sizeof(why));
 	if (r == 0 && c->kind == FERRY__WIRE_PEER_KIND_WORKER)
 		r = check_worker(p, c, why, sizeof(why));
 	if (r < 0) {
@@ -263,12 +265,12 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 		return;
 	r = ferry__rt_decode(type, payload, len, &m, why, sizeof(why));
 	if (!p->connected) {
-		if (r == 0 && type == FERRY__WIRE_MSG_RUNTIME_CONNECT)
-			handle_connect(p, &m.connect);
-		else if (r == -EPROTO && type != FERRY__WIRE_MSG_RUNTIME_CONNECT)
+		if (type != FERRY__WIRE_MSG_RUNTIME_CONNECT)
 			refuse(p, -EPROTO, "the first frame is not RuntimeConnect");
+		else if (r < 0)
+			refuse(p, r, why);
 		else
-			refuse(p, r < 0 ? r : -EPROTO, why);
+			handle_connect(p, &m.connect);
 		return;
 	}
 	/* A request with a bad field is answered; anything malformed ends the connection. */
@@ -308,6 +310,24 @@ static void on_close(struct ferry__conn *conn, int err)
 	ferry__rt_lease_serve(rt);
 }
 
+/* At most RT_MAX_CONNECTING connections wait for their RuntimeConnect: a new one past it closes
+ * the oldest, so that a flood of silent connections cannot lock drivers and workers out. */
+static void make_room(struct ferry__node_rt *rt)
+{
+	struct rt_peer *oldest = NULL;
+	unsigned n = 0;
+
+	for (struct rt_peer *p = rt->peers; p; p = p->next) {
+		if (p->conn && !p->connected && !p->refused_ms) {
+			n++;
+			oldest = p; /* the list is newest first */
+		}
+	}
+	if (n >= RT_MAX_CONNECTING && oldest)
+		ferry__rt_peer_close(oldest, "too many connections without RuntimeConnect; the "
+					     "oldest");
+}
+
 static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
 		      const void *handshake, size_t len)
 {
@@ -323,6 +343,7 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 		ferry__conn_close(conn);
 		return;
 	}
+	make_room(rt);
 	p = ferry__calloc(1, sizeof(*p));
 	if (!p) {
 		FLOG_ERROR(COMP, "runtime: no memory for a new connection");
@@ -379,7 +400,6 @@ static int listen_runtime(struct ferry__node_rt *rt)
 		.on_accept = on_accept,
 		.data = rt,
 		.server_kind = FERRY__WIRE_PEER_KIND_NODE,
-		.handshake_max_bytes = FERRY__RT_CONNECT_MAX_BYTES,
 		.flags = FERRY_CONN_SERVER_NO_HANDSHAKE,
 	};
 	int r;

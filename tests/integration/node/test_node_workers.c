@@ -616,3 +616,23 @@ FTEST(idle_workers_above_the_prestarted_end)
 	close(fd);
 	fx_stop(&f);
 }
+
+FTEST(silent_connections_cannot_lock_others_out)
+{
+	struct fx f;
+	struct rtp_frame fr;
+	int silent[80], fd;
+
+	fx_start(&f, -1, 1, "1");
+	for (int i = 0; i < 80; i++) {
+		silent[i] = rtp_connect(ferry__node_runtime_socket(f.node));
+		ftest_assert_int_ge(silent[i], 0);
+	}
+	/* Past 64 waiting for their RuntimeConnect, the oldest were closed to make room. */
+	ftest_assert_errno(rtp_recv(silent[0], &fr, WAIT_MS), -ECONNRESET);
+	fd = driver_connect(&f);
+	close(fd);
+	for (int i = 0; i < 80; i++)
+		close(silent[i]);
+	fx_stop(&f);
+}
