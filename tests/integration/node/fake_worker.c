@@ -107,8 +107,13 @@ static void serve_owner(int fd)
 			struct ferry__wire_push_task_reply r = {
 				.task_id = ferry__wire_push_task_task_id(v)};
 
-			if (fn && !strncmp(fn, "exit:", 5))
-				exit(atoi(fn + 5));
+			if (fn && !strncmp(fn, "exit:", 5)) {
+				int status = atoi(fn + 5);
+
+				rtp_frame_free(&f); /* nothing left for a leak checker */
+				ferry__fb_builder_fini(&fb);
+				exit(status);
+			}
 			(void)rtp_send(fd, &fb, FERRY__WIRE_MSG_PUSH_TASK_REPLY,
 				       ferry__wire_push_task_reply_build(&fb, &r));
 		}
