@@ -149,12 +149,12 @@ int main(int argc, char **argv)
 	transports = ferry__objmgr_transports(ferry__node_objmgr(node));
 	device = ferry__objmgr_rdma_device(ferry__node_objmgr(node));
 	printf("ferry-node ready id=%s address=%s socket=%s transport=%s%s%s%s%s%s runtime=%s\n",
-	       hex,
-	       ferry__node_address(node), ferry__node_socket(node),
+	       hex, ferry__node_address(node), ferry__node_socket(node),
 	       opts.transport == FERRY__NODE_TRANSPORT_AUTO ? "auto:" : "",
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? "rdma(" : "", device ? device : "",
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? ")+" : "", "tcp",
-	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "", ferry__node_runtime_socket(node));
+	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "",
+	       ferry__node_runtime_socket(node));
 	fflush(stdout);
 	pthread_kill(watch, SIGUSR1);
 	pthread_join(watch, NULL);

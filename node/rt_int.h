@@ -43,29 +43,29 @@ struct rt_worker;
 
 /* A connection on the runtime socket: a driver, or a worker (the node's own). */
 struct rt_peer {
-	struct ferry__node_rt *rt;  /* owner */
-	struct ferry__conn *conn;   /* NULL once closed */
-	bool connected;		    /* its RuntimeConnect was accepted */
-	uint8_t kind;		    /* FERRY__WIRE_PEER_KIND_DRIVER / _WORKER */
-	struct ferry_worker_id id;  /* its ID */
-	int pid;		    /* its process (SO_PEERCRED) */
-	struct rt_worker *worker;   /* kind Worker: the pool's record of it */
-	uint64_t accepted_ms;	    /* when accepted (the connect deadline) */
-	uint64_t refused_ms;	    /* its RuntimeConnect was refused then: closing; 0: not */
+	struct ferry__node_rt *rt;   /* owner */
+	struct ferry__conn *conn;    /* NULL once closed */
+	bool connected;		     /* its RuntimeConnect was accepted */
+	uint8_t kind;		     /* FERRY__WIRE_PEER_KIND_DRIVER / _WORKER */
+	struct ferry_worker_id id;   /* its ID */
+	int pid;		     /* its process (SO_PEERCRED) */
+	struct rt_worker *worker;    /* kind Worker: the pool's record of it */
+	uint64_t accepted_ms;	     /* when accepted (the connect deadline) */
+	uint64_t refused_ms;	     /* its RuntimeConnect was refused then: closing; 0: not */
 	struct rt_peer *prev, *next; /* rt->peers */
 };
 
 /* A queued lease request (one allocation: the struct, resources, code path, hash). */
 struct rt_req {
-	struct rt_peer *owner;	    /* who asked; NULL once its connection closed */
-	uint64_t request_id;	    /* echoed */
-	struct ferry_job_id job;    /* the job */
-	char *code_path;	    /* or NULL */
-	uint8_t *code_hash;	    /* or NULL */
-	size_t code_hash_len;	    /* its bytes */
-	uint32_t nres;		    /* entries in res */
-	struct ferry__res *res;	    /* what it takes from the node's available set */
-	struct rt_req *next;	    /* queue */
+	struct rt_peer *owner;	 /* who asked; NULL once its connection closed */
+	uint64_t request_id;	 /* echoed */
+	struct ferry_job_id job; /* the job */
+	char *code_path;	 /* or NULL */
+	uint8_t *code_hash;	 /* or NULL */
+	size_t code_hash_len;	 /* its bytes */
+	uint32_t nres;		 /* entries in res */
+	struct ferry__res *res;	 /* what it takes from the node's available set */
+	struct rt_req *next;	 /* queue */
 };
 
 enum rt_wstate {
@@ -77,54 +77,54 @@ enum rt_wstate {
 
 /* A worker process the node started. */
 struct rt_worker {
-	struct ferry__node_rt *rt;		  /* owner */
-	struct ferry_worker_id id;		  /* FERRY_WORKER_ID */
+	struct ferry__node_rt *rt;		/* owner */
+	struct ferry_worker_id id;		/* FERRY_WORKER_ID */
 	uint8_t secret[FERRY__RT_SECRET_BYTES]; /* FERRY_WORKER_SECRET */
-	pid_t pid;				  /* the process */
-	int pidfd;				  /* polled for its death; -1 once reaped */
-	struct ferry__loop_req death;		  /* POLLIN on pidfd */
-	enum rt_wstate state;			  /* see the enum */
-	int signal_sent;			  /* 0, SIGTERM or SIGKILL: the node ends it */
-	int exit_if_killed;			  /* enum ferry_gcs_exit when the node ended it */
-	uint64_t signal_ms;			  /* when the signal was sent */
-	bool registered;			  /* recorded in the GCS workers table */
-	bool has_job;				  /* assigned: serves job only */
-	struct ferry_job_id job;		  /* its job */
-	struct rt_peer *peer;			  /* its connection to the node, or NULL */
-	char listen_path[FERRY__RT_PATH_MAX];	  /* where owners push tasks */
-	uint64_t started_ms;			  /* spawned */
-	uint64_t idle_ms;			  /* idle since */
-	struct rt_req *req;			  /* ASSIGNING / LEASED: the request served */
-	struct rt_peer *lease_owner;		  /* LEASED: the owner */
-	uint64_t lease_id;			  /* LEASED: the lease */
-	struct rt_worker *prev, *next;		  /* rt->workers */
+	pid_t pid;				/* the process */
+	int pidfd;				/* polled for its death; -1 once reaped */
+	struct ferry__loop_req death;		/* POLLIN on pidfd */
+	enum rt_wstate state;			/* see the enum */
+	int signal_sent;			/* 0, SIGTERM or SIGKILL: the node ends it */
+	int exit_if_killed;			/* enum ferry_gcs_exit when the node ended it */
+	uint64_t signal_ms;			/* when the signal was sent */
+	bool registered;			/* recorded in the GCS workers table */
+	bool has_job;				/* assigned: serves job only */
+	struct ferry_job_id job;		/* its job */
+	struct rt_peer *peer;			/* its connection to the node, or NULL */
+	char listen_path[FERRY__RT_PATH_MAX];	/* where owners push tasks */
+	uint64_t started_ms;			/* spawned */
+	uint64_t idle_ms;			/* idle since */
+	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
+	struct rt_peer *lease_owner;		/* LEASED: the owner */
+	uint64_t lease_id;			/* LEASED: the lease */
+	struct rt_worker *prev, *next;		/* rt->workers */
 };
 
 struct ferry__node_rt {
-	struct ferry__node *node;	     /* owner */
-	struct ferry__loop *loop;	     /* the node's */
-	char path[FERRY__RT_PATH_MAX];	     /* the runtime socket */
-	struct ferry__conn_server *server;   /* listening; NULL once closed */
-	char exe[PATH_MAX];		     /* ferry-worker to start; "" if none found */
-	uint32_t num_workers;		     /* prestarted */
-	uint32_t max_workers;		     /* at most */
-	uint32_t idle_ms;		     /* reap idle workers above num_workers after */
-	struct rt_worker *workers;	     /* every process not reaped yet */
-	uint32_t nworkers;		     /* in the list */
-	struct rt_peer *peers;		     /* every connection */
-	uint32_t npeers;		     /* in the list */
-	struct rt_req *queue, *queue_tail;   /* waiting lease requests, FIFO */
-	uint32_t queued;		     /* in the queue */
-	struct ferry__res_set avail;	     /* free now (taken by leases) */
-	uint64_t next_lease_id;		     /* the last lease handed out */
-	uint64_t respawn_after_ms;	     /* no start before (RT_RESPAWN_HOLD_MS) */
-	struct ferry__loop_timer tick;	     /* deadlines, reaping, stop's escalation */
-	struct ferry__fb_builder fb;	     /* replies */
-	bool stopping;			     /* no new workers or leases */
-	bool serving;			     /* in serve_queue (no re-entry) */
-	bool listening;			     /* the socket file is ours to remove */
-	uint32_t alive;			     /* workers not reaped; under node->lock (stop) */
-	pthread_cond_t reaped;		     /* alive went down (with node->lock) */
+	struct ferry__node *node;	   /* owner */
+	struct ferry__loop *loop;	   /* the node's */
+	char path[FERRY__RT_PATH_MAX];	   /* the runtime socket */
+	struct ferry__conn_server *server; /* listening; NULL once closed */
+	char exe[PATH_MAX];		   /* ferry-worker to start; "" if none found */
+	uint32_t num_workers;		   /* prestarted */
+	uint32_t max_workers;		   /* at most */
+	uint32_t idle_ms;		   /* reap idle workers above num_workers after */
+	struct rt_worker *workers;	   /* every process not reaped yet */
+	uint32_t nworkers;		   /* in the list */
+	struct rt_peer *peers;		   /* every connection */
+	uint32_t npeers;		   /* in the list */
+	struct rt_req *queue, *queue_tail; /* waiting lease requests, FIFO */
+	uint32_t queued;		   /* in the queue */
+	struct ferry__res_set avail;	   /* free now (taken by leases) */
+	uint64_t next_lease_id;		   /* the last lease handed out */
+	uint64_t respawn_after_ms;	   /* no start before (RT_RESPAWN_HOLD_MS) */
+	struct ferry__loop_timer tick;	   /* deadlines, reaping, stop's escalation */
+	struct ferry__fb_builder fb;	   /* replies */
+	bool stopping;			   /* no new workers or leases */
+	bool serving;			   /* in serve_queue (no re-entry) */
+	bool listening;			   /* the socket file is ours to remove */
+	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
+	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
 };
 
 /* rt_srv.c */

@@ -34,7 +34,8 @@ static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_re
 {
 	size_t path_len = q->code_path ? strlen(q->code_path) + 1 : 0;
 	size_t res_bytes = q->nres * sizeof(struct ferry__res);
-	struct rt_req *req = ferry__calloc(1, sizeof(*req) + res_bytes + q->code_hash_len + path_len);
+	struct rt_req *req =
+		ferry__calloc(1, sizeof(*req) + res_bytes + q->code_hash_len + path_len);
 	uint8_t *tail;
 
 	if (!req)

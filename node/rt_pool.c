@@ -54,16 +54,16 @@ static void find_default(char *out, size_t size)
 	if (n > 0) {
 		self[n] = '\0';
 		slash = strrchr(self, '/');
-		if (slash && snprintf(out, size, "%.*s/%s", (int)(slash - self), self,
-				      WORKER_EXE) < (int)size &&
+		if (slash &&
+		    snprintf(out, size, "%.*s/%s", (int)(slash - self), self, WORKER_EXE) <
+			    (int)size &&
 		    executable(out))
 			return;
 	}
 	while (path && *path) {
 		size_t len = strcspn(path, ":");
 
-		if (len && snprintf(out, size, "%.*s/%s", (int)len, path, WORKER_EXE) <
-				   (int)size &&
+		if (len && snprintf(out, size, "%.*s/%s", (int)len, path, WORKER_EXE) < (int)size &&
 		    executable(out))
 			return;
 		path += len + (path[len] == ':');
@@ -92,8 +92,9 @@ static int find_exe(struct ferry__node_rt *rt)
 	}
 	find_default(rt->exe, sizeof(rt->exe));
 	if (!rt->exe[0])
-		FLOG_INFO(COMP, "runtime: no %s beside this program or in PATH: no workers, "
-				"lease requests fail",
+		FLOG_INFO(COMP,
+			  "runtime: no %s beside this program or in PATH: no workers, "
+			  "lease requests fail",
 			  WORKER_EXE);
 	return 0;
 }
@@ -102,9 +103,10 @@ int ferry__rt_pool_start(struct ferry__node_rt *rt)
 {
 	const struct ferry__node_opts *o = &rt->node->opts;
 	int64_t cpus = ferry__res_set_get(&rt->node->total, "CPU");
-	uint32_t ncpu = cpus > 0 ? (uint32_t)((cpus + FERRY_GCS_RESOURCE_UNIT - 1) /
-					       FERRY_GCS_RESOURCE_UNIT)
-				 : 1;
+	uint32_t ncpu =
+		cpus > 0
+			? (uint32_t)((cpus + FERRY_GCS_RESOURCE_UNIT - 1) / FERRY_GCS_RESOURCE_UNIT)
+			: 1;
 	int r = find_exe(rt);
 
 	if (r < 0)
@@ -295,6 +297,9 @@ struct rt_worker *ferry__rt_pool_find(struct ferry__node_rt *rt, const struct fe
 
 /* ---- the GCS record ---- */
 
+/* The callbacks' argument: which call it was, for the log. */
+static char gcs_add[] = "add", gcs_dead[] = "dead";
+
 static void on_gcs_reply(void *arg, int status, void *result)
 {
 	const char *what = arg;
@@ -329,7 +334,7 @@ void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const cha
 	info.address = w->listen_path;
 	info.state = FERRY_GCS_WORKER_ALIVE;
 	info.start_ms = wall_ms();
-	r = ferry_gcs_worker_add_async(node->gcs, &info, on_gcs_reply, "add");
+	r = ferry_gcs_worker_add_async(node->gcs, &info, on_gcs_reply, gcs_add);
 	w->registered = r == 0;
 	if (r < 0)
 		FLOG_WARN(COMP, "runtime: worker %d not recorded in the GCS: %s", (int)w->pid,
@@ -345,8 +350,8 @@ void ferry__rt_pool_signal(struct rt_worker *w, int sig, int exit_type, const ch
 	if (w->pidfd < 0 || w->signal_sent == SIGKILL)
 		return;
 	if (why)
-		FLOG_INFO(COMP, "runtime: ending worker %d (%s): %s", (int)w->pid, sigabbrev_np(sig),
-			  why);
+		FLOG_INFO(COMP, "runtime: ending worker %d (%s): %s", (int)w->pid,
+			  sigabbrev_np(sig), why);
 	if (!w->signal_sent) {
 		w->exit_if_killed = exit_type;
 		w->signal_ms = ferry__loop_now_ms();
@@ -420,10 +425,10 @@ static void reaped(struct rt_worker *w, const siginfo_t *si)
 	if (w->registered) {
 		r = ferry_gcs_worker_dead_async(rt->node->gcs, &w->id,
 						exit_type(w, term_signal, exit_status), how,
-						on_gcs_reply, "dead");
+						on_gcs_reply, gcs_dead);
 		if (r < 0 && r != -ECANCELED)
-			FLOG_WARN(COMP, "runtime: worker %d's death not recorded: %s",
-				  (int)w->pid, ferry_strerror(r));
+			FLOG_WARN(COMP, "runtime: worker %d's death not recorded: %s", (int)w->pid,
+				  ferry_strerror(r));
 	} else if (!w->signal_sent && !rt->stopping) {
 		/* Ended before it connected: hold the next start back (a broken executable). */
 		rt->respawn_after_ms = ferry__loop_now_ms() + RT_RESPAWN_HOLD_MS;

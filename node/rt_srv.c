@@ -156,8 +156,7 @@ static void refuse(struct rt_peer *p, int status, const char *why)
 }
 
 /* The peer's credentials: its uid must be the node's (or root), its pid the one it names. */
-static int check_cred(struct rt_peer *p, const struct ferry__rt_connect *c, char *why,
-		      size_t size)
+static int check_cred(struct rt_peer *p, const struct ferry__rt_connect *c, char *why, size_t size)
 {
 	struct ferry__conn_cred cred;
 	int r = ferry__conn_peer_cred(p->conn, &cred);
@@ -190,8 +189,8 @@ static int check_worker(struct rt_peer *p, const struct ferry__rt_connect *c, ch
 		snprintf(why, size, "worker id is not one this node started");
 		return -EACCES;
 	}
-	if (!c->secret || !ferry__wire_bytes_equal(c->secret, c->secret_len, w->secret,
-						   sizeof(w->secret))) {
+	if (!c->secret ||
+	    !ferry__wire_bytes_equal(c->secret, c->secret_len, w->secret, sizeof(w->secret))) {
 		snprintf(why, size, "worker %d: wrong secret", (int)w->pid);
 		return -EACCES;
 	}
@@ -338,8 +337,10 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 	(void)len;
 	if (rt->npeers >= RT_MAX_PEERS || rt->stopping) {
 		if (!rt->stopping)
-			FLOG_WARN(COMP, "runtime: %u connections, the most the node takes: "
-					"closing a new one", rt->npeers);
+			FLOG_WARN(COMP,
+				  "runtime: %u connections, the most the node takes: "
+				  "closing a new one",
+				  rt->npeers);
 		ferry__conn_close(conn);
 		return;
 	}

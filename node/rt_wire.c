@@ -45,10 +45,10 @@ static int check_string(const char *s, uint32_t len, size_t max, const char *wha
 	return 0;
 }
 
-static int decode_connect(const void *payload, struct ferry__rt_connect *c, char *why,
-			  size_t size)
+static int decode_connect(const void *payload, struct ferry__rt_connect *c, char *why, size_t size)
 {
-	struct ferry__wire_runtime_connect_view v = ferry__wire_runtime_connect_root_verified(payload);
+	struct ferry__wire_runtime_connect_view v =
+		ferry__wire_runtime_connect_root_verified(payload);
 	struct ferry__wire_unique_id id = ferry__wire_runtime_connect_id(v);
 	struct ferry__wire_unique_id job = ferry__wire_runtime_connect_job(v);
 	int r;
@@ -103,7 +103,7 @@ static int decode_resource(struct ferry__wire_runtime_resource_view rv, struct f
 	if (!isfinite(amount) || amount < 0 || scaled >= (double)FERRY__RES_AMOUNT_MAX)
 		return fail(why, size, -EINVAL, "resource %s: amount %g", name, amount);
 	snprintf(out->name, sizeof(out->name), "%s", name);
-	out->amount = (int64_t)llround(scaled);
+	out->amount = (int64_t)(scaled + 0.5); /* >= 0: rounds to nearest, without libm */
 	return 0;
 }
 
@@ -117,15 +117,14 @@ static int decode_resources(struct ferry__wire_lease_request_view v,
 			    FERRY__RT_REQ_RES_MAX);
 	for (uint32_t i = 0; i < n; i++) {
 		struct ferry__res *r = &q->res[q->nres];
-		int ret = decode_resource(ferry__wire_lease_request_resources_at(v, i), r, why,
-					  size);
+		int ret =
+			decode_resource(ferry__wire_lease_request_resources_at(v, i), r, why, size);
 
 		if (ret < 0)
 			return ret;
 		for (uint32_t j = 0; j < q->nres; j++)
 			if (!strcmp(q->res[j].name, r->name))
-				return fail(why, size, -EINVAL, "resource %s named twice",
-					    r->name);
+				return fail(why, size, -EINVAL, "resource %s named twice", r->name);
 		if (r->amount > 0) /* zero asks for nothing: dropped */
 			q->nres++;
 	}

@@ -32,24 +32,24 @@
 
 /* RuntimeConnect. Pointers point into the payload (valid while it is). */
 struct ferry__rt_connect {
-	uint32_t protocol_version;  /* must be FERRY_WIRE_PROTOCOL_VERSION (checked by the caller) */
-	uint8_t kind;		    /* FERRY__WIRE_PEER_KIND_DRIVER or _WORKER */
-	struct ferry_worker_id id;  /* the driver's or worker's ID (not nil) */
-	const uint8_t *secret;	    /* workers: their secret; NULL: none */
-	size_t secret_len;	    /* its bytes, <= FERRY__RT_SECRET_BYTES */
-	int32_t pid;		    /* its pid as it says */
-	struct ferry_job_id job;    /* drivers: their job (not nil) */
-	const char *listen_path;    /* workers: the socket they serve (NUL-terminated); else NULL */
+	uint32_t protocol_version; /* must be FERRY_WIRE_PROTOCOL_VERSION (checked by the caller) */
+	uint8_t kind;		   /* FERRY__WIRE_PEER_KIND_DRIVER or _WORKER */
+	struct ferry_worker_id id; /* the driver's or worker's ID (not nil) */
+	const uint8_t *secret;	   /* workers: their secret; NULL: none */
+	size_t secret_len;	   /* its bytes, <= FERRY__RT_SECRET_BYTES */
+	int32_t pid;		   /* its pid as it says */
+	struct ferry_job_id job;   /* drivers: their job (not nil) */
+	const char *listen_path;   /* workers: the socket they serve (NUL-terminated); else NULL */
 };
 
 /* LeaseRequest. Amounts are in 1/FERRY_GCS_RESOURCE_UNIT, names unique, each > 0. */
 struct ferry__rt_lease_request {
-	uint64_t request_id;			   /* echoed in the LeaseGrant */
-	struct ferry_job_id job;		   /* not nil */
-	const char *code_path;			   /* NUL-terminated, 1..4095 bytes; or NULL */
-	const uint8_t *code_hash;		   /* NULL: none */
-	size_t code_hash_len;			   /* <= FERRY__RT_CODE_HASH_MAX */
-	uint32_t nres;				   /* entries in res */
+	uint64_t request_id;			      /* echoed in the LeaseGrant */
+	struct ferry_job_id job;		      /* not nil */
+	const char *code_path;			      /* NUL-terminated, 1..4095 bytes; or NULL */
+	const uint8_t *code_hash;		      /* NULL: none */
+	size_t code_hash_len;			      /* <= FERRY__RT_CODE_HASH_MAX */
+	uint32_t nres;				      /* entries in res */
 	struct ferry__res res[FERRY__RT_REQ_RES_MAX]; /* the resources asked for */
 };
 
@@ -64,9 +64,9 @@ struct ferry__rt_assign_reply {
 struct ferry__rt_msg {
 	uint16_t type; /* FERRY__WIRE_MSG_* */
 	union {
-		struct ferry__rt_connect connect;	   /* RUNTIME_CONNECT */
-		struct ferry__rt_lease_request lease;	   /* LEASE_REQUEST */
-		uint64_t lease_id;			   /* LEASE_RETURN */
+		struct ferry__rt_connect connect;	    /* RUNTIME_CONNECT */
+		struct ferry__rt_lease_request lease;	    /* LEASE_REQUEST */
+		uint64_t lease_id;			    /* LEASE_RETURN */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
 	};
 };

@@ -122,9 +122,12 @@ int fuzz_make_corpus(const char *dir)
 	struct ferry__wire_runtime_connect c = {.protocol_version = FERRY_WIRE_PROTOCOL_VERSION,
 						.kind = FERRY__WIRE_PEER_KIND_DRIVER,
 						.pid = 42};
-	struct ferry__wire_lease_request q = {.request_id = 7, .code_path = "/jobs/lib.so",
-					      .code_hash = secret, .code_hash_count = 32,
-					      .resources = res, .resources_count = 3};
+	struct ferry__wire_lease_request q = {.request_id = 7,
+					      .code_path = "/jobs/lib.so",
+					      .code_hash = secret,
+					      .code_hash_count = 32,
+					      .resources = res,
+					      .resources_count = 3};
 	struct ferry__wire_worker_assign_reply a = {.status = -ENOENT,
 						    .message = "cannot load lib.so"};
 	int bad = 0;

@@ -81,7 +81,8 @@ static bool ends_with(const char *s, const char *tail)
 
 static void answer_assign(int node, const struct rtp_frame *f)
 {
-	struct ferry__wire_worker_assign_view v = ferry__wire_worker_assign_root_verified(f->payload);
+	struct ferry__wire_worker_assign_view v =
+		ferry__wire_worker_assign_root_verified(f->payload);
 	const char *path = ferry__wire_worker_assign_code_path(v);
 	struct ferry__wire_worker_assign_reply r = {.job = ferry__wire_worker_assign_job(v)};
 

@@ -56,7 +56,7 @@ static void find_fake_worker(char *out, size_t size)
 	slash = strrchr(self, '/');
 	ftest_assert_ptr_notnull(slash);
 	*slash = '\0';
-	snprintf(out, size, "%s/fake_worker", self);
+	ftest_assert_int_lt(snprintf(out, size, "%s/fake_worker", self), (int)size);
 	ftest_assert_int_eq(access(out, X_OK), 0);
 }
 
@@ -155,9 +155,8 @@ static bool worker_record(struct fx *f, const uint8_t id[16], struct ferry_gcs_w
 
 static int driver_connect_ex(struct fx *f, uint32_t version, int32_t pid, int *status)
 {
-	struct ferry__wire_runtime_connect m = {.protocol_version = version,
-						.kind = FERRY__WIRE_PEER_KIND_DRIVER,
-						.pid = pid};
+	struct ferry__wire_runtime_connect m = {
+		.protocol_version = version, .kind = FERRY__WIRE_PEER_KIND_DRIVER, .pid = pid};
 	struct rtp_frame fr;
 	int fd = rtp_connect(ferry__node_runtime_socket(f->node));
 
@@ -176,8 +175,8 @@ static int driver_connect_ex(struct fx *f, uint32_t version, int32_t pid, int *s
 
 static int driver_connect(struct fx *f)
 {
-	int status, fd = driver_connect_ex(f, FERRY_WIRE_PROTOCOL_VERSION, (int32_t)getpid(),
-					   &status);
+	int status,
+		fd = driver_connect_ex(f, FERRY_WIRE_PROTOCOL_VERSION, (int32_t)getpid(), &status);
 
 	ftest_assert_int_eq(status, 0);
 	return fd;
@@ -437,8 +436,8 @@ FTEST(resources_the_node_lacks_are_refused)
 {
 	struct fx f;
 	struct ferry__wire_runtime_resource gpu = {.name = "GPU", .amount = 1.0};
-	struct ferry__wire_lease_request m = {.request_id = 9, .resources = &gpu,
-					      .resources_count = 1};
+	struct ferry__wire_lease_request m = {
+		.request_id = 9, .resources = &gpu, .resources_count = 1};
 	struct grant g;
 	int fd;
 
@@ -517,9 +516,10 @@ FTEST(bad_runtime_connects_are_refused)
 	ftest_assert_int_eq(impostor_connect(&f, pid), -EACCES);
 	/* Not a RuntimeConnect at all. */
 	fd = rtp_connect(ferry__node_runtime_socket(f.node));
-	ftest_assert_ok(rtp_send(fd, &f.fb, FERRY__WIRE_MSG_LEASE_RETURN,
-				 ferry__wire_lease_return_build(
-					 &f.fb, &(struct ferry__wire_lease_return){.lease_id = 1})));
+	ftest_assert_ok(
+		rtp_send(fd, &f.fb, FERRY__WIRE_MSG_LEASE_RETURN,
+			 ferry__wire_lease_return_build(
+				 &f.fb, &(struct ferry__wire_lease_return){.lease_id = 1})));
 	ftest_assert_ok(rtp_recv(fd, &fr, WAIT_MS));
 	ftest_assert_int_eq(ferry__wire_runtime_connect_reply_status(
 				    ferry__wire_runtime_connect_reply_root_verified(fr.payload)),
@@ -544,7 +544,7 @@ FTEST(bad_runtime_connects_are_refused)
  * node's loop thread starts the workers. */
 static int count_children(void)
 {
-	char dir[64], path[320], buf[32];
+	char dir[64], path[512], buf[32];
 	struct dirent *e;
 	int n = 0;
 	DIR *d;
@@ -557,7 +557,9 @@ static int count_children(void)
 
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/children", dir, e->d_name);
+		if (snprintf(path, sizeof(path), "%s/%s/children", dir, e->d_name) >=
+		    (int)sizeof(path))
+			continue;
 		fp = fopen(path, "re");
 		if (!fp)
 			continue;

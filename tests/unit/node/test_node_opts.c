@@ -165,12 +165,21 @@ FTEST(gcs_and_token_file_are_required_and_not_empty)
 
 FTEST(worker_pool_flags)
 {
-	const char *argv[] = {"ferry-node",	  "--gcs",	   "a:1",	 "--token-file",
-			      "/t",		  "--num-workers", "3",		 "--max-workers",
-			      "8",		  "--worker-idle-ms", "250",	 "--worker-exe",
+	const char *argv[] = {"ferry-node",
+			      "--gcs",
+			      "a:1",
+			      "--token-file",
+			      "/t",
+			      "--num-workers",
+			      "3",
+			      "--max-workers",
+			      "8",
+			      "--worker-idle-ms",
+			      "250",
+			      "--worker-exe",
 			      "/opt/ferry-worker"};
-	const char *zero[] = {"ferry-node", "--gcs", "a:1", "--token-file", "/t", "--num-workers",
-			      "0"};
+	const char *zero[] = {"ferry-node", "--gcs",	     "a:1", "--token-file",
+			      "/t",	    "--num-workers", "0"};
 	struct ferry__node_opts o;
 	const char *token;
 

@@ -29,8 +29,8 @@ static int decode(uint16_t type, int built)
 
 static int lease(const struct ferry__wire_runtime_resource *res, size_t n, const char *path)
 {
-	struct ferry__wire_lease_request q = {.request_id = 11, .code_path = path,
-					      .resources = res, .resources_count = n};
+	struct ferry__wire_lease_request q = {
+		.request_id = 11, .code_path = path, .resources = res, .resources_count = n};
 
 	memset(q.job.bytes, 0x22, sizeof(q.job.bytes));
 	return decode(FERRY__WIRE_MSG_LEASE_REQUEST, ferry__wire_lease_request_build(&fb, &q));
@@ -38,8 +38,9 @@ static int lease(const struct ferry__wire_runtime_resource *res, size_t n, const
 
 FTEST(lease_request_decodes)
 {
-	struct ferry__wire_runtime_resource res[3] = {
-		{.name = "CPU", .amount = 1.5}, {.name = "GPU", .amount = 0}, {.name = "tpu", .amount = 2}};
+	struct ferry__wire_runtime_resource res[3] = {{.name = "CPU", .amount = 1.5},
+						      {.name = "GPU", .amount = 0},
+						      {.name = "tpu", .amount = 2}};
 
 	ftest_assert_ok(lease(res, 3, "/jobs/a.so"));
 	ftest_assert_uint_eq(msg.lease.request_id, 11);
@@ -55,7 +56,7 @@ FTEST(bad_lease_requests_are_refused_with_a_reason)
 {
 	struct ferry__wire_runtime_resource r = {.name = "CPU", .amount = -1};
 	struct ferry__wire_runtime_resource twice[2] = {{.name = "CPU", .amount = 1},
-							 {.name = "CPU", .amount = 2}};
+							{.name = "CPU", .amount = 2}};
 	struct ferry__wire_lease_request nojob = {.request_id = 1};
 	char long_path[FERRY__RT_CODE_PATH_MAX + 8];
 
@@ -75,9 +76,9 @@ FTEST(bad_lease_requests_are_refused_with_a_reason)
 	memset(long_path, 'a', sizeof(long_path) - 1);
 	long_path[sizeof(long_path) - 1] = '\0';
 	ftest_assert_errno(lease(NULL, 0, long_path), -ENAMETOOLONG);
-	ftest_assert_errno(decode(FERRY__WIRE_MSG_LEASE_REQUEST,
-				  ferry__wire_lease_request_build(&fb, &nojob)),
-			   -EINVAL);
+	ftest_assert_errno(
+		decode(FERRY__WIRE_MSG_LEASE_REQUEST, ferry__wire_lease_request_build(&fb, &nojob)),
+		-EINVAL);
 	ferry__fb_builder_fini(&fb);
 }
 
@@ -97,22 +98,22 @@ FTEST(runtime_connect_checks)
 	ftest_assert_uint_eq(msg.connect.secret_len, 32);
 	ftest_assert_str_eq(msg.connect.listen_path, "/tmp/w.sock");
 	c.secret_count = 40; /* longer than any secret the node gives */
-	ftest_assert_errno(decode(FERRY__WIRE_MSG_RUNTIME_CONNECT,
-				  ferry__wire_runtime_connect_build(&fb, &c)),
-			   -EINVAL);
+	ftest_assert_errno(
+		decode(FERRY__WIRE_MSG_RUNTIME_CONNECT, ferry__wire_runtime_connect_build(&fb, &c)),
+		-EINVAL);
 	c.secret_count = 32;
 	c.listen_path = NULL; /* a worker must say where owners find it */
-	ftest_assert_errno(decode(FERRY__WIRE_MSG_RUNTIME_CONNECT,
-				  ferry__wire_runtime_connect_build(&fb, &c)),
-			   -EINVAL);
+	ftest_assert_errno(
+		decode(FERRY__WIRE_MSG_RUNTIME_CONNECT, ferry__wire_runtime_connect_build(&fb, &c)),
+		-EINVAL);
 	c.kind = FERRY__WIRE_PEER_KIND_DRIVER; /* a driver must name its job */
-	ftest_assert_errno(decode(FERRY__WIRE_MSG_RUNTIME_CONNECT,
-				  ferry__wire_runtime_connect_build(&fb, &c)),
-			   -EINVAL);
+	ftest_assert_errno(
+		decode(FERRY__WIRE_MSG_RUNTIME_CONNECT, ferry__wire_runtime_connect_build(&fb, &c)),
+		-EINVAL);
 	c.kind = FERRY__WIRE_PEER_KIND_GCS;
-	ftest_assert_errno(decode(FERRY__WIRE_MSG_RUNTIME_CONNECT,
-				  ferry__wire_runtime_connect_build(&fb, &c)),
-			   -EINVAL);
+	ftest_assert_errno(
+		decode(FERRY__WIRE_MSG_RUNTIME_CONNECT, ferry__wire_runtime_connect_build(&fb, &c)),
+		-EINVAL);
 	ferry__fb_builder_fini(&fb);
 }
 
@@ -135,8 +136,8 @@ FTEST(other_messages_and_garbage)
 	ftest_assert_errno(ferry__rt_decode(FERRY__WIRE_MSG_LEASE_REQUEST, junk, sizeof(junk), &msg,
 					    why, sizeof(why)),
 			   -EPROTO);
-	ftest_assert_errno(ferry__rt_decode(FERRY__WIRE_MSG_LEASE_REQUEST, NULL, 0, &msg, why,
-					    sizeof(why)),
-			   -EPROTO);
+	ftest_assert_errno(
+		ferry__rt_decode(FERRY__WIRE_MSG_LEASE_REQUEST, NULL, 0, &msg, why, sizeof(why)),
+		-EPROTO);
 	ferry__fb_builder_fini(&fb);
 }
