@@ -31,15 +31,14 @@
 #define SOCKET_NAME "/store.sock"
 
 struct ferry__cluster {
-	struct ferry__embed_gcs *gcs;	/* the GCS and its loop thread */
-	struct ferry__embed_node *node; /* the node and its store client */
-	char gcs_address[32];		/* "127.0.0.1:port" */
-	/* holds the store socket and the node's runtime socket beside it ("store.sock.rt") */
-	char run_dir[SOCKET_PATH_MAX - sizeof(SOCKET_NAME) - 3];
-	char socket_path[SOCKET_PATH_MAX];    /* the store socket */
-	int own_run_dir;		      /* 1: made here, removed at stop */
-	unsigned char token[FERRY_TOKEN_MAX]; /* the cluster token */
-	size_t token_len;		      /* its bytes */
+	struct ferry__embed_gcs *gcs;			     /* the GCS and its loop thread */
+	struct ferry__embed_node *node;			     /* the node and its store client */
+	char gcs_address[32];				     /* "127.0.0.1:port" */
+	char run_dir[SOCKET_PATH_MAX - sizeof(SOCKET_NAME)]; /* holds the store socket */
+	char socket_path[SOCKET_PATH_MAX];		     /* the store socket */
+	int own_run_dir;				     /* 1: made here, removed at stop */
+	unsigned char token[FERRY_TOKEN_MAX];		     /* the cluster token */
+	size_t token_len;				     /* its bytes */
 };
 
 /* The token: the caller's, or random bytes written as hex (a token file could hold it). */
