@@ -474,8 +474,9 @@ void ferry__rt_pool_tick(struct ferry__node_rt *rt, uint64_t now)
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->signal_sent == SIGTERM && now - w->signal_ms >= RT_KILL_GRACE_MS) {
-			ferry__rt_pool_signal(w, SIGKILL, w->exit_if_killed,
-					      "still alive 2 s after SIGTERM");
+			FLOG_WARN(COMP, "runtime: worker %d still alive 2 s after SIGTERM: SIGKILL",
+				  (int)w->pid);
+			ferry__rt_pool_signal(w, SIGKILL, w->exit_if_killed, NULL);
 		} else if (w->signal_sent) {
 			continue;
 		} else if (w->state == W_STARTING && now - w->started_ms >= RT_CONNECT_TIMEOUT_MS) {

@@ -4,7 +4,8 @@
  * gives a worker, connects to the node's runtime socket and registers (RuntimeConnect), answers
  * WorkerAssign (failing it when code_path ends in "bad.so"), and serves its listen_path: a
  * PushTask whose function is "exit:N" makes it exit with status N, any other is answered with
- * status 0. It exits 0 when the node closes its connection.
+ * status 0. It exits 0 when the node closes its connection (with FAKE_WORKER_STUBBORN set it
+ * ignores SIGTERM and stays instead).
  */
 #include <errno.h>
 #include <poll.h>
@@ -131,6 +132,9 @@ int main(void)
 
 	snprintf(listen_path, sizeof(listen_path), "%s.w%d", getenv("FERRY_NODE_RUNTIME_SOCKET"),
 		 (int)getpid());
+	/* FAKE_WORKER_STUBBORN: ignore SIGTERM and stay after the node hangs up (stop's SIGKILL). */
+	if (getenv("FAKE_WORKER_STUBBORN"))
+		signal(SIGTERM, SIG_IGN);
 	pfd[1].fd = listen_at(listen_path);
 	node = register_with_node(listen_path);
 	pfd[0].fd = node;
@@ -148,7 +152,10 @@ int main(void)
 		}
 		if (!(pfd[0].revents & (POLLIN | POLLHUP)))
 			continue;
-		if (rtp_recv(node, &f, 20000) < 0)
+		if (rtp_recv(node, &f, 20000) < 0 && getenv("FAKE_WORKER_STUBBORN"))
+			for (;;)
+				pause();
+		if (!f.payload)
 			break; /* the node closed: leave */
 		if (f.type == FERRY__WIRE_MSG_WORKER_ASSIGN)
 			answer_assign(node, &f);

@@ -113,9 +113,10 @@ static inline int rtp_recv(int fd, struct rtp_frame *f, unsigned timeout_ms)
 	uint64_t deadline = ferry__now_ms() + timeout_ms;
 	uint8_t hdr[FERRY_FRAME_HEADER_SIZE];
 	struct ferry__frame_header h;
-	int r = rtp_read_all(fd, hdr, sizeof(hdr), deadline);
+	int r;
 
 	f->payload = NULL;
+	r = rtp_read_all(fd, hdr, sizeof(hdr), deadline);
 	if (r < 0)
 		return r;
 	if (ferry__frame_header_decode(hdr, 64u << 20, &h) < 0)

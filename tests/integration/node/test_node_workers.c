@@ -281,7 +281,7 @@ FTEST(lease_granted_then_second_owner_waits)
 	struct grant a, b;
 	int fa, fb;
 
-	fx_start(&f, 1, 1, "1");
+	fx_start(&f, 1, 2, "1"); /* room for a second worker, not for a second CPU */
 	ferry_id_random(job, sizeof(job));
 	fa = driver_connect(&f);
 	fb = driver_connect(&f);
@@ -289,7 +289,7 @@ FTEST(lease_granted_then_second_owner_waits)
 	read_grant(fa, 1, &a);
 	ftest_assert_int_eq(a.status, 0);
 	ftest_assert_int_eq(access(a.path, F_OK), 0);
-	/* One CPU and one worker: the second owner waits for the first. */
+	/* One CPU: the second owner waits for the first. */
 	request_lease(&f, fb, 7, job, "/jobs/good.so");
 	nothing_within(fb, QUIET_MS);
 	return_lease(&f, fa, a.lease_id);
@@ -630,11 +630,34 @@ FTEST(silent_connections_cannot_lock_others_out)
 		silent[i] = rtp_connect(ferry__node_runtime_socket(f.node));
 		ftest_assert_int_ge(silent[i], 0);
 	}
-	/* Past 64 waiting for their RuntimeConnect, the oldest were closed to make room. */
-	ftest_assert_errno(rtp_recv(silent[0], &fr, WAIT_MS), -ECONNRESET);
+	/* Past 64 waiting for their RuntimeConnect, the oldest were closed to make room: at once,
+	 * not at the 10 s deadline that would close them anyway. */
+	ftest_assert_errno(rtp_recv(silent[0], &fr, 5000), -ECONNRESET);
 	fd = driver_connect(&f);
 	close(fd);
 	for (int i = 0; i < 80; i++)
 		close(silent[i]);
 	fx_stop(&f);
+}
+
+/* Workers that ignore SIGTERM and outlive their node connection: stop sends SIGKILL after its
+ * grace period and reaps them (not the last-resort kill after the wait gives up). */
+FTEST(stop_kills_workers_that_ignore_sigterm)
+{
+	struct fx f;
+
+	setenv("FAKE_WORKER_STUBBORN", "1", 1); /* the workers inherit it */
+	fx_start(&f, 2, 2, "2");
+	wait_workers(&f, true, 2);
+	ftest_log_capture_start();
+	ferry_gcs_client_destroy(f.gc);
+	f.gc = NULL;
+	ferry__node_stop(f.node);
+	f.node = NULL;
+	ftest_log_capture_stop();
+	ftest_assert_int_eq(count_children(), 0);
+	ftest_assert_ptr_notnull(strstr(ftest_log_captured(), "still alive 2 s after SIGTERM"));
+	ftest_assert_ptr_null(strstr(ftest_log_captured(), "not reaped"));
+	ferry__embed_gcs_stop(f.gcs);
+	ferry__fb_builder_fini(&f.fb);
 }
