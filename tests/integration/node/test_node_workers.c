@@ -279,21 +279,29 @@ FTEST(lease_granted_then_second_owner_waits)
 	struct fx f;
 	uint8_t job[16];
 	struct grant a, b;
+	uint64_t t0;
 	int fa, fb;
 
 	fx_start(&f, 1, 2, "1"); /* room for a second worker, not for a second CPU */
 	ferry_id_random(job, sizeof(job));
 	fa = driver_connect(&f);
 	fb = driver_connect(&f);
+	wait_workers(&f, true, 1);
+	t0 = ferry__now_ns();
 	request_lease(&f, fa, 1, job, "/jobs/good.so");
 	read_grant(fa, 1, &a);
+	ftest_log("first lease (WorkerAssign included): %.0f us",
+		  (double)(ferry__now_ns() - t0) / 1e3);
 	ftest_assert_int_eq(a.status, 0);
 	ftest_assert_int_eq(access(a.path, F_OK), 0);
 	/* One CPU: the second owner waits for the first. */
 	request_lease(&f, fb, 7, job, "/jobs/good.so");
 	nothing_within(fb, QUIET_MS);
+	t0 = ferry__now_ns();
 	return_lease(&f, fa, a.lease_id);
 	read_grant(fb, 7, &b);
+	ftest_log("LeaseReturn to the waiting owner's grant: %.0f us",
+		  (double)(ferry__now_ns() - t0) / 1e3);
 	ftest_assert_int_eq(b.status, 0);
 	ftest_assert_mem_eq(b.worker_id, a.worker_id, 16); /* the same worker, job kept */
 	ftest_assert_uint_ne(b.lease_id, a.lease_id);
@@ -334,7 +342,7 @@ FTEST(killed_worker_revokes_its_lease)
 	struct ferry__wire_lease_revoked_view v;
 	struct ferry_gcs_worker_info rec;
 	char msg[256];
-	uint64_t deadline;
+	uint64_t deadline, t0;
 	uint32_t pid;
 	int fd;
 
@@ -345,8 +353,10 @@ FTEST(killed_worker_revokes_its_lease)
 	read_grant(fd, 1, &a);
 	ftest_assert_int_eq(a.status, 0);
 	pid = pid_of(&f, a.worker_id);
+	t0 = ferry__now_ns();
 	ftest_assert_ok(kill((pid_t)pid, SIGKILL));
 	ftest_assert_ok(rtp_recv(fd, &fr, WAIT_MS));
+	ftest_log("SIGKILL to LeaseRevoked: %.0f us", (double)(ferry__now_ns() - t0) / 1e3);
 	ftest_assert_int_eq(fr.type, FERRY__WIRE_MSG_LEASE_REVOKED);
 	v = ferry__wire_lease_revoked_root_verified(fr.payload);
 	ftest_assert_uint_eq(ferry__wire_lease_revoked_lease_id(v), a.lease_id);
