@@ -83,6 +83,7 @@ struct rt_worker {
 	pid_t pid;				/* the process */
 	int pidfd;				/* polled for its death; -1 once reaped */
 	struct ferry__loop_req death;		/* POLLIN on pidfd */
+	bool rewatch;				/* the poll failed: the tick submits it again */
 	enum rt_wstate state;			/* see the enum */
 	int signal_sent;			/* 0, SIGTERM or SIGKILL: the node ends it */
 	int exit_if_killed;			/* enum ferry_gcs_exit when the node ended it */

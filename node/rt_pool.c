@@ -462,8 +462,13 @@ static void on_death(struct ferry__loop_req *req, int result)
 		reaped(w, &si);
 		return;
 	}
-	if (watch(w) < 0) /* not ended after all (or the poll failed): watch again */
-		FLOG_ERROR(COMP, "runtime: lost track of worker %d", (int)w->pid);
+	/* Not ended after all, or the poll failed: watch again, from the tick after a failure
+	 * (a poll that keeps failing must not spin the loop). */
+	if (result < 0 || watch(w) < 0) {
+		FLOG_WARN(COMP, "runtime: watching worker %d: %s; again soon", (int)w->pid,
+			  ferry_strerror(result < 0 ? result : -EAGAIN));
+		w->rewatch = true;
+	}
 }
 
 /* ---- the tick ---- */
@@ -473,6 +478,8 @@ void ferry__rt_pool_tick(struct ferry__node_rt *rt, uint64_t now)
 	uint32_t live = live_workers(rt);
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
+		if (w->rewatch && w->pidfd >= 0)
+			w->rewatch = watch(w) < 0;
 		if (w->signal_sent == SIGTERM && now - w->signal_ms >= RT_KILL_GRACE_MS) {
 			FLOG_WARN(COMP, "runtime: worker %d still alive 2 s after SIGTERM: SIGKILL",
 				  (int)w->pid);
