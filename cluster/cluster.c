@@ -29,12 +29,13 @@
 #define RANDOM_TOKEN_BYTES 32
 #define SOCKET_PATH_MAX 108 /* sun_path */
 #define SOCKET_NAME "/store.sock"
+#define SOCKET_TAIL SOCKET_NAME ".rt" /* the longest: the node's runtime socket (node.h) */
 
 struct ferry__cluster {
 	struct ferry__embed_gcs *gcs;			     /* the GCS and its loop thread */
 	struct ferry__embed_node *node;			     /* the node and its store client */
 	char gcs_address[32];				     /* "127.0.0.1:port" */
-	char run_dir[SOCKET_PATH_MAX - sizeof(SOCKET_NAME)]; /* holds the store socket */
+	char run_dir[SOCKET_PATH_MAX - sizeof(SOCKET_TAIL)]; /* holds the sockets */
 	char socket_path[SOCKET_PATH_MAX];		     /* the store socket */
 	int own_run_dir;				     /* 1: made here, removed at stop */
 	unsigned char token[FERRY_TOKEN_MAX];		     /* the cluster token */
