@@ -126,8 +126,7 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex word i
 long shm_futex(std::atomic<uint32_t> *word, int op, uint32_t val)
 {
 	// Not FUTEX_PRIVATE_FLAG: the word is shared between two processes.
-	return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, nullptr, nullptr,
-		       0);
+	return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, nullptr, nullptr, 0);
 }
 
 inline void cpu_relax()
@@ -193,8 +192,10 @@ void BM_limits_shm_rtt(benchmark::State &state)
 	}
 	auto *pp = new (mem) ShmPingPong();
 	pid_t pid = fork();
-	if (pid == 0) { // the echo: each ping's value back as a pong
-		prctl(PR_SET_PDEATHSIG, SIGKILL); // never left asleep on the futex
+	if (pid == 0) {
+		// The echo: each ping's value back as a pong, until the stop value. Killed with
+		// the parent, so never left asleep on the futex.
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		uint32_t seen = 0;
 		while ((seen = shm_wait(pp->ping, seen)) != SHM_STOP)
 			shm_post(pp->pong, seen);

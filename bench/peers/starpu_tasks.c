@@ -113,7 +113,8 @@ static int parse_args(int argc, char **argv, long *n, int *rounds, long *m)
 	}
 	return 0;
 bad:
-	fprintf(stderr, "usage: ferry-peer-starpu [--tasks N] [--rounds R<=100] [--sync-tasks M]\n");
+	fprintf(stderr,
+		"usage: ferry-peer-starpu [--tasks N] [--rounds R<=100] [--sync-tasks M]\n");
 	return -EINVAL;
 }
 
