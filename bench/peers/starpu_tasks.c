@@ -92,7 +92,7 @@ static int run_sync(long m, double *us)
 
 static int parse_args(int argc, char **argv, long *n, int *rounds, long *m)
 {
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) { /* each flag takes a value */
 		char *end;
 		long v;
 
@@ -109,7 +109,6 @@ static int parse_args(int argc, char **argv, long *n, int *rounds, long *m)
 			*m = v;
 		else
 			goto bad;
-		i++;
 	}
 	return 0;
 bad:
