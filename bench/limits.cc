@@ -1,19 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 // Physical limits measured in the same run as Ferry's figures, so every result is a ratio
 // against this machine today: memcpy into prefaulted shared memory, a Unix-socket round trip
-// between two processes, and the disk: written the way spill writes, and read back sequentially with the page
-// cache bypassed.
+// and a shared-memory round trip between two processes, and the disk: written the way spill
+// writes, and read back sequentially with the page cache bypassed.
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <liburing.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include <ferry/common.h>
@@ -93,6 +100,133 @@ void BM_limits_uds_rtt(benchmark::State &state)
 	lat.publish(state);
 }
 BENCHMARK(BM_limits_uds_rtt)->Unit(benchmark::kMicrosecond);
+
+// A shared-memory round trip between two processes: each side writes a counter in its own cache
+// line of a memfd mapping and waits for the other's, spinning up to SHM_SPIN_NS, then sleeping
+// on a futex. That is the wait the runtime's same-host rings use (issue 23: spin briefly, then
+// sleep), so its p50 is the floor of a same-host hop that does not go through a socket.
+constexpr uint64_t SHM_SPIN_NS = 50000;
+constexpr uint32_t SHM_STOP = UINT32_MAX;
+
+// One direction: written by one process, read by the other. Its own cache line, so the two
+// directions do not share a line (the ping-pong is of two lines, one each way).
+struct alignas(64) ShmLine {
+	std::atomic<uint32_t> seq;	// the last value posted; the futex word
+	std::atomic<uint32_t> sleeping; // the reader is in (or entering) FUTEX_WAIT
+	std::atomic<uint64_t> sleeps;	// how many of the reader's waits ended asleep
+};
+
+struct ShmPingPong {
+	ShmLine ping; // parent -> child
+	ShmLine pong; // child -> parent
+};
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex word is 32 bits");
+
+long shm_futex(std::atomic<uint32_t> *word, int op, uint32_t val)
+{
+	// Not FUTEX_PRIVATE_FLAG: the word is shared between two processes.
+	return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op, val, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax()
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+// Both sides use sequentially consistent accesses: the poster stores seq then loads sleeping,
+// the reader stores sleeping then loads seq, so at least one of them sees the other's store
+// and a post is never missed (and FUTEX_WAIT rechecks the word itself).
+void shm_post(ShmLine &line, uint32_t value)
+{
+	line.seq.store(value);
+	if (line.sleeping.load())
+		shm_futex(&line.seq, FUTEX_WAKE, INT_MAX);
+}
+
+// Waits until @line's value is no longer @old; returns it.
+uint32_t shm_wait(ShmLine &line, uint32_t old)
+{
+	uint64_t end = 0;
+	uint32_t v;
+
+	for (unsigned i = 1;; i++) {
+		v = line.seq.load(std::memory_order_acquire);
+		if (v != old)
+			return v;
+		cpu_relax();
+		if (i % 64 == 0) { // the clock only now and then: it costs as much as a wake
+			uint64_t now = ferry_bench::now_ns();
+
+			if (!end)
+				end = now + SHM_SPIN_NS;
+			else if (now >= end)
+				break;
+		}
+	}
+	line.sleeping.store(1);
+	line.sleeps.fetch_add(1, std::memory_order_relaxed);
+	while ((v = line.seq.load()) == old)
+		shm_futex(&line.seq, FUTEX_WAIT, old); // EAGAIN, EINTR, a wake: look again
+	line.sleeping.store(0);
+	return v;
+}
+
+void BM_limits_shm_rtt(benchmark::State &state)
+{
+	int fd = memfd_create("ferry-bench-shm-rtt", 0);
+
+	if (fd < 0 || ftruncate(fd, sizeof(ShmPingPong)) < 0) {
+		state.SkipWithError("memfd_create/ftruncate failed");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	void *mem = mmap(nullptr, sizeof(ShmPingPong), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (mem == MAP_FAILED) {
+		state.SkipWithError("mmap failed");
+		return;
+	}
+	auto *pp = new (mem) ShmPingPong();
+	pid_t pid = fork();
+	if (pid == 0) {
+		// The echo: each ping's value back as a pong, until the stop value. Killed with
+		// the parent, so never left asleep on the futex.
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		uint32_t seen = 0;
+		while ((seen = shm_wait(pp->ping, seen)) != SHM_STOP)
+			shm_post(pp->pong, seen);
+		_exit(0);
+	}
+	if (pid < 0) {
+		state.SkipWithError("fork failed");
+		munmap(mem, sizeof(ShmPingPong));
+		return;
+	}
+	ferry_bench::Latency lat;
+	uint32_t seq = 0;
+	for (auto _ : state) {
+		uint64_t t0 = ferry_bench::now_ns();
+		uint32_t prev = seq;
+
+		seq = seq % (SHM_STOP - 1) + 1; // 1 .. SHM_STOP - 1, never the stop value
+		shm_post(pp->ping, seq);
+		shm_wait(pp->pong, prev);
+		lat.add(ferry_bench::now_ns() - t0);
+	}
+	shm_post(pp->ping, SHM_STOP);
+	waitpid(pid, nullptr, 0);
+	// How often a side outwaited the spin: near 0 on an idle machine with a core per side.
+	state.counters["sleeps_pct"] =
+		100.0 * (double)(pp->ping.sleeps.load() + pp->pong.sleeps.load()) /
+		(2.0 * (double)std::max<benchmark::IterationCount>(state.iterations(), 1));
+	lat.publish(state);
+	munmap(mem, sizeof(ShmPingPong));
+}
+BENCHMARK(BM_limits_shm_rtt)->Unit(benchmark::kMicrosecond);
 
 // The disk the way spill uses it (plasma/spill.c), on the spill directory's file system
 // (FERRY_BENCH_DIR, default /var/tmp): each round writes a new anonymous file (O_TMPFILE) of
