@@ -72,8 +72,8 @@ int ferry__worker_opts_from_env(struct ferry__worker_opts *o, char *err, size_t 
 	size_t n = secret ? strlen(secret) : 0;
 
 	memset(o, 0, sizeof(*o));
-	if (env_path("FERRY_NODE_RUNTIME_SOCKET", o->runtime_socket, sizeof(o->runtime_socket),
-		     err, err_size) < 0 ||
+	if (env_path("FERRY_NODE_RUNTIME_SOCKET", o->runtime_socket, sizeof(o->runtime_socket), err,
+		     err_size) < 0 ||
 	    env_path("FERRY_NODE_STORE_SOCKET", o->store_socket, sizeof(o->store_socket), err,
 		     err_size) < 0)
 		return -EINVAL;
@@ -215,8 +215,9 @@ static void on_node_close(struct ferry__conn *conn, int err)
 	if (w->stopping)
 		return;
 	if (!w->registered) {
-		FLOG_ERROR(COMP, "worker %s: the node's runtime socket %s closed before it accepted "
-				 "this worker (%s)",
+		FLOG_ERROR(COMP,
+			   "worker %s: the node's runtime socket %s closed before it accepted "
+			   "this worker (%s)",
 			   w->id_hex, w->opts->runtime_socket, ferry_strerror(err));
 		stop(w, 1);
 		return;
@@ -321,8 +322,8 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 	if (ret == 0)
 		ret = send_built(w, conn, FERRY__WIRE_MSG_PUSH_TASK_REPLY);
 	if (ret < 0 && ret != -ENOTCONN) {
-		FLOG_ERROR(COMP, "worker %s: cannot answer owner %s's task: %s: closing",
-			   w->id_hex, ferry__conn_peer(conn), ferry_strerror(ret));
+		FLOG_ERROR(COMP, "worker %s: cannot answer owner %s's task: %s: closing", w->id_hex,
+			   ferry__conn_peer(conn), ferry_strerror(ret));
 		ferry__conn_close(conn);
 	}
 }
@@ -438,8 +439,9 @@ static int start(struct ferry__worker *w)
 					    sizeof(w->listen_path));
 
 	if (ret < 0) {
-		FLOG_ERROR(COMP, "worker %s: its socket beside %s would be longer than a Unix "
-				 "socket path may be",
+		FLOG_ERROR(COMP,
+			   "worker %s: its socket beside %s would be longer than a Unix "
+			   "socket path may be",
 			   w->id_hex, w->opts->runtime_socket);
 		return ret;
 	}

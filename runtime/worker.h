@@ -41,9 +41,9 @@
 struct ferry__worker_opts {
 	char runtime_socket[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the node's */
 	char store_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];	  /* the node's store */
-	struct ferry_worker_id id;				/* this worker */
-	uint8_t secret[FERRY__WORKER_SECRET_MAX];		/* its secret */
-	size_t secret_len;					/* bytes in secret */
+	struct ferry_worker_id id;					  /* this worker */
+	uint8_t secret[FERRY__WORKER_SECRET_MAX];			  /* its secret */
+	size_t secret_len;						  /* bytes in secret */
 };
 
 /*
@@ -84,16 +84,16 @@ struct ferry__worker {
 	char id_hex[FERRY_ID_HEX_MAX];	   /* for messages */
 	char node_hex[FERRY_ID_HEX_MAX];   /* "unknown" before the node said */
 	char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* owners' socket */
-	const struct ferry__worker_opts *opts; /* what it started with */
-	bool registered;		       /* the node accepted RuntimeConnect */
-	bool stopping;			       /* the loop is stopping: exit */
-	int exit_code;			       /* ferry__worker_run()'s result */
+	const struct ferry__worker_opts *opts;			       /* what it started with */
+	bool registered; /* the node accepted RuntimeConnect */
+	bool stopping;	 /* the loop is stopping: exit */
+	int exit_code;	 /* ferry__worker_run()'s result */
 	/* The job (WorkerAssign): a worker serves one in its life. */
-	bool assigned;			/* a WorkerAssign was handled (status says how) */
-	int assign_status;		/* its result: 0 or -errno */
-	struct ferry_job_id job;	/* its job */
-	char assign_message[512];	/* its message ("" when status is 0) */
-	uint64_t tasks_run;		/* PushTasks answered */
+	bool assigned;		  /* a WorkerAssign was handled (status says how) */
+	int assign_status;	  /* its result: 0 or -errno */
+	struct ferry_job_id job;  /* its job */
+	char assign_message[512]; /* its message ("" when status is 0) */
+	uint64_t tasks_run;	  /* PushTasks answered */
 };
 
 /* ferry__worker_init() / _fini() - the parts of a worker that tests and the fuzz target use

@@ -32,8 +32,8 @@ struct assign {
 	size_t msg_size;	 /* its room */
 };
 
-__attribute__((format(printf, 3, 4))) static int say(struct assign *a, int status,
-						     const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int say(struct assign *a, int status, const char *fmt,
+						     ...)
 {
 	va_list ap;
 
@@ -68,7 +68,7 @@ static int check_hash(struct assign *a, int fd, const uint8_t *want)
 	ferry__sha256_init(&s);
 	while (off < st.st_size) {
 		size_t want_n = st.st_size - off < (off_t)sizeof(buf) ? (size_t)(st.st_size - off)
-								       : sizeof(buf);
+								      : sizeof(buf);
 		ssize_t n = pread(fd, buf, want_n, off);
 
 		if (n < 0 && errno == EINTR)
@@ -95,12 +95,19 @@ static int load(struct assign *a, int fd)
 {
 	char conflict[FERRY_FUNCTION_NAME_MAX + 1], proc[64];
 	void *handle;
+	const char *why;
+	size_t n;
 
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 	handle = dlopen(access(proc, F_OK) == 0 ? proc : a->path, RTLD_NOW | RTLD_LOCAL);
-	if (!handle)
-		return say(a, -ENOEXEC, "cannot load the job's library %s: %s", a->path,
-			   dlerror());
+	if (!handle) {
+		why = dlerror();
+		why = why ? why : "unknown error";
+		n = strlen(proc);
+		if (!strncmp(why, proc, n) && !strncmp(why + n, ": ", 2))
+			why += n + 2; /* the path is named already */
+		return say(a, -ENOEXEC, "cannot load the job's library %s: %s", a->path, why);
+	}
 	/* Never dlclose: its functions stay registered (runtime.h). */
 	ferry__registry_conflict(conflict, sizeof(conflict));
 	if (conflict[0])

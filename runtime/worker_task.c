@@ -46,19 +46,19 @@ struct task_return {
 };
 
 struct ferry_task_ctx {
-	struct ferry__worker *w;		/* the worker running it */
-	struct ferry_task_id task;		/* its ID: return i is object (task, i + 1) */
-	struct ferry_worker_id caller;		/* owns the returns */
-	uint64_t inline_max;			/* returns above it go to the store */
-	struct task_arg *args;			/* nargs arguments */
-	size_t nargs;				/* their count */
-	struct ferry_plasma_view *views;	/* pins of the ref arguments */
-	size_t nviews;				/* their count */
-	struct task_return *rets;		/* nrets returns */
-	size_t nrets;				/* their count */
-	pthread_mutex_t lock;			/* the returns and the message */
-	char message[CTX_MESSAGE_MAX];		/* ferry_task_error's, or the worker's reason */
-	bool has_message;			/* message was set by the function */
+	struct ferry__worker *w;	 /* the worker running it */
+	struct ferry_task_id task;	 /* its ID: return i is object (task, i + 1) */
+	struct ferry_worker_id caller;	 /* owns the returns */
+	uint64_t inline_max;		 /* returns above it go to the store */
+	struct task_arg *args;		 /* nargs arguments */
+	size_t nargs;			 /* their count */
+	struct ferry_plasma_view *views; /* pins of the ref arguments */
+	size_t nviews;			 /* their count */
+	struct task_return *rets;	 /* nrets returns */
+	size_t nrets;			 /* their count */
+	pthread_mutex_t lock;		 /* the returns and the message */
+	char message[CTX_MESSAGE_MAX];	 /* ferry_task_error's, or the worker's reason */
+	bool has_message;		 /* message was set by the function */
 };
 
 static struct ferry_task_ctx *_Atomic running; /* the task whose function is running */
@@ -66,10 +66,10 @@ static struct ferry_task_ctx *_Atomic running; /* the task whose function is run
 /* ---- worker setup registration ---- */
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
-static ferry_setup_fn setup_fn;			   /* the one registered */
-static char setup_name[FERRY_FUNCTION_NAME_MAX + 1];	   /* its name */
-static char setup_other[FERRY_FUNCTION_NAME_MAX + 1];	   /* a second one: a conflict */
-static char setup_message[CTX_MESSAGE_MAX];		   /* ferry_task_error(NULL, ...) */
+static ferry_setup_fn setup_fn;			      /* the one registered */
+static char setup_name[FERRY_FUNCTION_NAME_MAX + 1];  /* its name */
+static char setup_other[FERRY_FUNCTION_NAME_MAX + 1]; /* a second one: a conflict */
+static char setup_message[CTX_MESSAGE_MAX];	      /* ferry_task_error(NULL, ...) */
 
 int ferry_register_worker_setup(const char *name, ferry_setup_fn fn)
 {
@@ -272,8 +272,9 @@ static int check_task(struct ferry__worker *w, struct ferry__wire_push_task_view
 	if (ferry_id_is_nil(caller.bytes, sizeof(caller.bytes)))
 		return fail(c, -EINVAL, "malformed task: no caller (the owner of its returns)");
 	if (nrets > FERRY__WORKER_MAX_RETURNS)
-		return fail(c, -EINVAL, "malformed task: num_returns %" PRIu32 " over the cap of %u",
-			    nrets, FERRY__WORKER_MAX_RETURNS);
+		return fail(c, -EINVAL,
+			    "malformed task: num_returns %" PRIu32 " over the cap of %u", nrets,
+			    FERRY__WORKER_MAX_RETURNS);
 	if (nargs > FERRY__WORKER_MAX_ARGS)
 		return fail(c, -EINVAL, "malformed task: %" PRIu32 " arguments over the cap of %u",
 			    nargs, FERRY__WORKER_MAX_ARGS);
@@ -366,8 +367,8 @@ static int resolve_args(struct ferry__worker *w, struct ferry__wire_push_task_vi
 		}
 		ids[n] = ferry__wire_task_arg_object_id(a);
 		if (ferry_id_is_nil(ids[n].bytes, sizeof(ids[n].bytes))) {
-			ret = fail(c, -EINVAL, "malformed task: argument %zu is a ref with no object",
-				   i);
+			ret = fail(c, -EINVAL,
+				   "malformed task: argument %zu is a ref with no object", i);
 			goto out;
 		}
 		which[n++] = i;
@@ -395,10 +396,10 @@ static int run(struct ferry__worker *w, struct ferry__wire_push_task_view v,
 			    "or _.:-/",
 			    FERRY_FUNCTION_NAME_MAX);
 	if (!fn)
-		return fail(c, -ENOENT,
-			    "no function '%.*s' on node %s (worker %s): is it in the job's library?",
-			    (int)len, name,
-			    w->node_hex, w->id_hex);
+		return fail(
+			c, -ENOENT,
+			"no function '%.*s' on node %s (worker %s): is it in the job's library?",
+			(int)len, name, w->node_hex, w->id_hex);
 	atomic_store(&running, c);
 	ret = fn(c);
 	atomic_store(&running, NULL);

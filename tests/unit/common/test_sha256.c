@@ -37,8 +37,7 @@ FTEST(nist_vectors)
 	check(q, sizeof(q) - 1, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 	ftest_assert_ptr_notnull(million);
 	memset(million, 'a', 1000000);
-	check(million, 1000000,
-	      "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	check(million, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 	free(million);
 }
 

@@ -90,7 +90,8 @@ FERRY_FUNCTION(misuse)
 	size_t n;
 	void *buf;
 
-	if (ferry_task_arg(ctx, 99, &p, &n) != -EINVAL || ferry_task_arg(NULL, 0, &p, &n) != -EINVAL ||
+	if (ferry_task_arg(ctx, 99, &p, &n) != -EINVAL ||
+	    ferry_task_arg(NULL, 0, &p, &n) != -EINVAL ||
 	    ferry_task_arg(bogus, 0, &p, &n) != -EINVAL)
 		return ferry_task_error(ctx, "a bad argument index or context was accepted");
 	if (ferry_task_return(ctx, 1, "x", 1) != -EINVAL ||
@@ -103,7 +104,8 @@ FERRY_FUNCTION(misuse)
 	    (ferry_task_return(kept, 0, "x", 1) != -EINVAL || ferry_task_num_args(kept)))
 		return ferry_task_error(ctx, "a context kept past its task was accepted");
 	kept = ctx;
-	if (ferry_task_return(ctx, 0, "ok", 2) != 0 || ferry_task_return(ctx, 0, "ok", 2) != -EEXIST)
+	if (ferry_task_return(ctx, 0, "ok", 2) != 0 ||
+	    ferry_task_return(ctx, 0, "ok", 2) != -EEXIST)
 		return ferry_task_error(ctx, "a return set twice was accepted");
 	return 0;
 }

@@ -30,29 +30,29 @@
 #define MIB (1u << 20)
 
 struct sim {
-	struct ferry__loop *loop;	 /* the test's: node side and owner side */
-	struct ferry__conn_server *rt;	 /* the node's runtime socket */
-	struct ferry__conn *node_side;	 /* the worker's connection to it */
-	struct ferry__conn *owner;	 /* the owner's connection to the worker */
-	struct ferry__fb_builder fb;	 /* messages */
-	pid_t store_pid, worker_pid;	 /* children */
+	struct ferry__loop *loop;	    /* the test's: node side and owner side */
+	struct ferry__conn_server *rt;	    /* the node's runtime socket */
+	struct ferry__conn *node_side;	    /* the worker's connection to it */
+	struct ferry__conn *owner;	    /* the owner's connection to the worker */
+	struct ferry__fb_builder fb;	    /* messages */
+	pid_t store_pid, worker_pid;	    /* children */
 	char rt_path[108], store_path[108]; /* sockets */
-	struct ferry_worker_id wid;	 /* the worker's ID */
-	struct ferry_node_id nid;	 /* the node's */
-	struct ferry_job_id job;	 /* the job */
-	struct ferry_worker_id caller;	 /* the owner's ID */
-	uint8_t secret[16];		 /* the worker's secret */
-	int refuse;			 /* RuntimeConnectReply status */
-	bool got_connect;		 /* the worker's RuntimeConnect came */
-	bool connect_ok;		 /* with its ID, secret, pid and kind */
-	char listen_path[108];		 /* what it said it serves */
-	bool node_side_closed;		 /* its connection closed */
-	int assign_replies;		 /* WorkerAssignReply count */
-	int assign_status;		 /* the last one's */
-	char assign_message[1024];	 /* the last one's */
-	bool owner_closed;		 /* the owner's connection closed */
-	int replies;			 /* PushTaskReply count */
-	uint8_t *reply;			 /* the last one's payload (copy) */
+	struct ferry_worker_id wid;	    /* the worker's ID */
+	struct ferry_node_id nid;	    /* the node's */
+	struct ferry_job_id job;	    /* the job */
+	struct ferry_worker_id caller;	    /* the owner's ID */
+	uint8_t secret[16];		    /* the worker's secret */
+	int refuse;			    /* RuntimeConnectReply status */
+	bool got_connect;		    /* the worker's RuntimeConnect came */
+	bool connect_ok;		    /* with its ID, secret, pid and kind */
+	char listen_path[108];		    /* what it said it serves */
+	bool node_side_closed;		    /* its connection closed */
+	int assign_replies;		    /* WorkerAssignReply count */
+	int assign_status;		    /* the last one's */
+	char assign_message[1024];	    /* the last one's */
+	bool owner_closed;		    /* the owner's connection closed */
+	int replies;			    /* PushTaskReply count */
+	uint8_t *reply;			    /* the last one's payload (copy) */
 };
 
 static struct sim S;
@@ -110,14 +110,13 @@ static void on_worker_connect(const void *payload)
 	const char *lp = ferry__wire_runtime_connect_listen_path(v);
 
 	S.got_connect = true;
-	S.connect_ok = ferry__wire_runtime_connect_kind(v) == FERRY__WIRE_PEER_KIND_WORKER &&
-		       ferry__wire_runtime_connect_protocol_version(v) ==
-			       FERRY_WIRE_PROTOCOL_VERSION &&
-		       !memcmp(id.bytes, S.wid.bytes, 16) &&
-		       ferry__wire_runtime_connect_secret_count(v) == sizeof(S.secret) &&
-		       !memcmp(ferry__wire_runtime_connect_secret_data(v), S.secret,
-			       sizeof(S.secret)) &&
-		       ferry__wire_runtime_connect_pid(v) == S.worker_pid;
+	S.connect_ok =
+		ferry__wire_runtime_connect_kind(v) == FERRY__WIRE_PEER_KIND_WORKER &&
+		ferry__wire_runtime_connect_protocol_version(v) == FERRY_WIRE_PROTOCOL_VERSION &&
+		!memcmp(id.bytes, S.wid.bytes, 16) &&
+		ferry__wire_runtime_connect_secret_count(v) == sizeof(S.secret) &&
+		!memcmp(ferry__wire_runtime_connect_secret_data(v), S.secret, sizeof(S.secret)) &&
+		ferry__wire_runtime_connect_pid(v) == S.worker_pid;
 	snprintf(S.listen_path, sizeof(S.listen_path), "%s", lp ? lp : "");
 	if (S.refuse)
 		m.message = "not one of mine";
@@ -157,8 +156,8 @@ static void on_node_close(struct ferry__conn *conn, int err)
 static const struct ferry__conn_callbacks node_cb = {.on_message = on_node_message,
 						     .on_close = on_node_close};
 
-static void on_rt_accept(struct ferry__conn_server *srv, struct ferry__conn *conn,
-			 const void *hs, size_t len)
+static void on_rt_accept(struct ferry__conn_server *srv, struct ferry__conn *conn, const void *hs,
+			 size_t len)
 {
 	(void)srv;
 	(void)hs;
@@ -210,12 +209,18 @@ static bool got_connect(void *arg)
 	return S.got_connect;
 }
 
+static bool node_side_closed(void *arg)
+{
+	(void)arg;
+	return S.node_side_closed;
+}
+
 /* A store, a node socket and a worker registered with it (not assigned a job yet). */
 static void sim_start(int refuse)
 {
-	struct ferry__conn_server_opts so = {
-		.conn = {.cb = &node_cb}, .on_accept = on_rt_accept,
-		.flags = FERRY_CONN_SERVER_NO_HANDSHAKE};
+	struct ferry__conn_server_opts so = {.conn = {.cb = &node_cb},
+					     .on_accept = on_rt_accept,
+					     .flags = FERRY_CONN_SERVER_NO_HANDSHAKE};
 
 	need_env("FERRY_WORKER_EXE");
 	S.refuse = refuse;
@@ -337,13 +342,13 @@ static bool replied_or_closed(void *arg)
 }
 
 struct task {
-	const char *fn;			 /* function name */
+	const char *fn;			     /* function name */
 	struct ferry__wire_task_arg args[4]; /* arguments */
-	size_t nargs;			 /* their count */
-	uint32_t num_returns;		 /* 0: 1 */
-	uint64_t inline_max;		 /* 0: 100 KiB */
-	struct ferry_task_id id;	 /* set by push */
-	bool nil_id;			 /* send it without a task ID */
+	size_t nargs;			     /* their count */
+	uint32_t num_returns;		     /* 0: 1 */
+	uint64_t inline_max;		     /* 0: 100 KiB */
+	struct ferry_task_id id;	     /* set by push */
+	bool nil_id;			     /* send it without a task ID */
 };
 
 /* Push @t and wait for its reply (true) or the socket's close (false). */
@@ -420,6 +425,7 @@ FTEST(add_returns_5)
 	r = ferry__wire_push_task_reply_returns_at(v, 0);
 	ftest_assert_false(ferry__wire_task_return_in_store(r));
 	ftest_assert_uint_eq(ferry__wire_task_return_data_count(r), sizeof(sum));
+	ftest_assert_ptr_notnull(ferry__wire_task_return_data_data(r));
 	memcpy(&sum, ferry__wire_task_return_data_data(r), sizeof(sum));
 	ftest_assert_int_eq(sum, 5);
 	sim_stop();
@@ -671,12 +677,6 @@ FTEST(second_job_is_ebusy)
 	sim_stop();
 }
 
-static bool node_side_closed(void *arg)
-{
-	(void)arg;
-	return S.node_side_closed;
-}
-
 FTEST(worker_exits_when_the_node_closes_and_removes_its_socket)
 {
 	struct stat st;
@@ -714,6 +714,7 @@ FTEST(worker_refused_by_its_node_exits_1)
 	int status;
 
 	sim_start(-EACCES);
+	run_until(S.loop, node_side_closed, NULL); /* the reply goes out; the worker leaves */
 	status = worker_wait();
 	ftest_assert_true(WIFEXITED(status));
 	ftest_assert_int_eq(WEXITSTATUS(status), 1);
