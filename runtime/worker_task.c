@@ -224,21 +224,19 @@ int ferry_task_return(struct ferry_task_ctx *ctx, size_t i, const void *data, si
 int ferry_task_error(struct ferry_task_ctx *ctx, const char *fmt, ...)
 {
 	struct ferry_task_ctx *c = ctx_ok(ctx);
+	char *to = c ? c->message : setup_message;
+	size_t size = c ? sizeof(c->message) : sizeof(setup_message);
+	pthread_mutex_t *lock = c ? &c->lock : &setup_lock;
 	va_list ap;
 
-	if (ctx && !c)
+	if ((ctx && !c) || !fmt)
 		return -EINVAL;
 	va_start(ap, fmt);
-	if (c) {
-		pthread_mutex_lock(&c->lock);
-		vsnprintf(c->message, sizeof(c->message), fmt ? fmt : "", ap);
+	pthread_mutex_lock(lock);
+	vsnprintf(to, size, fmt, ap);
+	if (c)
 		c->has_message = true;
-		pthread_mutex_unlock(&c->lock);
-	} else {
-		pthread_mutex_lock(&setup_lock);
-		vsnprintf(setup_message, sizeof(setup_message), fmt ? fmt : "", ap);
-		pthread_mutex_unlock(&setup_lock);
-	}
+	pthread_mutex_unlock(lock);
 	va_end(ap);
 	return -EREMOTEIO;
 }
