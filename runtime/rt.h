@@ -123,6 +123,10 @@ int ferry__rt_sub_init(void);
 /* On the loop thread, through ferry__loop_call at shutdown: return leases, close sockets, fail
  * tasks still queued with -ECANCELED. */
 int ferry__rt_sub_stop(void *arg);
+/* Loop thread: close the node's socket once the lease returns are written (@arg NULL: 1 while
+ * they are not; else close now), and count sockets still open. */
+int ferry__rt_sub_close_node(void *arg);
+int ferry__rt_sub_open_conns(void *arg);
 void ferry__rt_sub_fini(void);
 /* Called with the lock held when an object became ready: tasks waiting for it may go. */
 void ferry__rt_sub_object_ready(void);
