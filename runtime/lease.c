@@ -54,6 +54,7 @@ struct lease {
 	struct ferry__loop_timer idle;	    /* IDLE_RETURN_MS */
 	struct ferry__loop_timer revoke;    /* REVOKE_WAIT_MS */
 	bool revoked;			    /* LeaseRevoked came */
+	bool closing;			    /* given back or revoked: no more pushes */
 	char why[160];			    /* the worker's death, for errors */
 };
 
@@ -360,6 +361,7 @@ static void on_revoked(const void *payload)
 	if (!l)
 		return;
 	l->revoked = true;
+	l->closing = true;
 	if (sig > 0)
 		snprintf(l->why, sizeof(l->why), "worker died: killed by signal %d (SIG%s)", sig,
 			 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
@@ -451,6 +453,7 @@ static void idle_due(struct ferry__loop_timer *timer, int status)
 
 	if (status < 0 || l->ninflight || l->cls->queued || !l->conn)
 		return;
+	l->closing = true;
 	send_lease_return(l);
 	ferry__conn_close(l->conn); /* lease_gone() follows */
 }
@@ -476,7 +479,7 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 static void pump(struct cls *c)
 {
 	for (struct lease *l = c->leases; l; l = l->next) {
-		if (!l->conn || l->revoked)
+		if (!l->conn || l->closing)
 			continue;
 		while (c->queued && l->ninflight < PIPELINE) {
 			struct ferry__rt_task *t = class_pop(c);
@@ -650,6 +653,7 @@ int ferry__rt_sub_stop(void *arg)
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next) {
 			send_lease_return(l);
+			l->closing = true;
 			if (l->conn)
 				ferry__conn_close(l->conn);
 		}

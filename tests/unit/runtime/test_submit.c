@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tasks end to end on the local cluster ferry_init starts: the node's real ferry-worker
+ * processes load job_owner.c's library. add(2, 3) is 5; 100 tasks submitted at once are all
+ * answered; a task's return passed by ref to the next; a function's error and an unknown name
+ * reach get with the function's name; a SIGKILLed worker's task is retried, and with no retry
+ * left its returns say which signal killed it. Environment (meson.build): FERRY_WORKER_EXE,
+ * FERRY_TEST_JOB (the library). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ferry/ferry.h>
+
+#include "ftest.h"
+
+static void init_job(void)
+{
+	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = 2};
+	const char *job = getenv("FERRY_TEST_JOB");
+
+	if (!job || !*job || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("FERRY_TEST_JOB / FERRY_WORKER_EXE not set (run through meson test)");
+	unsetenv("FERRY_ADDRESS");
+	o.code_path = job;
+	ftest_assert_ok(ferry_init(&o));
+}
+
+static int64_t get_int64(struct ferry_ref *r)
+{
+	struct ferry_view v;
+	int64_t x;
+	int ret = ferry_get(r, 30000, &v);
+
+	if (ret < 0)
+		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, sizeof(x));
+	memcpy(&x, v.data, sizeof(x));
+	ferry_release(&v);
+	ferry_ref_drop(r);
+	return x;
+}
+
+static int submit_add(int64_t a, int64_t b, struct ferry_ref *out)
+{
+	struct ferry_arg args[2] = {{.data = &a, .len = sizeof(a)}, {.data = &b, .len = sizeof(b)}};
+
+	return ferry_submit("add", args, 2, NULL, out);
+}
+
+FTEST(submit_add_gets_5)
+{
+	struct ferry_ref r;
+
+	init_job();
+	ftest_assert_ok(submit_add(2, 3, &r));
+	ftest_assert_int_eq(get_int64(&r), 5);
+	ferry_shutdown();
+}
+
+FTEST(hundred_tasks_async_then_wait)
+{
+	struct ferry_ref r[100];
+	int ready[100];
+
+	init_job();
+	for (int i = 0; i < 100; i++)
+		ftest_assert_ok(submit_add(i, 1000, &r[i]));
+	ftest_assert_int_eq(ferry_wait(r, 100, 100, 60000, ready), 100);
+	for (int i = 0; i < 100; i++)
+		ftest_assert_int_eq(get_int64(&r[i]), i + 1000);
+	ferry_shutdown();
+}
+
+/* A return in the owner's memory store, passed by ref: inlined when the next task is pushed;
+ * the second task waits for the first (the dependency resolver). */
+FTEST(a_ref_to_a_pending_return_is_an_argument)
+{
+	struct ferry_ref sum, doubled;
+	struct ferry_arg arg = {0};
+
+	init_job();
+	ftest_assert_ok(submit_add(20, 1, &sum));
+	arg.ref = &sum;
+	ftest_assert_ok(ferry_submit("twice", &arg, 1, NULL, &doubled));
+	ferry_ref_drop(&sum); /* the task holds its own count */
+	ftest_assert_int_eq(get_int64(&doubled), 42);
+	ferry_shutdown();
+}
+
+FTEST(a_failing_function_s_error_reaches_get)
+{
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("fail", NULL, 0, NULL, &r));
+	ftest_assert_errno(ferry_get(&r, 30000, &v), -EINVAL);
+	ftest_log("error: %s", v.error);
+	ftest_assert_true(strstr(v.error, "function fail on node ") != NULL);
+	ftest_assert_true(strstr(v.error, "bad input 7") != NULL);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(an_unknown_name_s_error_names_it)
+{
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("no_such_function", NULL, 0, NULL, &r));
+	ftest_assert_errno(ferry_get(&r, 30000, &v), -ENOENT);
+	ftest_log("error: %s", v.error);
+	ftest_assert_true(strstr(v.error, "no_such_function") != NULL);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(a_task_whose_worker_is_sigkilled_is_retried)
+{
+	char path[256];
+	struct ferry_arg arg;
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	snprintf(path, sizeof(path), "%s/marker", ftest_tmpdir());
+	arg = (struct ferry_arg){.data = path, .len = strlen(path)};
+	init_job();
+	ftest_assert_ok(ferry_submit("kill_once", &arg, 1, NULL, &r));
+	ftest_assert_ok(ferry_get(&r, 30000, &v));
+	ftest_assert_uint_eq(v.len, 8);
+	ftest_assert_mem_eq(v.data, "survived", 8);
+	ferry_release(&v);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(retries_exhausted_say_which_signal)
+{
+	struct ferry_task_opts o = {.max_retries = 1};
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("always_killed", NULL, 0, &o, &r));
+	ftest_assert_errno(ferry_get(&r, 30000, &v), -EPIPE);
+	ftest_log("error: %s", v.error);
+	ftest_assert_true(strstr(v.error, "function always_killed on node ") != NULL);
+	ftest_assert_true(strstr(v.error, "killed by signal 9 (SIGKILL)") != NULL);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(submit_before_init_is_enotconn)
+{
+	struct ferry_ref r;
+
+	ftest_assert_errno(submit_add(1, 2, &r), -ENOTCONN);
+	ftest_assert_errno(ferry_submit("bad name!", NULL, 0, NULL, &r), -EINVAL);
+}
