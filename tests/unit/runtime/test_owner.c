@@ -48,7 +48,7 @@ static int store_has(const struct ferry_ref *ref)
 
 FTEST(calls_before_init_are_enotconn)
 {
-	struct ferry_ref r;
+	struct ferry_ref r = {0};
 	struct ferry_view v;
 
 	ftest_assert_errno(ferry_put("x", 1, &r), -ENOTCONN);

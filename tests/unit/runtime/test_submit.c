@@ -12,7 +12,9 @@
 
 #include <ferry/ferry.h>
 
+#include "common/alloc.h"
 #include "ftest.h"
+#include "runtime/rt.h"
 
 static void init_job(void)
 {
@@ -159,4 +161,32 @@ FTEST(submit_before_init_is_enotconn)
 
 	ftest_assert_errno(submit_add(1, 2, &r), -ENOTCONN);
 	ftest_assert_errno(ferry_submit("bad name!", NULL, 0, NULL, &r), -EINVAL);
+}
+
+/* Each allocation of a submit failing in turn: -ENOMEM, and no pending return or argument
+ * copy left behind; the first submit that gets through still runs. (The countdown counts
+ * every thread's allocations: a failure may land in the embedded node instead, which is
+ * then simply a submit that succeeded.) */
+FTEST(submit_under_allocation_failures_leaves_nothing)
+{
+	struct ferry_ref r;
+	int ret = -ENOMEM;
+
+	init_job();
+	ftest_assert_ok(submit_add(1, 1, &r)); /* warm: the lease and sockets exist */
+	ftest_assert_int_eq(get_int64(&r), 2);
+	for (long n = 0; ret < 0 && n < 100; n++) {
+		ferry__alloc_fail_after(n);
+		ret = submit_add(1, 2, &r);
+		ferry__alloc_fail_after(-1);
+		if (ret == 0)
+			break;
+		ftest_assert_errno(ret, -ENOMEM);
+		pthread_mutex_lock(&ferry__rt.lock);
+		ftest_assert_uint_eq(ferry__hashmap_count(&ferry__rt.objects), 0);
+		pthread_mutex_unlock(&ferry__rt.lock);
+	}
+	ftest_assert_ok(ret);
+	ftest_assert_int_eq(get_int64(&r), 3);
+	ferry_shutdown();
 }
