@@ -114,13 +114,22 @@ static int start_local(const struct ferry_init_opts *o, struct where *w)
 	return 0;
 }
 
+/* @src into @dst (@size bytes), cut short if longer (then refused later as not found). */
+static void copy_str(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
 /* The run directory's `cluster` file: "address A" and "token PATH" lines. */
 static int read_cluster_file(const char *run_dir, char *address, size_t size, char *token_path)
 {
-	char path[PATH_MAX], line[PATH_MAX + 16];
+	char path[PATH_MAX + 16], line[PATH_MAX + 16];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/cluster", run_dir);
+	snprintf(path, sizeof(path), "%.*s/cluster", PATH_MAX - 1, run_dir);
 	f = fopen(path, "re");
 	if (!f) {
 		int err = -errno;
@@ -132,9 +141,9 @@ static int read_cluster_file(const char *run_dir, char *address, size_t size, ch
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = 0;
 		if (!strncmp(line, "address ", 8))
-			snprintf(address, size, "%s", line + 8);
+			copy_str(address, size, line + 8);
 		else if (!strncmp(line, "token ", 6))
-			snprintf(token_path, PATH_MAX, "%s", line + 6);
+			copy_str(token_path, PATH_MAX, line + 6);
 	}
 	fclose(f);
 	if (!*address || !*token_path) {

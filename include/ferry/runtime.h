@@ -20,6 +20,7 @@
 #define FERRY_RUNTIME_H
 
 #include <ferry/common.h>
+#include <ferry/id.h>
 
 #ifdef __cplusplus
 extern "C" {

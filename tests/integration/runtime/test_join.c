@@ -50,7 +50,7 @@ static void start_head(void)
 /* The GCS address the run directory's cluster file names. */
 static void gcs_address(char *out, size_t size)
 {
-	char path[512], line[512];
+	char path[512], line[256];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/cluster", run_dir);
