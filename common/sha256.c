@@ -54,8 +54,8 @@ static void compress(uint32_t h[8], const uint8_t *p)
 
 void ferry__sha256_init(struct ferry__sha256 *s)
 {
-	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-					0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+	static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+				       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
 	memcpy(s->h, iv, sizeof(iv));
 	s->bytes = 0;
@@ -86,7 +86,7 @@ void ferry__sha256_update(struct ferry__sha256 *s, const void *data, size_t len)
 void ferry__sha256_final(struct ferry__sha256 *s, uint8_t out[FERRY_SHA256_SIZE])
 {
 	uint64_t bits = s->bytes * 8;
-	uint8_t pad[72] = { 0x80 };
+	uint8_t pad[72] = {0x80};
 	size_t padlen = (s->block_len < 56 ? 56 : 120) - s->block_len;
 
 	for (int i = 0; i < 8; i++)

@@ -12,10 +12,10 @@
 #define FERRY_SHA256_SIZE 32
 
 struct ferry__sha256 {
-	uint32_t h[8];	    /* the state */
-	uint64_t bytes;	    /* message bytes so far */
-	uint8_t block[64];  /* a partial block */
-	size_t block_len;   /* its bytes */
+	uint32_t h[8];	   /* the state */
+	uint64_t bytes;	   /* message bytes so far */
+	uint8_t block[64]; /* a partial block */
+	size_t block_len;  /* its bytes */
 };
 
 void ferry__sha256_init(struct ferry__sha256 *s);

@@ -40,8 +40,8 @@ static int submit_all(struct ferry_ref *model, struct ferry_ref *results)
 	free(weights);
 	for (uint32_t b = 0; ret == 0 && b < BATCHES; b++) {
 		struct ferry_arg args[2] = {
-			{.ref = model},			      /* by ref: no copy per task */
-			{.data = &b, .len = sizeof(b)},	      /* by value: inline in the task */
+			{.ref = model},			/* by ref: no copy per task */
+			{.data = &b, .len = sizeof(b)}, /* by value: inline in the task */
 		};
 
 		ret = ferry_submit("score", args, 2, NULL, &results[b]);

@@ -101,8 +101,9 @@ int ferry_on_ready(const struct ferry_ref *ref, ferry_ready_fn fn, void *arg)
 		make_due(cb, -ENOENT); /* every count on it was dropped */
 	} else {
 		/* Another owner's: ready now if its store copy is here, else the get will wait. */
-		make_due(cb, ferry_plasma_client_contains(ferry__rt.store, &ref->id) == 1 ? 0 :
-											    -EAGAIN);
+		make_due(cb, ferry_plasma_client_contains(ferry__rt.store, &ref->id) == 1
+				     ? 0
+				     : -EAGAIN);
 	}
 	pthread_mutex_unlock(&ferry__rt.lock);
 	return 0;

@@ -34,50 +34,50 @@
 #include "runtime/task.h"
 
 #define COMP "runtime"
-#define PIPELINE 16	     /* tasks in flight per leased worker */
-#define MAX_LEASES 8	     /* leases per class */
-#define IDLE_RETURN_MS 10    /* a lease with nothing to do goes back after this */
-#define REVOKE_WAIT_MS 1000  /* how long a dead worker's tasks wait for the reason */
+#define PIPELINE 16	      /* tasks in flight per leased worker */
+#define MAX_LEASES 8	      /* leases per class */
+#define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
+#define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
 #define FRAME_MAX (64u << 20) /* runtime.fbs: the receiver's frame cap */
 
 struct cls;
 
 struct lease {
-	struct lease *next;		    /* the class's leases */
-	struct cls *cls;		    /* its class */
-	uint64_t lease_id;		    /* the node's */
-	struct ferry_worker_id worker;	    /* the leased worker */
-	struct ferry__conn *conn;	    /* to the worker, NULL once closed */
-	struct ferry__rt_task *inflight;    /* pushed, not answered (oldest first) */
+	struct lease *next;		       /* the class's leases */
+	struct cls *cls;		       /* its class */
+	uint64_t lease_id;		       /* the node's */
+	struct ferry_worker_id worker;	       /* the leased worker */
+	struct ferry__conn *conn;	       /* to the worker, NULL once closed */
+	struct ferry__rt_task *inflight;       /* pushed, not answered (oldest first) */
 	struct ferry__rt_task **inflight_tail; /* append here */
-	uint32_t ninflight;		    /* how many */
-	struct ferry__loop_timer idle;	    /* IDLE_RETURN_MS */
-	struct ferry__loop_timer revoke;    /* REVOKE_WAIT_MS */
-	bool revoked;			    /* LeaseRevoked came */
-	bool closing;			    /* given back or revoked: no more pushes */
-	char why[160];			    /* the worker's death, for errors */
+	uint32_t ninflight;		       /* how many */
+	struct ferry__loop_timer idle;	       /* IDLE_RETURN_MS */
+	struct ferry__loop_timer revoke;       /* REVOKE_WAIT_MS */
+	bool revoked;			       /* LeaseRevoked came */
+	bool closing;			       /* given back or revoked: no more pushes */
+	char why[160];			       /* the worker's death, for errors */
 };
 
 struct cls {
-	struct cls *next;		   /* all classes */
-	struct ferry__rt_class_key key;	   /* what it asks for */
-	struct ferry__rt_task *queue;	   /* ready, not pushed */
-	struct ferry__rt_task **queue_tail; /* append here */
-	size_t queued;			   /* how many */
-	struct lease *leases;		   /* granted */
-	size_t nleases;			   /* how many */
-	uint64_t request_id;		   /* a LeaseRequest in flight, or 0 */
+	struct cls *next;			      /* all classes */
+	struct ferry__rt_class_key key;		      /* what it asks for */
+	struct ferry__rt_task *queue;		      /* ready, not pushed */
+	struct ferry__rt_task **queue_tail;	      /* append here */
+	size_t queued;				      /* how many */
+	struct lease *leases;			      /* granted */
+	size_t nleases;				      /* how many */
+	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
 	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
 };
 
 struct ferry__rt_sub {
-	struct ferry__conn *node;	/* the node's runtime socket */
-	struct ferry_node_id node_id;	/* from RuntimeConnectReply */
-	struct cls *classes;		/* every class seen */
-	uint64_t next_request;		/* LeaseRequest ids */
-	unsigned open_conns;		/* sockets whose on_close has not come */
-	bool stopping;			/* shutdown began */
-	struct ferry__fb_builder fb;	/* messages are built here */
+	struct ferry__conn *node;     /* the node's runtime socket */
+	struct ferry_node_id node_id; /* from RuntimeConnectReply */
+	struct cls *classes;	      /* every class seen */
+	uint64_t next_request;	      /* LeaseRequest ids */
+	unsigned open_conns;	      /* sockets whose on_close has not come */
+	bool stopping;		      /* shutdown began */
+	struct ferry__fb_builder fb;  /* messages are built here */
 };
 
 static struct ferry__rt_sub sub;
@@ -488,8 +488,8 @@ static void pump(struct cls *c)
 			if (ret < 0) {
 				char text[400];
 
-				ferry__rt_task_error_text(t, &sub.node_id, ferry_strerror(ret), text,
-							  sizeof(text));
+				ferry__rt_task_error_text(t, &sub.node_id, ferry_strerror(ret),
+							  text, sizeof(text));
 				ferry__rt_task_fail(t, ret, text);
 			}
 		}
@@ -580,8 +580,8 @@ static void lease_gone(struct lease *l)
 			ferry__rt_lease_enqueue(t, true);
 			continue;
 		}
-		ferry__rt_task_error_text(t, &sub.node_id, l->why[0] ? l->why : "worker died",
-					  text, sizeof(text));
+		ferry__rt_task_error_text(t, &sub.node_id, l->why[0] ? l->why : "worker died", text,
+					  sizeof(text));
 		ferry__rt_task_fail(t, sub.stopping ? -ECANCELED : -EPIPE, text);
 	}
 	for (pp = &c->leases; *pp; pp = &(*pp)->next)
@@ -628,8 +628,8 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	}
 	l->inflight = keep;
 	l->inflight_tail = keep ? keep_tail : &l->inflight;
-	if (!keep || ferry__loop_timer_start(ferry__rt.loop, &l->revoke, REVOKE_WAIT_MS, 0,
-					     revoke_due) < 0)
+	if (!keep ||
+	    ferry__loop_timer_start(ferry__rt.loop, &l->revoke, REVOKE_WAIT_MS, 0, revoke_due) < 0)
 		lease_gone(l);
 }
 

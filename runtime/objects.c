@@ -87,8 +87,8 @@ void ferry__rt_obj_unref(struct ferry__rt_obj *o)
 	obj_forget(o);
 }
 
-void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, size_t len,
-			 int status, const char *error)
+void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, size_t len, int status,
+			 const char *error)
 {
 	o->state = state;
 	o->data = data;

@@ -84,9 +84,9 @@ static int set_key(struct ferry__rt_task *t, const struct ferry_task_opts *o)
 	if (o->resources)
 		snprintf(t->key.custom, sizeof(t->key.custom), "%s", o->resources);
 	t->num_returns = o->num_returns ? o->num_returns : 1;
-	t->retries_left = o->max_retries == 0 ? DEFAULT_MAX_RETRIES :
-			  o->max_retries < 0	  ? 0 :
-						    o->max_retries;
+	t->retries_left = o->max_retries == 0  ? DEFAULT_MAX_RETRIES
+			  : o->max_retries < 0 ? 0
+					       : o->max_retries;
 	t->retry_exceptions = o->retry_exceptions != 0;
 	return 0;
 }
@@ -191,9 +191,10 @@ int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
 	int ret;
 
 	if (!ferry__registry_name_valid(name, len) || (nargs && !args) || !returns) {
-		FLOG_ERROR(COMP, "ferry_submit: %s", !returns ? "no returns array" :
-						     nargs && !args ? "no arguments array" :
-								      "bad function name");
+		FLOG_ERROR(COMP, "ferry_submit: %s",
+			   !returns	    ? "no returns array"
+			   : nargs && !args ? "no arguments array"
+					    : "bad function name");
 		return -EINVAL;
 	}
 	if (!ferry__rt.up)

@@ -20,9 +20,9 @@
 
 /* What a lease is asked for: tasks of equal keys share leases. Compared with memcmp. */
 struct ferry__rt_class_key {
-	double cpus;			    /* CPU */
-	double gpus;			    /* GPU */
-	double memory_bytes;		    /* memory */
+	double cpus;			   /* CPU */
+	double gpus;			   /* GPU */
+	double memory_bytes;		   /* memory */
 	char custom[FERRY__RT_CUSTOM_MAX]; /* "name=amount,...", zero-padded */
 };
 
@@ -35,16 +35,16 @@ struct ferry__rt_arg {
 };
 
 struct ferry__rt_task {
-	struct ferry__rt_task *next;	     /* link in whichever list holds it */
-	struct ferry_task_id id;	     /* hash(job, parent task, submit index) */
+	struct ferry__rt_task *next;		/* link in whichever list holds it */
+	struct ferry_task_id id;		/* hash(job, parent task, submit index) */
 	char name[FERRY_FUNCTION_NAME_MAX + 1]; /* the function */
-	uint32_t num_returns;		     /* >= 1 */
-	int32_t retries_left;		     /* retries still allowed */
-	bool retry_exceptions;		     /* retry a -errno result too */
-	uint32_t attempt;		     /* 0, then +1 per retry */
-	struct ferry__rt_class_key key;	     /* its class */
-	size_t nargs;			     /* arguments */
-	struct ferry__rt_arg *args;	     /* them */
+	uint32_t num_returns;			/* >= 1 */
+	int32_t retries_left;			/* retries still allowed */
+	bool retry_exceptions;			/* retry a -errno result too */
+	uint32_t attempt;			/* 0, then +1 per retry */
+	struct ferry__rt_class_key key;		/* its class */
+	size_t nargs;				/* arguments */
+	struct ferry__rt_arg *args;		/* them */
 };
 
 /* submit.c, loop thread: the task's end. Frees @t. */
