@@ -39,10 +39,18 @@ static void usage(FILE *to)
 		    "                  [--copy-batch-us US] [--notice-hold-ms MS]\n"
 		    "                  [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		    "                  [--num-cpus N] [--num-gpus N] [--resources NAME=N,...]\n"
+		    "                  [--num-workers N] [--max-workers M] [--worker-idle-ms MS]\n"
+		    "                  [--worker-exe PATH]\n"
 		    "  --num-cpus N    CPUs to offer (fractions to 1/10000 allowed); default: the\n"
 		    "                  affinity mask, capped by the cgroup's CPU quota\n"
 		    "  --num-gpus N    GPUs to offer; default 0 (GPUs are not detected)\n"
 		    "  --resources     custom resources, e.g. tpu=4,ssd=0.5 (at most 64)\n"
+		    "  --num-workers N ferry-worker processes kept started; default: the CPUs\n"
+		    "                  (rounded up); 0: started on demand only\n"
+		    "  --max-workers M at most; default 4 x CPUs (never below N)\n"
+		    "  --worker-idle-ms MS  workers above N idle this long end (default 10000)\n"
+		    "  --worker-exe P  the worker program; default: $FERRY_WORKER_EXE, else\n"
+		    "                  ferry-worker beside ferry-node, else in PATH\n"
 		    "       ferry-node --help | --version\n");
 }
 
@@ -140,12 +148,13 @@ int main(int argc, char **argv)
 	ferry_node_id_to_hex(ferry__node_id(node), hex, sizeof(hex));
 	transports = ferry__objmgr_transports(ferry__node_objmgr(node));
 	device = ferry__objmgr_rdma_device(ferry__node_objmgr(node));
-	printf("ferry-node ready id=%s address=%s socket=%s transport=%s%s%s%s%s%s\n", hex,
-	       ferry__node_address(node), ferry__node_socket(node),
+	printf("ferry-node ready id=%s address=%s socket=%s transport=%s%s%s%s%s%s runtime=%s\n",
+	       hex, ferry__node_address(node), ferry__node_socket(node),
 	       opts.transport == FERRY__NODE_TRANSPORT_AUTO ? "auto:" : "",
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? "rdma(" : "", device ? device : "",
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? ")+" : "", "tcp",
-	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "");
+	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "",
+	       ferry__node_runtime_socket(node));
 	fflush(stdout);
 	pthread_kill(watch, SIGUSR1);
 	pthread_join(watch, NULL);

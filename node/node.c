@@ -17,9 +17,12 @@
  *   io_uring ring for every socket of the node. It answers peers' pulls from the store on
  *   that thread without a round trip to it (ferry__plasma_server_get_on_loop). Its pull
  *   threads (a pool that leaves when idle) and the store's spill writer are the only others.
+ *   The runtime socket, the worker processes and their leases (rt_srv.c, rt_pool.c,
+ *   rt_lease.c) run on the same loop; see rt_srv.c's DESIGN.
  * - Lock order: node->lock, then the object manager's lock (on_miss calls into it holding
  *   node->lock so that stop can clear node->om under the same lock).
- * - Stop: the queue drains (its replies awaited), then the object manager stops (its pulls
+ * - Stop: the workers are ended and reaped (their deaths recorded in the GCS) and the runtime
+ *   socket closes, the queue drains (its replies awaited), then the object manager stops (its pulls
  *   end, its sockets close on the loop), the loop thread leaves and the stopping thread, the loop's owner now, destroys the
  *   GCS client (its subscription callbacks end), quiets the store's spill and destroys the loop
  *   (the store's connections close with it); then the object manager's memory and the store
@@ -276,6 +279,8 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		ret = start_objmgr(node);
 	if (ret == 0)
 		ret = ferry__node_register(node);
+	if (ret == 0)
+		ret = ferry__node_rt_start(node);
 	if (ret < 0) {
 		ferry__node_stop(node); /* undoes what started: each part is NULL/0 otherwise */
 		return ret;
@@ -312,6 +317,7 @@ void ferry__node_stop(struct ferry__node *node)
 
 	if (!node)
 		return;
+	ferry__node_rt_shutdown(node); /* its workers' deaths still reach the GCS */
 	ferry__node_dir_drain(node);
 	ferry__objmgr_stop(node->om);
 	if (node->loop)
@@ -321,6 +327,7 @@ void ferry__node_stop(struct ferry__node *node)
 	node->om = NULL;
 	pthread_mutex_unlock(&node->lock);
 	ferry__objmgr_destroy(om);
+	ferry__node_rt_free(node);
 	ferry__plasma_server_destroy(node->store);
 	while ((it = node->queue)) {
 		node->queue = it->next;

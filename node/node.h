@@ -30,6 +30,9 @@ enum ferry__node_transport {
 					 * shm are served too, for peers without RDMA */
 };
 
+/* The most workers one node runs (--num-workers, --max-workers). */
+#define FERRY__NODE_MAX_WORKERS 4096u
+
 /* Options; zeros are defaults except gcs_address and the token. */
 /* The longest pulled copies' directory records are gathered (1 s). */
 #define FERRY__NODE_MAX_COPY_BATCH_US 1000000u
@@ -64,6 +67,13 @@ struct ferry__node_opts {
 	const char *num_cpus;	      /* --num-cpus ("2", "0.5"); NULL: detect (node/resources.h) */
 	const char *num_gpus;	      /* --num-gpus; NULL: 0 (no detection) */
 	const char *resources;	      /* --resources name=amount,...; NULL: none */
+	/* The worker pool (node/rt_pool.c). */
+	const char *worker_exe;	 /* ferry-worker to start; NULL: $FERRY_WORKER_EXE, else beside
+				  * this program, else in PATH (none: no workers) */
+	int32_t num_workers;	 /* prestarted; 0: the node's CPUs rounded up; < 0: none (workers
+				  * start on demand only) */
+	uint32_t max_workers;	 /* at most; 0: 4 x CPUs (never below num_workers) */
+	uint32_t worker_idle_ms; /* workers above num_workers idle this long end; 0: 10000 */
 	/* The GCS declared this node dead (its ID never comes back): called once on the node's
 	 * loop thread after the log line; the daemon stops. NULL: the node only stops beating. */
 	void (*on_declared_dead)(void *arg);
@@ -99,6 +109,9 @@ const struct ferry_node_id *ferry__node_id(const struct ferry__node *node);
 const char *ferry__node_address(const struct ferry__node *node);
 const char *ferry__node_socket(const struct ferry__node *node);
 struct ferry__objmgr *ferry__node_objmgr(const struct ferry__node *node);
+/* The runtime socket drivers and workers connect to (schema/runtime.fbs): the store socket's
+ * path with ".rt" appended. */
+const char *ferry__node_runtime_socket(const struct ferry__node *node);
 
 /* ferry__node_sync() - send every directory update queued so far (seals, removals) at once and
  * wait until they have reached the GCS. Returns 0 or the first error since the last sync. Any

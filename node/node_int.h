@@ -40,6 +40,7 @@ struct dir_item {
 };
 
 struct dir_batch;
+struct ferry__node_rt;
 
 struct ferry__node {
 	struct ferry__node_opts opts;	       /* copied; strings point into this struct */
@@ -81,6 +82,7 @@ struct ferry__node {
 	uint32_t cluster_nodes;		       /* alive, as the last beat reply said (loop) */
 	bool reregistering;		       /* a register after -ENOENT is out (loop) */
 	bool declared_dead;		       /* the GCS declared us dead: no more beats (loop) */
+	struct ferry__node_rt *rt;	       /* runtime socket, workers, leases (rt_*.c) */
 };
 
 /* The GCS requests of the batch out (one at a time, allocated once at start). */
@@ -106,5 +108,12 @@ void ferry__node_dir_drain(struct ferry__node *node);
 
 /* node_gcs.c: find the node's resources, register it, start its beats on the loop. */
 int ferry__node_register(struct ferry__node *node);
+
+/* rt_srv.c: the runtime socket and the worker pool: start (after registration, the loop
+ * running), shutdown (stop: connections closed, workers ended and reaped; the loop still
+ * runs), free (after the loop is destroyed). */
+int ferry__node_rt_start(struct ferry__node *node);
+void ferry__node_rt_shutdown(struct ferry__node *node);
+void ferry__node_rt_free(struct ferry__node *node);
 
 #endif

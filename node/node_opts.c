@@ -72,6 +72,17 @@ static int parse_custom(const char *v, const char **out)
 	return 0;
 }
 
+/* --num-workers: 0 is "on demand only", which the options spell -1 (their 0 is the default). */
+static int parse_num_workers(const char *v, int32_t *out)
+{
+	uint32_t n;
+	int ret = ferry__parse_u32(v, FERRY__NODE_MAX_WORKERS, &n);
+
+	if (ret == 0)
+		*out = n ? (int32_t)n : -1;
+	return ret;
+}
+
 static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		     const char **token_file)
 {
@@ -111,6 +122,14 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus);
 	else if (!strcmp(a, "--resources"))
 		return parse_custom(v, &o->resources);
+	else if (!strcmp(a, "--num-workers"))
+		return parse_num_workers(v, &o->num_workers);
+	else if (!strcmp(a, "--max-workers"))
+		return ferry__parse_u32(v, FERRY__NODE_MAX_WORKERS, &o->max_workers);
+	else if (!strcmp(a, "--worker-idle-ms"))
+		return ferry__parse_u32(v, UINT32_MAX - 1, &o->worker_idle_ms);
+	else if (!strcmp(a, "--worker-exe") && *v)
+		o->worker_exe = v;
 	else
 		return -EINVAL;
 	return 0;

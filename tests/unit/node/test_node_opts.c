@@ -162,3 +162,38 @@ FTEST(gcs_and_token_file_are_required_and_not_empty)
 	ftest_assert_errno(parse(ARGC(empty_token), empty_token, &o, &token), -EINVAL);
 	ftest_assert_errno(parse(ARGC(nothing), nothing, &o, &token), -EINVAL);
 }
+
+FTEST(worker_pool_flags)
+{
+	const char *argv[] = {"ferry-node",
+			      "--gcs",
+			      "a:1",
+			      "--token-file",
+			      "/t",
+			      "--num-workers",
+			      "3",
+			      "--max-workers",
+			      "8",
+			      "--worker-idle-ms",
+			      "250",
+			      "--worker-exe",
+			      "/opt/ferry-worker"};
+	const char *zero[] = {"ferry-node", "--gcs",	     "a:1", "--token-file",
+			      "/t",	    "--num-workers", "0"};
+	struct ferry__node_opts o;
+	const char *token;
+
+	ftest_assert_ok(parse(ARGC(argv), argv, &o, &token));
+	ftest_assert_int_eq(o.num_workers, 3);
+	ftest_assert_uint_eq(o.max_workers, 8);
+	ftest_assert_uint_eq(o.worker_idle_ms, 250);
+	ftest_assert_str_eq(o.worker_exe, "/opt/ferry-worker");
+	/* 0 is "on demand only", which is not the options' 0 (the CPUs). */
+	ftest_assert_ok(parse(ARGC(zero), zero, &o, &token));
+	ftest_assert_int_eq(o.num_workers, -1);
+	refused("--num-workers", "4097");
+	refused("--num-workers", "-1");
+	refused("--max-workers", "x");
+	refused("--worker-idle-ms", "-5");
+	refused("--worker-exe", "");
+}

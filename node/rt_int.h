@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node's runtime side, shared by rt_srv.c (the runtime socket and its peers), rt_pool.c (the
+ * worker processes) and rt_lease.c (leases and their queue). Internal to node/; everything here
+ * belongs to the node's loop thread unless a field says otherwise. See rt_srv.c's DESIGN.
+ */
+#ifndef FERRY_NODE_RT_INT_H
+#define FERRY_NODE_RT_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <ferry/id.h>
+
+#include "common/conn.h"
+#include "common/fb.h"
+#include "common/loop.h"
+#include "node/resources.h"
+#include "node/rt_wire.h"
+
+struct ferry__node;
+struct rt_worker;
+
+/* Connections at once on the runtime socket; a new one past it is closed (logged). */
+#define RT_MAX_PEERS 1024u
+/* Connections at once that have not sent RuntimeConnect yet (the oldest makes room). */
+#define RT_MAX_CONNECTING 64u
+/* Unsent bytes to one peer before its requests wait (conn.h's backpressure). */
+#define RT_MAX_QUEUED_BYTES (1u << 20)
+/* A connection must send RuntimeConnect within this, a started worker connect within this. */
+#define RT_CONNECT_TIMEOUT_MS 10000u
+/* Lease requests waiting at one node; past it a request is answered -ENOSPC. */
+#define RT_MAX_QUEUED_REQUESTS 100000u
+/* Stop: SIGTERM, then SIGKILL after this. */
+#define RT_KILL_GRACE_MS 2000u
+/* A worker that died before it registered holds back the next start this long (no crash loop
+ * of a broken executable). */
+#define RT_RESPAWN_HOLD_MS 1000u
+
+/* A connection on the runtime socket: a driver, or a worker (the node's own). */
+struct rt_peer {
+	struct ferry__node_rt *rt;   /* owner */
+	struct ferry__conn *conn;    /* NULL once closed */
+	bool connected;		     /* its RuntimeConnect was accepted */
+	uint8_t kind;		     /* FERRY__WIRE_PEER_KIND_DRIVER / _WORKER */
+	struct ferry_worker_id id;   /* its ID */
+	int pid;		     /* its process (SO_PEERCRED) */
+	struct rt_worker *worker;    /* kind Worker: the pool's record of it */
+	uint64_t accepted_ms;	     /* when accepted (the connect deadline) */
+	uint64_t refused_ms;	     /* its RuntimeConnect was refused then: closing; 0: not */
+	struct rt_peer *prev, *next; /* rt->peers */
+};
+
+/* A queued lease request (one allocation: the struct, resources, code path, hash). */
+struct rt_req {
+	struct rt_peer *owner;	 /* who asked; NULL once its connection closed */
+	uint64_t request_id;	 /* echoed */
+	struct ferry_job_id job; /* the job */
+	char *code_path;	 /* or NULL */
+	uint8_t *code_hash;	 /* or NULL */
+	size_t code_hash_len;	 /* its bytes */
+	uint32_t nres;		 /* entries in res */
+	struct ferry__res *res;	 /* what it takes from the node's available set */
+	struct rt_req *next;	 /* queue */
+};
+
+enum rt_wstate {
+	W_STARTING = 1,	 /* spawned, not connected yet */
+	W_IDLE = 2,	 /* connected, free */
+	W_ASSIGNING = 3, /* WorkerAssign sent, its reply due (assign_req) */
+	W_LEASED = 4,	 /* leased to lease_owner */
+};
+
+/* A worker process the node started. */
+struct rt_worker {
+	struct ferry__node_rt *rt;		/* owner */
+	struct ferry_worker_id id;		/* FERRY_WORKER_ID */
+	uint8_t secret[FERRY__RT_SECRET_BYTES]; /* FERRY_WORKER_SECRET */
+	pid_t pid;				/* the process */
+	int pidfd;				/* polled for its death; -1 once reaped */
+	struct ferry__loop_req death;		/* POLLIN on pidfd */
+	bool rewatch;				/* the poll failed: the tick submits it again */
+	enum rt_wstate state;			/* see the enum */
+	int signal_sent;			/* 0, SIGTERM or SIGKILL: the node ends it */
+	int exit_if_killed;			/* enum ferry_gcs_exit when the node ended it */
+	uint64_t signal_ms;			/* when the signal was sent */
+	bool registered;			/* recorded in the GCS workers table */
+	bool has_job;				/* assigned: serves job only */
+	struct ferry_job_id job;		/* its job */
+	struct rt_peer *peer;			/* its connection to the node, or NULL */
+	char listen_path[FERRY__RT_PATH_MAX];	/* where owners push tasks */
+	uint64_t started_ms;			/* spawned */
+	uint64_t idle_ms;			/* idle since */
+	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
+	struct rt_peer *lease_owner;		/* LEASED: the owner */
+	uint64_t lease_id;			/* LEASED: the lease */
+	struct rt_worker *prev, *next;		/* rt->workers */
+};
+
+struct ferry__node_rt {
+	struct ferry__node *node;	   /* owner */
+	struct ferry__loop *loop;	   /* the node's */
+	char path[FERRY__RT_PATH_MAX];	   /* the runtime socket */
+	struct ferry__conn_server *server; /* listening; NULL once closed */
+	char exe[PATH_MAX];		   /* ferry-worker to start; "" if none found */
+	uint32_t num_workers;		   /* prestarted */
+	uint32_t max_workers;		   /* at most */
+	uint32_t idle_ms;		   /* reap idle workers above num_workers after */
+	struct rt_worker *workers;	   /* every process not reaped yet */
+	uint32_t nworkers;		   /* in the list */
+	struct rt_peer *peers;		   /* every connection */
+	uint32_t npeers;		   /* in the list */
+	struct rt_req *queue, *queue_tail; /* waiting lease requests, FIFO */
+	uint32_t queued;		   /* in the queue */
+	struct ferry__res_set avail;	   /* free now (taken by leases) */
+	uint64_t next_lease_id;		   /* the last lease handed out */
+	uint64_t respawn_after_ms;	   /* no start before (RT_RESPAWN_HOLD_MS) */
+	struct ferry__loop_timer tick;	   /* deadlines, reaping, stop's escalation */
+	struct ferry__fb_builder fb;	   /* replies */
+	bool stopping;			   /* no new workers or leases */
+	bool serving;			   /* in serve_queue (no re-entry) */
+	bool listening;			   /* the socket file is ours to remove */
+	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
+	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
+};
+
+/* rt_srv.c */
+void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int status,
+			       const char *message, const struct rt_worker *w);
+void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
+				 int term_signal, int exit_status, const char *message);
+int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
+void ferry__rt_peer_close(struct rt_peer *p, const char *why);
+
+/* rt_pool.c */
+int ferry__rt_pool_start(struct ferry__node_rt *rt);
+int ferry__rt_pool_spawn(struct ferry__node_rt *rt);
+void ferry__rt_pool_top_up(struct ferry__node_rt *rt);
+void ferry__rt_pool_signal(struct rt_worker *w, int sig, int exit_type, const char *why);
+struct rt_worker *ferry__rt_pool_find(struct ferry__node_rt *rt, const struct ferry_worker_id *id);
+void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const char *listen_path);
+void ferry__rt_pool_tick(struct ferry__node_rt *rt, uint64_t now);
+void ferry__rt_pool_kill_all(struct ferry__node_rt *rt, int sig);
+uint32_t ferry__rt_pool_count(const struct ferry__node_rt *rt, enum rt_wstate state);
+
+/* rt_lease.c */
+void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q);
+void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id);
+void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);
+void ferry__rt_lease_peer_gone(struct rt_peer *p);
+/* A worker is gone (reaped) or unusable: its lease revoked, its assignment re-queued. */
+void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_status,
+				 const char *message);
+void ferry__rt_lease_serve(struct ferry__node_rt *rt);
+void ferry__rt_lease_report(struct ferry__node_rt *rt);
+void ferry__rt_req_free(struct rt_req *req);
+
+#endif

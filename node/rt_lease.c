@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Worker leases (Ray's direct task transport: the node only grants and reclaims). A LeaseRequest
+ * waits in one FIFO queue until the node's available resources cover it and a worker is free:
+ * an idle worker of the request's job, else an idle unassigned one (assigned with WorkerAssign
+ * first; a worker serves one job for its life), else a new one if the pool is below its
+ * maximum. The lease takes its resources from the node's available set and gives them back
+ * when returned, when its worker dies (LeaseRevoked to the owner) or when its owner's
+ * connection closes. See rt_srv.c's DESIGN.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ferry/gcs.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "node/node_int.h"
+#include "node/rt_int.h"
+
+#define COMP "node"
+
+/* ---- requests ---- */
+
+void ferry__rt_req_free(struct rt_req *req)
+{
+	ferry__free(req);
+}
+
+/* One allocation: the struct, then the resources, the hash and the path. */
+static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_request *q)
+{
+	size_t path_len = q->code_path ? strlen(q->code_path) + 1 : 0;
+	size_t res_bytes = q->nres * sizeof(struct ferry__res);
+	struct rt_req *req =
+		ferry__calloc(1, sizeof(*req) + res_bytes + q->code_hash_len + path_len);
+	uint8_t *tail;
+
+	if (!req)
+		return NULL;
+	tail = (uint8_t *)(req + 1);
+	req->owner = p;
+	req->request_id = q->request_id;
+	req->job = q->job;
+	req->nres = q->nres;
+	req->res = (struct ferry__res *)tail;
+	memcpy(req->res, q->res, res_bytes);
+	tail += res_bytes;
+	if (q->code_hash_len) {
+		req->code_hash = tail;
+		req->code_hash_len = q->code_hash_len;
+		memcpy(tail, q->code_hash, q->code_hash_len);
+		tail += q->code_hash_len;
+	}
+	if (path_len) {
+		req->code_path = (char *)tail;
+		memcpy(tail, q->code_path, path_len);
+	}
+	return req;
+}
+
+static void enqueue_head(struct ferry__node_rt *rt, struct rt_req *req)
+{
+	req->next = rt->queue;
+	rt->queue = req;
+	if (!rt->queue_tail)
+		rt->queue_tail = req;
+	rt->queued++;
+}
+
+static void enqueue_tail(struct ferry__node_rt *rt, struct rt_req *req)
+{
+	req->next = NULL;
+	if (rt->queue_tail)
+		rt->queue_tail->next = req;
+	else
+		rt->queue = req;
+	rt->queue_tail = req;
+	rt->queued++;
+}
+
+static struct rt_req *dequeue_head(struct ferry__node_rt *rt)
+{
+	struct rt_req *req = rt->queue;
+
+	rt->queue = req->next;
+	if (!rt->queue)
+		rt->queue_tail = NULL;
+	rt->queued--;
+	req->next = NULL;
+	return req;
+}
+
+/* ---- resources ---- */
+
+static bool fits(const struct ferry__node_rt *rt, const struct rt_req *req)
+{
+	for (uint32_t i = 0; i < req->nres; i++)
+		if (ferry__res_set_get(&rt->avail, req->res[i].name) < req->res[i].amount)
+			return false;
+	return true;
+}
+
+/* @sign -1 takes @req's resources, +1 gives them back. */
+static void account(struct ferry__node_rt *rt, const struct rt_req *req, int sign)
+{
+	for (uint32_t i = 0; i < req->nres; i++) {
+		const struct ferry__res *r = &req->res[i];
+		int64_t now = ferry__res_set_get(&rt->avail, r->name);
+
+		(void)ferry__res_set_put(&rt->avail, r->name, now + sign * r->amount);
+	}
+}
+
+/* The node's totals can never cover @q: the name of what is missing into @why. */
+static bool never_fits(const struct ferry__node_rt *rt, const struct ferry__rt_lease_request *q,
+		       char *why, size_t size)
+{
+	char have[32], want[32];
+
+	for (uint32_t i = 0; i < q->nres; i++) {
+		int64_t total = ferry__res_set_get(&rt->node->total, q->res[i].name);
+
+		if (total < q->res[i].amount) {
+			ferry__res_format_amount(total < 0 ? 0 : total, have, sizeof(have));
+			ferry__res_format_amount(q->res[i].amount, want, sizeof(want));
+			snprintf(why, size, "the node has %s %s, the lease asks for %s", have,
+				 q->res[i].name, want);
+			return true;
+		}
+	}
+	return false;
+}
+
+void ferry__rt_lease_report(struct ferry__node_rt *rt)
+{
+	ferry__node_set_load(rt->node, &rt->avail, rt->queued, 0);
+}
+
+/* ---- granting ---- */
+
+static void grant(struct rt_worker *w, struct rt_req *req)
+{
+	struct ferry__node_rt *rt = w->rt;
+
+	w->state = W_LEASED;
+	w->req = req;
+	w->lease_owner = req->owner;
+	w->lease_id = ++rt->next_lease_id;
+	ferry__rt_peer_send_grant(req->owner, req->request_id, 0, NULL, w);
+}
+
+/* @w is free again: its request's resources back, idle from now. */
+static void release(struct rt_worker *w)
+{
+	account(w->rt, w->req, +1);
+	ferry__rt_req_free(w->req);
+	w->req = NULL;
+	w->lease_owner = NULL;
+	w->lease_id = 0;
+	w->state = W_IDLE;
+	w->idle_ms = ferry__loop_now_ms();
+}
+
+/* An idle worker: of @job (@assigned), or not assigned yet. */
+static struct rt_worker *find_idle(struct ferry__node_rt *rt, const struct ferry_job_id *job,
+				   bool assigned)
+{
+	for (struct rt_worker *w = rt->workers; w; w = w->next) {
+		if (w->state != W_IDLE || w->signal_sent || !w->peer || w->has_job != assigned)
+			continue;
+		if (!assigned || !memcmp(w->job.bytes, job->bytes, sizeof(job->bytes)))
+			return w;
+	}
+	return NULL;
+}
+
+/* No free worker for @req: start one, or end an idle worker of another job to make room. */
+static void make_worker(struct ferry__node_rt *rt, const struct rt_req *req)
+{
+	uint32_t live = 0, starting = 0, ending = 0;
+	struct rt_worker *other = NULL;
+
+	for (struct rt_worker *w = rt->workers; w; w = w->next) {
+		ending += w->signal_sent != 0;
+		if (w->signal_sent)
+			continue;
+		live++;
+		starting += w->state == W_STARTING;
+		if (w->state == W_IDLE && w->has_job &&
+		    memcmp(w->job.bytes, req->job.bytes, sizeof(req->job.bytes)))
+			other = w;
+	}
+	if (starting >= rt->queued)
+		return; /* enough on their way */
+	if (live < rt->max_workers)
+		(void)ferry__rt_pool_spawn(rt);
+	else if (other && !ending)
+		ferry__rt_pool_signal(other, SIGTERM, FERRY_GCS_EXIT_NORMAL,
+				      "idle, and another job needs its place");
+}
+
+/* Serve the head of the queue: 0 if it left the queue, -EAGAIN if it must wait. */
+static int serve_head(struct ferry__node_rt *rt)
+{
+	struct rt_req *req = rt->queue;
+	struct rt_worker *w;
+
+	if (!req->owner) {
+		ferry__rt_req_free(dequeue_head(rt));
+		return 0;
+	}
+	if (!fits(rt, req))
+		return -EAGAIN;
+	w = find_idle(rt, &req->job, true);
+	if (w) {
+		account(rt, dequeue_head(rt), -1);
+		grant(w, req);
+		return 0;
+	}
+	w = find_idle(rt, &req->job, false);
+	if (!w) {
+		make_worker(rt, req);
+		return -EAGAIN;
+	}
+	account(rt, dequeue_head(rt), -1);
+	w->state = W_ASSIGNING;
+	w->req = req;
+	/* A failed send closes the worker's connection, which ends it: the request then goes
+	 * back to the queue (ferry__rt_lease_worker_gone). */
+	(void)ferry__rt_peer_send_assign(w->peer, req);
+	return 0;
+}
+
+void ferry__rt_lease_serve(struct ferry__node_rt *rt)
+{
+	if (rt->serving || rt->stopping)
+		return;
+	rt->serving = true;
+	while (rt->queue && serve_head(rt) == 0)
+		;
+	rt->serving = false;
+	ferry__rt_lease_report(rt);
+}
+
+/* ---- messages ---- */
+
+void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q)
+{
+	struct ferry__node_rt *rt = p->rt;
+	struct rt_req *req = NULL;
+	char why[192];
+	int status = 0;
+
+	if (!rt->exe[0]) {
+		status = -ENOENT;
+		snprintf(why, sizeof(why), "this node has no ferry-worker executable to start");
+	} else if (never_fits(rt, q, why, sizeof(why))) {
+		status = -EINVAL;
+	} else if (rt->queued >= RT_MAX_QUEUED_REQUESTS) {
+		status = -ENOSPC;
+		snprintf(why, sizeof(why), "%u lease requests wait at this node, its most",
+			 rt->queued);
+	} else if (!(req = req_new(p, q))) {
+		status = -ENOMEM;
+		snprintf(why, sizeof(why), "no memory for the lease request");
+	}
+	if (status < 0) {
+		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
+			  (unsigned long long)q->request_id, p->pid, why);
+		ferry__rt_peer_send_grant(p, q->request_id, status, why, NULL);
+		return;
+	}
+	enqueue_tail(rt, req);
+	ferry__rt_lease_serve(rt);
+}
+
+void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id)
+{
+	struct ferry__node_rt *rt = p->rt;
+
+	for (struct rt_worker *w = rt->workers; w; w = w->next) {
+		if (w->state == W_LEASED && w->lease_id == lease_id && w->lease_owner == p) {
+			release(w);
+			ferry__rt_lease_serve(rt);
+			return;
+		}
+	}
+	/* Revoked meanwhile (its worker died), or never this peer's: nothing to give back. */
+	FLOG_DEBUG(COMP, "runtime: pid %d returned lease %llu, which it does not hold", p->pid,
+		   (unsigned long long)lease_id);
+}
+
+/* The worker could not take the job: the requester is told why, the worker is not used. */
+static void assign_failed(struct rt_worker *w, const struct ferry__rt_assign_reply *a)
+{
+	struct rt_req *req = w->req;
+	char why[512];
+
+	snprintf(why, sizeof(why), "worker %d could not load the job's code %s: %s", (int)w->pid,
+		 req->code_path ? req->code_path : "(none)",
+		 a->message ? a->message : ferry_strerror(a->status));
+	FLOG_WARN(COMP, "runtime: %s", why);
+	if (req->owner)
+		ferry__rt_peer_send_grant(req->owner, req->request_id, a->status, why, NULL);
+	account(w->rt, req, +1);
+	ferry__rt_req_free(req);
+	w->req = NULL;
+	w->state = W_IDLE;
+	ferry__rt_pool_signal(w, SIGKILL, FERRY_GCS_EXIT_ERROR, "its WorkerAssign failed");
+}
+
+void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a)
+{
+	struct rt_worker *w = p->worker;
+	struct rt_req *req = w ? w->req : NULL;
+
+	if (!w || w->state != W_ASSIGNING ||
+	    memcmp(a->job.bytes, req->job.bytes, sizeof(a->job.bytes))) {
+		ferry__rt_peer_close(p, "a WorkerAssignReply the node did not ask for");
+		return;
+	}
+	if (a->status < 0) {
+		assign_failed(w, a);
+	} else {
+		w->has_job = true;
+		w->job = req->job;
+		if (req->owner) {
+			grant(w, req);
+		} else {
+			w->state = W_LEASED; /* release() expects a lease's state */
+			release(w);
+		}
+	}
+	ferry__rt_lease_serve(p->rt);
+}
+
+void ferry__rt_lease_peer_gone(struct rt_peer *p)
+{
+	struct ferry__node_rt *rt = p->rt;
+	struct rt_req **at = &rt->queue, *req;
+
+	for (struct rt_worker *w = rt->workers; w; w = w->next) {
+		if (w->state == W_LEASED && w->lease_owner == p)
+			release(w);
+		else if (w->state == W_ASSIGNING && w->req->owner == p)
+			w->req->owner = NULL;
+	}
+	rt->queue_tail = NULL;
+	while ((req = *at)) {
+		if (req->owner == p) {
+			*at = req->next;
+			rt->queued--;
+			ferry__rt_req_free(req);
+		} else {
+			rt->queue_tail = req;
+			at = &req->next;
+		}
+	}
+}
+
+void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_status,
+				 const char *message)
+{
+	struct ferry__node_rt *rt = w->rt;
+	struct rt_req *req = w->req;
+	char why[192];
+
+	if (!req)
+		return;
+	w->req = NULL;
+	account(rt, req, +1);
+	if (w->state == W_LEASED && w->lease_owner) {
+		snprintf(why, sizeof(why), "worker %d %s", (int)w->pid, message);
+		ferry__rt_peer_send_revoked(w->lease_owner, w, -EPIPE, term_signal, exit_status,
+					    why);
+	}
+	if (w->state == W_ASSIGNING && req->owner && !rt->stopping)
+		enqueue_head(rt, req); /* it died before it took the job: another one will */
+	else
+		ferry__rt_req_free(req);
+	w->lease_owner = NULL;
+	w->state = W_IDLE;
+}

@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node's runtime socket: drivers and the node's own workers connect to it (schema/runtime.fbs),
+ * say who they are with RuntimeConnect, then ask for and give back worker leases; workers answer
+ * WorkerAssign there. This file is the socket and its peers; rt_pool.c starts and reaps the
+ * worker processes, rt_lease.c grants and reclaims leases.
+ *
+ * DESIGN
+ * - One thread: everything runs on the node's loop (ferry-node-loop): the listener, every
+ *   connection, the workers' pidfds (a POLLIN each: a worker's death is seen at once and reaped
+ *   with waitid(P_PIDFD), no SIGCHLD handler), the tick timer, and the GCS calls (async). Nothing
+ *   here blocks the loop; the only blocking wait is the stopping thread's, for the reaping.
+ * - Who may connect: the path is the store socket's with ".rt" appended. The first frame must be
+ *   RuntimeConnect (<= 8 KiB until it is accepted) within 10 s, from a process of the node's uid
+ *   (or root) whose pid is the one SO_PEERCRED reports. A worker must also be a child this node
+ *   started, with the ID and the random secret the node put in its environment. A refusal is
+ *   answered (RuntimeConnectReply with status and reason), logged, and the connection closed
+ *   once that reply is out (or after a second).
+ * - Bounds: at most RT_MAX_PEERS connections (a new one past it is closed), RT_MAX_CONNECTING of
+ *   them before their RuntimeConnect (a new one closes the oldest of those); each may queue
+ *   RT_MAX_QUEUED_BYTES unsent before its requests wait (conn.h backpressure), and a peer that
+ *   never reads is closed after the conn's stall timeout; at most RT_MAX_QUEUED_REQUESTS lease
+ *   requests wait per node.
+ * - Stop (ferry__node_rt_shutdown, from the stopping thread while the loop runs): on the loop the
+ *   listener and every connection close, the queue is dropped, and every worker gets SIGTERM; the
+ *   tick sends SIGKILL to those alive after RT_KILL_GRACE_MS; the stopping thread waits until all
+ *   are reaped. The state is freed after the loop is destroyed (ferry__node_rt_free).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/cond.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "node/node_int.h"
+#include "node/rt_int.h"
+
+#define COMP "node"
+#define TICK_MS 100u
+/* A refused peer is closed once its reply is out, or after this. */
+#define REFUSED_LINGER_MS 1000u
+
+static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len);
+static void on_close(struct ferry__conn *conn, int err);
+
+static const struct ferry__conn_callbacks peer_callbacks = {
+	.on_message = on_message,
+	.on_close = on_close,
+};
+
+/* ---- sending ---- */
+
+static void to_wire_id(struct ferry__wire_unique_id *out, const void *id)
+{
+	memcpy(out->bytes, id, sizeof(out->bytes));
+}
+
+static int send_built(struct rt_peer *p, uint16_t type, int built)
+{
+	struct ferry__fb_builder *fb = &p->rt->fb;
+	int r = built;
+
+	if (!p->conn)
+		return -ENOTCONN;
+	if (r == 0)
+		r = ferry__conn_send(p->conn, type, ferry__fb_builder_data(fb),
+				     ferry__fb_builder_size(fb));
+	/* -ENOTCONN: the connection is closing already (its on_close cleans up). */
+	if (r < 0 && r != -ENOTCONN) {
+		FLOG_ERROR(COMP, "runtime: cannot send %s to pid %d: %s",
+			   ferry__wire_message_name(type), p->pid, ferry_strerror(r));
+		ferry__rt_peer_close(p, NULL);
+	}
+	return r;
+}
+
+void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int status,
+			       const char *message, const struct rt_worker *w)
+{
+	struct ferry__wire_lease_grant g = {.request_id = request_id, .status = status};
+
+	g.message = message;
+	if (w) {
+		g.lease_id = w->lease_id;
+		to_wire_id(&g.worker_id, &w->id);
+		g.worker_path = w->listen_path;
+	}
+	(void)send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
+			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
+}
+
+void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
+				 int term_signal, int exit_status, const char *message)
+{
+	struct ferry__wire_lease_revoked m = {
+		.lease_id = w->lease_id,
+		.status = status,
+		.term_signal = term_signal,
+		.exit_status = exit_status,
+		.message = message,
+	};
+
+	to_wire_id(&m.worker_id, &w->id);
+	(void)send_built(p, FERRY__WIRE_MSG_LEASE_REVOKED,
+			 ferry__wire_lease_revoked_build(&p->rt->fb, &m));
+}
+
+int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req)
+{
+	struct ferry__wire_worker_assign m = {
+		.code_path = req->code_path,
+		.code_hash = req->code_hash,
+		.code_hash_count = req->code_hash_len,
+	};
+
+	to_wire_id(&m.job, &req->job);
+	return send_built(p, FERRY__WIRE_MSG_WORKER_ASSIGN,
+			  ferry__wire_worker_assign_build(&p->rt->fb, &m));
+}
+
+static void send_connect_reply(struct rt_peer *p, int status, const char *message)
+{
+	struct ferry__node *node = p->rt->node;
+	struct ferry__wire_runtime_connect_reply m = {.status = status, .message = message};
+
+	to_wire_id(&m.node_id, &node->id);
+	m.store_socket = node->socket_path;
+	(void)send_built(p, FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY,
+			 ferry__wire_runtime_connect_reply_build(&p->rt->fb, &m));
+}
+
+/* ---- peers ---- */
+
+void ferry__rt_peer_close(struct rt_peer *p, const char *why)
+{
+	if (why)
+		FLOG_WARN(COMP, "runtime: closing %s pid %d: %s",
+			  p->kind == FERRY__WIRE_PEER_KIND_WORKER ? "worker" : "peer", p->pid, why);
+	if (p->conn)
+		ferry__conn_close(p->conn);
+}
+
+/* Refuse a RuntimeConnect: answer why, log it, close once the answer is out. */
+static void refuse(struct rt_peer *p, int status, const char *why)
+{
+	FLOG_WARN(COMP, "runtime: refused a connection (pid %d): %s", p->pid, why);
+	p->refused_ms = ferry__loop_now_ms();
+	send_connect_reply(p, status, why);
+	if (p->conn)
+		ferry__conn_flush(p->conn);
+}
+
+/* The peer's credentials: its uid must be the node's (or root), its pid the one it names. */
+static int check_cred(struct rt_peer *p, const struct ferry__rt_connect *c, char *why, size_t size)
+{
+	struct ferry__conn_cred cred;
+	int r = ferry__conn_peer_cred(p->conn, &cred);
+
+	if (r < 0) {
+		snprintf(why, size, "no peer credentials: %s", ferry_strerror(r));
+		return -EACCES;
+	}
+	if (cred.pidfd >= 0)
+		close(cred.pidfd);
+	p->pid = cred.pid;
+	if (cred.uid != geteuid() && cred.uid != 0) {
+		snprintf(why, size, "uid %u is not the node's (%u)", cred.uid, geteuid());
+		return -EACCES;
+	}
+	if (cred.pid && c->pid != cred.pid) {
+		snprintf(why, size, "it says pid %d, the socket says %d", c->pid, cred.pid);
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* A worker's RuntimeConnect: one this node started, its secret, its pid, not connected yet. */
+static int check_worker(struct rt_peer *p, const struct ferry__rt_connect *c, char *why,
+			size_t size)
+{
+	struct rt_worker *w = ferry__rt_pool_find(p->rt, &c->id);
+
+	if (!w) {
+		snprintf(why, size, "worker id is not one this node started");
+		return -EACCES;
+	}
+	if (!c->secret ||
+	    !ferry__wire_bytes_equal(c->secret, c->secret_len, w->secret, sizeof(w->secret))) {
+		snprintf(why, size, "worker %d: wrong secret", (int)w->pid);
+		return -EACCES;
+	}
+	if (p->pid != w->pid) {
+		snprintf(why, size, "pid %d is not the node's child %d", p->pid, (int)w->pid);
+		return -EACCES;
+	}
+	if (w->peer || w->signal_sent || w->state != W_STARTING) {
+		snprintf(why, size, "worker %d is already connected or ending", (int)w->pid);
+		return -EALREADY;
+	}
+	return 0;
+}
+
+static void handle_connect(struct rt_peer *p, const struct ferry__rt_connect *c)
+{
+	char why[160];
+	int r;
+
+	p->kind = c->kind;
+	p->id = c->id;
+	r = check_cred(p, c, why, sizeof(why)); /* first: the log lines then name the pid */
+	if (r == 0 && c->protocol_version != FERRY_WIRE_PROTOCOL_VERSION) {
+		snprintf(why, sizeof(why), "protocol version %u, the node speaks %u",
+			 c->protocol_version, FERRY_WIRE_PROTOCOL_VERSION);
+		r = -EPROTO;
+	}
+	if (r == 0 && c->kind == FERRY__WIRE_PEER_KIND_WORKER)
+		r = check_worker(p, c, why, sizeof(why));
+	if (r < 0) {
+		refuse(p, r, why);
+		return;
+	}
+	p->connected = true;
+	ferry__conn_set_frame_max(p->conn, 0);
+	send_connect_reply(p, 0, NULL);
+	if (c->kind == FERRY__WIRE_PEER_KIND_WORKER) {
+		p->worker = ferry__rt_pool_find(p->rt, &c->id);
+		ferry__rt_pool_registered(p->worker, p, c->listen_path);
+	}
+}
+
+static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
+{
+	switch (m->type) {
+	case FERRY__WIRE_MSG_LEASE_REQUEST:
+		ferry__rt_lease_request(p, &m->lease);
+		break;
+	case FERRY__WIRE_MSG_LEASE_RETURN:
+		ferry__rt_lease_return(p, m->lease_id);
+		break;
+	case FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY:
+		if (p->kind != FERRY__WIRE_PEER_KIND_WORKER)
+			ferry__rt_peer_close(p, "WorkerAssignReply from a driver");
+		else
+			ferry__rt_lease_assign_reply(p, &m->assign_reply);
+		break;
+	default:
+		ferry__rt_peer_close(p, "RuntimeConnect sent twice");
+	}
+}
+
+static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
+{
+	struct rt_peer *p = ferry__conn_data(conn);
+	struct ferry__rt_msg m;
+	char why[160];
+	int r;
+
+	if (!p->conn || p->refused_ms)
+		return;
+	r = ferry__rt_decode(type, payload, len, &m, why, sizeof(why));
+	if (!p->connected) {
+		if (type != FERRY__WIRE_MSG_RUNTIME_CONNECT)
+			refuse(p, -EPROTO, "the first frame is not RuntimeConnect");
+		else if (r < 0)
+			refuse(p, r, why);
+		else
+			handle_connect(p, &m.connect);
+		return;
+	}
+	/* A request with a bad field is answered; anything malformed ends the connection. */
+	if (r < 0 && r != -EPROTO && type == FERRY__WIRE_MSG_LEASE_REQUEST) {
+		FLOG_WARN(COMP, "runtime: a lease request of pid %d refused: %s", p->pid, why);
+		ferry__rt_peer_send_grant(p, m.lease.request_id, r, why, NULL);
+	} else if (r < 0) {
+		ferry__rt_peer_close(p, why);
+	} else {
+		dispatch(p, &m);
+	}
+}
+
+static void on_close(struct ferry__conn *conn, int err)
+{
+	struct rt_peer *p = ferry__conn_data(conn);
+	struct ferry__node_rt *rt = p->rt;
+
+	(void)err;
+	p->conn = NULL;
+	ferry__rt_lease_peer_gone(p);
+	if (p->worker) {
+		p->worker->peer = NULL;
+		/* A worker without its line to the node cannot be assigned or revoked: end it. */
+		if (!p->worker->signal_sent && !rt->stopping)
+			ferry__rt_pool_signal(p->worker, SIGKILL, FERRY_GCS_EXIT_ERROR,
+					      "it closed its connection to the node");
+	}
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		rt->peers = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	rt->npeers--;
+	ferry__free(p);
+	ferry__rt_lease_serve(rt);
+}
+
+/* At most RT_MAX_CONNECTING connections wait for their RuntimeConnect: a new one past it closes
+ * the oldest, so that a flood of silent connections cannot lock drivers and workers out. */
+static void make_room(struct ferry__node_rt *rt)
+{
+	struct rt_peer *oldest = NULL;
+	unsigned n = 0;
+
+	for (struct rt_peer *p = rt->peers; p; p = p->next) {
+		if (p->conn && !p->connected && !p->refused_ms) {
+			n++;
+			oldest = p; /* the list is newest first */
+		}
+	}
+	if (n >= RT_MAX_CONNECTING && oldest)
+		ferry__rt_peer_close(oldest, "too many connections without RuntimeConnect; the "
+					     "oldest");
+}
+
+static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
+		      const void *handshake, size_t len)
+{
+	struct ferry__node_rt *rt = ferry__conn_server_data(server);
+	struct rt_peer *p;
+
+	(void)handshake;
+	(void)len;
+	if (rt->npeers >= RT_MAX_PEERS || rt->stopping) {
+		if (!rt->stopping)
+			FLOG_WARN(COMP,
+				  "runtime: %u connections, the most the node takes: "
+				  "closing a new one",
+				  rt->npeers);
+		ferry__conn_close(conn);
+		return;
+	}
+	make_room(rt);
+	p = ferry__calloc(1, sizeof(*p));
+	if (!p) {
+		FLOG_ERROR(COMP, "runtime: no memory for a new connection");
+		ferry__conn_close(conn);
+		return;
+	}
+	p->rt = rt;
+	p->conn = conn;
+	p->accepted_ms = ferry__loop_now_ms();
+	p->next = rt->peers;
+	if (rt->peers)
+		rt->peers->prev = p;
+	rt->peers = p;
+	rt->npeers++;
+	ferry__conn_set_callbacks(conn, &peer_callbacks, p);
+	ferry__conn_set_frame_max(conn, FERRY__RT_CONNECT_MAX_BYTES);
+}
+
+/* ---- tick ---- */
+
+static void close_late(struct ferry__node_rt *rt, uint64_t now)
+{
+	for (struct rt_peer *p = rt->peers; p; p = p->next) {
+		if (!p->conn)
+			continue;
+		if (p->refused_ms && (now - p->refused_ms >= REFUSED_LINGER_MS ||
+				      !ferry__conn_queued_bytes(p->conn)))
+			ferry__conn_close(p->conn);
+		else if (!p->connected && !p->refused_ms &&
+			 now - p->accepted_ms >= RT_CONNECT_TIMEOUT_MS)
+			ferry__rt_peer_close(p, "no RuntimeConnect within 10 s");
+	}
+}
+
+static void on_tick(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__node_rt *rt = timer->data;
+	uint64_t now = ferry__loop_now_ms();
+
+	if (status < 0)
+		return;
+	close_late(rt, now);
+	ferry__rt_pool_tick(rt, now);
+}
+
+/* ---- start / stop ---- */
+
+static int listen_runtime(struct ferry__node_rt *rt)
+{
+	struct ferry__conn_server_opts so = {
+		.conn = {.cb = &peer_callbacks,
+			 .max_message_bytes = FERRY__RT_FRAME_MAX_BYTES,
+			 .max_queued_bytes = RT_MAX_QUEUED_BYTES},
+		.on_accept = on_accept,
+		.data = rt,
+		.server_kind = FERRY__WIRE_PEER_KIND_NODE,
+		.flags = FERRY_CONN_SERVER_NO_HANDSHAKE,
+	};
+	int r;
+
+	memcpy(so.server_id.bytes, rt->node->id.bytes, sizeof(so.server_id.bytes));
+	r = ferry__conn_server_listen_unix(rt->loop, rt->path, &so, &rt->server);
+	rt->listening = r == 0;
+	if (r < 0)
+		FLOG_ERROR(COMP, "runtime: cannot listen on %s: %s", rt->path, ferry_strerror(r));
+	return r;
+}
+
+static int start_on_loop(void *arg)
+{
+	struct ferry__node_rt *rt = arg;
+	int r = listen_runtime(rt);
+
+	if (r == 0)
+		r = ferry__rt_pool_start(rt);
+	if (r == 0)
+		r = ferry__loop_timer_start(rt->loop, &rt->tick, TICK_MS, TICK_MS, on_tick);
+	return r;
+}
+
+/* The runtime socket's path: the store socket's with ".rt" appended (the rule drivers use). */
+static int runtime_path(struct ferry__node *node, char *out, size_t size)
+{
+	int n = snprintf(out, size, "%s.rt", node->socket_path);
+
+	if (n < 0 || (size_t)n >= size) {
+		FLOG_ERROR(COMP, "runtime socket %s.rt: longer than a Unix socket path (%zu)",
+			   node->socket_path, size - 1);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+int ferry__node_rt_start(struct ferry__node *node)
+{
+	struct ferry__node_rt *rt = ferry__calloc(1, sizeof(*rt));
+	int r;
+
+	if (!rt)
+		return -ENOMEM;
+	rt->node = node;
+	rt->loop = node->loop;
+	rt->tick.data = rt;
+	rt->avail = node->total;
+	ferry__fb_builder_init(&rt->fb);
+	ferry__cond_init_monotonic(&rt->reaped);
+	node->rt = rt;
+	r = runtime_path(node, rt->path, sizeof(rt->path));
+	if (r == 0)
+		r = ferry__loop_call(node->loop, start_on_loop, rt);
+	return r;
+}
+
+static int shutdown_on_loop(void *arg)
+{
+	struct ferry__node_rt *rt = arg;
+	struct rt_req *req;
+
+	rt->stopping = true;
+	ferry__conn_server_close(rt->server);
+	rt->server = NULL;
+	for (struct rt_peer *p = rt->peers; p; p = p->next)
+		if (p->conn)
+			ferry__conn_close(p->conn);
+	while ((req = rt->queue)) {
+		rt->queue = req->next;
+		ferry__rt_req_free(req);
+	}
+	rt->queue_tail = NULL;
+	rt->queued = 0;
+	ferry__rt_pool_kill_all(rt, SIGTERM);
+	return 0;
+}
+
+void ferry__node_rt_shutdown(struct ferry__node *node)
+{
+	struct ferry__node_rt *rt = node->rt;
+	struct timespec deadline;
+
+	if (!rt || !node->loop_started)
+		return;
+	if (ferry__loop_call(node->loop, shutdown_on_loop, rt) < 0)
+		return;
+	/* The tick escalates to SIGKILL after RT_KILL_GRACE_MS; this guard only ends a hang. */
+	deadline = ferry__deadline_in_us(4 * RT_KILL_GRACE_MS * 1000ull);
+	pthread_mutex_lock(&node->lock);
+	while (rt->alive && pthread_cond_timedwait(&rt->reaped, &node->lock, &deadline) == 0)
+		;
+	if (rt->alive)
+		FLOG_ERROR(COMP, "runtime: %u workers not reaped at stop", rt->alive);
+	pthread_mutex_unlock(&node->lock);
+}
+
+void ferry__node_rt_free(struct ferry__node *node)
+{
+	struct ferry__node_rt *rt = node->rt;
+	struct rt_worker *w;
+	struct rt_req *req;
+
+	if (!rt)
+		return;
+	/* The loop is gone: whatever it did not reap (a stop that gave up) is killed here. */
+	while ((w = rt->workers)) {
+		rt->workers = w->next;
+		if (w->pidfd >= 0) {
+			kill(w->pid, SIGKILL);
+			waitid(P_PIDFD, (id_t)w->pidfd, &(siginfo_t){0}, WEXITED);
+			close(w->pidfd);
+		}
+		ferry__free(w);
+	}
+	while ((req = rt->queue)) {
+		rt->queue = req->next;
+		ferry__rt_req_free(req);
+	}
+	if (rt->listening)
+		unlink(rt->path); /* the listener removes it at close; a loop destroyed first does not */
+	ferry__fb_builder_fini(&rt->fb);
+	pthread_cond_destroy(&rt->reaped);
+	ferry__free(rt);
+	node->rt = NULL;
+}
+
+const char *ferry__node_runtime_socket(const struct ferry__node *node)
+{
+	return node->rt ? node->rt->path : NULL;
+}

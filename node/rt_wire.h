@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node's side of the runtime socket's messages (schema/runtime.fbs), decoded from untrusted
+ * bytes into plain structs: RuntimeConnect, LeaseRequest, LeaseReturn, WorkerAssignReply. Apart
+ * from the server (rt_srv.c) so that the fuzz target (tests/fuzz/fuzz_node_rt.c) runs exactly
+ * the decoder the node runs.
+ *
+ * Thread model: pure functions.
+ */
+#ifndef FERRY_NODE_RT_WIRE_H
+#define FERRY_NODE_RT_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/id.h>
+
+#include "node/resources.h"
+
+/* The caps of the runtime socket (runtime.fbs): RuntimeConnect, and the rest. */
+#define FERRY__RT_CONNECT_MAX_BYTES (8u << 10)
+#define FERRY__RT_FRAME_MAX_BYTES (1u << 20)
+/* A worker's secret (FERRY_WORKER_SECRET: hex of this many bytes). */
+#define FERRY__RT_SECRET_BYTES 32
+/* A Unix socket path, NUL included (sun_path). */
+#define FERRY__RT_PATH_MAX 108
+/* A job's code path (a file on this host) and its content hash. */
+#define FERRY__RT_CODE_PATH_MAX 4096
+#define FERRY__RT_CODE_HASH_MAX 64
+/* Resources one LeaseRequest may name. */
+#define FERRY__RT_REQ_RES_MAX 16
+
+/* RuntimeConnect. Pointers point into the payload (valid while it is). */
+struct ferry__rt_connect {
+	uint32_t protocol_version; /* must be FERRY_WIRE_PROTOCOL_VERSION (checked by the caller) */
+	uint8_t kind;		   /* FERRY__WIRE_PEER_KIND_DRIVER or _WORKER */
+	struct ferry_worker_id id; /* the driver's or worker's ID (not nil) */
+	const uint8_t *secret;	   /* workers: their secret; NULL: none */
+	size_t secret_len;	   /* its bytes, <= FERRY__RT_SECRET_BYTES */
+	int32_t pid;		   /* its pid as it says */
+	struct ferry_job_id job;   /* drivers: their job (not nil) */
+	const char *listen_path;   /* workers: the socket they serve (NUL-terminated); else NULL */
+};
+
+/* LeaseRequest. Amounts are in 1/FERRY_GCS_RESOURCE_UNIT, names unique, each > 0. */
+struct ferry__rt_lease_request {
+	uint64_t request_id;			      /* echoed in the LeaseGrant */
+	struct ferry_job_id job;		      /* not nil */
+	const char *code_path;			      /* NUL-terminated, 1..4095 bytes; or NULL */
+	const uint8_t *code_hash;		      /* NULL: none */
+	size_t code_hash_len;			      /* <= FERRY__RT_CODE_HASH_MAX */
+	uint32_t nres;				      /* entries in res */
+	struct ferry__res res[FERRY__RT_REQ_RES_MAX]; /* the resources asked for */
+};
+
+/* WorkerAssignReply. */
+struct ferry__rt_assign_reply {
+	struct ferry_job_id job; /* the job it was assigned */
+	int32_t status;		 /* 0 or -errno (checked: 0 or -1..-4095) */
+	const char *message;	 /* NUL-terminated, or NULL */
+};
+
+/* One decoded message of the runtime socket. */
+struct ferry__rt_msg {
+	uint16_t type; /* FERRY__WIRE_MSG_* */
+	union {
+		struct ferry__rt_connect connect;	    /* RUNTIME_CONNECT */
+		struct ferry__rt_lease_request lease;	    /* LEASE_REQUEST */
+		uint64_t lease_id;			    /* LEASE_RETURN */
+		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
+	};
+};
+
+/*
+ * ferry__rt_decode() - verify and decode one message of @type the node accepts on its runtime
+ * socket. 0 and *@out; -EPROTO (not such a message, malformed, a message the node does not
+ * take, a required field missing); -EINVAL (a field out of range: a nil ID, a bad resource
+ * name or amount, a string holding a NUL, a status that is not -errno); -ENAMETOOLONG (a path
+ * too long). @why (@why_size bytes) says what was wrong, for the caller's log line.
+ */
+int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferry__rt_msg *out,
+		     char *why, size_t why_size);
+
+#endif

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer target for the node's runtime-socket decoder (node/rt_wire.c): RuntimeConnect,
+ * LeaseRequest, LeaseReturn and WorkerAssignReply payloads as any local process may send them,
+ * untrusted. The first byte picks the message type (its value modulo 4), the rest is the payload.
+ * The decoder must return 0 or one of its documented errors, and what it accepts must hold to
+ * the ranges the pool and the lease code rely on (strings terminated and short enough, IDs not
+ * nil, resources named once with amounts > 0, statuses 0 or -errno).
+ *
+ * Built with FUZZ_NODE_RT_REPLAY and replay.c, it replays its corpus (suite fuzz):
+ *   fuzz_node_rt_replay DIR|FILE...        run each input
+ *   fuzz_node_rt_replay --make-corpus DIR  write the seed inputs (ninja -C BUILD node_rt-corpus)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fb.h"
+#include "common/wire.h"
+#include "node/rt_wire.h"
+
+#include "fuzz_replay.h"
+
+static const uint16_t types[4] = {
+	FERRY__WIRE_MSG_RUNTIME_CONNECT,
+	FERRY__WIRE_MSG_LEASE_REQUEST,
+	FERRY__WIRE_MSG_LEASE_RETURN,
+	FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY,
+};
+
+static void check_string(const char *s, size_t max)
+{
+	if (s && strnlen(s, max) >= max)
+		abort();
+}
+
+static void check_connect(const struct ferry__rt_connect *c)
+{
+	if (c->kind != FERRY__WIRE_PEER_KIND_DRIVER && c->kind != FERRY__WIRE_PEER_KIND_WORKER)
+		abort();
+	if (ferry_id_is_nil(c->id.bytes, sizeof(c->id.bytes)))
+		abort();
+	if (c->secret_len > FERRY__RT_SECRET_BYTES || (!c->secret) != (!c->secret_len))
+		abort();
+	check_string(c->listen_path, FERRY__RT_PATH_MAX);
+	if (c->kind == FERRY__WIRE_PEER_KIND_WORKER && (!c->listen_path || !*c->listen_path))
+		abort();
+}
+
+static void check_lease(const struct ferry__rt_lease_request *q)
+{
+	if (ferry_id_is_nil(q->job.bytes, sizeof(q->job.bytes)))
+		abort();
+	check_string(q->code_path, FERRY__RT_CODE_PATH_MAX);
+	if (q->code_hash_len > FERRY__RT_CODE_HASH_MAX || q->nres > FERRY__RT_REQ_RES_MAX)
+		abort();
+	for (uint32_t i = 0; i < q->nres; i++) {
+		if (q->res[i].amount <= 0 || q->res[i].amount >= FERRY__RES_AMOUNT_MAX ||
+		    !q->res[i].name[0] || strnlen(q->res[i].name, sizeof(q->res[i].name)) > 63)
+			abort();
+		for (uint32_t j = 0; j < i; j++)
+			if (!strcmp(q->res[i].name, q->res[j].name))
+				abort();
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct ferry__rt_msg m;
+	char why[160];
+	uint8_t *copy;
+	int r;
+
+	if (!size)
+		return 0;
+	/* An aligned copy of exactly the payload, so ASan sees any read past it. */
+	copy = malloc(size - 1 ? size - 1 : 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, data + 1, size - 1);
+	r = ferry__rt_decode(types[data[0] % 4], copy, size - 1, &m, why, sizeof(why));
+	if (r != 0 && r != -EPROTO && r != -EINVAL && r != -ENAMETOOLONG)
+		abort();
+	if (r < 0 && !why[0])
+		abort(); /* every refusal says why */
+	if (r == 0 && m.type == FERRY__WIRE_MSG_RUNTIME_CONNECT)
+		check_connect(&m.connect);
+	if (r == 0 && m.type == FERRY__WIRE_MSG_LEASE_REQUEST)
+		check_lease(&m.lease);
+	if (r == 0 && m.type == FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY &&
+	    (m.assign_reply.status > 0 || m.assign_reply.status < -4095))
+		abort();
+	free(copy);
+	return 0;
+}
+
+#ifdef FUZZ_NODE_RT_REPLAY
+
+/* ---- seeds ---- */
+
+static int seed(const char *dir, const char *name, uint8_t kind, struct ferry__fb_builder *b,
+		int built)
+{
+	if (built < 0) {
+		fprintf(stderr, "%s: build failed\n", name);
+		return 1;
+	}
+	return fuzz_write_seed(dir, name, &kind, 1, ferry__fb_builder_data(b),
+			       ferry__fb_builder_size(b));
+}
+
+int fuzz_make_corpus(const char *dir)
+{
+	struct ferry__fb_builder b = {0};
+	static const uint8_t secret[32] = {1, 2, 3};
+	struct ferry__wire_runtime_resource res[3] = {
+		{.name = "CPU", .amount = 1.0},
+		{.name = "GPU", .amount = 0.5},
+		{.name = "tpu", .amount = 2.0},
+	};
+	struct ferry__wire_runtime_connect c = {.protocol_version = FERRY_WIRE_PROTOCOL_VERSION,
+						.kind = FERRY__WIRE_PEER_KIND_DRIVER,
+						.pid = 42};
+	struct ferry__wire_lease_request q = {.request_id = 7,
+					      .code_path = "/jobs/lib.so",
+					      .code_hash = secret,
+					      .code_hash_count = 32,
+					      .resources = res,
+					      .resources_count = 3};
+	struct ferry__wire_worker_assign_reply a = {.status = -ENOENT,
+						    .message = "cannot load lib.so"};
+	int bad = 0;
+
+	memset(c.id.bytes, 0x11, sizeof(c.id.bytes));
+	memset(c.job.bytes, 0x22, sizeof(c.job.bytes));
+	memset(q.job.bytes, 0x22, sizeof(q.job.bytes));
+	memset(a.job.bytes, 0x22, sizeof(a.job.bytes));
+	bad |= seed(dir, "seed-connect-driver", 0, &b, ferry__wire_runtime_connect_build(&b, &c));
+	c.kind = FERRY__WIRE_PEER_KIND_WORKER;
+	c.secret = secret;
+	c.secret_count = sizeof(secret);
+	c.listen_path = "/tmp/ferry-node.sock.rt.w42";
+	bad |= seed(dir, "seed-connect-worker", 0, &b, ferry__wire_runtime_connect_build(&b, &c));
+	bad |= seed(dir, "seed-lease-request", 1, &b, ferry__wire_lease_request_build(&b, &q));
+	res[2].amount = -1;
+	bad |= seed(dir, "seed-lease-request-negative", 1, &b,
+		    ferry__wire_lease_request_build(&b, &q));
+	bad |= seed(dir, "seed-lease-return", 2, &b,
+		    ferry__wire_lease_return_build(
+			    &b, &(struct ferry__wire_lease_return){.lease_id = 3}));
+	bad |= seed(dir, "seed-assign-reply", 3, &b, ferry__wire_worker_assign_reply_build(&b, &a));
+	ferry__fb_builder_fini(&b);
+	return bad;
+}
+
+#endif
