@@ -114,6 +114,7 @@ static int start_servers(struct ferry__cluster *c, const struct ferry__cluster_o
 	no.memory_bytes = o->memory_bytes;
 	no.name = "local";
 	no.socket_path = c->socket_path;
+	no.num_workers = (int32_t)o->num_workers;
 	ret = ferry__embed_node_start(&no, &c->node);
 	if (ret < 0) {
 		ferry__embed_gcs_stop(c->gcs);

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * SHA-256 (FIPS 180-4), written from the standard: the runtime hashes a job's code once per
- * ferry_init, so a plain portable implementation is enough (no SHA-NI path).
+ * SHA-256 as FIPS 180-4 defines it (section 6.2), written from the standard: a 64-round
+ * compression over 64-byte blocks, message padded with 0x80, zeros and its bit length.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/sha256.h"
 
-static const uint32_t K[64] = {
+static const uint32_t k256[64] = {
 	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
 	0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
 	0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
@@ -23,14 +22,14 @@ static const uint32_t K[64] = {
 	0xc67178f2,
 };
 
-static uint32_t ror(uint32_t x, int n)
+static inline uint32_t ror(uint32_t x, unsigned n)
 {
 	return (x >> n) | (x << (32 - n));
 }
 
-static void compress(uint32_t h[8], const uint8_t *p)
+static void compress(uint32_t st[8], const uint8_t *p)
 {
-	uint32_t w[64], a, b, c, d, e, f, g, hh;
+	uint32_t w[64], a, b, c, d, e, f, g, h;
 
 	for (int i = 0; i < 16; i++)
 		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
@@ -41,15 +40,16 @@ static void compress(uint32_t h[8], const uint8_t *p)
 
 		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
 	}
-	a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+	a = st[0], b = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
 	for (int i = 0; i < 64; i++) {
-		uint32_t t1 = hh + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
-			      K[i] + w[i];
+		uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
+			      k256[i] + w[i];
 		uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
 
-		hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+		h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
 	}
-	h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
+	st[0] += a, st[1] += b, st[2] += c, st[3] += d;
+	st[4] += e, st[5] += f, st[6] += g, st[7] += h;
 }
 
 void ferry__sha256_init(struct ferry__sha256 *s)
@@ -57,7 +57,7 @@ void ferry__sha256_init(struct ferry__sha256 *s)
 	static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
 				       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
-	memcpy(s->h, iv, sizeof(iv));
+	memcpy(s->state, iv, sizeof(iv));
 	s->bytes = 0;
 	s->block_len = 0;
 }
@@ -67,61 +67,68 @@ void ferry__sha256_update(struct ferry__sha256 *s, const void *data, size_t len)
 	const uint8_t *p = data;
 
 	s->bytes += len;
-	while (len) {
-		size_t n = sizeof(s->block) - s->block_len;
+	if (s->block_len) {
+		size_t n = 64 - s->block_len < len ? 64 - s->block_len : len;
 
-		if (n > len)
-			n = len;
 		memcpy(s->block + s->block_len, p, n);
-		s->block_len += n;
-		p += n;
-		len -= n;
-		if (s->block_len == sizeof(s->block)) {
-			compress(s->h, s->block);
-			s->block_len = 0;
-		}
+		s->block_len += n, p += n, len -= n;
+		if (s->block_len < 64)
+			return;
+		compress(s->state, s->block);
+		s->block_len = 0;
 	}
+	for (; len >= 64; p += 64, len -= 64)
+		compress(s->state, p);
+	memcpy(s->block, p, len);
+	s->block_len = len;
 }
 
 void ferry__sha256_final(struct ferry__sha256 *s, uint8_t out[FERRY_SHA256_SIZE])
 {
 	uint64_t bits = s->bytes * 8;
-	uint8_t pad[72] = {0x80};
-	size_t padlen = (s->block_len < 56 ? 56 : 120) - s->block_len;
 
+	s->block[s->block_len++] = 0x80;
+	if (s->block_len > 56) {
+		memset(s->block + s->block_len, 0, 64 - s->block_len);
+		compress(s->state, s->block);
+		s->block_len = 0;
+	}
+	memset(s->block + s->block_len, 0, 56 - s->block_len);
 	for (int i = 0; i < 8; i++)
-		pad[padlen + i] = (uint8_t)(bits >> (56 - 8 * i));
-	ferry__sha256_update(s, pad, padlen + 8);
+		s->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
+	compress(s->state, s->block);
 	for (int i = 0; i < 8; i++) {
-		out[4 * i] = (uint8_t)(s->h[i] >> 24);
-		out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
-		out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
-		out[4 * i + 3] = (uint8_t)s->h[i];
+		out[4 * i] = (uint8_t)(s->state[i] >> 24);
+		out[4 * i + 1] = (uint8_t)(s->state[i] >> 16);
+		out[4 * i + 2] = (uint8_t)(s->state[i] >> 8);
+		out[4 * i + 3] = (uint8_t)s->state[i];
 	}
 }
 
-int ferry__sha256_file(const char *path, uint8_t out[FERRY_SHA256_SIZE])
+void ferry__sha256(const void *data, size_t len, uint8_t out[FERRY_SHA256_SIZE])
 {
 	struct ferry__sha256 s;
-	uint8_t buf[65536];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	ferry__sha256_init(&s);
+	ferry__sha256_update(&s, data, len);
+	ferry__sha256_final(&s, out);
+}
+
+int ferry__sha256_fd(int fd, uint8_t out[FERRY_SHA256_SIZE])
+{
+	struct ferry__sha256 s;
+	uint8_t buf[16384];
 	ssize_t n;
 
-	if (fd < 0)
-		return -errno;
 	ferry__sha256_init(&s);
 	while ((n = read(fd, buf, sizeof(buf))) != 0) {
 		if (n < 0) {
-			int err = -errno;
-
-			if (err == -EINTR)
+			if (errno == EINTR)
 				continue;
-			close(fd);
-			return err;
+			return -errno;
 		}
 		ferry__sha256_update(&s, buf, (size_t)n);
 	}
-	close(fd);
 	ferry__sha256_final(&s, out);
 	return 0;
 }

@@ -17,6 +17,7 @@
  *   cluster go. Nothing of the runtime (thread, fd, socket file) is left.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,17 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static int hash_file(const char *path, uint8_t out[FERRY_SHA256_SIZE])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = ferry__sha256_fd(fd, out);
+	close(fd);
+	return ret;
+}
+
 /* The job's code: must exist; its absolute path (workers run elsewhere) and SHA-256. */
 static int set_code(const char *path)
 {
@@ -83,7 +95,7 @@ static int set_code(const char *path)
 		FLOG_ERROR(COMP, "the job's code %s: path too long", path);
 		return -ENAMETOOLONG;
 	}
-	ret = ferry__sha256_file(abs, ferry__rt.code_hash);
+	ret = hash_file(abs, ferry__rt.code_hash);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "the job's code %s: %s", abs, ferry_strerror(ret));
 		return ret;

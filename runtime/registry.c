@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/hashmap.h"
@@ -127,6 +128,15 @@ int ferry__registry_check(void)
 	FLOG_ERROR(COMP, "function \"%s\" is registered to two different functions: rename one",
 		   k.name);
 	return -EEXIST;
+}
+
+void ferry__registry_conflict(char *out, size_t size)
+{
+	if (!size)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	snprintf(out, size, "%s", reg_conflict.name);
+	pthread_mutex_unlock(&reg_lock);
 }
 
 void ferry__registry_reset(void)

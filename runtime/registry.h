@@ -22,6 +22,10 @@ size_t ferry__registry_count(void);
  * (logged again here, naming it, so that ferry_init's failure says why). */
 int ferry__registry_check(void);
 
+/* ferry__registry_conflict() - the first name registered to two functions into @out (@size
+ * bytes, NUL-terminated; "" if none): for a worker's error that names it. */
+void ferry__registry_conflict(char *out, size_t size);
+
 /* ferry__registry_name_valid() - whether @name (@len bytes) is a valid function name. */
 int ferry__registry_name_valid(const char *name, size_t len);
 

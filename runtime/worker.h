@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The worker process (ferry-worker): its setup from the environment the node starts it with,
+ * its run (worker.c), the job's code (worker_assign.c) and the tasks it runs (worker_task.c).
+ * Split from worker_main.c so that tests and the fuzz target drive the same code.
+ *
+ * Thread model: a struct ferry__worker belongs to its loop's thread: every function here runs
+ * on it (the task functions it calls may start threads of their own; ferry_task_* work from
+ * any thread while the task runs).
+ */
+#ifndef FERRY_RUNTIME_WORKER_H
+#define FERRY_RUNTIME_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#include <ferry/id.h>
+#include <ferry/plasma.h>
+#include <ferry/runtime.h>
+
+#include "common/conn.h"
+#include "common/fb.h"
+#include "common/loop.h"
+#include "common/wire.h"
+
+/* Largest worker secret (FERRY_WORKER_SECRET, hex) accepted, in bytes. */
+#define FERRY__WORKER_SECRET_MAX 256
+/* Caps on one PushTask beyond what the frame allows: returns and arguments per task. */
+#define FERRY__WORKER_MAX_RETURNS 1024u
+#define FERRY__WORKER_MAX_ARGS 4096u
+/* inline_max 0 in a PushTask: the runtime's default (ferry_init_opts.inline_max). */
+#define FERRY__WORKER_DEFAULT_INLINE_MAX (100u << 10)
+/* Largest frame on a worker's socket (runtime.fbs: the receiver's frame cap), and the cap
+ * before an owner's RuntimeConnect came (runtime.fbs: RuntimeConnect <= 8 KiB). */
+#define FERRY__WORKER_FRAME_MAX (64u << 20)
+#define FERRY__WORKER_CONNECT_MAX (8u << 10)
+
+/* What the node gives a worker process (its environment). */
+struct ferry__worker_opts {
+	char runtime_socket[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the node's */
+	char store_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];	  /* the node's store */
+	struct ferry_worker_id id;					  /* this worker */
+	uint8_t secret[FERRY__WORKER_SECRET_MAX];			  /* its secret */
+	size_t secret_len;						  /* bytes in secret */
+};
+
+/*
+ * ferry__worker_opts_from_env() - read FERRY_NODE_RUNTIME_SOCKET, FERRY_NODE_STORE_SOCKET,
+ * FERRY_WORKER_ID (32 hex digits) and FERRY_WORKER_SECRET (hex) into @o. 0, or -EINVAL with
+ * the reason in @err (naming the variable).
+ */
+int ferry__worker_opts_from_env(struct ferry__worker_opts *o, char *err, size_t err_size);
+
+/*
+ * ferry__worker_listen_path() - the socket a worker serves owners on: beside the node's runtime
+ * socket, "<its directory>/w-<worker id hex>.sock". 0, or -ENAMETOOLONG (longer than a Unix
+ * socket path may be).
+ */
+int ferry__worker_listen_path(const char *runtime_socket, const struct ferry_worker_id *id,
+			      char *out, size_t size);
+
+/*
+ * ferry__worker_run() - the worker's life: serve its listen path, connect to the node, run
+ * until the node's socket closes or SIGTERM/SIGINT (which the caller blocked, so that they
+ * arrive through a signalfd). Returns the process's exit status: 0 after the node closed or a
+ * signal, 1 when it could not start (the node refused it, no store, no socket), each logged.
+ */
+int ferry__worker_run(const struct ferry__worker_opts *o);
+
+/* ---- the worker's state, for worker*.c, tests and the fuzz target ---- */
+
+struct ferry__worker {
+	struct ferry__loop *loop;	   /* the one loop: sockets and tasks */
+	struct ferry__conn *node;	   /* the node's runtime socket; NULL once closed */
+	struct ferry__conn_server *server; /* owners connect here */
+	struct ferry_plasma_client *store; /* the node's store; NULL before (fuzz: never) */
+	struct ferry__fb_builder fb;	   /* replies are built here */
+	struct ferry__loop_req sig_req;	   /* the signalfd's poll */
+	int sig_fd;			   /* SIGTERM/SIGINT; -1: none */
+	struct ferry_worker_id id;	   /* this worker */
+	struct ferry_node_id node_id;	   /* from RuntimeConnectReply */
+	char id_hex[FERRY_ID_HEX_MAX];	   /* for messages */
+	char node_hex[FERRY_ID_HEX_MAX];   /* "unknown" before the node said */
+	char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* owners' socket */
+	const struct ferry__worker_opts *opts;			       /* what it started with */
+	bool registered; /* the node accepted RuntimeConnect */
+	bool stopping;	 /* the loop is stopping: exit */
+	int exit_code;	 /* ferry__worker_run()'s result */
+	/* The job (WorkerAssign): a worker serves one in its life. */
+	bool assigned;		  /* a WorkerAssign was handled (status says how) */
+	int assign_status;	  /* its result: 0 or -errno */
+	struct ferry_job_id job;  /* its job */
+	char assign_message[512]; /* its message ("" when status is 0) */
+	uint64_t tasks_run;	  /* PushTasks answered */
+};
+
+/* ferry__worker_init() / _fini() - the parts of a worker that tests and the fuzz target use
+ * without sockets: IDs, names, the builder. */
+void ferry__worker_init(struct ferry__worker *w, const struct ferry_worker_id *id);
+void ferry__worker_fini(struct ferry__worker *w);
+
+/*
+ * ferry__worker_check_connect() - is @payload (a verified RuntimeConnect) an owner's that this
+ * worker accepts (protocol version, kind Driver or Worker)? 0, or -EPROTO with the reason in
+ * @why (for the log line that goes with closing the socket).
+ */
+int ferry__worker_check_connect(const void *payload, size_t len, char *why, size_t why_size);
+
+/*
+ * ferry__worker_assign() - handle WorkerAssign @payload (verified): load the job's library,
+ * check its hash, run its worker setup once; build the WorkerAssignReply into @w->fb. 0 (a
+ * reply is built, whatever its status), or -ENOMEM (nothing built).
+ */
+int ferry__worker_assign(struct ferry__worker *w, const void *payload, size_t len);
+
+/*
+ * ferry__worker_push_task() - run PushTask @payload (verified) and build its PushTaskReply
+ * into @w->fb: the returns, or the function's error, or the reason a malformed task was not
+ * run. 0 (a reply is built), or -ENOMEM (nothing built). Blocks while ref arguments are not
+ * in the store yet.
+ */
+int ferry__worker_push_task(struct ferry__worker *w, const void *payload, size_t len);
+
+/*
+ * ferry__worker_error_reply() - build a PushTaskReply of @status and @message for task
+ * @task_id (the reply that replaces one too large to send). 0 or -ENOMEM.
+ */
+int ferry__worker_error_reply(struct ferry__worker *w, const struct ferry__wire_unique_id *task_id,
+			      int status, const char *message);
+
+/* ferry__worker_setup_find() - the registered worker setup function and its name (NULL when
+ * none), or -EEXIST when two were registered (@name then names both). */
+int ferry__worker_setup_find(ferry_setup_fn *fn, char *name, size_t name_size);
+
+/* ferry__worker_setup_message() - what the setup function said with ferry_task_error(NULL),
+ * and clear it. "" if nothing. */
+void ferry__worker_setup_message(char *out, size_t size);
+
+/* ferry__worker_setup_reset() - forget the setup function (tests: one process per test). */
+void ferry__worker_setup_reset(void);
+
+#endif
