@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ferry/ferry.h>
 
@@ -188,5 +189,51 @@ FTEST(submit_under_allocation_failures_leaves_nothing)
 	}
 	ftest_assert_ok(ret);
 	ftest_assert_int_eq(get_int64(&r), 3);
+	ferry_shutdown();
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Figures for the report (logged, never asserted: benchmarks measure speed): 2,000 tasks
+ * submitted at once then waited for, and the p50 of 200 submit + get round trips. */
+FTEST(figures_async_and_sync_tasks)
+{
+	enum { ASYNC = 2000, SYNC = 200 };
+	static struct ferry_ref r[ASYNC];
+	static int ready[ASYNC];
+	double t0, lat[SYNC];
+
+	init_job();
+	ftest_assert_ok(submit_add(0, 0, &r[0])); /* warm: a lease exists */
+	ftest_assert_int_eq(get_int64(&r[0]), 0);
+	t0 = now_us();
+	for (int i = 0; i < ASYNC; i++)
+		ftest_assert_ok(submit_add(i, 1, &r[i]));
+	ftest_assert_int_eq(ferry_wait(r, ASYNC, ASYNC, 120000, ready), ASYNC);
+	ftest_log("%d tasks async: %.0f tasks/s", ASYNC, ASYNC / ((now_us() - t0) / 1e6));
+	for (int i = 0; i < ASYNC; i++)
+		ftest_assert_int_eq(get_int64(&r[i]), i + 1);
+	for (int i = 0; i < SYNC; i++) {
+		t0 = now_us();
+		ftest_assert_ok(submit_add(i, 2, &r[0]));
+		ftest_assert_int_eq(get_int64(&r[0]), i + 2);
+		lat[i] = now_us() - t0;
+	}
+	qsort(lat, SYNC, sizeof(lat[0]), cmp_double);
+	ftest_log("sync task (submit + get): p50 %.0f us, p99 %.0f us", lat[SYNC / 2],
+		  lat[SYNC * 99 / 100]);
 	ferry_shutdown();
 }
