@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ferry/ferry.h>
 
@@ -143,6 +144,7 @@ FTEST(a_task_whose_worker_is_sigkilled_is_retried)
 FTEST(retries_exhausted_say_which_signal)
 {
 	struct ferry_task_opts o = {.max_retries = 1};
+	char dir[256];
 	struct ferry_ref r;
 	struct ferry_view v;
 
@@ -153,7 +155,12 @@ FTEST(retries_exhausted_say_which_signal)
 	ftest_assert_true(strstr(v.error, "function always_killed on node ") != NULL);
 	ftest_assert_true(strstr(v.error, "killed by signal 9 (SIGKILL)") != NULL);
 	ferry_ref_drop(&r);
+	/* Nothing of the local cluster is left, not even the killed workers' sockets. */
+	snprintf(dir, sizeof(dir), "%s", ferry__rt.store_socket);
+	*strrchr(dir, '/') = 0;
+	ftest_assert_int_eq(access(dir, F_OK), 0);
 	ferry_shutdown();
+	ftest_assert_int_eq(access(dir, F_OK), -1);
 }
 
 FTEST(submit_before_init_is_enotconn)
