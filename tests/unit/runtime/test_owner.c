@@ -301,3 +301,27 @@ FTEST(put_under_allocation_failures_leaves_nothing)
 	ferry_ref_drop(&r);
 	ferry_shutdown();
 }
+
+/* Another owner's object that is not in the store: -EOWNERDEAD once the GCS says that owner
+ * died, a wait (here until the timeout) while it lives. */
+FTEST(a_dead_owner_s_object_is_eownerdead)
+{
+	struct ferry_gcs_worker_info w = {0};
+	struct ferry_ref r = {0};
+	struct ferry_view v;
+
+	init_local();
+	ferry_worker_id_random(&w.id);
+	w.job = ferry__rt.job;
+	w.node = ferry__rt.node;
+	w.pid = 1;
+	ftest_assert_int_ge(ferry_gcs_worker_add(ferry__rt.gcs, &w), 0);
+	ferry_object_id_random(&r.id);
+	r.owner = w.id;
+	ftest_assert_errno(ferry_get(&r, 300, &v), -ETIMEDOUT); /* alive: it may still come */
+	ftest_assert_int_ge(
+		ferry_gcs_worker_dead(ferry__rt.gcs, &w.id, FERRY_GCS_EXIT_ERROR, "test"), 0);
+	ftest_assert_errno(ferry_get(&r, 10000, &v), -EOWNERDEAD);
+	ftest_assert_true(strstr(v.error, "owner") != NULL);
+	ferry_shutdown();
+}
