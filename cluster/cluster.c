@@ -10,11 +10,13 @@
  * - Stop reverses start: the node first (it deregisters while the GCS still runs), then the GCS,
  *   then the run directory if the cluster made it. The node unlinks its own socket.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <ferry/common.h>
@@ -29,17 +31,19 @@
 #define RANDOM_TOKEN_BYTES 32
 #define SOCKET_PATH_MAX 108 /* sun_path */
 #define SOCKET_NAME "/store.sock"
-#define SOCKET_TAIL SOCKET_NAME ".rt" /* the longest: the node's runtime socket (node.h) */
+#define WORKER_SOCKET_NAME_MAX sizeof("/w-0123456789abcdef0123456789abcdef.sock")
 
 struct ferry__cluster {
-	struct ferry__embed_gcs *gcs;			     /* the GCS and its loop thread */
-	struct ferry__embed_node *node;			     /* the node and its store client */
-	char gcs_address[32];				     /* "127.0.0.1:port" */
-	char run_dir[SOCKET_PATH_MAX - sizeof(SOCKET_TAIL)]; /* holds the sockets */
-	char socket_path[SOCKET_PATH_MAX];		     /* the store socket */
-	int own_run_dir;				     /* 1: made here, removed at stop */
-	unsigned char token[FERRY_TOKEN_MAX];		     /* the cluster token */
-	size_t token_len;				     /* its bytes */
+	struct ferry__embed_gcs *gcs;	/* the GCS and its loop thread */
+	struct ferry__embed_node *node; /* the node and its store client */
+	char gcs_address[32];		/* "127.0.0.1:port" */
+	/* holds the store socket, the node's runtime socket beside it ("store.sock.rt") and
+	 * its workers' ("w-<worker id>.sock", 39 bytes: the longest name in it) */
+	char run_dir[SOCKET_PATH_MAX - WORKER_SOCKET_NAME_MAX];
+	char socket_path[SOCKET_PATH_MAX];    /* the store socket */
+	int own_run_dir;		      /* 1: made here, removed at stop */
+	unsigned char token[FERRY_TOKEN_MAX]; /* the cluster token */
+	size_t token_len;		      /* its bytes */
 };
 
 /* The token: the caller's, or random bytes written as hex (a token file could hold it). */
@@ -115,6 +119,7 @@ static int start_servers(struct ferry__cluster *c, const struct ferry__cluster_o
 	no.memory_bytes = o->memory_bytes;
 	no.name = "local";
 	no.socket_path = c->socket_path;
+	no.num_workers = (int32_t)o->num_workers;
 	ret = ferry__embed_node_start(&no, &c->node);
 	if (ret < 0) {
 		ferry__embed_gcs_stop(c->gcs);
@@ -152,12 +157,29 @@ err_free:
 	return ret;
 }
 
+/* A worker killed by a signal cannot unlink its socket ("w-<id>.sock"): the run directory
+ * this cluster made is emptied of those, so that nothing of it is left. */
+static void remove_worker_sockets(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "w-", 2) && strstr(e->d_name, ".sock"))
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
 void ferry__cluster_stop(struct ferry__cluster *c)
 {
 	if (!c)
 		return;
 	ferry__embed_node_stop(c->node);
 	ferry__embed_gcs_stop(c->gcs);
+	if (c->own_run_dir)
+		remove_worker_sockets(c->run_dir);
 	if (c->own_run_dir && rmdir(c->run_dir) < 0)
 		FLOG_WARN(COMP, "remove %s: %s", c->run_dir, ferry_strerror(-errno));
 	ferry__free(c);

@@ -24,6 +24,7 @@ struct ferry__cluster_opts {
 	const void *token;     /* cluster token (copied); NULL: 32 random bytes, hex */
 	size_t token_len;      /* its bytes, 1..FERRY_TOKEN_MAX */
 	uint64_t memory_bytes; /* the node's store; 0: 256 MiB */
+	uint32_t num_workers;  /* the node's prestarted workers; 0: the node's default */
 };
 
 /*

@@ -142,6 +142,7 @@ int ferry__embed_node_start(const struct ferry__embed_node_opts *opts,
 	no.ip = opts->ip;
 	no.spin_us = opts->spin_us;
 	no.socket_path = opts->socket_path;
+	no.num_workers = opts->num_workers;
 	node_transport(opts->transports, &no);
 	ret = ferry__node_start(&no, &n->node);
 	if (ret < 0) {

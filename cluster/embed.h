@@ -46,6 +46,7 @@ struct ferry__embed_node_opts {
 	const char *name;	 /* for socket names and logs; NULL: "node" */
 	uint32_t spin_us;	 /* the object manager's busy poll window (objmgr.h); 0: off */
 	const char *socket_path; /* the store socket; NULL: a fresh one under $TMPDIR */
+	int32_t num_workers;	 /* prestarted ferry-workers (node.h); 0: its CPUs, < 0: none */
 };
 
 /* ferry__embed_node_start() - a node (ferry__node_start) and a store client. 0 or -errno

@@ -1,0 +1,699 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Leases and the push of tasks to workers (Ray's direct task transport), on the runtime's
+ * loop thread: the node's runtime socket (RuntimeConnect, LeaseRequest / LeaseGrant /
+ * LeaseReturn / LeaseRevoked) and one socket per leased worker (RuntimeConnect, then PushTask
+ * / PushTaskReply). schema/runtime.fbs is the protocol.
+ *
+ * DESIGN
+ * - Everything here runs on the loop thread; other threads reach it through posts
+ *   (submit.c). Tasks are grouped in classes (job + resources, struct ferry__rt_class_key).
+ *   A class with queued tasks asks the node for a lease (one request in flight at a time, up
+ *   to MAX_LEASES leases), pushes up to PIPELINE tasks to each leased worker without waiting
+ *   (a worker runs its socket's tasks in order), and gives a lease back IDLE_RETURN_MS after
+ *   its last reply when nothing of its class is queued.
+ * - A worker that dies: its socket closes. Tasks in flight there are retried (requeued at the
+ *   front) while they have retries left; the others wait up to REVOKE_WAIT_MS for the node's
+ *   LeaseRevoked, whose signal or exit status goes into their error ("worker died: killed by
+ *   signal 9 (SIGKILL)").
+ * - Shutdown (ferry__rt_sub_stop, through ferry__loop_call): tasks not finished end with
+ *   -ECANCELED, leases go back, sockets close; init.c then runs the loop until every socket's
+ *   on_close came (struct sub.open_conns).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/conn.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "runtime/rt.h"
+#include "runtime/task.h"
+
+#define COMP "runtime"
+#define PIPELINE 16	      /* tasks in flight per leased worker */
+#define MAX_LEASES 8	      /* leases per class */
+#define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
+#define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
+#define FRAME_MAX (64u << 20) /* runtime.fbs: the receiver's frame cap */
+
+struct cls;
+
+struct lease {
+	struct lease *next;		       /* the class's leases */
+	struct cls *cls;		       /* its class */
+	uint64_t lease_id;		       /* the node's */
+	struct ferry_worker_id worker;	       /* the leased worker */
+	struct ferry__conn *conn;	       /* to the worker, NULL once closed */
+	struct ferry__rt_task *inflight;       /* pushed, not answered (oldest first) */
+	struct ferry__rt_task **inflight_tail; /* append here */
+	uint32_t ninflight;		       /* how many */
+	struct ferry__loop_timer idle;	       /* IDLE_RETURN_MS */
+	struct ferry__loop_timer revoke;       /* REVOKE_WAIT_MS */
+	bool revoked;			       /* LeaseRevoked came */
+	bool closing;			       /* given back or revoked: no more pushes */
+	char why[160];			       /* the worker's death, for errors */
+};
+
+struct cls {
+	struct cls *next;			      /* all classes */
+	struct ferry__rt_class_key key;		      /* what it asks for */
+	struct ferry__rt_task *queue;		      /* ready, not pushed */
+	struct ferry__rt_task **queue_tail;	      /* append here */
+	size_t queued;				      /* how many */
+	struct lease *leases;			      /* granted */
+	size_t nleases;				      /* how many */
+	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
+	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
+};
+
+struct ferry__rt_sub {
+	struct ferry__conn *node;     /* the node's runtime socket */
+	struct ferry_node_id node_id; /* from RuntimeConnectReply */
+	struct cls *classes;	      /* every class seen */
+	uint64_t next_request;	      /* LeaseRequest ids */
+	unsigned open_conns;	      /* sockets whose on_close has not come */
+	bool stopping;		      /* shutdown began */
+	struct ferry__fb_builder fb;  /* messages are built here */
+};
+
+static struct ferry__rt_sub sub;
+
+static void pump(struct cls *c);
+static void lease_gone(struct lease *l);
+
+/* ---- sending ---- */
+
+static int send_connect(struct ferry__conn *conn)
+{
+	struct ferry__wire_runtime_connect m = {0};
+	int ret;
+
+	m.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
+	m.kind = FERRY__WIRE_PEER_KIND_DRIVER;
+	memcpy(m.id.bytes, ferry__rt.self.bytes, sizeof(m.id.bytes));
+	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
+	m.pid = (int32_t)getpid();
+	ret = ferry__wire_runtime_connect_build(&sub.fb, &m);
+	if (ret < 0)
+		return ret;
+	return ferry__conn_send(conn, FERRY__WIRE_MSG_RUNTIME_CONNECT,
+				ferry__fb_builder_data(&sub.fb), ferry__fb_builder_size(&sub.fb));
+}
+
+/* "a=1.5,b=2" into @res from @n on; returns the new count (bad parts are skipped, logged). */
+static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
+			   struct ferry__wire_runtime_resource *res, size_t n, size_t max)
+{
+	char copy[FERRY__RT_CUSTOM_MAX], *save = NULL;
+
+	snprintf(copy, sizeof(copy), "%s", spec);
+	for (char *p = strtok_r(copy, ",", &save); p && n < max; p = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(p, '='), *end = NULL;
+		double amount = eq ? strtod(eq + 1, &end) : 0;
+
+		if (!eq || eq == p || !end || *end || amount < 0) {
+			FLOG_WARN(COMP, "task resource \"%s\": not name=amount, ignored", p);
+			continue;
+		}
+		*eq = 0;
+		snprintf(names[n], FERRY__RT_CUSTOM_MAX, "%s", p);
+		res[n].name = names[n];
+		res[n].amount = amount;
+		n++;
+	}
+	return n;
+}
+
+static int send_lease_request(struct cls *c)
+{
+	enum { MAXRES = 16 };
+	struct ferry__wire_runtime_resource res[MAXRES] = {{0}};
+	static char names[MAXRES][FERRY__RT_CUSTOM_MAX];
+	struct ferry__wire_lease_request m = {0};
+	size_t n = 0;
+	int ret;
+
+	res[n].name = "CPU", res[n++].amount = c->key.cpus;
+	if (c->key.gpus > 0)
+		res[n].name = "GPU", res[n++].amount = c->key.gpus;
+	if (c->key.memory_bytes > 0)
+		res[n].name = "memory", res[n++].amount = c->key.memory_bytes;
+	n = parse_custom(c->key.custom, names, res, n, MAXRES);
+	m.request_id = ++sub.next_request;
+	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
+	m.code_path = ferry__rt.code_path[0] ? ferry__rt.code_path : NULL;
+	if (m.code_path) {
+		m.code_hash = ferry__rt.code_hash;
+		m.code_hash_count = sizeof(ferry__rt.code_hash);
+	}
+	m.resources = res;
+	m.resources_count = n;
+	ret = ferry__wire_lease_request_build(&sub.fb, &m);
+	if (ret >= 0)
+		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_REQUEST,
+				       ferry__fb_builder_data(&sub.fb),
+				       ferry__fb_builder_size(&sub.fb));
+	if (ret >= 0)
+		c->request_id = m.request_id;
+	return ret;
+}
+
+static void send_lease_return(struct lease *l)
+{
+	struct ferry__wire_lease_return m = {.lease_id = l->lease_id};
+
+	if (!sub.node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
+		return;
+	(void)ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_RETURN,
+			       ferry__fb_builder_data(&sub.fb), ferry__fb_builder_size(&sub.fb));
+}
+
+/* ---- classes ---- */
+
+static struct cls *class_of(const struct ferry__rt_class_key *key)
+{
+	struct cls *c;
+
+	for (c = sub.classes; c; c = c->next)
+		if (!memcmp(&c->key, key, sizeof(*key)))
+			return c;
+	c = ferry__calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->key = *key;
+	c->queue_tail = &c->queue;
+	c->next = sub.classes;
+	sub.classes = c;
+	return c;
+}
+
+static struct ferry__rt_task *class_pop(struct cls *c)
+{
+	struct ferry__rt_task *t = c->queue;
+
+	if (!t)
+		return NULL;
+	c->queue = t->next;
+	if (!c->queue)
+		c->queue_tail = &c->queue;
+	c->queued--;
+	t->next = NULL;
+	return t;
+}
+
+/* Every queued task of @c fails with @status: its lease cannot be had. */
+static void class_fail(struct cls *c, int status, const char *what)
+{
+	struct ferry__rt_task *t;
+	char text[400];
+
+	while ((t = class_pop(c))) {
+		ferry__rt_task_error_text(t, &sub.node_id, what, text, sizeof(text));
+		ferry__rt_task_fail(t, status, text);
+	}
+}
+
+void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front)
+{
+	struct cls *c = sub.stopping ? NULL : class_of(&t->key);
+
+	if (!c) {
+		ferry__rt_task_fail(t, sub.stopping ? -ECANCELED : -ENOMEM,
+				    sub.stopping ? "the driver shut down" : "out of memory");
+		return;
+	}
+	if (front) {
+		t->next = c->queue;
+		c->queue = t;
+		if (!t->next)
+			c->queue_tail = &t->next;
+	} else {
+		t->next = NULL;
+		*c->queue_tail = t;
+		c->queue_tail = &t->next;
+	}
+	c->queued++;
+	if (!c->first_name[0])
+		memcpy(c->first_name, t->name, sizeof(c->first_name));
+	pump(c);
+}
+
+/* ---- the node's runtime socket ---- */
+
+static void node_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			    size_t len);
+static void node_on_close(struct ferry__conn *conn, int err);
+
+static const struct ferry__conn_callbacks node_cb = {
+	.on_message = node_on_message,
+	.on_close = node_on_close,
+};
+
+static int node_connect(void)
+{
+	char path[sizeof(ferry__rt.store_socket) + 4];
+	struct ferry__conn_opts o = {.cb = &node_cb, .max_message_bytes = FRAME_MAX};
+	int ret;
+
+	if (sub.node)
+		return 0;
+	snprintf(path, sizeof(path), "%s.rt", ferry__rt.store_socket);
+	ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &sub.node);
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "the node's runtime socket %s: %s", path, ferry_strerror(ret));
+		return ret;
+	}
+	sub.open_conns++;
+	ret = send_connect(sub.node);
+	if (ret < 0)
+		ferry__conn_close(sub.node);
+	return ret;
+}
+
+static void fail_all_queued(int status, const char *what)
+{
+	for (struct cls *c = sub.classes; c; c = c->next) {
+		c->request_id = 0;
+		class_fail(c, status, what);
+	}
+}
+
+static void on_connect_reply(const void *payload)
+{
+	struct ferry__wire_runtime_connect_reply_view v =
+		ferry__wire_runtime_connect_reply_root_verified(payload);
+	struct ferry__wire_unique_id id = ferry__wire_runtime_connect_reply_node_id(v);
+	int status = ferry__wire_runtime_connect_reply_status(v);
+	const char *m = ferry__wire_runtime_connect_reply_message(v);
+
+	memcpy(sub.node_id.bytes, id.bytes, sizeof(id.bytes));
+	if (status < 0) {
+		FLOG_ERROR(COMP, "the node refused the driver: %s", m ? m : ferry_strerror(status));
+		fail_all_queued(status, m ? m : "the node refused the driver");
+		ferry__conn_close(sub.node);
+	}
+}
+
+static struct cls *class_by_request(uint64_t request_id)
+{
+	for (struct cls *c = sub.classes; c; c = c->next)
+		if (c->request_id && c->request_id == request_id)
+			return c;
+	return NULL;
+}
+
+static struct lease *lease_by_id(uint64_t lease_id, struct cls **cls_out)
+{
+	for (struct cls *c = sub.classes; c; c = c->next)
+		for (struct lease *l = c->leases; l; l = l->next)
+			if (l->lease_id == lease_id) {
+				*cls_out = c;
+				return l;
+			}
+	return NULL;
+}
+
+static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
+		      const char *path);
+
+static void on_grant(const void *payload)
+{
+	struct ferry__wire_lease_grant_view v = ferry__wire_lease_grant_root_verified(payload);
+	struct cls *c = class_by_request(ferry__wire_lease_grant_request_id(v));
+	int status = ferry__wire_lease_grant_status(v);
+	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
+	const char *m = ferry__wire_lease_grant_message(v);
+	const char *path = ferry__wire_lease_grant_worker_path(v);
+	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v)};
+
+	if (!c) { /* a class that gave up (shutdown): the worker goes back */
+		if (status == 0)
+			send_lease_return(&tmp);
+		return;
+	}
+	c->request_id = 0;
+	if (status < 0) {
+		FLOG_WARN(COMP, "lease refused: %s", m ? m : ferry_strerror(status));
+		class_fail(c, status, m ? m : ferry_strerror(status));
+		return;
+	}
+	if (!path || lease_open(c, tmp.lease_id, &wid, path) < 0) {
+		send_lease_return(&tmp);
+		class_fail(c, -ECONNREFUSED, "cannot connect to the leased worker");
+		return;
+	}
+	pump(c);
+}
+
+static void on_revoked(const void *payload)
+{
+	struct ferry__wire_lease_revoked_view v = ferry__wire_lease_revoked_root_verified(payload);
+	int sig = ferry__wire_lease_revoked_term_signal(v);
+	int code = ferry__wire_lease_revoked_exit_status(v);
+	const char *m = ferry__wire_lease_revoked_message(v);
+	struct cls *c = NULL;
+	struct lease *l = lease_by_id(ferry__wire_lease_revoked_lease_id(v), &c);
+
+	if (!l)
+		return;
+	l->revoked = true;
+	l->closing = true;
+	if (sig > 0)
+		snprintf(l->why, sizeof(l->why), "worker died: killed by signal %d (SIG%s)", sig,
+			 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+	else if (m && *m)
+		snprintf(l->why, sizeof(l->why), "worker died: %s", m);
+	else
+		snprintf(l->why, sizeof(l->why), "worker died: exited with status %d", code);
+	if (l->conn)
+		ferry__conn_close(l->conn); /* lease_gone() follows from its on_close */
+	else
+		lease_gone(l);
+}
+
+static void node_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			    size_t len)
+{
+	(void)conn;
+	(void)len;
+	switch (type) {
+	case FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY:
+		on_connect_reply(payload);
+		break;
+	case FERRY__WIRE_MSG_LEASE_GRANT:
+		on_grant(payload);
+		break;
+	case FERRY__WIRE_MSG_LEASE_REVOKED:
+		on_revoked(payload);
+		break;
+	default:
+		FLOG_WARN(COMP, "the node sent an unexpected %s", ferry__wire_message_name(type));
+		break;
+	}
+}
+
+static void node_on_close(struct ferry__conn *conn, int err)
+{
+	(void)conn;
+	sub.node = NULL;
+	sub.open_conns--;
+	if (err && !sub.stopping)
+		FLOG_ERROR(COMP, "the node's runtime socket closed: %s", ferry_strerror(err));
+	fail_all_queued(err ? err : -ECONNRESET, "the node closed the driver's connection");
+}
+
+/* ---- leased workers ---- */
+
+static void worker_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			      size_t len);
+static void worker_on_close(struct ferry__conn *conn, int err);
+
+static const struct ferry__conn_callbacks worker_cb = {
+	.on_message = worker_on_message,
+	.on_close = worker_on_close,
+};
+
+static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
+		      const char *path)
+{
+	struct lease *l = ferry__calloc(1, sizeof(*l));
+	struct ferry__conn_opts o = {.cb = &worker_cb, .max_message_bytes = FRAME_MAX};
+	int ret;
+
+	if (!l)
+		return -ENOMEM;
+	l->cls = c;
+	l->lease_id = lease_id;
+	memcpy(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes));
+	l->inflight_tail = &l->inflight;
+	l->idle.data = l;
+	l->revoke.data = l;
+	o.data = l;
+	ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &l->conn);
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "leased worker %s: %s", path, ferry_strerror(ret));
+		ferry__free(l);
+		return ret;
+	}
+	sub.open_conns++;
+	(void)send_connect(l->conn); /* a failure shows as the socket's close */
+	l->next = c->leases;
+	c->leases = l;
+	c->nleases++;
+	return 0;
+}
+
+static void idle_due(struct ferry__loop_timer *timer, int status)
+{
+	struct lease *l = timer->data;
+
+	if (status < 0 || l->ninflight || l->cls->queued || !l->conn)
+		return;
+	l->closing = true;
+	send_lease_return(l);
+	ferry__conn_close(l->conn); /* lease_gone() follows */
+}
+
+static int push_one(struct lease *l, struct ferry__rt_task *t)
+{
+	int ret = ferry__rt_task_build(t, &sub.fb);
+
+	if (ret >= 0)
+		ret = ferry__conn_send(l->conn, FERRY__WIRE_MSG_PUSH_TASK,
+				       ferry__fb_builder_data(&sub.fb),
+				       ferry__fb_builder_size(&sub.fb));
+	if (ret < 0)
+		return ret;
+	t->next = NULL;
+	*l->inflight_tail = t;
+	l->inflight_tail = &t->next;
+	l->ninflight++;
+	return 0;
+}
+
+/* Give @c's queued tasks to its leases, ask for another lease if they are not enough. */
+static void pump(struct cls *c)
+{
+	for (struct lease *l = c->leases; l; l = l->next) {
+		if (!l->conn || l->closing)
+			continue;
+		while (c->queued && l->ninflight < PIPELINE) {
+			struct ferry__rt_task *t = class_pop(c);
+			int ret = push_one(l, t);
+
+			if (ret < 0) {
+				char text[400];
+
+				ferry__rt_task_error_text(t, &sub.node_id, ferry_strerror(ret),
+							  text, sizeof(text));
+				ferry__rt_task_fail(t, ret, text);
+			}
+		}
+		if (l->ninflight)
+			(void)ferry__loop_timer_stop(&l->idle);
+		else if (!c->queued)
+			(void)ferry__loop_timer_start(ferry__rt.loop, &l->idle, IDLE_RETURN_MS, 0,
+						      idle_due);
+	}
+	if (!c->queued || c->request_id || c->nleases >= MAX_LEASES || sub.stopping)
+		return;
+	if (node_connect() < 0 || send_lease_request(c) < 0)
+		class_fail(c, -ECONNREFUSED, "cannot reach the node's runtime socket");
+}
+
+static struct ferry__rt_task *inflight_take(struct lease *l, const struct ferry_task_id *id)
+{
+	struct ferry__rt_task **pp = &l->inflight, *t;
+
+	for (; (t = *pp); pp = &t->next) {
+		if (!ferry_task_id_eq(&t->id, id))
+			continue;
+		*pp = t->next;
+		if (l->inflight_tail == &t->next)
+			l->inflight_tail = pp;
+		l->ninflight--;
+		t->next = NULL;
+		return t;
+	}
+	return NULL;
+}
+
+static void on_push_reply(struct lease *l, const void *payload)
+{
+	struct ferry__wire_push_task_reply_view v =
+		ferry__wire_push_task_reply_root_verified(payload);
+	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
+	struct ferry_task_id id;
+	struct ferry__rt_task *t;
+
+	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
+	t = inflight_take(l, &id);
+	if (!t) {
+		FLOG_WARN(COMP, "a worker answered a task it was not given");
+		return;
+	}
+	if (ferry__rt_task_reply(t, v) == 1)
+		ferry__rt_lease_enqueue(t, true); /* retry_exceptions */
+	else
+		pump(l->cls);
+}
+
+static void worker_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			      size_t len)
+{
+	struct lease *l = ferry__conn_data(conn);
+
+	(void)len;
+	if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
+		on_push_reply(l, payload);
+	} else if (type == FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
+		struct ferry__wire_runtime_connect_reply_view v =
+			ferry__wire_runtime_connect_reply_root_verified(payload);
+
+		if (ferry__wire_runtime_connect_reply_status(v) < 0)
+			ferry__conn_close(conn);
+	} else {
+		FLOG_WARN(COMP, "a worker sent an unexpected %s", ferry__wire_message_name(type));
+	}
+}
+
+/* The lease is over: its tasks in flight are retried or fail with why it ended; freed. */
+static void lease_gone(struct lease *l)
+{
+	struct cls *c = l->cls;
+	struct ferry__rt_task *t;
+	struct lease **pp;
+
+	(void)ferry__loop_timer_stop(&l->idle);
+	(void)ferry__loop_timer_stop(&l->revoke);
+	while ((t = l->inflight)) {
+		char text[400];
+
+		l->inflight = t->next;
+		if (t->retries_left > 0 && !sub.stopping) {
+			t->retries_left--;
+			t->attempt++;
+			ferry__rt_lease_enqueue(t, true);
+			continue;
+		}
+		ferry__rt_task_error_text(t, &sub.node_id, l->why[0] ? l->why : "worker died", text,
+					  sizeof(text));
+		ferry__rt_task_fail(t, sub.stopping ? -ECANCELED : -EPIPE, text);
+	}
+	for (pp = &c->leases; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			c->nleases--;
+			break;
+		}
+	ferry__free(l);
+	pump(c);
+}
+
+static void revoke_due(struct ferry__loop_timer *timer, int status)
+{
+	(void)status;
+	lease_gone(timer->data);
+}
+
+/* Tasks with retries left go again at once; the rest wait for the node to say why. */
+static void worker_on_close(struct ferry__conn *conn, int err)
+{
+	struct lease *l = ferry__conn_data(conn);
+	struct ferry__rt_task *t, *keep = NULL, **keep_tail = &keep;
+
+	l->conn = NULL;
+	sub.open_conns--;
+	if (!l->ninflight || l->revoked || sub.stopping || err == -ECANCELED) {
+		lease_gone(l);
+		return;
+	}
+	while ((t = l->inflight)) {
+		l->inflight = t->next;
+		l->ninflight--;
+		if (t->retries_left > 0) {
+			t->retries_left--;
+			t->attempt++;
+			ferry__rt_lease_enqueue(t, true);
+		} else {
+			t->next = NULL;
+			*keep_tail = t;
+			keep_tail = &t->next;
+			l->ninflight++;
+		}
+	}
+	l->inflight = keep;
+	l->inflight_tail = keep ? keep_tail : &l->inflight;
+	if (!keep ||
+	    ferry__loop_timer_start(ferry__rt.loop, &l->revoke, REVOKE_WAIT_MS, 0, revoke_due) < 0)
+		lease_gone(l);
+}
+
+/* ---- life ---- */
+
+int ferry__rt_sub_init(void)
+{
+	memset(&sub, 0, sizeof(sub));
+	ferry__fb_builder_init(&sub.fb);
+	ferry__rt.sub = &sub;
+	return 0;
+}
+
+/* Loop thread (ferry__loop_call): end what is queued, give leases back, close sockets. */
+int ferry__rt_sub_stop(void *arg)
+{
+	(void)arg;
+	sub.stopping = true;
+	ferry__rt_submit_cancel();
+	fail_all_queued(-ECANCELED, "the driver shut down");
+	for (struct cls *c = sub.classes; c; c = c->next)
+		for (struct lease *l = c->leases; l; l = l->next) {
+			send_lease_return(l);
+			l->closing = true;
+			if (l->conn)
+				ferry__conn_close(l->conn);
+		}
+	if (sub.node)
+		ferry__conn_flush(sub.node);
+	return 0;
+}
+
+/* Loop thread: the LeaseReturns are written (or the socket is gone): close it. */
+int ferry__rt_sub_close_node(void *arg)
+{
+	(void)arg;
+	if (sub.node && ferry__conn_queued_bytes(sub.node) && arg == NULL)
+		return 1; /* still writing: ask again */
+	if (sub.node)
+		ferry__conn_close(sub.node);
+	return 0;
+}
+
+/* Loop thread: sockets whose on_close has not come yet. */
+int ferry__rt_sub_open_conns(void *arg)
+{
+	(void)arg;
+	return (int)sub.open_conns;
+}
+
+void ferry__rt_sub_fini(void)
+{
+	while (sub.classes) {
+		struct cls *c = sub.classes;
+
+		sub.classes = c->next;
+		while (c->leases) { /* only if the loop ended before their on_close */
+			struct lease *l = c->leases;
+
+			c->leases = l->next;
+			ferry__free(l);
+		}
+		ferry__free(c);
+	}
+	ferry__fb_builder_fini(&sub.fb);
+	ferry__rt.sub = NULL;
+}

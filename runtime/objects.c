@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Objects and refs on the driver's side: the owner table (object id -> count, state, inline
+ * bytes), ferry_put / ferry_create / ferry_seal into the node's store, ferry_get (a view of the
+ * memory store or of the store, zero copy), ferry_wait, ferry_ref_dup / ferry_ref_drop.
+ * Locking: runtime/rt.h DESIGN.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/cond.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "runtime/rt.h"
+
+#define COMP "runtime"
+/* A wait for objects that another process owns polls the store this often: their owner wakes
+ * no condvar here. */
+#define FOREIGN_POLL_MS 10
+/* A get of another owner's object checks the GCS for the owner's death this often. */
+#define OWNER_CHECK_MS 200
+
+enum view_kind { VIEW_NONE = 0, VIEW_INLINE = 1, VIEW_STORE = 2 };
+
+bool ferry__rt_is_self(const struct ferry_worker_id *owner)
+{
+	return ferry_worker_id_eq(owner, &ferry__rt.self);
+}
+
+struct ferry__rt_obj *ferry__rt_obj_find(const struct ferry_object_id *id)
+{
+	struct ferry__rt_obj **slot = ferry__hashmap_get(&ferry__rt.objects, id);
+
+	return slot ? *slot : NULL;
+}
+
+struct ferry__rt_obj *ferry__rt_obj_add(const struct ferry_object_id *id, uint8_t state)
+{
+	struct ferry__rt_obj *o = ferry__calloc(1, sizeof(*o));
+	void *slot;
+	int ret;
+
+	if (!o)
+		return NULL;
+	ret = ferry__hashmap_put(&ferry__rt.objects, id, &slot);
+	if (ret <= 0) { /* -ENOMEM, or 0: the id is taken (never, ids are unique per process) */
+		ferry__free(o);
+		return NULL;
+	}
+	o->id = *id;
+	o->refs = 1;
+	o->state = state;
+	*(struct ferry__rt_obj **)slot = o;
+	return o;
+}
+
+static void obj_free(struct ferry__rt_obj *o)
+{
+	while (o->cbs) {
+		struct ferry__rt_cb *cb = o->cbs;
+
+		o->cbs = cb->next;
+		ferry__free(cb);
+	}
+	ferry__free(o->data);
+	ferry__free(o->error);
+	ferry__free(o);
+}
+
+/* The last count is gone: out of the table, out of the store; the bytes stay while viewed. */
+static void obj_forget(struct ferry__rt_obj *o)
+{
+	ferry__hashmap_remove(&ferry__rt.objects, &o->id, NULL);
+	if (o->state == FERRY__RT_IN_STORE && ferry__rt.store)
+		(void)ferry_plasma_client_delete(ferry__rt.store, &o->id, 1, NULL);
+	if (!o->pins)
+		obj_free(o);
+}
+
+void ferry__rt_obj_unref(struct ferry__rt_obj *o)
+{
+	if (--o->refs > 0)
+		return;
+	obj_forget(o);
+}
+
+void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, size_t len, int status,
+			 const char *error)
+{
+	o->state = state;
+	o->data = data;
+	o->len = len;
+	o->status = status;
+	if (error) {
+		size_t n = strlen(error) + 1;
+
+		o->error = ferry__malloc(n);
+		if (o->error)
+			memcpy(o->error, error, n);
+	}
+	pthread_cond_broadcast(&ferry__rt.cond);
+	ferry__rt_completion_fire(o, state == FERRY__RT_ERROR ? status : 0);
+	ferry__rt_sub_object_ready();
+}
+
+void ferry__rt_objects_clear(void)
+{
+	size_t cursor = 0;
+	void *key, *value;
+
+	while (ferry__hashmap_next(&ferry__rt.objects, &cursor, &key, &value)) {
+		struct ferry__rt_obj *o = *(struct ferry__rt_obj **)value;
+
+		if (o->state == FERRY__RT_IN_STORE && ferry__rt.store)
+			(void)ferry_plasma_client_delete(ferry__rt.store, &o->id, 1, NULL);
+		/* A view still pinned keeps its bytes: the caller releases it later. */
+		o->refs = 0;
+		if (!o->pins)
+			obj_free(o);
+	}
+	ferry__hashmap_fini(&ferry__rt.objects);
+	ferry__hashmap_init(&ferry__rt.objects, sizeof(struct ferry_object_id), sizeof(void *));
+}
+
+/* The next put's id and the store, or -ENOTCONN. */
+static int next_put_id(struct ferry_object_id *id)
+{
+	uint32_t seq;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	if (!ferry__rt.up) {
+		pthread_mutex_unlock(&ferry__rt.lock);
+		return -ENOTCONN;
+	}
+	seq = ++ferry__rt.put_seq;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	ferry_object_id_for_put(&ferry__rt.root_task, seq, id);
+	return 0;
+}
+
+/* Record a new object of ours (count 1) and hand out its ref; on -ENOMEM undo the store's. */
+static int own_new(const struct ferry_object_id *id, uint8_t state, struct ferry_ref *out)
+{
+	struct ferry__rt_obj *o;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	o = ferry__rt_obj_add(id, state);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (!o) {
+		(void)ferry_plasma_client_delete(ferry__rt.store, id, 1, NULL);
+		return -ENOMEM;
+	}
+	out->id = *id;
+	out->owner = ferry__rt.self;
+	return 0;
+}
+
+int ferry_put(const void *data, size_t len, struct ferry_ref *out)
+{
+	struct ferry_object_id id;
+	int ret;
+
+	if ((!data && len) || !out)
+		return -EINVAL;
+	ret = next_put_id(&id);
+	if (ret < 0)
+		return ret;
+	ret = ferry_plasma_client_put_owned(ferry__rt.store, &id, data, len, NULL, 0, 0, NULL);
+	if (ret < 0) {
+		FLOG_WARN(COMP, "put of %zu bytes: %s", len, ferry_strerror(ret));
+		return ret;
+	}
+	return own_new(&id, FERRY__RT_IN_STORE, out);
+}
+
+int ferry_create(size_t len, void **buf, struct ferry_ref *out)
+{
+	struct ferry_object_id id;
+	int ret;
+
+	if (!buf || !out)
+		return -EINVAL;
+	ret = next_put_id(&id);
+	if (ret < 0)
+		return ret;
+	ret = ferry_plasma_client_create_owned(ferry__rt.store, &id, len, NULL, 0, 0, NULL, buf);
+	if (ret < 0) {
+		FLOG_WARN(COMP, "create of %zu bytes: %s", len, ferry_strerror(ret));
+		return ret;
+	}
+	/* Pending until sealed: a get meanwhile waits, as for a task's return. */
+	pthread_mutex_lock(&ferry__rt.lock);
+	ret = ferry__rt_obj_add(&id, FERRY__RT_PENDING) ? 0 : -ENOMEM;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ret < 0) {
+		(void)ferry_plasma_client_abort(ferry__rt.store, &id);
+		return ret;
+	}
+	out->id = id;
+	out->owner = ferry__rt.self;
+	return 0;
+}
+
+int ferry_seal(const struct ferry_ref *ref)
+{
+	struct ferry__rt_obj *o;
+	int ret;
+
+	if (!ref || !ferry__rt_is_self(&ref->owner))
+		return -EINVAL;
+	if (!ferry__rt.up)
+		return -ENOTCONN;
+	ret = ferry_plasma_client_seal(ferry__rt.store, &ref->id);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&ferry__rt.lock);
+	o = ferry__rt_obj_find(&ref->id);
+	if (o && o->state == FERRY__RT_PENDING)
+		ferry__rt_obj_ready(o, FERRY__RT_IN_STORE, NULL, 0, 0, NULL);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	return 0;
+}
+
+int ferry_ref_dup(const struct ferry_ref *ref, struct ferry_ref *out)
+{
+	struct ferry__rt_obj *o;
+	int ret = 0;
+
+	if (!ref || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&ferry__rt.lock);
+	if (!ferry__rt.up) {
+		ret = -ENOTCONN;
+	} else if (ferry__rt_is_self(&ref->owner)) {
+		o = ferry__rt_obj_find(&ref->id);
+		if (o)
+			o->refs++;
+		else
+			ret = -ENOENT;
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ret == 0)
+		*out = *ref;
+	return ret;
+}
+
+void ferry_ref_drop(struct ferry_ref *ref)
+{
+	struct ferry__rt_obj *o;
+
+	if (!ref)
+		return;
+	pthread_mutex_lock(&ferry__rt.lock);
+	if (ferry__rt.up && ferry__rt_is_self(&ref->owner)) {
+		o = ferry__rt_obj_find(&ref->id);
+		if (o)
+			ferry__rt_obj_unref(o);
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	memset(ref, 0, sizeof(*ref));
+}
+
+/* ms left until @deadline_ms (< 0: none: -1), at least 0. */
+static int64_t left_ms(int64_t deadline_ms)
+{
+	int64_t now = (int64_t)ferry__loop_now_ms();
+
+	if (deadline_ms < 0)
+		return -1;
+	return deadline_ms > now ? deadline_ms - now : 0;
+}
+
+/* Wait on rt.cond until @deadline_ms (< 0: forever) or @cap_ms (< 0: none); lock held.
+ * Returns -ETIMEDOUT once the deadline passed. */
+static int cond_wait_until(int64_t deadline_ms, int64_t cap_ms)
+{
+	int64_t left = left_ms(deadline_ms);
+
+	if (left == 0)
+		return -ETIMEDOUT;
+	if (cap_ms >= 0 && (left < 0 || left > cap_ms))
+		left = cap_ms;
+	if (left < 0) {
+		pthread_cond_wait(&ferry__rt.cond, &ferry__rt.lock);
+	} else {
+		struct timespec ts = ferry__deadline_in_us((uint64_t)left * 1000u);
+
+		pthread_cond_timedwait(&ferry__rt.cond, &ferry__rt.lock, &ts);
+	}
+	return 0;
+}
+
+static int64_t deadline_of(int64_t timeout_ms)
+{
+	return timeout_ms < 0 ? -1 : (int64_t)ferry__loop_now_ms() + timeout_ms;
+}
+
+/* A view of a sealed object in the store, waiting up to @deadline_ms. */
+static int get_store(const struct ferry_object_id *id, int64_t wait_ms, struct ferry_view *out)
+{
+	struct ferry_plasma_view *pv = ferry__calloc(1, sizeof(*pv));
+	int ret;
+
+	if (!pv)
+		return -ENOMEM;
+	ret = ferry_plasma_client_get(ferry__rt.store, id, 1, wait_ms, pv);
+	if (ret == 0 && pv->status < 0)
+		ret = pv->status;
+	if (ret < 0) {
+		ferry__free(pv);
+		return ret;
+	}
+	out->data = pv->data;
+	out->len = pv->data_size;
+	out->priv[0] = (uint64_t)(uintptr_t)pv;
+	out->priv[1] = VIEW_STORE;
+	return 0;
+}
+
+/* Our own object: wait while pending, then view it (lock taken here). */
+static int get_owned(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
+{
+	struct ferry__rt_obj *o;
+	int ret = 0;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	o = ferry__rt_obj_find(&ref->id);
+	if (!o) {
+		pthread_mutex_unlock(&ferry__rt.lock);
+		return -ENOENT; /* every count on it was dropped */
+	}
+	o->refs++; /* held across the wait: a drop meanwhile cannot free it under us */
+	while (o->state == FERRY__RT_PENDING && ret == 0)
+		ret = ferry__rt.up ? cond_wait_until(deadline_ms, -1) : -ECANCELED;
+	if (ret == 0 && o->state == FERRY__RT_INLINE) {
+		o->pins++;
+		out->data = o->data;
+		out->len = o->len;
+		out->priv[0] = (uint64_t)(uintptr_t)o;
+		out->priv[1] = VIEW_INLINE;
+	} else if (ret == 0 && o->state == FERRY__RT_ERROR) {
+		ret = o->status;
+		snprintf(out->error, sizeof(out->error), "%s",
+			 o->error ? o->error : ferry_strerror(o->status));
+	} else if (ret == 0) {
+		ret = 1; /* in the store: viewed below, without the lock */
+	}
+	ferry__rt_obj_unref(o);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ret == 1)
+		ret = get_store(&ref->id, left_ms(deadline_ms), out);
+	return ret;
+}
+
+/* Has the GCS seen @owner die? */
+static bool owner_dead(const struct ferry_worker_id *owner)
+{
+	struct ferry_gcs_worker_info *w = NULL;
+	bool dead = false;
+	int n = ferry_gcs_worker_list(ferry__rt.gcs, &w);
+
+	for (int i = 0; i < n; i++)
+		if (ferry_worker_id_eq(&w[i].id, owner))
+			dead = w[i].state == FERRY_GCS_WORKER_DEAD;
+	ferry_gcs_free(w);
+	return dead;
+}
+
+/* Another owner's object: it shows up in the store, unless its owner died. */
+static int get_foreign(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
+{
+	for (;;) {
+		int64_t left = left_ms(deadline_ms);
+		int64_t slice = left < 0 || left > OWNER_CHECK_MS ? OWNER_CHECK_MS : left;
+		int ret = get_store(&ref->id, slice, out);
+
+		if (ret != -ETIMEDOUT)
+			return ret;
+		if (owner_dead(&ref->owner)) {
+			snprintf(out->error, sizeof(out->error), "the owner of the object died");
+			return -EOWNERDEAD;
+		}
+		if (left_ms(deadline_ms) == 0)
+			return -ETIMEDOUT;
+	}
+}
+
+int ferry_get(const struct ferry_ref *ref, int64_t timeout_ms, struct ferry_view *out)
+{
+	int64_t deadline_ms = deadline_of(timeout_ms);
+
+	if (!ref || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!ferry__rt.up)
+		return -ENOTCONN;
+	if (ferry__rt_is_self(&ref->owner))
+		return get_owned(ref, deadline_ms, out);
+	return get_foreign(ref, deadline_ms, out);
+}
+
+void ferry_release(struct ferry_view *view)
+{
+	if (!view)
+		return;
+	if (view->priv[1] == VIEW_INLINE) {
+		struct ferry__rt_obj *o = (struct ferry__rt_obj *)(uintptr_t)view->priv[0];
+
+		pthread_mutex_lock(&ferry__rt.lock);
+		if (--o->pins == 0 && o->refs == 0)
+			obj_free(o); /* dropped while viewed: out of the table already */
+		pthread_mutex_unlock(&ferry__rt.lock);
+	} else if (view->priv[1] == VIEW_STORE) {
+		struct ferry_plasma_view *pv = (struct ferry_plasma_view *)(uintptr_t)view->priv[0];
+
+		if (ferry__rt.store)
+			(void)ferry_plasma_client_release(ferry__rt.store, pv);
+		ferry__free(pv);
+	}
+	memset(view->priv, 0, sizeof(view->priv));
+	view->data = NULL;
+	view->len = 0;
+}
+
+/* Lock held. 1 ready, 0 not; *@foreign set when it had to ask the store. */
+static int ref_ready(const struct ferry_ref *ref, bool *foreign)
+{
+	struct ferry__rt_obj *o;
+
+	if (ferry__rt_is_self(&ref->owner)) {
+		o = ferry__rt_obj_find(&ref->id);
+		return !o || o->state != FERRY__RT_PENDING; /* a dropped one: get says -ENOENT */
+	}
+	*foreign = true;
+	return ferry_plasma_client_contains(ferry__rt.store, &ref->id) == 1;
+}
+
+int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t timeout_ms,
+	       int *ready)
+{
+	int64_t deadline_ms = deadline_of(timeout_ms);
+	size_t count;
+
+	if ((n && (!refs || !ready)) || num_ready > n)
+		return -EINVAL;
+	pthread_mutex_lock(&ferry__rt.lock);
+	if (!ferry__rt.up) {
+		pthread_mutex_unlock(&ferry__rt.lock);
+		return -ENOTCONN;
+	}
+	for (;;) {
+		bool foreign = false;
+
+		count = 0;
+		for (size_t i = 0; i < n; i++) {
+			ready[i] = ref_ready(&refs[i], &foreign);
+			count += (size_t)ready[i];
+		}
+		if (count >= num_ready ||
+		    cond_wait_until(deadline_ms, foreign ? FOREIGN_POLL_MS : -1) < 0)
+			break;
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	return (int)count;
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The driver's side of the runtime inside one process (include/ferry/runtime.h): the state that
+ * ferry_init() sets up and the modules share: the owner table (objects.c), completions
+ * (completion.c), task submission and leases (submit.c, lease.c).
+ *
+ * DESIGN
+ * - One runtime per process (struct ferry__rt, a global). Its pieces: a store client (owner =
+ *   the driver's worker id), a GCS client, the local cluster when ferry_init started one, and
+ *   one loop thread (ferry__loop) that serves the node's runtime socket and every leased
+ *   worker's socket. Calls from user threads never touch a connection: they queue work under
+ *   rt.lock and post to the loop.
+ * - rt.lock guards the owner table, the completion queue and the submit queue; rt.cond is
+ *   broadcast whenever an object becomes ready (ferry_get and ferry_wait sleep on it). Lock
+ *   order: rt.lock, then nothing else (the store and GCS clients are called without it, except
+ *   ferry_plasma_client_delete from a drop, which takes only the store client's own lock).
+ * - Owner table: object id -> struct ferry__rt_obj (count, state, inline bytes, callbacks).
+ *   Small task returns live in it (the in-process memory store); a view of one pins it
+ *   (pins), so that the last drop while viewed frees the bytes at the last release.
+ */
+#ifndef FERRY_RUNTIME_RT_H
+#define FERRY_RUNTIME_RT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/gcs.h>
+#include <ferry/id.h>
+#include <ferry/plasma.h>
+#include <ferry/runtime.h>
+
+#include "common/hashmap.h"
+
+struct ferry__cluster;
+struct ferry__loop;
+struct ferry__rt_task;
+struct ferry__rt_sub;
+
+enum ferry__rt_state {
+	FERRY__RT_PENDING = 0,	/* its task has not answered yet */
+	FERRY__RT_INLINE = 1,	/* bytes in the memory store (data, len) */
+	FERRY__RT_IN_STORE = 2, /* sealed in the node's store */
+	FERRY__RT_ERROR = 3,	/* status < 0, message in error */
+};
+
+/* A callback of ferry_on_ready(), queued on its object, then on the due list. */
+struct ferry__rt_cb {
+	struct ferry__rt_cb *next; /* list link */
+	ferry_ready_fn fn;	   /* the caller's */
+	void *arg;		   /* its argument */
+	struct ferry_ref ref;	   /* the ref it was given (no count held) */
+	int status;		   /* set when due */
+};
+
+/* An object this process owns. */
+struct ferry__rt_obj {
+	struct ferry_object_id id; /* its id */
+	int64_t refs;		   /* counts handed out and not dropped */
+	uint32_t pins;		   /* views of the inline bytes not released */
+	uint8_t state;		   /* enum ferry__rt_state */
+	int status;		   /* FERRY__RT_ERROR: the -errno */
+	char *error;		   /* FERRY__RT_ERROR: the message (ferry__malloc'd) or NULL */
+	void *data;		   /* FERRY__RT_INLINE: the bytes (ferry__malloc'd) */
+	size_t len;		   /* their size */
+	struct ferry__rt_cb *cbs;  /* ferry_on_ready callbacks waiting for it */
+};
+
+struct ferry__rt {
+	pthread_mutex_t lock;		       /* see DESIGN */
+	pthread_cond_t cond;		       /* an object became ready (CLOCK_MONOTONIC) */
+	bool up;			       /* between ferry_init and ferry_shutdown */
+	struct ferry__cluster *cluster;	       /* the local cluster, or NULL */
+	struct ferry_gcs_client *gcs;	       /* the cluster's GCS */
+	struct ferry_plasma_client *store;     /* the node's store, owner = self */
+	struct ferry__loop *loop;	       /* the runtime's loop */
+	pthread_t loop_thread;		       /* runs it */
+	struct ferry_worker_id self;	       /* the driver's id (owner of what it makes) */
+	struct ferry_job_id job;	       /* the job ferry_init registered */
+	struct ferry_task_id root_task;	       /* the driver's "task": parent of puts and submits */
+	struct ferry_node_id node;	       /* the node on this host (nil if not known) */
+	uint32_t put_seq;		       /* puts so far (under lock) */
+	uint32_t submit_seq;		       /* submits so far (under lock) */
+	uint64_t inline_max;		       /* ferry_init_opts.inline_max or 100 KiB */
+	char store_socket[108];		       /* the node's store socket */
+	char code_path[4096];		       /* the job's library, "" for none */
+	uint8_t code_hash[32];		       /* its SHA-256 */
+	struct ferry__hashmap objects;	       /* object id -> struct ferry__rt_obj * */
+	int completion_fd;		       /* eventfd: readable while callbacks are due */
+	struct ferry__rt_cb *due;	       /* callbacks due, oldest first */
+	struct ferry__rt_cb **due_tail;	       /* where the next one goes */
+	struct ferry__rt_task *incoming;       /* submitted, not yet taken by the loop */
+	struct ferry__rt_task **incoming_tail; /* where the next one goes */
+	bool incoming_posted;		       /* a post to take them is on its way */
+	struct ferry__rt_sub *sub;	       /* the loop thread's submit state (submit.c) */
+};
+
+extern struct ferry__rt ferry__rt;
+
+/* objects.c: the owner table. Called with ferry__rt.lock held unless said otherwise. */
+struct ferry__rt_obj *ferry__rt_obj_find(const struct ferry_object_id *id);
+/* A new entry (count 1, @state); NULL on -ENOMEM. */
+struct ferry__rt_obj *ferry__rt_obj_add(const struct ferry_object_id *id, uint8_t state);
+/* Make a pending object ready: takes @data (ferry__malloc'd) for INLINE, @error (copied) for
+ * ERROR; wakes waiters and queues its callbacks. An object nobody holds any more is freed. */
+void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, size_t len, int status,
+			 const char *error);
+/* Drop one count (and free the object when none is left). Lock held; may call the store. */
+void ferry__rt_obj_unref(struct ferry__rt_obj *o);
+/* Free every entry (shutdown; the store's copies are deleted). */
+void ferry__rt_objects_clear(void);
+bool ferry__rt_is_self(const struct ferry_worker_id *owner);
+
+/* completion.c */
+int ferry__rt_completion_init(void);
+void ferry__rt_completion_fini(void);
+/* Queue @o's callbacks as due with @status (lock held). */
+void ferry__rt_completion_fire(struct ferry__rt_obj *o, int status);
+
+/* submit.c / lease.c: the loop thread's side. */
+int ferry__rt_sub_init(void);
+/* On the loop thread, through ferry__loop_call at shutdown: return leases, close sockets, fail
+ * tasks still queued with -ECANCELED. */
+int ferry__rt_sub_stop(void *arg);
+/* Loop thread: close the node's socket once the lease returns are written (@arg NULL: 1 while
+ * they are not; else close now), and count sockets still open. */
+int ferry__rt_sub_close_node(void *arg);
+int ferry__rt_sub_open_conns(void *arg);
+void ferry__rt_sub_fini(void);
+/* Called with the lock held when an object became ready: tasks waiting for it may go. */
+void ferry__rt_sub_object_ready(void);
+
+#endif

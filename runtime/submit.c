@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ferry_submit() and a task's life on the owner's side before and after its worker: the
+ * task's id and return refs, its arguments (small ones copied inline, large ones put in the
+ * store, refs counted until the task ends), the dependency resolver (a task whose ref
+ * arguments are still pending waits here, Ray's way, and goes to a lease once they are ready),
+ * and the reply that fills its returns.
+ *
+ * DESIGN
+ * - ferry_submit (any thread) builds the task, records its returns as pending, and appends it
+ *   to ferry__rt.incoming under the lock; one post takes the whole batch to the loop thread.
+ * - Loop thread: take_incoming() checks each task's arguments; a pending one parks the task
+ *   on `blocked`. Whenever an object becomes ready (ferry__rt_sub_object_ready, any thread,
+ *   lock held) one rescan is posted. A failed argument fails the task with the argument's
+ *   error (its returns then hold it: errors flow down a graph as values).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "runtime/registry.h"
+#include "runtime/rt.h"
+#include "runtime/task.h"
+
+#define COMP "runtime"
+#define DEFAULT_MAX_RETRIES 3
+
+/* Tasks waiting for arguments: changed on the loop thread with ferry__rt.lock held, so that
+ * ferry__rt_sub_object_ready (lock held, any thread) posts a rescan only when one waits. */
+static struct ferry__rt_task *blocked;
+static size_t nblocked;
+static bool rescan_posted;
+
+/* hash(job, parent task, submit index): a resubmitted graph makes the same ids. */
+static void task_id_for(uint32_t seq, struct ferry_task_id *out)
+{
+	uint8_t buf[2 * FERRY_UNIQUE_ID_SIZE + sizeof(seq) + 1];
+	uint64_t h[2];
+
+	memcpy(buf, ferry__rt.job.bytes, FERRY_UNIQUE_ID_SIZE);
+	memcpy(buf + FERRY_UNIQUE_ID_SIZE, ferry__rt.root_task.bytes, FERRY_UNIQUE_ID_SIZE);
+	memcpy(buf + 2 * FERRY_UNIQUE_ID_SIZE, &seq, sizeof(seq));
+	h[0] = ferry_id_hash(buf, sizeof(buf) - 1);
+	buf[sizeof(buf) - 1] = 0x5a; /* a second, independent half */
+	h[1] = ferry_id_hash(buf, sizeof(buf));
+	memcpy(out->bytes, h, sizeof(out->bytes));
+	if (ferry_id_is_nil(out->bytes, sizeof(out->bytes)))
+		out->bytes[0] = 1;
+}
+
+void ferry__rt_task_free(struct ferry__rt_task *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&ferry__rt.lock);
+	for (size_t i = 0; i < t->nargs; i++) {
+		struct ferry__rt_arg *a = &t->args[i];
+		struct ferry__rt_obj *o = a->counted ? ferry__rt_obj_find(&a->ref.id) : NULL;
+
+		if (o)
+			ferry__rt_obj_unref(o);
+		ferry__free(a->data);
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	ferry__free(t->args);
+	ferry__free(t);
+}
+
+static int set_key(struct ferry__rt_task *t, const struct ferry_task_opts *o)
+{
+	memset(&t->key, 0, sizeof(t->key));
+	t->key.cpus = o->num_cpus > 0 ? o->num_cpus : 1;
+	t->key.gpus = o->num_gpus > 0 ? o->num_gpus : 0;
+	t->key.memory_bytes = o->memory_bytes > 0 ? o->memory_bytes : 0;
+	if (o->resources && strlen(o->resources) >= sizeof(t->key.custom)) {
+		FLOG_ERROR(COMP, "task resources \"%.40s...\": longer than %d bytes", o->resources,
+			   FERRY__RT_CUSTOM_MAX - 1);
+		return -EINVAL;
+	}
+	if (o->resources)
+		snprintf(t->key.custom, sizeof(t->key.custom), "%s", o->resources);
+	t->num_returns = o->num_returns ? o->num_returns : 1;
+	t->retries_left = o->max_retries == 0  ? DEFAULT_MAX_RETRIES
+			  : o->max_retries < 0 ? 0
+					       : o->max_retries;
+	t->retry_exceptions = o->retry_exceptions != 0;
+	return 0;
+}
+
+/* One argument: bytes copied (or put in the store when large), or a ref (counted if ours). */
+static int set_arg(struct ferry__rt_arg *a, const struct ferry_arg *in)
+{
+	int ret;
+
+	if (in->ref) {
+		a->is_ref = true;
+		a->counted = ferry__rt_is_self(&in->ref->owner);
+		if (a->counted)
+			return ferry_ref_dup(in->ref, &a->ref);
+		a->ref = *in->ref;
+		return 0;
+	}
+	if (!in->data && in->len)
+		return -EINVAL;
+	if (in->len > ferry__rt.inline_max) {
+		ret = ferry_put(in->data, in->len, &a->ref);
+		a->is_ref = a->counted = ret == 0;
+		return ret;
+	}
+	a->len = in->len;
+	if (!in->len)
+		return 0;
+	a->data = ferry__malloc(in->len);
+	if (!a->data)
+		return -ENOMEM;
+	memcpy(a->data, in->data, in->len);
+	return 0;
+}
+
+static int make_task(const char *name, const struct ferry_arg *args, size_t nargs,
+		     const struct ferry_task_opts *opts, struct ferry__rt_task **out)
+{
+	static const struct ferry_task_opts defaults;
+	struct ferry__rt_task *t = ferry__calloc(1, sizeof(*t));
+	int ret;
+
+	if (!t)
+		return -ENOMEM;
+	memcpy(t->name, name, strlen(name) + 1);
+	ret = set_key(t, opts ? opts : &defaults);
+	if (ret < 0)
+		goto err_free;
+	t->args = nargs ? ferry__calloc(nargs, sizeof(*t->args)) : NULL;
+	if (nargs && !t->args) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	for (; t->nargs < nargs; t->nargs++) {
+		ret = set_arg(&t->args[t->nargs], &args[t->nargs]);
+		if (ret < 0)
+			goto err_free;
+	}
+	*out = t;
+	return 0;
+err_free:
+	ferry__rt_task_free(t);
+	return ret;
+}
+
+static void take_incoming(void *arg, int status);
+
+/* Lock held: record the returns as pending objects and queue @t for the loop. */
+static int queue_task(struct ferry__rt_task *t, struct ferry_ref *returns)
+{
+	uint32_t i;
+
+	if (!ferry__rt.up)
+		return -ENOTCONN;
+	task_id_for(++ferry__rt.submit_seq, &t->id);
+	for (i = 0; i < t->num_returns; i++) {
+		ferry_object_id_for_task(&t->id, i + 1, &returns[i].id);
+		returns[i].owner = ferry__rt.self;
+		if (!ferry__rt_obj_add(&returns[i].id, FERRY__RT_PENDING))
+			goto err_returns;
+	}
+	if (!ferry__rt.incoming_posted) {
+		if (ferry__loop_post(ferry__rt.loop, take_incoming, NULL) < 0)
+			goto err_returns;
+		ferry__rt.incoming_posted = true;
+	}
+	t->next = NULL;
+	*ferry__rt.incoming_tail = t;
+	ferry__rt.incoming_tail = &t->next;
+	return 0;
+err_returns:
+	while (i--)
+		ferry__rt_obj_unref(ferry__rt_obj_find(&returns[i].id));
+	memset(returns, 0, t->num_returns * sizeof(*returns));
+	return -ENOMEM;
+}
+
+int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
+		 const struct ferry_task_opts *opts, struct ferry_ref *returns)
+{
+	size_t len = name ? strnlen(name, FERRY_FUNCTION_NAME_MAX + 1) : 0;
+	struct ferry__rt_task *t;
+	int ret;
+
+	if (!ferry__registry_name_valid(name, len) || (nargs && !args) || !returns) {
+		FLOG_ERROR(COMP, "ferry_submit: %s",
+			   !returns	    ? "no returns array"
+			   : nargs && !args ? "no arguments array"
+					    : "bad function name");
+		return -EINVAL;
+	}
+	if (!ferry__rt.up)
+		return -ENOTCONN;
+	ret = make_task(name, args, nargs, opts, &t);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&ferry__rt.lock);
+	ret = queue_task(t, returns);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ret < 0)
+		ferry__rt_task_free(t);
+	return ret;
+}
+
+/* Lock held. 1: every argument ready; 0: one pending; < 0: one failed (@msg says). */
+static int args_ready(const struct ferry__rt_task *t, char *msg, size_t size)
+{
+	for (size_t i = 0; i < t->nargs; i++) {
+		const struct ferry__rt_arg *a = &t->args[i];
+		struct ferry__rt_obj *o = a->counted ? ferry__rt_obj_find(&a->ref.id) : NULL;
+
+		if (!o)
+			continue; /* inline bytes, or another owner's object: the worker gets it */
+		if (o->state == FERRY__RT_PENDING)
+			return 0;
+		if (o->state == FERRY__RT_ERROR) {
+			snprintf(msg, size, "argument %zu: %s", i,
+				 o->error ? o->error : ferry_strerror(o->status));
+			return o->status < 0 ? o->status : -EIO;
+		}
+	}
+	return 1;
+}
+
+/* Send @t on, park it, or fail it. Loop thread. */
+static void route(struct ferry__rt_task *t)
+{
+	char msg[200];
+	int ret;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	ret = args_ready(t, msg, sizeof(msg));
+	if (ret == 0) {
+		t->next = blocked;
+		blocked = t;
+		nblocked++;
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ret > 0)
+		ferry__rt_lease_enqueue(t, false);
+	else if (ret < 0)
+		ferry__rt_task_fail(t, ret, msg);
+}
+
+static void take_incoming(void *arg, int status)
+{
+	struct ferry__rt_task *list;
+
+	(void)arg;
+	pthread_mutex_lock(&ferry__rt.lock);
+	list = ferry__rt.incoming;
+	ferry__rt.incoming = NULL;
+	ferry__rt.incoming_tail = &ferry__rt.incoming;
+	ferry__rt.incoming_posted = false;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	while (list) {
+		struct ferry__rt_task *t = list;
+
+		list = t->next;
+		if (status < 0)
+			ferry__rt_task_fail(t, -ECANCELED, "the driver shut down");
+		else
+			route(t);
+	}
+}
+
+static void rescan(void *arg, int status)
+{
+	struct ferry__rt_task *list;
+
+	(void)arg;
+	pthread_mutex_lock(&ferry__rt.lock);
+	rescan_posted = false;
+	list = blocked;
+	blocked = NULL;
+	nblocked = 0;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	while (list) {
+		struct ferry__rt_task *t = list;
+
+		list = t->next;
+		if (status < 0)
+			ferry__rt_task_fail(t, -ECANCELED, "the driver shut down");
+		else
+			route(t);
+	}
+}
+
+void ferry__rt_sub_object_ready(void)
+{
+	if (!nblocked || rescan_posted || !ferry__rt.loop)
+		return;
+	if (ferry__loop_post(ferry__rt.loop, rescan, NULL) == 0)
+		rescan_posted = true;
+}
+
+/* Loop thread, at shutdown: every task still waiting ends with -ECANCELED. */
+void ferry__rt_submit_cancel(void)
+{
+	take_incoming(NULL, -ECANCELED);
+	rescan(NULL, -ECANCELED);
+}
+
+void ferry__rt_task_error_text(const struct ferry__rt_task *t, const struct ferry_node_id *node,
+			       const char *what, char *out, size_t size)
+{
+	char hex[FERRY_ID_HEX_MAX] = "?";
+
+	if (node && !ferry_id_is_nil(node->bytes, sizeof(node->bytes)))
+		ferry_node_id_to_hex(node, hex, sizeof(hex));
+	snprintf(out, size, "function %s on node %.12s: %s", t->name, hex, what);
+}
+
+/* Fill @t's returns (lock taken here): each in @states/@datas, or all with @status. */
+static void set_returns(struct ferry__rt_task *t, int status, const char *message,
+			struct ferry__wire_push_task_reply_view *r)
+{
+	pthread_mutex_lock(&ferry__rt.lock);
+	for (uint32_t i = 0; i < t->num_returns; i++) {
+		struct ferry_object_id id;
+		struct ferry__rt_obj *o;
+		struct ferry__wire_task_return_view v = {0};
+		bool in_store = false;
+
+		ferry_object_id_for_task(&t->id, i + 1, &id);
+		if (r && i < ferry__wire_push_task_reply_returns_count(*r)) {
+			v = ferry__wire_push_task_reply_returns_at(*r, i);
+			in_store = ferry__wire_task_return_in_store(v);
+		}
+		o = ferry__rt_obj_find(&id);
+		if (!o || o->state != FERRY__RT_PENDING) {
+			/* Dropped before it was ready: its store copy goes now. */
+			if (!o && in_store && ferry__rt.store)
+				(void)ferry_plasma_client_delete(ferry__rt.store, &id, 1, NULL);
+			continue;
+		}
+		if (status < 0) {
+			ferry__rt_obj_ready(o, FERRY__RT_ERROR, NULL, 0, status, message);
+		} else if (in_store) {
+			ferry__rt_obj_ready(o, FERRY__RT_IN_STORE, NULL, 0, 0, NULL);
+		} else {
+			size_t len = v.tab.buf ? ferry__wire_task_return_data_count(v) : 0;
+			void *data = ferry__malloc(len ? len : 1);
+
+			if (!data) {
+				ferry__rt_obj_ready(o, FERRY__RT_ERROR, NULL, 0, -ENOMEM,
+						    "out of memory for the task's return");
+				continue;
+			}
+			if (len)
+				memcpy(data, ferry__wire_task_return_data_data(v), len);
+			ferry__rt_obj_ready(o, FERRY__RT_INLINE, data, len, 0, NULL);
+		}
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+}
+
+void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *message)
+{
+	set_returns(t, status, message, NULL);
+	ferry__rt_task_free(t);
+}
+
+int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r)
+{
+	int status = ferry__wire_push_task_reply_status(r);
+	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_node_id(r);
+	struct ferry_node_id node;
+	char what[200], text[400];
+	const char *m;
+
+	if (status >= 0) {
+		set_returns(t, 0, NULL, &r);
+		ferry__rt_task_free(t);
+		return 0;
+	}
+	if (t->retry_exceptions && t->retries_left > 0) {
+		t->retries_left--;
+		t->attempt++;
+		return 1;
+	}
+	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
+	m = ferry__wire_push_task_reply_message(r);
+	snprintf(what, sizeof(what), "%.*s",
+		 m ? (int)ferry__wire_push_task_reply_message_len(r) : 0, m ? m : "");
+	if (!what[0])
+		snprintf(what, sizeof(what), "%s", ferry_strerror(status));
+	ferry__rt_task_error_text(t, &node, what, text, sizeof(text));
+	ferry__rt_task_fail(t, status, text);
+	return 0;
+}
+
+/* Lock held: argument @a as the worker gets it: bytes of our memory store inline. */
+static void wire_arg(const struct ferry__rt_arg *a, struct ferry__wire_task_arg *w)
+{
+	struct ferry__rt_obj *o = a->counted ? ferry__rt_obj_find(&a->ref.id) : NULL;
+
+	if (!a->is_ref || (o && o->state == FERRY__RT_INLINE)) {
+		w->data = o ? o->data : a->data;
+		w->data_count = o ? o->len : a->len;
+		if (!w->data)
+			w->data = (const uint8_t *)""; /* an empty argument, present */
+		return;
+	}
+	w->is_ref = true;
+	w->object_id = a->ref.id;
+	memcpy(w->object_owner.bytes, a->ref.owner.bytes, sizeof(w->object_owner.bytes));
+}
+
+int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builder *b)
+{
+	struct ferry__wire_task_arg *args = NULL;
+	struct ferry__wire_push_task m = {0};
+	int ret;
+
+	if (t->nargs) {
+		args = ferry__calloc(t->nargs, sizeof(*args));
+		if (!args)
+			return -ENOMEM;
+	}
+	memcpy(m.task_id.bytes, t->id.bytes, sizeof(m.task_id.bytes));
+	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
+	memcpy(m.caller.bytes, ferry__rt.self.bytes, sizeof(m.caller.bytes));
+	m.function = t->name;
+	m.num_returns = t->num_returns;
+	m.attempt = t->attempt;
+	m.inline_max = ferry__rt.inline_max;
+	m.args = args;
+	m.args_count = t->nargs;
+	/* The memory store's bytes are read under the lock: a drop cannot free them (the task
+	 * holds a count), but the lock also orders the read after the reply that wrote them. */
+	pthread_mutex_lock(&ferry__rt.lock);
+	for (size_t i = 0; i < t->nargs; i++)
+		wire_arg(&t->args[i], &args[i]);
+	ret = ferry__wire_push_task_build(b, &m);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	ferry__free(args);
+	return ret < 0 ? ret : 0;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A submitted task on the owner's side, between ferry_submit() (submit.c) and its reply on a
+ * leased worker (lease.c): its arguments (inline copies, or refs it holds a count on), its
+ * return ids, its class (the resources a lease is asked for) and its retries.
+ */
+#ifndef FERRY_RUNTIME_TASK_H
+#define FERRY_RUNTIME_TASK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ferry/id.h>
+#include <ferry/runtime.h>
+
+#include "common/wire.h"
+
+#define FERRY__RT_CUSTOM_MAX 128 /* bytes of ferry_task_opts.resources kept per class */
+
+/* What a lease is asked for: tasks of equal keys share leases. Compared with memcmp. */
+struct ferry__rt_class_key {
+	double cpus;			   /* CPU */
+	double gpus;			   /* GPU */
+	double memory_bytes;		   /* memory */
+	char custom[FERRY__RT_CUSTOM_MAX]; /* "name=amount,...", zero-padded */
+};
+
+struct ferry__rt_arg {
+	void *data;	      /* inline bytes (ferry__malloc'd copy), or NULL */
+	size_t len;	      /* their size */
+	bool is_ref;	      /* by ref: ref below */
+	bool counted;	      /* we hold a count on ref (our own object) */
+	struct ferry_ref ref; /* the object */
+};
+
+struct ferry__rt_task {
+	struct ferry__rt_task *next;		/* link in whichever list holds it */
+	struct ferry_task_id id;		/* hash(job, parent task, submit index) */
+	char name[FERRY_FUNCTION_NAME_MAX + 1]; /* the function */
+	uint32_t num_returns;			/* >= 1 */
+	int32_t retries_left;			/* retries still allowed */
+	bool retry_exceptions;			/* retry a -errno result too */
+	uint32_t attempt;			/* 0, then +1 per retry */
+	struct ferry__rt_class_key key;		/* its class */
+	size_t nargs;				/* arguments */
+	struct ferry__rt_arg *args;		/* them */
+};
+
+/* submit.c, loop thread: the task's end. Frees @t. */
+void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *message);
+/* A PushTaskReply for @t: fills its returns (or retries it: returns 1, @t kept). */
+int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r);
+void ferry__rt_task_free(struct ferry__rt_task *t);
+/* Loop thread, at shutdown: tasks not yet at a worker end with -ECANCELED. */
+void ferry__rt_submit_cancel(void);
+/* The error text of a task: "function NAME on node N: WHAT". */
+void ferry__rt_task_error_text(const struct ferry__rt_task *t, const struct ferry_node_id *node,
+			       const char *what, char *out, size_t size);
+/* Build @t's PushTask (arguments in the memory store inlined) into @b. 0 or -errno. */
+int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builder *b);
+
+/* lease.c, loop thread: queue a task whose arguments are ready; take it to a worker. */
+void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front);
+
+#endif

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tasks end to end on the local cluster ferry_init starts: the node's real ferry-worker
+ * processes load job_owner.c's library. add(2, 3) is 5; 100 tasks submitted at once are all
+ * answered; a task's return passed by ref to the next; a function's error and an unknown name
+ * reach get with the function's name; a SIGKILLed worker's task is retried, and with no retry
+ * left its returns say which signal killed it. Environment (meson.build): FERRY_WORKER_EXE,
+ * FERRY_TEST_JOB (the library). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "common/alloc.h"
+#include "ftest.h"
+#include "runtime/rt.h"
+
+static void init_job(void)
+{
+	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = 2};
+	const char *job = getenv("FERRY_TEST_JOB");
+
+	if (!job || !*job || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("FERRY_TEST_JOB / FERRY_WORKER_EXE not set (run through meson test)");
+	unsetenv("FERRY_ADDRESS");
+	o.code_path = job;
+	ftest_assert_ok(ferry_init(&o));
+}
+
+static int64_t get_int64(struct ferry_ref *r)
+{
+	struct ferry_view v;
+	int64_t x;
+	int ret = ferry_get(r, 30000, &v);
+
+	if (ret < 0)
+		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, sizeof(x));
+	memcpy(&x, v.data, sizeof(x));
+	ferry_release(&v);
+	ferry_ref_drop(r);
+	return x;
+}
+
+static int submit_add(int64_t a, int64_t b, struct ferry_ref *out)
+{
+	struct ferry_arg args[2] = {{.data = &a, .len = sizeof(a)}, {.data = &b, .len = sizeof(b)}};
+
+	return ferry_submit("add", args, 2, NULL, out);
+}
+
+FTEST(submit_add_gets_5)
+{
+	struct ferry_ref r;
+
+	init_job();
+	ftest_assert_ok(submit_add(2, 3, &r));
+	ftest_assert_int_eq(get_int64(&r), 5);
+	ferry_shutdown();
+}
+
+FTEST(hundred_tasks_async_then_wait)
+{
+	struct ferry_ref r[100];
+	int ready[100];
+
+	init_job();
+	for (int i = 0; i < 100; i++)
+		ftest_assert_ok(submit_add(i, 1000, &r[i]));
+	ftest_assert_int_eq(ferry_wait(r, 100, 100, 60000, ready), 100);
+	for (int i = 0; i < 100; i++)
+		ftest_assert_int_eq(get_int64(&r[i]), i + 1000);
+	ferry_shutdown();
+}
+
+/* A return in the owner's memory store, passed by ref: inlined when the next task is pushed;
+ * the second task waits for the first (the dependency resolver). */
+FTEST(a_ref_to_a_pending_return_is_an_argument)
+{
+	struct ferry_ref sum, doubled;
+	struct ferry_arg arg = {0};
+
+	init_job();
+	ftest_assert_ok(submit_add(20, 1, &sum));
+	arg.ref = &sum;
+	ftest_assert_ok(ferry_submit("twice", &arg, 1, NULL, &doubled));
+	ferry_ref_drop(&sum); /* the task holds its own count */
+	ftest_assert_int_eq(get_int64(&doubled), 42);
+	ferry_shutdown();
+}
+
+FTEST(a_failing_function_s_error_reaches_get)
+{
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("fail", NULL, 0, NULL, &r));
+	ftest_assert_errno(ferry_get(&r, 30000, &v), -EINVAL);
+	ftest_log("error: %s", v.error);
+	ftest_assert_true(strstr(v.error, "function fail on node ") != NULL);
+	ftest_assert_true(strstr(v.error, "bad input 7") != NULL);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(an_unknown_name_s_error_names_it)
+{
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("no_such_function", NULL, 0, NULL, &r));
+	ftest_assert_errno(ferry_get(&r, 30000, &v), -ENOENT);
+	ftest_log("error: %s", v.error);
+	ftest_assert_true(strstr(v.error, "no_such_function") != NULL);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(a_task_whose_worker_is_sigkilled_is_retried)
+{
+	char path[256];
+	struct ferry_arg arg;
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	snprintf(path, sizeof(path), "%s/marker", ftest_tmpdir());
+	arg = (struct ferry_arg){.data = path, .len = strlen(path)};
+	init_job();
+	ftest_assert_ok(ferry_submit("kill_once", &arg, 1, NULL, &r));
+	ftest_assert_ok(ferry_get(&r, 30000, &v));
+	ftest_assert_uint_eq(v.len, 8);
+	ftest_assert_mem_eq(v.data, "survived", 8);
+	ferry_release(&v);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
+
+FTEST(retries_exhausted_say_which_signal)
+{
+	struct ferry_task_opts o = {.max_retries = 1};
+	char dir[256];
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("always_killed", NULL, 0, &o, &r));
+	ftest_assert_errno(ferry_get(&r, 30000, &v), -EPIPE);
+	ftest_log("error: %s", v.error);
+	ftest_assert_true(strstr(v.error, "function always_killed on node ") != NULL);
+	ftest_assert_true(strstr(v.error, "killed by signal 9 (SIGKILL)") != NULL);
+	ferry_ref_drop(&r);
+	/* Nothing of the local cluster is left, not even the killed workers' sockets. */
+	snprintf(dir, sizeof(dir), "%s", ferry__rt.store_socket);
+	*strrchr(dir, '/') = 0;
+	ftest_assert_int_eq(access(dir, F_OK), 0);
+	ferry_shutdown();
+	ftest_assert_int_eq(access(dir, F_OK), -1);
+}
+
+FTEST(submit_before_init_is_enotconn)
+{
+	struct ferry_ref r;
+
+	ftest_assert_errno(submit_add(1, 2, &r), -ENOTCONN);
+	ftest_assert_errno(ferry_submit("bad name!", NULL, 0, NULL, &r), -EINVAL);
+}
+
+/* Each allocation of a submit failing in turn: -ENOMEM, and no pending return or argument
+ * copy left behind; the first submit that gets through still runs. (The countdown counts
+ * every thread's allocations: a failure may land in the embedded node instead, which is
+ * then simply a submit that succeeded.) */
+FTEST(submit_under_allocation_failures_leaves_nothing)
+{
+	struct ferry_view v;
+	struct ferry_ref r;
+	int ret = -ENOMEM;
+
+	init_job();
+	ftest_assert_ok(submit_add(1, 1, &r)); /* warm: the lease and sockets exist */
+	ftest_assert_int_eq(get_int64(&r), 2);
+	for (long n = 0; ret < 0 && n < 100; n++) {
+		ferry__alloc_fail_after(n);
+		ret = submit_add(1, 2, &r);
+		ferry__alloc_fail_after(-1);
+		if (ret == 0)
+			break;
+		ftest_assert_errno(ret, -ENOMEM);
+		pthread_mutex_lock(&ferry__rt.lock);
+		ftest_assert_uint_eq(ferry__hashmap_count(&ferry__rt.objects), 0);
+		pthread_mutex_unlock(&ferry__rt.lock);
+	}
+	ftest_assert_ok(ret);
+	/* The armed failure may have fired on the runtime's loop thread (it runs meanwhile):
+	 * then the task's return holds -ENOMEM, and it is an error value, not a crash. */
+	ret = ferry_get(&r, 30000, &v);
+	if (ret == 0)
+		ferry_release(&v);
+	else
+		ftest_assert_errno(ret, -ENOMEM);
+	ferry_ref_drop(&r);
+	ftest_assert_ok(submit_add(1, 2, &r));
+	ftest_assert_int_eq(get_int64(&r), 3);
+	ferry_shutdown();
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Figures for the report (logged, never asserted: benchmarks measure speed): 2,000 tasks
+ * submitted at once then waited for, and the p50 of 200 submit + get round trips. */
+FTEST(figures_async_and_sync_tasks)
+{
+	enum { ASYNC = 2000, SYNC = 200 };
+	static struct ferry_ref r[ASYNC];
+	static int ready[ASYNC];
+	double t0, lat[SYNC];
+
+	init_job();
+	ftest_assert_ok(submit_add(0, 0, &r[0])); /* warm: a lease exists */
+	ftest_assert_int_eq(get_int64(&r[0]), 0);
+	t0 = now_us();
+	for (int i = 0; i < ASYNC; i++)
+		ftest_assert_ok(submit_add(i, 1, &r[i]));
+	ftest_assert_int_eq(ferry_wait(r, ASYNC, ASYNC, 120000, ready), ASYNC);
+	ftest_log("%d tasks async: %.0f tasks/s", ASYNC, ASYNC / ((now_us() - t0) / 1e6));
+	for (int i = 0; i < ASYNC; i++)
+		ftest_assert_int_eq(get_int64(&r[i]), i + 1);
+	for (int i = 0; i < SYNC; i++) {
+		t0 = now_us();
+		ftest_assert_ok(submit_add(i, 2, &r[0]));
+		ftest_assert_int_eq(get_int64(&r[0]), i + 2);
+		lat[i] = now_us() - t0;
+	}
+	qsort(lat, SYNC, sizeof(lat[0]), cmp_double);
+	ftest_log("sync task (submit + get): p50 %.0f us, p99 %.0f us", lat[SYNC / 2],
+		  lat[SYNC * 99 / 100]);
+	ferry_shutdown();
+}
