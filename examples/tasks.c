@@ -4,7 +4,9 @@
  * to 12 tasks that each score one batch on a worker; the driver gathers the results. The
  * tasks' code is in a shared library (examples/tasks_lib.c) that the workers load.
  *
- *     tasks ./libtasks_lib.so        (or FERRY_CODE=./libtasks_lib.so tasks)
+ *     tasks [./libtasks_lib.so]      (or FERRY_CODE=./libtasks_lib.so tasks)
+ *
+ * With no argument and no FERRY_CODE, the library beside this program (where the build puts it).
  *
  * With no cluster address, ferry_init starts a local cluster inside this process.
  */
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ferry/ferry.h>
 
@@ -49,9 +52,29 @@ static int submit_all(struct ferry_ref *model, struct ferry_ref *results)
 	return ret;
 }
 
+/* The job's library: @argv[1], else NULL (ferry_init reads $FERRY_CODE), else the one beside
+ * this program, in @buf. */
+static const char *code_path(int argc, char **argv, char *buf, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+	char *slash;
+
+	if (argc > 1)
+		return argv[1];
+	if (getenv("FERRY_CODE") || n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	slash = strrchr(buf, '/');
+	if (!slash || (size_t)(slash - buf) + sizeof("/libtasks_lib.so") > size)
+		return NULL;
+	memcpy(slash, "/libtasks_lib.so", sizeof("/libtasks_lib.so"));
+	return buf;
+}
+
 int main(int argc, char **argv)
 {
-	struct ferry_init_opts opts = {.code_path = argc > 1 ? argv[1] : NULL};
+	char buf[4096];
+	struct ferry_init_opts opts = {.code_path = code_path(argc, argv, buf, sizeof(buf))};
 	struct ferry_ref model = {0}, results[BATCHES];
 	int ret = ferry_init(&opts), status = 0;
 	double total = 0;

@@ -6,6 +6,7 @@
  * and marked dead when they end, kept at the prestarted number and reaped when idle above it.
  * See rt_srv.c's DESIGN.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 
 #include <ferry/gcs.h>
 
+#include "common/util.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "node/node_int.h"
@@ -42,29 +44,51 @@ static bool executable(const char *path)
 	return access(path, X_OK) == 0;
 }
 
-/* ferry-worker beside the running executable, else in $PATH; "" if neither. */
+/* @name in directory @dir (@len bytes of it) then up @up levels, into @out if executable. */
+static bool try_dir(const char *dir, size_t len, const char *up, char *out, size_t size)
+{
+	return snprintf(out, size, "%.*s/%s%s", (int)len, dir, up, WORKER_EXE) < (int)size &&
+	       executable(out);
+}
+
+/* ferry-worker near @file (a program or a shared library): beside it, one level up (a build
+ * tree: build/examples/prog, build/ferry-worker), or in the prefix's bin (installed:
+ * lib/<multiarch>/libferry.so, bin/ferry-worker). */
+static bool near(const char *file, char *out, size_t size)
+{
+	static const char *const ups[] = {"", "../", "../../bin/", "../bin/"};
+	const char *slash = strrchr(file, '/');
+
+	for (size_t i = 0; slash && i < FERRY_ARRAY_SIZE(ups); i++)
+		if (try_dir(file, (size_t)(slash - file), ups[i], out, size))
+			return true;
+	return false;
+}
+
+/* An object of this module: dladdr() names the file it was loaded from. */
+static const char module_anchor;
+
+/* ferry-worker near the running executable, near the module that holds this code (libferry.so,
+ * when a driver's local cluster runs the node), else in $PATH; "" if none. */
 static void find_default(char *out, size_t size)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	const char *path = getenv("PATH");
-	char *slash;
+	Dl_info info;
 
-	out[0] = '\0';
 	if (n > 0) {
 		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash &&
-		    snprintf(out, size, "%.*s/%s", (int)(slash - self), self, WORKER_EXE) <
-			    (int)size &&
-		    executable(out))
+		if (near(self, out, size))
 			return;
 	}
+	if (dladdr(&module_anchor, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+	    near(info.dli_fname, out, size))
+		return;
 	while (path && *path) {
 		size_t len = strcspn(path, ":");
 
-		if (len && snprintf(out, size, "%.*s/%s", (int)len, path, WORKER_EXE) < (int)size &&
-		    executable(out))
+		if (len && try_dir(path, len, "", out, size))
 			return;
 		path += len + (path[len] == ':');
 	}
@@ -93,7 +117,7 @@ static int find_exe(struct ferry__node_rt *rt)
 	find_default(rt->exe, sizeof(rt->exe));
 	if (!rt->exe[0])
 		FLOG_INFO(COMP,
-			  "runtime: no %s beside this program or in PATH: no workers, "
+			  "runtime: no %s near this program or libferry, or in PATH: no workers, "
 			  "lease requests fail",
 			  WORKER_EXE);
 	return 0;

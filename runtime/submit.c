@@ -199,6 +199,13 @@ int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
 	}
 	if (!ferry__rt.up)
 		return -ENOTCONN;
+	if (!ferry__rt.code_path[0]) { /* set once by ferry_init */
+		FLOG_ERROR(COMP,
+			   "ferry_submit %s: this job has no code for workers to run: name "
+			   "its shared library in ferry_init_opts.code_path or $FERRY_CODE",
+			   name);
+		return -ENOEXEC;
+	}
 	ret = make_task(name, args, nargs, opts, &t);
 	if (ret < 0)
 		return ret;

@@ -158,7 +158,8 @@ struct ferry_task_opts {
 };
 
 /* ferry_submit() - run function @name with @args as a task; its num_returns refs into
- * @returns. 0, -EINVAL, -ENOMEM, -ENOTCONN. The task's own failures show in its returns. */
+ * @returns. 0, -EINVAL, -ENOMEM, -ENOTCONN, -ENOEXEC (ferry_init named no job library). The
+ * task's own failures show in its returns. */
 FERRY_API int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
 			   const struct ferry_task_opts *opts, struct ferry_ref *returns);
 
