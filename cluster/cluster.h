@@ -2,7 +2,7 @@
 /*
  * The local cluster inside one process: a GCS and one node as threads of this process, with
  * the same code and protocols as ferry-gcs and ferry-node (a store socket, TCP on loopback).
- * This is what ferry_init will start when it is given no cluster address; internal (ferry__),
+ * This is what ferry_init starts when it is given no cluster address; internal (ferry__),
  * in the static libraries, not exported from libferry.so.
  *
  * Thread model: start and stop from one controlling thread; the getters from any thread while

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The task runtime: functions that run as tasks in worker processes, found by a registered
- * name, object refs between them, and a driver's side that submits tasks. Actors and graphs
- * arrive with their issue; the declarations below are implemented as the runtime lands (a call
- * not built yet returns -ENOSYS).
+ * name, object refs between them, and a driver's side that submits tasks (actors and graphs
+ * are the next work).
  *
  * Code by name. A task names its function by a string, never by a pointer, because it runs in
  * another process (a worker on this host or another). Every process that may run a function
