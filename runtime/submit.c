@@ -257,6 +257,20 @@ static void route(struct ferry__rt_task *t)
 		ferry__rt_task_fail(t, ret, msg);
 }
 
+/* Route each task of @list, or fail them all when the loop is going away (@status < 0). */
+static void route_list(struct ferry__rt_task *list, int status)
+{
+	while (list) {
+		struct ferry__rt_task *t = list;
+
+		list = t->next;
+		if (status < 0)
+			ferry__rt_task_fail(t, -ECANCELED, "the driver shut down");
+		else
+			route(t);
+	}
+}
+
 static void take_incoming(void *arg, int status)
 {
 	struct ferry__rt_task *list;
@@ -268,15 +282,7 @@ static void take_incoming(void *arg, int status)
 	ferry__rt.incoming_tail = &ferry__rt.incoming;
 	ferry__rt.incoming_posted = false;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	while (list) {
-		struct ferry__rt_task *t = list;
-
-		list = t->next;
-		if (status < 0)
-			ferry__rt_task_fail(t, -ECANCELED, "the driver shut down");
-		else
-			route(t);
-	}
+	route_list(list, status);
 }
 
 static void rescan(void *arg, int status)
@@ -290,15 +296,7 @@ static void rescan(void *arg, int status)
 	blocked = NULL;
 	nblocked = 0;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	while (list) {
-		struct ferry__rt_task *t = list;
-
-		list = t->next;
-		if (status < 0)
-			ferry__rt_task_fail(t, -ECANCELED, "the driver shut down");
-		else
-			route(t);
-	}
+	route_list(list, status);
 }
 
 void ferry__rt_sub_object_ready(void)

@@ -24,37 +24,37 @@
 #include "common/wire.h"
 #include "ftest.h"
 #include "ftest_loop.h"
-#include "plasma/server.h"
-#include "plasma/store.h"
+#include "../plasma/client_test.h"
 
 #define KIB (1u << 10)
 #define MIB (1u << 20)
 
 struct sim {
-	struct ferry__loop *loop;	    /* the test's: node side and owner side */
-	struct ferry__conn_server *rt;	    /* the node's runtime socket */
-	struct ferry__conn *node_side;	    /* the worker's connection to it */
-	struct ferry__conn *owner;	    /* the owner's connection to the worker */
-	struct ferry__fb_builder fb;	    /* messages */
-	pid_t store_pid, worker_pid;	    /* children */
-	char rt_path[108], store_path[108]; /* sockets */
-	struct ferry_worker_id wid;	    /* the worker's ID */
-	struct ferry_node_id nid;	    /* the node's */
-	struct ferry_job_id job;	    /* the job */
-	struct ferry_worker_id caller;	    /* the owner's ID */
-	uint8_t secret[16];		    /* the worker's secret */
-	int refuse;			    /* RuntimeConnectReply status */
-	bool got_connect;		    /* the worker's RuntimeConnect came */
-	bool connect_ok;		    /* with its ID, secret, pid and kind */
-	char listen_path[108];		    /* what it said it serves */
-	bool node_side_closed;		    /* its connection closed */
-	int assign_replies;		    /* WorkerAssignReply count */
-	int assign_status;		    /* the last one's */
-	char assign_message[1024];	    /* the last one's */
-	bool owner_closed;		    /* the owner's connection closed */
-	int replies;			    /* PushTaskReply count */
-	bool stop_on_reply;		    /* a push waits: stop the loop at its reply */
-	uint8_t *reply;			    /* the last one's payload (copy) */
+	struct ferry__loop *loop;      /* the test's: node side and owner side */
+	struct ferry__conn_server *rt; /* the node's runtime socket */
+	struct ferry__conn *node_side; /* the worker's connection to it */
+	struct ferry__conn *owner;     /* the owner's connection to the worker */
+	struct ferry__fb_builder fb;   /* messages */
+	struct test_store store;       /* the store (a child) */
+	pid_t worker_pid;	       /* the worker */
+	char rt_path[108];	       /* the node's runtime socket */
+	struct ferry_worker_id wid;    /* the worker's ID */
+	struct ferry_node_id nid;      /* the node's */
+	struct ferry_job_id job;       /* the job */
+	struct ferry_worker_id caller; /* the owner's ID */
+	uint8_t secret[16];	       /* the worker's secret */
+	int refuse;		       /* RuntimeConnectReply status */
+	bool got_connect;	       /* the worker's RuntimeConnect came */
+	bool connect_ok;	       /* with its ID, secret, pid and kind */
+	char listen_path[108];	       /* what it said it serves */
+	bool node_side_closed;	       /* its connection closed */
+	int assign_replies;	       /* WorkerAssignReply count */
+	int assign_status;	       /* the last one's */
+	char assign_message[1024];     /* the last one's */
+	bool owner_closed;	       /* the owner's connection closed */
+	int replies;		       /* PushTaskReply count */
+	bool stop_on_reply;	       /* a push waits: stop the loop at its reply */
+	uint8_t *reply;		       /* the last one's payload (copy) */
 };
 
 static struct sim S;
@@ -63,35 +63,7 @@ static struct sim S;
 
 static void store_start(void)
 {
-	struct ferry__plasma_server_opts o = {.memory_bytes = 64 * MIB,
-					      .store_flags = FERRY__PLASMA_STORE_NO_PREFAULT};
-	int ready[2];
-	char b = 0;
-
-	snprintf(S.store_path, sizeof(S.store_path), "%s/store.sock", ftest_tmpdir());
-	o.socket_path = S.store_path;
-	ftest_assert_int_eq(pipe(ready), 0);
-	S.store_pid = fork();
-	ftest_assert_int_ge(S.store_pid, 0);
-	if (S.store_pid == 0) {
-		struct ferry__plasma_server *srv;
-		sigset_t set;
-		int sig;
-
-		sigemptyset(&set);
-		sigaddset(&set, SIGTERM);
-		pthread_sigmask(SIG_BLOCK, &set, NULL);
-		if (ferry__plasma_server_start_new(&o, &srv) < 0)
-			_exit(3);
-		if (write(ready[1], &b, 1) != 1)
-			_exit(4);
-		sigwait(&set, &sig);
-		ferry__plasma_server_destroy(srv);
-		_exit(0);
-	}
-	close(ready[1]);
-	ftest_assert_int_eq(read(ready[0], &b, 1), 1);
-	close(ready[0]);
+	store_spawn(&S.store, (struct ferry__plasma_server_opts){.memory_bytes = 64 * MIB});
 }
 
 /* ---- the node's side ---- */
@@ -108,7 +80,7 @@ static void on_worker_connect(const void *payload)
 		ferry__wire_runtime_connect_root_verified(payload);
 	struct ferry__wire_unique_id id = ferry__wire_runtime_connect_id(v);
 	struct ferry__wire_runtime_connect_reply m = {.status = S.refuse,
-						      .store_socket = S.store_path};
+						      .store_socket = S.store.path};
 	const char *lp = ferry__wire_runtime_connect_listen_path(v);
 
 	S.got_connect = true;
@@ -191,7 +163,7 @@ static pid_t spawn_worker(bool with_id, int err_fd)
 	ftest_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		setenv("FERRY_NODE_RUNTIME_SOCKET", S.rt_path, 1);
-		setenv("FERRY_NODE_STORE_SOCKET", S.store_path, 1);
+		setenv("FERRY_NODE_STORE_SOCKET", S.store.path, 1);
 		if (with_id)
 			setenv("FERRY_WORKER_ID", id, 1);
 		else
@@ -252,8 +224,6 @@ static int worker_wait(void)
 
 static void sim_stop(void)
 {
-	int status;
-
 	if (S.worker_pid) {
 		kill(S.worker_pid, SIGKILL);
 		worker_wait();
@@ -261,9 +231,7 @@ static void sim_stop(void)
 	ferry__loop_destroy(S.loop);
 	ferry__fb_builder_fini(&S.fb);
 	ferry__free(S.reply);
-	kill(S.store_pid, SIGTERM);
-	ftest_assert_int_eq(waitpid(S.store_pid, &status, 0), S.store_pid);
-	ftest_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	store_stop(&S.store);
 }
 
 /* ---- WorkerAssign ---- */
@@ -449,7 +417,7 @@ static void check_in_store(const struct ferry_object_id *id, const void *data, s
 	struct ferry_plasma_view view;
 	size_t n = 0, found = 0;
 
-	ftest_assert_ok(ferry_plasma_client_connect(S.store_path, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_connect(S.store.path, NULL, &c));
 	ftest_assert_ok(ferry_plasma_client_get(c, id, 1, 0, &view));
 	ftest_assert_uint_eq(view.data_size, len);
 	ftest_assert_true(memcmp(view.data, data, len) == 0);
@@ -542,7 +510,7 @@ FTEST(ref_argument_read_from_the_store)
 	sim_ready();
 	ferry_task_id_random(&put_task);
 	ferry_object_id_for_put(&put_task, 1, &oid);
-	ftest_assert_ok(ferry_plasma_client_connect(S.store_path, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_connect(S.store.path, NULL, &c));
 	ftest_assert_ok(ferry_plasma_client_put(c, &oid, data, sizeof(data), NULL, 0));
 	t.args[0].is_ref = true;
 	t.args[0].object_id = oid;
