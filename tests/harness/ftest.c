@@ -11,8 +11,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,32 +120,50 @@ static void remove_tree(const char *path)
 	rmdir(path);
 }
 
-static char log_lines[8192];
+/* The node's and the GCS's loop threads log while the test thread reads: the lines go in under
+ * a lock, and a reader gets a copy taken under it. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_lines[8192], log_copy[8192];
+static bool log_capturing;
 
 static void log_capture(void *arg, enum ferry_log_level level, const char *component,
 			const char *message)
 {
-	size_t used = strlen(log_lines);
+	size_t used;
 
 	(void)arg;
 	(void)level;
-	snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component, message);
+	pthread_mutex_lock(&log_lock);
+	used = strlen(log_lines);
+	if (log_capturing) /* a line already on its way when capture stopped is dropped */
+		snprintf(log_lines + used, sizeof(log_lines) - used, "%s: %s\n", component,
+			 message);
+	pthread_mutex_unlock(&log_lock);
 }
 
 void ftest_log_capture_start(void)
 {
+	pthread_mutex_lock(&log_lock);
 	log_lines[0] = 0;
+	log_capturing = true;
+	pthread_mutex_unlock(&log_lock);
 	ferry_log_set_handler(log_capture, NULL);
 }
 
 void ftest_log_capture_stop(void)
 {
 	ferry_log_set_handler(NULL, NULL);
+	pthread_mutex_lock(&log_lock);
+	log_capturing = false;
+	pthread_mutex_unlock(&log_lock);
 }
 
 const char *ftest_log_captured(void)
 {
-	return log_lines;
+	pthread_mutex_lock(&log_lock);
+	memcpy(log_copy, log_lines, sizeof(log_copy));
+	pthread_mutex_unlock(&log_lock);
+	return log_copy;
 }
 
 const char *ftest_tmpdir(void)

@@ -38,7 +38,8 @@ void ftest_allow_leaks(void);
 /* A fresh empty directory for this test, removed after it: "/tmp/ftest-XXXXXX". */
 const char *ftest_tmpdir(void);
 /* Capture Ferry's log lines ("component: message\n" each, the first 8 KiB) from now until
- * ftest_log_capture_stop(); ftest_log_captured() is what came so far. */
+ * ftest_log_capture_stop(); ftest_log_captured() is a copy of what came so far, valid until its
+ * next call. Thread-safe: the daemons' threads log while the test reads. */
 void ftest_log_capture_start(void);
 void ftest_log_capture_stop(void);
 const char *ftest_log_captured(void);
