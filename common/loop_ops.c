@@ -11,14 +11,6 @@
 #include "common/log.h"
 #include "common/loop_int.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define FERRY_LOOP_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define FERRY_LOOP_TSAN 1
-#endif
-#endif
-
 _Static_assert(_Alignof(struct ferry__loop_req) > TAG_MASK, "user_data tags need 8-byte alignment");
 
 struct io_uring_sqe *ferry__loop_sqe(struct ferry__loop *loop, unsigned n)
@@ -270,15 +262,7 @@ int ferry__loop_close(struct ferry__loop *loop, struct ferry__loop_req *req, int
 
 	if (ret < 0)
 		return ret;
-#ifdef FERRY_LOOP_TSAN
-	/* ThreadSanitizer does not see a close done by io_uring: it would report whoever gets
-	 * the fd number next (a pidfd, say, whose creation it does not see either) as racing
-	 * with this fd's creator. Closed here, where it sees it; the NOP completes the request. */
-	(void)close(fd);
-	io_uring_prep_nop(sqe);
-#else
 	io_uring_prep_close(sqe, fd);
-#endif
 	commit(loop, req, sqe, TAG_MAIN);
 	return 0;
 }
