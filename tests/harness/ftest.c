@@ -309,3 +309,17 @@ int main(int argc, char **argv)
 		return 1;
 	return passed == 0 && skipped > 0 ? EXIT_SKIP : 0;
 }
+
+int ftest_count_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}

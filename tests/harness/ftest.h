@@ -37,6 +37,9 @@ __attribute__((format(printf, 1, 2))) void ftest_log(const char *fmt, ...);
 void ftest_allow_leaks(void);
 /* A fresh empty directory for this test, removed after it: "/tmp/ftest-XXXXXX". */
 const char *ftest_tmpdir(void);
+/* Entries of directory @path without "." and ".." (a /proc/self/fd count includes the
+ * descriptor this call opens to read it); -1 if it cannot be opened. */
+int ftest_count_entries(const char *path);
 /* Capture Ferry's log lines ("component: message\n" each, the first 8 KiB) from now until
  * ftest_log_capture_stop(); ftest_log_captured() is a copy of what came so far, valid until its
  * next call. Thread-safe: the daemons' threads log while the test reads. */

@@ -5,7 +5,6 @@
  * no fd, no file under the run directory); bad options fail with -errno and leave nothing
  * either.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -26,31 +25,16 @@
 /* A hang guard for the directory to list a put, far above any honest wait. */
 #define LISTED_WAIT_MS 20000
 
-/* Entries of a directory, without . and ..; -1 if it does not exist. */
-static int count_entries(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-	closedir(d);
-	return n;
-}
-
 /* This process's threads (after TSan's own one is up: procs.h). */
 static int count_threads(void)
 {
 	itest_sanitizer_thread_start();
-	return count_entries("/proc/self/task");
+	return ftest_count_entries("/proc/self/task");
 }
 
 static int count_fds(void)
 {
-	return count_entries("/proc/self/fd") - 1;
+	return ftest_count_entries("/proc/self/fd") - 1;
 }
 
 /* Wait until threads and fds are back to @threads and @fds: a stop joins its threads, but a
@@ -125,13 +109,13 @@ FTEST(cluster_defaults_put_lookup_stop)
 	ftest_assert_true(S_ISSOCK(st.st_mode));
 	ftest_assert_ptr_notnull(strrchr(sock, '/'));
 	snprintf(run_dir, sizeof(run_dir), "%.*s", (int)(strrchr(sock, '/') - sock), sock);
-	ftest_assert_int_eq(count_entries(run_dir), 2); /* store.sock and the runtime's .rt */
+	ftest_assert_int_eq(ftest_count_entries(run_dir), 2); /* store.sock and the runtime's .rt */
 	ftest_assert_ptr_notnull(ferry__cluster_token(c, &len));
 	ftest_assert_uint_eq(len, 64);
 	ftest_assert_int_eq(strncmp(ferry__cluster_gcs_address(c), "127.0.0.1:", 10), 0);
 	put_and_lookup(c, &id, 1 << 20);
 	ferry__cluster_stop(c);
-	ftest_assert_int_eq(count_entries(run_dir), -1);
+	ftest_assert_int_eq(ftest_count_entries(run_dir), -1);
 	expect_back_to(threads, fds);
 }
 
@@ -157,7 +141,7 @@ FTEST(cluster_given_run_dir_and_token)
 	ftest_assert_mem_eq(token, "local-test-token", 16);
 	put_and_lookup(c, &id, 4096);
 	ferry__cluster_stop(c);
-	ftest_assert_int_eq(count_entries(dir), 0);
+	ftest_assert_int_eq(ftest_count_entries(dir), 0);
 	expect_back_to(threads, fds);
 	ftest_assert_ok(rmdir(dir));
 }

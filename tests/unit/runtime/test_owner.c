@@ -3,7 +3,6 @@
  * put/get round trips (small and 64 MiB), create + seal, get timeouts, wait with some ready,
  * counts (the store's copy goes at the last drop), callbacks through the eventfd with epoll,
  * ferry_init twice, a name registered twice, and a shutdown that leaves no thread or fd. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +24,6 @@ static void init_local(void)
 	unsetenv("FERRY_ADDRESS");
 	unsetenv("FERRY_CODE");
 	ftest_assert_ok(ferry_init(&o));
-}
-
-static int count_dir(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - (path[11] == 'f'); /* /proc/self/fd: minus opendir's own */
 }
 
 static int store_has(const struct ferry_ref *ref)
@@ -265,16 +250,16 @@ FTEST(shutdown_leaves_no_thread_and_no_fd)
 	 * process's first pthread_create, and it stays. */
 	init_local();
 	ferry_shutdown();
-	threads = count_dir("/proc/self/task");
-	fds = count_dir("/proc/self/fd");
+	threads = ftest_count_entries("/proc/self/task");
+	fds = ftest_count_entries("/proc/self/fd") - 1;
 	init_local();
-	ftest_assert_int_gt(count_dir("/proc/self/task"), threads);
+	ftest_assert_int_gt(ftest_count_entries("/proc/self/task"), threads);
 	ftest_assert_ok(ferry_put("x", 1, &r));
 	ftest_assert_ok(ferry_get(&r, 1000, &v));
 	ferry_release(&v);
 	ferry_shutdown();
-	ftest_assert_int_eq(count_dir("/proc/self/task"), threads);
-	ftest_assert_int_eq(count_dir("/proc/self/fd"), fds);
+	ftest_assert_int_eq(ftest_count_entries("/proc/self/task"), threads);
+	ftest_assert_int_eq(ftest_count_entries("/proc/self/fd") - 1, fds);
 	/* And it starts again. */
 	init_local();
 	ferry_shutdown();
