@@ -2,7 +2,8 @@
 /*
  * Batch prediction with a pool of actors: a "model" (4 MiB of weights) is put once; 4 Model
  * actors are each constructed with its ref (each loads the weights once, in its own worker);
- * 12 predictions are spread over the pool and gathered. The actors' code is in a shared
+ * 12 predictions are spread over the pool and gathered, each with how many predictions its
+ * actor has made (the actor's state: 1, 2, 3 for each of the 4). The actors' code is in a shared
  * library (examples/actors_lib.c) that the workers load.
  *
  *     actors [./libactors_lib.so]      (or FERRY_CODE=./libactors_lib.so actors)
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
 	char buf[4096];
 	struct ferry_init_opts opts = {.code_path = code_path(argc, argv, buf, sizeof(buf))};
 	struct ferry_actor *pool[POOL] = {0};
-	struct ferry_ref model = {0}, results[BATCHES];
+	struct ferry_ref model = {0}, results[BATCHES][2];
 	int ret = ferry_init(&opts), status = 0;
 	double total = 0;
 
@@ -88,29 +89,41 @@ int main(int argc, char **argv)
 	for (uint32_t b = 0; b < BATCHES && !status; b++) { /* round robin over the pool */
 		struct ferry_arg arg = {.data = &b, .len = sizeof(b)};
 
-		ret = ferry_actor_call(pool[b % POOL], "predict", &arg, 1, 1, &results[b]);
+		ret = ferry_actor_call(pool[b % POOL], "predict", &arg, 1, 2, results[b]);
 		if (ret < 0)
 			status = fail("call", ret, NULL);
 	}
 	for (int b = 0; b < BATCHES && !status; b++) {
-		struct ferry_view v;
+		struct ferry_view v, n;
+		uint32_t nth;
 		double score;
 
-		ret = ferry_get(&results[b], 60000, &v);
+		ret = ferry_get(&results[b][0], 60000, &v);
 		if (ret < 0) {
 			status = fail("get", ret, v.error);
 			break;
 		}
+		ret = ferry_get(&results[b][1], 60000, &n);
+		if (ret < 0) {
+			ferry_release(&v);
+			status = fail("get", ret, n.error);
+			break;
+		}
 		memcpy(&score, v.data, sizeof(score));
+		memcpy(&nth, n.data, sizeof(nth));
 		ferry_release(&v);
-		printf("batch %2d: score %.1f (actor %d)\n", b, score, b % POOL);
+		ferry_release(&n);
+		printf("batch %2d: score %.1f (actor %d, its prediction %u)\n", b, score, b % POOL,
+		       nth);
 		total += score;
 	}
 	if (!status)
 		printf("12 predictions over 4 actors, one model put once: total score %.1f\n",
 		       total);
-	for (int b = 0; b < BATCHES; b++)
-		ferry_ref_drop(&results[b]);
+	for (int b = 0; b < BATCHES; b++) {
+		ferry_ref_drop(&results[b][0]);
+		ferry_ref_drop(&results[b][1]);
+	}
 	for (int i = 0; i < POOL; i++)
 		ferry_actor_drop(pool[i]);
 	ferry_ref_drop(&model);

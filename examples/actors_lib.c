@@ -50,7 +50,8 @@ FERRY_ACTOR_CLASS(Model, model_free)
 	return 0;
 }
 
-/* predict(batch): one double, the batch's score (the same formula as examples/tasks). */
+/* predict(batch): two returns, the batch's score (a double, the same formula as examples/tasks)
+ * and how many predictions this actor has made (a uint32: its state at work). */
 FERRY_ACTOR_METHOD(Model, predict)
 {
 	struct model *m = ferry_actor_state(ctx);
@@ -65,5 +66,7 @@ FERRY_ACTOR_METHOD(Model, predict)
 	for (size_t i = 0; i < m->n; i++)
 		sum += m->weights[i] * (float)((i + batch) % 7);
 	m->predictions++;
+	if (ferry_task_return(ctx, 1, &m->predictions, sizeof(m->predictions)) < 0)
+		return -ENOMEM;
 	return ferry_task_return(ctx, 0, &sum, sizeof(sum));
 }
