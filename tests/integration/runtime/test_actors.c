@@ -141,6 +141,35 @@ FTEST(counter_calls_run_in_order_and_the_gcs_has_it_alive)
 	ferry_shutdown();
 }
 
+/* A call whose argument is a pending ref (another call's return) holds back the calls made
+ * after it; a constructor's pending ref argument holds back the actor's creation. */
+FTEST(ref_arguments_wait_and_keep_the_order)
+{
+	struct ferry_ref r1, r2, r3;
+	struct ferry_actor *a, *b;
+	struct ferry_arg arg;
+	int64_t x = 0;
+
+	init_job(NULL);
+	a = counter(10, NULL, NULL);
+	call1(a, "inc", 1, &r1);
+	arg = (struct ferry_arg){.ref = &r1};
+	ftest_assert_ok(ferry_actor_call(a, "inc", &arg, 1, 1, &r2)); /* + r1's value */
+	call1(a, "inc", 1, &r3);
+	arg = (struct ferry_arg){.ref = &r2};
+	ftest_assert_ok(ferry_actor_create("Counter", &arg, 1, NULL, &b));
+	ftest_assert_ok(get_int64(&r3, &x, NULL, 0));
+	ftest_assert_int_eq(x, 23);
+	ftest_assert_int_eq(call_int64(b, "inc", 0), 22);
+	ftest_assert_ok(get_int64(&r2, &x, NULL, 0));
+	ftest_assert_int_eq(x, 22);
+	ftest_assert_ok(get_int64(&r1, &x, NULL, 0));
+	ftest_assert_int_eq(x, 11);
+	ferry_actor_drop(b);
+	ferry_actor_drop(a);
+	ferry_shutdown();
+}
+
 FTEST(unknown_class_and_method_say_which_and_where)
 {
 	struct ferry_gcs_actor_info *info;
