@@ -47,6 +47,7 @@
 #define RESOLVE_MS 20	      /* a named handle asks the GCS again after this */
 #define RESOLVE_TRIES 500     /* ... this many times (10 s) before the actor counts as lost */
 #define FRAME_MAX (64u << 20) /* runtime.fbs: the receiver's frame cap */
+#define BUSY_RETRIES 8	      /* leases asked again when the worker still hosts an actor */
 
 static struct ferry__rt_actor *actors; /* the loop's list (freed at fini) */
 static unsigned open_conns;	       /* sockets whose on_close has not come */
@@ -356,6 +357,14 @@ static void on_created(struct ferry__rt_actor *a, struct ferry__wire_push_task_r
 
 	a->creating = false;
 	memcpy(a->node.bytes, nid.bytes, sizeof(a->node.bytes));
+	if (status == -EBUSY && a->busy_retries++ < BUSY_RETRIES) {
+		/* The node leased a worker whose last actor's owner just left: the worker drops
+		 * that actor when it sees the owner's socket close. Another lease, soon free. */
+		drop_conn(a);
+		give_back(a);
+		ask_lease(a);
+		return;
+	}
 	if (status < 0) {
 		snprintf(text, sizeof(text),
 			 "the constructor of actor %s failed on node %.12s: %.*s", a->cls,

@@ -36,6 +36,7 @@ struct ferry__rt_actor {
 	struct ferry_worker_id gone;	       /* named handles: the worker whose socket closed */
 	bool creating;			       /* ActorCreate sent, not answered */
 	bool ctor_waits;		       /* a constructor argument is pending */
+	unsigned busy_retries;		       /* leases whose worker still hosted an actor */
 	bool killing;			       /* ActorKill sent, not answered */
 	bool kill_restart;		       /* ... and restart after it */
 	struct ferry__rt_task *queue;	       /* calls not pushed yet, in order */
