@@ -22,6 +22,7 @@
 
 #include <ferry/ferry.h>
 
+#include "common/alloc.h"
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/procs.h"
@@ -320,6 +321,42 @@ FTEST(kill_with_restart_reruns_the_constructor)
 	ftest_assert_int_eq(call_int64(a, "inc", 2), 42);
 	ftest_assert_ok(ferry_actor_kill(a, 0));
 	ftest_assert_int_eq(call_int64(a, "inc", 2), 42);
+	ferry_actor_drop(a);
+	ferry_shutdown();
+}
+
+/* Each allocation of a call failing in turn (SQLite's countdown): the call fails with -ENOMEM
+ * and leaves no object behind, or the failure fired on the runtime's loop and shows as the
+ * call's error value (or as its socket's loss: the actor then restarts), never a crash; the
+ * actor still answers after. */
+FTEST(calls_under_allocation_failures_leave_nothing)
+{
+	struct ferry_actor_opts o = {.max_restarts = -1};
+	int64_t one = 1, x = 0;
+	struct ferry_arg arg = {.data = &one, .len = sizeof(one)};
+	struct ferry_actor *a;
+	struct ferry_ref r;
+	int ret = -ENOMEM;
+
+	init_job(NULL);
+	a = counter(0, NULL, &o);
+	ftest_assert_int_eq(call_int64(a, "inc", 1), 1); /* warm: alive, its socket open */
+	for (long n = 0; ret < 0 && n < 100; n++) {
+		ferry__alloc_fail_after(n);
+		ret = ferry_actor_call(a, "inc", &arg, 1, 1, &r);
+		ferry__alloc_fail_after(-1);
+		if (ret == 0)
+			break;
+		ftest_assert_errno(ret, -ENOMEM);
+		pthread_mutex_lock(&ferry__rt.lock);
+		ftest_assert_uint_eq(ferry__hashmap_count(&ferry__rt.objects), 0);
+		pthread_mutex_unlock(&ferry__rt.lock);
+	}
+	ftest_assert_ok(ret);
+	ret = get_int64(&r, &x, NULL, 0);
+	if (ret < 0)
+		ftest_assert_true(ret == -ENOMEM || ret == -EPIPE);
+	ftest_assert_int_ge(call_int64(a, "inc", 1), 1);
 	ferry_actor_drop(a);
 	ferry_shutdown();
 }
