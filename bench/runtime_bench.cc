@@ -3,7 +3,8 @@
 // one driver on the local cluster (ferry_init with no address: a GCS and a node in this process,
 // its workers processes) submitting the job library's empty function `noop` (runtime_job.c),
 // putting and getting objects. Built as ferry-runtime-bench when meson's runtime_bench option
-// is on; actor, graph and multi-client rows arrive with their parts of the runtime.
+// is on; the 1_1 actor rows call an actor of the job library's BenchActor class; graph and
+// multi-client rows arrive with their parts of the runtime.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -120,6 +121,96 @@ void BM_runtime_single_client_tasks_async(benchmark::State &state)
 }
 // 10,000: the N of the Dask peer's async row (bench/peers/dask_tasks.py).
 BENCHMARK(BM_runtime_single_client_tasks_async)
+	->Arg(10000)
+	->Unit(benchmark::kMillisecond)
+	->UseRealTime();
+
+// The actor of the 1_1 rows: one Counter-like actor of the job library (runtime_job.c), created
+// once for the run (its worker leased for it), its empty method called.
+struct ferry_actor *bench_actor;
+
+int make_actor(benchmark::State &state)
+{
+	int r;
+
+	if (bench_actor)
+		return 0;
+	r = ferry_actor_create("BenchActor", nullptr, 0, nullptr, &bench_actor);
+	if (r < 0)
+		state.SkipWithError(fail_text("ferry_actor_create", r).c_str());
+	return r;
+}
+
+// Calls the actor's `noop` @n times into @refs. 0, or the first -errno (those made dropped).
+int call_noops(struct ferry_ref *refs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = ferry_actor_call(bench_actor, "noop", nullptr, 0, 1, &refs[i]);
+
+		if (r < 0) {
+			while (i > 0)
+				ferry_ref_drop(&refs[--i]);
+			return r;
+		}
+	}
+	return 0;
+}
+
+// 1_1_actor_calls_sync: call the actor's empty method, get its result, again.
+void BM_runtime_1_1_actor_calls_sync(benchmark::State &state)
+{
+	ferry_bench::Latency lat;
+	std::string why;
+
+	if (make_actor(state) < 0)
+		return;
+	for (auto _ : state) {
+		uint64_t t0 = ferry_bench::now_ns();
+		struct ferry_ref ref;
+		int r = call_noops(&ref, 1);
+
+		if (r < 0) {
+			state.SkipWithError(fail_text("ferry_actor_call", r).c_str());
+			break;
+		}
+		if (get_drop(&ref, &why) < 0) {
+			state.SkipWithError(why.c_str());
+			break;
+		}
+		lat.add(ferry_bench::now_ns() - t0);
+	}
+	state.SetItemsProcessed((int64_t)state.iterations());
+	lat.publish(state);
+}
+BENCHMARK(BM_runtime_1_1_actor_calls_sync)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// 1_1_actor_calls_async: call it @n times, then get them all (calls/s).
+void BM_runtime_1_1_actor_calls_async(benchmark::State &state)
+{
+	const size_t n = (size_t)state.range(0);
+	std::vector<struct ferry_ref> refs(n);
+	std::string why;
+
+	if (make_actor(state) < 0)
+		return;
+	for (auto _ : state) {
+		int r = call_noops(refs.data(), n);
+
+		if (r < 0) {
+			state.SkipWithError(fail_text("ferry_actor_call", r).c_str());
+			break;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (get_drop(&refs[i], &why) < 0 && !r)
+				r = -1;
+		if (r < 0) {
+			state.SkipWithError(why.c_str());
+			break;
+		}
+	}
+	state.SetItemsProcessed((int64_t)(state.iterations() * n));
+}
+BENCHMARK(BM_runtime_1_1_actor_calls_async)
 	->Arg(10000)
 	->Unit(benchmark::kMillisecond)
 	->UseRealTime();
@@ -269,6 +360,7 @@ int main(int argc, char **argv)
 	benchmark::AddCustomContext("ferry_commit", ferry__version_commit());
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
+	ferry_actor_drop(bench_actor);
 	ferry_shutdown();
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The job library of ferry-runtime-bench (runtime_bench.cc): the functions its rows submit,
+ * The job library of ferry-runtime-bench (runtime_bench.cc): the functions its rows submit and
+ * the actor class its actor rows call,
  * loaded by the local cluster's workers as the job's code (ferry_init's code_path). Its
  * references to the runtime (ferry_register_function) resolve in the process that loads it.
  */
@@ -8,6 +9,21 @@
 
 /* The empty task of `ray microbenchmark`'s task rows: no arguments, one empty return. */
 FERRY_FUNCTION(noop)
+{
+	(void)ctx;
+	return 0;
+}
+
+/* The actor of the 1_1_actor_calls rows: no state, one empty method (Ray's row calls an empty
+ * method of an actor with no arguments). */
+FERRY_ACTOR_CLASS(BenchActor, NULL)
+{
+	(void)ctx;
+	*state = NULL;
+	return 0;
+}
+
+FERRY_ACTOR_METHOD(BenchActor, noop)
 {
 	(void)ctx;
 	return 0;

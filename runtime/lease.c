@@ -84,10 +84,11 @@ static struct ferry__rt_sub sub;
 
 static void pump(struct cls *c);
 static void lease_gone(struct lease *l);
+static int node_connect(void);
 
 /* ---- sending ---- */
 
-static int send_connect(struct ferry__conn *conn)
+int ferry__rt_send_connect(struct ferry__conn *conn)
 {
 	struct ferry__wire_runtime_connect m = {0};
 	int ret;
@@ -130,6 +131,11 @@ static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
 
 static int send_lease_request(struct cls *c)
 {
+	return ferry__rt_lease_ask(&c->key, &c->request_id);
+}
+
+int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id)
+{
 	enum { MAXRES = 16 };
 	struct ferry__wire_runtime_resource res[MAXRES] = {{0}};
 	static char names[MAXRES][FERRY__RT_CUSTOM_MAX];
@@ -137,12 +143,14 @@ static int send_lease_request(struct cls *c)
 	size_t n = 0;
 	int ret;
 
-	res[n].name = "CPU", res[n++].amount = c->key.cpus;
-	if (c->key.gpus > 0)
-		res[n].name = "GPU", res[n++].amount = c->key.gpus;
-	if (c->key.memory_bytes > 0)
-		res[n].name = "memory", res[n++].amount = c->key.memory_bytes;
-	n = parse_custom(c->key.custom, names, res, n, MAXRES);
+	if (node_connect() < 0)
+		return -ECONNREFUSED;
+	res[n].name = "CPU", res[n++].amount = key->cpus;
+	if (key->gpus > 0)
+		res[n].name = "GPU", res[n++].amount = key->gpus;
+	if (key->memory_bytes > 0)
+		res[n].name = "memory", res[n++].amount = key->memory_bytes;
+	n = parse_custom(key->custom, names, res, n, MAXRES);
 	m.request_id = ++sub.next_request;
 	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
 	m.code_path = ferry__rt.code_path[0] ? ferry__rt.code_path : NULL;
@@ -158,13 +166,18 @@ static int send_lease_request(struct cls *c)
 				       ferry__fb_builder_data(&sub.fb),
 				       ferry__fb_builder_size(&sub.fb));
 	if (ret >= 0)
-		c->request_id = m.request_id;
+		*request_id = m.request_id;
 	return ret;
 }
 
 static void send_lease_return(struct lease *l)
 {
-	struct ferry__wire_lease_return m = {.lease_id = l->lease_id};
+	ferry__rt_lease_give_back(l->lease_id);
+}
+
+void ferry__rt_lease_give_back(uint64_t lease_id)
+{
+	struct ferry__wire_lease_return m = {.lease_id = lease_id};
 
 	if (!sub.node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
 		return;
@@ -268,7 +281,7 @@ static int node_connect(void)
 		return ret;
 	}
 	sub.open_conns++;
-	ret = send_connect(sub.node);
+	ret = ferry__rt_send_connect(sub.node);
 	if (ret < 0)
 		ferry__conn_close(sub.node);
 	return ret;
@@ -330,6 +343,9 @@ static void on_grant(const void *payload)
 	const char *path = ferry__wire_lease_grant_worker_path(v);
 	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v)};
 
+	if (!c && ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id,
+					&wid, path, m))
+		return;
 	if (!c) { /* a class that gave up (shutdown): the worker goes back */
 		if (status == 0)
 			send_lease_return(&tmp);
@@ -357,18 +373,22 @@ static void on_revoked(const void *payload)
 	const char *m = ferry__wire_lease_revoked_message(v);
 	struct cls *c = NULL;
 	struct lease *l = lease_by_id(ferry__wire_lease_revoked_lease_id(v), &c);
+	char why[sizeof(l->why)];
 
-	if (!l)
-		return;
-	l->revoked = true;
-	l->closing = true;
 	if (sig > 0)
-		snprintf(l->why, sizeof(l->why), "worker died: killed by signal %d (SIG%s)", sig,
+		snprintf(why, sizeof(why), "worker died: killed by signal %d (SIG%s)", sig,
 			 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
 	else if (m && *m)
-		snprintf(l->why, sizeof(l->why), "worker died: %s", m);
+		snprintf(why, sizeof(why), "worker died: %s", m);
 	else
-		snprintf(l->why, sizeof(l->why), "worker died: exited with status %d", code);
+		snprintf(why, sizeof(why), "worker died: exited with status %d", code);
+	if (!l) {
+		ferry__rt_actor_revoked(ferry__wire_lease_revoked_lease_id(v), why);
+		return;
+	}
+	l->revoked = true;
+	l->closing = true;
+	memcpy(l->why, why, sizeof(why));
 	if (l->conn)
 		ferry__conn_close(l->conn); /* lease_gone() follows from its on_close */
 	else
@@ -404,6 +424,7 @@ static void node_on_close(struct ferry__conn *conn, int err)
 	if (err && !sub.stopping)
 		FLOG_ERROR(COMP, "the node's runtime socket closed: %s", ferry_strerror(err));
 	fail_all_queued(err ? err : -ECONNRESET, "the node closed the driver's connection");
+	ferry__rt_actor_node_gone();
 }
 
 /* ---- leased workers ---- */
@@ -440,7 +461,7 @@ static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire
 		return ret;
 	}
 	sub.open_conns++;
-	(void)send_connect(l->conn); /* a failure shows as the socket's close */
+	(void)ferry__rt_send_connect(l->conn); /* a failure shows as the socket's close */
 	l->next = c->leases;
 	c->leases = l;
 	c->nleases++;
@@ -501,7 +522,7 @@ static void pump(struct cls *c)
 	}
 	if (!c->queued || c->request_id || c->nleases >= MAX_LEASES || sub.stopping)
 		return;
-	if (node_connect() < 0 || send_lease_request(c) < 0)
+	if (send_lease_request(c) < 0)
 		class_fail(c, -ECONNREFUSED, "cannot reach the node's runtime socket");
 }
 
@@ -639,6 +660,7 @@ int ferry__rt_sub_init(void)
 {
 	memset(&sub, 0, sizeof(sub));
 	ferry__fb_builder_init(&sub.fb);
+	ferry__rt_actor_init();
 	ferry__rt.sub = &sub;
 	return 0;
 }
@@ -649,6 +671,7 @@ int ferry__rt_sub_stop(void *arg)
 	(void)arg;
 	sub.stopping = true;
 	ferry__rt_submit_cancel();
+	ferry__rt_actor_stop();
 	fail_all_queued(-ECANCELED, "the driver shut down");
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next) {
@@ -677,7 +700,12 @@ int ferry__rt_sub_close_node(void *arg)
 int ferry__rt_sub_open_conns(void *arg)
 {
 	(void)arg;
-	return (int)sub.open_conns;
+	return (int)(sub.open_conns + ferry__rt_actor_open_conns());
+}
+
+const struct ferry_node_id *ferry__rt_sub_node_id(void)
+{
+	return &sub.node_id;
 }
 
 void ferry__rt_sub_fini(void)
@@ -695,5 +723,6 @@ void ferry__rt_sub_fini(void)
 		ferry__free(c);
 	}
 	ferry__fb_builder_fini(&sub.fb);
+	ferry__rt_actor_fini();
 	ferry__rt.sub = NULL;
 }

@@ -2,7 +2,7 @@
 /*
  * The driver's side of the runtime inside one process (include/ferry/runtime.h): the state that
  * ferry_init() sets up and the modules share: the owner table (objects.c), completions
- * (completion.c), task submission and leases (submit.c, lease.c).
+ * (completion.c), task submission and leases (submit.c, lease.c), actors (actor.c).
  *
  * DESIGN
  * - One runtime per process (struct ferry__rt, a global). Its pieces: a store client (owner =
@@ -130,5 +130,26 @@ int ferry__rt_sub_open_conns(void *arg);
 void ferry__rt_sub_fini(void);
 /* Called with the lock held when an object became ready: tasks waiting for it may go. */
 void ferry__rt_sub_object_ready(void);
+/* The node this driver's node socket answered for (nil before). */
+const struct ferry_node_id *ferry__rt_sub_node_id(void);
+
+/*
+ * actor.c, on the loop thread unless said: its state (init with submit.c's, fini after the
+ * loop is gone); a LeaseGrant for one of its requests (true: it was an actor's, handled); a
+ * LeaseRevoked of a lease no task class holds (@why: the worker's death); shutdown (owned
+ * actors die, sockets close); the node's socket closed; sockets not closed yet; an object
+ * became ready (lock held, any thread: a call waiting for it may go).
+ */
+struct ferry__wire_unique_id;
+void ferry__rt_actor_init(void);
+void ferry__rt_actor_fini(void);
+bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
+			   const struct ferry__wire_unique_id *wid, const char *path,
+			   const char *message);
+void ferry__rt_actor_revoked(uint64_t lease_id, const char *why);
+void ferry__rt_actor_stop(void);
+void ferry__rt_actor_node_gone(void);
+unsigned ferry__rt_actor_open_conns(void);
+void ferry__rt_actor_object_ready(void);
 
 #endif

@@ -121,8 +121,8 @@ static int set_arg(struct ferry__rt_arg *a, const struct ferry_arg *in)
 	return 0;
 }
 
-static int make_task(const char *name, const struct ferry_arg *args, size_t nargs,
-		     const struct ferry_task_opts *opts, struct ferry__rt_task **out)
+int ferry__rt_task_new(const char *name, const struct ferry_arg *args, size_t nargs,
+		       const struct ferry_task_opts *opts, struct ferry__rt_task **out)
 {
 	static const struct ferry_task_opts defaults;
 	struct ferry__rt_task *t = ferry__calloc(1, sizeof(*t));
@@ -153,8 +153,8 @@ err_free:
 
 static void take_incoming(void *arg, int status);
 
-/* Lock held: record the returns as pending objects and queue @t for the loop. */
-static int queue_task(struct ferry__rt_task *t, struct ferry_ref *returns)
+/* Lock held: give @t its id and record its returns as pending objects. */
+int ferry__rt_task_register(struct ferry__rt_task *t, struct ferry_ref *returns)
 {
 	uint32_t i;
 
@@ -167,20 +167,39 @@ static int queue_task(struct ferry__rt_task *t, struct ferry_ref *returns)
 		if (!ferry__rt_obj_add(&returns[i].id, FERRY__RT_PENDING))
 			goto err_returns;
 	}
+	return 0;
+err_returns:
+	ferry__rt_task_unregister(t, returns, i);
+	return -ENOMEM;
+}
+
+/* Lock held: undo ferry__rt_task_register's first @n returns. */
+void ferry__rt_task_unregister(struct ferry__rt_task *t, struct ferry_ref *returns, uint32_t n)
+{
+	while (n--)
+		ferry__rt_obj_unref(ferry__rt_obj_find(&returns[n].id));
+	if (returns)
+		memset(returns, 0, t->num_returns * sizeof(*returns));
+}
+
+/* Lock held: record the returns as pending objects and queue @t for the loop. */
+static int queue_task(struct ferry__rt_task *t, struct ferry_ref *returns)
+{
+	int ret = ferry__rt_task_register(t, returns);
+
+	if (ret < 0)
+		return ret;
 	if (!ferry__rt.incoming_posted) {
-		if (ferry__loop_post(ferry__rt.loop, take_incoming, NULL) < 0)
-			goto err_returns;
+		if (ferry__loop_post(ferry__rt.loop, take_incoming, NULL) < 0) {
+			ferry__rt_task_unregister(t, returns, t->num_returns);
+			return -ENOMEM;
+		}
 		ferry__rt.incoming_posted = true;
 	}
 	t->next = NULL;
 	*ferry__rt.incoming_tail = t;
 	ferry__rt.incoming_tail = &t->next;
 	return 0;
-err_returns:
-	while (i--)
-		ferry__rt_obj_unref(ferry__rt_obj_find(&returns[i].id));
-	memset(returns, 0, t->num_returns * sizeof(*returns));
-	return -ENOMEM;
 }
 
 int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
@@ -206,7 +225,7 @@ int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
 			   name);
 		return -ENOEXEC;
 	}
-	ret = make_task(name, args, nargs, opts, &t);
+	ret = ferry__rt_task_new(name, args, nargs, opts, &t);
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&ferry__rt.lock);
@@ -218,7 +237,7 @@ int ferry_submit(const char *name, const struct ferry_arg *args, size_t nargs,
 }
 
 /* Lock held. 1: every argument ready; 0: one pending; < 0: one failed (@msg says). */
-static int args_ready(const struct ferry__rt_task *t, char *msg, size_t size)
+int ferry__rt_task_args_ready(const struct ferry__rt_task *t, char *msg, size_t size)
 {
 	for (size_t i = 0; i < t->nargs; i++) {
 		const struct ferry__rt_arg *a = &t->args[i];
@@ -244,7 +263,7 @@ static void route(struct ferry__rt_task *t)
 	int ret;
 
 	pthread_mutex_lock(&ferry__rt.lock);
-	ret = args_ready(t, msg, sizeof(msg));
+	ret = ferry__rt_task_args_ready(t, msg, sizeof(msg));
 	if (ret == 0) {
 		t->next = blocked;
 		blocked = t;
@@ -301,6 +320,7 @@ static void rescan(void *arg, int status)
 
 void ferry__rt_sub_object_ready(void)
 {
+	ferry__rt_actor_object_ready();
 	if (!nblocked || rescan_posted || !ferry__rt.loop)
 		return;
 	if (ferry__loop_post(ferry__rt.loop, rescan, NULL) == 0)
@@ -422,6 +442,12 @@ static void wire_arg(const struct ferry__rt_arg *a, struct ferry__wire_task_arg 
 
 int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builder *b)
 {
+	return ferry__rt_task_build_as(t, b, FERRY__WIRE_MSG_PUSH_TASK, NULL);
+}
+
+int ferry__rt_task_build_as(const struct ferry__rt_task *t, struct ferry__fb_builder *b,
+			    uint16_t type, const struct ferry_actor_id *actor)
+{
 	struct ferry__wire_task_arg *args = NULL;
 	struct ferry__wire_push_task m = {0};
 	int ret;
@@ -445,7 +471,22 @@ int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builde
 	pthread_mutex_lock(&ferry__rt.lock);
 	for (size_t i = 0; i < t->nargs; i++)
 		wire_arg(&t->args[i], &args[i]);
-	ret = ferry__wire_push_task_build(b, &m);
+	if (type == FERRY__WIRE_MSG_ACTOR_CREATE) {
+		struct ferry__wire_actor_create am = {.task = &m};
+
+		memcpy(am.actor_id.bytes, actor->bytes, sizeof(am.actor_id.bytes));
+		ret = ferry__wire_actor_create_build(b, &am);
+	} else if (type == FERRY__WIRE_MSG_ACTOR_CALL) {
+		struct ferry__wire_actor_call am = {.task = &m};
+
+		/* A named actor's caller may be a driver of another job: the worker checks the
+		 * actor's ID instead. */
+		memset(&m.job, 0, sizeof(m.job));
+		memcpy(am.actor_id.bytes, actor->bytes, sizeof(am.actor_id.bytes));
+		ret = ferry__wire_actor_call_build(b, &am);
+	} else {
+		ret = ferry__wire_push_task_build(b, &m);
+	}
 	pthread_mutex_unlock(&ferry__rt.lock);
 	ferry__free(args);
 	return ret < 0 ? ret : 0;

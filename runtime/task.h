@@ -60,7 +60,26 @@ void ferry__rt_task_error_text(const struct ferry__rt_task *t, const struct ferr
 /* Build @t's PushTask (arguments in the memory store inlined) into @b. 0 or -errno. */
 int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builder *b);
 
+/* The same as a PushTask (@type FERRY__WIRE_MSG_PUSH_TASK), or wrapped in an ActorCreate or
+ * ActorCall of @actor (actor.c). */
+int ferry__rt_task_build_as(const struct ferry__rt_task *t, struct ferry__fb_builder *b,
+			    uint16_t type, const struct ferry_actor_id *actor);
+/* For actor.c: a task of @name with @args (not queued anywhere); its id and pending returns
+ * (lock held; -ENOTCONN, -ENOMEM), undone for the first @n returns; whether its arguments are
+ * ready (lock held: 1, 0 pending, < 0 failed with @msg). */
+int ferry__rt_task_new(const char *name, const struct ferry_arg *args, size_t nargs,
+		       const struct ferry_task_opts *opts, struct ferry__rt_task **out);
+int ferry__rt_task_register(struct ferry__rt_task *t, struct ferry_ref *returns);
+void ferry__rt_task_unregister(struct ferry__rt_task *t, struct ferry_ref *returns, uint32_t n);
+int ferry__rt_task_args_ready(const struct ferry__rt_task *t, char *msg, size_t size);
+
 /* lease.c, loop thread: queue a task whose arguments are ready; take it to a worker. */
 void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front);
+/* lease.c, loop thread, for actor.c: ask the node for a lease of @key's resources (its answer
+ * goes to ferry__rt_actor_grant) and give one back; a RuntimeConnect on a worker's socket. */
+int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id);
+void ferry__rt_lease_give_back(uint64_t lease_id);
+struct ferry__conn;
+int ferry__rt_send_connect(struct ferry__conn *conn);
 
 #endif

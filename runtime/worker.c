@@ -306,21 +306,25 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 {
 	struct owner *o = ferry__conn_data(conn);
 	struct ferry__worker *w = o->w;
+	uint16_t reply_type = FERRY__WIRE_MSG_PUSH_TASK_REPLY;
 	int ret;
 
 	if (!o->greeted) {
 		owner_greet(o, conn, type, payload, len);
 		return;
 	}
-	if (type != FERRY__WIRE_MSG_PUSH_TASK) {
+	if (ferry__worker_actor_is_message(type)) {
+		ret = ferry__worker_actor_message(w, conn, type, payload, len, &reply_type);
+	} else if (type == FERRY__WIRE_MSG_PUSH_TASK) {
+		ret = ferry__worker_push_task(w, payload, len);
+	} else {
 		FLOG_WARN(COMP, "worker %s: owner %s sent %s, not a PushTask: closing", w->id_hex,
 			  ferry__conn_peer(conn), ferry__wire_message_name(type));
 		ferry__conn_close(conn);
 		return;
 	}
-	ret = ferry__worker_push_task(w, payload, len);
 	if (ret == 0)
-		ret = send_built(w, conn, FERRY__WIRE_MSG_PUSH_TASK_REPLY);
+		ret = send_built(w, conn, reply_type);
 	if (ret < 0 && ret != -ENOTCONN) {
 		FLOG_ERROR(COMP, "worker %s: cannot answer owner %s's task: %s: closing", w->id_hex,
 			   ferry__conn_peer(conn), ferry_strerror(ret));
@@ -335,6 +339,7 @@ static void on_owner_close(struct ferry__conn *conn, int err)
 	if (err && err != -ECONNRESET && err != -ECANCELED)
 		FLOG_INFO(COMP, "worker %s: owner %s closed: %s", o->w->id_hex,
 			  ferry__conn_peer(conn), ferry_strerror(err));
+	ferry__worker_actor_conn_closed(o->w, conn);
 	ferry__free(o);
 }
 
@@ -476,6 +481,7 @@ int ferry__worker_run(const struct ferry__worker_opts *o)
 	w.stopping = true; /* the close callbacks destroy runs must not stop it again */
 	/* Every connection and the server go with the loop; then the socket file. */
 	ferry__loop_destroy(w.loop);
+	ferry__worker_actor_fini(&w);
 	if (w.server)
 		unlink(w.listen_path);
 	if (w.sig_fd >= 0)

@@ -71,11 +71,14 @@ int ferry__worker_run(const struct ferry__worker_opts *o);
 
 /* ---- the worker's state, for worker*.c, tests and the fuzz target ---- */
 
+struct ferry__worker_actor;
+
 struct ferry__worker {
 	struct ferry__loop *loop;	   /* the one loop: sockets and tasks */
 	struct ferry__conn *node;	   /* the node's runtime socket; NULL once closed */
 	struct ferry__conn_server *server; /* owners connect here */
 	struct ferry_plasma_client *store; /* the node's store; NULL before (fuzz: never) */
+	struct ferry__worker_actor *actor; /* the actor it hosts (worker_actor.c), or NULL */
 	struct ferry__fb_builder fb;	   /* replies are built here */
 	struct ferry__loop_req sig_req;	   /* the signalfd's poll */
 	int sig_fd;			   /* SIGTERM/SIGINT; -1: none */
@@ -122,6 +125,28 @@ int ferry__worker_assign(struct ferry__worker *w, const void *payload, size_t le
  * in the store yet.
  */
 int ferry__worker_push_task(struct ferry__worker *w, const void *payload, size_t len);
+
+/*
+ * ferry__worker_run_task() - ferry__worker_push_task() of a decoded PushTask @v, calling @fn
+ * (NULL: the function its name finds); the task's status into *@result (actors: whether the
+ * constructor succeeded). ferry__worker_of_task() - the worker running @ctx, or NULL.
+ */
+int ferry__worker_run_task(struct ferry__worker *w, struct ferry__wire_push_task_view v,
+			   ferry_task_fn fn, int *result);
+struct ferry__worker *ferry__worker_of_task(const struct ferry_task_ctx *ctx);
+
+/*
+ * ferry__worker_actor_message() - (worker_actor.c) handle ActorCreate, ActorCall or ActorKill
+ * @payload (verified, of @type) from the socket @conn and build its reply into @w->fb, its
+ * type into *@reply_type. 0 (a reply is built) or -ENOMEM. ferry__worker_actor_is_message() -
+ * whether @type is one. ferry__worker_actor_conn_closed() - @conn closed: an actor it created
+ * goes (its owner is gone). ferry__worker_actor_fini() - the worker exits: the destructor runs.
+ */
+int ferry__worker_actor_message(struct ferry__worker *w, struct ferry__conn *conn, uint16_t type,
+				const void *payload, size_t len, uint16_t *reply_type);
+bool ferry__worker_actor_is_message(uint16_t type);
+void ferry__worker_actor_conn_closed(struct ferry__worker *w, const struct ferry__conn *conn);
+void ferry__worker_actor_fini(struct ferry__worker *w);
 
 /*
  * ferry__worker_error_reply() - build a PushTaskReply of @status and @message for task

@@ -381,11 +381,11 @@ out:
 
 /* Find and call the function. */
 static int run(struct ferry__worker *w, struct ferry__wire_push_task_view v,
-	       struct ferry_task_ctx *c)
+	       struct ferry_task_ctx *c, ferry_task_fn given)
 {
 	const char *name = ferry__wire_push_task_function(v);
 	uint32_t len = ferry__wire_push_task_function_len(v);
-	ferry_task_fn fn = ferry__registry_find(name, len);
+	ferry_task_fn fn = given ? given : ferry__registry_find(name, len);
 	int ret;
 
 	if (!ferry__registry_name_valid(name, len))
@@ -481,12 +481,28 @@ static void ctx_fini(struct ferry__worker *w, struct ferry_task_ctx *c)
 
 int ferry__worker_push_task(struct ferry__worker *w, const void *payload, size_t len)
 {
-	struct ferry__wire_push_task_view v = ferry__wire_push_task_root_verified(payload);
+	int status;
+
+	(void)len;
+	return ferry__worker_run_task(w, ferry__wire_push_task_root_verified(payload), NULL,
+				      &status);
+}
+
+struct ferry__worker *ferry__worker_of_task(const struct ferry_task_ctx *ctx)
+{
+	const struct ferry_task_ctx *c = ctx_ok(ctx);
+
+	return c ? c->w : NULL;
+}
+
+int ferry__worker_run_task(struct ferry__worker *w, struct ferry__wire_push_task_view v,
+			   ferry_task_fn fn, int *result)
+{
 	struct ferry__wire_unique_id tid = ferry__wire_push_task_task_id(v);
 	struct ferry_task_ctx *c = ferry__calloc(1, sizeof(*c));
 	int status, ret;
 
-	(void)len;
+	*result = -ENOMEM;
 	if (!c)
 		return ferry__worker_error_reply(w, &tid, -ENOMEM, "worker out of memory");
 	c->w = w;
@@ -497,13 +513,14 @@ int ferry__worker_push_task(struct ferry__worker *w, const void *payload, size_t
 		status = resolve_args(w, v, c);
 	}
 	if (status == 0)
-		status = run(w, v, c);
+		status = run(w, v, c, fn);
 	status = finish_returns(w, c, status);
 	if (status < 0)
 		FLOG_DEBUG(COMP, "worker %s: task of '%.*s' failed: %s", w->id_hex,
 			   (int)FERRY_MIN(ferry__wire_push_task_function_len(v), 128u),
 			   ferry__wire_push_task_function(v), c->message);
 	ret = build_reply(w, c, &tid, status);
+	*result = status;
 	w->tasks_run++;
 	ctx_fini(w, c);
 	ferry__free(c);

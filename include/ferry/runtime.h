@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The task runtime: functions that run as tasks in worker processes, found by a registered
- * name, object refs between them, and a driver's side that submits tasks (actors and graphs
- * are the next work).
+ * name, object refs between them, a driver's side that submits tasks, and actors (graphs are
+ * the next work).
  *
  * Code by name. A task names its function by a string, never by a pointer, because it runs in
  * another process (a worker on this host or another). Every process that may run a function
@@ -198,6 +198,115 @@ typedef void (*ferry_ready_fn)(void *arg, const struct ferry_ref *ref, int statu
 FERRY_API int ferry_on_ready(const struct ferry_ref *ref, ferry_ready_fn fn, void *arg);
 FERRY_API int ferry_completion_fd(void);
 FERRY_API int ferry_run_completions(void);
+
+/* ---- actors ---- */
+
+/*
+ * An actor: an instance of a class registered by name, living in one worker process (a lease
+ * its owner keeps for the actor's life), whose methods run there one at a time, in the order
+ * each caller made them. Like functions, classes and methods are found by name, so the
+ * driver's code and the job's library define them with the same macros:
+ *
+ *     static void counter_free(void *state) { free(state); }
+ *
+ *     FERRY_ACTOR_CLASS(Counter, counter_free)      constructor: sets *state
+ *     {
+ *             int64_t *n = calloc(1, sizeof(*n));   ... read ferry_task_arg(ctx, ...) ...
+ *             *state = n;
+ *             return n ? 0 : -ENOMEM;
+ *     }
+ *
+ *     FERRY_ACTOR_METHOD(Counter, inc)              registered as "Counter.inc"
+ *     {
+ *             int64_t *n = ferry_actor_state(ctx);
+ *             ...
+ *     }
+ *
+ * The destructor (NULL for none) runs when the actor is killed, when its owner goes away, and
+ * when its worker exits; never after a SIGKILL, of course.
+ */
+typedef int (*ferry_actor_init_fn)(struct ferry_task_ctx *ctx, void **state);
+typedef void (*ferry_actor_fini_fn)(void *state);
+
+/* ferry_register_actor_class() - register class @name (a function name's rules, no '.').
+ * 0; -EINVAL; -EEXIST (another constructor under that name); -ENOMEM. Each error logged. */
+FERRY_API int ferry_register_actor_class(const char *name, ferry_actor_init_fn init,
+					 ferry_actor_fini_fn fini);
+
+#define FERRY_ACTOR_CLASS(cls, fini)                                                   \
+	static int ferry__actor_init_##cls(struct ferry_task_ctx *ctx, void **state);  \
+	__attribute__((constructor)) static void ferry__register_actor_##cls(void)     \
+	{                                                                              \
+		(void)ferry_register_actor_class(#cls, ferry__actor_init_##cls, fini); \
+	}                                                                              \
+	static int ferry__actor_init_##cls(struct ferry_task_ctx *ctx, void **state)
+
+#define FERRY_ACTOR_METHOD(cls, method)                                                          \
+	static int ferry__method_##cls##_##method(struct ferry_task_ctx *ctx);                   \
+	__attribute__((constructor)) static void ferry__register_method_##cls##_##method(void)   \
+	{                                                                                        \
+		(void)ferry_register_function(#cls "." #method, ferry__method_##cls##_##method); \
+	}                                                                                        \
+	static int ferry__method_##cls##_##method(struct ferry_task_ctx *ctx)
+
+/* ferry_actor_state() - inside a method: the state its actor's constructor set; NULL in a
+ * task that is not an actor's method. */
+FERRY_API void *ferry_actor_state(const struct ferry_task_ctx *ctx);
+
+/* A handle on an actor (ferry_actor_create, ferry_actor_get_named); give it back with
+ * ferry_actor_drop(). */
+struct ferry_actor;
+
+/* Actor options; all zeros: 1 CPU, no restart, unnamed. */
+struct ferry_actor_opts {
+	double num_cpus;       /* 0: 1; fractional allowed */
+	double num_gpus;       /* 0: none */
+	double memory_bytes;   /* 0: none */
+	const char *resources; /* custom ones, "name=amount,..."; NULL: none */
+	int32_t max_restarts;  /* restarts after its worker died; 0: none; < 0: unlimited */
+	const char *name;      /* NULL: unnamed; else unique among the cluster's live actors,
+				* found by ferry_actor_get_named() from any driver */
+};
+
+/*
+ * ferry_actor_create() - create an actor of class @cls, its constructor run with @args in a
+ * worker leased for it. Returns once it is recorded (PENDING) in the GCS's actors table: calls
+ * made before it is ALIVE wait for it. 0; -EINVAL; -EEXIST (@opts->name is taken); -ENOMEM;
+ * -ENOTCONN; -ENOEXEC (no job library); the GCS's -errno. A constructor that fails makes the
+ * actor DEAD: every call then fails with -ESRCH and the constructor's error.
+ * Lifetime: the actor lives while its creator (the owner) does; detached actors are not done.
+ */
+FERRY_API int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nargs,
+				 const struct ferry_actor_opts *opts, struct ferry_actor **out);
+
+/* ferry_actor_get_named() - a handle on the live actor named @name (created by any driver of
+ * the cluster on this host's node). 0; -ENOENT; -EINVAL; -ENOMEM; -ENOTCONN. */
+FERRY_API int ferry_actor_get_named(const char *name, struct ferry_actor **out);
+
+/*
+ * ferry_actor_call() - call @method of @actor with @args; its @num_returns (0: 1) refs into
+ * @returns, as ferry_submit. Calls made through one process run in the order made. A call's
+ * own failures show in its returns: -EPIPE (the actor's worker died while it was in flight:
+ * the error names the method, the node and the signal), -ESRCH (the actor is dead: killed,
+ * out of restarts, or its constructor failed; the error says which), -ENOENT (no such
+ * method). Returns 0, -EINVAL, -ENOMEM, -ENOTCONN.
+ */
+FERRY_API int ferry_actor_call(struct ferry_actor *actor, const char *method,
+			       const struct ferry_arg *args, size_t nargs, uint32_t num_returns,
+			       struct ferry_ref *returns);
+
+/* ferry_actor_kill() - end the actor: its destructor runs and its worker goes back to the
+ * node. With @no_restart 0 it is restarted (constructor rerun on a new worker) if restarts
+ * are left, as after a crash. Calls queued behind the kill fail with -ESRCH. 0, -EINVAL,
+ * -ENOTCONN, -EPERM (a handle from ferry_actor_get_named: only the owner kills). */
+FERRY_API int ferry_actor_kill(struct ferry_actor *actor, int no_restart);
+
+/* ferry_actor_id() - the actor's ID (its key in the GCS's actors table). */
+FERRY_API int ferry_actor_id(const struct ferry_actor *actor, struct ferry_actor_id *out);
+
+/* ferry_actor_drop() - give the handle back. The owner's handle going kills the actor (Ray's
+ * "out of scope"); calls already made still complete. NULL is a no-op. */
+FERRY_API void ferry_actor_drop(struct ferry_actor *actor);
 
 #ifdef __cplusplus
 }

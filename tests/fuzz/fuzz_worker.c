@@ -5,7 +5,9 @@
  * wire verifier accepts goes where the worker sends it: RuntimeConnect to the owner check,
  * PushTask to the task runner (decode, checks, the function by name, returns, the reply), and
  * WorkerAssign to the job check of a worker that already serves a job (so that no input makes
- * it open or load a file). Every reply built must itself verify. The worker has no store here:
+ * it open or load a file), and ActorCreate / ActorCall / ActorKill to the worker's actor
+ * (worker_actor.c: the class below, its methods, unknown ones). Every reply built must itself
+ * verify. The worker has no store here:
  * ref arguments and large returns take their error paths.
  *
  * Built with FUZZ_WORKER_REPLAY and replay.c, it replays its corpus (suite fuzz):
@@ -65,6 +67,40 @@ FERRY_FUNCTION(fill)
 	return 0;
 }
 
+/* An actor class: its state counts the calls and keeps the constructor's argument. */
+struct acc {
+	uint64_t calls;
+	size_t arg_len;
+};
+
+static void acc_free(void *state)
+{
+	free(state);
+}
+
+FERRY_ACTOR_CLASS(Acc, acc_free)
+{
+	struct acc *a = calloc(1, sizeof(*a));
+	const void *p;
+
+	if (!a)
+		return -ENOMEM;
+	if (ferry_task_arg(ctx, 0, &p, &a->arg_len) < 0)
+		a->arg_len = 0;
+	*state = a;
+	return 0;
+}
+
+FERRY_ACTOR_METHOD(Acc, add)
+{
+	struct acc *a = ferry_actor_state(ctx);
+
+	if (!a)
+		return ferry_task_error(ctx, "no state");
+	a->calls++;
+	return ferry_task_return(ctx, 0, &a->calls, sizeof(a->calls));
+}
+
 static void check_reply(struct ferry__worker *w, uint16_t type)
 {
 	if (ferry__wire_verify(type, ferry__fb_builder_data(&w->fb),
@@ -93,6 +129,16 @@ static void handle(struct ferry__worker *w, const struct ferry__frame *f)
 		if (ferry__worker_assign(w, f->payload, f->length) == 0)
 			check_reply(w, FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY);
 		break;
+	case FERRY__WIRE_MSG_ACTOR_CREATE:
+	case FERRY__WIRE_MSG_ACTOR_CALL:
+	case FERRY__WIRE_MSG_ACTOR_KILL: {
+		uint16_t reply_type;
+
+		if (ferry__worker_actor_message(w, NULL, f->type, f->payload, f->length,
+						&reply_type) == 0)
+			check_reply(w, reply_type);
+		break;
+	}
 	default:
 		break;
 	}
@@ -119,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (ret >= 0 && (ret = ferry__frame_parser_next(&p, &f)) == 1)
 		handle(&w, &f);
 	ferry__frame_parser_fini(&p);
+	ferry__worker_actor_fini(&w);
 	ferry__worker_fini(&w);
 	return 0;
 }
@@ -192,13 +239,52 @@ static int seed_assign(FILE *f, struct ferry__fb_builder *b)
 	return ret | write_frame(f, b, FERRY__WIRE_MSG_WORKER_ASSIGN);
 }
 
+/* An actor's life: create, calls (a method, another class's, an unknown one), a second
+ * create (-EBUSY), kill, a call after it (-ESRCH), an unknown class. */
+static int seed_actor(FILE *f, struct ferry__fb_builder *b)
+{
+	static const uint8_t word[4] = "abcd";
+	struct ferry__wire_task_arg arg = {.data = word, .data_count = sizeof(word)};
+	struct ferry__wire_push_task t = {.task_id = {{9, 1}}, .caller = {{5}}, .num_returns = 1};
+	struct ferry__wire_actor_create c = {.actor_id = {{3, 3}}, .task = &t};
+	struct ferry__wire_actor_call call = {.actor_id = {{3, 3}}, .task = &t};
+	struct ferry__wire_actor_kill k = {.actor_id = {{3, 3}}};
+	static const char *const methods[] = {"Acc.add", "Other.add", "Acc.nope", "Acc"};
+	int ret = 0;
+
+	t.function = "Acc";
+	t.args = &arg;
+	t.args_count = 1;
+	t.num_returns = 0;
+	ret |= ferry__wire_actor_create_build(b, &c) |
+	       write_frame(f, b, FERRY__WIRE_MSG_ACTOR_CREATE);
+	t.num_returns = 1;
+	for (int i = 0; i < 4; i++) {
+		t.function = methods[i];
+		t.task_id.bytes[1] = (uint8_t)(2 + i);
+		ret |= ferry__wire_actor_call_build(b, &call) |
+		       write_frame(f, b, FERRY__WIRE_MSG_ACTOR_CALL);
+	}
+	t.function = "Acc";
+	ret |= ferry__wire_actor_create_build(b, &c) |
+	       write_frame(f, b, FERRY__WIRE_MSG_ACTOR_CREATE);
+	ret |= ferry__wire_actor_kill_build(b, &k) | write_frame(f, b, FERRY__WIRE_MSG_ACTOR_KILL);
+	t.function = "Acc.add";
+	ret |= ferry__wire_actor_call_build(b, &call) |
+	       write_frame(f, b, FERRY__WIRE_MSG_ACTOR_CALL);
+	t.function = "NoClass";
+	ret |= ferry__wire_actor_create_build(b, &c) |
+	       write_frame(f, b, FERRY__WIRE_MSG_ACTOR_CREATE);
+	return ret;
+}
+
 int fuzz_make_corpus(const char *dir)
 {
-	static const char *const names[] = {"seed-tasks", "seed-assign"};
+	static const char *const names[] = {"seed-tasks", "seed-assign", "seed-actor"};
 	struct ferry__fb_builder b = {0};
 	int bad = 0;
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		char path[4096];
 		FILE *f;
 
@@ -209,7 +295,9 @@ int fuzz_make_corpus(const char *dir)
 			bad = 1;
 			continue;
 		}
-		if ((i == 0 ? seed_tasks(f, &b) : seed_assign(f, &b)) != 0) {
+		if ((i == 0   ? seed_tasks(f, &b)
+		     : i == 1 ? seed_assign(f, &b)
+			      : seed_actor(f, &b)) != 0) {
 			fprintf(stderr, "%s: cannot write the seed\n", path);
 			bad = 1;
 		}

@@ -1,0 +1,826 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Actors on the caller's side (include/ferry/runtime.h): create, call, kill, named lookup, and
+ * the actor's life in the GCS's actors table (PENDING, ALIVE on node and worker, RESTARTING,
+ * DEAD with why). The worker's side is worker_actor.c; schema/runtime.fbs the protocol.
+ *
+ * DESIGN
+ * - The owner (the process that created the actor) asks the node for a lease of the actor's
+ *   resources through lease.c's node socket and keeps it for the actor's life: the actor's
+ *   worker is dedicated to it. It connects to the worker, sends ActorCreate (the constructor
+ *   and its arguments, kept for restarts) and then pushes calls (ActorCall) straight to it,
+ *   pipelined: the worker runs one socket's frames in order, so calls run in the order made.
+ * - Calls wait in the actor's queue while it is PENDING or RESTARTING, and while the call at
+ *   its head waits for a ref argument (a later call never overtakes an earlier one).
+ * - The worker dies (its socket closes): the calls in flight fail with -EPIPE and the reason
+ *   the node's LeaseRevoked gives (waited for up to REVOKE_WAIT_MS); then the actor restarts
+ *   on a new lease (the constructor rerun with its original arguments) while restarts are
+ *   left, else it is DEAD and every call fails at once with -ESRCH.
+ * - A handle from ferry_actor_get_named() (a caller that is not the owner) connects to the
+ *   worker the GCS names: on this host a worker's socket is a function of its ID
+ *   (ferry__worker_listen_path). When that socket closes it asks the GCS again (asynchronously,
+ *   the answer posted to the loop) until the actor is ALIVE elsewhere or DEAD.
+ * - Threads: the public calls (actor_api.c) run on the caller's thread and post their work
+ *   here; everything about an actor is the loop thread's, but for its incoming calls and its
+ *   blocked flag (ferry__rt.lock). Actors are freed at shutdown (ferry__rt_actor_fini), after
+ *   the loop stopped, so a post or a GCS answer never meets a freed one (an actor's record is
+ *   a few hundred bytes: a program that makes millions of actors would want them reclaimed
+ *   when dead and unreferenced).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/conn.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "runtime/actor.h"
+#include "runtime/rt.h"
+#include "runtime/task.h"
+#include "runtime/worker.h"
+
+#define COMP "runtime"
+#define PIPELINE 1024	      /* calls in flight per actor */
+#define REVOKE_WAIT_MS 1000   /* how long a dead worker's calls wait for the reason */
+#define RESOLVE_MS 20	      /* a named handle asks the GCS again after this */
+#define RESOLVE_TRIES 500     /* ... this many times (10 s) before the actor counts as lost */
+#define FRAME_MAX (64u << 20) /* runtime.fbs: the receiver's frame cap */
+#define BUSY_RETRIES 8	      /* leases asked again when the worker still hosts an actor */
+
+static struct ferry__rt_actor *actors; /* the loop's list (freed at fini) */
+static unsigned open_conns;	       /* sockets whose on_close has not come */
+static bool stopping;		       /* shutdown began (loop thread) */
+static struct ferry__fb_builder fb;
+static bool fb_ready;
+/* Under ferry__rt.lock: */
+static unsigned nblocked;  /* actors whose head call waits for an argument */
+static bool repump_posted; /* a post to look at them again is on its way */
+static bool posts_closed;  /* shutdown: GCS answers are not posted any more */
+
+static void pump(struct ferry__rt_actor *a);
+static void worker_died(struct ferry__rt_actor *a);
+
+/* ---- GCS (answers on the GCS client's thread: only logged) ---- */
+
+static void gcs_done(void *arg, int status, void *result)
+{
+	(void)arg;
+	if (status < 0 && status != -ECANCELED)
+		FLOG_WARN(COMP, "the GCS's actors table: %s", ferry_strerror(status));
+	ferry_gcs_free(result);
+}
+
+static void gcs_update(struct ferry__rt_actor *a, enum ferry_gcs_actor_state state,
+		       enum ferry_gcs_exit cause, const char *message)
+{
+	int ret;
+
+	if (!a->owned || !ferry__rt.gcs)
+		return;
+	if (state == FERRY_GCS_ACTOR_RESTARTING && !a->gcs_alive)
+		return; /* PENDING -> RESTARTING is not a transition: it stays PENDING */
+	ret = ferry_gcs_actor_update_async(ferry__rt.gcs, &a->id, state, &a->node, &a->worker,
+					   cause, message, gcs_done, NULL);
+	if (ret < 0)
+		FLOG_WARN(COMP, "cannot update the actors table: %s", ferry_strerror(ret));
+	a->gcs_alive = state == FERRY_GCS_ACTOR_ALIVE;
+}
+
+/* ---- helpers ---- */
+
+static const char *node_hex(const struct ferry__rt_actor *a, char *buf, size_t size)
+{
+	const struct ferry_node_id *n = ferry_id_is_nil(a->node.bytes, sizeof(a->node.bytes))
+						? ferry__rt_sub_node_id()
+						: &a->node;
+
+	snprintf(buf, size, "?");
+	if (!ferry_id_is_nil(n->bytes, sizeof(n->bytes)))
+		ferry_node_id_to_hex(n, buf, size);
+	return buf;
+}
+
+static void fail_call(struct ferry__rt_actor *a, struct ferry__rt_task *t, int status,
+		      const char *what)
+{
+	char text[600];
+
+	ferry__rt_task_error_text(t, &a->node, what, text, sizeof(text));
+	ferry__rt_task_fail(t, status, text);
+}
+
+static void fail_list(struct ferry__rt_actor *a, struct ferry__rt_task *list, int status,
+		      const char *what)
+{
+	while (list) {
+		struct ferry__rt_task *t = list;
+
+		list = t->next;
+		fail_call(a, t, status, what);
+	}
+}
+
+static void set_blocked(struct ferry__rt_actor *a, bool blocked)
+{
+	if (a->blocked == blocked)
+		return;
+	a->blocked = blocked;
+	if (blocked)
+		nblocked++;
+	else
+		nblocked--;
+}
+
+/* Every call not in flight fails: the actor is dead. */
+static void fail_queued(struct ferry__rt_actor *a)
+{
+	struct ferry__rt_task *list = a->queue;
+
+	a->queue = NULL;
+	a->queue_tail = &a->queue;
+	pthread_mutex_lock(&ferry__rt.lock);
+	set_blocked(a, false);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	fail_list(a, list, a->dead_status, a->why);
+}
+
+static void fail_inflight(struct ferry__rt_actor *a, int status, const char *what)
+{
+	struct ferry__rt_task *list = a->inflight;
+
+	a->inflight = NULL;
+	a->inflight_tail = &a->inflight;
+	a->ninflight = 0;
+	fail_list(a, list, status, what);
+}
+
+/* Close the worker's socket on purpose: its on_close then ignores it. */
+static void drop_conn(struct ferry__rt_actor *a)
+{
+	struct ferry__conn *c = a->conn;
+
+	a->conn = NULL;
+	a->creating = a->killing = false;
+	if (c)
+		ferry__conn_close(c);
+}
+
+static void give_back(struct ferry__rt_actor *a)
+{
+	if (a->lease_id && !a->revoked)
+		ferry__rt_lease_give_back(a->lease_id);
+	a->lease_id = 0;
+}
+
+/* The actor is DEAD: @status and @why for every call from now on. */
+static void die(struct ferry__rt_actor *a, int status, enum ferry_gcs_exit cause, const char *why)
+{
+	if (a->state == FERRY_GCS_ACTOR_DEAD)
+		return;
+	a->state = FERRY_GCS_ACTOR_DEAD;
+	a->dead_status = status;
+	if (why != a->why)
+		snprintf(a->why, sizeof(a->why), "%s", why);
+	FLOG_INFO(COMP, "actor %s is dead: %s", a->cls, why);
+	gcs_update(a, FERRY_GCS_ACTOR_DEAD, cause, why);
+	(void)ferry__loop_timer_stop(&a->revoke);
+	(void)ferry__loop_timer_stop(&a->resolve);
+	give_back(a);
+	drop_conn(a);
+	fail_inflight(a, status, why);
+	fail_queued(a);
+}
+
+/* ---- the owner's side: lease, create, restart ---- */
+
+static void ask_lease(struct ferry__rt_actor *a)
+{
+	char text[200];
+	int ret;
+
+	if (stopping) {
+		die(a, -ESRCH, FERRY_GCS_EXIT_OWNER_DIED, "its owner shut down");
+		return;
+	}
+	ret = ferry__rt_lease_ask(&a->key, &a->request_id);
+	if (ret < 0) {
+		snprintf(text, sizeof(text), "actor %s: no lease from the node: %s", a->cls,
+			 ferry_strerror(ret));
+		die(a, ret, FERRY_GCS_EXIT_ERROR, text);
+	}
+}
+
+/* Lease a worker once the constructor's arguments are ready (a pending one parks the actor
+ * until an object becomes ready: repump). */
+static void create_when_ready(struct ferry__rt_actor *a)
+{
+	char msg[300], text[480];
+	int ret;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	ret = ferry__rt_task_args_ready(a->ctor, msg, sizeof(msg));
+	set_blocked(a, ret == 0);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	a->ctor_waits = ret == 0;
+	if (ret > 0) {
+		ask_lease(a);
+	} else if (ret < 0) {
+		snprintf(text, sizeof(text), "actor %s: its constructor's %s", a->cls, msg);
+		die(a, -ESRCH, FERRY_GCS_EXIT_ERROR, text);
+	}
+}
+
+/* Restart if restarts are left (after a death or a kill with restart); else DEAD. */
+static void restart_or_die(struct ferry__rt_actor *a, int status, enum ferry_gcs_exit cause,
+			   const char *why)
+{
+	char text[sizeof(a->why)];
+
+	if (a->max_restarts >= 0 && a->restarts >= (uint32_t)a->max_restarts) {
+		snprintf(text, sizeof(text), "actor %s is dead: %s%s", a->cls, why,
+			 a->max_restarts > 0 ? " (no restarts left)" : "");
+		die(a, status, a->max_restarts > 0 ? FERRY_GCS_EXIT_OUT_OF_RESTARTS : cause, text);
+		return;
+	}
+	a->restarts++;
+	a->state = FERRY_GCS_ACTOR_RESTARTING;
+	FLOG_INFO(COMP, "actor %s restarts (%u so far): %s", a->cls, a->restarts, why);
+	gcs_update(a, FERRY_GCS_ACTOR_RESTARTING, FERRY_GCS_EXIT_NONE, NULL);
+	memset(&a->worker, 0, sizeof(a->worker));
+	a->revoked = false;
+	ask_lease(a);
+}
+
+static void worker_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			      size_t len);
+static void worker_on_close(struct ferry__conn *conn, int err);
+
+static const struct ferry__conn_callbacks worker_cb = {
+	.on_message = worker_on_message,
+	.on_close = worker_on_close,
+};
+
+static int open_worker(struct ferry__rt_actor *a, const char *path)
+{
+	struct ferry__conn_opts o = {.cb = &worker_cb, .data = a, .max_message_bytes = FRAME_MAX};
+	int ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &a->conn);
+
+	if (ret < 0) {
+		a->conn = NULL;
+		FLOG_ERROR(COMP, "actor %s's worker %s: %s", a->cls, path, ferry_strerror(ret));
+		return ret;
+	}
+	open_conns++;
+	ret = ferry__rt_send_connect(a->conn);
+	if (ret < 0)
+		drop_conn(a);
+	return ret;
+}
+
+static int send_built(struct ferry__rt_actor *a, uint16_t type)
+{
+	return ferry__conn_send(a->conn, type, ferry__fb_builder_data(&fb),
+				ferry__fb_builder_size(&fb));
+}
+
+bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
+			   const struct ferry__wire_unique_id *wid, const char *path,
+			   const char *message)
+{
+	struct ferry__rt_actor *a;
+	char text[400];
+	int ret;
+
+	for (a = actors; a; a = a->next)
+		if (a->owned && a->request_id && a->request_id == request_id)
+			break;
+	if (!a)
+		return false;
+	a->request_id = 0;
+	if (status < 0) {
+		snprintf(text, sizeof(text), "actor %s: the node refused its lease: %s", a->cls,
+			 message ? message : ferry_strerror(status));
+		die(a, status, FERRY_GCS_EXIT_ERROR, text);
+		return true;
+	}
+	a->lease_id = lease_id;
+	if (a->state == FERRY_GCS_ACTOR_DEAD || stopping) {
+		give_back(a);
+		return true;
+	}
+	memcpy(a->worker.bytes, wid->bytes, sizeof(a->worker.bytes));
+	a->ctor->attempt = a->restarts;
+	ret = path ? open_worker(a, path) : -EINVAL;
+	if (ret == 0)
+		ret = ferry__rt_task_build_as(a->ctor, &fb, FERRY__WIRE_MSG_ACTOR_CREATE, &a->id);
+	if (ret == 0)
+		ret = send_built(a, FERRY__WIRE_MSG_ACTOR_CREATE);
+	if (ret < 0) {
+		snprintf(text, sizeof(text), "cannot reach its worker: %s", ferry_strerror(ret));
+		drop_conn(a);
+		give_back(a);
+		restart_or_die(a, -EPIPE, FERRY_GCS_EXIT_ERROR, text);
+		return true;
+	}
+	a->creating = true;
+	return true;
+}
+
+void ferry__rt_actor_revoked(uint64_t lease_id, const char *why)
+{
+	struct ferry__rt_actor *a;
+
+	for (a = actors; a; a = a->next)
+		if (a->owned && a->lease_id && a->lease_id == lease_id)
+			break;
+	if (!a)
+		return;
+	a->revoked = true;
+	snprintf(a->why, sizeof(a->why), "%s", why);
+	if (a->conn)
+		return; /* its on_close follows (the worker's socket closes as it dies) */
+	if (ferry__loop_timer_active(&a->revoke)) {
+		(void)ferry__loop_timer_stop(&a->revoke);
+		worker_died(a);
+	}
+}
+
+/* The constructor answered. */
+static void on_created(struct ferry__rt_actor *a, struct ferry__wire_push_task_reply_view r)
+{
+	int status = ferry__wire_push_task_reply_status(r);
+	struct ferry__wire_unique_id nid = ferry__wire_push_task_reply_node_id(r);
+	const char *m = ferry__wire_push_task_reply_message(r);
+	char text[sizeof(a->why)], hex[FERRY_ID_HEX_MAX];
+
+	a->creating = false;
+	memcpy(a->node.bytes, nid.bytes, sizeof(a->node.bytes));
+	if (status == -EBUSY && a->busy_retries++ < BUSY_RETRIES) {
+		/* The node leased a worker whose last actor's owner just left: the worker drops
+		 * that actor when it sees the owner's socket close. Another lease, soon free. */
+		drop_conn(a);
+		give_back(a);
+		ask_lease(a);
+		return;
+	}
+	if (status < 0) {
+		snprintf(text, sizeof(text),
+			 "the constructor of actor %s failed on node %.12s: %.*s", a->cls,
+			 node_hex(a, hex, sizeof(hex)),
+			 m ? (int)ferry__wire_push_task_reply_message_len(r) : 0, m ? m : "");
+		die(a, -ESRCH, FERRY_GCS_EXIT_ERROR, text);
+		return;
+	}
+	if (a->killing)
+		return; /* ActorKillReply follows */
+	a->state = FERRY_GCS_ACTOR_ALIVE;
+	a->why[0] = 0;
+	gcs_update(a, FERRY_GCS_ACTOR_ALIVE, FERRY_GCS_EXIT_NONE, NULL);
+	pump(a);
+}
+
+static void on_killed(struct ferry__rt_actor *a)
+{
+	bool restart = a->kill_restart;
+
+	drop_conn(a);
+	give_back(a);
+	fail_inflight(a, -ESRCH, "the actor was killed");
+	if (restart) {
+		restart_or_die(a, -ESRCH, FERRY_GCS_EXIT_KILLED, "killed by its owner");
+		return;
+	}
+	snprintf(a->why, sizeof(a->why), "actor %s was killed by its owner", a->cls);
+	die(a, -ESRCH, FERRY_GCS_EXIT_KILLED, a->why);
+}
+
+/* The worker is gone and why is known (or waited for long enough). */
+static void worker_died(struct ferry__rt_actor *a)
+{
+	char what[sizeof(a->why) + 64];
+
+	snprintf(what, sizeof(what), "the actor's %s", a->why[0] ? a->why : "worker died");
+	fail_inflight(a, -EPIPE, what);
+	a->creating = a->killing = false;
+	give_back(a);
+	if (!a->owned)
+		return;
+	restart_or_die(a, -ESRCH, FERRY_GCS_EXIT_ERROR, a->why[0] ? a->why : "its worker died");
+}
+
+static void revoke_due(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__rt_actor *a = timer->data;
+
+	if (status == 0)
+		worker_died(a);
+}
+
+/* ---- named handles: find the worker through the GCS ---- */
+
+struct resolved {
+	struct ferry__rt_actor *a;	   /* who asked */
+	int status;			   /* the lookup's */
+	struct ferry_gcs_actor_info *info; /* the record (ferry_gcs_free) */
+};
+
+static void connect_alive(struct ferry__rt_actor *a)
+{
+	char rt_path[sizeof(ferry__rt.store_socket) + 4], path[sizeof(rt_path) + 64];
+
+	snprintf(rt_path, sizeof(rt_path), "%s.rt", ferry__rt.store_socket);
+	if (ferry__worker_listen_path(rt_path, &a->worker, path, sizeof(path)) < 0 ||
+	    open_worker(a, path) < 0)
+		return; /* its state stays: the next resolve tries again */
+	a->state = FERRY_GCS_ACTOR_ALIVE;
+	a->resolve_tries = 0;
+	pump(a);
+}
+
+static void resolve(struct ferry__rt_actor *a);
+
+static void on_resolved(void *arg, int status)
+{
+	struct resolved *r = arg;
+	struct ferry__rt_actor *a = r->a;
+	struct ferry_gcs_actor_info *i = r->info;
+	char text[sizeof(a->why)];
+
+	if (status < 0 || stopping) {
+		ferry_gcs_free(i);
+		ferry__free(r);
+		return;
+	}
+	a->resolving = false;
+	if (r->status == 0 && i->state == FERRY_GCS_ACTOR_DEAD) {
+		snprintf(text, sizeof(text), "actor %s is dead: %s", a->cls,
+			 i->death_message ? i->death_message : "(no reason recorded)");
+		die(a, -ESRCH, FERRY_GCS_EXIT_NONE, text);
+	} else if (r->status == 0 && i->state == FERRY_GCS_ACTOR_ALIVE &&
+		   !ferry_worker_id_eq(&i->worker, &a->gone)) {
+		a->worker = i->worker;
+		a->node = i->node;
+		connect_alive(a);
+	}
+	ferry_gcs_free(i);
+	ferry__free(r);
+	if (a->state != FERRY_GCS_ACTOR_DEAD && !a->conn)
+		resolve(a);
+}
+
+static void gcs_resolved(void *arg, int status, void *result)
+{
+	struct resolved *r = arg;
+
+	r->status = status;
+	r->info = result;
+	pthread_mutex_lock(&ferry__rt.lock);
+	if (posts_closed || ferry__loop_post(ferry__rt.loop, on_resolved, r) < 0) {
+		ferry_gcs_free(result);
+		ferry__free(r);
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+}
+
+static void resolve_due(struct ferry__loop_timer *timer, int status)
+{
+	struct ferry__rt_actor *a = timer->data;
+	struct resolved *r;
+
+	if (status < 0 || stopping || a->state == FERRY_GCS_ACTOR_DEAD || a->resolving)
+		return;
+	r = ferry__calloc(1, sizeof(*r));
+	if (!r || ferry_gcs_actor_get_async(ferry__rt.gcs, &a->id, gcs_resolved, r) < 0) {
+		ferry__free(r);
+		resolve(a);
+		return;
+	}
+	a->resolving = true;
+}
+
+/* Ask the GCS where the actor is, soon; after RESOLVE_TRIES it is lost. */
+static void resolve(struct ferry__rt_actor *a)
+{
+	char text[sizeof(a->why)];
+
+	if (a->resolving || ferry__loop_timer_active(&a->resolve))
+		return;
+	if (++a->resolve_tries > RESOLVE_TRIES) {
+		snprintf(text, sizeof(text),
+			 "actor %s cannot be reached: the GCS has no live "
+			 "worker for it",
+			 a->cls);
+		die(a, -ESRCH, FERRY_GCS_EXIT_NONE, text);
+		return;
+	}
+	a->state = FERRY_GCS_ACTOR_RESTARTING;
+	if (ferry__loop_timer_start(ferry__rt.loop, &a->resolve,
+				    a->resolve_tries == 1 ? 0 : RESOLVE_MS, 0, resolve_due) < 0)
+		die(a, -ESRCH, FERRY_GCS_EXIT_NONE, "shutting down");
+}
+
+/* ---- the worker's socket ---- */
+
+static struct ferry__rt_task *inflight_take(struct ferry__rt_actor *a,
+					    const struct ferry_task_id *id)
+{
+	struct ferry__rt_task **pp = &a->inflight, *t;
+
+	for (; (t = *pp); pp = &t->next) {
+		if (!ferry_task_id_eq(&t->id, id))
+			continue;
+		*pp = t->next;
+		if (a->inflight_tail == &t->next)
+			a->inflight_tail = pp;
+		a->ninflight--;
+		t->next = NULL;
+		return t;
+	}
+	return NULL;
+}
+
+static void on_reply(struct ferry__rt_actor *a, const void *payload)
+{
+	struct ferry__wire_push_task_reply_view v =
+		ferry__wire_push_task_reply_root_verified(payload);
+	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
+	struct ferry_task_id id;
+	struct ferry__rt_task *t;
+
+	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
+	if (a->creating && ferry_task_id_eq(&id, &a->ctor->id)) {
+		on_created(a, v);
+		return;
+	}
+	t = inflight_take(a, &id);
+	if (!t) {
+		FLOG_WARN(COMP, "actor %s's worker answered a call it was not given", a->cls);
+		return;
+	}
+	(void)ferry__rt_task_reply(t, v); /* no retries of actor calls: never 1 */
+	pump(a);
+}
+
+static void worker_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			      size_t len)
+{
+	struct ferry__rt_actor *a = ferry__conn_data(conn);
+
+	(void)len;
+	if (conn != a->conn)
+		return;
+	if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
+		on_reply(a, payload);
+	} else if (type == FERRY__WIRE_MSG_ACTOR_KILL_REPLY && a->killing) {
+		on_killed(a);
+	} else if (type == FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
+		struct ferry__wire_runtime_connect_reply_view v =
+			ferry__wire_runtime_connect_reply_root_verified(payload);
+
+		if (ferry__wire_runtime_connect_reply_status(v) < 0)
+			ferry__conn_close(conn);
+	} else {
+		FLOG_WARN(COMP, "actor %s's worker sent an unexpected %s", a->cls,
+			  ferry__wire_message_name(type));
+	}
+}
+
+static void worker_on_close(struct ferry__conn *conn, int err)
+{
+	struct ferry__rt_actor *a = ferry__conn_data(conn);
+
+	open_conns--;
+	if (conn != a->conn)
+		return; /* closed on purpose (drop_conn) */
+	a->conn = NULL;
+	if (stopping) {
+		fail_inflight(a, -ECANCELED, "the driver shut down");
+		return;
+	}
+	FLOG_INFO(COMP, "actor %s: its worker's socket closed (%s)", a->cls, ferry_strerror(err));
+	if (!a->owned) {
+		fail_inflight(a, -EPIPE,
+			      "the actor's worker closed the connection (it died, or "
+			      "the actor ended)");
+		a->gone = a->worker;
+		a->resolve_tries = 0;
+		resolve(a);
+		return;
+	}
+	if (a->revoked ||
+	    ferry__loop_timer_start(ferry__rt.loop, &a->revoke, REVOKE_WAIT_MS, 0, revoke_due) < 0)
+		worker_died(a);
+}
+
+/* ---- calls ---- */
+
+/* Push what can go: in order, while the head's arguments are ready. */
+static void pump(struct ferry__rt_actor *a)
+{
+	char msg[300];
+	int ret;
+
+	if (a->state == FERRY_GCS_ACTOR_DEAD) {
+		fail_queued(a);
+		return;
+	}
+	if (!a->conn || a->creating || a->killing || a->state != FERRY_GCS_ACTOR_ALIVE)
+		return;
+	while (a->queue && a->ninflight < PIPELINE) {
+		struct ferry__rt_task *t = a->queue;
+
+		pthread_mutex_lock(&ferry__rt.lock);
+		ret = ferry__rt_task_args_ready(t, msg, sizeof(msg));
+		set_blocked(a, ret == 0);
+		pthread_mutex_unlock(&ferry__rt.lock);
+		if (ret == 0)
+			return;
+		a->queue = t->next;
+		if (!a->queue)
+			a->queue_tail = &a->queue;
+		t->next = NULL;
+		if (ret < 0) {
+			fail_call(a, t, ret, msg);
+			continue;
+		}
+		ret = ferry__rt_task_build_as(t, &fb, FERRY__WIRE_MSG_ACTOR_CALL, &a->id);
+		if (ret == 0)
+			ret = send_built(a, FERRY__WIRE_MSG_ACTOR_CALL);
+		if (ret < 0) {
+			fail_call(a, t, ret, ferry_strerror(ret));
+			continue;
+		}
+		*a->inflight_tail = t;
+		a->inflight_tail = &t->next;
+		a->ninflight++;
+	}
+}
+
+void ferry__rt_actor_take_calls(void *arg, int status)
+{
+	struct ferry__rt_actor *a = arg;
+	struct ferry__rt_task *list;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	list = a->incoming;
+	a->incoming = NULL;
+	a->incoming_tail = &a->incoming;
+	a->incoming_posted = false;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (status < 0) {
+		fail_list(a, list, -ECANCELED, "the driver shut down");
+		return;
+	}
+	if (list) {
+		*a->queue_tail = list;
+		while (list->next)
+			list = list->next;
+		a->queue_tail = &list->next;
+	}
+	pump(a);
+}
+
+static void repump(void *arg, int status)
+{
+	(void)arg;
+	pthread_mutex_lock(&ferry__rt.lock);
+	repump_posted = false;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (status < 0)
+		return;
+	for (struct ferry__rt_actor *a = actors; a; a = a->next)
+		if (a->blocked && a->ctor_waits)
+			create_when_ready(a);
+		else if (a->blocked)
+			pump(a);
+}
+
+void ferry__rt_actor_object_ready(void)
+{
+	if (!nblocked || repump_posted || !ferry__rt.loop || posts_closed)
+		return;
+	if (ferry__loop_post(ferry__rt.loop, repump, NULL) == 0)
+		repump_posted = true;
+}
+
+/* ---- the API's work on the loop thread (actor_api.c posts it) ---- */
+
+/* Loop thread: a new actor joins the list and starts. */
+void ferry__rt_actor_start(void *arg, int status)
+{
+	struct ferry__rt_actor *a = arg;
+
+	a->next = actors;
+	actors = a;
+	if (status < 0 || stopping) {
+		die(a, -ECANCELED, FERRY_GCS_EXIT_OWNER_DIED, "the driver shut down");
+		return;
+	}
+	if (a->owned)
+		create_when_ready(a);
+	else if (a->state == FERRY_GCS_ACTOR_ALIVE)
+		connect_alive(a);
+	if (!a->owned && !a->conn)
+		resolve(a);
+}
+
+void ferry__rt_actor_do_kill(void *arg, int status)
+{
+	struct ferry__rt_actor_kill *k = arg;
+	struct ferry__rt_actor *a = k->a;
+	struct ferry__wire_actor_kill m = {0};
+	bool restart = k->restart;
+
+	ferry__free(k);
+	if (status < 0 || a->state == FERRY_GCS_ACTOR_DEAD || a->killing)
+		return;
+	if (!a->conn) { /* no worker now (PENDING or RESTARTING): nothing runs to kill */
+		if (!restart) {
+			snprintf(a->why, sizeof(a->why), "actor %s was killed by its owner",
+				 a->cls);
+			die(a, -ESRCH, FERRY_GCS_EXIT_KILLED, a->why);
+		}
+		return;
+	}
+	memcpy(m.actor_id.bytes, a->id.bytes, sizeof(m.actor_id.bytes));
+	a->kill_restart = restart;
+	if (ferry__wire_actor_kill_build(&fb, &m) < 0 ||
+	    send_built(a, FERRY__WIRE_MSG_ACTOR_KILL) < 0) {
+		on_killed(a);
+		return;
+	}
+	a->killing = true;
+	/* Calls not pushed yet are behind the kill: with no restart they fail now. */
+	if (!restart) {
+		a->dead_status = -ESRCH;
+		snprintf(a->why, sizeof(a->why), "actor %s was killed by its owner", a->cls);
+		fail_queued(a);
+	}
+}
+
+void ferry__rt_actor_free(struct ferry__rt_actor *a)
+{
+	ferry__rt_task_free(a->ctor);
+	ferry__free(a);
+}
+
+/* ---- life (lease.c calls these) ---- */
+
+/* Loop thread, at shutdown: owned actors die with their owner; every socket closes. */
+void ferry__rt_actor_stop(void)
+{
+	stopping = true;
+	pthread_mutex_lock(&ferry__rt.lock);
+	posts_closed = true;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	for (struct ferry__rt_actor *a = actors; a; a = a->next) {
+		ferry__rt_actor_take_calls(a, -ECANCELED);
+		if (a->state != FERRY_GCS_ACTOR_DEAD)
+			die(a, -ECANCELED, FERRY_GCS_EXIT_OWNER_DIED, "its owner shut down");
+	}
+}
+
+/* Loop thread: the node's socket closed: a lease asked for will never come. */
+void ferry__rt_actor_node_gone(void)
+{
+	for (struct ferry__rt_actor *a = actors; a; a = a->next)
+		if (a->owned && a->request_id) {
+			a->request_id = 0;
+			die(a, -ECONNRESET, FERRY_GCS_EXIT_NODE_DIED,
+			    "the node closed its owner's connection before a worker was leased");
+		}
+}
+
+unsigned ferry__rt_actor_open_conns(void)
+{
+	return open_conns;
+}
+
+void ferry__rt_actor_init(void)
+{
+	actors = NULL;
+	open_conns = 0;
+	stopping = false;
+	nblocked = 0;
+	repump_posted = false;
+	posts_closed = false;
+	if (!fb_ready)
+		ferry__fb_builder_init(&fb);
+	fb_ready = true;
+}
+
+/* After the loop is gone. */
+void ferry__rt_actor_fini(void)
+{
+	while (actors) {
+		struct ferry__rt_actor *a = actors;
+
+		actors = a->next;
+		ferry__rt_actor_free(a);
+	}
+	if (fb_ready)
+		ferry__fb_builder_fini(&fb);
+	fb_ready = false;
+}
