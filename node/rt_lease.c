@@ -137,7 +137,12 @@ static bool never_fits(const struct ferry__node_rt *rt, const struct ferry__rt_l
 
 void ferry__rt_lease_report(struct ferry__node_rt *rt)
 {
-	ferry__node_set_load(rt->node, &rt->avail, rt->queued, 0);
+	uint32_t n[W_LEASED + 1] = {0};
+
+	for (struct rt_worker *w = rt->workers; w; w = w->next)
+		n[w->state] += !w->signal_sent;
+	ferry__node_set_load(rt->node, &rt->avail, rt->queued + ferry__rt_code_parked(rt), 0);
+	ferry__node_set_workers(rt->node, n[W_IDLE], n[W_LEASED] + n[W_ASSIGNING], n[W_STARTING]);
 }
 
 /* ---- granting ---- */
