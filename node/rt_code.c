@@ -312,8 +312,8 @@ static void on_marker(void *arg, int status, void *result)
 
 		ferry_node_id_to_hex(&c->rt->node->id, node, sizeof(node));
 		snprintf(why, sizeof(why),
-			 "node %s lacks the job's code, and the GCS has no code of sha256 %s",
-			 node, c->hex);
+			 "node %s lacks the job's code, and the GCS has no code of sha256 %s", node,
+			 c->hex);
 		fetch_done(c, -ENOENT, why);
 		return;
 	}
