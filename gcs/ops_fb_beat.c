@@ -31,6 +31,9 @@ static int fill_load(const struct ferry_gcs_node_load *l, struct ferry__wire_gcs
 	m->version = l->version;
 	m->queue_length = l->queue_length;
 	m->mean_task_us = l->mean_task_us;
+	m->workers_idle = l->workers_idle;
+	m->workers_leased = l->workers_leased;
+	m->workers_starting = l->workers_starting;
 	if (!l->nresources)
 		return 0;
 	*res = ferry__calloc(l->nresources, sizeof(**res));
@@ -110,6 +113,9 @@ static int get_load(struct ferry__wire_gcs_record_view rv, struct ferry__gcs_op 
 	l->version = ferry__wire_gcs_node_load_version(v);
 	l->queue_length = ferry__wire_gcs_node_load_queue_length(v);
 	l->mean_task_us = ferry__wire_gcs_node_load_mean_task_us(v);
+	l->workers_idle = ferry__wire_gcs_node_load_workers_idle(v);
+	l->workers_leased = ferry__wire_gcs_node_load_workers_leased(v);
+	l->workers_starting = ferry__wire_gcs_node_load_workers_starting(v);
 	l->nresources = ferry__wire_gcs_node_load_resources_count(v);
 	if (!l->nresources)
 		return 0;

@@ -99,6 +99,10 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 struct ferry__res_set;
 void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set *avail,
 			  uint32_t queue_length, uint64_t mean_task_us);
+/* ferry__node_set_workers() - the worker processes by state for the next load report. Any
+ * thread. */
+void ferry__node_set_workers(struct ferry__node *node, uint32_t idle, uint32_t leased,
+			     uint32_t starting);
 
 /* ferry__node_stop() - stop and free everything; the store socket and memory are gone after.
  * NULL is a no-op. */

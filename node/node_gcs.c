@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include <ferry/gcs.h>
 
@@ -33,6 +34,19 @@ void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set 
 		node->load_changed = true;
 	node->queue_length = queue_length;
 	node->mean_task_us = mean_task_us;
+	pthread_mutex_unlock(&node->lock);
+}
+
+void ferry__node_set_workers(struct ferry__node *node, uint32_t idle, uint32_t leased,
+			     uint32_t starting)
+{
+	const uint32_t now[3] = {idle, leased, starting};
+
+	pthread_mutex_lock(&node->lock);
+	if (memcmp(node->workers, now, sizeof(now))) {
+		memcpy(node->workers, now, sizeof(now));
+		node->load_changed = true;
+	}
 	pthread_mutex_unlock(&node->lock);
 }
 
@@ -76,6 +90,9 @@ static void report_load(struct ferry__node *node)
 	load.version = ++node->load_version;
 	load.queue_length = node->queue_length;
 	load.mean_task_us = node->mean_task_us;
+	load.workers_idle = node->workers[0];
+	load.workers_leased = node->workers[1];
+	load.workers_starting = node->workers[2];
 	load.nresources = node->total.count;
 	load.resources = res;
 	node->load_changed = false;

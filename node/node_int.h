@@ -77,6 +77,7 @@ struct ferry__node {
 	struct ferry__res_set avail;	       /* what is free; under lock */
 	uint32_t queue_length;		       /* tasks queued; under lock */
 	uint64_t mean_task_us;		       /* mean task time; under lock */
+	uint32_t workers[3];		       /* idle, leased, starting workers; under lock */
 	bool load_changed;		       /* a report is due; under lock */
 	uint64_t load_version;		       /* of the last report; under lock */
 	uint32_t cluster_nodes;		       /* alive, as the last beat reply said (loop) */

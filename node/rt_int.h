@@ -24,6 +24,7 @@
 
 struct ferry__node;
 struct rt_worker;
+struct rt_code;
 
 /* Connections at once on the runtime socket; a new one past it is closed (logged). */
 #define RT_MAX_PEERS 1024u
@@ -65,6 +66,8 @@ struct rt_req {
 	size_t code_hash_len;	 /* its bytes */
 	uint32_t nres;		 /* entries in res */
 	struct ferry__res *res;	 /* what it takes from the node's available set */
+	struct rt_code *code;	 /* its code's entry (rt_code.c), or NULL */
+	bool code_retried;	 /* its code was fetched again once already */
 	struct rt_req *next;	 /* queue */
 };
 
@@ -124,6 +127,8 @@ struct ferry__node_rt {
 	bool stopping;			   /* no new workers or leases */
 	bool serving;			   /* in serve_queue (no re-entry) */
 	bool listening;			   /* the socket file is ours to remove */
+	struct rt_code *codes;		   /* the jobs' code by hash (rt_code.c) */
+	uint32_t code_parked;		   /* requests waiting for a code fetch */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
 	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
 };
@@ -158,5 +163,8 @@ void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_
 void ferry__rt_lease_serve(struct ferry__node_rt *rt);
 void ferry__rt_lease_report(struct ferry__node_rt *rt);
 void ferry__rt_req_free(struct rt_req *req);
+/* A request parked for its code (rt_code.c): queued now, or answered with @status and @why. */
+void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, int status,
+			       const char *why);
 
 #endif

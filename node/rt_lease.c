@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "node/node_int.h"
+#include "node/rt_code.h"
 #include "node/rt_int.h"
 
 #define COMP "node"
@@ -136,7 +137,12 @@ static bool never_fits(const struct ferry__node_rt *rt, const struct ferry__rt_l
 
 void ferry__rt_lease_report(struct ferry__node_rt *rt)
 {
-	ferry__node_set_load(rt->node, &rt->avail, rt->queued, 0);
+	uint32_t n[W_LEASED + 1] = {0};
+
+	for (struct rt_worker *w = rt->workers; w; w = w->next)
+		n[w->state] += !w->signal_sent;
+	ferry__node_set_load(rt->node, &rt->avail, rt->queued + ferry__rt_code_parked(rt), 0);
+	ferry__node_set_workers(rt->node, n[W_IDLE], n[W_LEASED] + n[W_ASSIGNING], n[W_STARTING]);
 }
 
 /* ---- granting ---- */
@@ -259,11 +265,12 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 		snprintf(why, sizeof(why), "this node has no ferry-worker executable to start");
 	} else if (never_fits(rt, q, why, sizeof(why))) {
 		status = -EINVAL;
-	} else if (rt->queued >= RT_MAX_QUEUED_REQUESTS) {
+	} else if (rt->queued + ferry__rt_code_parked(rt) >= RT_MAX_QUEUED_REQUESTS) {
 		status = -ENOSPC;
 		snprintf(why, sizeof(why), "%u lease requests wait at this node, its most",
-			 rt->queued);
-	} else if (!(req = req_new(p, q))) {
+			 rt->queued + ferry__rt_code_parked(rt));
+	} else if (!(req = req_new(p, q)) || (status = ferry__rt_code_resolve(rt, req)) < 0) {
+		ferry__rt_req_free(req);
 		status = -ENOMEM;
 		snprintf(why, sizeof(why), "no memory for the lease request");
 	}
@@ -273,8 +280,25 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 		ferry__rt_peer_send_grant(p, q->request_id, status, why, NULL);
 		return;
 	}
+	if (status == 1)
+		return; /* parked until its code is fetched (rt_code.c) */
 	enqueue_tail(rt, req);
 	ferry__rt_lease_serve(rt);
+}
+
+void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, int status,
+			       const char *why)
+{
+	if (!req->owner || rt->stopping) {
+		ferry__rt_req_free(req);
+	} else if (status < 0) {
+		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
+			  (unsigned long long)req->request_id, req->owner->pid, why);
+		ferry__rt_peer_send_grant(req->owner, req->request_id, status, why, NULL);
+		ferry__rt_req_free(req);
+	} else {
+		enqueue_tail(rt, req);
+	}
 }
 
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id)
@@ -300,16 +324,19 @@ static void assign_failed(struct rt_worker *w, const struct ferry__rt_assign_rep
 	char why[512];
 
 	snprintf(why, sizeof(why), "worker %d could not load the job's code %s: %s", (int)w->pid,
-		 req->code_path ? req->code_path : "(none)",
+		 req->code_path ? ferry__rt_code_path(req) : "(none)",
 		 a->message ? a->message : ferry_strerror(a->status));
 	FLOG_WARN(COMP, "runtime: %s", why);
-	if (req->owner)
-		ferry__rt_peer_send_grant(req->owner, req->request_id, a->status, why, NULL);
 	account(w->rt, req, +1);
-	ferry__rt_req_free(req);
 	w->req = NULL;
 	w->state = W_IDLE;
 	ferry__rt_pool_signal(w, SIGKILL, FERRY_GCS_EXIT_ERROR, "its WorkerAssign failed");
+	/* A copy of the code that went bad is fetched again and the request waits for it. */
+	if (req->owner && ferry__rt_code_retry(w->rt, req, a->status))
+		return;
+	if (req->owner)
+		ferry__rt_peer_send_grant(req->owner, req->request_id, a->status, why, NULL);
+	ferry__rt_req_free(req);
 }
 
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a)
@@ -342,6 +369,7 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 	struct ferry__node_rt *rt = p->rt;
 	struct rt_req **at = &rt->queue, *req;
 
+	ferry__rt_code_peer_gone(rt, p);
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state == W_LEASED && w->lease_owner == p)
 			release(w);

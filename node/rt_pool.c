@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -434,6 +435,21 @@ static void unlink_worker(struct ferry__node_rt *rt, struct rt_worker *w)
 	pthread_mutex_unlock(&rt->node->lock);
 }
 
+/* A worker ended by a signal could not remove its socket: the node does, if it is the path a
+ * worker of that ID serves ("w-<id>.sock" beside the runtime socket), never another file. */
+static void remove_socket(const struct rt_worker *w)
+{
+	char dir[sizeof(w->rt->path)], hex[FERRY_ID_HEX_MAX], want[2 * sizeof(dir)];
+
+	if (!w->listen_path[0])
+		return;
+	snprintf(dir, sizeof(dir), "%s", w->rt->path);
+	ferry_worker_id_to_hex(&w->id, hex, sizeof(hex));
+	snprintf(want, sizeof(want), "%s/w-%s.sock", dirname(dir), hex);
+	if (!strcmp(want, w->listen_path))
+		unlink(w->listen_path);
+}
+
 /* @w ended (@si): logged, the GCS told, its lease revoked, then it is gone and replaced. */
 static void reaped(struct rt_worker *w, const siginfo_t *si)
 {
@@ -458,6 +474,8 @@ static void reaped(struct rt_worker *w, const siginfo_t *si)
 		rt->respawn_after_ms = ferry__loop_now_ms() + RT_RESPAWN_HOLD_MS;
 	}
 	ferry__rt_lease_worker_gone(w, term_signal, exit_status, how);
+	if (term_signal)
+		remove_socket(w);
 	if (w->peer) {
 		w->peer->worker = NULL;
 		ferry__rt_peer_close(w->peer, NULL);

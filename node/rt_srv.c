@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "node/node_int.h"
+#include "node/rt_code.h"
 #include "node/rt_int.h"
 
 #define COMP "node"
@@ -113,7 +114,7 @@ void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, i
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req)
 {
 	struct ferry__wire_worker_assign m = {
-		.code_path = req->code_path,
+		.code_path = ferry__rt_code_path(req),
 		.code_hash = req->code_hash,
 		.code_hash_count = req->code_hash_len,
 	};
@@ -520,6 +521,7 @@ void ferry__node_rt_free(struct ferry__node *node)
 		rt->queue = req->next;
 		ferry__rt_req_free(req);
 	}
+	ferry__rt_code_free(rt);
 	if (rt->listening)
 		unlink(rt->path); /* the listener removes it at close; a loop destroyed first does not */
 	ferry__fb_builder_fini(&rt->fb);

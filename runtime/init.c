@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ferry_init() and ferry_shutdown(): one runtime per process. With no address the local
- * cluster (cluster/cluster.h) starts inside this process; with "host:port" or "auto" the driver
- * joins the cluster that `ferry start` runs on this host, through the node whose store socket
- * the run directory ($FERRY_RUN_DIR, default /tmp/ferry-$UID) names. Either way the job is
- * registered in the GCS (jobs table, and the driver in the workers table, so that a borrower
- * can tell that it died), and one loop thread serves the runtime's sockets.
+ * cluster (cluster/cluster.h) starts inside this process; with "host:port" (a GCS) or "auto"
+ * (the GCS the run directory $FERRY_RUN_DIR, default /tmp/ferry-$UID, names) the driver joins
+ * that cluster through the node on its own host, found in the GCS's nodes table (alive, an
+ * address of this host, its store socket here). Either way the job's code is stored in the GCS
+ * by content hash (runtime/code.c), the job is registered (jobs table, and the driver in the
+ * workers table, so that a borrower can tell that it died), and one loop thread serves the
+ * runtime's sockets.
  *
  * DESIGN
  * - init_lock serialises init and shutdown; ferry__rt.lock guards what the API calls share
@@ -32,14 +34,16 @@
 #include "common/cond.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/net.h"
 #include "common/sha256.h"
 #include "common/token.h"
 #include "runtime/registry.h"
 #include "runtime/rt.h"
+#include "transport/objmgr.h"
 
 #define COMP "runtime"
 #define DEFAULT_INLINE_MAX (100u << 10)
-#define MAX_NODES_PER_HOST 64 /* node-N slots `ferry start` uses in a run directory */
+#define MAX_IFACES 64
 /* Shutdown waits for the lease returns to be written and for the sockets to close, polling
  * the loop: 100 ms, then 2 s at most (a socket's close is one loop pass, not a round trip). */
 #define STOP_POLL_MS 2
@@ -165,48 +169,105 @@ static int read_cluster_file(const char *run_dir, char *address, size_t size, ch
 	return 0;
 }
 
-/* The store socket of the first node `ferry start` runs from @run_dir. */
-static int find_node(const char *run_dir)
-{
-	struct stat st;
-
-	for (int i = 0; i < MAX_NODES_PER_HOST; i++) {
-		int n = snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket),
-				 "%s/node-%d/store.sock", run_dir, i);
-
-		if (n > 0 && (size_t)n < sizeof(ferry__rt.store_socket) &&
-		    stat(ferry__rt.store_socket, &st) == 0 && S_ISSOCK(st.st_mode))
-			return 0;
-	}
-	ferry__rt.store_socket[0] = 0;
-	FLOG_ERROR(COMP, "no node of the cluster runs on this host (none in %s)", run_dir);
-	return -ENOENT;
-}
-
-/* Join a cluster `ferry start` runs: "auto" is the one of the run directory. */
+/* Join a cluster `ferry start` runs: "auto" is the one of the run directory, "host:port" a GCS;
+ * the token is $FERRY_TOKEN_FILE's, else the one the run directory's `cluster` file names (a
+ * `ferry start` on this host wrote it). */
 static int join(const char *address, struct where *w)
 {
-	const char *env = getenv("FERRY_RUN_DIR");
+	const char *env = getenv("FERRY_RUN_DIR"), *token_env = getenv("FERRY_TOKEN_FILE");
 	char run_dir[PATH_MAX], token_path[PATH_MAX] = "";
+	bool by_address = strcmp(address, "auto") != 0;
 	int ret;
 
 	if (env && *env)
 		snprintf(run_dir, sizeof(run_dir), "%s", env);
 	else
 		snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-%u", (unsigned)getuid());
-	ret = read_cluster_file(run_dir, w->gcs, sizeof(w->gcs), token_path);
-	if (ret < 0)
-		return ret;
-	if (strcmp(address, "auto") != 0)
+	if (!by_address || !token_env || !*token_env) {
+		ret = read_cluster_file(run_dir, w->gcs, sizeof(w->gcs), token_path);
+		if (ret < 0)
+			return ret;
+	}
+	if (by_address)
 		snprintf(w->gcs, sizeof(w->gcs), "%s", address);
+	if (token_env && *token_env)
+		snprintf(token_path, sizeof(token_path), "%s", token_env);
 	ret = ferry__token_read(token_path, w->token, sizeof(w->token));
-	if (ret < 0)
+	if (ret < 0) {
+		FLOG_ERROR(COMP, "the cluster token %s: %s", token_path, ferry_strerror(ret));
 		return ret;
+	}
 	w->token_len = (size_t)ret;
-	return find_node(run_dir);
+	return 0;
 }
 
-static int connect_clients(const struct where *w)
+static bool is_local_ip(const char *ip, const struct ferry__net_iface *ifs, int n)
+{
+	if (!strncmp(ip, "127.", 4) || !strcmp(ip, "::1"))
+		return true;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(ifs[i].ip, ip))
+			return true;
+	return false;
+}
+
+/* How well node @n fits as "the node on this host": 0 not at all; 1 an address of this host
+ * and a store socket here; 2 also this kernel's boot id (two containers sharing an address
+ * are told apart by it). */
+static int node_score(const struct ferry_gcs_node_info *n, const struct ferry__net_iface *ifs,
+		      int nifs, const char *boot, struct ferry__node_addr *a)
+{
+	const char *text = n->address ? n->address : "";
+	struct stat st;
+
+	if (n->state != FERRY_GCS_NODE_ALIVE || ferry__node_addr_parse(text, strlen(text), a) < 0 ||
+	    !a->shm_path[0] || !is_local_ip(a->ip, ifs, nifs) || stat(a->shm_path, &st) < 0 ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	return *boot && !strcmp(a->host, boot) ? 2 : 1;
+}
+
+/* The node on this host, from the GCS's nodes table (as on a multi-host cluster, where the
+ * node a driver must use is the one of its own host): its store socket and ID. */
+static int find_node(const char *gcs)
+{
+	struct ferry__net_iface ifs[MAX_IFACES];
+	struct ferry_gcs_node_info *nodes = NULL;
+	struct ferry__node_addr a;
+	char boot[48] = "";
+	int n, nifs, best = 0;
+
+	n = ferry_gcs_node_list(ferry__rt.gcs, &nodes);
+	if (n < 0) {
+		FLOG_ERROR(COMP, "cannot list the nodes of the GCS at %s: %s", gcs,
+			   ferry_strerror(n));
+		return n;
+	}
+	nifs = ferry__net_ifaces("/sys", ifs, MAX_IFACES);
+	nifs = nifs < 0 ? 0 : nifs;
+	if (ferry__host_boot_id(boot, sizeof(boot)) < 0)
+		boot[0] = 0;
+	for (int i = 0; i < n; i++) {
+		int score = node_score(&nodes[i], ifs, nifs, boot, &a);
+
+		if (score <= best)
+			continue;
+		best = score;
+		snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s", a.shm_path);
+		ferry__rt.node = nodes[i].id;
+	}
+	ferry_gcs_free(nodes);
+	if (best)
+		return 0;
+	FLOG_ERROR(COMP,
+		   "no node of the cluster at %s runs on this host: none of its %d nodes is alive "
+		   "with an address of this host and a store socket here (`ferry start --address "
+		   "%s` starts one)",
+		   gcs, n, gcs);
+	return -ENOENT;
+}
+
+static int connect_gcs(const struct where *w)
 {
 	const char *addr = w->gcs;
 	struct ferry_gcs_client_opts go = {
@@ -215,20 +276,20 @@ static int connect_clients(const struct where *w)
 		.token = w->token,
 		.token_len = w->token_len,
 	};
-	struct ferry_plasma_connect_opts po = {.owner = ferry__rt.self};
-	int ret;
+	int ret = ferry_gcs_client_connect(&go, &ferry__rt.gcs);
 
-	ret = ferry_gcs_client_connect(&go, &ferry__rt.gcs);
-	if (ret < 0) {
-		FLOG_ERROR(COMP, "GCS %s: %s", w->gcs, ferry_strerror(ret));
-		return ret;
-	}
-	ret = ferry_plasma_client_connect(ferry__rt.store_socket, &po, &ferry__rt.store);
-	if (ret < 0) {
+	if (ret < 0)
+		FLOG_ERROR(COMP, "cannot reach the GCS at %s: %s", w->gcs, ferry_strerror(ret));
+	return ret;
+}
+
+static int connect_store(void)
+{
+	struct ferry_plasma_connect_opts po = {.owner = ferry__rt.self};
+	int ret = ferry_plasma_client_connect(ferry__rt.store_socket, &po, &ferry__rt.store);
+
+	if (ret < 0)
 		FLOG_ERROR(COMP, "store %s: %s", ferry__rt.store_socket, ferry_strerror(ret));
-		ferry_gcs_client_destroy(ferry__rt.gcs);
-		ferry__rt.gcs = NULL;
-	}
 	return ret;
 }
 
@@ -322,7 +383,7 @@ static void reset_ids(const struct ferry_init_opts *o)
 	ferry__rt.incoming_posted = false;
 }
 
-/* Join or start the cluster and connect to it. */
+/* Join or start the cluster, connect to it, store the job's code in its GCS. */
 static int attach(const struct ferry_init_opts *o)
 {
 	const char *address = o->address;
@@ -337,17 +398,29 @@ static int attach(const struct ferry_init_opts *o)
 	ret = address ? join(address, &w) : start_local(o, &w);
 	if (ret < 0)
 		goto err_cluster;
-	ret = connect_clients(&w);
+	ret = connect_gcs(&w);
 	if (ret < 0)
 		goto err_cluster;
+	ret = address ? find_node(w.gcs) : 0;
+	if (ret == 0)
+		ret = connect_store();
+	if (ret < 0)
+		goto err_gcs;
+	if (ferry__rt.code_path[0]) {
+		ret = ferry__rt_code_upload(ferry__rt.gcs, ferry__rt.code_path,
+					    ferry__rt.code_hash);
+		if (ret < 0)
+			goto err_store;
+	}
 	ret = register_job();
 	if (ret < 0)
-		goto err_clients;
+		goto err_store;
 	return 0;
-err_clients:
+err_store:
 	ferry_plasma_client_disconnect(ferry__rt.store);
-	ferry_gcs_client_destroy(ferry__rt.gcs);
 	ferry__rt.store = NULL;
+err_gcs:
+	ferry_gcs_client_destroy(ferry__rt.gcs);
 	ferry__rt.gcs = NULL;
 err_cluster:
 	ferry__cluster_stop(ferry__rt.cluster);

@@ -112,6 +112,11 @@ void ferry__rt_obj_unref(struct ferry__rt_obj *o);
 void ferry__rt_objects_clear(void);
 bool ferry__rt_is_self(const struct ferry_worker_id *owner);
 
+/* code.c: store the job's library (@path, SHA-256 @hash) in the GCS unless it holds that hash
+ * already. 0; -EFBIG (too large for the GCS), -EBADMSG (it changed meanwhile), the file's or
+ * the GCS's -errno; each logged. */
+int ferry__rt_code_upload(struct ferry_gcs_client *gcs, const char *path, const uint8_t hash[32]);
+
 /* completion.c */
 int ferry__rt_completion_init(void);
 void ferry__rt_completion_fini(void);

@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -32,6 +33,7 @@
 
 #define COMP "worker"
 #define CTX_MESSAGE_MAX 1024
+#define DEFAULT_ARG_TIMEOUT_MS 60000
 
 struct task_arg {
 	const void *data; /* inline bytes in the frame, or a store view's */
@@ -43,6 +45,7 @@ struct task_return {
 	uint64_t len;  /* bytes */
 	bool set;      /* set by the function (once) */
 	bool in_store; /* created in the store, sealed after the function returned 0 */
+	bool sealed;   /* in the store already (an earlier attempt sealed it); data is scratch */
 };
 
 struct ferry_task_ctx {
@@ -185,6 +188,14 @@ static int return_buffer(struct ferry_task_ctx *c, size_t i, size_t len, void **
 		ferry_object_id_for_task(&c->task, (uint32_t)i + 1, &oid);
 		ret = ferry_plasma_client_create_owned(c->w->store, &oid, len, NULL, 0, 0,
 						       &c->caller, &r->data);
+		/* A retry of a task whose earlier attempt sealed this return before its worker
+		 * died: the same ID holds the same task's value, so it stands; this attempt's
+		 * bytes go to a scratch buffer. */
+		if (ret == -EEXIST && ferry_plasma_client_contains(c->w->store, &oid) == 1) {
+			r->data = ferry__malloc(len);
+			ret = r->data ? 0 : -ENOMEM;
+			r->sealed = ret == 0;
+		}
 		if (ret < 0)
 			return ret;
 		r->in_store = true;
@@ -307,8 +318,20 @@ static uint64_t inline_limit(struct ferry__wire_push_task_view v, size_t nrets)
 	return FERRY_MIN(max, budget);
 }
 
+/* How long a task waits for a ref argument's object: the owner pushes a task only once its
+ * arguments are ready, so an object that does not come is lost, and the worker must not hang
+ * on it. $FERRY_ARG_TIMEOUT_MS (the node's environment, which its workers inherit), else 60 s. */
+static int64_t arg_timeout_ms(void)
+{
+	const char *env = getenv("FERRY_ARG_TIMEOUT_MS");
+	char *end = NULL;
+	long long v = env && *env ? strtoll(env, &end, 10) : 0;
+
+	return v > 0 && end && !*end ? (int64_t)v : DEFAULT_ARG_TIMEOUT_MS;
+}
+
 /* Read the @n ref arguments (objects @ids, argument indexes @which) from the store, waiting
- * for them (the node brings objects held by other nodes). */
+ * for them (the node brings objects held by other nodes) up to arg_timeout_ms(). */
 static int get_refs(struct ferry__worker *w, struct ferry_task_ctx *c,
 		    const struct ferry_object_id *ids, const size_t *which, size_t n)
 {
@@ -318,7 +341,7 @@ static int get_refs(struct ferry__worker *w, struct ferry_task_ctx *c,
 	if (!w->store)
 		return fail(c, -ENOTCONN, "worker %s has no store to read ref arguments from",
 			    w->id_hex);
-	ret = ferry_plasma_client_get(w->store, ids, n, -1, c->views);
+	ret = ferry_plasma_client_get(w->store, ids, n, arg_timeout_ms(), c->views);
 	/* With no view valid the get returned before filling them: nothing is pinned. */
 	c->nviews = ret == 0 || ret == -ETIMEDOUT ? n : 0;
 	for (size_t k = 0; k < n; k++) {
@@ -330,6 +353,12 @@ static int get_refs(struct ferry__worker *w, struct ferry_task_ctx *c,
 			continue;
 		}
 		ferry_object_id_to_hex(&ids[k], hex, sizeof(hex));
+		if (err == -ETIMEDOUT)
+			return fail(
+				c, err,
+				"argument %zu (object %s) did not appear in the store of node %s "
+				"within %lld ms",
+				which[k], hex, w->node_hex, (long long)arg_timeout_ms());
 		return fail(c, err, "argument %zu (object %s) could not be read from the store: %s",
 			    which[k], hex, ferry_strerror(err));
 	}
@@ -421,6 +450,11 @@ static int finish_returns(struct ferry__worker *w, struct ferry_task_ctx *c, int
 
 		if (!r->in_store)
 			continue;
+		if (r->sealed) {
+			ferry__free(r->data);
+			r->data = NULL;
+			continue;
+		}
 		r->data = NULL;
 		ferry_object_id_for_task(&c->task, (uint32_t)i + 1, &oid);
 		ret = status < 0 ? -ECANCELED : ferry_plasma_client_seal(w->store, &oid);

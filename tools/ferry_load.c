@@ -63,6 +63,9 @@ void ferry__cli_print_load(const struct ferry_gcs_node_load *l)
 		print_amounts(l->resources[i].name, l->resources[i].available,
 			      l->resources[i].total, i ? ", " : " ");
 	printf("; queue %" PRIu32 "\n", l->queue_length);
+	printf("  workers: %" PRIu32 " idle, %" PRIu32 " leased, %" PRIu32 " starting; leases "
+	       "queued %" PRIu32 "\n",
+	       l->workers_idle, l->workers_leased, l->workers_starting, l->queue_length);
 }
 
 static void add(struct sum *sums, unsigned *n, const struct ferry_gcs_resource_load *r)

@@ -312,6 +312,9 @@ struct ferry_gcs_node_load {
 	uint64_t mean_task_us;				 /* mean task run time; 0: none yet */
 	uint32_t nresources;				 /* 0..FERRY_GCS_MAX_LOAD_RESOURCES */
 	const struct ferry_gcs_resource_load *resources; /* names unique, 1..127 bytes */
+	uint32_t workers_idle;				 /* worker processes free */
+	uint32_t workers_leased;   /* leased to an owner (or being assigned) */
+	uint32_t workers_starting; /* started, not connected yet */
 };
 
 /*

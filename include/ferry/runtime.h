@@ -111,8 +111,12 @@ FERRY_API int ferry_task_error(struct ferry_task_ctx *ctx, const char *fmt, ...)
 struct ferry_init_opts {
 	const char *address;   /* a GCS "host:port", or "auto" (the cluster `ferry start` left
 				* in $FERRY_RUN_DIR); NULL: $FERRY_ADDRESS, else a local
-				* cluster in this process (a GCS and one node) */
-	const char *code_path; /* the job's shared library (its FERRY_FUNCTIONs); NULL:
+				* cluster in this process (a GCS and one node). Joining goes
+				* through the node on this host, found in the GCS's nodes
+				* table; the token is $FERRY_TOKEN_FILE's, else the one the
+				* run directory names */
+	const char *code_path; /* the job's shared library (its FERRY_FUNCTIONs), stored in the
+				* GCS by content hash for nodes whose host lacks it; NULL:
 				* $FERRY_CODE; neither: this process only puts and gets */
 	uint64_t inline_max;   /* arguments and returns up to this many bytes travel inline,
 				* larger ones through the store; 0: 100 KiB */
@@ -121,7 +125,9 @@ struct ferry_init_opts {
 };
 
 /* ferry_init() - join a cluster (or start the local one) as a driver of a new job. 0, -EALREADY,
- * -EEXIST (a function name registered twice), -ENOENT (code_path), or the cluster's -errno;
+ * -EEXIST (a function name registered twice), -ENOENT (code_path; or no node of the cluster
+ * runs on this host), -EFBIG (code_path larger than the GCS stores: 256 MiB), or the
+ * cluster's -errno (-ETIMEDOUT, -ECONNREFUSED: the GCS does not answer; -EACCES: the token);
  * each logged. Thread-safe; every call below needs it first (else -ENOTCONN). */
 FERRY_API int ferry_init(const struct ferry_init_opts *opts);
 /* ferry_shutdown() - end the job: drop its refs and leases, stop the local cluster if this

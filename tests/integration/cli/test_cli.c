@@ -5,9 +5,11 @@
  * process and no run file is left but the session's logs. A refused second head, a failed join
  * and a dead GCS must leave the cluster's files byte-identical and `status` answering; a refused
  * connection and a name that does not resolve are said at once, in one line. Also the answers
- * to bad flags, and --help/--version of every program.
+ * to bad flags, and --help/--version of every program. `status` shows each node's workers by
+ * state and its queued leases.
  * Programs: FERRY_CLI_BIN, FERRY_GCS_BIN, FERRY_NODE_BIN (tests needing a node skip without),
- * FERRY_PLASMA_BIN, FERRY_DEMO_BIN, FERRY_CLUSTER_DEMO_BIN.
+ * FERRY_WORKER_EXE (the node's workers), FERRY_PLASMA_BIN, FERRY_DEMO_BIN,
+ * FERRY_CLUSTER_DEMO_BIN.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -358,6 +360,32 @@ FTEST(node_stopped_while_starting_exits_at_once)
 	ftest_assert_int_eq(WEXITSTATUS(status), 1);
 	ftest_assert_ptr_null(strstr(out, "ready"));
 	ftest_assert_ptr_notnull(strstr(out, "while starting"));
+}
+
+/* A head whose node prestarts a worker per CPU: status shows them idle once they connected,
+ * none leased, none starting, no lease queued (the node's load report carries the counts). */
+FTEST(cli_status_shows_workers)
+{
+	char out[8192];
+	uint16_t port = free_port();
+
+	cli_bin();
+	if (!getenv("FERRY_NODE_BIN") || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip(
+			"ferry-node or ferry-worker not built (FERRY_NODE_BIN, FERRY_WORKER_EXE)");
+	use_run_dir();
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
+				"--num-cpus 2",
+				port),
+			    0);
+	for (int i = 0; i < 100 && !strstr(out, "workers: 2 idle"); i++) {
+		usleep(100 * 1000);
+		ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
+	}
+	ftest_assert_ptr_notnull(
+		strstr(out, "  workers: 2 idle, 0 leased, 0 starting; leases queued 0\n"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
 }
 
 /* So does ferry-gcs, for its busy-poll window. */

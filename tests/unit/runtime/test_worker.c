@@ -6,7 +6,9 @@
  * (job_lib.c, job_badsetup.c, job_dup.c), then connects to the worker's socket as an owner and
  * pushes tasks. Checked: returns inline and in the store (owned by the caller), errors with
  * their messages, unknown functions, libraries that fail to load, malformed messages, and that
- * the worker exits (removing its socket) when its node goes or on SIGTERM.
+ * the worker exits (removing its socket) when its node goes or on SIGTERM. A retried task whose
+ * return an earlier attempt sealed succeeds; a ref argument that never appears fails the task
+ * with -ETIMEDOUT ($FERRY_ARG_TIMEOUT_MS) instead of hanging the worker.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -323,6 +325,7 @@ struct task {
 	uint64_t inline_max;		     /* 0: 100 KiB */
 	struct ferry_task_id id;	     /* set by push */
 	bool nil_id;			     /* send it without a task ID */
+	bool given_id;			     /* send it with id as set */
 };
 
 /* Push @t and wait for its reply (true) or the socket's close (false). */
@@ -335,7 +338,7 @@ static bool push(struct task *t)
 					  .inline_max = t->inline_max ? t->inline_max : 100 * KIB};
 	int before = S.replies;
 
-	if (!t->nil_id)
+	if (!t->nil_id && !t->given_id)
 		ferry_task_id_random(&t->id);
 	memcpy(m.task_id.bytes, t->id.bytes, 16);
 	memcpy(m.job.bytes, S.job.bytes, 16);
@@ -383,6 +386,8 @@ static void sim_ready(void)
 	ftest_assert_int_eq(assign(need_env("FERRY_TEST_JOB"), &S.job, false), 0);
 	owner_connect(FERRY_WIRE_PROTOCOL_VERSION);
 }
+
+static bool str_has(const char *s, const char *part);
 
 /* ---- tests ---- */
 
@@ -492,6 +497,70 @@ FTEST(big_writes_in_place_inline_or_in_the_store)
 		}
 	}
 	free(want);
+	sim_stop();
+}
+
+/* A retry of a task whose earlier attempt sealed its return in the store before its worker
+ * died: the create finds the object (-EEXIST), and the task succeeds with the sealed value. */
+FTEST(retry_of_a_task_whose_return_is_sealed_succeeds)
+{
+	uint64_t size = 300 * KIB;
+	struct task t = {.fn = "big", .nargs = 1, .given_id = true};
+	struct ferry__wire_push_task_reply_view v;
+	struct ferry__wire_task_return_view r;
+	struct ferry_plasma_client *c = NULL;
+	struct ferry_object_id oid;
+	uint8_t *want = malloc(size);
+
+	ftest_assert_ptr_notnull(want);
+	for (size_t i = 0; i < size; i++)
+		want[i] = (uint8_t)(i * 31 + 7);
+	sim_ready();
+	ferry_task_id_random(&t.id);
+	ferry_object_id_for_task(&t.id, 1, &oid);
+	ftest_assert_ok(ferry_plasma_client_connect(S.store.path, NULL, &c));
+	ftest_assert_ok(ferry_plasma_client_put_owned(c, &oid, want, size, NULL, 0, 0, &S.caller));
+	ferry_plasma_client_disconnect(c);
+	t.args[0] = inline_arg(&size, sizeof(size));
+	ftest_assert_true(push(&t));
+	v = reply(&t);
+	ftest_log("status %d: %s", ferry__wire_push_task_reply_status(v), reply_message(v));
+	ftest_assert_int_eq(ferry__wire_push_task_reply_status(v), 0);
+	r = ferry__wire_push_task_reply_returns_at(v, 0);
+	ftest_assert_true(ferry__wire_task_return_in_store(r));
+	ftest_assert_uint_eq(ferry__wire_task_return_size(r), size);
+	check_in_store(&oid, want, size);
+	free(want);
+	sim_stop();
+}
+
+/* A ref argument whose object never comes: the task fails with -ETIMEDOUT naming it, and the
+ * worker serves the next task. */
+FTEST(ref_argument_that_never_appears_times_out)
+{
+	struct task t = {.fn = "echo", .nargs = 1};
+	struct task t2 = {.fn = "echo", .nargs = 1};
+	struct ferry__wire_push_task_reply_view v;
+	struct ferry_task_id put_task;
+	struct ferry_object_id oid;
+	char hex[FERRY_ID_HEX_MAX];
+
+	setenv("FERRY_ARG_TIMEOUT_MS", "300", 1); /* the worker inherits it */
+	sim_ready();
+	ferry_task_id_random(&put_task);
+	ferry_object_id_for_put(&put_task, 1, &oid);
+	ferry_object_id_to_hex(&oid, hex, sizeof(hex));
+	t.args[0].is_ref = true;
+	t.args[0].object_id = oid;
+	ftest_assert_true(push(&t));
+	v = reply(&t);
+	ftest_log("status %d: %s", ferry__wire_push_task_reply_status(v), reply_message(v));
+	ftest_assert_int_eq(ferry__wire_push_task_reply_status(v), -ETIMEDOUT);
+	ftest_assert_true(str_has(reply_message(v), "did not appear in the store"));
+	ftest_assert_true(str_has(reply_message(v), hex));
+	t2.args[0] = inline_arg("x", 1);
+	ftest_assert_true(push(&t2));
+	ftest_assert_int_eq(ferry__wire_push_task_reply_status(reply(&t2)), 0);
 	sim_stop();
 }
 
