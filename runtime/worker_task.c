@@ -63,6 +63,11 @@ struct ferry_task_ctx {
 
 static struct ferry_task_ctx *_Atomic running; /* the task whose function is running */
 
+bool ferry__worker_task_running(void)
+{
+	return atomic_load(&running) != NULL;
+}
+
 /* ---- worker setup registration ---- */
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
