@@ -148,6 +148,9 @@ bool ferry__worker_task_running(void);
 int ferry__worker_owner_start(struct ferry__worker *w, const char *code_path,
 			      const uint8_t *code_hash);
 void ferry__worker_owner_stop(void);
+/* Whether @ref's object is not in @w's store but its owner, another process, serves an owner
+ * socket on this host (a task's ref argument is then asked of it, with ferry_get). */
+bool ferry__worker_owner_serves(struct ferry__worker *w, const struct ferry_ref *ref);
 
 /* ferry__worker_setup_reset() - forget the setup function (tests: one process per test). */
 void ferry__worker_setup_reset(void);

@@ -15,10 +15,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/sha256.h"
+#include "runtime/owner.h"
 #include "runtime/rt.h"
 #include "runtime/worker.h"
 
@@ -102,4 +104,16 @@ int ferry__worker_owner_start(struct ferry__worker *w, const char *code_path,
 void ferry__worker_owner_stop(void)
 {
 	ferry_shutdown(); /* nothing when it never started */
+}
+
+bool ferry__worker_owner_serves(struct ferry__worker *w, const struct ferry_ref *ref)
+{
+	char path[sizeof(ferry__rt.store_socket)];
+
+	if (!ferry__rt.up || !w->store || ferry__rt_is_self(&ref->owner) ||
+	    ferry_id_is_nil(ref->owner.bytes, sizeof(ref->owner.bytes)) ||
+	    ferry_plasma_client_contains(w->store, &ref->id) == 1)
+		return false;
+	return ferry__rt_owner_path(ferry__rt.store_socket, &ref->owner, path, sizeof(path)) == 0 &&
+	       access(path, F_OK) == 0;
 }

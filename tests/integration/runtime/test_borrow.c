@@ -3,10 +3,10 @@
  * Owners and borrowers through the public API, on the local cluster ferry_init starts: the
  * driver gets an object that lives only in a worker's memory store (its owner sends it), waits
  * at the owner for one still pending, and gets -EOWNERDEAD naming the owner once that worker
- * is killed (never a hang); a ref given to a task and kept there with ferry_ref_dup keeps the
- * driver's object alive after the driver dropped its own, until the borrower dies. The job is
- * tests/unit/runtime/job_owner.c (lend, lend_pending, stash). Environment (meson.build):
- * FERRY_WORKER_EXE, FERRY_TEST_JOB.
+ * is killed (never a hang); a task passes a ref it borrowed on to a subtask; a ref given to a
+ * task and kept there with ferry_ref_dup keeps the driver's object alive after the driver
+ * dropped its own, until the borrower dies. The job is tests/unit/runtime/job_owner.c (lend,
+ * lend_pending, pass_on, stash). Environment (meson.build): FERRY_WORKER_EXE, FERRY_TEST_JOB.
  */
 #include <errno.h>
 #include <signal.h>
@@ -89,6 +89,23 @@ FTEST(a_pending_object_is_waited_for_at_its_owner)
 	init_job();
 	call("lend_pending", &ms, sizeof(ms), &l, sizeof(l));
 	ftest_assert_int_eq(get_int64(&l.ref, 30000), 300);
+	ferry_shutdown();
+}
+
+/* The driver's add(20, 1) lives in the driver's memory store; a task given its ref (as
+ * bytes: a borrow) passes it on to twice, whose worker asks the driver for it. */
+FTEST(a_borrowed_ref_passes_on_to_a_subtask)
+{
+	int64_t a = 20, b = 1, got;
+	struct ferry_arg args[2] = {{.data = &a, .len = sizeof(a)}, {.data = &b, .len = sizeof(b)}};
+	struct ferry_ref r;
+
+	init_job();
+	ftest_assert_ok(ferry_submit("add", args, 2, NULL, &r));
+	ftest_assert_int_eq(get_int64(&r, 30000), 21);
+	call("pass_on", &r, sizeof(r), &got, sizeof(got));
+	ftest_assert_int_eq(got, 42);
+	ferry_ref_drop(&r);
 	ferry_shutdown();
 }
 

@@ -4,7 +4,9 @@
  * sums two int64s, fail reports an error, twice doubles an int64 (to chain tasks through
  * refs), kill_once is SIGKILLed on its first try (the marker file named by its argument tells
  * a retry apart) and always_killed on every try. nest, relay, fan and hand_out submit tasks
- * from inside a task (tests/integration/runtime/test_nested.c); hang stays running.
+ * from inside a task (tests/integration/runtime/test_nested.c); hang stays running
+ * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
+ * (test_borrow.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -294,4 +296,25 @@ FERRY_FUNCTION(stash)
 	if (ret < 0)
 		return ferry_task_error(ctx, "dup: %s", ferry_strerror(ret));
 	return ferry_task_return(ctx, 0, &pid, sizeof(pid));
+}
+
+/* pass_on(ref bytes): passes a ref it was given (not its own: a borrow) on to twice; returns
+ * twice's int64. */
+FERRY_FUNCTION(pass_on)
+{
+	struct ferry_ref given, doubled;
+	const void *p;
+	size_t n;
+	int64_t out = 0;
+	int ret;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n != sizeof(given))
+		return ferry_task_error(ctx, "pass_on takes a struct ferry_ref");
+	memcpy(&given, p, sizeof(given));
+	ret = ferry_submit("twice", &(struct ferry_arg){.ref = &given}, 1, NULL, &doubled);
+	if (ret == 0)
+		ret = get_int64(&doubled, &out);
+	if (ret < 0)
+		return ferry_task_error(ctx, "pass_on: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &out, sizeof(out));
 }
