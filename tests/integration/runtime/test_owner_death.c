@@ -3,11 +3,10 @@
  * A driver SIGKILLed with a task running and an object in the store, on a cluster that
  * `ferry start --head` runs (daemons that outlive it): the node ends the worker that ran its
  * task and takes the lease back (a task that needs every CPU of the node then runs), deletes
- * its object from the store and records it dead in the GCS, so that another driver's get of
- * that object fails with -EOWNERDEAD and names the owner, never hangs; its sockets leave the
- * node's directory. The job is
- * tests/unit/runtime/job_owner.c. Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN,
- * FERRY_TEST_JOB.
+ * its object from the store and the directory and records it dead in the GCS, so that another
+ * driver's get of that object fails with -EOWNERDEAD and names the owner, never hangs; its
+ * sockets leave the node's directory. The job is tests/unit/runtime/job_owner.c.
+ * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
 #include <errno.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 
 #include <ferry/ferry.h>
 
+#include "runtime/rt.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/procs.h"
 
@@ -90,6 +90,24 @@ static int store_has(const struct ferry_object_id *id, int want)
 	return has;
 }
 
+/* Whether the GCS directory lists a copy of @id as @want, polled up to 10 s for it. */
+static bool directory_lists(const struct ferry_object_id *id, bool want)
+{
+	struct ferry_gcs_object_info info;
+	bool has = !want;
+
+	for (int i = 0; i < 200 && has != want; i++) {
+		int ret = ferry_gcs_object_lookup(ferry__rt.gcs, id, &info);
+
+		has = ret == 0 && info.state != FERRY_GCS_OBJECT_LOST && info.nlocations > 0;
+		if (ret == 0)
+			ferry_gcs_free(info.locations);
+		if (has != want)
+			usleep(50 * 1000);
+	}
+	return has == want;
+}
+
 FTEST(a_killed_driver_leaves_nothing_on_the_node)
 {
 	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
@@ -117,6 +135,8 @@ FTEST(a_killed_driver_leaves_nothing_on_the_node)
 	close(fds[0]);
 	worker = read_pid(marker);
 	ftest_assert_int_eq(store_has(&put.id, 1), 1);
+	ftest_assert_ok(ferry_init(&o)); /* the second driver, which looks at what is left */
+	ftest_assert_true(directory_lists(&put.id, true));
 	ftest_assert_ok(kill(driver, SIGKILL));
 	ftest_assert_int_eq(waitpid(driver, NULL, 0), driver);
 
@@ -127,7 +147,8 @@ FTEST(a_killed_driver_leaves_nothing_on_the_node)
 	/* Its object leaves the store. */
 	ftest_assert_int_eq(store_has(&put.id, 0), 0);
 
-	ftest_assert_ok(ferry_init(&o));
+	/* Nor in the directory. */
+	ftest_assert_true(directory_lists(&put.id, false));
 	/* A get of its object says its owner died, by name. */
 	ferry_worker_id_to_hex(&put.owner, owner_hex, sizeof(owner_hex));
 	ftest_assert_errno(ferry_get(&put, 20000, &v), -EOWNERDEAD);
