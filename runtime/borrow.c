@@ -34,6 +34,7 @@
 
 #define FRAME_MAX (64u << 20)	/* runtime.fbs: the receiver's frame cap */
 #define UPDATE_TIMEOUT_MS 10000 /* a count's round trip; an owner this slow is taken as dead */
+#define PROBE_MS 5		/* a wait's look at an owner: a ready object is answered at once */
 
 /* A connection to one owner, for counts. */
 struct owner_line {
@@ -240,6 +241,19 @@ int ferry__rt_borrow_get(const struct ferry_ref *ref, int64_t deadline_ms, struc
 	ret = read_get_reply(payload, out);
 	ferry__free(payload);
 	return ret;
+}
+
+int ferry__rt_borrow_probe(const struct ferry_ref *ref)
+{
+	struct ferry_view v;
+	int ret;
+
+	memset(&v, 0, sizeof(v));
+	ret = ferry__rt_borrow_get(ref, (int64_t)ferry__loop_now_ms() + PROBE_MS, &v);
+	ferry_release(&v);
+	/* Pending, or no owner socket on this host (the store will have it): not yet. A value,
+	 * "in the store" or an error (its owner died) is what a get would return now. */
+	return ret != -ETIMEDOUT && !(ret == -ENOENT && !v.error[0]);
 }
 
 /* ---- counts ---- */

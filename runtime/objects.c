@@ -492,6 +492,23 @@ static int ref_ready(const struct ferry_ref *ref, bool *foreign)
 	return ferry_plasma_client_contains(ferry__rt.store, &ref->id) == 1;
 }
 
+/* Lock held (dropped meanwhile): other owners' objects not in the store, asked of their
+ * owners (one may live in its owner's memory store). How many more are ready. */
+static size_t probe_owners(const struct ferry_ref *refs, size_t n, int *ready)
+{
+	size_t more = 0;
+
+	pthread_mutex_unlock(&ferry__rt.lock);
+	for (size_t i = 0; i < n; i++) {
+		if (ready[i] || ferry__rt_is_self(&refs[i].owner))
+			continue;
+		ready[i] = ferry__rt_borrow_probe(&refs[i]);
+		more += (size_t)ready[i];
+	}
+	pthread_mutex_lock(&ferry__rt.lock);
+	return more;
+}
+
 int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t timeout_ms,
 	       int *ready)
 {
@@ -514,6 +531,8 @@ int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t
 			ready[i] = ref_ready(&refs[i], &foreign);
 			count += (size_t)ready[i];
 		}
+		if (count < num_ready && foreign)
+			count += probe_owners(refs, n, ready);
 		if (count >= num_ready)
 			break;
 		if (!blocked && timeout_ms != 0)

@@ -53,6 +53,11 @@ void ferry__rt_owner_srv_ready(void);
 #define FERRY__RT_VIEW_COPY 3
 int ferry__rt_borrow_get(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out);
 
+/* ferry__rt_borrow_probe() - for ferry_wait: 1 when @ref's owner answers a get at once (its
+ * object is ready, in the store, or failed; or the owner died), 0 while it is pending or the
+ * owner has no socket on this host. */
+int ferry__rt_borrow_probe(const struct ferry_ref *ref);
+
 /* ferry__rt_borrow_update() - take (@delta 1) or give back (-1) one count on @ref's object at
  * its owner, over this process's connection to that owner (its counts go when the
  * connection closes). 0, -ENOENT, -EOWNERDEAD, -ENOMEM. Any thread. */

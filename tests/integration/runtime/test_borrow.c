@@ -2,11 +2,12 @@
 /*
  * Owners and borrowers through the public API, on the local cluster ferry_init starts: the
  * driver gets an object that lives only in a worker's memory store (its owner sends it), waits
- * at the owner for one still pending, and gets -EOWNERDEAD naming the owner once that worker
- * is killed (never a hang); a task passes a ref it borrowed on to a subtask; a ref given to a
- * task and kept there with ferry_ref_dup keeps the driver's object alive after the driver
- * dropped its own, until the borrower dies. The job is tests/unit/runtime/job_owner.c (lend,
- * lend_pending, pass_on, stash). Environment (meson.build): FERRY_WORKER_EXE, FERRY_TEST_JOB.
+ * at the owner for one still pending (ferry_get and ferry_wait), and gets -EOWNERDEAD naming
+ * the owner once that worker is killed (never a hang); a task passes a ref it borrowed on to a
+ * subtask; a ref given to a task and kept there with ferry_ref_dup keeps the driver's object
+ * alive after the driver dropped its own, until the borrower dies. The job is
+ * tests/unit/runtime/job_owner.c (lend, lend_pending, pass_on, stash). Environment
+ * (meson.build): FERRY_WORKER_EXE, FERRY_TEST_JOB.
  */
 #include <errno.h>
 #include <signal.h>
@@ -83,12 +84,18 @@ FTEST(an_inline_object_comes_from_its_owner)
 
 FTEST(a_pending_object_is_waited_for_at_its_owner)
 {
-	int64_t ms = 300;
+	int64_t ms = 2000; /* long enough that the first wait sees it pending */
 	struct lent l;
+	int ready = 0;
 
 	init_job();
 	call("lend_pending", &ms, sizeof(ms), &l, sizeof(l));
-	ftest_assert_int_eq(get_int64(&l.ref, 30000), 300);
+	/* ferry_wait asks the owner too: not ready yet, then ready. */
+	ftest_assert_int_eq(ferry_wait(&l.ref, 1, 1, 0, &ready), 0);
+	ftest_assert_int_eq(ready, 0);
+	ftest_assert_int_eq(ferry_wait(&l.ref, 1, 1, 30000, &ready), 1);
+	ftest_assert_int_eq(ready, 1);
+	ftest_assert_int_eq(get_int64(&l.ref, 30000), 2000);
 	ferry_shutdown();
 }
 
