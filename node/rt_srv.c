@@ -294,6 +294,14 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 	}
 }
 
+/* Named for tests/tsan.supp: TSan does not see a pidfd's creation (conn_cred.c). */
+static void close_pidfd(struct rt_peer *p)
+{
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+}
+
 static void on_close(struct ferry__conn *conn, int err)
 {
 	struct rt_peer *p = ferry__conn_data(conn);
@@ -305,8 +313,7 @@ static void on_close(struct ferry__conn *conn, int err)
 	ferry__rt_lease_peer_gone(p);
 	if (p->died && p->kind == FERRY__WIRE_PEER_KIND_DRIVER)
 		ferry__rt_owner_gone(rt, &p->id, true);
-	if (p->pidfd >= 0)
-		close(p->pidfd);
+	close_pidfd(p);
 	if (p->owner_of)
 		p->owner_of->owner_peer = NULL;
 	if (p->worker) {
