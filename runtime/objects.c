@@ -68,6 +68,7 @@ static void obj_free(struct ferry__rt_obj *o)
 	}
 	ferry__free(o->data);
 	ferry__free(o->error);
+	ferry__free(o->contained);
 	ferry__free(o);
 }
 
@@ -77,6 +78,14 @@ static void obj_forget(struct ferry__rt_obj *o)
 	ferry__hashmap_remove(&ferry__rt.objects, &o->id, NULL);
 	if (o->state == FERRY__RT_IN_STORE && ferry__rt.store)
 		(void)ferry_plasma_client_delete(ferry__rt.store, &o->id, 1, NULL);
+	/* The objects whose refs it held (ferry_put_refs) lose its count. */
+	for (size_t i = 0; i < o->ncontained; i++) {
+		struct ferry__rt_obj *c = ferry__rt_obj_find(&o->contained[i]);
+
+		if (c)
+			ferry__rt_obj_unref(c);
+	}
+	o->ncontained = 0;
 	if (!o->pins)
 		obj_free(o);
 }
@@ -176,6 +185,58 @@ int ferry_put(const void *data, size_t len, struct ferry_ref *out)
 		return ret;
 	}
 	return own_new(&id, FERRY__RT_IN_STORE, out);
+}
+
+/* Lock held: whether every one of @refs is an object of ours still counted. */
+static bool own_all(const struct ferry_ref *refs, size_t nrefs)
+{
+	for (size_t i = 0; i < nrefs; i++)
+		if (!ferry__rt_is_self(&refs[i].owner) || !ferry__rt_obj_find(&refs[i].id))
+			return false;
+	return true;
+}
+
+int ferry_put_refs(const void *data, size_t len, const struct ferry_ref *refs, size_t nrefs,
+		   struct ferry_ref *out)
+{
+	struct ferry_object_id *ids = nrefs ? ferry__calloc(nrefs, sizeof(*ids)) : NULL;
+	struct ferry__rt_obj *o;
+	bool ok;
+	int ret;
+
+	if ((nrefs && !refs) || !out)
+		ret = -EINVAL;
+	else if (nrefs && !ids)
+		ret = -ENOMEM;
+	else
+		ret = ferry_put(data, len, out);
+	if (ret < 0) {
+		ferry__free(ids);
+		return ret;
+	}
+	pthread_mutex_lock(&ferry__rt.lock);
+	o = ferry__rt_obj_find(&out->id);
+	ok = o && own_all(refs, nrefs);
+	for (size_t i = 0; ok && i < nrefs; i++) {
+		struct ferry__rt_obj *c = ferry__rt_obj_find(&refs[i].id);
+
+		ids[i] = refs[i].id;
+		if (c) /* always: own_all() found each */
+			c->refs++;
+	}
+	if (ok) {
+		o->contained = ids;
+		o->ncontained = nrefs;
+	} else if (o) {
+		ferry__rt_obj_unref(o); /* not a valid container: it goes again */
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ok)
+		return 0;
+	ferry__free(ids);
+	memset(out, 0, sizeof(*out));
+	FLOG_WARN(COMP, "ferry_put_refs: a ref that is not this process's own, or dropped");
+	return -EINVAL;
 }
 
 int ferry_create(size_t len, void **buf, struct ferry_ref *out)

@@ -65,6 +65,8 @@ struct ferry__rt_obj {
 	void *data;		   /* FERRY__RT_INLINE: the bytes (ferry__malloc'd) */
 	size_t len;		   /* their size */
 	struct ferry__rt_cb *cbs;  /* ferry_on_ready callbacks waiting for it */
+	struct ferry_object_id *contained; /* ferry_put_refs: objects it holds a count on */
+	size_t ncontained;		   /* how many */
 };
 
 /* A worker process as an owner (its tasks submit, put and get): who it is to its node. Set by

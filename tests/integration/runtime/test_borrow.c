@@ -5,7 +5,8 @@
  * at the owner for one still pending (ferry_get and ferry_wait), and gets -EOWNERDEAD naming
  * the owner once that worker is killed (never a hang); a task passes a ref it borrowed on to a
  * subtask; a ref given to a task and kept there with ferry_ref_dup keeps the driver's object
- * alive after the driver dropped its own, until the borrower dies. The job is
+ * alive after the driver dropped its own, until the borrower dies; so does a ref stored in
+ * another object (ferry_put_refs), while that object lives or a borrower keeps it. The job is
  * tests/unit/runtime/job_owner.c (lend, lend_pending, pass_on, stash). Environment
  * (meson.build): FERRY_WORKER_EXE, FERRY_TEST_JOB.
  */
@@ -161,5 +162,66 @@ FTEST(a_borrowed_ref_keeps_the_object_alive_until_the_borrower_goes)
 		usleep(50 * 1000);
 	}
 	ftest_assert_errno(ret, -ENOENT);
+	ferry_shutdown();
+}
+
+/* ferry_put_refs: a container keeps the objects of the refs inside it alive; dropped, they go
+ * unless a borrower kept one: a task given the container (by ref: its bytes are a ref) that
+ * keeps the ref inside with ferry_ref_dup holds that object past the container, until it dies. */
+FTEST(a_ref_stored_inside_another_object_keeps_it_alive)
+{
+	struct ferry_ref x, y, keep, foreign = {0};
+	struct ferry_arg a;
+	struct ferry_view v;
+	struct ferry_ref r;
+	int32_t pid;
+	int ret = 0;
+
+	init_job();
+	ftest_assert_ok(ferry_put("inner", 5, &x));
+	ferry_worker_id_random(&foreign.owner);
+	ftest_assert_errno(ferry_put_refs(&x, sizeof(x), &foreign, 1, &y), -EINVAL);
+	ftest_assert_ok(ferry_put_refs(&x, sizeof(x), &x, 1, &y));
+	keep = x;
+	ferry_ref_drop(&x); /* the container's count holds it */
+	ftest_assert_ok(ferry_get(&keep, 5000, &v));
+	ftest_assert_mem_eq(v.data, "inner", 5);
+	ferry_release(&v);
+	a = (struct ferry_arg){.ref = &y};
+	ftest_assert_ok(ferry_submit("stash", &a, 1, NULL, &r));
+	ftest_assert_ok(ferry_get(&r, 60000, &v));
+	memcpy(&pid, v.data, sizeof(pid));
+	ferry_release(&v);
+	ferry_ref_drop(&r);
+	ferry_ref_drop(&y); /* the container goes; the borrower's count stays */
+	ftest_assert_ok(ferry_get(&keep, 5000, &v));
+	ferry_release(&v);
+	ftest_assert_ok(kill(pid, SIGKILL));
+	for (int i = 0; i < 200; i++) {
+		ret = ferry_get(&keep, 0, &v);
+		if (ret == -ENOENT)
+			break;
+		if (ret == 0)
+			ferry_release(&v);
+		usleep(50 * 1000);
+	}
+	ftest_assert_errno(ret, -ENOENT);
+	ferry_shutdown();
+}
+
+FTEST(a_dropped_container_drops_what_it_held)
+{
+	struct ferry_ref x, y, keep;
+	struct ferry_view v;
+
+	init_job();
+	ftest_assert_ok(ferry_put("inner", 5, &x));
+	ftest_assert_ok(ferry_put_refs(&x, sizeof(x), &x, 1, &y));
+	keep = x;
+	ferry_ref_drop(&x);
+	ftest_assert_ok(ferry_get(&keep, 5000, &v));
+	ferry_release(&v);
+	ferry_ref_drop(&y);
+	ftest_assert_errno(ferry_get(&keep, 0, &v), -ENOENT);
 	ferry_shutdown();
 }
