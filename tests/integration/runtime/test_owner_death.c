@@ -23,14 +23,35 @@
 #include "tests/integration/procs.h"
 
 static char run_dir[256];
+static bool stopped = true;
+
+/* A failed assertion exits: the cluster's daemons must not outlive the test. */
+static void stop_cluster(void)
+{
+	char cmd[1024];
+
+	if (stopped)
+		return;
+	stopped = true;
+	snprintf(cmd, sizeof(cmd), "FERRY_RUN_DIR='%s' '%s' stop --timeout 5 >/dev/null 2>&1",
+		 run_dir, getenv("FERRY_CLI_BIN"));
+	if (system(cmd) != 0)
+		fprintf(stderr, "ferry stop failed: daemons of %s may be left\n", run_dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "%s not removed\n", run_dir);
+}
 
 static void start_head(void)
 {
 	if (!getenv("FERRY_TEST_JOB"))
 		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
-	snprintf(run_dir, sizeof(run_dir), "%s/run", ftest_tmpdir());
+	/* Not in ftest_tmpdir(): a failed assertion removes that before stop_cluster runs. */
+	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-owner-death-%d", (int)getpid());
 	setenv("FERRY_RUN_DIR", run_dir, 1);
 	unsetenv("FERRY_ADDRESS");
+	stopped = false; /* from here: a half-started cluster is stopped too */
+	atexit(stop_cluster);
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
 						     "--memory 64M --num-cpus 2 --timeout 20"),
 			    0);
@@ -115,7 +136,7 @@ FTEST(a_killed_driver_leaves_nothing_on_the_node)
 	int64_t two = 2, three = 3, sum = 0;
 	struct ferry_arg args[2] = {{.data = &two, .len = sizeof(two)},
 				    {.data = &three, .len = sizeof(three)}};
-	char marker[512], owner_hex[FERRY_ID_HEX_MAX];
+	char marker[512], path[512], owner_hex[FERRY_ID_HEX_MAX];
 	struct ferry_ref put, r;
 	struct ferry_view v;
 	pid_t driver, worker;
@@ -167,7 +188,8 @@ FTEST(a_killed_driver_leaves_nothing_on_the_node)
 	 * sockets): `ferry stop` removes it only when it is empty. */
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "stop --timeout 5"), 0);
 	for (i = 0; i < 64; i++) {
-		snprintf(marker, sizeof(marker), "%s/node-%d", run_dir, i);
-		ftest_assert_int_ne(access(marker, F_OK), 0);
+		snprintf(path, sizeof(path), "%s/node-%d", run_dir, i);
+		ftest_assert_int_ne(access(path, F_OK), 0);
 	}
+	stop_cluster(); /* removes the run directory */
 }
