@@ -50,7 +50,10 @@ struct rt_peer {
 	uint8_t kind;		     /* FERRY__WIRE_PEER_KIND_DRIVER / _WORKER */
 	struct ferry_worker_id id;   /* its ID */
 	int pid;		     /* its process (SO_PEERCRED) */
+	int pidfd;		     /* a pidfd for it (-1: none): did it die or close? */
+	bool died;		     /* its socket closed with its process gone (rt_owner.c) */
 	struct rt_worker *worker;    /* kind Worker: the pool's record of it */
+	struct rt_worker *owner_of;  /* a worker's owner line (its tasks submit): that worker */
 	uint64_t accepted_ms;	     /* when accepted (the connect deadline) */
 	uint64_t refused_ms;	     /* its RuntimeConnect was refused then: closing; 0: not */
 	struct rt_peer *prev, *next; /* rt->peers */
@@ -95,6 +98,9 @@ struct rt_worker {
 	bool has_job;				/* assigned: serves job only */
 	struct ferry_job_id job;		/* its job */
 	struct rt_peer *peer;			/* its connection to the node, or NULL */
+	struct rt_peer *owner_peer;		/* its owner line (rt_srv.c), or NULL */
+	bool blocked;				/* LEASED: its task waits in a get */
+	int64_t cpu_lent;			/* CPU of its lease given back meanwhile */
 	char listen_path[FERRY__RT_PATH_MAX];	/* where owners push tasks */
 	uint64_t started_ms;			/* spawned */
 	uint64_t idle_ms;			/* idle since */
@@ -141,6 +147,11 @@ void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, i
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
 
+/* rt_owner.c: a peer whose process is gone; what a dead owner leaves deleted (its objects in
+ * the store; a driver is also recorded dead in the GCS). */
+bool ferry__rt_peer_exited(const struct rt_peer *p);
+void ferry__rt_owner_gone(struct ferry__node_rt *rt, const struct ferry_worker_id *id, bool driver);
+
 /* rt_pool.c */
 int ferry__rt_pool_start(struct ferry__node_rt *rt);
 int ferry__rt_pool_spawn(struct ferry__node_rt *rt);
@@ -156,6 +167,8 @@ uint32_t ferry__rt_pool_count(const struct ferry__node_rt *rt, enum rt_wstate st
 void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q);
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id);
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);
+/* WorkerBlocked on a worker's owner line: lend its lease's CPU out, or take it back. */
+void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked);
 void ferry__rt_lease_peer_gone(struct rt_peer *p);
 /* A worker is gone (reaped) or unusable: its lease revoked, its assignment re-queued. */
 void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_status,

@@ -158,10 +158,22 @@ static void grant(struct rt_worker *w, struct rt_req *req)
 	ferry__rt_peer_send_grant(req->owner, req->request_id, 0, NULL, w);
 }
 
+/* The CPU a blocked lease lent out was given back already: after account(+1), take it off. */
+static void unlend(struct rt_worker *w)
+{
+	int64_t cpu = ferry__res_set_get(&w->rt->avail, "CPU");
+
+	if (w->cpu_lent > 0)
+		(void)ferry__res_set_put(&w->rt->avail, "CPU", cpu - w->cpu_lent);
+	w->cpu_lent = 0;
+	w->blocked = false;
+}
+
 /* @w is free again: its request's resources back, idle from now. */
 static void release(struct rt_worker *w)
 {
 	account(w->rt, w->req, +1);
+	unlend(w);
 	ferry__rt_req_free(w->req);
 	w->req = NULL;
 	w->lease_owner = NULL;
@@ -371,9 +383,13 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 
 	ferry__rt_code_peer_gone(rt, p);
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
-		if (w->state == W_LEASED && w->lease_owner == p)
+		if (w->state == W_LEASED && w->lease_owner == p) {
 			release(w);
-		else if (w->state == W_ASSIGNING && w->req->owner == p)
+			/* Its owner died: what it runs has nobody to answer (rt_owner.c). */
+			if (p->died && !w->signal_sent)
+				ferry__rt_pool_signal(w, SIGKILL, FERRY_GCS_EXIT_OWNER_DIED,
+						      "the owner of its lease died");
+		} else if (w->state == W_ASSIGNING && w->req->owner == p)
 			w->req->owner = NULL;
 	}
 	rt->queue_tail = NULL;
@@ -400,6 +416,7 @@ void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_
 		return;
 	w->req = NULL;
 	account(rt, req, +1);
+	unlend(w);
 	if (w->state == W_LEASED && w->lease_owner) {
 		snprintf(why, sizeof(why), "worker %d %s", (int)w->pid, message);
 		ferry__rt_peer_send_revoked(w->lease_owner, w, -EPIPE, term_signal, exit_status,
@@ -411,4 +428,49 @@ void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_
 		ferry__rt_req_free(req);
 	w->lease_owner = NULL;
 	w->state = W_IDLE;
+}
+
+/* The CPU @req asks for (0 if none). */
+static int64_t req_cpu(const struct rt_req *req)
+{
+	for (uint32_t i = 0; i < req->nres; i++)
+		if (!strcmp(req->res[i].name, "CPU"))
+			return req->res[i].amount;
+	return 0;
+}
+
+/*
+ * A leased worker whose task waits for other tasks (ferry_get / ferry_wait) lends its lease's
+ * CPU to the node until it stops waiting, so that those tasks find a worker (started up to
+ * max_workers if none is idle) instead of deadlocking a node whose every worker waits. At
+ * the end of the wait it takes back what is free; the rest stays lent (the node runs over its
+ * CPUs a while, as Ray does) and is settled when the lease ends.
+ */
+void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked)
+{
+	struct rt_worker *w = p->owner_of;
+	struct ferry__node_rt *rt = p->rt;
+	int64_t cpu, avail, take;
+
+	if (!w) {
+		ferry__rt_peer_close(p, "WorkerBlocked from a peer that is no worker's owner line");
+		return;
+	}
+	if (w->state != W_LEASED || !w->req || w->blocked == blocked)
+		return; /* between leases: nothing of it to lend */
+	cpu = req_cpu(w->req);
+	avail = ferry__res_set_get(&rt->avail, "CPU");
+	w->blocked = blocked;
+	if (cpu <= 0 || avail < 0)
+		return; /* a lease of no CPU lends nothing */
+	if (blocked) {
+		(void)ferry__res_set_put(&rt->avail, "CPU", avail + cpu - w->cpu_lent);
+		w->cpu_lent = cpu;
+		ferry__rt_lease_serve(rt);
+		return;
+	}
+	take = avail < w->cpu_lent ? avail : w->cpu_lent;
+	(void)ferry__res_set_put(&rt->avail, "CPU", avail - take);
+	w->cpu_lent -= take;
+	ferry__rt_lease_report(rt);
 }

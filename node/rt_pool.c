@@ -474,11 +474,15 @@ static void reaped(struct rt_worker *w, const siginfo_t *si)
 		rt->respawn_after_ms = ferry__loop_now_ms() + RT_RESPAWN_HOLD_MS;
 	}
 	ferry__rt_lease_worker_gone(w, term_signal, exit_status, how);
-	if (term_signal)
-		remove_socket(w);
+	ferry__rt_owner_gone(rt, &w->id, false); /* what its tasks put */
+	remove_socket(w); /* a killed worker's socket file stays */
 	if (w->peer) {
 		w->peer->worker = NULL;
 		ferry__rt_peer_close(w->peer, NULL);
+	}
+	if (w->owner_peer) {
+		w->owner_peer->owner_of = NULL;
+		ferry__rt_peer_close(w->owner_peer, NULL);
 	}
 	unlink_worker(rt, w);
 	ferry__free(w);

@@ -166,8 +166,9 @@ static int check_cred(struct rt_peer *p, const struct ferry__rt_connect *c, char
 		snprintf(why, size, "no peer credentials: %s", ferry_strerror(r));
 		return -EACCES;
 	}
-	if (cred.pidfd >= 0)
-		close(cred.pidfd);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = cred.pidfd; /* kept: its death tells a killed owner from one that closed */
 	p->pid = cred.pid;
 	if (cred.uid != geteuid() && cred.uid != 0) {
 		snprintf(why, size, "uid %u is not the node's (%u)", cred.uid, geteuid());
@@ -199,6 +200,10 @@ static int check_worker(struct rt_peer *p, const struct ferry__rt_connect *c, ch
 		snprintf(why, size, "pid %d is not the node's child %d", p->pid, (int)w->pid);
 		return -EACCES;
 	}
+	/* Its second connection, same process and socket: the line its tasks submit on. */
+	if (w->peer && !w->owner_peer && !w->signal_sent && c->listen_path &&
+	    !strcmp(c->listen_path, w->listen_path))
+		return 1;
 	if (w->peer || w->signal_sent || w->state != W_STARTING) {
 		snprintf(why, size, "worker %d is already connected or ending", (int)w->pid);
 		return -EALREADY;
@@ -228,7 +233,10 @@ static void handle_connect(struct rt_peer *p, const struct ferry__rt_connect *c)
 	p->connected = true;
 	ferry__conn_set_frame_max(p->conn, 0);
 	send_connect_reply(p, 0, NULL);
-	if (c->kind == FERRY__WIRE_PEER_KIND_WORKER) {
+	if (r == 1) { /* an owner line: a peer like a driver's, tied to its worker */
+		p->owner_of = ferry__rt_pool_find(p->rt, &c->id);
+		p->owner_of->owner_peer = p;
+	} else if (c->kind == FERRY__WIRE_PEER_KIND_WORKER) {
 		p->worker = ferry__rt_pool_find(p->rt, &c->id);
 		ferry__rt_pool_registered(p->worker, p, c->listen_path);
 	}
@@ -248,6 +256,9 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 			ferry__rt_peer_close(p, "WorkerAssignReply from a driver");
 		else
 			ferry__rt_lease_assign_reply(p, &m->assign_reply);
+		break;
+	case FERRY__WIRE_MSG_WORKER_BLOCKED:
+		ferry__rt_lease_blocked(p, m->blocked);
 		break;
 	default:
 		ferry__rt_peer_close(p, "RuntimeConnect sent twice");
@@ -284,6 +295,14 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 	}
 }
 
+/* Named for tests/tsan.supp: TSan does not see a pidfd's creation (conn_cred.c). */
+static void close_pidfd(struct rt_peer *p)
+{
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+}
+
 static void on_close(struct ferry__conn *conn, int err)
 {
 	struct rt_peer *p = ferry__conn_data(conn);
@@ -291,7 +310,13 @@ static void on_close(struct ferry__conn *conn, int err)
 
 	(void)err;
 	p->conn = NULL;
+	p->died = p->connected && ferry__rt_peer_exited(p);
 	ferry__rt_lease_peer_gone(p);
+	if (p->died && p->kind == FERRY__WIRE_PEER_KIND_DRIVER)
+		ferry__rt_owner_gone(rt, &p->id, true);
+	close_pidfd(p);
+	if (p->owner_of)
+		p->owner_of->owner_peer = NULL;
 	if (p->worker) {
 		p->worker->peer = NULL;
 		/* A worker without its line to the node cannot be assigned or revoked: end it. */
@@ -354,6 +379,7 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 	}
 	p->rt = rt;
 	p->conn = conn;
+	p->pidfd = -1;
 	p->accepted_ms = ferry__loop_now_ms();
 	p->next = rt->peers;
 	if (rt->peers)

@@ -189,6 +189,7 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_LEASE_REQUEST:
 	case FERRY__WIRE_MSG_LEASE_RETURN:
 	case FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY:
+	case FERRY__WIRE_MSG_WORKER_BLOCKED:
 		break;
 	default:
 		return fail(why, why_size, -EPROTO, "%s (type %u) is not a message for the node",
@@ -206,6 +207,10 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_LEASE_RETURN:
 		out->lease_id = ferry__wire_lease_return_lease_id(
 			ferry__wire_lease_return_root_verified(payload));
+		return 0;
+	case FERRY__WIRE_MSG_WORKER_BLOCKED:
+		out->blocked = ferry__wire_worker_blocked_blocked(
+			ferry__wire_worker_blocked_root_verified(payload));
 		return 0;
 	default:
 		return decode_assign_reply(payload, &out->assign_reply, why, why_size);

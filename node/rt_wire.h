@@ -10,6 +10,7 @@
 #ifndef FERRY_NODE_RT_WIRE_H
 #define FERRY_NODE_RT_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,7 @@ struct ferry__rt_msg {
 		struct ferry__rt_lease_request lease;	    /* LEASE_REQUEST */
 		uint64_t lease_id;			    /* LEASE_RETURN */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
+		bool blocked;				    /* WORKER_BLOCKED */
 	};
 };
 

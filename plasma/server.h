@@ -176,6 +176,14 @@ int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
 				     const struct ferry_object_id *id,
 				     struct ferry_plasma_view *view);
 
+/*
+ * ferry__plasma_server_delete_owned() - delete every sealed (or spilled) object whose owner is
+ * @owner, as a client's delete would (pinned ones go at their last release): what a node does
+ * when the driver or worker that owned them died. Loop thread only. Returns how many.
+ */
+int ferry__plasma_server_delete_owned(struct ferry__plasma_server *srv,
+				      const struct ferry_worker_id *owner);
+
 /* The store (tests only: touch it only while the server is not running). */
 struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
 

@@ -306,6 +306,29 @@ void ferry__plasma_on_delete(struct ferry__plasma_pclient *c, const void *payloa
 	ferry__free(statuses);
 }
 
+int ferry__plasma_server_delete_owned(struct ferry__plasma_server *srv,
+				      const struct ferry_worker_id *owner)
+{
+	int deleted = 0;
+
+	for (uint32_t i = 0; i <= srv->ix->mask; i++) {
+		struct ferry__plasma_object o;
+		struct ferry_worker_id who;
+		struct ferry_object_id id;
+		int state = ferry__plasma_index_read(srv->ix, i, &o);
+
+		if (state != FERRY__PLASMA_SEALED && state != FERRY__PLASMA_SPILLED)
+			continue;
+		who = ferry__plasma_index_owner_id(srv->ix, i);
+		if (memcmp(who.bytes, owner->bytes, sizeof(who.bytes)) != 0)
+			continue;
+		ferry__plasma_index_read_id(srv->ix, i, &id);
+		if (ferry__plasma_store_object_delete(srv->store, &id) >= 0)
+			deleted++;
+	}
+	return deleted;
+}
+
 static uint8_t wire_state(int state)
 {
 	switch (state) {

@@ -37,6 +37,7 @@
 #include "common/net.h"
 #include "common/sha256.h"
 #include "common/token.h"
+#include "runtime/owner.h"
 #include "runtime/registry.h"
 #include "runtime/rt.h"
 #include "transport/objmgr.h"
@@ -337,6 +338,11 @@ static int start_loop(void)
 	ret = -pthread_create(&ferry__rt.loop_thread, NULL, loop_thread, NULL);
 	if (ret < 0)
 		goto err_sub;
+	/* A driver is known to its node from the start (a worker joins when its tasks submit):
+	 * if it dies, the node frees what it owns. A failure shows again at the first submit. */
+	if (!ferry__rt.worker)
+		(void)ferry__loop_call(ferry__rt.loop, ferry__rt_sub_connect, NULL);
+	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_owner_srv_start, NULL);
 	return 0;
 err_sub:
 	ferry__rt_sub_fini();
@@ -356,6 +362,7 @@ static void loop_poll(int (*fn)(void *), void *arg, int tries)
 /* The loop ends its work (lease returns written, every socket's on_close run), then stops. */
 static void stop_loop(void)
 {
+	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_owner_srv_stop, NULL);
 	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_sub_stop, NULL);
 	loop_poll(ferry__rt_sub_close_node, NULL, STOP_FLUSH_TRIES);
 	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_sub_close_node, &ferry__rt);
@@ -443,7 +450,23 @@ static void detach(void)
 	ferry__rt.cluster = NULL;
 }
 
-static int init_locked(const struct ferry_init_opts *o)
+/* A worker's runtime: its own id, job and node, its store; no cluster, no GCS. */
+static int set_worker(const struct ferry__rt_worker_info *wi)
+{
+	if (strlen(wi->store_socket) >= sizeof(ferry__rt.store_socket) ||
+	    strlen(wi->code_path) >= sizeof(ferry__rt.code_path))
+		return -ENAMETOOLONG;
+	ferry__rt.worker = wi;
+	ferry__rt.self = wi->id;
+	ferry__rt.job = wi->job;
+	ferry__rt.node = wi->node;
+	snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s", wi->store_socket);
+	snprintf(ferry__rt.code_path, sizeof(ferry__rt.code_path), "%s", wi->code_path);
+	memcpy(ferry__rt.code_hash, wi->code_hash, sizeof(ferry__rt.code_hash));
+	return 0;
+}
+
+static int init_locked(const struct ferry_init_opts *o, const struct ferry__rt_worker_info *wi)
 {
 	const char *code = o->code_path ? o->code_path : getenv("FERRY_CODE");
 	int ret;
@@ -454,7 +477,7 @@ static int init_locked(const struct ferry_init_opts *o)
 	if (ret < 0)
 		return ret;
 	reset_ids(o);
-	ret = set_code(code);
+	ret = wi ? set_worker(wi) : set_code(code);
 	if (ret < 0)
 		return ret;
 	ferry__hashmap_init(&ferry__rt.objects, sizeof(struct ferry_object_id), sizeof(void *));
@@ -462,7 +485,7 @@ static int init_locked(const struct ferry_init_opts *o)
 	ret = ferry__rt_completion_init();
 	if (ret < 0)
 		goto err_cond;
-	ret = attach(o);
+	ret = wi ? connect_store() : attach(o);
 	if (ret < 0)
 		goto err_completion;
 	ret = start_loop();
@@ -471,7 +494,8 @@ static int init_locked(const struct ferry_init_opts *o)
 	pthread_mutex_lock(&ferry__rt.lock);
 	ferry__rt.up = true;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	FLOG_INFO(COMP, "driver of a new job on store %s", ferry__rt.store_socket);
+	FLOG_INFO(COMP, "%s on store %s", wi ? "a worker's runtime" : "driver of a new job",
+		  ferry__rt.store_socket);
 	return 0;
 err_detach:
 	detach();
@@ -480,6 +504,7 @@ err_completion:
 err_cond:
 	pthread_cond_destroy(&ferry__rt.cond);
 	ferry__hashmap_fini(&ferry__rt.objects);
+	ferry__rt.worker = NULL;
 	return ret;
 }
 
@@ -489,10 +514,25 @@ int ferry_init(const struct ferry_init_opts *opts)
 	int ret;
 
 	pthread_mutex_lock(&init_lock);
-	ret = init_locked(opts ? opts : &defaults);
+	ret = init_locked(opts ? opts : &defaults, NULL);
 	pthread_mutex_unlock(&init_lock);
 	if (ret < 0 && ret != -EALREADY)
 		FLOG_ERROR(COMP, "ferry_init: %s", ferry_strerror(ret));
+	return ret;
+}
+
+int ferry__rt_init_worker(const struct ferry__rt_worker_info *info)
+{
+	static const struct ferry_init_opts defaults;
+	int ret;
+
+	pthread_mutex_lock(&init_lock);
+	ferry__rt_block_reset();
+	ret = init_locked(&defaults, info);
+	pthread_mutex_unlock(&init_lock);
+	if (ret < 0)
+		FLOG_ERROR(COMP, "the worker's runtime (its tasks cannot submit): %s",
+			   ferry_strerror(ret));
 	return ret;
 }
 
@@ -509,6 +549,7 @@ void ferry_shutdown(void)
 	pthread_cond_broadcast(&ferry__rt.cond);
 	pthread_mutex_unlock(&ferry__rt.lock);
 	stop_loop();
+	ferry__rt_borrow_fini(); /* owners drop the counts this process borrowed */
 	pthread_mutex_lock(&ferry__rt.lock);
 	ferry__rt_objects_clear();
 	pthread_mutex_unlock(&ferry__rt.lock);
@@ -516,5 +557,6 @@ void ferry_shutdown(void)
 	ferry__hashmap_fini(&ferry__rt.objects);
 	ferry__rt_completion_fini();
 	pthread_cond_destroy(&ferry__rt.cond);
+	ferry__rt.worker = NULL;
 	pthread_mutex_unlock(&init_lock);
 }

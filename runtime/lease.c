@@ -98,6 +98,12 @@ int ferry__rt_send_connect(struct ferry__conn *conn)
 	memcpy(m.id.bytes, ferry__rt.self.bytes, sizeof(m.id.bytes));
 	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
 	m.pid = (int32_t)getpid();
+	if (ferry__rt.worker && conn == sub.node) { /* a worker's owner line (runtime.fbs) */
+		m.kind = FERRY__WIRE_PEER_KIND_WORKER;
+		m.secret = ferry__rt.worker->secret;
+		m.secret_count = ferry__rt.worker->secret_len;
+		m.listen_path = ferry__rt.worker->listen_path;
+	}
 	ret = ferry__wire_runtime_connect_build(&sub.fb, &m);
 	if (ret < 0)
 		return ret;
@@ -652,6 +658,26 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	if (!keep ||
 	    ferry__loop_timer_start(ferry__rt.loop, &l->revoke, REVOKE_WAIT_MS, 0, revoke_due) < 0)
 		lease_gone(l);
+}
+
+int ferry__rt_sub_connect(void *arg)
+{
+	(void)arg;
+	return node_connect();
+}
+
+int ferry__rt_sub_send_blocked(bool blocked)
+{
+	struct ferry__wire_worker_blocked m = {.blocked = blocked};
+	int ret = node_connect();
+
+	if (ret >= 0)
+		ret = ferry__wire_worker_blocked_build(&sub.fb, &m);
+	if (ret >= 0)
+		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_WORKER_BLOCKED,
+				       ferry__fb_builder_data(&sub.fb),
+				       ferry__fb_builder_size(&sub.fb));
+	return ret < 0 ? ret : 0;
 }
 
 /* ---- life ---- */

@@ -14,6 +14,7 @@
 #include "common/cond.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "runtime/owner.h"
 #include "runtime/rt.h"
 
 #define COMP "runtime"
@@ -67,6 +68,7 @@ static void obj_free(struct ferry__rt_obj *o)
 	}
 	ferry__free(o->data);
 	ferry__free(o->error);
+	ferry__free(o->contained);
 	ferry__free(o);
 }
 
@@ -76,6 +78,14 @@ static void obj_forget(struct ferry__rt_obj *o)
 	ferry__hashmap_remove(&ferry__rt.objects, &o->id, NULL);
 	if (o->state == FERRY__RT_IN_STORE && ferry__rt.store)
 		(void)ferry_plasma_client_delete(ferry__rt.store, &o->id, 1, NULL);
+	/* The objects whose refs it held (ferry_put_refs) lose its count. */
+	for (size_t i = 0; i < o->ncontained; i++) {
+		struct ferry__rt_obj *c = ferry__rt_obj_find(&o->contained[i]);
+
+		if (c)
+			ferry__rt_obj_unref(c);
+	}
+	o->ncontained = 0;
 	if (!o->pins)
 		obj_free(o);
 }
@@ -104,6 +114,7 @@ void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, siz
 	pthread_cond_broadcast(&ferry__rt.cond);
 	ferry__rt_completion_fire(o, state == FERRY__RT_ERROR ? status : 0);
 	ferry__rt_sub_object_ready();
+	ferry__rt_owner_srv_ready();
 }
 
 void ferry__rt_objects_clear(void)
@@ -176,6 +187,58 @@ int ferry_put(const void *data, size_t len, struct ferry_ref *out)
 	return own_new(&id, FERRY__RT_IN_STORE, out);
 }
 
+/* Lock held: whether every one of @refs is an object of ours still counted. */
+static bool own_all(const struct ferry_ref *refs, size_t nrefs)
+{
+	for (size_t i = 0; i < nrefs; i++)
+		if (!ferry__rt_is_self(&refs[i].owner) || !ferry__rt_obj_find(&refs[i].id))
+			return false;
+	return true;
+}
+
+int ferry_put_refs(const void *data, size_t len, const struct ferry_ref *refs, size_t nrefs,
+		   struct ferry_ref *out)
+{
+	struct ferry_object_id *ids = nrefs ? ferry__calloc(nrefs, sizeof(*ids)) : NULL;
+	struct ferry__rt_obj *o;
+	bool ok;
+	int ret;
+
+	if ((nrefs && !refs) || !out)
+		ret = -EINVAL;
+	else if (nrefs && !ids)
+		ret = -ENOMEM;
+	else
+		ret = ferry_put(data, len, out);
+	if (ret < 0) {
+		ferry__free(ids);
+		return ret;
+	}
+	pthread_mutex_lock(&ferry__rt.lock);
+	o = ferry__rt_obj_find(&out->id);
+	ok = o && own_all(refs, nrefs);
+	for (size_t i = 0; ok && i < nrefs; i++) {
+		struct ferry__rt_obj *c = ferry__rt_obj_find(&refs[i].id);
+
+		ids[i] = refs[i].id;
+		if (c) /* always: own_all() found each */
+			c->refs++;
+	}
+	if (ok) {
+		o->contained = ids;
+		o->ncontained = nrefs;
+	} else if (o) {
+		ferry__rt_obj_unref(o); /* not a valid container: it goes again */
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ok)
+		return 0;
+	ferry__free(ids);
+	memset(out, 0, sizeof(*out));
+	FLOG_WARN(COMP, "ferry_put_refs: a ref that is not this process's own, or dropped");
+	return -EINVAL;
+}
+
 int ferry_create(size_t len, void **buf, struct ferry_ref *out)
 {
 	struct ferry_object_id id;
@@ -242,6 +305,9 @@ int ferry_ref_dup(const struct ferry_ref *ref, struct ferry_ref *out)
 			ret = -ENOENT;
 	}
 	pthread_mutex_unlock(&ferry__rt.lock);
+	/* Another owner's: the count is taken there, so that it keeps the object alive. */
+	if (ret == 0 && !ferry__rt_is_self(&ref->owner))
+		ret = ferry__rt_borrow_update(ref, 1);
 	if (ret == 0)
 		*out = *ref;
 	return ret;
@@ -260,6 +326,9 @@ void ferry_ref_drop(struct ferry_ref *ref)
 			ferry__rt_obj_unref(o);
 	}
 	pthread_mutex_unlock(&ferry__rt.lock);
+	if (ferry__rt.up && !ferry__rt_is_self(&ref->owner) &&
+	    !ferry_id_is_nil(ref->owner.bytes, sizeof(ref->owner.bytes)))
+		(void)ferry__rt_borrow_update(ref, -1); /* 0 when it took no count there */
 	memset(ref, 0, sizeof(*ref));
 }
 
@@ -324,6 +393,7 @@ static int get_store(const struct ferry_object_id *id, int64_t wait_ms, struct f
 static int get_owned(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
 {
 	struct ferry__rt_obj *o;
+	bool blocked;
 	int ret = 0;
 
 	pthread_mutex_lock(&ferry__rt.lock);
@@ -333,8 +403,10 @@ static int get_owned(const struct ferry_ref *ref, int64_t deadline_ms, struct fe
 		return -ENOENT; /* every count on it was dropped */
 	}
 	o->refs++; /* held across the wait: a drop meanwhile cannot free it under us */
+	blocked = o->state == FERRY__RT_PENDING && ferry__rt_block();
 	while (o->state == FERRY__RT_PENDING && ret == 0)
 		ret = ferry__rt.up ? cond_wait_until(deadline_ms, -1) : -ECANCELED;
+	ferry__rt_unblock(blocked);
 	if (ret == 0 && o->state == FERRY__RT_INLINE) {
 		o->pins++;
 		out->data = o->data;
@@ -370,7 +442,7 @@ static bool owner_dead(const struct ferry_worker_id *owner)
 }
 
 /* Another owner's object: it shows up in the store, unless its owner died. */
-static int get_foreign(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
+static int wait_foreign(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
 {
 	for (;;) {
 		int64_t left = left_ms(deadline_ms);
@@ -380,12 +452,53 @@ static int get_foreign(const struct ferry_ref *ref, int64_t deadline_ms, struct 
 		if (ret != -ETIMEDOUT)
 			return ret;
 		if (owner_dead(&ref->owner)) {
-			snprintf(out->error, sizeof(out->error), "the owner of the object died");
+			char hex[FERRY_ID_HEX_MAX];
+
+			ferry_worker_id_to_hex(&ref->owner, hex, sizeof(hex));
+			snprintf(out->error, sizeof(out->error),
+				 "the owner of the object (%s) died", hex);
 			return -EOWNERDEAD;
 		}
 		if (left_ms(deadline_ms) == 0)
 			return -ETIMEDOUT;
 	}
+}
+
+/* Not in the store yet: its owner says where it is (or sends its bytes), waiting while it is
+ * pending. An owner with no socket on this host is on another (or ended): the store then
+ * brings the object, unless the GCS says its owner died. */
+static int ask_owner(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
+{
+	int ret = ferry__rt_borrow_get(ref, deadline_ms, out);
+
+	if (ret == 1)
+		return get_store(&ref->id, left_ms(deadline_ms), out);
+	if (ret == -ENOENT && !out->error[0])
+		return ferry__rt.gcs ? wait_foreign(ref, deadline_ms, out) : -EOWNERDEAD;
+	return ret;
+}
+
+static int get_foreign(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
+{
+	int ret = get_store(&ref->id, 0, out);
+	bool blocked;
+
+	if (ret != -ETIMEDOUT)
+		return ret;
+	pthread_mutex_lock(&ferry__rt.lock);
+	blocked = ferry__rt_block();
+	pthread_mutex_unlock(&ferry__rt.lock);
+	ret = ask_owner(ref, deadline_ms, out);
+	if (ret == -EOWNERDEAD && !out->error[0]) {
+		char hex[FERRY_ID_HEX_MAX];
+
+		ferry_worker_id_to_hex(&ref->owner, hex, sizeof(hex));
+		snprintf(out->error, sizeof(out->error), "the owner of the object (%s) died", hex);
+	}
+	pthread_mutex_lock(&ferry__rt.lock);
+	ferry__rt_unblock(blocked);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	return ret;
 }
 
 int ferry_get(const struct ferry_ref *ref, int64_t timeout_ms, struct ferry_view *out)
@@ -413,6 +526,8 @@ void ferry_release(struct ferry_view *view)
 		if (--o->pins == 0 && o->refs == 0)
 			obj_free(o); /* dropped while viewed: out of the table already */
 		pthread_mutex_unlock(&ferry__rt.lock);
+	} else if (view->priv[1] == FERRY__RT_VIEW_COPY) {
+		ferry__free((void *)(uintptr_t)view->priv[0]); /* bytes an owner sent */
 	} else if (view->priv[1] == VIEW_STORE) {
 		struct ferry_plasma_view *pv = (struct ferry_plasma_view *)(uintptr_t)view->priv[0];
 
@@ -438,10 +553,28 @@ static int ref_ready(const struct ferry_ref *ref, bool *foreign)
 	return ferry_plasma_client_contains(ferry__rt.store, &ref->id) == 1;
 }
 
+/* Lock held (dropped meanwhile): other owners' objects not in the store, asked of their
+ * owners (one may live in its owner's memory store). How many more are ready. */
+static size_t probe_owners(const struct ferry_ref *refs, size_t n, int *ready)
+{
+	size_t more = 0;
+
+	pthread_mutex_unlock(&ferry__rt.lock);
+	for (size_t i = 0; i < n; i++) {
+		if (ready[i] || ferry__rt_is_self(&refs[i].owner))
+			continue;
+		ready[i] = ferry__rt_borrow_probe(&refs[i]);
+		more += (size_t)ready[i];
+	}
+	pthread_mutex_lock(&ferry__rt.lock);
+	return more;
+}
+
 int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t timeout_ms,
 	       int *ready)
 {
 	int64_t deadline_ms = deadline_of(timeout_ms);
+	bool blocked = false;
 	size_t count;
 
 	if ((n && (!refs || !ready)) || num_ready > n)
@@ -459,10 +592,16 @@ int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t
 			ready[i] = ref_ready(&refs[i], &foreign);
 			count += (size_t)ready[i];
 		}
-		if (count >= num_ready ||
-		    cond_wait_until(deadline_ms, foreign ? FOREIGN_POLL_MS : -1) < 0)
+		if (count < num_ready && foreign)
+			count += probe_owners(refs, n, ready);
+		if (count >= num_ready)
+			break;
+		if (!blocked && timeout_ms != 0)
+			blocked = ferry__rt_block();
+		if (cond_wait_until(deadline_ms, foreign ? FOREIGN_POLL_MS : -1) < 0)
 			break;
 	}
+	ferry__rt_unblock(blocked);
 	pthread_mutex_unlock(&ferry__rt.lock);
 	return (int)count;
 }

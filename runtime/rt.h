@@ -65,6 +65,22 @@ struct ferry__rt_obj {
 	void *data;		   /* FERRY__RT_INLINE: the bytes (ferry__malloc'd) */
 	size_t len;		   /* their size */
 	struct ferry__rt_cb *cbs;  /* ferry_on_ready callbacks waiting for it */
+	struct ferry_object_id *contained; /* ferry_put_refs: objects it holds a count on */
+	size_t ncontained;		   /* how many */
+};
+
+/* A worker process as an owner (its tasks submit, put and get): who it is to its node. Set by
+ * ferry__rt_init_worker; the pointers stay valid until ferry_shutdown. */
+struct ferry__rt_worker_info {
+	struct ferry_worker_id id; /* the worker's (owner of what its tasks make) */
+	struct ferry_job_id job;   /* the job it was assigned */
+	struct ferry_node_id node; /* its node */
+	const char *store_socket;  /* the node's store (its runtime socket: + ".rt") */
+	const char *code_path;	   /* the job's library */
+	const uint8_t *code_hash;  /* its SHA-256 (32 bytes) */
+	const uint8_t *secret;	   /* the node's secret for this worker */
+	size_t secret_len;	   /* its bytes */
+	const char *listen_path;   /* the worker's socket (names it to the node) */
 };
 
 struct ferry__rt {
@@ -94,6 +110,7 @@ struct ferry__rt {
 	struct ferry__rt_task **incoming_tail; /* where the next one goes */
 	bool incoming_posted;		       /* a post to take them is on its way */
 	struct ferry__rt_sub *sub;	       /* the loop thread's submit state (submit.c) */
+	const struct ferry__rt_worker_info *worker; /* in a worker process; NULL in a driver */
 };
 
 extern struct ferry__rt ferry__rt;
@@ -133,6 +150,23 @@ int ferry__rt_sub_stop(void *arg);
 int ferry__rt_sub_close_node(void *arg);
 int ferry__rt_sub_open_conns(void *arg);
 void ferry__rt_sub_fini(void);
+/* Loop thread (ferry__loop_call): connect to the node's runtime socket now, so that the node
+ * knows this driver from the start and frees what it owns if it dies. 0 or -errno (logged). */
+int ferry__rt_sub_connect(void *arg);
+/* Loop thread: tell the node over the owner line that this worker's task waits (or not). */
+int ferry__rt_sub_send_blocked(bool blocked);
+
+/* init.c: the runtime of a worker process (worker_assign.c calls it once its job loaded):
+ * an owner on its node's store and runtime socket, without a GCS client. 0 or -errno;
+ * ferry_shutdown() ends it. */
+int ferry__rt_init_worker(const struct ferry__rt_worker_info *info);
+
+/* worker_owner.c: a get or wait inside a running task is about to sleep (lock held): tell the
+ * node, so that its CPU serves the tasks it waits for. Returns whether it counted (pass that
+ * to ferry__rt_unblock when the wait ends). */
+bool ferry__rt_block(void);
+void ferry__rt_unblock(bool counted);
+void ferry__rt_block_reset(void);
 /* Called with the lock held when an object became ready: tasks waiting for it may go. */
 void ferry__rt_sub_object_ready(void);
 /* The node this driver's node socket answered for (nil before). */

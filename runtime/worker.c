@@ -478,7 +478,8 @@ int ferry__worker_run(const struct ferry__worker_opts *o)
 		ret = ferry__loop_run(w.loop);
 	if (ret < 0)
 		w.exit_code = 1;
-	w.stopping = true; /* the close callbacks destroy runs must not stop it again */
+	ferry__worker_owner_stop(); /* its leases back, its objects out of the store */
+	w.stopping = true;	    /* the close callbacks destroy runs must not stop it again */
 	/* Every connection and the server go with the loop; then the socket file. */
 	ferry__loop_destroy(w.loop);
 	ferry__worker_actor_fini(&w);

@@ -163,6 +163,20 @@ int ferry__worker_setup_find(ferry_setup_fn *fn, char *name, size_t name_size);
  * and clear it. "" if nothing. */
 void ferry__worker_setup_message(char *out, size_t size);
 
+/* ferry__worker_task_running() - whether a task's function runs in this process now (its
+ * gets and waits then lend the worker's CPU to its node: runtime/worker_owner.c). */
+bool ferry__worker_task_running(void);
+
+/* ferry__worker_owner_start() / _stop() - the runtime that lets @w's tasks submit tasks,
+ * put and get (runtime/worker_owner.c): started once the job's library (@code_path, its
+ * SHA-256 @code_hash) is loaded, stopped when the worker ends. 0 or -errno (logged). */
+int ferry__worker_owner_start(struct ferry__worker *w, const char *code_path,
+			      const uint8_t *code_hash);
+void ferry__worker_owner_stop(void);
+/* Whether @ref's object is not in @w's store but its owner, another process, serves an owner
+ * socket on this host (a task's ref argument is then asked of it, with ferry_get). */
+bool ferry__worker_owner_serves(struct ferry__worker *w, const struct ferry_ref *ref);
+
 /* ferry__worker_setup_reset() - forget the setup function (tests: one process per test). */
 void ferry__worker_setup_reset(void);
 

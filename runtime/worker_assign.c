@@ -184,6 +184,10 @@ int ferry__worker_assign(struct ferry__worker *w, const void *payload, size_t le
 		else
 			FLOG_INFO(COMP, "worker %s: job %s loaded from %s", w->id_hex, job_hex,
 				  a.path);
+		/* Its tasks may submit tasks: a failure here is logged and leaves them -ENOTCONN. */
+		if (w->assign_status == 0)
+			(void)ferry__worker_owner_start(
+				w, a.path, ferry__wire_worker_assign_code_hash_data(v));
 	} else if (memcmp(job.bytes, w->job.bytes, sizeof(job.bytes)) != 0) {
 		ferry_job_id_to_hex(&w->job, job_hex, sizeof(job_hex));
 		snprintf(busy, sizeof(busy), "worker %s serves job %s: a worker serves one job",

@@ -57,6 +57,7 @@ struct ferry_task_ctx {
 	size_t nargs;			 /* their count */
 	struct ferry_plasma_view *views; /* pins of the ref arguments */
 	size_t nviews;			 /* their count */
+	struct ferry_view *owner_views;	 /* nargs: those asked of their owner, or NULL */
 	struct task_return *rets;	 /* nrets returns */
 	size_t nrets;			 /* their count */
 	pthread_mutex_t lock;		 /* the returns and the message */
@@ -65,6 +66,11 @@ struct ferry_task_ctx {
 };
 
 static struct ferry_task_ctx *_Atomic running; /* the task whose function is running */
+
+bool ferry__worker_task_running(void)
+{
+	return atomic_load(&running) != NULL;
+}
 
 /* ---- worker setup registration ---- */
 
@@ -365,6 +371,35 @@ static int get_refs(struct ferry__worker *w, struct ferry_task_ctx *c,
 	return 0;
 }
 
+/* Argument @i, a ref, from its owner (runtime/worker_owner.c) when that is another process
+ * on this host and the object is not in the store: it may live in that owner's memory store
+ * (a ref the caller borrowed and passed on). 0 (read), 1 (go through the store), < 0. */
+static int from_owner(struct ferry__worker *w, struct ferry_task_ctx *c,
+		      struct ferry__wire_task_arg_view a, size_t i)
+{
+	struct ferry__wire_unique_id owner = ferry__wire_task_arg_object_owner(a);
+	struct ferry_ref ref = {.id = ferry__wire_task_arg_object_id(a)};
+	struct ferry_view *v;
+	int ret;
+
+	memcpy(ref.owner.bytes, owner.bytes, sizeof(ref.owner.bytes));
+	if (!ferry__worker_owner_serves(w, &ref))
+		return 1;
+	if (!c->owner_views) {
+		c->owner_views = ferry__calloc(c->nargs, sizeof(*c->owner_views));
+		if (!c->owner_views)
+			return fail(c, -ENOMEM, "worker %s: out of memory for the task", w->id_hex);
+	}
+	v = &c->owner_views[i];
+	ret = ferry_get(&ref, -1, v);
+	if (ret < 0)
+		return fail(c, ret, "argument %zu: %s", i,
+			    v->error[0] ? v->error : ferry_strerror(ret));
+	c->args[i].data = v->data ? v->data : "";
+	c->args[i].len = v->len;
+	return 0;
+}
+
 /* Arguments: inline bytes as they are; a ref (is_ref with no bytes: an owner that had the
  * value inlined it) read from the store, pinned until the reply. */
 static int resolve_args(struct ferry__worker *w, struct ferry__wire_push_task_view v,
@@ -383,6 +418,12 @@ static int resolve_args(struct ferry__worker *w, struct ferry__wire_push_task_vi
 			c->args[i].data = "";
 		if (!ferry__wire_task_arg_is_ref(a) || ferry__wire_task_arg_has_data(a))
 			continue;
+		ret = from_owner(w, c, a, i);
+		if (ret < 0)
+			goto out;
+		if (ret == 0)
+			continue;
+		ret = 0;
 		if (!ids) {
 			ids = ferry__calloc(c->nargs, sizeof(*ids));
 			which = ferry__calloc(c->nargs, sizeof(*which));
@@ -507,6 +548,9 @@ static void ctx_fini(struct ferry__worker *w, struct ferry_task_ctx *c)
 	for (size_t i = 0; c->rets && i < c->nrets; i++)
 		if (!c->rets[i].in_store)
 			ferry__free(c->rets[i].data);
+	for (size_t i = 0; c->owner_views && i < c->nargs; i++)
+		ferry_release(&c->owner_views[i]);
+	ferry__free(c->owner_views);
 	ferry__free(c->args);
 	ferry__free(c->views);
 	ferry__free(c->rets);

@@ -174,6 +174,14 @@ FERRY_API int ferry_put(const void *data, size_t len, struct ferry_ref *out);
 FERRY_API int ferry_create(size_t len, void **buf, struct ferry_ref *out);
 FERRY_API int ferry_seal(const struct ferry_ref *ref);
 
+/* ferry_put_refs() - ferry_put() of bytes that hold refs (e.g. an array of struct ferry_ref):
+ * the new object keeps the objects of @refs[0..@nrefs) alive, one count each, until it is
+ * itself dropped, so that a process that reads a ref out of it can get that object, or keep
+ * it with ferry_ref_dup. The refs must be this process's own. 0, -EINVAL (a ref of another
+ * owner, or of an object whose counts are all gone), or ferry_put()'s errors. */
+FERRY_API int ferry_put_refs(const void *data, size_t len, const struct ferry_ref *refs,
+			     size_t nrefs, struct ferry_ref *out);
+
 /* A read-only view of an object, pinned until ferry_release(). */
 struct ferry_view {
 	const void *data;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the node's runtime-socket decoder (node/rt_wire.c): RuntimeConnect,
- * LeaseRequest, LeaseReturn and WorkerAssignReply payloads as any local process may send them,
- * untrusted. The first byte picks the message type (its value modulo 4), the rest is the payload.
+ * LeaseRequest, LeaseReturn, WorkerAssignReply and WorkerBlocked payloads as any local process may
+ * send them, untrusted. The first byte picks the message type (its value modulo 5), the rest is
+ * the payload.
  * The decoder must return 0 or one of its documented errors, and what it accepts must hold to
  * the ranges the pool and the lease code rely on (strings terminated and short enough, IDs not
  * nil, resources named once with amounts > 0, statuses 0 or -errno).
@@ -22,11 +23,11 @@
 
 #include "fuzz_replay.h"
 
-static const uint16_t types[4] = {
-	FERRY__WIRE_MSG_RUNTIME_CONNECT,
-	FERRY__WIRE_MSG_LEASE_REQUEST,
-	FERRY__WIRE_MSG_LEASE_RETURN,
-	FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY,
+#define NTYPES 5
+static const uint16_t types[NTYPES] = {
+	FERRY__WIRE_MSG_RUNTIME_CONNECT, FERRY__WIRE_MSG_LEASE_REQUEST,
+	FERRY__WIRE_MSG_LEASE_RETURN,	 FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY,
+	FERRY__WIRE_MSG_WORKER_BLOCKED,
 };
 
 static void check_string(const char *s, size_t max)
@@ -79,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!copy)
 		return 0;
 	memcpy(copy, data + 1, size - 1);
-	r = ferry__rt_decode(types[data[0] % 4], copy, size - 1, &m, why, sizeof(why));
+	r = ferry__rt_decode(types[data[0] % NTYPES], copy, size - 1, &m, why, sizeof(why));
 	if (r != 0 && r != -EPROTO && r != -EINVAL && r != -ENAMETOOLONG)
 		abort();
 	if (r < 0 && !why[0])
@@ -150,6 +151,9 @@ int fuzz_make_corpus(const char *dir)
 		    ferry__wire_lease_return_build(
 			    &b, &(struct ferry__wire_lease_return){.lease_id = 3}));
 	bad |= seed(dir, "seed-assign-reply", 3, &b, ferry__wire_worker_assign_reply_build(&b, &a));
+	bad |= seed(dir, "seed-worker-blocked", 4, &b,
+		    ferry__wire_worker_blocked_build(
+			    &b, &(struct ferry__wire_worker_blocked){.blocked = true}));
 	ferry__fb_builder_fini(&b);
 	return bad;
 }

@@ -30,6 +30,20 @@ int itest_popen_read(const char *cmd, char *out, size_t size)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int itest_ferry_cli(const char *run_dir, const char *args)
+{
+	const char *bin = getenv("FERRY_CLI_BIN");
+	char cmd[1024], out[8192];
+	int code;
+
+	if (!bin || !getenv("FERRY_NODE_BIN"))
+		ftest_skip("FERRY_CLI_BIN / FERRY_NODE_BIN not set (run through meson test)");
+	snprintf(cmd, sizeof(cmd), "FERRY_RUN_DIR='%s' '%s' %s 2>&1", run_dir, bin, args);
+	code = itest_popen_read(cmd, out, sizeof(out));
+	ftest_log("$ ferry %s -> %d\n%s", args, code, out);
+	return code;
+}
+
 pid_t itest_spawn(const char *const *argv, char *line, size_t size)
 {
 	int out[2];

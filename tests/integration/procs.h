@@ -15,6 +15,10 @@
  * exit code, -1 if it did not exit. Redirections (2>&1, 2>FILE) are the caller's, in @cmd. */
 int itest_popen_read(const char *cmd, char *out, size_t size);
 
+/* The ferry CLI ($FERRY_CLI_BIN; the test skips without it and $FERRY_NODE_BIN) with @args
+ * and FERRY_RUN_DIR=@run_dir; its output logged. Its exit code. */
+int itest_ferry_cli(const char *run_dir, const char *args);
+
 /* fork + exec @argv (NULL-terminated, at most 23 words) with stdout on a pipe; waits for its
  * first line, put in @line ("" when it closed stdout first). The child's pid. */
 pid_t itest_spawn(const char *const *argv, char *line, size_t size);

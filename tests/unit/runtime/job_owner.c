@@ -3,7 +3,10 @@
  * A job's code for the owner's tests (test_submit.c), loaded by the real ferry-worker: add
  * sums two int64s, fail reports an error, twice doubles an int64 (to chain tasks through
  * refs), kill_once is SIGKILLed on its first try (the marker file named by its argument tells
- * a retry apart) and always_killed on every try.
+ * a retry apart) and always_killed on every try. nest, relay, fan and hand_out submit tasks
+ * from inside a task (tests/integration/runtime/test_nested.c); hang stays running
+ * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
+ * (test_borrow.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,4 +80,241 @@ FERRY_FUNCTION(always_killed)
 	(void)ctx;
 	raise(SIGKILL);
 	return 0;
+}
+
+/* ---- tasks that submit tasks (tests/integration/runtime/test_nested.c) ---- */
+
+/* The int64 of @ref, then the ref dropped. */
+static int get_int64(struct ferry_ref *ref, int64_t *out)
+{
+	struct ferry_view v;
+	int ret = ferry_get(ref, -1, &v);
+
+	if (ret == 0 && v.len != sizeof(*out))
+		ret = -EBADMSG;
+	if (ret == 0)
+		memcpy(out, v.data, sizeof(*out));
+	ferry_release(&v);
+	ferry_ref_drop(ref);
+	return ret;
+}
+
+/* nest(n): n levels of tasks, each waiting in ferry_get for the one below: returns n. Deeper
+ * than the node's CPUs, it ends only if a waiting worker lends its CPU. */
+FERRY_FUNCTION(nest)
+{
+	struct ferry_ref below;
+	int64_t n, got = 0;
+	int ret;
+
+	if (int64_arg(ctx, 0, &n) < 0)
+		return ferry_task_error(ctx, "nest takes an int64");
+	if (n > 0) {
+		int64_t m = n - 1;
+		struct ferry_arg a = {.data = &m, .len = sizeof(m)};
+
+		ret = ferry_submit("nest", &a, 1, NULL, &below);
+		if (ret == 0)
+			ret = get_int64(&below, &got);
+		if (ret < 0)
+			return ferry_task_error(ctx, "nest(%lld): its subtask: %s", (long long)m,
+						ferry_strerror(ret));
+		n = got + 1;
+	}
+	return ferry_task_return(ctx, 0, &n, sizeof(n));
+}
+
+/* relay(x): puts x (in the store, owned by this worker), passes that ref to twice, passes
+ * twice's return (in this worker's memory store) and the put's ref on to add: 3x. */
+FERRY_FUNCTION(relay)
+{
+	struct ferry_ref put, doubled, sum;
+	int64_t x, out = 0;
+	int ret;
+
+	if (int64_arg(ctx, 0, &x) < 0)
+		return ferry_task_error(ctx, "relay takes an int64");
+	ret = ferry_put(&x, sizeof(x), &put);
+	if (ret < 0)
+		return ferry_task_error(ctx, "put: %s", ferry_strerror(ret));
+	ret = ferry_submit("twice", &(struct ferry_arg){.ref = &put}, 1, NULL, &doubled);
+	if (ret == 0) {
+		struct ferry_arg args[2] = {{.ref = &doubled}, {.ref = &put}};
+
+		ret = ferry_submit("add", args, 2, NULL, &sum);
+		ferry_ref_drop(&doubled);
+		if (ret == 0)
+			ret = get_int64(&sum, &out);
+	}
+	ferry_ref_drop(&put);
+	if (ret < 0)
+		return ferry_task_error(ctx, "relay: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &out, sizeof(out));
+}
+
+/* fan(n): n add(i, i) subtasks, ferry_wait for all, their sum (n(n-1)). */
+FERRY_FUNCTION(fan)
+{
+	struct ferry_ref refs[64];
+	int ready[64];
+	int64_t n, sum = 0, one = 0;
+	int ret = 0, k = 0;
+
+	if (int64_arg(ctx, 0, &n) < 0 || n < 0 || n > 64)
+		return ferry_task_error(ctx, "fan takes an int64 of 0..64");
+	for (; k < n && ret == 0; k++) {
+		int64_t i = k;
+		struct ferry_arg args[2] = {{.data = &i, .len = sizeof(i)},
+					    {.data = &i, .len = sizeof(i)}};
+
+		ret = ferry_submit("add", args, 2, NULL, &refs[k]);
+	}
+	if (ret < 0)
+		k--;
+	if (ret == 0 && ferry_wait(refs, (size_t)k, (size_t)k, -1, ready) != k)
+		ret = -EIO;
+	for (int i = 0; i < k; i++) {
+		if (ret == 0)
+			ret = get_int64(&refs[i], &one);
+		else
+			ferry_ref_drop(&refs[i]);
+		sum += one;
+	}
+	if (ret < 0)
+		return ferry_task_error(ctx, "fan: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &sum, sizeof(sum));
+}
+
+/* hand_out(x): puts x and returns the ref itself (its bytes); the worker keeps its count, so
+ * the caller can get the object (from the store) while the worker lives. */
+FERRY_FUNCTION(hand_out)
+{
+	struct ferry_ref put;
+	int64_t x;
+	int ret;
+
+	if (int64_arg(ctx, 0, &x) < 0)
+		return ferry_task_error(ctx, "hand_out takes an int64");
+	ret = ferry_put(&x, sizeof(x), &put);
+	if (ret < 0)
+		return ferry_task_error(ctx, "put: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &put, sizeof(put));
+}
+
+/* hang(path): writes its pid to the file @path, then sleeps a minute (a task that is running
+ * when its driver is killed: tests/integration/runtime/test_owner_death.c). */
+FERRY_FUNCTION(hang)
+{
+	char path[256], pid[32];
+	const void *p;
+	size_t n;
+	int fd, len;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n == 0 || n >= sizeof(path))
+		return ferry_task_error(ctx, "hang takes a path");
+	memcpy(path, p, n);
+	path[n] = 0;
+	len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, pid, (size_t)len) != len)
+		return ferry_task_error(ctx, "hang: cannot write %s", path);
+	close(fd);
+	for (int i = 0; i < 600; i++)
+		usleep(100 * 1000);
+	return ferry_task_return(ctx, 0, "woke", 4);
+}
+
+/* ---- owners and borrowers (tests/integration/runtime/test_borrow.c) ---- */
+
+/* What lend and lend_pending return: a ref this worker owns, and the worker's pid. */
+struct lent {
+	struct ferry_ref ref;
+	int32_t pid;
+};
+
+/* nap(ms): sleeps, returns ms. */
+FERRY_FUNCTION(nap)
+{
+	int64_t ms;
+
+	if (int64_arg(ctx, 0, &ms) < 0 || ms < 0 || ms > 60000)
+		return ferry_task_error(ctx, "nap takes 0..60000 ms");
+	usleep((useconds_t)ms * 1000);
+	return ferry_task_return(ctx, 0, &ms, sizeof(ms));
+}
+
+static int lend_ref(struct ferry_task_ctx *ctx, const char *fn, int64_t x)
+{
+	int64_t zero = 0;
+	struct ferry_arg args[2] = {{.data = &x, .len = sizeof(x)},
+				    {.data = &zero, .len = sizeof(zero)}};
+	struct lent out = {.pid = (int32_t)getpid()};
+	int ret = ferry_submit(fn, args, !strcmp(fn, "add") ? 2 : 1, NULL, &out.ref);
+
+	if (ret < 0)
+		return ferry_task_error(ctx, "submit %s: %s", fn, ferry_strerror(ret));
+	/* Its count stays with this worker: the ref outlives the task. */
+	return ferry_task_return(ctx, 0, &out, sizeof(out));
+}
+
+/* lend(x): the ref of add(x, 0), a small return in this worker's memory store. */
+FERRY_FUNCTION(lend)
+{
+	int64_t x;
+
+	if (int64_arg(ctx, 0, &x) < 0)
+		return ferry_task_error(ctx, "lend takes an int64");
+	return lend_ref(ctx, "add", x);
+}
+
+/* lend_pending(ms): the ref of nap(ms), at once: still pending when the caller gets it. */
+FERRY_FUNCTION(lend_pending)
+{
+	int64_t ms;
+
+	if (int64_arg(ctx, 0, &ms) < 0)
+		return ferry_task_error(ctx, "lend_pending takes an int64");
+	return lend_ref(ctx, "nap", ms);
+}
+
+/* stash(ref bytes): keeps a ferry_ref_dup of a ref it was given (a borrow), past the task;
+ * returns the worker's pid. */
+static struct ferry_ref stashed;
+
+FERRY_FUNCTION(stash)
+{
+	struct ferry_ref given;
+	const void *p;
+	size_t n;
+	int32_t pid = (int32_t)getpid();
+	int ret;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n != sizeof(given))
+		return ferry_task_error(ctx, "stash takes a struct ferry_ref");
+	memcpy(&given, p, sizeof(given));
+	ret = ferry_ref_dup(&given, &stashed);
+	if (ret < 0)
+		return ferry_task_error(ctx, "dup: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &pid, sizeof(pid));
+}
+
+/* pass_on(ref bytes): passes a ref it was given (not its own: a borrow) on to twice; returns
+ * twice's int64. */
+FERRY_FUNCTION(pass_on)
+{
+	struct ferry_ref given, doubled;
+	const void *p;
+	size_t n;
+	int64_t out = 0;
+	int ret;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n != sizeof(given))
+		return ferry_task_error(ctx, "pass_on takes a struct ferry_ref");
+	memcpy(&given, p, sizeof(given));
+	ret = ferry_submit("twice", &(struct ferry_arg){.ref = &given}, 1, NULL, &doubled);
+	if (ret == 0)
+		ret = get_int64(&doubled, &out);
+	if (ret < 0)
+		return ferry_task_error(ctx, "pass_on: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &out, sizeof(out));
 }

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* examples/dynamic as a user runs it: its own local cluster of 2 workers at start, a task tree
+ * 5 levels deep summing 1..4096. Environment (meson.build): FERRY_DYNAMIC_BIN,
+ * FERRY_DYNAMIC_LIB, FERRY_WORKER_EXE. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
+
+FTEST(dynamic_example_sums_1_to_4096)
+{
+	const char *bin = getenv("FERRY_DYNAMIC_BIN"), *lib = getenv("FERRY_DYNAMIC_LIB");
+	char cmd[2048], out[8192];
+	int code;
+
+	if (!bin || !lib || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("FERRY_DYNAMIC_BIN / FERRY_DYNAMIC_LIB / FERRY_WORKER_EXE not set");
+	snprintf(cmd, sizeof(cmd), "env -u FERRY_ADDRESS '%s' '%s' 2>&1", bin, lib);
+	code = itest_popen_read(cmd, out, sizeof(out));
+	ftest_log("$ dynamic -> %d\n%s", code, out);
+	ftest_assert_int_eq(code, 0);
+	/* 16 leaves of 256, 15 splits and 15 adds: 46 tasks, 5 levels, deeper than 2 workers. */
+	ftest_assert_ptr_notnull(
+		strstr(out, "sum of 1..4096 = 8390656 (46 tasks, 5 levels deep, 2 workers"));
+}

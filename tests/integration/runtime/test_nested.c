@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tasks that submit tasks, through the public API on the local cluster ferry_init starts:
+ * a chain of tasks each waiting for the next, deeper than the node's CPUs (a waiting worker
+ * lends its CPU); refs a task makes passed on to its subtasks (one in the store, one in the
+ * worker's memory store); ferry_wait inside a task; a ref a task returns, read by the driver.
+ * The job is tests/unit/runtime/job_owner.c. Environment (meson.build): FERRY_WORKER_EXE,
+ * FERRY_TEST_JOB. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "ftest.h"
+
+static void init_job(uint32_t workers)
+{
+	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = workers};
+	const char *job = getenv("FERRY_TEST_JOB");
+
+	if (!job || !*job || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("FERRY_TEST_JOB / FERRY_WORKER_EXE not set (run through meson test)");
+	unsetenv("FERRY_ADDRESS");
+	o.code_path = job;
+	ftest_assert_ok(ferry_init(&o));
+}
+
+/* Run @fn(@x) and return its int64. */
+static int64_t call(const char *fn, int64_t x)
+{
+	struct ferry_arg a = {.data = &x, .len = sizeof(x)};
+	struct ferry_ref r;
+	struct ferry_view v;
+	int64_t out;
+	int ret;
+
+	ftest_assert_ok(ferry_submit(fn, &a, 1, NULL, &r));
+	ret = ferry_get(&r, 60000, &v);
+	if (ret < 0)
+		ftest_log("%s(%lld): %s: %s", fn, (long long)x, ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, sizeof(out));
+	memcpy(&out, v.data, sizeof(out));
+	ferry_release(&v);
+	ferry_ref_drop(&r);
+	return out;
+}
+
+/* Each level holds a lease (1 CPU) while it waits for the next: without lending, a node of C
+ * CPUs would stop at level C. The node may start 4 x CPUs workers: C + 2 levels fit. */
+FTEST(nest_deeper_than_the_cpus)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int64_t depth = (cpus > 0 ? cpus : 1) + 2;
+
+	init_job(1);
+	ftest_assert_int_eq(call("nest", depth), depth);
+	ferry_shutdown();
+}
+
+FTEST(refs_made_in_a_task_pass_on_to_its_subtasks)
+{
+	init_job(2);
+	ftest_assert_int_eq(call("relay", 7), 21);
+	ftest_assert_int_eq(call("relay", -5), -15);
+	ferry_shutdown();
+}
+
+FTEST(wait_inside_a_task)
+{
+	init_job(1);
+	ftest_assert_int_eq(call("fan", 16), 240); /* sum of 2i, i < 16 */
+	ferry_shutdown();
+}
+
+/* hand_out returns the ref of an object it put: the worker owns it, the driver reads it. */
+FTEST(a_ref_a_task_returns_stays_valid)
+{
+	int64_t x = 42, got;
+	struct ferry_arg a = {.data = &x, .len = sizeof(x)};
+	struct ferry_ref r, inner;
+	struct ferry_view v;
+
+	init_job(1);
+	ftest_assert_ok(ferry_submit("hand_out", &a, 1, NULL, &r));
+	ftest_assert_ok(ferry_get(&r, 60000, &v));
+	ftest_assert_uint_eq(v.len, sizeof(inner));
+	memcpy(&inner, v.data, sizeof(inner));
+	ferry_release(&v);
+	ftest_assert_ok(ferry_get(&inner, 30000, &v));
+	ftest_assert_uint_eq(v.len, sizeof(got));
+	memcpy(&got, v.data, sizeof(got));
+	ferry_release(&v);
+	ftest_assert_int_eq(got, 42);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+}
