@@ -526,19 +526,7 @@ static void resolve(struct ferry__rt_actor *a)
 static struct ferry__rt_task *inflight_take(struct ferry__rt_actor *a,
 					    const struct ferry_task_id *id)
 {
-	struct ferry__rt_task **pp = &a->inflight, *t;
-
-	for (; (t = *pp); pp = &t->next) {
-		if (!ferry_task_id_eq(&t->id, id))
-			continue;
-		*pp = t->next;
-		if (a->inflight_tail == &t->next)
-			a->inflight_tail = pp;
-		a->ninflight--;
-		t->next = NULL;
-		return t;
-	}
-	return NULL;
+	return ferry__rt_task_take(&a->inflight, &a->inflight_tail, &a->ninflight, id);
 }
 
 static void on_reply(struct ferry__rt_actor *a, const void *payload)

@@ -427,7 +427,11 @@ static void node_on_close(struct ferry__conn *conn, int err)
 	(void)conn;
 	sub.node = NULL;
 	sub.open_conns--;
-	if (err && !sub.stopping)
+	/* In a worker this is its node stopping (the worker exits when its main line closes too):
+	 * no news for the user. A driver has lost its node. */
+	if (err && !sub.stopping && ferry__rt.worker)
+		FLOG_DEBUG(COMP, "the node's runtime socket closed: %s", ferry_strerror(err));
+	else if (err && !sub.stopping)
 		FLOG_ERROR(COMP, "the node's runtime socket closed: %s", ferry_strerror(err));
 	fail_all_queued(err ? err : -ECONNRESET, "the node closed the driver's connection");
 	ferry__rt_actor_node_gone();
@@ -534,19 +538,7 @@ static void pump(struct cls *c)
 
 static struct ferry__rt_task *inflight_take(struct lease *l, const struct ferry_task_id *id)
 {
-	struct ferry__rt_task **pp = &l->inflight, *t;
-
-	for (; (t = *pp); pp = &t->next) {
-		if (!ferry_task_id_eq(&t->id, id))
-			continue;
-		*pp = t->next;
-		if (l->inflight_tail == &t->next)
-			l->inflight_tail = pp;
-		l->ninflight--;
-		t->next = NULL;
-		return t;
-	}
-	return NULL;
+	return ferry__rt_task_take(&l->inflight, &l->inflight_tail, &l->ninflight, id);
 }
 
 static void on_push_reply(struct lease *l, const void *payload)

@@ -491,3 +491,22 @@ int ferry__rt_task_build_as(const struct ferry__rt_task *t, struct ferry__fb_bui
 	ferry__free(args);
 	return ret < 0 ? ret : 0;
 }
+
+struct ferry__rt_task *ferry__rt_task_take(struct ferry__rt_task **head,
+					   struct ferry__rt_task ***tail, uint32_t *n,
+					   const struct ferry_task_id *id)
+{
+	struct ferry__rt_task **pp = head, *t;
+
+	for (; (t = *pp); pp = &t->next) {
+		if (!ferry_task_id_eq(&t->id, id))
+			continue;
+		*pp = t->next;
+		if (*tail == &t->next)
+			*tail = pp;
+		(*n)--;
+		t->next = NULL;
+		return t;
+	}
+	return NULL;
+}

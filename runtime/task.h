@@ -73,6 +73,12 @@ int ferry__rt_task_register(struct ferry__rt_task *t, struct ferry_ref *returns)
 void ferry__rt_task_unregister(struct ferry__rt_task *t, struct ferry_ref *returns, uint32_t n);
 int ferry__rt_task_args_ready(const struct ferry__rt_task *t, char *msg, size_t size);
 
+/* Take task @id out of the list @head (in push order; @tail its end, @n its length): the task,
+ * or NULL if it is not there. Lease and actor both keep the tasks a worker has not answered so. */
+struct ferry__rt_task *ferry__rt_task_take(struct ferry__rt_task **head,
+					   struct ferry__rt_task ***tail, uint32_t *n,
+					   const struct ferry_task_id *id);
+
 /* lease.c, loop thread: queue a task whose arguments are ready; take it to a worker. */
 void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front);
 /* lease.c, loop thread, for actor.c: ask the node for a lease of @key's resources (its answer

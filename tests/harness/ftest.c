@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <ferry/common.h>
+#include <ferry/runtime.h>
 
 #include "common/alloc.h"
 #include "ftest.h"
@@ -322,4 +323,17 @@ int ftest_count_entries(const char *path)
 		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
 	closedir(d);
 	return n;
+}
+
+void ftest_runtime_init(const char *address, uint32_t num_workers)
+{
+	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = num_workers};
+	const char *job = getenv("FERRY_TEST_JOB");
+
+	if (!job || !*job || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("FERRY_TEST_JOB / FERRY_WORKER_EXE not set (run through meson test)");
+	unsetenv("FERRY_ADDRESS");
+	o.code_path = job;
+	o.address = address;
+	ftest_assert_ok(ferry_init(&o));
 }

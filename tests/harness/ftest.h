@@ -40,6 +40,10 @@ const char *ftest_tmpdir(void);
 /* Entries of directory @path without "." and ".." (a /proc/self/fd count includes the
  * descriptor this call opens to read it); -1 if it cannot be opened. */
 int ftest_count_entries(const char *path);
+/* The runtime's tests: ferry_init() a local cluster in this process (a 64 MiB store,
+ * @num_workers workers) running $FERRY_TEST_JOB, or join @address; skips when meson test did
+ * not set FERRY_TEST_JOB and FERRY_WORKER_EXE. */
+void ftest_runtime_init(const char *address, uint32_t num_workers);
 /* Capture Ferry's log lines ("component: message\n" each, the first 8 KiB) from now until
  * ftest_log_capture_stop(); ftest_log_captured() is a copy of what came so far, valid until its
  * next call. Thread-safe: the daemons' threads log while the test reads. */

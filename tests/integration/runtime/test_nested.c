@@ -16,14 +16,7 @@
 
 static void init_job(uint32_t workers)
 {
-	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = workers};
-	const char *job = getenv("FERRY_TEST_JOB");
-
-	if (!job || !*job || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip("FERRY_TEST_JOB / FERRY_WORKER_EXE not set (run through meson test)");
-	unsetenv("FERRY_ADDRESS");
-	o.code_path = job;
-	ftest_assert_ok(ferry_init(&o));
+	ftest_runtime_init(NULL, workers);
 }
 
 /* Run @fn(@x) and return its int64. */

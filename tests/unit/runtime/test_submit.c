@@ -20,14 +20,7 @@
 
 static void init_job(void)
 {
-	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = 2};
-	const char *job = getenv("FERRY_TEST_JOB");
-
-	if (!job || !*job || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip("FERRY_TEST_JOB / FERRY_WORKER_EXE not set (run through meson test)");
-	unsetenv("FERRY_ADDRESS");
-	o.code_path = job;
-	ftest_assert_ok(ferry_init(&o));
+	ftest_runtime_init(NULL, 2);
 }
 
 static int64_t get_int64(struct ferry_ref *r)
