@@ -79,7 +79,7 @@ static bool dropped(int fd)
 FTEST(client_that_never_reads_big_gets_is_bounded_and_dropped)
 {
 	const char *args[] = {"--stall-timeout-ms", "1500", NULL};
-	struct gcs_proc p = gcs_start(0, args);
+	struct gcs_proc p = (itest_asan_small_quarantine(), gcs_start(0, args));
 	struct ferry_gcs_client *c = client_for(&p, 1, TOKEN);
 	char *value = malloc(BIG_VALUE);
 	size_t len, done = 0, n;
@@ -134,7 +134,7 @@ FTEST(client_that_never_reads_big_gets_is_bounded_and_dropped)
 FTEST(subscriber_that_never_reads_is_dropped)
 {
 	const char *args[] = {"--stall-timeout-ms", "1000", NULL};
-	struct gcs_proc p = gcs_start(0, args);
+	struct gcs_proc p = (itest_asan_small_quarantine(), gcs_start(0, args));
 	struct ferry_gcs_client *pub = client_for(&p, 1, TOKEN);
 	struct ferry__wire_gcs_subscribe m = {.seq = 1, .channel = FERRY_GCS_CH_LOGS};
 	struct ferry__fb_builder b = {0};

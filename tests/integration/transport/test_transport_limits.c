@@ -83,7 +83,8 @@ static uint8_t *pull_requests(const struct ferry_object_id *id, size_t *len)
 FTEST(puller_that_never_reads_keeps_a_node_bounded)
 {
 	struct tt_proc gcs = tt_gcs_start();
-	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a");
+	struct tt_proc a =
+		(itest_asan_small_quarantine(), tt_node_proc_start(gcs.port, "64M", "a"));
 	struct ferry_object_id id;
 	const char *tcp = strstr(a.address, "tcp=");
 	unsigned port = 0;
