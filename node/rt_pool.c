@@ -475,7 +475,7 @@ static void reaped(struct rt_worker *w, const siginfo_t *si)
 	}
 	ferry__rt_lease_worker_gone(w, term_signal, exit_status, how);
 	ferry__rt_owner_gone(rt, &w->id, false); /* what its tasks put */
-	remove_socket(w); /* a killed worker's socket file stays */
+	remove_socket(w);			 /* a killed worker's socket file stays */
 	if (w->peer) {
 		w->peer->worker = NULL;
 		ferry__rt_peer_close(w->peer, NULL);
