@@ -76,23 +76,28 @@ static const char usage_text[] =
 	"              [--spin-us US] (busy poll for latency: ferry-node --spin-us)\n"
 	"              [--num-cpus N] (default: affinity mask and cgroup quota) [--num-gpus N]\n"
 	"              (default 0) [--resources NAME=N,...] (custom, e.g. tpu=4,ssd=0.5)\n"
+	"              [--num-workers N] (task workers kept started; default the CPUs, 0: on\n"
+	"              demand) [--max-workers M] (default 4 x CPUs) [--worker-idle-ms MS]\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
 	"Run files (pids, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID; each\n"
 	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
 
 struct opts {
-	bool head;		/* start --head */
-	uint16_t port;		/* GCS port (--head) */
-	const char *address;	/* GCS HOST:PORT to join or ask */
-	const char *token_file; /* cluster token file */
-	const char *memory;	/* node store size, passed through */
-	const char *transport;	/* rdma, tcp, auto */
-	const char *ip;		/* address to listen on and advertise */
-	const char *spin_us;	/* object manager busy-poll window, passed through */
-	const char *num_cpus;	/* node resources, passed through */
-	const char *num_gpus;	/* same */
-	const char *resources;	/* same: custom name=amount,... */
-	unsigned timeout_s;	/* deadlines */
+	bool head;		    /* start --head */
+	uint16_t port;		    /* GCS port (--head) */
+	const char *address;	    /* GCS HOST:PORT to join or ask */
+	const char *token_file;	    /* cluster token file */
+	const char *memory;	    /* node store size, passed through */
+	const char *transport;	    /* rdma, tcp, auto */
+	const char *ip;		    /* address to listen on and advertise */
+	const char *spin_us;	    /* object manager busy-poll window, passed through */
+	const char *num_cpus;	    /* node resources, passed through */
+	const char *num_gpus;	    /* same */
+	const char *resources;	    /* same: custom name=amount,... */
+	const char *num_workers;    /* the node's worker pool, passed through */
+	const char *max_workers;    /* same */
+	const char *worker_idle_ms; /* same */
+	unsigned timeout_s;	    /* deadlines */
 };
 
 /* What one start is doing: filled as it goes, undone by start_undo() if it fails. */
@@ -286,7 +291,10 @@ static void node_argv(const struct opts *o, const char **argv, unsigned n, const
 				  {"--spin-us", o->spin_us},
 				  {"--num-cpus", o->num_cpus},
 				  {"--num-gpus", o->num_gpus},
-				  {"--resources", o->resources}};
+				  {"--resources", o->resources},
+				  {"--num-workers", o->num_workers},
+				  {"--max-workers", o->max_workers},
+				  {"--worker-idle-ms", o->worker_idle_ms}};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(pairs); i++) {
 		if (!pairs[i][1])
@@ -337,7 +345,7 @@ static int start_node(const struct opts *o, const struct start *s)
 	snprintf(sock, sizeof(sock), "%s/store.sock", dir);
 	snprintf(spill, sizeof(spill), "%s/spill", dir);
 	/* --port 0: a free port, several nodes may share this host. */
-	const char *argv[32] = {bin,
+	const char *argv[40] = {bin,
 				"--gcs",
 				s->cluster.address,
 				"--token-file",
@@ -779,6 +787,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"num-cpus", required_argument, NULL, 'C'},
 		{"num-gpus", required_argument, NULL, 'G'},
 		{"resources", required_argument, NULL, 'R'},
+		{"num-workers", required_argument, NULL, 'n'},
+		{"max-workers", required_argument, NULL, 'M'},
+		{"worker-idle-ms", required_argument, NULL, 'I'},
 		{"timeout", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -853,6 +864,26 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (parse_resource_flag(c, optarg, o) < 0)
 				return -EINVAL;
 			break;
+		case 'n': /* the node's worker pool, passed through */
+		case 'M':
+		case 'I': {
+			const char *flag = c == 'n'   ? "num-workers"
+					   : c == 'M' ? "max-workers"
+						      : "worker-idle-ms";
+			uint32_t max = c == 'I' ? UINT32_MAX - 1 : FERRY__NODE_MAX_WORKERS;
+
+			if (ferry__parse_u32(optarg, max, &v) < 0) {
+				ferry__cli_fail("bad --%s value: %s (0..%u)", flag, optarg, max);
+				return -EINVAL;
+			}
+			if (c == 'n')
+				o->num_workers = optarg;
+			else if (c == 'M')
+				o->max_workers = optarg;
+			else
+				o->worker_idle_ms = optarg;
+			break;
+		}
 		default:
 			return -EINVAL;
 		}
@@ -879,7 +910,8 @@ static int run(const char *cmd, const struct opts *o)
 		return 2;
 	}
 	if ((strcmp(cmd, "start") && (o->head || o->memory || o->transport || o->ip || o->spin_us ||
-				      o->num_cpus || o->num_gpus || o->resources)) ||
+				      o->num_cpus || o->num_gpus || o->resources ||
+				      o->num_workers || o->max_workers || o->worker_idle_ms)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;
