@@ -362,58 +362,56 @@ FTEST(node_stopped_while_starting_exits_at_once)
 	ftest_assert_ptr_notnull(strstr(out, "while starting"));
 }
 
-/* A head whose node prestarts a worker per CPU: status shows them idle once they connected,
- * none leased, none starting, no lease queued (the node's load report carries the counts). */
-FTEST(cli_status_shows_workers)
+/* Start a head with @flags (after the common ones), wait until status shows @want (its worker
+ * line), check the whole line, stop. Skips where ferry-node or ferry-worker is not built. */
+static void head_shows_workers(const char *flags, const char *want, const char *line)
 {
 	char out[8192];
 	uint16_t port = free_port();
 
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
+				"--num-cpus 2 %s",
+				port, flags),
+			    0);
+	for (int i = 0; i < 100 && !strstr(out, want); i++) {
+		usleep(100 * 1000);
+		ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
+	}
+	ftest_assert_ptr_notnull(strstr(out, line));
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+}
+
+static void need_workers(void)
+{
 	cli_bin();
 	if (!getenv("FERRY_NODE_BIN") || !getenv("FERRY_WORKER_EXE"))
 		ftest_skip(
 			"ferry-node or ferry-worker not built (FERRY_NODE_BIN, FERRY_WORKER_EXE)");
 	use_run_dir();
-	ftest_assert_int_eq(cli(out, sizeof(out),
-				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
-				"--num-cpus 2",
-				port),
-			    0);
-	for (int i = 0; i < 100 && !strstr(out, "workers: 2 idle"); i++) {
-		usleep(100 * 1000);
-		ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
-	}
-	ftest_assert_ptr_notnull(
-		strstr(out, "  workers: 2 idle, 0 leased, 0 starting; leases queued 0\n"));
-	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+}
+
+/* A head whose node prestarts a worker per CPU: status shows them idle once they connected,
+ * none leased, none starting, no lease queued (the node's load report carries the counts). */
+FTEST(cli_status_shows_workers)
+{
+	need_workers();
+	head_shows_workers("", "workers: 2 idle",
+			   "  workers: 2 idle, 0 leased, 0 starting; leases queued 0\n");
 }
 
 /* start passes the worker pool's flags to its node: 1 worker kept started, not the CPUs'. */
 FTEST(cli_start_passes_worker_flags)
 {
 	char out[8192];
-	uint16_t port = free_port();
 
-	cli_bin();
-	if (!getenv("FERRY_NODE_BIN") || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip(
-			"ferry-node or ferry-worker not built (FERRY_NODE_BIN, FERRY_WORKER_EXE)");
-	use_run_dir();
+	need_workers();
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --num-workers lots"), 2);
 	ftest_assert_ptr_notnull(strstr(out, "bad --num-workers value: lots"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --max-workers 2"), 2);
-	ftest_assert_int_eq(cli(out, sizeof(out),
-				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
-				"--num-cpus 2 --num-workers 1 --max-workers 3 --worker-idle-ms 500",
-				port),
-			    0);
-	for (int i = 0; i < 100 && !strstr(out, "workers: 1 idle"); i++) {
-		usleep(100 * 1000);
-		ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
-	}
-	ftest_assert_ptr_notnull(
-		strstr(out, "  workers: 1 idle, 0 leased, 0 starting; leases queued 0\n"));
-	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+	head_shows_workers("--num-workers 1 --max-workers 3 --worker-idle-ms 500",
+			   "workers: 1 idle",
+			   "  workers: 1 idle, 0 leased, 0 starting; leases queued 0\n");
 }
 
 /* So does ferry-gcs, for its busy-poll window. */
