@@ -307,6 +307,7 @@ static void stop_loop(struct ferry__node *node)
 	pthread_mutex_lock(&node->lock);
 	node->loop_live = false; /* the hooks post no more */
 	pthread_mutex_unlock(&node->lock);
+	ferry__node_rt_loop_gone(node); /* its disk helper posts no more */
 	ferry__loop_destroy(node->loop);
 }
 

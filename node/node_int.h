@@ -112,9 +112,11 @@ int ferry__node_register(struct ferry__node *node);
 
 /* rt_srv.c: the runtime socket and the worker pool: start (after registration, the loop
  * running), shutdown (stop: connections closed, workers ended and reaped; the loop still
- * runs), free (after the loop is destroyed). */
+ * runs), loop_gone (its thread joined, before it is destroyed: helper threads end), free
+ * (after the loop is destroyed). */
 int ferry__node_rt_start(struct ferry__node *node);
 void ferry__node_rt_shutdown(struct ferry__node *node);
+void ferry__node_rt_loop_gone(struct ferry__node *node);
 void ferry__node_rt_free(struct ferry__node *node);
 
 #endif

@@ -5,21 +5,26 @@
  * into the node's cache, the directory "<store socket>.code" beside its runtime socket.
  *
  * DESIGN
- * - Loop thread only. One entry per hash, kept for the node's life (queued requests point at
- *   it): NONE (nothing usable known), READY (path verified once), FETCHING (requests parked on
- *   it). The first request of a hash checks the named file, then the cache file, by hashing
- *   it on the loop: once per hash and node, a library's read from the page cache.
+ * - State on the loop thread. One entry per hash, kept for the node's life (queued requests
+ *   point at it): NONE (nothing usable known), CHECKING, READY (path verified once), FETCHING;
+ *   requests park on it while it checks or fetches. The first request of a hash checks the
+ *   named file, then the cache file, by hashing them: once per hash and node.
+ * - Hashing and writing run on the node's disk helper thread (common/offload.h), never on the
+ *   loop: a library of hundreds of MiB would stall every socket of the node. An entry has at
+ *   most one job out; the loop does not touch the file, the hash state or the chunk meanwhile.
  * - A fetch is a chain of asynchronous GCS gets (the marker, then each chunk) on the node's
- *   GCS client, whose callbacks run on this loop: nothing waits. Chunks are written to
- *   "<hex>.so.tmp" and hashed as they come; the file is renamed to "<hex>.so" only when every
- *   byte is there and the hash matches. The parked requests then go to the lease queue, or
- *   are answered with the error (-ENOENT when the GCS has no such hash).
+ *   GCS client, whose callbacks run on this loop. Each chunk goes to the helper, which writes
+ *   it to "<hex>.so.tmp" and hashes it; the next get starts when it is done. The file is
+ *   renamed to "<hex>.so" only when every byte is there and the hash matches. The parked
+ *   requests then go to the lease queue, or are answered with the error (-ENOENT when the GCS
+ *   has no such hash).
  * - A copy that goes bad later (the file changed, a cache entry corrupted) is seen by the
  *   worker's own hash check: its assign fails with -EBADMSG and the request comes back here
  *   once (ferry__rt_code_retry) to fetch a good copy.
  * - Stop: the GCS client is destroyed before the node's runtime state is freed, so every
- *   fetch's callback has run (-ECANCELED) before ferry__rt_code_free(); the cache directory
- *   goes with the node (an embedded node lives in $TMPDIR and must leave nothing).
+ *   fetch's callback has run (-ECANCELED) before ferry__rt_code_free(); the disk helper ends
+ *   before the loop is destroyed (ferry__rt_code_stop: its jobs' callbacks run there); the cache
+ *   directory goes with the node (an embedded node lives in $TMPDIR and must leave nothing).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,7 +41,9 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/offload.h"
 #include "common/sha256.h"
+#include "common/util.h"
 #include "node/node_int.h"
 #include "node/rt_code.h"
 #include "node/rt_int.h"
@@ -48,6 +55,7 @@ enum code_state {
 	CODE_NONE = 0,	   /* nothing usable known: the next request resolves again */
 	CODE_READY = 1,	   /* path holds the job's bytes (checked once) */
 	CODE_FETCHING = 2, /* a fetch is out; requests wait in `waiting` */
+	CODE_CHECKING = 3, /* the helper hashes the named and the cached file; requests wait */
 };
 
 struct rt_code {
@@ -63,6 +71,11 @@ struct rt_code {
 	uint64_t got;				/* FETCHING: written so far */
 	uint32_t chunk;				/* FETCHING: the next chunk's index */
 	struct ferry__sha256 sha;		/* FETCHING: the hash of what was written */
+	struct ferry__offload_job job;		/* the one job out on the disk helper */
+	char named[PATH_MAX];			/* CHECKING: the library the request names */
+	int matched;				/* CHECKING: 1 named, 2 cached, 0 neither */
+	void *chunk_buf;			/* a chunk being written (the GCS's buffer) */
+	size_t chunk_len;			/* its bytes */
 	struct rt_code *next;			/* rt->codes */
 };
 
@@ -143,19 +156,12 @@ static void fetch_end_file(struct rt_code *c)
 		unlink(tmp);
 }
 
-/* The fetch ended: the parked requests go on (queued, or answered with @status and @why). */
-static void fetch_done(struct rt_code *c, int status, const char *why)
+/* The parked requests go on: queued, or answered with @status and @why. */
+static void release(struct rt_code *c, int status, const char *why)
 {
 	struct ferry__node_rt *rt = c->rt;
 	struct rt_req *req;
 
-	fetch_end_file(c);
-	c->state = status == 0 ? CODE_READY : CODE_NONE;
-	if (status < 0 && !rt->stopping)
-		FLOG_WARN(COMP, "runtime: the job's code %s: %s", c->hex, why);
-	else if (status == 0)
-		FLOG_INFO(COMP, "runtime: the job's code %s fetched from the GCS into %s", c->hex,
-			  c->path);
 	while ((req = c->waiting)) {
 		c->waiting = req->next;
 		c->nwaiting--;
@@ -166,6 +172,21 @@ static void fetch_done(struct rt_code *c, int status, const char *why)
 	c->waiting_tail = &c->waiting;
 	if (!rt->stopping)
 		ferry__rt_lease_serve(rt);
+}
+
+/* The fetch (or the check) ended. */
+static void fetch_done(struct rt_code *c, int status, const char *why)
+{
+	bool fetched = c->state == CODE_FETCHING;
+
+	fetch_end_file(c);
+	c->state = status == 0 ? CODE_READY : CODE_NONE;
+	if (status < 0 && !c->rt->stopping)
+		FLOG_WARN(COMP, "runtime: the job's code %s: %s", c->hex, why);
+	else if (status == 0 && fetched)
+		FLOG_INFO(COMP, "runtime: the job's code %s fetched from the GCS into %s", c->hex,
+			  c->path);
+	release(c, status, why);
 }
 
 static void fetch_failed(struct rt_code *c, int status, const char *what)
@@ -231,12 +252,52 @@ static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 	return 0;
 }
 
+static struct rt_code *of_job(struct ferry__offload_job *job)
+{
+	return FERRY_CONTAINER_OF(job, struct rt_code, job);
+}
+
+/* Disk helper: write the chunk at its place and hash it. */
+static int chunk_work(struct ferry__offload_job *job)
+{
+	struct rt_code *c = of_job(job);
+	int ret = write_all(c->fd, c->chunk_buf, c->chunk_len, c->got);
+
+	if (ret == 0)
+		ferry__sha256_update(&c->sha, c->chunk_buf, c->chunk_len);
+	return ret;
+}
+
+/* Loop thread: the chunk is written (or not); the next get, or the end. */
+static void chunk_done(struct ferry__offload_job *job, int status)
+{
+	struct rt_code *c = of_job(job);
+	char what[160];
+
+	ferry_gcs_free(c->chunk_buf);
+	c->chunk_buf = NULL;
+	if (status == -ECANCELED || c->rt->stopping) {
+		fetch_done(c, -ECANCELED, "the node stops");
+		return;
+	}
+	if (status < 0) {
+		snprintf(what, sizeof(what), "writing its copy: %s", ferry_strerror(status));
+		fetch_failed(c, status, what);
+		return;
+	}
+	c->got += c->chunk_len;
+	c->chunk++;
+	if (c->got == c->size)
+		fetch_finish(c);
+	else
+		fetch_next(c);
+}
+
 /* One chunk (status: its size). Loop thread. */
 static void on_chunk(void *arg, int status, void *result)
 {
 	struct rt_code *c = arg;
 	char what[160];
-	int ret;
 
 	if (c->rt->stopping) {
 		ferry_gcs_free(result);
@@ -251,21 +312,11 @@ static void on_chunk(void *arg, int status, void *result)
 		fetch_failed(c, status == -ENOENT || status >= 0 ? -EBADMSG : status, what);
 		return;
 	}
-	ret = write_all(c->fd, result, (size_t)status, c->got);
-	if (ret == 0)
-		ferry__sha256_update(&c->sha, result, (size_t)status);
-	ferry_gcs_free(result);
-	if (ret < 0) {
-		snprintf(what, sizeof(what), "writing its copy: %s", ferry_strerror(ret));
-		fetch_failed(c, ret, what);
-		return;
-	}
-	c->got += (uint64_t)status;
-	c->chunk++;
-	if (c->got == c->size)
-		fetch_finish(c);
-	else
-		fetch_next(c);
+	c->chunk_buf = result;
+	c->chunk_len = (size_t)status;
+	c->job.work = chunk_work;
+	c->job.done = chunk_done;
+	ferry__offload_submit(c->rt->disk, &c->job);
 }
 
 /* The marker's decimal size, strictly. */
@@ -355,9 +406,44 @@ static void fetch_start(struct rt_code *c)
 		fetch_failed(c, ret, ferry_strerror(ret));
 }
 
+/* Disk helper: does the named library, else the cached copy, hash to the job's hash? */
+static int check_work(struct ferry__offload_job *job)
+{
+	struct rt_code *c = of_job(job);
+
+	c->matched = file_matches(c->named, c->hash) ? 1 : file_matches(c->path, c->hash) ? 2 : 0;
+	return 0;
+}
+
+/* Loop thread: a file that matched is the one workers load; else fetch from the GCS. */
+static void check_done(struct ferry__offload_job *job, int status)
+{
+	struct rt_code *c = of_job(job);
+
+	if (status == -ECANCELED || c->rt->stopping) {
+		fetch_done(c, -ECANCELED, "the node stops");
+		return;
+	}
+	if (c->matched == 1)
+		snprintf(c->path, sizeof(c->path), "%s", c->named);
+	if (c->matched) {
+		c->state = CODE_READY;
+		release(c, 0, NULL);
+		return;
+	}
+	/* A cache file that does not match is replaced by the fetch's rename. */
+	fetch_start(c);
+}
+
+static int disk_helper(struct ferry__node_rt *rt)
+{
+	return rt->disk ? 0 : ferry__offload_create(rt->node->loop, "ferry-node-disk", &rt->disk);
+}
+
 int ferry__rt_code_resolve(struct ferry__node_rt *rt, struct rt_req *req)
 {
 	struct rt_code *c;
+	int ret;
 
 	/* No SHA-256 to check: the worker refuses the assignment and says why. */
 	if (!req->code_path || req->code_hash_len != FERRY_SHA256_SIZE)
@@ -369,20 +455,18 @@ int ferry__rt_code_resolve(struct ferry__node_rt *rt, struct rt_req *req)
 	if (c->state == CODE_READY)
 		return 0;
 	if (c->state == CODE_NONE) {
-		if (file_matches(req->code_path, c->hash)) {
-			snprintf(c->path, sizeof(c->path), "%s", req->code_path);
-			c->state = CODE_READY;
-			return 0;
-		}
-		if (cache_file(c, "", c->path, sizeof(c->path)) == 0 &&
-		    file_matches(c->path, c->hash)) {
-			c->state = CODE_READY;
-			return 0;
-		}
-		/* A cache file that does not match is replaced by the fetch's rename. */
-		park(c, req);
-		fetch_start(c);
-		return 1;
+		ret = disk_helper(rt);
+		if (ret == 0 && snprintf(c->named, sizeof(c->named), "%s", req->code_path) >=
+					(int)sizeof(c->named))
+			ret = -ENAMETOOLONG;
+		if (ret == 0)
+			ret = cache_file(c, "", c->path, sizeof(c->path));
+		if (ret < 0)
+			return ret;
+		c->state = CODE_CHECKING;
+		c->job.work = check_work;
+		c->job.done = check_done;
+		ferry__offload_submit(rt->disk, &c->job);
 	}
 	park(c, req);
 	return 1;
@@ -405,8 +489,8 @@ int ferry__rt_code_retry(struct ferry__node_rt *rt, struct rt_req *req, int stat
 		  "fetching it again",
 		  c->hex, c->path, ferry_strerror(status));
 	park(c, req);
-	if (c->state != CODE_FETCHING)
-		fetch_start(c);
+	if (c->state == CODE_NONE || c->state == CODE_READY)
+		fetch_start(c); /* else a check or a fetch is out: it takes this one along */
 	return 1;
 }
 
@@ -443,6 +527,12 @@ static void remove_cache(struct ferry__node_rt *rt)
 	}
 	closedir(d);
 	rmdir(dir);
+}
+
+void ferry__rt_code_stop(struct ferry__node_rt *rt)
+{
+	ferry__offload_destroy(rt->disk); /* each job's callback runs here, -ECANCELED */
+	rt->disk = NULL;
 }
 
 void ferry__rt_code_free(struct ferry__node_rt *rt)

@@ -47,7 +47,10 @@ int ferry__rt_code_retry(struct ferry__node_rt *rt, struct rt_req *req, int stat
 void ferry__rt_code_peer_gone(struct ferry__node_rt *rt, struct rt_peer *p);
 /* Requests parked for code (counted with the queue's). */
 uint32_t ferry__rt_code_parked(const struct ferry__node_rt *rt);
-/* After the GCS client is gone: free every entry, remove the cache directory. */
+/* The loop no longer runs (its thread joined), before it is destroyed: end the disk helper;
+ * the jobs it had end here, their parked requests answered -ECANCELED. */
+void ferry__rt_code_stop(struct ferry__node_rt *rt);
+/* After the GCS client and the disk helper are gone: free every entry, remove the cache. */
 void ferry__rt_code_free(struct ferry__node_rt *rt);
 
 #endif

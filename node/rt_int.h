@@ -134,6 +134,7 @@ struct ferry__node_rt {
 	bool serving;			   /* in serve_queue (no re-entry) */
 	bool listening;			   /* the socket file is ours to remove */
 	struct rt_code *codes;		   /* the jobs' code by hash (rt_code.c) */
+	struct ferry__offload *disk;	   /* rt_code.c's hashing and writes; started at need */
 	uint32_t code_parked;		   /* requests waiting for a code fetch */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
 	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
@@ -165,7 +166,8 @@ uint32_t ferry__rt_pool_count(const struct ferry__node_rt *rt, enum rt_wstate st
 
 /* rt_lease.c */
 void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q);
-void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id);
+/* @busy: its owner had tasks in flight on it (it shut down): the worker is ended. */
+void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy);
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);
 /* WorkerBlocked on a worker's owner line: lend its lease's CPU out, or take it back. */
 void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked);

@@ -313,13 +313,19 @@ void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, in
 	}
 }
 
-void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id)
+void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy)
 {
 	struct ferry__node_rt *rt = p->rt;
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state == W_LEASED && w->lease_id == lease_id && w->lease_owner == p) {
 			release(w);
+			/* Still running tasks nobody will read (a task that never returns must
+			 * not keep the worker from the pool). */
+			if (busy && !w->signal_sent)
+				ferry__rt_pool_signal(w, SIGKILL, FERRY_GCS_EXIT_OWNER_DIED,
+						      "its owner gave the lease back with tasks "
+						      "running on it");
 			ferry__rt_lease_serve(rt);
 			return;
 		}

@@ -249,7 +249,7 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 		ferry__rt_lease_request(p, &m->lease);
 		break;
 	case FERRY__WIRE_MSG_LEASE_RETURN:
-		ferry__rt_lease_return(p, m->lease_id);
+		ferry__rt_lease_return(p, m->ret.lease_id, m->ret.busy);
 		break;
 	case FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY:
 		if (p->kind != FERRY__WIRE_PEER_KIND_WORKER)
@@ -523,6 +523,12 @@ void ferry__node_rt_shutdown(struct ferry__node *node)
 	if (rt->alive)
 		FLOG_ERROR(COMP, "runtime: %u workers not reaped at stop", rt->alive);
 	pthread_mutex_unlock(&node->lock);
+}
+
+void ferry__node_rt_loop_gone(struct ferry__node *node)
+{
+	if (node->rt)
+		ferry__rt_code_stop(node->rt);
 }
 
 void ferry__node_rt_free(struct ferry__node *node)

@@ -204,10 +204,14 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 		return decode_connect(payload, &out->connect, why, why_size);
 	case FERRY__WIRE_MSG_LEASE_REQUEST:
 		return decode_lease(payload, &out->lease, why, why_size);
-	case FERRY__WIRE_MSG_LEASE_RETURN:
-		out->lease_id = ferry__wire_lease_return_lease_id(
-			ferry__wire_lease_return_root_verified(payload));
+	case FERRY__WIRE_MSG_LEASE_RETURN: {
+		struct ferry__wire_lease_return_view v =
+			ferry__wire_lease_return_root_verified(payload);
+
+		out->ret.lease_id = ferry__wire_lease_return_lease_id(v);
+		out->ret.busy = ferry__wire_lease_return_busy(v);
 		return 0;
+	}
 	case FERRY__WIRE_MSG_WORKER_BLOCKED:
 		out->blocked = ferry__wire_worker_blocked_blocked(
 			ferry__wire_worker_blocked_root_verified(payload));

@@ -65,9 +65,12 @@ struct ferry__rt_assign_reply {
 struct ferry__rt_msg {
 	uint16_t type; /* FERRY__WIRE_MSG_* */
 	union {
-		struct ferry__rt_connect connect;	    /* RUNTIME_CONNECT */
-		struct ferry__rt_lease_request lease;	    /* LEASE_REQUEST */
-		uint64_t lease_id;			    /* LEASE_RETURN */
+		struct ferry__rt_connect connect;     /* RUNTIME_CONNECT */
+		struct ferry__rt_lease_request lease; /* LEASE_REQUEST */
+		struct {
+			uint64_t lease_id; /* LEASE_RETURN */
+			bool busy;	   /* its owner had tasks in flight on it */
+		} ret;
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
 		bool blocked;				    /* WORKER_BLOCKED */
 	};

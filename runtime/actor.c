@@ -170,7 +170,7 @@ static void drop_conn(struct ferry__rt_actor *a)
 static void give_back(struct ferry__rt_actor *a)
 {
 	if (a->lease_id && !a->revoked)
-		ferry__rt_lease_give_back(a->lease_id);
+		ferry__rt_lease_give_back(a->lease_id, a->ninflight > 0);
 	a->lease_id = 0;
 }
 

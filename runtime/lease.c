@@ -178,12 +178,12 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 
 static void send_lease_return(struct lease *l)
 {
-	ferry__rt_lease_give_back(l->lease_id);
+	ferry__rt_lease_give_back(l->lease_id, l->ninflight > 0);
 }
 
-void ferry__rt_lease_give_back(uint64_t lease_id)
+void ferry__rt_lease_give_back(uint64_t lease_id, bool busy)
 {
-	struct ferry__wire_lease_return m = {.lease_id = lease_id};
+	struct ferry__wire_lease_return m = {.lease_id = lease_id, .busy = busy};
 
 	if (!sub.node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
 		return;

@@ -82,9 +82,10 @@ struct ferry__rt_task *ferry__rt_task_take(struct ferry__rt_task **head,
 /* lease.c, loop thread: queue a task whose arguments are ready; take it to a worker. */
 void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front);
 /* lease.c, loop thread, for actor.c: ask the node for a lease of @key's resources (its answer
- * goes to ferry__rt_actor_grant) and give one back; a RuntimeConnect on a worker's socket. */
+ * goes to ferry__rt_actor_grant) and give one back (@busy: calls in flight on it, the node
+ * ends its worker); a RuntimeConnect on a worker's socket. */
 int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id);
-void ferry__rt_lease_give_back(uint64_t lease_id);
+void ferry__rt_lease_give_back(uint64_t lease_id, bool busy);
 struct ferry__conn;
 int ferry__rt_send_connect(struct ferry__conn *conn);
 

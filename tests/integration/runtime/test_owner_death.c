@@ -5,7 +5,9 @@
  * task and takes the lease back (a task that needs every CPU of the node then runs), deletes
  * its object from the store and the directory and records it dead in the GCS, so that another
  * driver's get of that object fails with -EOWNERDEAD and names the owner, never hangs; its
- * sockets leave the node's directory. The job is tests/unit/runtime/job_owner.c.
+ * sockets leave the node's directory. A task that never returns: the caller's get and wait
+ * time out, and its ferry_shutdown() ends the worker (the node's pool is whole again). The job
+ * is tests/unit/runtime/job_owner.c.
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
 #include <errno.h>
@@ -192,4 +194,47 @@ FTEST(a_killed_driver_leaves_nothing_on_the_node)
 		ftest_assert_int_ne(access(path, F_OK), 0);
 	}
 	stop_cluster(); /* removes the run directory */
+}
+
+/* The node ends the worker of a task that never returned once its driver shut down: the
+ * worker's pid goes, and a task that needs every CPU of the node runs for the next driver. */
+FTEST(a_task_that_never_returns_times_out_and_its_worker_is_not_leaked)
+{
+	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
+	struct ferry_task_opts all_cpus = {.num_cpus = 2};
+	int64_t two = 2, three = 3, sum = 0;
+	struct ferry_arg args[2] = {{.data = &two, .len = sizeof(two)},
+				    {.data = &three, .len = sizeof(three)}};
+	char marker[512];
+	struct ferry_arg a = {.data = marker};
+	struct ferry_ref hung, r;
+	struct ferry_view v;
+	pid_t worker;
+	int ready, i;
+
+	start_head();
+	snprintf(marker, sizeof(marker), "%s/hang.pid", ftest_tmpdir());
+	a.len = strlen(marker);
+	ftest_assert_ok(ferry_init(&o));
+	ftest_assert_ok(ferry_submit("hang", &a, 1, NULL, &hung));
+	for (i = 0; i < 400 && access(marker, F_OK) != 0; i++)
+		usleep(50 * 1000);
+	worker = read_pid(marker);
+	ftest_assert_errno(ferry_get(&hung, 300, &v), -ETIMEDOUT);
+	ftest_assert_int_eq(ferry_wait(&hung, 1, 1, 300, &ready), 0);
+	ftest_assert_int_eq(ready, 0);
+	ferry_ref_drop(&hung);
+	ferry_shutdown();
+	for (i = 0; i < 200 && kill(worker, 0) == 0; i++)
+		usleep(50 * 1000);
+	ftest_assert_int_eq(kill(worker, 0), -1);
+	ftest_assert_ok(ferry_init(&o));
+	ftest_assert_ok(ferry_submit("add", args, 2, &all_cpus, &r));
+	ftest_assert_ok(ferry_get(&r, 30000, &v));
+	memcpy(&sum, v.data, sizeof(sum));
+	ferry_release(&v);
+	ferry_ref_drop(&r);
+	ftest_assert_int_eq(sum, 5);
+	ferry_shutdown();
+	stop_cluster();
 }
