@@ -12,6 +12,9 @@
  *   one: a borrower that dies frees what it borrowed), used under borrow_lock.
  * - An owner's socket that refuses connections (ECONNREFUSED: its process is gone, the file
  *   left behind) or closes mid-request is an owner that died: -EOWNERDEAD, naming it.
+ * - A ferry_wait on other owners' objects asks each owner once per object, on one connection
+ *   per owner, and polls those connections: the owner answers each get when its object is
+ *   ready (no repeated probing).
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,7 +37,6 @@
 
 #define FRAME_MAX (64u << 20)	/* runtime.fbs: the receiver's frame cap */
 #define UPDATE_TIMEOUT_MS 10000 /* a count's round trip; an owner this slow is taken as dead */
-#define PROBE_MS 5		/* a wait's look at an owner: a ready object is answered at once */
 
 /* A connection to one owner, for counts. */
 struct owner_line {
@@ -243,17 +245,167 @@ int ferry__rt_borrow_get(const struct ferry_ref *ref, int64_t deadline_ms, struc
 	return ret;
 }
 
-int ferry__rt_borrow_probe(const struct ferry_ref *ref)
+/* ---- a wait's watch ---- */
+
+/* One connection per owner on this host, every unanswered ref of that owner asked on it once
+ * (the request id is the ref's index): the owner answers each when its object is ready. */
+struct watch_line {
+	struct ferry_worker_id owner;
+	int fd;		/* -1 once answered for all, or broken */
+	size_t pending; /* refs asked, not answered */
+};
+
+struct ferry__rt_borrow_watch {
+	const struct ferry_ref *refs;
+	size_t n;
+	uint8_t *answered;	  /* [n]: a get would return now */
+	struct watch_line *lines; /* [nlines] */
+	struct pollfd *pfds;	  /* [nlines] */
+	size_t nlines;
+};
+
+static struct watch_line *watch_line_of(struct ferry__rt_borrow_watch *w,
+					const struct ferry_worker_id *owner)
 {
-	struct ferry_view v;
+	for (size_t i = 0; i < w->nlines; i++)
+		if (ferry_worker_id_eq(&w->lines[i].owner, owner))
+			return &w->lines[i];
+	return NULL;
+}
+
+/* Every ref of @l's owner is answered: the owner died (a get says so at once). */
+static void watch_line_dead(struct ferry__rt_borrow_watch *w, struct watch_line *l)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (ferry_worker_id_eq(&w->refs[i].owner, &l->owner))
+			w->answered[i] = 1;
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+}
+
+static int send_get(int fd, uint64_t request_id, const struct ferry_object_id *id)
+{
+	struct ferry__wire_object_get m = {.request_id = request_id, .object_id = *id};
+	struct ferry__fb_builder fb;
 	int ret;
 
-	memset(&v, 0, sizeof(v));
-	ret = ferry__rt_borrow_get(ref, (int64_t)ferry__loop_now_ms() + PROBE_MS, &v);
-	ferry_release(&v);
-	/* Pending, or no owner socket on this host (the store will have it): not yet. A value,
-	 * "in the store" or an error (its owner died) is what a get would return now. */
-	return ret != -ETIMEDOUT && !(ret == -ENOENT && !v.error[0]);
+	ferry__fb_builder_init(&fb);
+	ret = ferry__wire_object_get_build(&fb, &m);
+	if (ret >= 0)
+		ret = send_frame(fd, FERRY__WIRE_MSG_OBJECT_GET, &fb);
+	ferry__fb_builder_fini(&fb);
+	return ret < 0 ? ret : 0;
+}
+
+struct ferry__rt_borrow_watch *ferry__rt_borrow_watch_start(const struct ferry_ref *refs, size_t n,
+							    const int *ready)
+{
+	struct ferry__rt_borrow_watch *w = ferry__calloc(1, sizeof(*w));
+
+	if (!w || !(w->answered = ferry__calloc(n ? n : 1, 1)) ||
+	    !(w->lines = ferry__calloc(n ? n : 1, sizeof(*w->lines))) ||
+	    !(w->pfds = ferry__calloc(n ? n : 1, sizeof(*w->pfds)))) {
+		ferry__rt_borrow_watch_end(w);
+		return NULL; /* the caller looks at the store only */
+	}
+	w->refs = refs;
+	w->n = n;
+	for (size_t i = 0; i < n; i++) {
+		struct watch_line *l;
+
+		if (ready[i] || ferry__rt_is_self(&refs[i].owner))
+			continue;
+		l = watch_line_of(w, &refs[i].owner);
+		if (!l) {
+			int fd = dial(&refs[i].owner);
+
+			if (fd == -ENOENT)
+				continue; /* no socket here: an owner elsewhere, seen in the store */
+			l = &w->lines[w->nlines++];
+			l->owner = refs[i].owner;
+			l->fd = fd < 0 ? -1 : fd;
+			if (fd < 0) {
+				watch_line_dead(w, l);
+				continue;
+			}
+		}
+		if (l->fd >= 0 && send_get(l->fd, i, &refs[i].id) < 0)
+			watch_line_dead(w, l);
+		else if (l->fd >= 0)
+			l->pending++;
+	}
+	return w;
+}
+
+/* One answer on @l: its ref is answered (whatever the status: a get returns it now). */
+static void watch_read(struct ferry__rt_borrow_watch *w, struct watch_line *l)
+{
+	void *payload = NULL;
+	size_t len;
+	uint64_t rid;
+	int ret = recv_frame(l->fd, FERRY__WIRE_MSG_OBJECT_GET_REPLY,
+			     (int64_t)ferry__loop_now_ms() + UPDATE_TIMEOUT_MS, &payload, &len);
+
+	if (ret < 0) {
+		watch_line_dead(w, l); /* closed mid-wait: it died */
+		return;
+	}
+	rid = ferry__wire_object_get_reply_request_id(
+		ferry__wire_object_get_reply_root_verified(payload));
+	ferry__free(payload);
+	if (rid < w->n && !w->answered[rid] && ferry_worker_id_eq(&w->refs[rid].owner, &l->owner)) {
+		w->answered[rid] = 1;
+		if (--l->pending == 0) { /* nothing more to hear on it */
+			close(l->fd);
+			l->fd = -1;
+		}
+	}
+}
+
+size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout_ms)
+{
+	size_t np = 0, got = 0;
+	int r;
+
+	for (size_t i = 0; i < w->nlines; i++)
+		if (w->lines[i].fd >= 0)
+			w->pfds[np++] = (struct pollfd){.fd = w->lines[i].fd, .events = POLLIN};
+	if (!np)
+		return 0;
+	r = poll(w->pfds, np, timeout_ms);
+	for (size_t k = 0; r > 0 && k < np; k++) {
+		struct watch_line *l = NULL;
+
+		if (!w->pfds[k].revents)
+			continue;
+		for (size_t i = 0; i < w->nlines && !l; i++)
+			if (w->lines[i].fd == w->pfds[k].fd)
+				l = &w->lines[i];
+		if (l) {
+			watch_read(w, l);
+			got++;
+		}
+	}
+	return got;
+}
+
+bool ferry__rt_borrow_watch_answered(const struct ferry__rt_borrow_watch *w, size_t i)
+{
+	return w && i < w->n && w->answered[i];
+}
+
+void ferry__rt_borrow_watch_end(struct ferry__rt_borrow_watch *w)
+{
+	if (!w)
+		return;
+	for (size_t i = 0; w->lines && i < w->nlines; i++)
+		if (w->lines[i].fd >= 0)
+			close(w->lines[i].fd); /* the owner drops the gets still waiting */
+	ferry__free(w->pfds);
+	ferry__free(w->lines);
+	ferry__free(w->answered);
+	ferry__free(w);
 }
 
 /* ---- counts ---- */

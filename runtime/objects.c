@@ -21,6 +21,7 @@
 /* A wait for objects that another process owns polls the store this often: their owner wakes
  * no condvar here. */
 #define FOREIGN_POLL_MS 10
+#define FIRST_ANSWER_MS 5 /* a wait's first look at other owners: ready ones answer at once */
 /* A get of another owner's object checks the GCS for the owner's death this often. */
 #define OWNER_CHECK_MS 200
 
@@ -553,28 +554,26 @@ static int ref_ready(const struct ferry_ref *ref, bool *foreign)
 	return ferry_plasma_client_contains(ferry__rt.store, &ref->id) == 1;
 }
 
-/* Lock held (dropped meanwhile): other owners' objects not in the store, asked of their
- * owners (one may live in its owner's memory store). How many more are ready. */
-static size_t probe_owners(const struct ferry_ref *refs, size_t n, int *ready)
+/* Lock held (dropped meanwhile): wait up to @cap_ms (or @deadline_ms) for answers of the
+ * owners @w asked. -ETIMEDOUT once the deadline passed. */
+static int watch_wait(struct ferry__rt_borrow_watch *w, int64_t deadline_ms, int cap_ms)
 {
-	size_t more = 0;
+	int64_t left = left_ms(deadline_ms);
 
+	if (left == 0)
+		return -ETIMEDOUT;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	for (size_t i = 0; i < n; i++) {
-		if (ready[i] || ferry__rt_is_self(&refs[i].owner))
-			continue;
-		ready[i] = ferry__rt_borrow_probe(&refs[i]);
-		more += (size_t)ready[i];
-	}
+	(void)ferry__rt_borrow_watch_poll(w, left < 0 || left > cap_ms ? cap_ms : (int)left);
 	pthread_mutex_lock(&ferry__rt.lock);
-	return more;
+	return 0;
 }
 
 int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t timeout_ms,
 	       int *ready)
 {
 	int64_t deadline_ms = deadline_of(timeout_ms);
-	bool blocked = false;
+	struct ferry__rt_borrow_watch *watch = NULL;
+	bool blocked = false, watched = false;
 	size_t count;
 
 	if ((n && (!refs || !ready)) || num_ready > n)
@@ -589,19 +588,35 @@ int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t
 
 		count = 0;
 		for (size_t i = 0; i < n; i++) {
-			ready[i] = ref_ready(&refs[i], &foreign);
+			ready[i] = ref_ready(&refs[i], &foreign) ||
+				   ferry__rt_borrow_watch_answered(watch, i);
 			count += (size_t)ready[i];
 		}
-		if (count < num_ready && foreign)
-			count += probe_owners(refs, n, ready);
 		if (count >= num_ready)
 			break;
+		if (foreign && !watched) {
+			/* Other owners' objects not in the store: ask their owners once, and
+			 * give a wait of 0 the time of one answer (a ready one comes at once). */
+			watched = true;
+			pthread_mutex_unlock(&ferry__rt.lock);
+			watch = ferry__rt_borrow_watch_start(refs, n, ready);
+			for (int64_t end = (int64_t)ferry__loop_now_ms() + FIRST_ANSWER_MS, left;
+			     watch && (left = end - (int64_t)ferry__loop_now_ms()) > 0 &&
+			     ferry__rt_borrow_watch_poll(watch, (int)left) > 0;)
+				;
+			pthread_mutex_lock(&ferry__rt.lock);
+			continue;
+		}
 		if (!blocked && timeout_ms != 0)
 			blocked = ferry__rt_block();
-		if (cond_wait_until(deadline_ms, foreign ? FOREIGN_POLL_MS : -1) < 0)
+		/* Own objects signal the condvar; the store and the owners are looked at every
+		 * FOREIGN_POLL_MS. */
+		if (watch ? watch_wait(watch, deadline_ms, FOREIGN_POLL_MS) < 0
+			  : cond_wait_until(deadline_ms, foreign ? FOREIGN_POLL_MS : -1) < 0)
 			break;
 	}
 	ferry__rt_unblock(blocked);
 	pthread_mutex_unlock(&ferry__rt.lock);
+	ferry__rt_borrow_watch_end(watch);
 	return (int)count;
 }

@@ -8,6 +8,7 @@
 #ifndef FERRY_RUNTIME_OWNER_H
 #define FERRY_RUNTIME_OWNER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,10 +54,20 @@ void ferry__rt_owner_srv_ready(void);
 #define FERRY__RT_VIEW_COPY 3
 int ferry__rt_borrow_get(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out);
 
-/* ferry__rt_borrow_probe() - for ferry_wait: 1 when @ref's owner answers a get at once (its
- * object is ready, in the store, or failed; or the owner died), 0 while it is pending or the
- * owner has no socket on this host. */
-int ferry__rt_borrow_probe(const struct ferry_ref *ref);
+/*
+ * A ferry_wait's watch on other owners' objects. _start() asks the owner of every ref of
+ * @refs[0..@n) that is not @ready and not this process's own (those with a socket on this
+ * host) for it, once; NULL when out of memory (the wait then looks at the store only).
+ * _poll() waits up to @timeout_ms for answers, how many came; _answered() says whether ref @i
+ * was answered: ready, in the store, failed, or its owner died (a get returns now). _end()
+ * closes the connections (the owners drop the gets still waiting). Blocking; API threads.
+ */
+struct ferry__rt_borrow_watch;
+struct ferry__rt_borrow_watch *ferry__rt_borrow_watch_start(const struct ferry_ref *refs, size_t n,
+							    const int *ready);
+size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout_ms);
+bool ferry__rt_borrow_watch_answered(const struct ferry__rt_borrow_watch *w, size_t i);
+void ferry__rt_borrow_watch_end(struct ferry__rt_borrow_watch *w);
 
 /* ferry__rt_borrow_update() - take (@delta 1) or give back (-1) one count on @ref's object at
  * its owner, over this process's connection to that owner (its counts go when the
