@@ -34,6 +34,23 @@ void ferry__cli_fail(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* mkdir -p: the parents as a shell's mkdir -p makes them (0777 less the umask), @path itself
+ * 0700, because it holds the cluster's token. */
+static int mkdir_parents(const char *path)
+{
+	char buf[sizeof(ferry__cli_run_dir)];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = strchr(buf + 1, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		if (mkdir(buf, 0777) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0700);
+}
+
 int ferry__cli_run_dir_init(bool create)
 {
 	const char *env = getenv("FERRY_RUN_DIR");
@@ -46,7 +63,7 @@ int ferry__cli_run_dir_init(bool create)
 			 (unsigned)getuid());
 	if (!create && access(ferry__cli_run_dir, F_OK) < 0 && errno == ENOENT)
 		return 0; /* status and stop cope with nothing there */
-	if (mkdir(ferry__cli_run_dir, 0700) < 0 && errno != EEXIST) {
+	if (mkdir_parents(ferry__cli_run_dir) < 0 && errno != EEXIST) {
 		ferry__cli_fail("cannot create run directory %s: %s", ferry__cli_run_dir,
 				ferry_strerror(errno));
 		return -errno;

@@ -543,6 +543,39 @@ FTEST(cli_second_head_leaves_cluster)
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
 }
 
+static char parent_dir[200];
+
+static void remove_parent_dir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", parent_dir);
+	if (*parent_dir && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", parent_dir);
+}
+
+/* A run directory whose parents do not exist yet is made as `mkdir -p` would (the user's
+ * FERRY_RUN_DIR=~/ferry/run on a new machine), itself private to the user. */
+FTEST(cli_start_makes_run_dir_parents)
+{
+	char out[8192];
+	struct stat st;
+
+	need_node();
+	snprintf(parent_dir, sizeof(parent_dir), "/tmp/ferry-cli-test-XXXXXX");
+	ftest_assert_ptr_notnull(mkdtemp(parent_dir));
+	atexit(remove_parent_dir);
+	snprintf(run_dir, sizeof(run_dir), "%s/a/b/run", parent_dir);
+	atexit(stop_all); /* runs before remove_parent_dir */
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port 0 --ip 127.0.0.1 --memory 64M --timeout 20"),
+			    0);
+	ftest_assert_ok(stat(run_dir, &st));
+	ftest_assert_uint_eq(st.st_mode & 0777, 0700);
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+}
+
 /* A join to an address where nothing listens, or with a token the GCS refuses, fails at once
  * and leaves the cluster file alone, so a plain status still asks the right GCS. */
 FTEST(cli_failed_join_leaves_cluster)
