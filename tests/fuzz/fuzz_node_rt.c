@@ -70,17 +70,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ferry__rt_msg m;
 	char why[160];
-	uint8_t *copy;
+	uint8_t *copy, kind;
+	size_t len;
 	int r;
 
-	if (!size)
-		return 0;
-	/* An aligned copy of exactly the payload, so ASan sees any read past it. */
-	copy = malloc(size - 1 ? size - 1 : 1);
+	copy = fuzz_typed_payload(data, size, &kind, &len);
 	if (!copy)
 		return 0;
-	memcpy(copy, data + 1, size - 1);
-	r = ferry__rt_decode(types[data[0] % NTYPES], copy, size - 1, &m, why, sizeof(why));
+	r = ferry__rt_decode(types[kind % NTYPES], copy, len, &m, why, sizeof(why));
 	if (r != 0 && r != -EPROTO && r != -EINVAL && r != -ENAMETOOLONG)
 		abort();
 	if (r < 0 && !why[0])

@@ -27,17 +27,14 @@ static const uint16_t types[2] = {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ferry__rt_owner_msg m;
-	uint8_t *copy;
+	uint8_t *copy, kind;
+	size_t len;
 	int r;
 
-	if (!size)
-		return 0;
-	/* An aligned copy of exactly the payload, so ASan sees any read past it. */
-	copy = malloc(size - 1 ? size - 1 : 1);
+	copy = fuzz_typed_payload(data, size, &kind, &len);
 	if (!copy)
 		return 0;
-	memcpy(copy, data + 1, size - 1);
-	r = ferry__rt_owner_decode(types[data[0] % 2], copy, size - 1, &m);
+	r = ferry__rt_owner_decode(types[kind % 2], copy, len, &m);
 	if (r != 0 && r != -EPROTO && r != -EINVAL)
 		abort();
 	if (r == 0 && (ferry_id_is_nil(m.id.bytes, sizeof(m.id.bytes)) ||
