@@ -50,6 +50,8 @@ struct ferry__node_opts {
 	uint16_t rdma_port;		      /* RDMA listen port; 0: any free one */
 	int rdma_busy_poll;		      /* 1: spin on the CQ while READs are in flight */
 	uint32_t spin_us;	      /* object manager busy poll window (objmgr.h); 0: off */
+	int objmgr_on_node_loop;      /* 1: the object manager serves on the node's loop; 0: on
+				       * a loop thread of its own (see start_objmgr) */
 	const char *socket_path;      /* store socket; NULL: a fresh one under $TMPDIR */
 	const char *spill_dir;	      /* spill primaries there; NULL: never */
 	const char *node_id_file;     /* keep the node id there across restarts; NULL: new */

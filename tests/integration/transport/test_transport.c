@@ -617,20 +617,23 @@ static unsigned count_threads(pid_t pid, const char *name, unsigned *rings)
 /*
  * An idle ferry-node serves the GCS client, its heartbeats, its directory updates and the plasma
  * store on one loop thread of its own (issue 22): no GCS client, heartbeat, directory or store
- * thread, and no pull thread (they start with pulls), and the object manager on the node's
- * loop too: no loop of its own. The node had 10 threads and 3 rings, then 7 and 2, then 3 and 2;
- * now main and its loop, one ring. The node must still beat: alive in the GCS, its load
- * reported by its first beat.
+ * thread, and no pull thread (they start with pulls). The object manager runs a loop of its own
+ * beside it (pulls are faster so, node.c says by how much): main, the node's loop and the
+ * object manager's, two rings; with --objmgr-loop node it is on the node's loop: main and one
+ * loop, one ring. (The node had 10 threads and 3 rings before issue 22.) The node must still
+ * beat: alive in the GCS, its load reported by its first beat.
  */
 FTEST(idle_node_threads_and_rings)
 {
-	struct tt_proc gcs = tt_gcs_start();
-	struct tt_proc a = tt_node_proc_start(gcs.port, "64M", "a"), b;
+	struct tt_proc gcs = tt_gcs_start(), a, b;
 	struct ferry_gcs_client *c = tt_gcs_client(gcs.port);
 	struct ferry_gcs_node_info *nodes = NULL;
 	struct ferry_gcs_node_load *loads = NULL;
 	unsigned rings, total;
 	int n;
+
+	tt_node_objmgr_loop = "own"; /* also when the suite runs with the other default */
+	a = tt_node_proc_start(gcs.port, "64M", "a");
 
 	usleep(500 * 1000); /* several beats (100 ms each) */
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-gcs-cli", &rings), 0);
@@ -638,12 +641,12 @@ FTEST(idle_node_threads_and_rings)
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-directory", &rings), 0);
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-store", &rings), 0);
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-pull", &rings), 0);
-	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-loop", &rings), 0);
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-loop", &rings), 1);
 	total = count_threads(a.pid, NULL, &rings);
 	ftest_log("ferry-node: %u threads, %u io_uring fds", total, rings);
-	/* main and ferry-node-loop: the object manager serves on the node's loop */
-	ftest_assert_uint_le(total, 2 + ITEST_SANITIZER_THREADS);
-	ftest_assert_uint_eq(rings, 1); /* no spill directory: no disk helper's ring either */
+	/* main, ferry-node-loop and ferry-om-loop */
+	ftest_assert_uint_le(total, 3 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_eq(rings, 2); /* no spill directory: no disk helper's ring either */
 	n = ferry_gcs_node_list(c, &nodes);
 	ftest_assert_int_eq(n, 1);
 	ftest_assert_int_eq(nodes[0].state, FERRY_GCS_NODE_ALIVE);
@@ -658,11 +661,23 @@ FTEST(idle_node_threads_and_rings)
 	tt_node_spill_dir = ftest_tmpdir();
 	b = tt_node_proc_start(gcs.port, "64M", "b");
 	tt_node_spill_dir = NULL;
+	tt_node_objmgr_loop = NULL;
 	usleep(300 * 1000);
 	total = count_threads(b.pid, NULL, &rings);
 	ftest_log("ferry-node --spill-dir: %u threads, %u io_uring fds", total, rings);
+	ftest_assert_uint_le(total, 3 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_le(rings, 3);
+	tt_proc_signal(&b, SIGTERM);
+	/* The object manager on the node's loop: one loop thread, one ring. */
+	tt_node_objmgr_loop = "node";
+	b = tt_node_proc_start(gcs.port, "64M", "c");
+	tt_node_objmgr_loop = NULL;
+	usleep(300 * 1000);
+	ftest_assert_uint_eq(count_threads(b.pid, "ferry-om-loop", &rings), 0);
+	total = count_threads(b.pid, NULL, &rings);
+	ftest_log("ferry-node --objmgr-loop node: %u threads, %u io_uring fds", total, rings);
 	ftest_assert_uint_le(total, 2 + ITEST_SANITIZER_THREADS);
-	ftest_assert_uint_le(rings, 2);
+	ftest_assert_uint_eq(rings, 1);
 	tt_proc_signal(&b, SIGTERM);
 	ferry_gcs_client_destroy(c);
 	tt_proc_signal(&a, SIGTERM);

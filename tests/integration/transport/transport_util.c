@@ -51,6 +51,15 @@ struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const c
 	return tt_node_proc_start_ex(gcs_port, memory, name, "tcp", "127.0.0.1");
 }
 
+/* The object manager on the node's loop: @flag "node", or no flag and the suite run with
+ * FERRY_TEST_OBJMGR_LOOP=node (meson.build's *_on_node_loop tests). */
+static bool node_loop_wanted(const char *flag)
+{
+	const char *env = getenv("FERRY_TEST_OBJMGR_LOOP");
+
+	return flag ? !strcmp(flag, "node") : env && !strcmp(env, "node");
+}
+
 struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, const char *name,
 				     const char *transport, const char *ip)
 {
@@ -64,14 +73,19 @@ struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, cons
 	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", gcs_port);
 	snprintf(p.socket, sizeof(p.socket), "%s/%s.sock", ftest_tmpdir(), name);
 	{
-		const char *argv[] = {bin,	    "--gcs",	   gcs,	      "--token-file",
-				      token_file(), "--memory",	   memory,    "--socket",
-				      p.socket,	    "--transport", transport, "--ip",
-				      ip,	    NULL,	   NULL,      NULL};
+		const char *argv[] = {
+			bin,	"--gcs",    gcs,      "--token-file", token_file(), "--memory",
+			memory, "--socket", p.socket, "--transport",  transport,    "--ip",
+			ip,	NULL,	    NULL,     NULL,	      NULL,	    NULL};
+		int n = 13;
 
 		if (tt_node_spill_dir) {
-			argv[13] = "--spill-dir";
-			argv[14] = tt_node_spill_dir;
+			argv[n++] = "--spill-dir";
+			argv[n++] = tt_node_spill_dir;
+		}
+		if (node_loop_wanted(tt_node_objmgr_loop)) {
+			argv[n++] = "--objmgr-loop";
+			argv[n++] = "node";
 		}
 
 		p.pid = itest_spawn(argv, line, sizeof(line));
@@ -156,6 +170,7 @@ uint32_t tt_node_spin_us;
 uint32_t tt_node_copy_batch_us;
 uint32_t tt_node_notice_hold_ms;
 const char *tt_node_spill_dir;
+const char *tt_node_objmgr_loop;
 
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,
@@ -182,6 +197,7 @@ struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, boo
 	o.copy_batch_us = tt_node_copy_batch_us;
 	o.notice_hold_ms = tt_node_notice_hold_ms;
 	o.spill_dir = tt_node_spill_dir;
+	o.objmgr_on_node_loop = node_loop_wanted(tt_node_objmgr_loop);
 	ftest_assert_ok(ferry__node_start(&o, &node));
 	return node;
 }
