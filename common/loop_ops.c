@@ -11,6 +11,24 @@
 #include "common/log.h"
 #include "common/loop_int.h"
 
+/* ThreadSanitizer models every fd and sees the closes libc makes, not one io_uring makes: it
+ * then takes the fd number's next owner (a pidfd made by a raw syscall, a socket of another
+ * thread) as racing with the closed one. The close is announced to it through the syscall
+ * hook that its close() interceptor uses. */
+#if defined(__SANITIZE_THREAD__)
+#define LOOP_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LOOP_TSAN 1
+#endif
+#endif
+#ifdef LOOP_TSAN
+#include <sanitizer/linux_syscall_hooks.h>
+#define announce_close(fd) __sanitizer_syscall_pre_close(fd)
+#else
+#define announce_close(fd) ((void)(fd))
+#endif
+
 _Static_assert(_Alignof(struct ferry__loop_req) > TAG_MASK, "user_data tags need 8-byte alignment");
 
 struct io_uring_sqe *ferry__loop_sqe(struct ferry__loop *loop, unsigned n)
@@ -262,6 +280,7 @@ int ferry__loop_close(struct ferry__loop *loop, struct ferry__loop_req *req, int
 
 	if (ret < 0)
 		return ret;
+	announce_close(fd);
 	io_uring_prep_close(sqe, fd);
 	commit(loop, req, sqe, TAG_MAIN);
 	return 0;

@@ -148,9 +148,10 @@ void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, i
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
 
-/* rt_owner.c: a peer whose process is gone; what a dead owner leaves deleted (its objects in
- * the store; a driver is also recorded dead in the GCS). */
-bool ferry__rt_peer_exited(const struct rt_peer *p);
+/* rt_owner.c: a peer whose process is gone (waiting up to @wait_ms for it to end); what a
+ * dead owner leaves deleted (its objects in the store; a driver is also recorded dead in the
+ * GCS). */
+bool ferry__rt_peer_exited(const struct rt_peer *p, int wait_ms);
 void ferry__rt_owner_gone(struct ferry__node_rt *rt, const struct ferry_worker_id *id, bool driver);
 
 /* rt_pool.c */
@@ -166,6 +167,8 @@ uint32_t ferry__rt_pool_count(const struct ferry__node_rt *rt, enum rt_wstate st
 
 /* rt_lease.c */
 void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q);
+/* Whether @p holds a lease. */
+bool ferry__rt_lease_held(const struct rt_peer *p);
 /* @busy: its owner had tasks in flight on it (it shut down): the worker is ended. */
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy);
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);

@@ -382,6 +382,14 @@ void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assi
 	ferry__rt_lease_serve(p->rt);
 }
 
+bool ferry__rt_lease_held(const struct rt_peer *p)
+{
+	for (struct rt_worker *w = p->rt->workers; w; w = w->next)
+		if (w->state == W_LEASED && w->lease_owner == p)
+			return true;
+	return false;
+}
+
 void ferry__rt_lease_peer_gone(struct rt_peer *p)
 {
 	struct ferry__node_rt *rt = p->rt;

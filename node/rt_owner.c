@@ -24,14 +24,14 @@
 
 #define COMP "node"
 
-bool ferry__rt_peer_exited(const struct rt_peer *p)
+bool ferry__rt_peer_exited(const struct rt_peer *p, int wait_ms)
 {
 	struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
 
 	if (p->pidfd < 0) /* no pidfd to be had: the pid, which may have been reused */
 		return p->pid > 0 && kill(p->pid, 0) < 0 && errno == ESRCH;
 	/* A pidfd is readable once its process exited, zombie or reaped. */
-	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN);
+	return poll(&pfd, 1, wait_ms) == 1 && (pfd.revents & POLLIN);
 }
 
 static void on_dead_recorded(void *arg, int status, void *result)

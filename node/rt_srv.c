@@ -43,6 +43,7 @@
 
 #define COMP "node"
 #define TICK_MS 100u
+#define DYING_WAIT_MS 50 /* a closed owner that held leases: its end is awaited this long */
 /* A refused peer is closed once its reply is out, or after this. */
 #define REFUSED_LINGER_MS 1000u
 
@@ -310,7 +311,12 @@ static void on_close(struct ferry__conn *conn, int err)
 
 	(void)err;
 	p->conn = NULL;
-	p->died = p->connected && ferry__rt_peer_exited(p);
+	/* A killed process's sockets close a moment before it ends (its pidfd turns readable
+	 * after). An owner that closes still holding leases did not shut down (that returns them
+	 * first): give its end that moment, or its workers would go back to the pool still
+	 * running its tasks. */
+	p->died = p->connected &&
+		  ferry__rt_peer_exited(p, ferry__rt_lease_held(p) ? DYING_WAIT_MS : 0);
 	ferry__rt_lease_peer_gone(p);
 	if (p->died && p->kind == FERRY__WIRE_PEER_KIND_DRIVER)
 		ferry__rt_owner_gone(rt, &p->id, true);
