@@ -704,17 +704,14 @@ static int send_inputs(struct ferry_graph *g, uint64_t seq, const struct ferry_g
 		const struct gnode *n = &g->nodes[j];
 
 		for (uint32_t i = 0; i < n->nargs; i++) {
-			const struct ferry_graph_arg *in = &inputs[n->args[i].index];
-			struct ferry__wire_graph_data m = {.graph_id = g->id,
-							   .seq = seq,
-							   .node = j,
-							   .arg = i,
-							   .data = in->data,
-							   .data_count = in->len};
+			struct ferry__wire_graph_data m = {
+				.graph_id = g->id, .seq = seq, .node = j, .arg = i};
 			int ret;
 
 			if (n->args[i].kind != FERRY_GRAPH_ARG_INPUT)
-				continue;
+				continue; /* only an input's index is an input's */
+			m.data = inputs[n->args[i].index].data;
+			m.data_count = inputs[n->args[i].index].len;
 			ret = ferry__wire_graph_data_build(&g->fb, &m);
 			if (ret == 0)
 				ret = send_frame(g, &g->workers[n->worker],
@@ -738,17 +735,16 @@ int ferry_graph_execute(struct ferry_graph *g, const struct ferry_graph_arg *inp
 
 	if (!g || !exec || (ninputs && !inputs))
 		return -EINVAL;
-	for (size_t i = 0; i < ninputs; i++)
-		if (inputs[i].kind != FERRY_GRAPH_ARG_CONST || (inputs[i].len && !inputs[i].data))
-			return -EINVAL;
-		else if (inputs[i].len > FRAME_MAX / 2)
-			return -EMSGSIZE; /* values travel inline, in one frame */
 	pthread_mutex_lock(&g->send_lock);
 	pthread_mutex_lock(&g->lock);
-	if (!g->compiled || ninputs != g->ninputs) {
-		ret = -EINVAL;
+	ret = !g->compiled || ninputs != g->ninputs ? -EINVAL : 0;
+	for (size_t i = 0; ret == 0 && i < ninputs; i++)
+		if (inputs[i].kind != FERRY_GRAPH_ARG_CONST || (inputs[i].len && !inputs[i].data))
+			ret = -EINVAL;
+		else if (inputs[i].len > FRAME_MAX / 2)
+			ret = -EMSGSIZE; /* values travel inline, in one frame */
+	if (ret < 0)
 		goto out;
-	}
 	s = &g->slots[g->next_seq % WINDOW];
 	if (s->state != SLOT_FREE) {
 		ret = -EAGAIN;

@@ -336,7 +336,8 @@ FTEST(misuse_is_refused_with_errno)
 	ftest_assert_int_eq(ferry_graph_bind(g, a, "Counter.inc", &in, 1), 0);
 	ftest_assert_ok(ferry_graph_compile(g, GET_MS));
 	ftest_assert_errno(ferry_graph_compile(g, GET_MS), -EINVAL);
-	ftest_assert_errno(ferry_graph_execute(g, &c, 2, &exec), -EINVAL);
+	ftest_assert_errno(ferry_graph_execute(g, (struct ferry_graph_arg[]){c, c}, 2, &exec),
+			   -EINVAL); /* the graph takes 1 input */
 	ftest_assert_errno(ferry_graph_execute(g, &in, 1, &exec), -EINVAL);
 	ftest_assert_errno(ferry_graph_get(g, 12345, 0, &r), -ENOENT);
 	ftest_assert_ok(ferry_graph_execute(g, &c, 1, &exec));
