@@ -6,11 +6,14 @@
  * there; a full window of executions in flight, gotten out of order; a method's error failing
  * its execution only; an actor's worker SIGKILLed with executions in flight, and an actor
  * killed through the API: every execution then fails naming the node and method, none hangs;
- * destroy and recreate leaving nothing on the workers; misuse refused with -errno.
+ * destroy and recreate leaving nothing on the workers; one thread executing while two get;
+ * misuse refused with -errno.
  * Environment (meson.build): FERRY_WORKER_EXE, FERRY_TEST_JOB (libgraph_lib.so).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +302,92 @@ FTEST(destroy_and_recreate_leaves_nothing_on_the_workers)
 	}
 	ferry_actor_drop(p.a);
 	ferry_actor_drop(p.b);
+	ferry_shutdown();
+}
+
+/* One thread executes (waiting out -EAGAIN), two others get the even and the odd ones. */
+#define THREADED 600
+
+struct threaded {
+	struct ferry_graph *g; /* the graph */
+	atomic_int produced;   /* executions made (their IDs are 0, 1, ...) */
+	atomic_int wrong;      /* results that were not the expected one */
+};
+
+struct getter_arg {
+	struct threaded *t; /* shared */
+	int parity;	    /* 0: the even executions, 1: the odd ones */
+};
+
+static void *producer(void *arg)
+{
+	struct threaded *t = arg;
+
+	for (int64_t i = 0; i < THREADED; i++) {
+		struct ferry_graph_arg in[2] = {FERRY_GRAPH_CONST(&i, 8), FERRY_GRAPH_CONST(&i, 8)};
+		uint64_t exec;
+		int ret;
+
+		/* A full window: wait for the getters (unless one of them failed). */
+		while ((ret = ferry_graph_execute(t->g, in, 2, &exec)) == -EAGAIN &&
+		       !atomic_load(&t->wrong))
+			usleep(100);
+		if (ret < 0 || exec != (uint64_t)i) {
+			atomic_fetch_add(&t->wrong, 1);
+			break;
+		}
+		atomic_store(&t->produced, (int)i + 1);
+	}
+	return NULL;
+}
+
+static void *getter(void *arg)
+{
+	const struct getter_arg *ga = arg;
+	struct threaded *t = ga->t;
+	int parity = ga->parity;
+
+	for (int i = parity; i < THREADED; i += 2) {
+		struct ferry_graph_result r;
+		int64_t x = 0;
+
+		while (atomic_load(&t->produced) <= i && !atomic_load(&t->wrong))
+			usleep(100);
+		if (atomic_load(&t->wrong) || ferry_graph_get(t->g, (uint64_t)i, GET_MS, &r) < 0) {
+			atomic_fetch_add(&t->wrong, 1);
+			return NULL;
+		}
+		if (r.len == sizeof(x))
+			memcpy(&x, r.data, sizeof(x));
+		if (x != expected(i, i))
+			atomic_fetch_add(&t->wrong, 1);
+		ferry_graph_result_release(&r);
+	}
+	return NULL;
+}
+
+FTEST(one_thread_executes_while_two_get)
+{
+	struct threaded t = {0};
+	struct getter_arg even = {&t, 0}, odd = {&t, 1};
+	pthread_t p, a, b;
+	struct pair pr;
+
+	ftest_runtime_init(NULL, 2);
+	pr.a = counter(10);
+	pr.b = counter(10);
+	t.g = issue_graph(&pr);
+	ftest_assert_int_eq(pthread_create(&p, NULL, producer, &t), 0);
+	ftest_assert_int_eq(pthread_create(&a, NULL, getter, &even), 0);
+	ftest_assert_int_eq(pthread_create(&b, NULL, getter, &odd), 0);
+	pthread_join(p, NULL);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	ftest_assert_int_eq(atomic_load(&t.wrong), 0);
+	ftest_assert_int_eq(atomic_load(&t.produced), THREADED);
+	ferry_graph_destroy(t.g);
+	ferry_actor_drop(pr.a);
+	ferry_actor_drop(pr.b);
 	ferry_shutdown();
 }
 
