@@ -3,8 +3,8 @@
 // one driver on the local cluster (ferry_init with no address: a GCS and a node in this process,
 // its workers processes) submitting the job library's empty function `noop` (runtime_job.c),
 // putting and getting objects. Built as ferry-runtime-bench when meson's runtime_bench option
-// is on; the 1_1 actor rows call an actor of the job library's BenchActor class; graph and
-// multi-client rows arrive with their parts of the runtime.
+// is on; the 1_1 actor rows call an actor of the job library's BenchActor class, and the
+// compiled graph row chains two of them; multi-client rows arrive with their part of the runtime.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -319,6 +319,77 @@ void BM_runtime_single_client_wait_1k_refs(benchmark::State &state)
 	state.SetItemsProcessed((int64_t)state.iterations());
 }
 BENCHMARK(BM_runtime_single_client_wait_1k_refs)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A two-node compiled graph of the 1_1 rows' actor and a second one: a.inc(x), then b.inc of
+// its result; the input goes to a's worker, a's result to b's, b's back to the driver.
+int make_graph(benchmark::State &state, struct ferry_actor **second, struct ferry_graph **out)
+{
+	struct ferry_actor_opts o = {};
+	struct ferry_graph_arg in = {}, prev = {};
+	int r;
+
+	o.num_cpus = 0.5; // beside the 1_1 rows' actor, which keeps its CPU for the run
+	in.kind = FERRY_GRAPH_ARG_INPUT;
+	prev.kind = FERRY_GRAPH_ARG_NODE;
+	r = ferry_actor_create("BenchActor", nullptr, 0, &o, second);
+	if (r == 0)
+		r = ferry_graph_create(out);
+	if (r == 0)
+		r = ferry_graph_bind(*out, bench_actor, "BenchActor.inc", &in, 1);
+	if (r >= 0)
+		r = ferry_graph_bind(*out, *second, "BenchActor.inc", &prev, 1);
+	if (r >= 0)
+		r = ferry_graph_compile(*out, TIMEOUT_MS);
+	if (r < 0)
+		state.SkipWithError(fail_text("compile the graph", r).c_str());
+	return r;
+}
+
+// compiled_graph_call: execute the graph once, get its result, again (p50 beside the sync
+// task's: issue 23's target is a graph call no slower than one sync task).
+void BM_runtime_compiled_graph_call(benchmark::State &state)
+{
+	struct ferry_actor *second = nullptr;
+	struct ferry_graph *g = nullptr;
+	ferry_bench::Latency lat;
+	int64_t x = 0;
+
+	if (make_actor(state) < 0 || make_graph(state, &second, &g) < 0) {
+		ferry_graph_destroy(g);
+		ferry_actor_drop(second);
+		return;
+	}
+	for (auto _ : state) {
+		uint64_t t0 = ferry_bench::now_ns(), exec;
+		struct ferry_graph_arg in = {};
+		struct ferry_graph_result res = {};
+		int r;
+
+		in.kind = FERRY_GRAPH_ARG_CONST;
+		in.data = &x;
+		in.len = sizeof(x);
+		r = ferry_graph_execute(g, &in, 1, &exec);
+		if (r == 0)
+			r = ferry_graph_get(g, exec, TIMEOUT_MS, &res);
+		if (r < 0) {
+			state.SkipWithError(fail_text("graph execution", r, res.error).c_str());
+			break;
+		}
+		if (res.len != sizeof(x)) {
+			ferry_graph_result_release(&res);
+			state.SkipWithError("the graph's result is not an int64");
+			break;
+		}
+		memcpy(&x, res.data, sizeof(x)); /* the next execution's input */
+		ferry_graph_result_release(&res);
+		lat.add(ferry_bench::now_ns() - t0);
+	}
+	state.SetItemsProcessed((int64_t)state.iterations());
+	lat.publish(state);
+	ferry_graph_destroy(g);
+	ferry_actor_drop(second);
+}
+BENCHMARK(BM_runtime_compiled_graph_call)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The job library's path: $FERRY_CODE if set (ferry_init reads it), else the file beside this
 // executable. Empty when neither can be had.

@@ -5,6 +5,9 @@
  * loaded by the local cluster's workers as the job's code (ferry_init's code_path). Its
  * references to the runtime (ferry_register_function) resolve in the process that loads it.
  */
+#include <stdint.h>
+#include <string.h>
+
 #include <ferry/runtime.h>
 
 /* The empty task of `ray microbenchmark`'s task rows: no arguments, one empty return. */
@@ -27,4 +30,17 @@ FERRY_ACTOR_METHOD(BenchActor, noop)
 {
 	(void)ctx;
 	return 0;
+}
+
+/* The compiled graph row's link: its int64 argument plus one. */
+FERRY_ACTOR_METHOD(BenchActor, inc)
+{
+	const void *p;
+	size_t len;
+	int64_t x = 0;
+
+	if (ferry_task_arg(ctx, 0, &p, &len) == 0 && len == sizeof(x))
+		memcpy(&x, p, sizeof(x));
+	x++;
+	return ferry_task_return(ctx, 0, &x, sizeof(x));
 }

@@ -313,6 +313,11 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 		owner_greet(o, conn, type, payload, len);
 		return;
 	}
+	if (ferry__worker_graph_is_message(type)) {
+		if (ferry__worker_graph_message(w, conn, type, payload, len) < 0)
+			ferry__conn_close(conn); /* logged: the peer broke the protocol */
+		return;
+	}
 	if (ferry__worker_actor_is_message(type)) {
 		ret = ferry__worker_actor_message(w, conn, type, payload, len, &reply_type);
 	} else if (type == FERRY__WIRE_MSG_PUSH_TASK) {
@@ -339,6 +344,7 @@ static void on_owner_close(struct ferry__conn *conn, int err)
 	if (err && err != -ECONNRESET && err != -ECANCELED)
 		FLOG_INFO(COMP, "worker %s: owner %s closed: %s", o->w->id_hex,
 			  ferry__conn_peer(conn), ferry_strerror(err));
+	ferry__worker_graph_conn_closed(o->w, conn);
 	ferry__worker_actor_conn_closed(o->w, conn);
 	ferry__free(o);
 }
@@ -482,6 +488,7 @@ int ferry__worker_run(const struct ferry__worker_opts *o)
 	w.stopping = true;	    /* the close callbacks destroy runs must not stop it again */
 	/* Every connection and the server go with the loop; then the socket file. */
 	ferry__loop_destroy(w.loop);
+	ferry__worker_graph_fini(&w);
 	ferry__worker_actor_fini(&w);
 	if (w.server)
 		unlink(w.listen_path);

@@ -72,6 +72,7 @@ int ferry__worker_run(const struct ferry__worker_opts *o);
 /* ---- the worker's state, for worker*.c, tests and the fuzz target ---- */
 
 struct ferry__worker_actor;
+struct ferry__worker_graph;
 
 struct ferry__worker {
 	struct ferry__loop *loop;	   /* the one loop: sockets and tasks */
@@ -79,6 +80,7 @@ struct ferry__worker {
 	struct ferry__conn_server *server; /* owners connect here */
 	struct ferry_plasma_client *store; /* the node's store; NULL before (fuzz: never) */
 	struct ferry__worker_actor *actor; /* the actor it hosts (worker_actor.c), or NULL */
+	struct ferry__worker_graph *graph; /* its compiled graphs, a list (graph_worker.c) */
 	struct ferry__fb_builder fb;	   /* replies are built here */
 	struct ferry__loop_req sig_req;	   /* the signalfd's poll */
 	int sig_fd;			   /* SIGTERM/SIGINT; -1: none */
@@ -147,6 +149,44 @@ int ferry__worker_actor_message(struct ferry__worker *w, struct ferry__conn *con
 bool ferry__worker_actor_is_message(uint16_t type);
 void ferry__worker_actor_conn_closed(struct ferry__worker *w, const struct ferry__conn *conn);
 void ferry__worker_actor_fini(struct ferry__worker *w);
+
+/* ferry__worker_actor_current() - (worker_actor.c) whether @w hosts an actor; its ID and
+ * class into *@id and *@cls (valid while it lives). */
+bool ferry__worker_actor_current(const struct ferry__worker *w, struct ferry_actor_id *id,
+				 const char **cls);
+
+/*
+ * Compiled graphs (graph_worker.c; runtime.fbs's GraphInstall, GraphData, GraphDestroy).
+ * ferry__worker_graph_message() - handle one of them (@payload verified, of @type) from socket
+ * @conn (NULL in the fuzz target: nothing is sent); replies are sent on @conn, values along the
+ * graph's edges. 0, or -errno for a message that breaks the protocol (the caller closes @conn).
+ * ferry__worker_graph_conn_closed() - @conn closed: the graphs it installed go.
+ * ferry__worker_graph_actor_gone() - the actor ended: every graph goes and its driver's socket
+ * closes. ferry__worker_graph_fini() - the worker exits (its sockets are gone already).
+ */
+bool ferry__worker_graph_is_message(uint16_t type);
+int ferry__worker_graph_message(struct ferry__worker *w, struct ferry__conn *conn, uint16_t type,
+				const void *payload, size_t len);
+void ferry__worker_graph_conn_closed(struct ferry__worker *w, const struct ferry__conn *conn);
+void ferry__worker_graph_actor_gone(struct ferry__worker *w);
+void ferry__worker_graph_fini(struct ferry__worker *w);
+
+/* An argument's bytes for ferry__worker_call(). */
+struct ferry__worker_buf {
+	const void *data; /* NULL for none */
+	size_t len;	  /* bytes */
+};
+
+/*
+ * ferry__worker_call() - (worker_task.c) call @fn as a task of @nargs inline @args and one
+ * return, outside any PushTask (a compiled graph's node). Returns the function's status; on
+ * 0, *@out is its return (ferry__malloc'd, NULL for zero bytes; the caller frees it) and
+ * *@out_len its size; on -errno, @msg says why (the function's ferry_task_error, or the
+ * worker's reason).
+ */
+int ferry__worker_call(struct ferry__worker *w, ferry_task_fn fn,
+		       const struct ferry__worker_buf *args, size_t nargs, void **out,
+		       size_t *out_len, char *msg, size_t msg_size);
 
 /*
  * ferry__worker_error_reply() - build a PushTaskReply of @status and @message for task

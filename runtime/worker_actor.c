@@ -109,6 +109,16 @@ void *ferry_actor_state(const struct ferry_task_ctx *ctx)
 	return w && w->actor ? w->actor->state : NULL;
 }
 
+bool ferry__worker_actor_current(const struct ferry__worker *w, struct ferry_actor_id *id,
+				 const char **cls)
+{
+	if (!w->actor)
+		return false;
+	*id = w->actor->id;
+	*cls = w->actor->cls;
+	return true;
+}
+
 /* ---- messages ---- */
 
 bool ferry__worker_actor_is_message(uint16_t type)
@@ -125,6 +135,7 @@ static void destroy(struct ferry__worker *w)
 		return;
 	w->actor = NULL;
 	FLOG_DEBUG(COMP, "worker %s: actor of class %s ends", w->id_hex, a->cls);
+	ferry__worker_graph_actor_gone(w); /* its graphs end with it */
 	if (a->fini)
 		a->fini(a->state);
 	ferry__free(a);

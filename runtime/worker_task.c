@@ -614,3 +614,54 @@ int ferry__worker_error_reply(struct ferry__worker *w, const struct ferry__wire_
 	memcpy(m.node_id.bytes, w->node_id.bytes, sizeof(m.node_id.bytes));
 	return ferry__wire_push_task_reply_build(&w->fb, &m);
 }
+
+int ferry__worker_call(struct ferry__worker *w, ferry_task_fn fn,
+		       const struct ferry__worker_buf *args, size_t nargs, void **out,
+		       size_t *out_len, char *msg, size_t msg_size)
+{
+	struct ferry_task_ctx *c = ferry__calloc(1, sizeof(*c));
+	int status;
+
+	*out = NULL;
+	*out_len = 0;
+	if (!c) {
+		snprintf(msg, msg_size, "worker %s: out of memory for the call", w->id_hex);
+		return -ENOMEM;
+	}
+	c->w = w;
+	pthread_mutex_init(&c->lock, NULL);
+	c->nargs = nargs;
+	c->nrets = 1;
+	/* Every return inline: a graph's values travel in its frames, never in the store. */
+	c->inline_max = UINT64_MAX;
+	c->args = ferry__calloc(FERRY_MAX(nargs, (size_t)1), sizeof(*c->args));
+	c->rets = ferry__calloc(1, sizeof(*c->rets));
+	if (!c->args || !c->rets) {
+		status = fail(c, -ENOMEM, "worker %s: out of memory for the call", w->id_hex);
+	} else {
+		for (size_t i = 0; i < nargs; i++) {
+			c->args[i].data = args[i].data ? args[i].data : "";
+			c->args[i].len = args[i].len;
+		}
+		atomic_store(&running, c);
+		status = fn(c);
+		atomic_store(&running, NULL);
+		if (status > 0)
+			status =
+				fail(c, -EINVAL, "the method returned %d, not 0 or -errno", status);
+		else if (status < 0 && !c->has_message)
+			fail(c, status, "%s", ferry_strerror(status));
+	}
+	if (status == 0 && c->rets[0].set) {
+		*out = c->rets[0].len ? c->rets[0].data : NULL;
+		*out_len = c->rets[0].len;
+		if (*out)
+			c->rets[0].data = NULL; /* the caller's now */
+	}
+	if (status < 0)
+		snprintf(msg, msg_size, "%s", c->message);
+	w->tasks_run++;
+	ctx_fini(w, c);
+	ferry__free(c);
+	return status;
+}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The task runtime: functions that run as tasks in worker processes, found by a registered
- * name, object refs between them, a driver's side that submits tasks, and actors (graphs are
- * the next work).
+ * name, object refs between them, a driver's side that submits tasks, actors, and compiled
+ * graphs of actor-method calls.
  *
  * Code by name. A task names its function by a string, never by a pointer, because it runs in
  * another process (a worker on this host or another). Every process that may run a function
@@ -321,6 +321,126 @@ FERRY_API int ferry_actor_id(const struct ferry_actor *actor, struct ferry_actor
 /* ferry_actor_drop() - give the handle back. The owner's handle going kills the actor (Ray's
  * "out of scope"); calls already made still complete. NULL is a no-op. */
 FERRY_API void ferry_actor_drop(struct ferry_actor *actor);
+
+/* ---- compiled graphs ---- */
+
+/*
+ * A compiled graph (Ray's compiled graphs): actor-method calls bound once into a graph whose
+ * arguments are constants, the graph's inputs, or earlier calls' results; compiled once, which
+ * installs the plan in the workers of its actors; then executed many times: the inputs go
+ * straight to the workers that take them, each result straight to the worker that needs it,
+ * the output straight back. An execution makes no lease, no task and no ref in the owner: it
+ * costs one frame per edge that crosses processes.
+ *
+ *     struct ferry_graph *g;
+ *     ferry_graph_create(&g);
+ *     int n0 = ferry_graph_bind(g, a, "Counter.inc", (struct ferry_graph_arg[]){
+ *                                  FERRY_GRAPH_INPUT(0)}, 1);
+ *     ferry_graph_bind(g, b, "Counter.add", (struct ferry_graph_arg[]){
+ *                         FERRY_GRAPH_NODE(n0), FERRY_GRAPH_CONST(&one, 8)}, 2);
+ *     ferry_graph_compile(g, 10000);                 the last node bound is the output
+ *     ferry_graph_execute(g, inputs, 1, &exec);      as often as wanted, pipelined
+ *     ferry_graph_get(g, exec, 1000, &result);       ... ferry_graph_result_release(&result)
+ *     ferry_graph_destroy(g);
+ *
+ * Only actor methods: a node runs on a worker the graph holds for its whole life, which an
+ * actor is; a task would have to be scheduled per call, which is what a graph avoids (bind a
+ * stateless function as a method of an actor instead). Values travel inline (up to 32 MiB),
+ * never through the store. Each node runs executions in the order they were made.
+ *
+ * Failures: a method's error fails that execution only (get returns it, the text naming the
+ * node, the method and where it ran); an actor of the graph ending (its worker died, it was
+ * killed, its owner dropped it) breaks the graph: every execution in flight and every later
+ * one fails with -EPIPE naming the node and method. A restarted actor does not rejoin a
+ * graph: compile a new one.
+ *
+ * Thread model: a graph's calls are thread-safe; execute and get may run on different threads.
+ * The graph uses blocking sockets of its own, from the caller's thread, not the runtime's loop.
+ */
+#define FERRY_GRAPH_MAX_NODES 256   /* nodes in one graph */
+#define FERRY_GRAPH_MAX_ARGS 64	    /* arguments of one node */
+#define FERRY_GRAPH_MAX_INFLIGHT 64 /* executions not yet gotten */
+
+enum ferry_graph_arg_kind {
+	FERRY_GRAPH_ARG_CONST = 0, /* @data, @len: copied at bind */
+	FERRY_GRAPH_ARG_INPUT = 1, /* the execution's input number @index */
+	FERRY_GRAPH_ARG_NODE = 2,  /* the result of node @index (bound earlier) */
+};
+
+struct ferry_graph_arg {
+	enum ferry_graph_arg_kind kind;
+	const void *data;
+	size_t len;
+	uint32_t index;
+};
+
+#define FERRY_GRAPH_CONST(p, n) \
+	((struct ferry_graph_arg){.kind = FERRY_GRAPH_ARG_CONST, .data = (p), .len = (n)})
+#define FERRY_GRAPH_INPUT(i) ((struct ferry_graph_arg){.kind = FERRY_GRAPH_ARG_INPUT, .index = (i)})
+#define FERRY_GRAPH_NODE(i) ((struct ferry_graph_arg){.kind = FERRY_GRAPH_ARG_NODE, .index = (i)})
+
+struct ferry_graph;
+
+/* ferry_graph_create() - an empty graph. 0, -ENOMEM, -ENOTCONN (no ferry_init). */
+FERRY_API int ferry_graph_create(struct ferry_graph **out);
+
+/*
+ * ferry_graph_bind() - add a node: @actor's @method ("Class.method") called with @args. Each
+ * node needs at least one input or node argument (it runs when they come). The actor handle
+ * is borrowed: keep it until the graph is destroyed. Returns the node's index (0, 1, ...), or
+ * -EINVAL (a bad argument, a node not bound yet, FERRY_GRAPH_MAX_* reached, or the graph
+ * compiled already), -ENOMEM.
+ */
+FERRY_API int ferry_graph_bind(struct ferry_graph *g, struct ferry_actor *actor, const char *method,
+			       const struct ferry_graph_arg *args, size_t nargs);
+
+/*
+ * ferry_graph_compile() - make the graph executable; its output is the last node bound, and
+ * every other node's result must be used. Waits up to @timeout_ms (< 0: forever) for its actors
+ * to be ALIVE, then installs the plan in their workers. 0; -EINVAL (empty, an unused node, or
+ * compiled already); -ESRCH (an actor is dead); -ENOENT (no such method on a worker); -ETIMEDOUT;
+ * -ENOTCONN; -ENOMEM; the sockets' -errno. Each failure is logged with its reason. A graph
+ * that failed to compile can only be destroyed.
+ */
+FERRY_API int ferry_graph_compile(struct ferry_graph *g, int64_t timeout_ms);
+
+/*
+ * ferry_graph_execute() - start one execution with @inputs[0..@ninputs) (@ninputs: one more
+ * than the highest input index bound; copied before it returns); its ID into *@exec for
+ * ferry_graph_get. 0; -EAGAIN (FERRY_GRAPH_MAX_INFLIGHT executions not gotten yet); -EINVAL
+ * (not compiled, or a wrong @ninputs); -ENOMEM. A broken graph still returns 0: the
+ * execution's get fails with the reason.
+ */
+FERRY_API int ferry_graph_execute(struct ferry_graph *g, const struct ferry_graph_arg *inputs,
+				  size_t ninputs, uint64_t *exec);
+
+/* An execution's result: @len bytes at @data (the runtime's, until released), or the error's
+ * text in @error. */
+struct ferry_graph_result {
+	void *data;
+	size_t len;
+	char error[512];
+};
+
+/*
+ * ferry_graph_get() - wait up to @timeout_ms (< 0: forever) for execution @exec's result.
+ * 0 (release @out with ferry_graph_result_release); -ETIMEDOUT (the execution stays: get it
+ * again); the execution's error (a method's -errno; -EPIPE: an actor of the graph ended), the
+ * text in @out->error; -ENOENT (no such execution, or gotten already). Each execution is
+ * gotten once.
+ */
+FERRY_API int ferry_graph_get(struct ferry_graph *g, uint64_t exec, int64_t timeout_ms,
+			      struct ferry_graph_result *out);
+FERRY_API void ferry_graph_result_release(struct ferry_graph_result *r);
+
+/* ferry_graph_destroy() - free the graph here and on every worker (waiting up to 5 s for them
+ * to confirm); executions not gotten are dropped. NULL is a no-op. */
+FERRY_API void ferry_graph_destroy(struct ferry_graph *g);
+
+/* ferry_graph_worker_graphs() - after compile: the most graphs any worker of @g held when @g
+ * was installed (1 when no other graph shares its workers): lets a program check that
+ * destroyed graphs left nothing behind. -EINVAL before compile. */
+FERRY_API int ferry_graph_worker_graphs(const struct ferry_graph *g);
 
 #ifdef __cplusplus
 }

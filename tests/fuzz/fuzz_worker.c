@@ -6,8 +6,10 @@
  * PushTask to the task runner (decode, checks, the function by name, returns, the reply), and
  * WorkerAssign to the job check of a worker that already serves a job (so that no input makes
  * it open or load a file), and ActorCreate / ActorCall / ActorKill to the worker's actor
- * (worker_actor.c: the class below, its methods, unknown ones). Every reply built must itself
- * verify. The worker has no store here:
+ * (worker_actor.c: the class below, its methods, unknown ones), and a compiled graph's
+ * GraphInstall, GraphData and GraphDestroy (graph_worker.c: nodes that run Acc's methods,
+ * values that run them, malformed plans and values that must come back as -errno). Every
+ * reply built must itself verify. The worker has no store here:
  * ref arguments and large returns take their error paths.
  *
  * Built with FUZZ_WORKER_REPLAY and replay.c, it replays its corpus (suite fuzz):
@@ -139,6 +141,17 @@ static void handle(struct ferry__worker *w, const struct ferry__frame *f)
 			check_reply(w, reply_type);
 		break;
 	}
+	case FERRY__WIRE_MSG_GRAPH_INSTALL:
+	case FERRY__WIRE_MSG_GRAPH_DATA:
+	case FERRY__WIRE_MSG_GRAPH_DESTROY: {
+		int ret = ferry__worker_graph_message(w, NULL, f->type, f->payload, f->length);
+
+		if (ret > 0) {
+			fprintf(stderr, "a graph message returned %d, not 0 or -errno\n", ret);
+			abort();
+		}
+		break;
+	}
 	default:
 		break;
 	}
@@ -165,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (ret >= 0 && (ret = ferry__frame_parser_next(&p, &f)) == 1)
 		handle(&w, &f);
 	ferry__frame_parser_fini(&p);
+	ferry__worker_graph_fini(&w);
 	ferry__worker_actor_fini(&w);
 	ferry__worker_fini(&w);
 	return 0;
@@ -278,13 +292,89 @@ static int seed_actor(FILE *f, struct ferry__fb_builder *b)
 	return ret;
 }
 
+static int write_data(FILE *f, struct ferry__fb_builder *b, uint64_t seq, uint32_t node,
+		      uint32_t arg, int32_t status)
+{
+	static const int64_t value = 7;
+	struct ferry__wire_graph_data m = {.graph_id = {{6, 6}},
+					   .seq = seq,
+					   .node = node,
+					   .arg = arg,
+					   .status = status,
+					   .message = status < 0 ? "failed upstream" : NULL,
+					   .data = (const uint8_t *)&value,
+					   .data_count = sizeof(value)};
+
+	return ferry__wire_graph_data_build(b, &m) | write_frame(f, b, FERRY__WIRE_MSG_GRAPH_DATA);
+}
+
+/* A graph on an Acc actor: node 0 takes input 0, node 1 takes node 0's result (a local edge)
+ * and a constant, and goes to the driver; a peer edge that cannot open (no loop here). Then
+ * values in order, out of order, twice, outside the window, an error; a plan with a cycle; a
+ * second install; destroy, and a value after it. */
+static int seed_graph(FILE *f, struct ferry__fb_builder *b)
+{
+	static const uint8_t word[4] = "abcd";
+	struct ferry__wire_push_task t = {.task_id = {{9, 1}}, .caller = {{5}}, .function = "Acc"};
+	struct ferry__wire_actor_create c = {.actor_id = {{3, 3}}, .task = &t};
+	struct ferry__wire_graph_arg args[3] = {
+		{.kind = 1, .index = 0},
+		{.kind = 2, .index = 0},
+		{.kind = 0, .data = word, .data_count = sizeof(word)},
+	};
+	struct ferry__wire_graph_edge edges[3] = {
+		{.node = 1, .arg = 0},
+		{.node = 2, .arg = 0, .worker_path = "/nonexistent/w.sock"},
+		{.node = 1, .to_driver = true},
+	};
+	struct ferry__wire_graph_node nodes[2] = {
+		{.index = 0,
+		 .method = "Acc.add",
+		 .args = args,
+		 .args_count = 1,
+		 .edges = edges,
+		 .edges_count = 2},
+		{.index = 1,
+		 .method = "Acc.add",
+		 .args = &args[1],
+		 .args_count = 2,
+		 .edges = &edges[2],
+		 .edges_count = 1},
+	};
+	struct ferry__wire_graph_install in = {.graph_id = {{6, 6}},
+					       .actor_id = {{3, 3}},
+					       .num_nodes = 3,
+					       .nodes = nodes,
+					       .nodes_count = 2};
+	struct ferry__wire_graph_destroy d = {.graph_id = {{6, 6}}};
+	int ret = ferry__wire_actor_create_build(b, &c) |
+		  write_frame(f, b, FERRY__WIRE_MSG_ACTOR_CREATE);
+
+	ret |= ferry__wire_graph_install_build(b, &in) |
+	       write_frame(f, b, FERRY__WIRE_MSG_GRAPH_INSTALL);
+	ret |= write_data(f, b, 0, 0, 0, 0) | write_data(f, b, 2, 0, 0, 0);
+	ret |= write_data(f, b, 1, 0, 0, 0) | write_data(f, b, 1, 0, 0, 0);
+	ret |= write_data(f, b, 500, 0, 0, 0) | write_data(f, b, 3, 0, 0, -5);
+	ret |= write_data(f, b, 4, 1, 0, 0) | write_data(f, b, 4, 0, 9, 0);
+	ret |= ferry__wire_graph_install_build(b, &in) |
+	       write_frame(f, b, FERRY__WIRE_MSG_GRAPH_INSTALL);
+	args[1].index = 1; /* node 1 takes its own result: refused */
+	in.graph_id.bytes[0] = 7;
+	ret |= ferry__wire_graph_install_build(b, &in) |
+	       write_frame(f, b, FERRY__WIRE_MSG_GRAPH_INSTALL);
+	ret |= ferry__wire_graph_destroy_build(b, &d) |
+	       write_frame(f, b, FERRY__WIRE_MSG_GRAPH_DESTROY);
+	return ret | write_data(f, b, 5, 0, 0, 0);
+}
+
 int fuzz_make_corpus(const char *dir)
 {
-	static const char *const names[] = {"seed-tasks", "seed-assign", "seed-actor"};
+	static const char *const names[] = {"seed-tasks", "seed-assign", "seed-actor",
+					    "seed-graph"};
 	struct ferry__fb_builder b = {0};
 	int bad = 0;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		char path[4096];
 		FILE *f;
 
@@ -297,7 +387,8 @@ int fuzz_make_corpus(const char *dir)
 		}
 		if ((i == 0   ? seed_tasks(f, &b)
 		     : i == 1 ? seed_assign(f, &b)
-			      : seed_actor(f, &b)) != 0) {
+		     : i == 2 ? seed_actor(f, &b)
+			      : seed_graph(f, &b)) != 0) {
 			fprintf(stderr, "%s: cannot write the seed\n", path);
 			bad = 1;
 		}

@@ -19,10 +19,10 @@ static struct sample_space space;
 
 /* A stream of frames: one per message type and seed, concatenated. */
 struct stream {
-	uint8_t *data;	     /* malloc'd */
-	size_t size;	     /* bytes */
-	size_t frames;	     /* how many */
-	size_t offsets[256]; /* where each frame starts */
+	uint8_t *data;	      /* malloc'd */
+	size_t size;	      /* bytes */
+	size_t frames;	      /* how many */
+	size_t offsets[1024]; /* where each frame starts (seeds x message types) */
 };
 
 static void append(struct stream *s, const uint8_t *frame, size_t size)
