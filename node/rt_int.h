@@ -105,8 +105,10 @@ struct rt_worker {
 	uint64_t started_ms;			/* spawned */
 	uint64_t idle_ms;			/* idle since */
 	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
-	struct rt_peer *lease_owner;		/* LEASED: the owner */
+	struct rt_peer *lease_owner;		/* LEASED: the owner (NULL: gone, detached) */
 	uint64_t lease_id;			/* LEASED: the lease */
+	bool detached;				/* LEASED: hosts detached_actor (LeaseDetach) */
+	struct ferry_actor_id detached_actor;	/* ... which outlives the lease's owner */
 	struct rt_worker *prev, *next;		/* rt->workers */
 };
 
@@ -166,6 +168,9 @@ uint32_t ferry__rt_pool_count(const struct ferry__node_rt *rt, enum rt_wstate st
 /* rt_lease.c */
 void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q);
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id);
+/* LeaseDetach: @p's lease outlives @p (rt_lease.c). */
+struct ferry__rt_detach;
+void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d);
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);
 /* WorkerBlocked on a worker's owner line: lend its lease's CPU out, or take it back. */
 void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked);

@@ -61,6 +61,12 @@ struct ferry__rt_assign_reply {
 	const char *message;	 /* NUL-terminated, or NULL */
 };
 
+/* LeaseDetach. */
+struct ferry__rt_detach {
+	uint64_t lease_id;	     /* the owner's lease */
+	struct ferry_actor_id actor; /* the detached actor it hosts (not nil) */
+};
+
 /* One decoded message of the runtime socket. */
 struct ferry__rt_msg {
 	uint16_t type; /* FERRY__WIRE_MSG_* */
@@ -68,6 +74,7 @@ struct ferry__rt_msg {
 		struct ferry__rt_connect connect;	    /* RUNTIME_CONNECT */
 		struct ferry__rt_lease_request lease;	    /* LEASE_REQUEST */
 		uint64_t lease_id;			    /* LEASE_RETURN */
+		struct ferry__rt_detach detach;		    /* LEASE_DETACH */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
 		bool blocked;				    /* WORKER_BLOCKED */
 	};
