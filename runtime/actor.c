@@ -522,6 +522,8 @@ static void resolve_due(struct ferry__loop_timer *timer, int status)
 	if (status < 0 || stopping || a->state == FERRY_GCS_ACTOR_DEAD || a->resolving)
 		return;
 	r = ferry__calloc(1, sizeof(*r));
+	if (r)
+		r->a = a; /* on_resolved's actor: it was never set, and the answer crashed */
 	if (!r || ferry_gcs_actor_get_async(ferry__rt.gcs, &a->id, gcs_resolved, r) < 0) {
 		ferry__free(r);
 		resolve(a);

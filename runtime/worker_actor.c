@@ -458,22 +458,36 @@ static int on_call(struct ferry__worker *w, struct ferry__conn *conn, const void
 	return ferry__worker_run_task(w, t, fn, &status);
 }
 
+/* The creator's socket of a detached actor killed through another one: the worker exits when
+ * it closes (loop thread). */
+static const struct ferry__conn *exit_when_closed;
+
+static void exit_worker(struct ferry__worker *w)
+{
+	exit_when_closed = NULL;
+	if (!w->loop)
+		return;
+	FLOG_INFO(COMP, "worker %s: its detached actor was killed: exiting", w->id_hex);
+	ferry__loop_stop(w->loop);
+}
+
 /* A detached actor killed through another socket than its creator's: the creator, if its
  * socket is open, hears of it (an ActorKillReply it did not ask for: it gives the lease
- * back); with the creator gone nobody holds the lease, so the worker exits once the kill's
- * reply is out, and the node takes the lease back. */
+ * back). Nobody else holds the lease, so the worker exits once the creator's socket is gone
+ * (at once if it is; a creator that just died may still look connected), and the node takes
+ * its lease back whoever held it. */
 static void killed_detached(struct ferry__worker *w, struct ferry__conn *creator,
 			    const struct ferry__wire_actor_kill_reply *m)
 {
-	if (creator) {
-		if (ferry__wire_actor_kill_reply_build(&w->fb, m) == 0)
-			(void)ferry__conn_send(creator, FERRY__WIRE_MSG_ACTOR_KILL_REPLY,
-					       ferry__fb_builder_data(&w->fb),
-					       ferry__fb_builder_size(&w->fb));
-	} else if (w->loop) {
-		FLOG_INFO(COMP, "worker %s: its detached actor was killed: exiting", w->id_hex);
-		ferry__loop_stop(w->loop);
+	if (!creator) {
+		exit_worker(w);
+		return;
 	}
+	if (ferry__wire_actor_kill_reply_build(&w->fb, m) == 0)
+		(void)ferry__conn_send(creator, FERRY__WIRE_MSG_ACTOR_KILL_REPLY,
+				       ferry__fb_builder_data(&w->fb),
+				       ferry__fb_builder_size(&w->fb));
+	exit_when_closed = creator;
 }
 
 static int on_kill(struct ferry__worker *w, struct ferry__conn *conn,
@@ -517,6 +531,8 @@ int ferry__worker_actor_message(struct ferry__worker *w, struct ferry__conn *con
 void ferry__worker_actor_conn_closed(struct ferry__worker *w, const struct ferry__conn *conn)
 {
 	pool_conn_closed(conn);
+	if (conn && conn == exit_when_closed)
+		exit_worker(w);
 	if (!w->actor || w->actor->creator != conn)
 		return;
 	if (w->actor->detached)
