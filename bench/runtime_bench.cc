@@ -3,9 +3,13 @@
 // one driver on the local cluster (ferry_init with no address: a GCS and a node in this process,
 // its workers processes) submitting the job library's empty function `noop` (runtime_job.c),
 // putting and getting objects. Built as ferry-runtime-bench when meson's runtime_bench option
-// is on; the 1_1 actor rows call an actor of the job library's BenchActor class, and the
-// compiled graph row chains two of them; multi-client rows arrive with their part of the runtime.
+// is on; the actor rows call actors of the job library's BenchActor class, and the compiled
+// graph row chains two of them. The multi-client rows' clients are threads of this one driver
+// (ferry_submit and ferry_actor_call are thread-safe): on a 2-core machine client processes
+// would take the CPUs the workers run on, and the row would time the OS's scheduler, not what
+// Ferry adds (one owner's lock and loop shared by every caller). The last row measures the owner's memory per pending task.
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,14 +18,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <ferry/gcs.h>
 #include <ferry/runtime.h>
 
 #include "bench_util.h"
 
 extern "C" {
 #include "common/version.h"
+#include "runtime/rt.h"
 }
 
 namespace
@@ -391,6 +398,364 @@ void BM_runtime_compiled_graph_call(benchmark::State &state)
 }
 BENCHMARK(BM_runtime_compiled_graph_call)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// ---- several callers, several actors ----
+
+// The callers of the multi-client and n_n rows, and the actors of the 1_n and n_n rows. 4 of
+// each: the machine has 2 cores, so 4 keeps every core busy while callers wait, as
+// Ray's rows use the machine's CPU count.
+constexpr size_t CLIENTS = 4;
+constexpr size_t ACTORS = 4;
+// An actor of these rows asks for a tenth of a CPU: Ray's actors hold no CPU once placed, and
+// 4 whole CPUs would not fit this machine beside the 1_1 rows' actor and the task rows' leases.
+constexpr double ACTOR_CPUS = 0.1;
+
+std::vector<struct ferry_actor *> bench_actors;
+
+int make_actors(benchmark::State &state)
+{
+	struct ferry_actor_opts opts = {};
+
+	opts.num_cpus = ACTOR_CPUS;
+	while (bench_actors.size() < ACTORS) {
+		struct ferry_actor *a = nullptr;
+		int r = ferry_actor_create("BenchActor", nullptr, 0, &opts, &a);
+
+		if (r < 0) {
+			state.SkipWithError(fail_text("ferry_actor_create", r).c_str());
+			return r;
+		}
+		bench_actors.push_back(a);
+	}
+	return 0;
+}
+
+// Runs @fn(i) on @n threads at once; the first error of any, or 0; @why gets its reason.
+template <typename Fn> int run_clients(size_t n, Fn fn, std::string *why)
+{
+	std::vector<std::thread> threads;
+	std::vector<int> rets(n, 0);
+	std::vector<std::string> whys(n);
+
+	for (size_t i = 0; i < n; i++)
+		threads.emplace_back([&, i] { rets[i] = fn(i, &whys[i]); });
+	for (auto &t : threads)
+		t.join();
+	for (size_t i = 0; i < n; i++)
+		if (rets[i] < 0) {
+			*why = whys[i];
+			return rets[i];
+		}
+	return 0;
+}
+
+// Gets and drops every ref of @refs[0..@n); the first error, or 0 (all dropped either way).
+int get_drop_all(struct ferry_ref *refs, size_t n, std::string *why)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		std::string w;
+
+		if (get_drop(&refs[i], &w) < 0 && !ret) {
+			ret = -1;
+			*why = w;
+		}
+	}
+	return ret;
+}
+
+// multi_client_tasks_async: CLIENTS threads each submit @n / CLIENTS empty tasks, then get
+// them, all at once (tasks/s over all of them).
+void BM_runtime_multi_client_tasks_async(benchmark::State &state)
+{
+	const size_t per = (size_t)state.range(0) / CLIENTS;
+	std::string why;
+
+	for (auto _ : state) {
+		int r = run_clients(
+			CLIENTS,
+			[per](size_t, std::string *w) {
+				std::vector<struct ferry_ref> refs(per);
+				int ret = submit_noops(refs.data(), per);
+
+				if (ret < 0) {
+					*w = fail_text("ferry_submit", ret);
+					return ret;
+				}
+				return get_drop_all(refs.data(), per, w);
+			},
+			&why);
+		if (r < 0) {
+			state.SkipWithError(why.c_str());
+			break;
+		}
+	}
+	state.SetItemsProcessed((int64_t)(state.iterations() * per * CLIENTS));
+}
+BENCHMARK(BM_runtime_multi_client_tasks_async)
+	->Arg(10000)
+	->Unit(benchmark::kMillisecond)
+	->UseRealTime();
+
+// @n calls of the actors' @method from one caller, round robin from actor @first, with @arg
+// (or none), then got. 0, or the first -errno with @why.
+int call_round_robin(size_t first, size_t n, const char *method, const struct ferry_arg *arg,
+		     std::string *why)
+{
+	std::vector<struct ferry_ref> refs(n);
+
+	for (size_t i = 0; i < n; i++) {
+		struct ferry_actor *a = bench_actors[(first + i) % bench_actors.size()];
+		int r = ferry_actor_call(a, method, arg, arg ? 1 : 0, 1, &refs[i]);
+
+		if (r < 0) {
+			while (i > 0)
+				ferry_ref_drop(&refs[--i]);
+			*why = fail_text("ferry_actor_call", r);
+			return r;
+		}
+	}
+	return get_drop_all(refs.data(), n, why);
+}
+
+// 1_n_actor_calls_async: one caller calls ACTORS actors round robin, @n calls, then gets them.
+void BM_runtime_1_n_actor_calls_async(benchmark::State &state)
+{
+	const size_t n = (size_t)state.range(0);
+	std::string why;
+
+	if (make_actors(state) < 0)
+		return;
+	for (auto _ : state) {
+		if (call_round_robin(0, n, "noop", nullptr, &why) < 0) {
+			state.SkipWithError(why.c_str());
+			break;
+		}
+	}
+	state.SetItemsProcessed((int64_t)(state.iterations() * n));
+}
+BENCHMARK(BM_runtime_1_n_actor_calls_async)
+	->Arg(10000)
+	->Unit(benchmark::kMillisecond)
+	->UseRealTime();
+
+// n_n_actor_calls_async and n_n_actor_calls_with_arg_async: CLIENTS callers at once, each
+// calling every actor round robin (@n / CLIENTS calls each). With an argument, each caller
+// passes the ref of one small object it put, as Ray's row passes an ObjectRef.
+void n_n_actor_calls(benchmark::State &state, bool with_arg)
+{
+	const size_t per = (size_t)state.range(0) / CLIENTS;
+	std::string why;
+
+	if (make_actors(state) < 0)
+		return;
+	for (auto _ : state) {
+		int r = run_clients(
+			CLIENTS,
+			[per, with_arg](size_t i, std::string *w) {
+				uint64_t value = i;
+				struct ferry_ref ref;
+				struct ferry_arg arg = {};
+				int ret;
+
+				if (!with_arg)
+					return call_round_robin(i, per, "noop", nullptr, w);
+				ret = ferry_put(&value, sizeof(value), &ref);
+				if (ret < 0) {
+					*w = fail_text("ferry_put", ret);
+					return ret;
+				}
+				arg.ref = &ref;
+				ret = call_round_robin(i, per, "noop_arg", &arg, w);
+				ferry_ref_drop(&ref);
+				return ret;
+			},
+			&why);
+		if (r < 0) {
+			state.SkipWithError(why.c_str());
+			break;
+		}
+	}
+	state.SetItemsProcessed((int64_t)(state.iterations() * per * CLIENTS));
+}
+
+void BM_runtime_n_n_actor_calls_async(benchmark::State &state)
+{
+	n_n_actor_calls(state, false);
+}
+BENCHMARK(BM_runtime_n_n_actor_calls_async)
+	->Arg(10000)
+	->Unit(benchmark::kMillisecond)
+	->UseRealTime();
+
+void BM_runtime_n_n_actor_calls_with_arg_async(benchmark::State &state)
+{
+	n_n_actor_calls(state, true);
+}
+BENCHMARK(BM_runtime_n_n_actor_calls_with_arg_async)
+	->Arg(10000)
+	->Unit(benchmark::kMillisecond)
+	->UseRealTime();
+
+// single_client_get_object_containing_10k_refs: 10,000 small objects put, an object holding
+// their refs put once (ferry_put_refs), then that object got and released (gets/s), as Ray's
+// row gets a list of 10,000 ObjectRefs.
+void BM_runtime_single_client_get_object_containing_10k_refs(benchmark::State &state)
+{
+	constexpr size_t n = 10000;
+	std::vector<struct ferry_ref> refs(n);
+	struct ferry_ref outer;
+	size_t made = 0;
+	int r = 0;
+
+	for (; made < n && r == 0; made++) {
+		uint64_t value = made;
+
+		r = ferry_put(&value, sizeof(value), &refs[made]);
+	}
+	if (r < 0)
+		made--; // the failed one holds nothing
+	if (r == 0)
+		r = ferry_put_refs(refs.data(), n * sizeof(refs[0]), refs.data(), n, &outer);
+	for (size_t i = 0; i < made; i++) // the outer object keeps them alive now
+		ferry_ref_drop(&refs[i]);
+	if (r < 0) {
+		state.SkipWithError(fail_text("ferry_put/ferry_put_refs", r).c_str());
+		return;
+	}
+	for (auto _ : state) {
+		struct ferry_view view = {};
+
+		r = ferry_get(&outer, TIMEOUT_MS, &view);
+		if (r < 0) {
+			state.SkipWithError(fail_text("ferry_get", r, view.error).c_str());
+			break;
+		}
+		if (view.len != n * sizeof(refs[0])) {
+			ferry_release(&view);
+			state.SkipWithError("the object of 10k refs came back with another size");
+			break;
+		}
+		ferry_release(&view);
+	}
+	ferry_ref_drop(&outer);
+	state.SetItemsProcessed((int64_t)state.iterations());
+}
+BENCHMARK(BM_runtime_single_client_get_object_containing_10k_refs)
+	->Unit(benchmark::kMicrosecond)
+	->UseRealTime();
+
+// ---- the owner's memory per pending task ----
+
+// Bytes malloc has handed out and not taken back, every arena and mmap'd block: the owner's
+// task records, return entries and table slots all come from it (ferry__malloc).
+int64_t malloc_in_use()
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (int64_t)(mi.uordblks + mi.hblkhd);
+}
+
+int64_t rss_bytes()
+{
+	long pages_total = 0, pages_rss = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &pages_total, &pages_rss) != 2)
+		pages_rss = -1;
+	fclose(f);
+	return pages_rss < 0 ? -1 : (int64_t)pages_rss * sysconf(_SC_PAGESIZE);
+}
+
+// The node's CPUs, from the GCS's nodes table (the local cluster has one node); 0 if unknown.
+double node_cpus()
+{
+	struct ferry_gcs_node_info *nodes = nullptr;
+	int n = ferry__rt.gcs ? ferry_gcs_node_list(ferry__rt.gcs, &nodes) : -ENOTCONN;
+	double cpus = n == 1 ? nodes[0].cpu : 0;
+
+	ferry_gcs_free(nodes);
+	return cpus;
+}
+
+// bytes_per_pending_task: 1,000,000 empty tasks submitted that no worker can run yet, and the
+// owner's malloc'd bytes (and RSS) before and after, per task. They ask for more CPU than the
+// node has free while the 1_1 rows' actor holds one, so their lease waits at the node and they
+// wait in the owner's queue, as tasks queued behind busy workers do. Then the actor goes, they
+// run, and the row waits for one submitted after them (their class runs in order).
+constexpr int64_t DRAIN_TIMEOUT_MS = 900000; // a million tasks on a loaded 2-core machine
+
+void BM_runtime_bytes_per_pending_task(benchmark::State &state)
+{
+	const size_t n = (size_t)state.range(0);
+	std::vector<struct ferry_ref> refs(n); // the caller's, before the first figure
+	std::vector<int> ready(n);
+	struct ferry_task_opts opts = {};
+	struct ferry_ref last;
+
+	// More than is free while the actor holds its CPU, less than is free once it went (the
+	// other rows' actors hold 0.4).
+	opts.num_cpus = node_cpus() - 0.5;
+	if (opts.num_cpus <= 0) {
+		state.SkipWithError("the node's CPUs are not in the GCS's nodes table");
+		return;
+	}
+	if (make_actor(state) < 0)
+		return;
+	for (auto _ : state) {
+		int64_t heap0, rss0, heap1, rss1;
+		size_t made = 0;
+		int r = 0;
+
+		heap0 = malloc_in_use();
+		rss0 = rss_bytes();
+		for (; made < n && r == 0; made++)
+			r = ferry_submit("noop", nullptr, 0, &opts, &refs[made]);
+		heap1 = malloc_in_use();
+		rss1 = rss_bytes();
+		if (r < 0)
+			made--;
+		// Not one ran: each is still pending (a figure over tasks that ran is no figure).
+		if (r == 0 && ferry_wait(refs.data(), made, 1, 0, ready.data()) != 0)
+			r = -EBUSY;
+		for (size_t i = 0; i < made; i++)
+			ferry_ref_drop(&refs[i]);
+		if (r < 0) {
+			state.SkipWithError(r == -EBUSY
+						    ? "tasks ran: the blocker did not hold the node"
+						    : fail_text("ferry_submit", r).c_str());
+			break;
+		}
+		state.counters["bytes_per_pending_task"] = (double)(heap1 - heap0) / (double)n;
+		state.counters["rss_bytes_per_pending_task"] = (double)(rss1 - rss0) / (double)n;
+		// Let them run (FIFO in their class), and wait for one submitted after them.
+		ferry_actor_drop(bench_actor);
+		bench_actor = nullptr;
+		r = ferry_submit("noop", nullptr, 0, &opts, &last);
+		if (r < 0) {
+			state.SkipWithError(fail_text("ferry_submit", r).c_str());
+			break;
+		}
+		struct ferry_view view = {};
+		r = ferry_get(&last, DRAIN_TIMEOUT_MS, &view);
+		ferry_ref_drop(&last);
+		if (r < 0) {
+			state.SkipWithError(
+				fail_text("ferry_get (the last task)", r, view.error).c_str());
+			break;
+		}
+		ferry_release(&view);
+	}
+}
+// Ray's figure is for 1,000,000 queued tasks; one round (it also runs them all after).
+BENCHMARK(BM_runtime_bytes_per_pending_task)
+	->Arg(1000000)
+	->Iterations(1)
+	->Unit(benchmark::kMillisecond)
+	->UseRealTime();
+
 // The job library's path: $FERRY_CODE if set (ferry_init reads it), else the file beside this
 // executable. Empty when neither can be had.
 std::string job_library()
@@ -432,6 +797,8 @@ int main(int argc, char **argv)
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	ferry_actor_drop(bench_actor);
+	for (auto *a : bench_actors)
+		ferry_actor_drop(a);
 	ferry_shutdown();
 	return 0;
 }

@@ -44,3 +44,13 @@ FERRY_ACTOR_METHOD(BenchActor, inc)
 	x++;
 	return ferry_task_return(ctx, 0, &x, sizeof(x));
 }
+
+/* n_n_actor_calls_with_arg's method: its one argument (a ref, resolved to its bytes before the
+ * method runs) is read, as Ray's small_value_arg takes its ObjectRef. */
+FERRY_ACTOR_METHOD(BenchActor, noop_arg)
+{
+	const void *data;
+	size_t len;
+
+	return ferry_task_arg(ctx, 0, &data, &len);
+}

@@ -105,8 +105,10 @@ struct rt_worker {
 	uint64_t started_ms;			/* spawned */
 	uint64_t idle_ms;			/* idle since */
 	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
-	struct rt_peer *lease_owner;		/* LEASED: the owner */
+	struct rt_peer *lease_owner;		/* LEASED: the owner (NULL: gone, detached) */
 	uint64_t lease_id;			/* LEASED: the lease */
+	bool detached;				/* LEASED: hosts detached_actor (LeaseDetach) */
+	struct ferry_actor_id detached_actor;	/* ... which outlives the lease's owner */
 	struct rt_worker *prev, *next;		/* rt->workers */
 };
 
@@ -171,6 +173,9 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 bool ferry__rt_lease_held(const struct rt_peer *p);
 /* @busy: its owner had tasks in flight on it (it shut down): the worker is ended. */
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy);
+/* LeaseDetach: @p's lease outlives @p (rt_lease.c). */
+struct ferry__rt_detach;
+void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d);
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);
 /* WorkerBlocked on a worker's owner line: lend its lease's CPU out, or take it back. */
 void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked);

@@ -178,6 +178,7 @@ static void release(struct rt_worker *w)
 	w->req = NULL;
 	w->lease_owner = NULL;
 	w->lease_id = 0;
+	w->detached = false;
 	w->state = W_IDLE;
 	w->idle_ms = ferry__loop_now_ms();
 }
@@ -313,6 +314,19 @@ void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, in
 	}
 }
 
+void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d)
+{
+	for (struct rt_worker *w = p->rt->workers; w; w = w->next) {
+		if (w->state == W_LEASED && w->lease_id == d->lease_id && w->lease_owner == p) {
+			w->detached = true;
+			w->detached_actor = d->actor;
+			return;
+		}
+	}
+	FLOG_DEBUG(COMP, "runtime: pid %d detached lease %llu, which it does not hold", p->pid,
+		   (unsigned long long)d->lease_id);
+}
+
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy)
 {
 	struct ferry__node_rt *rt = p->rt;
@@ -382,10 +396,11 @@ void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assi
 	ferry__rt_lease_serve(p->rt);
 }
 
+/* Detached actors' leases do not count: they outlive their owner on purpose. */
 bool ferry__rt_lease_held(const struct rt_peer *p)
 {
 	for (struct rt_worker *w = p->rt->workers; w; w = w->next)
-		if (w->state == W_LEASED && w->lease_owner == p)
+		if (w->state == W_LEASED && w->lease_owner == p && !w->detached)
 			return true;
 	return false;
 }
@@ -397,7 +412,10 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 
 	ferry__rt_code_peer_gone(rt, p);
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
-		if (w->state == W_LEASED && w->lease_owner == p) {
+		if (w->state == W_LEASED && w->lease_owner == p && w->detached) {
+			/* A detached actor's: it stays, ownerless, until its worker exits. */
+			w->lease_owner = NULL;
+		} else if (w->state == W_LEASED && w->lease_owner == p) {
 			release(w);
 			/* Its owner died: what it runs has nobody to answer (rt_owner.c). */
 			if (p->died && !w->signal_sent)
@@ -419,6 +437,14 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 	}
 }
 
+static void detached_dead(void *arg, int status, void *result)
+{
+	(void)arg;
+	ferry_gcs_free(result);
+	if (status < 0 && status != -ECANCELED)
+		FLOG_WARN(COMP, "runtime: a detached actor's record: %s", ferry_strerror(status));
+}
+
 void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_status,
 				 const char *message)
 {
@@ -435,7 +461,16 @@ void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_
 		snprintf(why, sizeof(why), "worker %d %s", (int)w->pid, message);
 		ferry__rt_peer_send_revoked(w->lease_owner, w, -EPIPE, term_signal, exit_status,
 					    why);
+	} else if (w->state == W_LEASED && w->detached && rt->node->gcs) {
+		/* Nobody restarts a detached actor whose owner left: it is DEAD (a kill made it
+		 * so already: DEAD stays DEAD). */
+		snprintf(why, sizeof(why), "its worker %d %s after its creator left", (int)w->pid,
+			 message);
+		(void)ferry_gcs_actor_update_async(rt->node->gcs, &w->detached_actor,
+						   FERRY_GCS_ACTOR_DEAD, NULL, NULL,
+						   FERRY_GCS_EXIT_ERROR, why, detached_dead, NULL);
 	}
+	w->detached = false;
 	if (w->state == W_ASSIGNING && req->owner && !rt->stopping)
 		enqueue_head(rt, req); /* it died before it took the job: another one will */
 	else

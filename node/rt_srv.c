@@ -252,6 +252,9 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 	case FERRY__WIRE_MSG_LEASE_RETURN:
 		ferry__rt_lease_return(p, m->ret.lease_id, m->ret.busy);
 		break;
+	case FERRY__WIRE_MSG_LEASE_DETACH:
+		ferry__rt_lease_detach(p, &m->detach);
+		break;
 	case FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY:
 		if (p->kind != FERRY__WIRE_PEER_KIND_WORKER)
 			ferry__rt_peer_close(p, "WorkerAssignReply from a driver");

@@ -179,6 +179,18 @@ static int decode_assign_reply(const void *payload, struct ferry__rt_assign_repl
 	return 0;
 }
 
+static int decode_detach(const void *payload, struct ferry__rt_detach *d, char *why, size_t size)
+{
+	struct ferry__wire_lease_detach_view v = ferry__wire_lease_detach_root_verified(payload);
+	struct ferry__wire_unique_id id = ferry__wire_lease_detach_actor_id(v);
+
+	d->lease_id = ferry__wire_lease_detach_lease_id(v);
+	memcpy(d->actor.bytes, id.bytes, sizeof(d->actor.bytes));
+	if (ferry_id_is_nil(d->actor.bytes, sizeof(d->actor.bytes)))
+		return fail(why, size, -EINVAL, "LeaseDetach with no actor_id");
+	return 0;
+}
+
 int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferry__rt_msg *out,
 		     char *why, size_t why_size)
 {
@@ -188,6 +200,7 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_RUNTIME_CONNECT:
 	case FERRY__WIRE_MSG_LEASE_REQUEST:
 	case FERRY__WIRE_MSG_LEASE_RETURN:
+	case FERRY__WIRE_MSG_LEASE_DETACH:
 	case FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY:
 	case FERRY__WIRE_MSG_WORKER_BLOCKED:
 		break;
@@ -216,6 +229,8 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 		out->blocked = ferry__wire_worker_blocked_blocked(
 			ferry__wire_worker_blocked_root_verified(payload));
 		return 0;
+	case FERRY__WIRE_MSG_LEASE_DETACH:
+		return decode_detach(payload, &out->detach, why, why_size);
 	default:
 		return decode_assign_reply(payload, &out->assign_reply, why, why_size);
 	}

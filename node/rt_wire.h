@@ -61,6 +61,12 @@ struct ferry__rt_assign_reply {
 	const char *message;	 /* NUL-terminated, or NULL */
 };
 
+/* LeaseDetach. */
+struct ferry__rt_detach {
+	uint64_t lease_id;	     /* the owner's lease */
+	struct ferry_actor_id actor; /* the detached actor it hosts (not nil) */
+};
+
 /* One decoded message of the runtime socket. */
 struct ferry__rt_msg {
 	uint16_t type; /* FERRY__WIRE_MSG_* */
@@ -71,6 +77,7 @@ struct ferry__rt_msg {
 			uint64_t lease_id; /* LEASE_RETURN */
 			bool busy;	   /* its owner had tasks in flight on it */
 		} ret;
+		struct ferry__rt_detach detach;		    /* LEASE_DETACH */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
 		bool blocked;				    /* WORKER_BLOCKED */
 	};

@@ -16,6 +16,12 @@
  *   the node's LeaseRevoked gives (waited for up to REVOKE_WAIT_MS); then the actor restarts
  *   on a new lease (the constructor rerun with its original arguments) while restarts are
  *   left, else it is DEAD and every call fails at once with -ESRCH.
+ * - Detached actors (Ray's lifetime="detached"): the owner sends LeaseDetach with each grant,
+ *   so the node keeps the lease when the owner's connection closes, and ActorCreate says so,
+ *   so the worker keeps the actor when the owner's socket closes; the GCS record has no
+ *   owner. The owner's shutdown leaves such an actor ALIVE (leave()). Any handle may kill it:
+ *   the killer records it DEAD; the worker tells the owner if it still runs (an ActorKillReply
+ *   it did not ask for: it gives the lease back), else exits so the node takes the lease back.
  * - A handle from ferry_actor_get_named() (a caller that is not the owner) connects to the
  *   worker the GCS names: on this host a worker's socket is a function of its ID
  *   (ferry__worker_listen_path). When that socket closes it asks the GCS again (asynchronously,
@@ -193,6 +199,20 @@ static void die(struct ferry__rt_actor *a, int status, enum ferry_gcs_exit cause
 	fail_queued(a);
 }
 
+/* Shutdown, a detached actor's owner: it lives on (ALIVE in the GCS), its lease stays with the
+ * node (LeaseDetach); only this process's side of it ends. */
+static void leave(struct ferry__rt_actor *a)
+{
+	a->state = FERRY_GCS_ACTOR_DEAD;
+	a->dead_status = -ECANCELED;
+	snprintf(a->why, sizeof(a->why), "the driver shut down (actor %s lives on)", a->cls);
+	(void)ferry__loop_timer_stop(&a->revoke);
+	a->lease_id = 0; /* not given back: the node keeps it for the actor */
+	drop_conn(a);
+	fail_inflight(a, -ECANCELED, a->why);
+	fail_queued(a);
+}
+
 /* ---- the owner's side: lease, create, restart ---- */
 
 static void ask_lease(struct ferry__rt_actor *a)
@@ -312,9 +332,14 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 	}
 	memcpy(a->worker.bytes, wid->bytes, sizeof(a->worker.bytes));
 	a->ctor->attempt = a->restarts;
-	ret = path ? open_worker(a, path) : -EINVAL;
+	ret = path ? 0 : -EINVAL;
+	if (ret == 0 && a->detached) /* before ActorCreate: the lease must outlive us first */
+		ret = ferry__rt_lease_send_detach(lease_id, &a->id);
 	if (ret == 0)
-		ret = ferry__rt_task_build_as(a->ctor, &fb, FERRY__WIRE_MSG_ACTOR_CREATE, &a->id);
+		ret = open_worker(a, path);
+	if (ret == 0)
+		ret = ferry__rt_task_build_actor(a->ctor, &fb, FERRY__WIRE_MSG_ACTOR_CREATE, &a->id,
+						 a->max_concurrency, a->detached);
 	if (ret == 0)
 		ret = send_built(a, FERRY__WIRE_MSG_ACTOR_CREATE);
 	if (ret < 0) {
@@ -381,7 +406,8 @@ static void on_created(struct ferry__rt_actor *a, struct ferry__wire_push_task_r
 	pump(a);
 }
 
-static void on_killed(struct ferry__rt_actor *a)
+/* The actor was killed by @by (its worker answered ActorKill, or is gone after one). */
+static void on_killed(struct ferry__rt_actor *a, const char *by)
 {
 	bool restart = a->kill_restart;
 
@@ -392,7 +418,11 @@ static void on_killed(struct ferry__rt_actor *a)
 		restart_or_die(a, -ESRCH, FERRY_GCS_EXIT_KILLED, "killed by its owner");
 		return;
 	}
-	snprintf(a->why, sizeof(a->why), "actor %s was killed by its owner", a->cls);
+	snprintf(a->why, sizeof(a->why), "actor %s was killed by %s", a->cls, by);
+	if (!a->owned && ferry__rt.gcs) /* its owner may be gone: the killer records it */
+		(void)ferry_gcs_actor_update_async(ferry__rt.gcs, &a->id, FERRY_GCS_ACTOR_DEAD,
+						   NULL, NULL, FERRY_GCS_EXIT_KILLED, a->why,
+						   gcs_done, NULL);
 	die(a, -ESRCH, FERRY_GCS_EXIT_KILLED, a->why);
 }
 
@@ -492,6 +522,8 @@ static void resolve_due(struct ferry__loop_timer *timer, int status)
 	if (status < 0 || stopping || a->state == FERRY_GCS_ACTOR_DEAD || a->resolving)
 		return;
 	r = ferry__calloc(1, sizeof(*r));
+	if (r)
+		r->a = a; /* on_resolved's actor: it was never set, and the answer crashed */
 	if (!r || ferry_gcs_actor_get_async(ferry__rt.gcs, &a->id, gcs_resolved, r) < 0) {
 		ferry__free(r);
 		resolve(a);
@@ -562,7 +594,10 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 	if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
 		on_reply(a, payload);
 	} else if (type == FERRY__WIRE_MSG_ACTOR_KILL_REPLY && a->killing) {
-		on_killed(a);
+		on_killed(a, a->owned ? "its owner" : "a named handle");
+	} else if (type == FERRY__WIRE_MSG_ACTOR_KILL_REPLY && a->detached && a->owned) {
+		a->kill_restart = false; /* another process killed our detached actor */
+		on_killed(a, "a named handle");
 	} else if (type == FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
 		struct ferry__wire_runtime_connect_reply_view v =
 			ferry__wire_runtime_connect_reply_root_verified(payload);
@@ -582,6 +617,10 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	open_conns--;
 	if (conn != a->conn)
 		return; /* closed on purpose (drop_conn) */
+	if (a->killing && !a->owned) {
+		on_killed(a, "a named handle"); /* a detached actor's worker exits after it */
+		return;
+	}
 	a->conn = NULL;
 	if (stopping) {
 		fail_inflight(a, -ECANCELED, "the driver shut down");
@@ -616,6 +655,8 @@ static void pump(struct ferry__rt_actor *a)
 	}
 	if (!a->conn || a->creating || a->killing || a->state != FERRY_GCS_ACTOR_ALIVE)
 		return;
+	/* Calls go in the order made; with max_concurrency > 1 they may end in any order
+	 * (on_reply takes each by its id). */
 	while (a->queue && a->ninflight < PIPELINE) {
 		struct ferry__rt_task *t = a->queue;
 
@@ -736,7 +777,7 @@ void ferry__rt_actor_do_kill(void *arg, int status)
 	a->kill_restart = restart;
 	if (ferry__wire_actor_kill_build(&fb, &m) < 0 ||
 	    send_built(a, FERRY__WIRE_MSG_ACTOR_KILL) < 0) {
-		on_killed(a);
+		on_killed(a, a->owned ? "its owner" : "a named handle");
 		return;
 	}
 	a->killing = true;
@@ -765,7 +806,9 @@ void ferry__rt_actor_stop(void)
 	pthread_mutex_unlock(&ferry__rt.lock);
 	for (struct ferry__rt_actor *a = actors; a; a = a->next) {
 		ferry__rt_actor_take_calls(a, -ECANCELED);
-		if (a->state != FERRY_GCS_ACTOR_DEAD)
+		if (a->owned && a->detached && a->state == FERRY_GCS_ACTOR_ALIVE)
+			leave(a);
+		else if (a->state != FERRY_GCS_ACTOR_DEAD)
 			die(a, -ECANCELED, FERRY_GCS_EXIT_OWNER_DIED, "its owner shut down");
 	}
 }

@@ -24,6 +24,8 @@ struct ferry__rt_actor {
 	uint8_t state;			       /* enum ferry_gcs_actor_state, as we know it */
 	bool gcs_alive;			       /* the GCS has it ALIVE (RESTARTING is legal) */
 	int32_t max_restarts;		       /* < 0: unlimited */
+	uint32_t max_concurrency;	       /* owned: > 1: calls run at once (ActorCreate) */
+	bool detached;			       /* outlives its owner; any handle kills it */
 	uint32_t restarts;		       /* so far */
 	struct ferry__rt_task *ctor;	       /* owned: the constructor (class, arguments) */
 	struct ferry__rt_class_key key;	       /* owned: its resources */

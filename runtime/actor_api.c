@@ -94,12 +94,16 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 	int ret;
 
 	if (!out || !ferry__registry_name_valid(cls, len) || memchr(cls, '.', len) ||
-	    (nargs && !args) || (o->name && !name_ok(o->name, NAME_MAX_LEN))) {
+	    (nargs && !args) || (o->name && !name_ok(o->name, NAME_MAX_LEN)) ||
+	    o->max_concurrency > FERRY_ACTOR_MAX_CONCURRENCY || (o->detached && !o->name)) {
 		FLOG_ERROR(COMP, "ferry_actor_create: %s",
 			   !out						? "no handle pointer"
 			   : nargs && !args				? "no arguments array"
 			   : o->name && !name_ok(o->name, NAME_MAX_LEN) ? "bad actor name"
-									: "bad class name");
+			   : o->max_concurrency > FERRY_ACTOR_MAX_CONCURRENCY
+				   ? "max_concurrency over FERRY_ACTOR_MAX_CONCURRENCY"
+			   : o->detached && !o->name ? "a detached actor needs a name"
+						     : "bad class name");
 		return -EINVAL;
 	}
 	if (!ferry__rt.up)
@@ -129,6 +133,8 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 	a->owned = true;
 	a->key = a->ctor->key;
 	a->max_restarts = o->max_restarts;
+	a->max_concurrency = o->max_concurrency;
+	a->detached = o->detached != 0;
 	a->ctor->num_returns = 0;
 	ferry_actor_id_random(&a->id);
 	pthread_mutex_lock(&ferry__rt.lock);
@@ -138,7 +144,8 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 		goto err;
 	info.id = a->id;
 	info.job = ferry__rt.job;
-	info.owner = ferry__rt.self;
+	if (!a->detached) /* nil: the cluster's, not a process's (get_named reads it so) */
+		info.owner = ferry__rt.self;
 	info.name = o->name;
 	info.class_name = a->cls;
 	info.state = FERRY_GCS_ACTOR_PENDING;
@@ -147,6 +154,11 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "ferry_actor_create %s: the GCS's actors table: %s", cls,
 			   ferry_strerror(ret));
+		/* The GCS may have recorded it before the error (its reply lost): a PENDING
+		 * record nobody starts would hold its name forever. -ENOENT if it never came. */
+		(void)ferry_gcs_actor_update(ferry__rt.gcs, &a->id, FERRY_GCS_ACTOR_DEAD, NULL,
+					     NULL, FERRY_GCS_EXIT_ERROR,
+					     "its owner's create failed");
 		goto err;
 	}
 	ret = post_locked(ferry__rt_actor_start, a);
@@ -191,6 +203,7 @@ int ferry_actor_get_named(const char *name, struct ferry_actor **out)
 	}
 	if (ret == 0) {
 		a->id = found->id;
+		a->detached = ferry_id_is_nil(found->owner.bytes, sizeof(found->owner.bytes));
 		a->worker = found->worker;
 		a->node = found->node;
 		a->state = found->state == FERRY_GCS_ACTOR_ALIVE ? FERRY_GCS_ACTOR_ALIVE
@@ -272,9 +285,9 @@ int ferry_actor_kill(struct ferry_actor *h, int no_restart)
 {
 	if (!h)
 		return -EINVAL;
-	if (!h->owner)
+	if (!h->owner && !h->a->detached)
 		return -EPERM;
-	return post_kill(h->a, !no_restart);
+	return post_kill(h->a, !no_restart && h->owner);
 }
 
 int ferry_actor_id(const struct ferry_actor *h, struct ferry_actor_id *out)
@@ -289,7 +302,7 @@ void ferry_actor_drop(struct ferry_actor *h)
 {
 	if (!h)
 		return;
-	if (h->owner)
+	if (h->owner && !h->a->detached)
 		(void)post_kill(h->a, false);
 	ferry__free(h);
 }

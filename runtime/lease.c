@@ -176,6 +176,20 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 	return ret;
 }
 
+int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *actor)
+{
+	struct ferry__wire_lease_detach m = {.lease_id = lease_id};
+	int ret;
+
+	memcpy(m.actor_id.bytes, actor->bytes, sizeof(m.actor_id.bytes));
+	ret = sub.node ? ferry__wire_lease_detach_build(&sub.fb, &m) : -ENOTCONN;
+	if (ret >= 0)
+		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_DETACH,
+				       ferry__fb_builder_data(&sub.fb),
+				       ferry__fb_builder_size(&sub.fb));
+	return ret < 0 ? ret : 0;
+}
+
 static void send_lease_return(struct lease *l)
 {
 	ferry__rt_lease_give_back(l->lease_id, l->ninflight > 0);
@@ -257,7 +271,7 @@ void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front)
 	}
 	c->queued++;
 	if (!c->first_name[0])
-		memcpy(c->first_name, t->name, sizeof(c->first_name));
+		snprintf(c->first_name, sizeof(c->first_name), "%s", t->name);
 	pump(c);
 }
 

@@ -125,12 +125,13 @@ int ferry__rt_task_new(const char *name, const struct ferry_arg *args, size_t na
 		       const struct ferry_task_opts *opts, struct ferry__rt_task **out)
 {
 	static const struct ferry_task_opts defaults;
-	struct ferry__rt_task *t = ferry__calloc(1, sizeof(*t));
+	size_t name_size = strlen(name) + 1;
+	struct ferry__rt_task *t = ferry__calloc(1, sizeof(*t) + name_size);
 	int ret;
 
 	if (!t)
 		return -ENOMEM;
-	memcpy(t->name, name, strlen(name) + 1);
+	memcpy(t->name, name, name_size);
 	ret = set_key(t, opts ? opts : &defaults);
 	if (ret < 0)
 		goto err_free;
@@ -448,6 +449,13 @@ int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builde
 int ferry__rt_task_build_as(const struct ferry__rt_task *t, struct ferry__fb_builder *b,
 			    uint16_t type, const struct ferry_actor_id *actor)
 {
+	return ferry__rt_task_build_actor(t, b, type, actor, 0, false);
+}
+
+int ferry__rt_task_build_actor(const struct ferry__rt_task *t, struct ferry__fb_builder *b,
+			       uint16_t type, const struct ferry_actor_id *actor,
+			       uint32_t max_concurrency, bool detached)
+{
 	struct ferry__wire_task_arg *args = NULL;
 	struct ferry__wire_push_task m = {0};
 	int ret;
@@ -472,7 +480,8 @@ int ferry__rt_task_build_as(const struct ferry__rt_task *t, struct ferry__fb_bui
 	for (size_t i = 0; i < t->nargs; i++)
 		wire_arg(&t->args[i], &args[i]);
 	if (type == FERRY__WIRE_MSG_ACTOR_CREATE) {
-		struct ferry__wire_actor_create am = {.task = &m};
+		struct ferry__wire_actor_create am = {
+			.task = &m, .max_concurrency = max_concurrency, .detached = detached};
 
 		memcpy(am.actor_id.bytes, actor->bytes, sizeof(am.actor_id.bytes));
 		ret = ferry__wire_actor_create_build(b, &am);

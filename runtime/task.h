@@ -34,17 +34,20 @@ struct ferry__rt_arg {
 	struct ferry_ref ref; /* the object */
 };
 
+/* The owner keeps one per pending task: its name is allocated to fit (ferry__rt_task_new), not
+ * FERRY_FUNCTION_NAME_MAX + 1 bytes, which were most of the record (bench row
+ * bytes_per_pending_task, target <= 512 bytes). */
 struct ferry__rt_task {
-	struct ferry__rt_task *next;		/* link in whichever list holds it */
-	struct ferry_task_id id;		/* hash(job, parent task, submit index) */
-	char name[FERRY_FUNCTION_NAME_MAX + 1]; /* the function */
-	uint32_t num_returns;			/* >= 1 */
-	int32_t retries_left;			/* retries still allowed */
-	bool retry_exceptions;			/* retry a -errno result too */
-	uint32_t attempt;			/* 0, then +1 per retry */
-	struct ferry__rt_class_key key;		/* its class */
-	size_t nargs;				/* arguments */
-	struct ferry__rt_arg *args;		/* them */
+	struct ferry__rt_task *next;	/* link in whichever list holds it */
+	struct ferry_task_id id;	/* hash(job, parent task, submit index) */
+	uint32_t num_returns;		/* >= 1 */
+	int32_t retries_left;		/* retries still allowed */
+	bool retry_exceptions;		/* retry a -errno result too */
+	uint32_t attempt;		/* 0, then +1 per retry */
+	struct ferry__rt_class_key key; /* its class */
+	size_t nargs;			/* arguments */
+	struct ferry__rt_arg *args;	/* them */
+	char name[];			/* the function, NUL-terminated */
 };
 
 /* submit.c, loop thread: the task's end. Frees @t. */
@@ -64,6 +67,10 @@ int ferry__rt_task_build(const struct ferry__rt_task *t, struct ferry__fb_builde
  * ActorCall of @actor (actor.c). */
 int ferry__rt_task_build_as(const struct ferry__rt_task *t, struct ferry__fb_builder *b,
 			    uint16_t type, const struct ferry_actor_id *actor);
+/* ferry__rt_task_build_as() with the ActorCreate's options (0 and false for the others). */
+int ferry__rt_task_build_actor(const struct ferry__rt_task *t, struct ferry__fb_builder *b,
+			       uint16_t type, const struct ferry_actor_id *actor,
+			       uint32_t max_concurrency, bool detached);
 /* For actor.c: a task of @name with @args (not queued anywhere); its id and pending returns
  * (lock held; -ENOTCONN, -ENOMEM), undone for the first @n returns; whether its arguments are
  * ready (lock held: 1, 0 pending, < 0 failed with @msg). */
@@ -86,6 +93,8 @@ void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front);
  * ends its worker); a RuntimeConnect on a worker's socket. */
 int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id);
 void ferry__rt_lease_give_back(uint64_t lease_id, bool busy);
+/* ... and tell the node that lease @lease_id hosts detached actor @actor (LeaseDetach). */
+int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *actor);
 struct ferry__conn;
 int ferry__rt_send_connect(struct ferry__conn *conn);
 

@@ -140,7 +140,8 @@ struct ferry__worker *ferry__worker_of_task(const struct ferry_task_ctx *ctx);
 /*
  * ferry__worker_actor_message() - (worker_actor.c) handle ActorCreate, ActorCall or ActorKill
  * @payload (verified, of @type) from the socket @conn and build its reply into @w->fb, its
- * type into *@reply_type. 0 (a reply is built) or -ENOMEM. ferry__worker_actor_is_message() -
+ * type into *@reply_type. 0 (a reply is built), 1 (a concurrent call queued: its reply is
+ * sent on @conn when it ends), or -ENOMEM. ferry__worker_actor_is_message() -
  * whether @type is one. ferry__worker_actor_conn_closed() - @conn closed: an actor it created
  * goes (its owner is gone). ferry__worker_actor_fini() - the worker exits: the destructor runs.
  */
@@ -206,6 +207,12 @@ void ferry__worker_setup_message(char *out, size_t size);
 /* ferry__worker_task_running() - whether a task's function runs in this process now (its
  * gets and waits then lend the worker's CPU to its node: runtime/worker_owner.c). */
 bool ferry__worker_task_running(void);
+
+/* ferry__worker_task_thread() - the calling thread runs tasks beside the loop thread (an
+ * actor's concurrent calls, worker_actor.c): its running task in slot @slot (1 ..
+ * FERRY__WORKER_TASK_SLOTS - 1, one thread each), its replies built into @fb. */
+#define FERRY__WORKER_TASK_SLOTS (FERRY_ACTOR_MAX_CONCURRENCY + 1)
+void ferry__worker_task_thread(unsigned slot, struct ferry__fb_builder *fb);
 
 /* ferry__worker_owner_start() / _stop() - the runtime that lets @w's tasks submit tasks,
  * put and get (runtime/worker_owner.c): started once the job's library (@code_path, its

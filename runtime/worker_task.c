@@ -6,11 +6,12 @@
  * setup registration (ferry_register_worker_setup), which the job's library calls.
  *
  * DESIGN
- * One task runs at a time, on the worker's loop thread (worker.c calls
- * ferry__worker_push_task from the owner socket's on_message), so the running context is one
- * global: ferry_task_* accept only that pointer. A stale context (kept past its task), NULL or
- * garbage is -EINVAL, never dereferenced. The function may call ferry_task_* from threads of
- * its own while it runs: a per-task mutex guards the returns.
+ * One task runs at a time on the worker's loop thread (worker.c calls ferry__worker_push_task
+ * from the owner socket's on_message); an actor created with max_concurrency > 1 also runs
+ * its calls on threads of its own (worker_actor.c), each a slot of the running table:
+ * ferry_task_* accept only a context that table holds. A stale context (kept past its task),
+ * NULL or garbage is -EINVAL, never dereferenced. The function may call ferry_task_* from
+ * threads of its own while it runs: a per-task mutex guards the returns.
  * Returns above the task's inline limit are created in the store as the function sets them
  * (ferry_task_return copies in, ferry_task_return_alloc hands out the store's buffer) and
  * sealed only when it returned 0: a failed task leaves no object behind.
@@ -65,11 +66,36 @@ struct ferry_task_ctx {
 	bool has_message;		 /* message was set by the function */
 };
 
-static struct ferry_task_ctx *_Atomic running; /* the task whose function is running */
+/* The tasks whose functions are running: slot 0 the loop thread's, the others those of an
+ * actor's concurrent calls (ferry__worker_task_thread). */
+static struct ferry_task_ctx *_Atomic running[FERRY__WORKER_TASK_SLOTS];
+static _Atomic unsigned nslots = 1;		      /* slots in use: 0 .. nslots - 1 */
+static _Thread_local unsigned my_slot;		      /* this thread's; 0: the loop's */
+static _Thread_local struct ferry__fb_builder *my_fb; /* its replies' builder; NULL: w->fb */
 
 bool ferry__worker_task_running(void)
 {
-	return atomic_load(&running) != NULL;
+	unsigned n = atomic_load(&nslots);
+
+	for (unsigned i = 0; i < n; i++)
+		if (atomic_load(&running[i]))
+			return true;
+	return false;
+}
+
+void ferry__worker_task_thread(unsigned slot, struct ferry__fb_builder *fb)
+{
+	unsigned n = atomic_load(&nslots);
+
+	my_slot = slot;
+	my_fb = fb;
+	while (n < slot + 1 && !atomic_compare_exchange_weak(&nslots, &n, slot + 1))
+		;
+}
+
+static struct ferry__fb_builder *reply_fb(struct ferry__worker *w)
+{
+	return my_fb ? my_fb : &w->fb;
 }
 
 /* ---- worker setup registration ---- */
@@ -143,11 +169,23 @@ void ferry__worker_setup_reset(void)
 
 /* ---- inside a task ---- */
 
+/* @ctx if a running task's (its own thread's slot first: the usual caller), else NULL. */
 static struct ferry_task_ctx *ctx_ok(const struct ferry_task_ctx *ctx)
 {
-	struct ferry_task_ctx *cur = atomic_load(&running);
+	struct ferry_task_ctx *cur = atomic_load(&running[my_slot]);
+	unsigned n;
 
-	return ctx && ctx == cur ? cur : NULL;
+	if (!ctx)
+		return NULL;
+	if (cur == ctx)
+		return cur;
+	n = atomic_load(&nslots);
+	for (unsigned i = 0; i < n; i++) {
+		cur = atomic_load(&running[i]);
+		if (cur == ctx)
+			return cur;
+	}
+	return NULL;
 }
 
 size_t ferry_task_num_args(const struct ferry_task_ctx *ctx)
@@ -468,9 +506,9 @@ static int run(struct ferry__worker *w, struct ferry__wire_push_task_view v,
 			c, -ENOENT,
 			"no function '%.*s' on node %s (worker %s): is it in the job's library?",
 			(int)len, name, w->node_hex, w->id_hex);
-	atomic_store(&running, c);
+	atomic_store(&running[my_slot], c);
 	ret = fn(c);
-	atomic_store(&running, NULL);
+	atomic_store(&running[my_slot], NULL);
 	if (ret > 0)
 		return fail(c, -EINVAL, "function '%.*s' returned %d, not 0 or -errno", (int)len,
 			    name, ret);
@@ -535,7 +573,7 @@ static int build_reply(struct ferry__worker *w, const struct ferry_task_ctx *c,
 		m.returns = rets;
 		m.returns_count = c->nrets;
 	}
-	ret = ferry__wire_push_task_reply_build(&w->fb, &m);
+	ret = ferry__wire_push_task_reply_build(reply_fb(w), &m);
 	ferry__free(rets);
 	return ret;
 }
@@ -599,7 +637,7 @@ int ferry__worker_run_task(struct ferry__worker *w, struct ferry__wire_push_task
 			   ferry__wire_push_task_function(v), c->message);
 	ret = build_reply(w, c, &tid, status);
 	*result = status;
-	w->tasks_run++;
+	__atomic_fetch_add(&w->tasks_run, 1, __ATOMIC_RELAXED); /* concurrent calls too */
 	ctx_fini(w, c);
 	ferry__free(c);
 	return ret;
@@ -612,7 +650,7 @@ int ferry__worker_error_reply(struct ferry__worker *w, const struct ferry__wire_
 		.task_id = *task_id, .status = status, .message = message};
 
 	memcpy(m.node_id.bytes, w->node_id.bytes, sizeof(m.node_id.bytes));
-	return ferry__wire_push_task_reply_build(&w->fb, &m);
+	return ferry__wire_push_task_reply_build(reply_fb(w), &m);
 }
 
 int ferry__worker_call(struct ferry__worker *w, ferry_task_fn fn,
@@ -643,9 +681,9 @@ int ferry__worker_call(struct ferry__worker *w, ferry_task_fn fn,
 			c->args[i].data = args[i].data ? args[i].data : "";
 			c->args[i].len = args[i].len;
 		}
-		atomic_store(&running, c);
+		atomic_store(&running[my_slot], c);
 		status = fn(c);
-		atomic_store(&running, NULL);
+		atomic_store(&running[my_slot], NULL);
 		if (status > 0)
 			status =
 				fail(c, -EINVAL, "the method returned %d, not 0 or -errno", status);

@@ -218,7 +218,7 @@ FERRY_API int ferry_run_completions(void);
 /*
  * An actor: an instance of a class registered by name, living in one worker process (a lease
  * its owner keeps for the actor's life), whose methods run there one at a time, in the order
- * each caller made them. Like functions, classes and methods are found by name, so the
+ * each caller made them (or several at once: ferry_actor_opts.max_concurrency). Like functions, classes and methods are found by name, so the
  * driver's code and the job's library define them with the same macros:
  *
  *     static void counter_free(void *state) { free(state); }
@@ -271,15 +271,30 @@ FERRY_API void *ferry_actor_state(const struct ferry_task_ctx *ctx);
  * ferry_actor_drop(). */
 struct ferry_actor;
 
-/* Actor options; all zeros: 1 CPU, no restart, unnamed. */
+/* The most calls an actor runs at once (ferry_actor_opts.max_concurrency). */
+#define FERRY_ACTOR_MAX_CONCURRENCY 64
+
+/* Actor options; all zeros: 1 CPU, no restart, unnamed, one call at a time. */
 struct ferry_actor_opts {
-	double num_cpus;       /* 0: 1; fractional allowed */
-	double num_gpus;       /* 0: none */
-	double memory_bytes;   /* 0: none */
-	const char *resources; /* custom ones, "name=amount,..."; NULL: none */
-	int32_t max_restarts;  /* restarts after its worker died; 0: none; < 0: unlimited */
-	const char *name;      /* NULL: unnamed; else unique among the cluster's live actors,
-				* found by ferry_actor_get_named() from any driver */
+	double num_cpus;	  /* 0: 1; fractional allowed */
+	double num_gpus;	  /* 0: none */
+	double memory_bytes;	  /* 0: none */
+	const char *resources;	  /* custom ones, "name=amount,..."; NULL: none */
+	int32_t max_restarts;	  /* restarts after its worker died; 0: none; < 0: unlimited */
+	const char *name;	  /* NULL: unnamed; else unique among the cluster's live actors,
+				   * found by ferry_actor_get_named() from any driver */
+	uint32_t max_concurrency; /* 0 or 1: one call at a time, each caller's in the order
+				   * made. N > 1 (up to FERRY_ACTOR_MAX_CONCURRENCY): up to N
+				   * calls at once on N threads of the actor's worker (Ray's
+				   * max_concurrency); no order is then promised, not even
+				   * per caller, and the methods must be thread-safe (the
+				   * state is shared; ferry_task_* work from each thread) */
+	int detached;		  /* 1: it outlives its creator (needs a name): dropping the
+				   * handle or the creator's exit (even a crash) leaves it
+				   * alive, found by name from any driver; only
+				   * ferry_actor_kill, from any handle, ends it. It restarts
+				   * (max_restarts) only while its creator runs: after that
+				   * its worker's death makes it DEAD */
 };
 
 /*
@@ -288,7 +303,8 @@ struct ferry_actor_opts {
  * made before it is ALIVE wait for it. 0; -EINVAL; -EEXIST (@opts->name is taken); -ENOMEM;
  * -ENOTCONN; -ENOEXEC (no job library); the GCS's -errno. A constructor that fails makes the
  * actor DEAD: every call then fails with -ESRCH and the constructor's error.
- * Lifetime: the actor lives while its creator (the owner) does; detached actors are not done.
+ * Lifetime: the actor lives while its creator (the owner) does, unless @opts->detached (then
+ * until a ferry_actor_kill; -EINVAL without a name).
  */
 FERRY_API int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nargs,
 				 const struct ferry_actor_opts *opts, struct ferry_actor **out);
@@ -299,7 +315,8 @@ FERRY_API int ferry_actor_get_named(const char *name, struct ferry_actor **out);
 
 /*
  * ferry_actor_call() - call @method of @actor with @args; its @num_returns (0: 1) refs into
- * @returns, as ferry_submit. Calls made through one process run in the order made. A call's
+ * @returns, as ferry_submit. Calls made through one process run in the order made (unless
+ * the actor was created with max_concurrency > 1: then they may run at once). A call's
  * own failures show in its returns: -EPIPE (the actor's worker died while it was in flight:
  * the error names the method, the node and the signal), -ESRCH (the actor is dead: killed,
  * out of restarts, or its constructor failed; the error says which), -ENOENT (no such
@@ -311,15 +328,17 @@ FERRY_API int ferry_actor_call(struct ferry_actor *actor, const char *method,
 
 /* ferry_actor_kill() - end the actor: its destructor runs and its worker goes back to the
  * node. With @no_restart 0 it is restarted (constructor rerun on a new worker) if restarts
- * are left, as after a crash. Calls queued behind the kill fail with -ESRCH. 0, -EINVAL,
- * -ENOTCONN, -EPERM (a handle from ferry_actor_get_named: only the owner kills). */
+ * are left, as after a crash (the owner's handle only). Calls queued behind the kill fail
+ * with -ESRCH. 0, -EINVAL, -ENOTCONN, -EPERM (a handle from ferry_actor_get_named on an actor
+ * that is not detached: only the owner kills it). */
 FERRY_API int ferry_actor_kill(struct ferry_actor *actor, int no_restart);
 
 /* ferry_actor_id() - the actor's ID (its key in the GCS's actors table). */
 FERRY_API int ferry_actor_id(const struct ferry_actor *actor, struct ferry_actor_id *out);
 
 /* ferry_actor_drop() - give the handle back. The owner's handle going kills the actor (Ray's
- * "out of scope"); calls already made still complete. NULL is a no-op. */
+ * "out of scope"), unless it is detached; calls already made still complete. NULL is a
+ * no-op. */
 FERRY_API void ferry_actor_drop(struct ferry_actor *actor);
 
 /* ---- compiled graphs ---- */

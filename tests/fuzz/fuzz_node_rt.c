@@ -23,11 +23,11 @@
 
 #include "fuzz_replay.h"
 
-#define NTYPES 5
+#define NTYPES 6
 static const uint16_t types[NTYPES] = {
 	FERRY__WIRE_MSG_RUNTIME_CONNECT, FERRY__WIRE_MSG_LEASE_REQUEST,
 	FERRY__WIRE_MSG_LEASE_RETURN,	 FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY,
-	FERRY__WIRE_MSG_WORKER_BLOCKED,
+	FERRY__WIRE_MSG_WORKER_BLOCKED,	 FERRY__WIRE_MSG_LEASE_DETACH,
 };
 
 static void check_string(const char *s, size_t max)
@@ -86,6 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_connect(&m.connect);
 	if (r == 0 && m.type == FERRY__WIRE_MSG_LEASE_REQUEST)
 		check_lease(&m.lease);
+	if (r == 0 && m.type == FERRY__WIRE_MSG_LEASE_DETACH &&
+	    ferry_id_is_nil(m.detach.actor.bytes, sizeof(m.detach.actor.bytes)))
+		abort();
 	if (r == 0 && m.type == FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY &&
 	    (m.assign_reply.status > 0 || m.assign_reply.status < -4095))
 		abort();
@@ -151,6 +154,10 @@ int fuzz_make_corpus(const char *dir)
 	bad |= seed(dir, "seed-worker-blocked", 4, &b,
 		    ferry__wire_worker_blocked_build(
 			    &b, &(struct ferry__wire_worker_blocked){.blocked = true}));
+	bad |= seed(
+		dir, "seed-lease-detach", 5, &b,
+		ferry__wire_lease_detach_build(&b, &(struct ferry__wire_lease_detach){
+							   .lease_id = 3, .actor_id = {{7, 7}}}));
 	ferry__fb_builder_fini(&b);
 	return bad;
 }

@@ -4,10 +4,13 @@
  * same names in both). Counter(start[, marker path]): a count from @start; inc(n) adds and
  * returns it; pid() says which worker process hosts it; nap(ms) sleeps (a call in flight while
  * the test kills the worker); fail() returns an error. Its destructor writes "<marker>.fini" so
- * that the test sees it ran. Broken(): a constructor that fails.
+ * that the test sees it ran. Broken(): a constructor that fails. Gate(): meet(n) waits (up to
+ * 10 s) until n calls have come in since it was built, and returns how many were inside at
+ * once at most (test_actor_options: calls of an actor with max_concurrency run at once).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,4 +104,45 @@ FERRY_ACTOR_CLASS(Broken, NULL)
 {
 	(void)state;
 	return ferry_task_error(ctx, "Broken cannot be built");
+}
+
+struct gate {
+	atomic_int arrived; /* calls of meet so far */
+	atomic_int inside;  /* running now */
+	atomic_int peak;    /* most inside at once */
+};
+
+FERRY_ACTOR_CLASS(Gate, free)
+{
+	(void)ctx;
+	*state = calloc(1, sizeof(struct gate));
+	return *state ? 0 : -ENOMEM;
+}
+
+FERRY_ACTOR_METHOD(Gate, meet)
+{
+	struct gate *g = ferry_actor_state(ctx);
+	struct timespec nap = {.tv_nsec = 1000000};
+	int64_t want, peak;
+	const void *p;
+	size_t n;
+	int in;
+
+	if (!g || ferry_task_arg(ctx, 0, &p, &n) < 0 || n != sizeof(want))
+		return ferry_task_error(ctx, "meet takes an int64");
+	memcpy(&want, p, sizeof(want));
+	/* Inside and peak before arrived: whoever sees all arrived sees their peak. */
+	in = atomic_fetch_add(&g->inside, 1) + 1;
+	for (int seen = atomic_load(&g->peak); in > seen;)
+		if (atomic_compare_exchange_weak(&g->peak, &seen, in))
+			break;
+	atomic_fetch_add(&g->arrived, 1);
+	for (int i = 0; i < 10000 && atomic_load(&g->arrived) < want; i++)
+		nanosleep(&nap, NULL);
+	atomic_fetch_sub(&g->inside, 1);
+	if (atomic_load(&g->arrived) < want)
+		return ferry_task_error(ctx, "only %d of %lld calls came in 10 s",
+					atomic_load(&g->arrived), (long long)want);
+	peak = atomic_load(&g->peak);
+	return ferry_task_return(ctx, 0, &peak, sizeof(peak));
 }
