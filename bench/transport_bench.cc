@@ -60,6 +60,15 @@ uint64_t store_bytes()
 	return g_1gib ? 2560 * MiB : 1152 * MiB;
 }
 
+// FERRY_BENCH_OBJMGR_LOOP=node: the nodes' object managers on their node's loop (ferry-node
+// --objmgr-loop node), to measure that mode beside the default (a loop of its own).
+int objmgr_on_node_loop()
+{
+	const char *env = getenv("FERRY_BENCH_OBJMGR_LOOP");
+
+	return env && !strcmp(env, "node");
+}
+
 // Objects are named by size and index (the two-host client and server agree on them) and, in
 // the local mode, by the benchmark run: a run never meets the previous run's copies, whose
 // deletion may still be on its way (a pinned object goes when its last pin does).
@@ -131,6 +140,7 @@ class Pair
 		o.memory_bytes = store_bytes();
 		o.transports = transports;
 		o.spin_us = spin_us;
+		o.objmgr_on_node_loop = objmgr_on_node_loop();
 		o.name = "A";
 		ret = ferry__embed_node_start(&o, &a_);
 		o.name = "B";
@@ -698,6 +708,7 @@ int run_server(remote_args &a)
 	o.memory_bytes = store_bytes();
 	o.transports = a.transports;
 	o.spin_us = a.spin_us;
+	o.objmgr_on_node_loop = objmgr_on_node_loop();
 	o.name = "server";
 	ret = ferry__embed_node_start(&o, &node);
 	for (auto &so : remote_objects()) {
@@ -747,6 +758,7 @@ int run_client(remote_args &a)
 	o.memory_bytes = store_bytes();
 	o.transports = a.transports;
 	o.spin_us = a.spin_us;
+	o.objmgr_on_node_loop = objmgr_on_node_loop();
 	o.name = "client";
 	int ret = ferry__embed_node_start(&o, &g_remote_node);
 	if (ret < 0) {
