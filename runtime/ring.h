@@ -42,7 +42,7 @@ struct ferry__loop;
 struct ferry__ring_ctl {
 	_Alignas(64) _Atomic uint32_t head; /* producer: slots written (wraps) */
 	_Alignas(64) _Atomic uint32_t tail; /* consumer: slots read (wraps) */
-	_Atomic uint32_t sleeping;	    /* consumer: 1 while it does not poll: wake it */
+	_Atomic uint32_t sleeping;	    /* consumer: not 0 while it does not poll */
 	_Atomic uint32_t sock_seen;	    /* consumer: socket messages taken (ring_conn.c) */
 };
 
@@ -113,7 +113,7 @@ typedef void (*ferry__rt_ring_deliver_fn)(struct ferry__conn *conn, uint16_t typ
  * loop's spin window, ferry__loop_opts.spin_us); default FERRY__RT_RING_SPIN_US, 0 = always
  * sleep (a ring message then costs its consumer an eventfd wake-up). 0 when rings are off.
  */
-#define FERRY__RT_RING_SPIN_US 200u
+#define FERRY__RT_RING_SPIN_US 50u
 bool ferry__rt_ring_enabled(void);
 unsigned ferry__rt_ring_spin_us(void);
 

@@ -23,7 +23,10 @@
  *   sleeping a consumer sets its ring's sleeping word, then looks at the ring once more; a
  *   producer that published a message and sees the word set writes the consumer's eventfd,
  *   which the loop polls (both sides order their store and load with a full fence, so one of
- *   them sees the other's). A busy consumer costs the producer no system call.
+ *   them sees the other's). Each sleep stores a new word (a count), and a producer writes once
+ *   per word: a burst to a sleeping consumer costs one wake-up, a busy consumer none. After a
+ *   look that found messages the consumer looks again for a moment (LINGER_NS) before it goes
+ *   back to its loop: a burst is taken in one pass rather than one loop pass per message.
  * - The peer is untrusted. Indexes and lengths are checked (ring.c), a message is copied out
  *   and verified like a socket frame (ferry__wire_verify) before it is delivered, and a look
  *   takes at most one ring's worth. Garbage closes the socket (logged); the ring goes with
@@ -48,12 +51,14 @@
 #include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/util.h"
 #include "common/wire.h"
 #include "runtime/ring.h"
 
 #define COMP "ring"
 #define MAX_SETS 8 /* loops with rings in one process (a worker has two) */
 #define SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
+#define LINGER_NS 3000 /* see DESIGN: Wait */
 
 struct ringset;
 
@@ -77,7 +82,9 @@ struct ferry__rt_ring {
 	bool tx_counting;		   /* count our socket messages */
 	bool rx_counting;		   /* count the socket's messages */
 	bool spin;			   /* the loop polls while it spins */
-	bool asleep;			   /* what we last stored in rx's sleeping word */
+	bool asleep;			   /* rx's sleeping word is not 0 */
+	uint32_t sleeps;		   /* our sleeps so far: each a new sleeping word */
+	uint32_t woken;			   /* the peer's sleeping word we last woke */
 	bool polling;			   /* poll_req is pending */
 	bool draining;			   /* delivering ring messages */
 	bool closed;			   /* ferry__rt_ring_close() came */
@@ -176,6 +183,46 @@ static int drain(struct ferry__rt_ring *r)
 	return n;
 }
 
+/* Store @r's sleeping word: 0 while its loop polls, a new count for each sleep. */
+static void set_asleep(struct ferry__rt_ring *r, bool asleep)
+{
+	if (asleep == r->asleep)
+		return;
+	if (asleep && ++r->sleeps == 0)
+		r->sleeps = 1;
+	atomic_store(&r->rx.ctl->sleeping, asleep ? r->sleeps : 0u);
+	r->asleep = asleep;
+}
+
+/* A loop that does not spin sleeps again after each wake-up: a new word, then look. */
+static void sleep_again(struct ferry__rt_ring *r)
+{
+	r->asleep = false;
+	set_asleep(r, true);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Drain @r, and again while messages keep coming within LINGER_NS of the last. */
+static int drain_burst(struct ferry__rt_ring *r)
+{
+	int n = drain(r), k;
+	uint64_t last;
+
+	if (n <= 0)
+		return n;
+	last = ferry__now_ns();
+	while (!r->closed && ferry__now_ns() - last < LINGER_NS) {
+		if (!ferry__ring_pending(&r->rx))
+			continue;
+		k = drain(r);
+		if (k <= 0)
+			break;
+		n += k;
+		last = ferry__now_ns();
+	}
+	return n;
+}
+
 /* The loop's poller: on every spin pass (@sleeping false), and before it sleeps. */
 static int poll_rings(void *arg, bool sleeping)
 {
@@ -185,14 +232,11 @@ static int poll_rings(void *arg, bool sleeping)
 	for (struct ferry__rt_ring *r = s->rings; r; r = r->next) {
 		if (r->closed || !r->rx_ready)
 			continue;
-		if (r->asleep != sleeping) {
-			atomic_store(&r->rx.ctl->sleeping, sleeping ? 1u : 0u);
-			r->asleep = sleeping;
-		}
+		set_asleep(r, sleeping);
 		if (sleeping) /* then look once more (DESIGN: Wait) */
 			atomic_thread_fence(memory_order_seq_cst);
 		if (ferry__ring_pending(&r->rx))
-			n += drain(r);
+			n += sleeping ? drain(r) : drain_burst(r);
 	}
 	return n;
 }
@@ -274,10 +318,10 @@ static void on_wake(struct ferry__loop_req *req, int result)
 		return;
 	if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		FLOG_WARN(COMP, "wake read: %s", ferry_strerror(-errno));
-	if (r->spin && r->rx_ready) { /* the loop polls from now on, until it sleeps again */
-		atomic_store(&r->rx.ctl->sleeping, 0u);
-		r->asleep = false;
-	}
+	if (r->spin) /* the loop polls from now on, until it sleeps again */
+		set_asleep(r, false);
+	else
+		sleep_again(r);
 	(void)drain(r);
 }
 
@@ -316,8 +360,7 @@ static int ring_new(struct ferry__loop *loop, struct ferry__conn *conn,
 	ferry__ring_dir_init(&r->tx, base, owner ? 0 : 1, slot_bytes, nslots);
 	ferry__ring_dir_init(&r->rx, base, owner ? 1 : 0, slot_bytes, nslots);
 	/* Asleep until the loop first polls: a producer that sees this wakes us. */
-	atomic_store(&r->rx.ctl->sleeping, 1u);
-	r->asleep = true;
+	set_asleep(r, true);
 	r->buf = ferry__malloc(ferry__ring_payload_max(&r->rx));
 	r->set = r->buf ? set_of(loop) : NULL;
 	if (!r->set) {
@@ -443,7 +486,9 @@ int ferry__rt_ring_setup_reply(struct ferry__rt_ring **rp, const void *payload, 
 	r->tx_ready = true;
 	r->rx_ready = true;
 	r->rx_counting = true;
-	(void)drain(r); /* written before its wake-up could be heard */
+	if (!r->spin)
+		sleep_again(r); /* its wake-up may have come before this */
+	(void)drain(r);		/* written before its wake-up could be heard */
 	return 0;
 }
 
@@ -560,12 +605,17 @@ int ferry__rt_ring_send(struct ferry__rt_ring *r, struct ferry__conn *conn, uint
 		ret = ferry__ring_put(&r->tx, type, payload, len);
 		if (ret == 0) {
 			uint64_t one = 1;
+			uint32_t asleep;
 
 			/* Publish, then look whether the consumer sleeps (DESIGN: Wait). */
 			atomic_thread_fence(memory_order_seq_cst);
-			if (atomic_load(&r->tx.ctl->sleeping) &&
-			    write(r->peer_wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-				FLOG_WARN(COMP, "wake write: %s", ferry_strerror(-errno));
+			asleep = atomic_load(&r->tx.ctl->sleeping);
+			if (asleep && asleep != r->woken) {
+				r->woken = asleep;
+				if (write(r->peer_wake_fd, &one, sizeof(one)) < 0 &&
+				    errno != EAGAIN)
+					FLOG_WARN(COMP, "wake write: %s", ferry_strerror(-errno));
+			}
 			atomic_fetch_add_explicit(&sent_ring, 1, memory_order_relaxed);
 			return 0;
 		}
