@@ -24,9 +24,9 @@
  *   producer that published a message and sees the word set writes the consumer's eventfd,
  *   which the loop polls (both sides order their store and load with a full fence, so one of
  *   them sees the other's). Each sleep stores a new word (a count), and a producer writes once
- *   per word: a burst to a sleeping consumer costs one wake-up, a busy consumer none. After a
- *   look that found messages the consumer looks again for a moment (LINGER_NS) before it goes
- *   back to its loop: a burst is taken in one pass rather than one loop pass per message.
+ *   per word: a burst to a sleeping consumer costs one wake-up, a busy consumer none. (A
+ *   consumer that looked again for 3 us after a find, to take bursts in one pass, was slower:
+ *   on 2 cores that busy wait takes the CPU its producer needs.)
  * - The peer is untrusted. Indexes and lengths are checked (ring.c), a message is copied out
  *   and verified like a socket frame (ferry__wire_verify) before it is delivered, and a look
  *   takes at most one ring's worth. Garbage closes the socket (logged); the ring goes with
@@ -51,14 +51,12 @@
 #include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
-#include "common/util.h"
 #include "common/wire.h"
 #include "runtime/ring.h"
 
 #define COMP "ring"
 #define MAX_SETS 8 /* loops with rings in one process (a worker has two) */
 #define SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
-#define LINGER_NS 3000 /* see DESIGN: Wait */
 
 struct ringset;
 
@@ -202,27 +200,6 @@ static void sleep_again(struct ferry__rt_ring *r)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* Drain @r, and again while messages keep coming within LINGER_NS of the last. */
-static int drain_burst(struct ferry__rt_ring *r)
-{
-	int n = drain(r), k;
-	uint64_t last;
-
-	if (n <= 0)
-		return n;
-	last = ferry__now_ns();
-	while (!r->closed && ferry__now_ns() - last < LINGER_NS) {
-		if (!ferry__ring_pending(&r->rx))
-			continue;
-		k = drain(r);
-		if (k <= 0)
-			break;
-		n += k;
-		last = ferry__now_ns();
-	}
-	return n;
-}
-
 /* The loop's poller: on every spin pass (@sleeping false), and before it sleeps. */
 static int poll_rings(void *arg, bool sleeping)
 {
@@ -236,7 +213,7 @@ static int poll_rings(void *arg, bool sleeping)
 		if (sleeping) /* then look once more (DESIGN: Wait) */
 			atomic_thread_fence(memory_order_seq_cst);
 		if (ferry__ring_pending(&r->rx))
-			n += sleeping ? drain(r) : drain_burst(r);
+			n += drain(r);
 	}
 	return n;
 }
