@@ -974,3 +974,8 @@ bool ferry__conn_rx_paused(const struct ferry__conn *conn)
 {
 	return conn->rx_paused;
 }
+
+bool ferry__conn_is_open(const struct ferry__conn *conn)
+{
+	return conn->state < CONN_FLUSHING;
+}

@@ -181,6 +181,11 @@ void ferry__conn_set_frame_max(struct ferry__conn *conn, uint32_t max);
 /* True while incoming messages are held back because max_queued_bytes is reached. */
 bool ferry__conn_rx_paused(const struct ferry__conn *conn);
 
+/* True until the connection starts closing (ferry__conn_close(), an error, the peer): from
+ * then on no message is delivered, and sends fail. For code that delivers a connection's
+ * messages that came another way (runtime/ring_conn.c). */
+bool ferry__conn_is_open(const struct ferry__conn *conn);
+
 /* ---- server ---- */
 
 /* Server options; zeros are defaults except the callbacks. */

@@ -43,6 +43,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "runtime/actor.h"
+#include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "runtime/task.h"
 #include "runtime/worker.h"
@@ -169,6 +170,8 @@ static void drop_conn(struct ferry__rt_actor *a)
 
 	a->conn = NULL;
 	a->creating = a->killing = false;
+	ferry__rt_ring_close(a->ring);
+	a->ring = NULL;
 	if (c)
 		ferry__conn_close(c);
 }
@@ -296,13 +299,15 @@ static int open_worker(struct ferry__rt_actor *a, const char *path)
 	ret = ferry__rt_send_connect(a->conn);
 	if (ret < 0)
 		drop_conn(a);
+	else if (ferry__rt_ring_enabled())
+		(void)ferry__rt_ring_offer(ferry__rt.loop, a->conn, worker_on_message, &a->ring);
 	return ret;
 }
 
 static int send_built(struct ferry__rt_actor *a, uint16_t type)
 {
-	return ferry__conn_send(a->conn, type, ferry__fb_builder_data(&fb),
-				ferry__fb_builder_size(&fb));
+	return ferry__rt_ring_send(a->ring, a->conn, type, ferry__fb_builder_data(&fb),
+				   ferry__fb_builder_size(&fb));
 }
 
 bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
@@ -588,10 +593,11 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 {
 	struct ferry__rt_actor *a = ferry__conn_data(conn);
 
-	(void)len;
-	if (conn != a->conn)
+	if (conn != a->conn || !ferry__rt_ring_on_socket(a->ring, conn, type))
 		return;
-	if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
+	if (type == FERRY__WIRE_MSG_RING_SETUP_REPLY) {
+		(void)ferry__rt_ring_setup_reply(&a->ring, payload, len);
+	} else if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
 		on_reply(a, payload);
 	} else if (type == FERRY__WIRE_MSG_ACTOR_KILL_REPLY && a->killing) {
 		on_killed(a, a->owned ? "its owner" : "a named handle");
@@ -617,6 +623,8 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	open_conns--;
 	if (conn != a->conn)
 		return; /* closed on purpose (drop_conn) */
+	ferry__rt_ring_close(a->ring);
+	a->ring = NULL;
 	if (a->killing && !a->owned) {
 		on_killed(a, "a named handle"); /* a detached actor's worker exits after it */
 		return;

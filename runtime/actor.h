@@ -35,6 +35,7 @@ struct ferry__rt_actor {
 	struct ferry_worker_id worker;	       /* its worker */
 	struct ferry_node_id node;	       /* the worker's node */
 	struct ferry__conn *conn;	       /* to the worker, NULL when none */
+	struct ferry__rt_ring *ring;	       /* beside conn (runtime/ring.h), or NULL */
 	struct ferry_worker_id gone;	       /* named handles: the worker whose socket closed */
 	bool creating;			       /* ActorCreate sent, not answered */
 	bool ctor_waits;		       /* a constructor argument is pending */

@@ -39,6 +39,7 @@
 #include "common/token.h"
 #include "runtime/owner.h"
 #include "runtime/registry.h"
+#include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "transport/objmgr.h"
 
@@ -328,7 +329,9 @@ static void *loop_thread(void *arg)
 
 static int start_loop(void)
 {
-	int ret = ferry__loop_create(NULL, &ferry__rt.loop);
+	/* The loop polls its rings while it spins (runtime/ring.h). */
+	struct ferry__loop_opts lo = {.spin_us = ferry__rt_ring_spin_us()};
+	int ret = ferry__loop_create(&lo, &ferry__rt.loop);
 
 	if (ret < 0)
 		return ret;

@@ -12,6 +12,8 @@
  *   to MAX_LEASES leases), pushes up to PIPELINE tasks to each leased worker without waiting
  *   (a worker runs its socket's tasks in order), and gives a lease back IDLE_RETURN_MS after
  *   its last reply when nothing of its class is queued.
+ * - Each worker socket gets a ring pair beside it (runtime/ring.h): pushes and replies that fit
+ *   a slot go through shared memory, in order with what takes the socket.
  * - A worker that dies: its socket closes. Tasks in flight there are retried (requeued at the
  *   front) while they have retries left; the others wait up to REVOKE_WAIT_MS for the node's
  *   LeaseRevoked, whose signal or exit status goes into their error ("worker died: killed by
@@ -30,6 +32,7 @@
 #include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "runtime/task.h"
 
@@ -48,6 +51,7 @@ struct lease {
 	uint64_t lease_id;		       /* the node's */
 	struct ferry_worker_id worker;	       /* the leased worker */
 	struct ferry__conn *conn;	       /* to the worker, NULL once closed */
+	struct ferry__rt_ring *ring;	       /* beside conn (runtime/ring.h), or NULL */
 	struct ferry__rt_task *inflight;       /* pushed, not answered (oldest first) */
 	struct ferry__rt_task **inflight_tail; /* append here */
 	uint32_t ninflight;		       /* how many */
@@ -486,6 +490,8 @@ static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire
 	}
 	sub.open_conns++;
 	(void)ferry__rt_send_connect(l->conn); /* a failure shows as the socket's close */
+	if (ferry__rt_ring_enabled())
+		(void)ferry__rt_ring_offer(ferry__rt.loop, l->conn, worker_on_message, &l->ring);
 	l->next = c->leases;
 	c->leases = l;
 	c->nleases++;
@@ -508,9 +514,9 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 	int ret = ferry__rt_task_build(t, &sub.fb);
 
 	if (ret >= 0)
-		ret = ferry__conn_send(l->conn, FERRY__WIRE_MSG_PUSH_TASK,
-				       ferry__fb_builder_data(&sub.fb),
-				       ferry__fb_builder_size(&sub.fb));
+		ret = ferry__rt_ring_send(l->ring, l->conn, FERRY__WIRE_MSG_PUSH_TASK,
+					  ferry__fb_builder_data(&sub.fb),
+					  ferry__fb_builder_size(&sub.fb));
 	if (ret < 0)
 		return ret;
 	t->next = NULL;
@@ -580,8 +586,11 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 {
 	struct lease *l = ferry__conn_data(conn);
 
-	(void)len;
-	if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
+	if (!ferry__rt_ring_on_socket(l->ring, conn, type))
+		return;
+	if (type == FERRY__WIRE_MSG_RING_SETUP_REPLY) {
+		(void)ferry__rt_ring_setup_reply(&l->ring, payload, len);
+	} else if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
 		on_push_reply(l, payload);
 	} else if (type == FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
 		struct ferry__wire_runtime_connect_reply_view v =
@@ -639,6 +648,8 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	struct lease *l = ferry__conn_data(conn);
 	struct ferry__rt_task *t, *keep = NULL, **keep_tail = &keep;
 
+	ferry__rt_ring_close(l->ring);
+	l->ring = NULL;
 	l->conn = NULL;
 	sub.open_conns--;
 	if (!l->ninflight || l->revoked || sub.stopping || err == -ECANCELED) {

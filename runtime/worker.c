@@ -12,8 +12,10 @@
  * Owners holding a lease connect, send RuntimeConnect (kind Driver or Worker; frames capped at
  * 8 KiB until then) and PushTask frames; each task runs on the loop thread when its frame
  * arrives (worker_task.c), so a socket's tasks run in order, one task at a time in the whole
- * worker, and each is answered as it finishes. A ref argument's store get blocks the loop
- * until the object is there: the node brings it, or dies, which breaks the get.
+ * worker, and each is answered as it finishes. An owner on this host offers a ring pair beside
+ * its socket (RingSetup, runtime/ring.h): the same frames then come and go through shared
+ * memory too, in the same order, and reach the same on_message. A ref argument's store get
+ * blocks the loop until the object is there: the node brings it, or dies, which breaks the get.
  * A worker never outlives its node: when the node's socket closes the loop stops; SIGTERM and
  * SIGINT (blocked by main, read from a signalfd) stop it too. Then the loop is destroyed
  * (every connection closes), the listen path removed and the store disconnected.
@@ -35,6 +37,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/wire.h"
+#include "runtime/ring.h"
 #include "runtime/worker.h"
 
 #define COMP "worker"
@@ -42,8 +45,9 @@
 
 /* An owner's connection. */
 struct owner {
-	struct ferry__worker *w; /* the worker */
-	bool greeted;		 /* its RuntimeConnect came */
+	struct ferry__worker *w;     /* the worker */
+	struct ferry__rt_ring *ring; /* beside the socket (runtime/ring.h), or NULL */
+	bool greeted;		     /* its RuntimeConnect came */
 };
 
 /* ---- environment ---- */
@@ -301,6 +305,14 @@ static void owner_greet(struct owner *o, struct ferry__conn *conn, uint16_t type
 	ferry__conn_set_frame_max(conn, 0);
 }
 
+int ferry__worker_owner_send(struct ferry__conn *conn, uint16_t type, const void *payload,
+			     size_t len)
+{
+	struct owner *o = ferry__conn_data(conn);
+
+	return ferry__rt_ring_send(o ? o->ring : NULL, conn, type, payload, len);
+}
+
 static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void *payload,
 			     size_t len)
 {
@@ -311,6 +323,13 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 
 	if (!o->greeted) {
 		owner_greet(o, conn, type, payload, len);
+		return;
+	}
+	if (!ferry__rt_ring_on_socket(o->ring, conn, type))
+		return;
+	if (type == FERRY__WIRE_MSG_RING_SETUP) {
+		(void)ferry__rt_ring_accept(w->loop, conn, payload, len, on_owner_message,
+					    &o->ring);
 		return;
 	}
 	if (ferry__worker_graph_is_message(type)) {
@@ -329,7 +348,8 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 		return;
 	}
 	if (ret == 0)
-		ret = send_built(w, conn, reply_type);
+		ret = ferry__rt_ring_send(o->ring, conn, reply_type, ferry__fb_builder_data(&w->fb),
+					  ferry__fb_builder_size(&w->fb));
 	if (ret < 0 && ret != -ENOTCONN) {
 		FLOG_ERROR(COMP, "worker %s: cannot answer owner %s's task: %s: closing", w->id_hex,
 			   ferry__conn_peer(conn), ferry_strerror(ret));
@@ -345,6 +365,7 @@ static void on_owner_close(struct ferry__conn *conn, int err)
 		FLOG_INFO(COMP, "worker %s: owner %s closed: %s", o->w->id_hex,
 			  ferry__conn_peer(conn), ferry_strerror(err));
 	ferry__worker_graph_conn_closed(o->w, conn);
+	ferry__rt_ring_close(o->ring);
 	ferry__worker_actor_conn_closed(o->w, conn);
 	ferry__free(o);
 }
@@ -456,7 +477,8 @@ static int start(struct ferry__worker *w)
 			   w->id_hex, w->opts->runtime_socket);
 		return ret;
 	}
-	ret = ferry__loop_create(NULL, &w->loop);
+	ret = ferry__loop_create(&(struct ferry__loop_opts){.spin_us = ferry__rt_ring_spin_us()},
+				 &w->loop);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "worker %s: no event loop: %s", w->id_hex, ferry_strerror(ret));
 		return ret;

@@ -104,6 +104,12 @@ struct ferry__worker {
 /* ferry__worker_init() / _fini() - the parts of a worker that tests and the fuzz target use
  * without sockets: IDs, names, the builder. */
 void ferry__worker_init(struct ferry__worker *w, const struct ferry_worker_id *id);
+/* ferry__worker_owner_send() - a message to the owner on @conn (a connection of the worker's
+ * socket): on its ring when it has one (runtime/ring.h keeps the two paths in order), else on
+ * the socket. Loop thread. 0 or -errno. */
+struct ferry__conn;
+int ferry__worker_owner_send(struct ferry__conn *conn, uint16_t type, const void *payload,
+			     size_t len);
 void ferry__worker_fini(struct ferry__worker *w);
 
 /*

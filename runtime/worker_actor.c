@@ -105,8 +105,8 @@ static void flush(void *arg, int status)
 		if (!c->conn)
 			continue;
 		if (c->reply)
-			ret = ferry__conn_send(c->conn, FERRY__WIRE_MSG_PUSH_TASK_REPLY, c->reply,
-					       c->reply_len);
+			ret = ferry__worker_owner_send(c->conn, FERRY__WIRE_MSG_PUSH_TASK_REPLY,
+						       c->reply, c->reply_len);
 		if (ret < 0 && ret != -ENOTCONN) {
 			FLOG_ERROR(COMP, "cannot answer an actor call: %s: closing its socket",
 				   ferry_strerror(ret));
@@ -495,9 +495,9 @@ static void killed_detached(struct ferry__worker *w, struct ferry__conn *creator
 		return;
 	}
 	if (ferry__wire_actor_kill_reply_build(&w->fb, m) == 0)
-		(void)ferry__conn_send(creator, FERRY__WIRE_MSG_ACTOR_KILL_REPLY,
-				       ferry__fb_builder_data(&w->fb),
-				       ferry__fb_builder_size(&w->fb));
+		(void)ferry__worker_owner_send(creator, FERRY__WIRE_MSG_ACTOR_KILL_REPLY,
+					       ferry__fb_builder_data(&w->fb),
+					       ferry__fb_builder_size(&w->fb));
 	exit_when_closed = creator;
 }
 

@@ -318,3 +318,14 @@ FERRY_FUNCTION(pass_on)
 		return ferry_task_error(ctx, "pass_on: %s", ferry_strerror(ret));
 	return ferry_task_return(ctx, 0, &out, sizeof(out));
 }
+
+/* echo(bytes): returns its argument (a large one tests what does not fit a ring's slot). */
+FERRY_FUNCTION(echo)
+{
+	const void *p;
+	size_t n;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0)
+		return ferry_task_error(ctx, "echo takes one argument");
+	return ferry_task_return(ctx, 0, p, n);
+}

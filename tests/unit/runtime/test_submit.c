@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "ftest.h"
+#include "runtime/ring.h"
 #include "runtime/rt.h"
 
 static void init_job(void)
@@ -245,5 +246,45 @@ FTEST(figures_async_and_sync_tasks)
 	qsort(lat, SYNC, sizeof(lat[0]), cmp_double);
 	ftest_log("sync task (submit + get): p50 %.0f us, p99 %.0f us", lat[SYNC / 2],
 		  lat[SYNC * 99 / 100]);
+	ferry_shutdown();
+}
+
+/* The same-host rings (runtime/ring.h): the tasks' PushTasks go through the ring unless
+ * FERRY_RING turns it off (meson runs this file both ways), and a task whose argument is
+ * larger than a slot still runs (on the socket) among small ones. */
+FTEST(tasks_take_the_ring_unless_it_is_off)
+{
+	enum { N = 50 };
+	static char big[4 * FERRY__RING_SLOT_BYTES];
+	struct ferry_arg big_arg = {.data = big, .len = sizeof(big)};
+	struct ferry_ref r[N], b;
+	uint64_t ring0, sock0, ring1, sock1;
+
+	init_job();
+	ftest_assert_ok(submit_add(0, 0, &r[0])); /* a lease and its ring exist */
+	ftest_assert_int_eq(get_int64(&r[0]), 0);
+	ferry__rt_ring_counts(&ring0, &sock0);
+	for (int i = 0; i < N; i++) {
+		ftest_assert_ok(submit_add(i, 7, &r[i]));
+		if (i == N / 2)
+			ftest_assert_ok(ferry_submit("echo", &big_arg, 1, NULL, &b));
+	}
+	for (int i = 0; i < N; i++)
+		ftest_assert_int_eq(get_int64(&r[i]), i + 7);
+	{
+		struct ferry_view v;
+
+		ftest_assert_ok(ferry_get(&b, 30000, &v));
+		ftest_assert_uint_eq(v.len, sizeof(big));
+		ferry_release(&v);
+		ferry_ref_drop(&b);
+	}
+	ferry__rt_ring_counts(&ring1, &sock1);
+	ftest_log("through rings: %llu, on sockets beside rings: %llu",
+		  (unsigned long long)(ring1 - ring0), (unsigned long long)(sock1 - sock0));
+	if (!ferry__rt_ring_enabled())
+		ftest_assert_uint_eq(ring1 - ring0, 0);
+	else
+		ftest_assert_uint_ge(ring1 - ring0, 10); /* some wait on the large one or a setup */
 	ferry_shutdown();
 }
