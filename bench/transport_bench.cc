@@ -60,13 +60,17 @@ uint64_t store_bytes()
 	return g_1gib ? 2560 * MiB : 1152 * MiB;
 }
 
-// FERRY_BENCH_OBJMGR_LOOP=node: the nodes' object managers on their node's loop (ferry-node
-// --objmgr-loop node), to measure that mode beside the default (a loop of its own).
-int objmgr_on_node_loop()
+// FERRY_BENCH_OBJMGR_LOOP=own|node: where the nodes' object managers serve (ferry-node
+// --objmgr-loop), to measure one mode beside the other; unset: the default (auto).
+int objmgr_loop()
 {
 	const char *env = getenv("FERRY_BENCH_OBJMGR_LOOP");
 
-	return env && !strcmp(env, "node");
+	if (env && !strcmp(env, "own"))
+		return 1; // FERRY__NODE_OBJMGR_LOOP_OWN
+	if (env && !strcmp(env, "node"))
+		return 2; // FERRY__NODE_OBJMGR_LOOP_NODE
+	return 0;
 }
 
 // Objects are named by size and index (the two-host client and server agree on them) and, in
@@ -140,7 +144,7 @@ class Pair
 		o.memory_bytes = store_bytes();
 		o.transports = transports;
 		o.spin_us = spin_us;
-		o.objmgr_on_node_loop = objmgr_on_node_loop();
+		o.objmgr_loop = objmgr_loop();
 		o.name = "A";
 		ret = ferry__embed_node_start(&o, &a_);
 		o.name = "B";
@@ -708,7 +712,7 @@ int run_server(remote_args &a)
 	o.memory_bytes = store_bytes();
 	o.transports = a.transports;
 	o.spin_us = a.spin_us;
-	o.objmgr_on_node_loop = objmgr_on_node_loop();
+	o.objmgr_loop = objmgr_loop();
 	o.name = "server";
 	ret = ferry__embed_node_start(&o, &node);
 	for (auto &so : remote_objects()) {
@@ -758,7 +762,7 @@ int run_client(remote_args &a)
 	o.memory_bytes = store_bytes();
 	o.transports = a.transports;
 	o.spin_us = a.spin_us;
-	o.objmgr_on_node_loop = objmgr_on_node_loop();
+	o.objmgr_loop = objmgr_loop();
 	o.name = "client";
 	int ret = ferry__embed_node_start(&o, &g_remote_node);
 	if (ret < 0) {

@@ -141,7 +141,7 @@ int ferry__embed_node_start(const struct ferry__embed_node_opts *opts,
 	no.memory_bytes = opts->memory_bytes ? opts->memory_bytes : 256 * MiB;
 	no.ip = opts->ip;
 	no.spin_us = opts->spin_us;
-	no.objmgr_on_node_loop = opts->objmgr_on_node_loop;
+	no.objmgr_loop = (enum ferry__node_objmgr_loop)opts->objmgr_loop;
 	no.socket_path = opts->socket_path;
 	no.num_workers = opts->num_workers;
 	node_transport(opts->transports, &no);

@@ -47,7 +47,7 @@ struct ferry__embed_node_opts {
 	uint32_t spin_us;	 /* the object manager's busy poll window (objmgr.h); 0: off */
 	const char *socket_path; /* the store socket; NULL: a fresh one under $TMPDIR */
 	int32_t num_workers;	 /* prestarted ferry-workers (node.h); 0: its CPUs, < 0: none */
-	int objmgr_on_node_loop; /* 1: the object manager on the node's loop (node.h) */
+	int objmgr_loop;	 /* enum ferry__node_objmgr_loop (node.h); 0: auto */
 };
 
 /* ferry__embed_node_start() - a node (ferry__node_start) and a store client. 0 or -errno

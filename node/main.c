@@ -36,7 +36,7 @@ static void usage(FILE *to)
 		    "                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
 		    "                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
 		    "                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
-		    "                  [--objmgr-loop own|node]\n"
+		    "                  [--objmgr-loop auto|own|node]\n"
 		    "                  [--copy-batch-us US] [--notice-hold-ms MS]\n"
 		    "                  [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		    "                  [--num-cpus N] [--num-gpus N] [--resources NAME=N,...]\n"
@@ -52,8 +52,9 @@ static void usage(FILE *to)
 		    "  --worker-idle-ms MS  workers above N idle this long end (default 10000)\n"
 		    "  --worker-exe P  the worker program; default: $FERRY_WORKER_EXE, else\n"
 		    "                  ferry-worker beside ferry-node, else in PATH\n"
-		    "  --objmgr-loop   own (default): pulls are served on a loop thread of their\n"
-		    "                  own; node: on the node's one loop (a thread less)\n"
+		    "  --objmgr-loop   where pulls are served: own, a loop thread of their own;\n"
+		    "                  node, the node's one loop (a thread less); auto (default):\n"
+		    "                  own when the node serves RDMA, else node\n"
 		    "       ferry-node --help | --version\n");
 }
 

@@ -228,14 +228,16 @@ static int start_objmgr(struct ferry__node *node)
 	oo.rdma_port = node->opts.rdma_port;
 	oo.rdma_busy_poll = node->opts.rdma_busy_poll;
 	oo.spin_us = node->opts.spin_us;
-	/* The object manager runs a loop thread of its own, beside the node's, by default: on 2
-	 * CPUs an 8 B pull's p50 in the soft-RoCE VM was 2.7-5x lower that way than with it on
-	 * the node's loop (RDMA 194-293 us against 549-1183, TCP 301-772 against 927-2155: the
-	 * pull shared its thread with the store's and the GCS client's work of every pull; the
-	 * bench results of 2026-11-27 have the runs). --objmgr-loop node puts it back on the
-	 * node's loop (one thread less, e.g. for a node on one CPU). */
-	if (node->opts.objmgr_on_node_loop) {
-		oo.loop = node->loop;
+	/* Where the object manager serves, measured both ways (bench/results-2026-11-27.md): on
+	 * the host's 2 CPUs an 8 B TCP pull's p50 is ~30% lower with it on the node's one loop
+	 * (24 us against 31-36: no hop between two threads per pull), but in the soft-RoCE VM an
+	 * 8 B RDMA pull's is 2.5-5x lower with a loop of its own (194-293 us against 549-1183,
+	 * TCP there alike), the way RDMA stacks give completions a progress thread of their own.
+	 * auto follows that: its own loop when the node serves RDMA, else the node's. */
+	if (node->opts.objmgr_loop == FERRY__NODE_OBJMGR_LOOP_NODE ||
+	    (node->opts.objmgr_loop == FERRY__NODE_OBJMGR_LOOP_AUTO &&
+	     !(oo.transports & FERRY_GCS_TRANSPORT_RDMA))) {
+		oo.loop = node->loop; /* one loop for the node's sockets */
 		oo.store_server = node->store;
 	}
 	oo.notice_hold_ms = node->opts.notice_hold_ms;

@@ -30,6 +30,13 @@ enum ferry__node_transport {
 					 * shm are served too, for peers without RDMA */
 };
 
+/* Where the object manager serves pulls (--objmgr-loop; node.c's start_objmgr says why). */
+enum ferry__node_objmgr_loop {
+	FERRY__NODE_OBJMGR_LOOP_AUTO = 0, /* its own loop when the node serves RDMA, else NODE */
+	FERRY__NODE_OBJMGR_LOOP_OWN = 1,  /* a loop thread of its own beside the node's */
+	FERRY__NODE_OBJMGR_LOOP_NODE = 2, /* the node's one loop */
+};
+
 /* The most workers one node runs (--num-workers, --max-workers). */
 #define FERRY__NODE_MAX_WORKERS 4096u
 
@@ -49,9 +56,8 @@ struct ferry__node_opts {
 	uint16_t port;			      /* object manager port; 0: any free one */
 	uint16_t rdma_port;		      /* RDMA listen port; 0: any free one */
 	int rdma_busy_poll;		      /* 1: spin on the CQ while READs are in flight */
-	uint32_t spin_us;	      /* object manager busy poll window (objmgr.h); 0: off */
-	int objmgr_on_node_loop;      /* 1: the object manager serves on the node's loop; 0: on
-				       * a loop thread of its own (see start_objmgr) */
+	uint32_t spin_us; /* object manager busy poll window (objmgr.h); 0: off */
+	enum ferry__node_objmgr_loop objmgr_loop; /* where the object manager serves (below) */
 	const char *socket_path;      /* store socket; NULL: a fresh one under $TMPDIR */
 	const char *spill_dir;	      /* spill primaries there; NULL: never */
 	const char *node_id_file;     /* keep the node id there across restarts; NULL: new */

@@ -108,8 +108,12 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return parse_port(v, &o->rdma_port);
 	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
 		o->rdma_busy_poll = !strcmp(v, "on");
-	else if (!strcmp(a, "--objmgr-loop") && (!strcmp(v, "own") || !strcmp(v, "node")))
-		o->objmgr_on_node_loop = !strcmp(v, "node");
+	else if (!strcmp(a, "--objmgr-loop") && !strcmp(v, "auto"))
+		o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_AUTO;
+	else if (!strcmp(a, "--objmgr-loop") && !strcmp(v, "own"))
+		o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_OWN;
+	else if (!strcmp(a, "--objmgr-loop") && !strcmp(v, "node"))
+		o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_NODE;
 	else if (!strcmp(a, "--spin-us"))
 		return ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us);
 	else if (!strcmp(a, "--copy-batch-us"))

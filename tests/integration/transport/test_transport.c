@@ -615,13 +615,13 @@ static unsigned count_threads(pid_t pid, const char *name, unsigned *rings)
 }
 
 /*
- * An idle ferry-node serves the GCS client, its heartbeats, its directory updates and the plasma
- * store on one loop thread of its own (issue 22): no GCS client, heartbeat, directory or store
- * thread, and no pull thread (they start with pulls). The object manager runs a loop of its own
- * beside it (pulls are faster so, node.c says by how much): main, the node's loop and the
- * object manager's, two rings; with --objmgr-loop node it is on the node's loop: main and one
- * loop, one ring. (The node had 10 threads and 3 rings before issue 22.) The node must still
- * beat: alive in the GCS, its load reported by its first beat.
+ * An idle ferry-node serves the GCS client, its heartbeats, its directory updates, the plasma
+ * store and (on a host without RDMA) the object manager on one loop thread of its own (issue
+ * 22): no GCS client, heartbeat, directory, store or object manager thread, and no pull thread
+ * (they start with pulls): main and its loop, one ring. With --objmgr-loop own (auto's choice
+ * on a node that serves RDMA) the object manager has a loop of its own: 3 threads, 2 rings.
+ * (The node had 10 threads and 3 rings before issue 22.) The node must still beat: alive in the
+ * GCS, its load reported by its first beat.
  */
 FTEST(idle_node_threads_and_rings)
 {
@@ -632,7 +632,7 @@ FTEST(idle_node_threads_and_rings)
 	unsigned rings, total;
 	int n;
 
-	tt_node_objmgr_loop = "own"; /* also when the suite runs with the other default */
+	tt_node_objmgr_loop = "node"; /* also when the suite runs with FERRY_TEST_OBJMGR_LOOP */
 	a = tt_node_proc_start(gcs.port, "64M", "a");
 
 	usleep(500 * 1000); /* several beats (100 ms each) */
@@ -641,12 +641,12 @@ FTEST(idle_node_threads_and_rings)
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-directory", &rings), 0);
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-store", &rings), 0);
 	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-pull", &rings), 0);
-	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-loop", &rings), 1);
+	ftest_assert_uint_eq(count_threads(a.pid, "ferry-om-loop", &rings), 0);
 	total = count_threads(a.pid, NULL, &rings);
 	ftest_log("ferry-node: %u threads, %u io_uring fds", total, rings);
-	/* main, ferry-node-loop and ferry-om-loop */
-	ftest_assert_uint_le(total, 3 + ITEST_SANITIZER_THREADS);
-	ftest_assert_uint_eq(rings, 2); /* no spill directory: no disk helper's ring either */
+	/* main and ferry-node-loop */
+	ftest_assert_uint_le(total, 2 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_eq(rings, 1); /* no spill directory: no disk helper's ring either */
 	n = ferry_gcs_node_list(c, &nodes);
 	ftest_assert_int_eq(n, 1);
 	ftest_assert_int_eq(nodes[0].state, FERRY_GCS_NODE_ALIVE);
@@ -665,19 +665,19 @@ FTEST(idle_node_threads_and_rings)
 	usleep(300 * 1000);
 	total = count_threads(b.pid, NULL, &rings);
 	ftest_log("ferry-node --spill-dir: %u threads, %u io_uring fds", total, rings);
-	ftest_assert_uint_le(total, 3 + ITEST_SANITIZER_THREADS);
-	ftest_assert_uint_le(rings, 3);
+	ftest_assert_uint_le(total, 2 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_le(rings, 2);
 	tt_proc_signal(&b, SIGTERM);
-	/* The object manager on the node's loop: one loop thread, one ring. */
-	tt_node_objmgr_loop = "node";
+	/* The object manager on a loop of its own: one more thread and ring. */
+	tt_node_objmgr_loop = "own";
 	b = tt_node_proc_start(gcs.port, "64M", "c");
 	tt_node_objmgr_loop = NULL;
 	usleep(300 * 1000);
-	ftest_assert_uint_eq(count_threads(b.pid, "ferry-om-loop", &rings), 0);
+	ftest_assert_uint_eq(count_threads(b.pid, "ferry-om-loop", &rings), 1);
 	total = count_threads(b.pid, NULL, &rings);
-	ftest_log("ferry-node --objmgr-loop node: %u threads, %u io_uring fds", total, rings);
-	ftest_assert_uint_le(total, 2 + ITEST_SANITIZER_THREADS);
-	ftest_assert_uint_eq(rings, 1);
+	ftest_log("ferry-node --objmgr-loop own: %u threads, %u io_uring fds", total, rings);
+	ftest_assert_uint_le(total, 3 + ITEST_SANITIZER_THREADS);
+	ftest_assert_uint_eq(rings, 2);
 	tt_proc_signal(&b, SIGTERM);
 	ferry_gcs_client_destroy(c);
 	tt_proc_signal(&a, SIGTERM);

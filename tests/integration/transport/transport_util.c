@@ -51,13 +51,24 @@ struct tt_proc tt_node_proc_start(uint16_t gcs_port, const char *memory, const c
 	return tt_node_proc_start_ex(gcs_port, memory, name, "tcp", "127.0.0.1");
 }
 
-/* The object manager on the node's loop: @flag "node", or no flag and the suite run with
- * FERRY_TEST_OBJMGR_LOOP=node (meson.build's *_on_node_loop tests). */
-static bool node_loop_wanted(const char *flag)
+/* --objmgr-loop for a node: @flag, else FERRY_TEST_OBJMGR_LOOP (meson.build's *_own_loop
+ * tests), else NULL (the default). */
+static const char *objmgr_loop_flag(const char *flag)
 {
 	const char *env = getenv("FERRY_TEST_OBJMGR_LOOP");
 
-	return flag ? !strcmp(flag, "node") : env && !strcmp(env, "node");
+	return flag ? flag : env && *env ? env : NULL;
+}
+
+static enum ferry__node_objmgr_loop objmgr_loop_opt(const char *flag)
+{
+	const char *f = objmgr_loop_flag(flag);
+
+	if (f && !strcmp(f, "own"))
+		return FERRY__NODE_OBJMGR_LOOP_OWN;
+	if (f && !strcmp(f, "node"))
+		return FERRY__NODE_OBJMGR_LOOP_NODE;
+	return FERRY__NODE_OBJMGR_LOOP_AUTO;
 }
 
 struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, const char *name,
@@ -83,9 +94,9 @@ struct tt_proc tt_node_proc_start_ex(uint16_t gcs_port, const char *memory, cons
 			argv[n++] = "--spill-dir";
 			argv[n++] = tt_node_spill_dir;
 		}
-		if (node_loop_wanted(tt_node_objmgr_loop)) {
+		if (objmgr_loop_flag(tt_node_objmgr_loop)) {
 			argv[n++] = "--objmgr-loop";
-			argv[n++] = "node";
+			argv[n++] = objmgr_loop_flag(tt_node_objmgr_loop);
 		}
 
 		p.pid = itest_spawn(argv, line, sizeof(line));
@@ -197,7 +208,7 @@ struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, boo
 	o.copy_batch_us = tt_node_copy_batch_us;
 	o.notice_hold_ms = tt_node_notice_hold_ms;
 	o.spill_dir = tt_node_spill_dir;
-	o.objmgr_on_node_loop = node_loop_wanted(tt_node_objmgr_loop);
+	o.objmgr_loop = objmgr_loop_opt(tt_node_objmgr_loop);
 	ftest_assert_ok(ferry__node_start(&o, &node));
 	return node;
 }

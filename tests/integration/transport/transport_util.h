@@ -55,7 +55,8 @@ extern uint32_t tt_node_notice_hold_ms;
 /* Where nodes started from now on (embedded or processes) spill primaries; NULL (default):
  * they do not. */
 extern const char *tt_node_spill_dir;
-/* --objmgr-loop for the next tt_node_proc_start*(), NULL: the default (own). */
+/* --objmgr-loop for the nodes started next ("own", "node"); NULL: FERRY_TEST_OBJMGR_LOOP, else
+ * the default (auto: the node's loop on a host without RDMA). */
 extern const char *tt_node_objmgr_loop;
 struct ferry__node *tt_node_start_ex(uint16_t gcs_port, unsigned memory_mib, bool no_shm,
 				     uint32_t timeout_ms, enum ferry__node_transport transport,

@@ -73,7 +73,7 @@ FTEST(every_flag_lands_in_its_option)
 	ftest_assert_uint_eq(o.rdma_port, 4002);
 	ftest_assert_int_eq(o.rdma_busy_poll, 1);
 	ftest_assert_uint_eq(o.spin_us, 50);
-	ftest_assert_int_eq(o.objmgr_on_node_loop, 1);
+	ftest_assert_int_eq(o.objmgr_loop, FERRY__NODE_OBJMGR_LOOP_NODE);
 	ftest_assert_uint_eq(o.copy_batch_us, 2000);
 	ftest_assert_uint_eq(o.notice_hold_ms, 7);
 	ftest_assert_uint_eq(o.max_queued_bytes, 1u << 20);
@@ -92,7 +92,7 @@ FTEST(defaults_are_zero_and_later_flags_win)
 	ftest_assert_ok(parse(ARGC(argv), argv, &o, &token));
 	ftest_assert_int_eq(o.transport, FERRY__NODE_TRANSPORT_AUTO);
 	ftest_assert_int_eq(o.rdma_busy_poll, 0);
-	ftest_assert_int_eq(o.objmgr_on_node_loop, 0);
+	ftest_assert_int_eq(o.objmgr_loop, FERRY__NODE_OBJMGR_LOOP_AUTO);
 	ftest_assert_uint_eq(o.port, 0);
 	ftest_assert_uint_eq(o.memory_bytes, 0);
 	ftest_assert_ptr_null(o.ip);
@@ -121,6 +121,7 @@ FTEST(bad_values_are_refused)
 	refused("--transport", "TCP");
 	refused("--rdma-busy-poll", "yes");
 	refused("--objmgr-loop", "shared");
+	refused("--objmgr-loop", "");
 	refused("--memory", "30%");
 	refused("--memory", "lots");
 	refused("--spin-us", "1000001"); /* FERRY_LOOP_MAX_SPIN_US */
