@@ -18,6 +18,8 @@
 
 #include <ferry/ferry.h>
 
+#include "example.h"
+
 #define N 4096u
 #define LEAF 256u
 #define WORKERS 2u
@@ -32,29 +34,12 @@ struct partial {
 	uint32_t depth;
 };
 
-static const char *code_path(int argc, char **argv, char *buf, size_t size)
-{
-	static const char lib[] = "/libdynamic_lib.so";
-	ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-	char *slash;
-
-	if (argc > 1)
-		return argv[1];
-	if (getenv("FERRY_CODE") || n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	slash = strrchr(buf, '/');
-	if (!slash || (size_t)(slash - buf) + sizeof(lib) > size)
-		return NULL;
-	memcpy(slash, lib, sizeof(lib));
-	return buf;
-}
-
 int main(int argc, char **argv)
 {
 	char buf[4096];
-	struct ferry_init_opts opts = {.code_path = code_path(argc, argv, buf, sizeof(buf)),
-				       .num_workers = WORKERS};
+	struct ferry_init_opts opts = {
+		.code_path = example_code_path(argc, argv, "libdynamic_lib.so", buf, sizeof(buf)),
+		.num_workers = WORKERS};
 	struct range r = {1, N + 1, LEAF};
 	struct ferry_arg a = {.data = &r, .len = sizeof(r)};
 	uint64_t want = (uint64_t)N * (N + 1) / 2;

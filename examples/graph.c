@@ -23,6 +23,8 @@
 
 #include <ferry/ferry.h>
 
+#include "example.h"
+
 #define MORE 8
 
 static int fail(const char *what, int ret, const char *detail)
@@ -30,24 +32,6 @@ static int fail(const char *what, int ret, const char *detail)
 	fprintf(stderr, "graph: %s: %s%s%s\n", what, ferry_strerror(ret), detail ? ": " : "",
 		detail ? detail : "");
 	return 1;
-}
-
-/* The job's library: @argv[1], else NULL ($FERRY_CODE), else the one beside this program. */
-static const char *code_path(int argc, char **argv, char *buf, size_t size)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-	char *slash;
-
-	if (argc > 1)
-		return argv[1];
-	if (getenv("FERRY_CODE") || n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	slash = strrchr(buf, '/');
-	if (!slash || (size_t)(slash - buf) + sizeof("/libgraph_lib.so") > size)
-		return NULL;
-	memcpy(slash, "/libgraph_lib.so", sizeof("/libgraph_lib.so"));
-	return buf;
 }
 
 /* a.inc(in0).inc(4) and b.inc(in1), combined on b. Returns 0 or -errno. */
@@ -101,7 +85,8 @@ static int result(struct ferry_graph *g, uint64_t exec, int64_t *out)
 int main(int argc, char **argv)
 {
 	char buf[4096];
-	struct ferry_init_opts opts = {.code_path = code_path(argc, argv, buf, sizeof(buf))};
+	struct ferry_init_opts opts = {
+		.code_path = example_code_path(argc, argv, "libgraph_lib.so", buf, sizeof(buf))};
 	static const int64_t ten = 10;
 	struct ferry_arg ctor = {.data = &ten, .len = sizeof(ten)};
 	struct ferry_actor *a = NULL, *b = NULL;

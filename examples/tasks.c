@@ -19,6 +19,8 @@
 
 #include <ferry/ferry.h>
 
+#include "example.h"
+
 #define WEIGHTS (1u << 20)
 #define BATCHES 12
 
@@ -52,29 +54,11 @@ static int submit_all(struct ferry_ref *model, struct ferry_ref *results)
 	return ret;
 }
 
-/* The job's library: @argv[1], else NULL (ferry_init reads $FERRY_CODE), else the one beside
- * this program, in @buf. */
-static const char *code_path(int argc, char **argv, char *buf, size_t size)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-	char *slash;
-
-	if (argc > 1)
-		return argv[1];
-	if (getenv("FERRY_CODE") || n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	slash = strrchr(buf, '/');
-	if (!slash || (size_t)(slash - buf) + sizeof("/libtasks_lib.so") > size)
-		return NULL;
-	memcpy(slash, "/libtasks_lib.so", sizeof("/libtasks_lib.so"));
-	return buf;
-}
-
 int main(int argc, char **argv)
 {
 	char buf[4096];
-	struct ferry_init_opts opts = {.code_path = code_path(argc, argv, buf, sizeof(buf))};
+	struct ferry_init_opts opts = {
+		.code_path = example_code_path(argc, argv, "libtasks_lib.so", buf, sizeof(buf))};
 	struct ferry_ref model = {0}, results[BATCHES];
 	int ret = ferry_init(&opts), status = 0;
 	double total = 0;
