@@ -325,6 +325,24 @@ int ftest_count_entries(const char *path)
 	return n;
 }
 
+int ftest_get_int64(struct ferry_ref *ref, int64_t timeout_ms, int64_t *x, char *error, size_t size)
+{
+	struct ferry_view v;
+	int ret = ferry_get(ref, timeout_ms, &v);
+
+	if (ret == 0) {
+		ftest_assert_uint_eq(v.len, sizeof(*x));
+		memcpy(x, v.data, sizeof(*x));
+		ferry_release(&v);
+	} else {
+		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
+		if (error)
+			snprintf(error, size, "%s", v.error);
+	}
+	ferry_ref_drop(ref);
+	return ret;
+}
+
 void ftest_runtime_init(const char *address, uint32_t num_workers)
 {
 	struct ferry_init_opts o = {.memory_bytes = 64u << 20, .num_workers = num_workers};

@@ -44,6 +44,11 @@ int ftest_count_entries(const char *path);
  * @num_workers workers) running $FERRY_TEST_JOB, or join @address; skips when meson test did
  * not set FERRY_TEST_JOB and FERRY_WORKER_EXE. */
 void ftest_runtime_init(const char *address, uint32_t num_workers);
+/* Get the int64 that @ref holds (waiting up to @timeout_ms) into *@x and drop @ref: 0, or the
+ * get's -errno with its error text logged and copied to @error (NULL: not copied). */
+struct ferry_ref;
+int ftest_get_int64(struct ferry_ref *ref, int64_t timeout_ms, int64_t *x, char *error,
+		    size_t size);
 /* Capture Ferry's log lines ("component: message\n" each, the first 8 KiB) from now until
  * ftest_log_capture_stop(); ftest_log_captured() is a copy of what came so far, valid until its
  * next call. Thread-safe: the daemons' threads log while the test reads. */

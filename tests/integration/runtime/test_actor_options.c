@@ -27,21 +27,9 @@
 
 #define GET_MS 30000
 
-/* The int64 that @r holds (dropped), or its error. */
 static int get_int64(struct ferry_ref *r, int64_t *x)
 {
-	struct ferry_view v;
-	int ret = ferry_get(r, GET_MS, &v);
-
-	if (ret == 0) {
-		ftest_assert_uint_eq(v.len, sizeof(*x));
-		memcpy(x, v.data, sizeof(*x));
-		ferry_release(&v);
-	} else {
-		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
-	}
-	ferry_ref_drop(r);
-	return ret;
+	return ftest_get_int64(r, GET_MS, x, NULL, 0);
 }
 
 static int call_int64(struct ferry_actor *a, const char *method, int64_t x, int64_t *out)

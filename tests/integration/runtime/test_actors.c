@@ -52,22 +52,9 @@ static void call1(struct ferry_actor *a, const char *method, int64_t x, struct f
 	ftest_assert_ok(ferry_actor_call(a, method, &arg, 1, 1, out));
 }
 
-/* The int64 @r holds (dropped); or its error, with @error set. */
 static int get_int64(struct ferry_ref *r, int64_t *x, char *error, size_t size)
 {
-	struct ferry_view v;
-	int ret = ferry_get(r, GET_MS, &v);
-
-	if (ret == 0) {
-		ftest_assert_uint_eq(v.len, sizeof(*x));
-		memcpy(x, v.data, sizeof(*x));
-		ferry_release(&v);
-	} else if (error) {
-		snprintf(error, size, "%s", v.error);
-		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
-	}
-	ferry_ref_drop(r);
-	return ret;
+	return ftest_get_int64(r, GET_MS, x, error, size);
 }
 
 static int64_t call_int64(struct ferry_actor *a, const char *method, int64_t x)
