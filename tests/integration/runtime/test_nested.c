@@ -89,3 +89,28 @@ FTEST(a_ref_a_task_returns_stays_valid)
 	ferry_ref_drop(&r);
 	ferry_shutdown();
 }
+
+/* A task that waits for a task its owner submitted before it, which was held back for its own
+ * argument and so pushed after it, to the same worker: the waiting task must not keep it from
+ * running (nap(300) -> twice(its ref) held; await_ref(twice's ref) runs first and waits). */
+FTEST(a_waiting_task_does_not_hold_back_the_task_it_waits_for)
+{
+	int64_t ms = 300, got = 0;
+	struct ferry_ref c, b, a;
+	struct ferry_view v;
+
+	init_job(1);
+	ftest_assert_ok(ferry_submit("nap", &(struct ferry_arg){.data = &ms, .len = sizeof(ms)}, 1,
+				     NULL, &c));
+	ftest_assert_ok(ferry_submit("twice", &(struct ferry_arg){.ref = &c}, 1, NULL, &b));
+	ftest_assert_ok(ferry_submit("await_ref", &(struct ferry_arg){.data = &b, .len = sizeof(b)},
+				     1, NULL, &a));
+	ftest_assert_ok(ferry_get(&a, 20000, &v));
+	memcpy(&got, v.data, sizeof(got));
+	ferry_release(&v);
+	ftest_assert_int_eq(got, 600);
+	ferry_ref_drop(&a);
+	ferry_ref_drop(&b);
+	ferry_ref_drop(&c);
+	ferry_shutdown();
+}

@@ -319,6 +319,25 @@ FERRY_FUNCTION(pass_on)
 	return ferry_task_return(ctx, 0, &out, sizeof(out));
 }
 
+/* await_ref(ref bytes): gets the int64 of a ref given by value (not resolved before the task
+ * runs: the task waits in its get), returns it. */
+FERRY_FUNCTION(await_ref)
+{
+	struct ferry_ref given;
+	const void *p;
+	size_t n;
+	int64_t out = 0;
+	int ret;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n != sizeof(given))
+		return ferry_task_error(ctx, "await_ref takes a struct ferry_ref");
+	memcpy(&given, p, sizeof(given));
+	ret = get_int64(&given, &out);
+	if (ret < 0)
+		return ferry_task_error(ctx, "await_ref: %s", ferry_strerror(ret));
+	return ferry_task_return(ctx, 0, &out, sizeof(out));
+}
+
 /* echo(bytes): returns its argument (a large one tests what does not fit a ring's slot). */
 FERRY_FUNCTION(echo)
 {
