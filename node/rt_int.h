@@ -148,6 +148,7 @@ void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int statu
 void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
 				 int term_signal, int exit_status, const char *message);
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
+void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id, bool blocked);
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
 
 /* rt_owner.c: a peer whose process is gone (waiting up to @wait_ms for it to end); what a

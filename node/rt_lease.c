@@ -510,6 +510,8 @@ void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked)
 	cpu = req_cpu(w->req);
 	avail = ferry__res_set_get(&rt->avail, "CPU");
 	w->blocked = blocked;
+	if (w->lease_owner) /* it pushes there no more while the task waits */
+		ferry__rt_peer_send_lease_blocked(w->lease_owner, w->lease_id, blocked);
 	if (cpu <= 0 || avail < 0)
 		return; /* a lease of no CPU lends nothing */
 	if (blocked) {

@@ -112,6 +112,14 @@ void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, i
 			 ferry__wire_lease_revoked_build(&p->rt->fb, &m));
 }
 
+void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id, bool blocked)
+{
+	struct ferry__wire_lease_blocked m = {.lease_id = lease_id, .blocked = blocked};
+
+	(void)send_built(p, FERRY__WIRE_MSG_LEASE_BLOCKED,
+			 ferry__wire_lease_blocked_build(&p->rt->fb, &m));
+}
+
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req)
 {
 	struct ferry__wire_worker_assign m = {

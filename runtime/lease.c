@@ -58,6 +58,7 @@ struct lease {
 	struct ferry__loop_timer idle;	       /* IDLE_RETURN_MS */
 	struct ferry__loop_timer revoke;       /* REVOKE_WAIT_MS */
 	bool revoked;			       /* LeaseRevoked came */
+	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
 	bool closing;			       /* given back or revoked: no more pushes */
 	char why[160];			       /* the worker's death, for errors */
 };
@@ -419,6 +420,19 @@ static void on_revoked(const void *payload)
 		lease_gone(l);
 }
 
+/* A lease's task waits (or runs again): no pushes to it meanwhile; its queue goes elsewhere. */
+static void on_blocked(const void *payload)
+{
+	struct ferry__wire_lease_blocked_view v = ferry__wire_lease_blocked_root_verified(payload);
+	struct cls *c = NULL;
+	struct lease *l = lease_by_id(ferry__wire_lease_blocked_lease_id(v), &c);
+
+	if (!l)
+		return; /* ended meanwhile */
+	l->blocked = ferry__wire_lease_blocked_blocked(v);
+	pump(c);
+}
+
 static void node_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
 			    size_t len)
 {
@@ -433,6 +447,9 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 		break;
 	case FERRY__WIRE_MSG_LEASE_REVOKED:
 		on_revoked(payload);
+		break;
+	case FERRY__WIRE_MSG_LEASE_BLOCKED:
+		on_blocked(payload);
 		break;
 	default:
 		FLOG_WARN(COMP, "the node sent an unexpected %s", ferry__wire_message_name(type));
@@ -529,9 +546,12 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 /* Give @c's queued tasks to its leases, ask for another lease if they are not enough. */
 static void pump(struct cls *c)
 {
+	size_t open = 0;
+
 	for (struct lease *l = c->leases; l; l = l->next) {
-		if (!l->conn || l->closing)
+		if (!l->conn || l->closing || l->blocked)
 			continue;
+		open++;
 		while (c->queued && l->ninflight < PIPELINE) {
 			struct ferry__rt_task *t = class_pop(c);
 			int ret = push_one(l, t);
@@ -550,7 +570,8 @@ static void pump(struct cls *c)
 			(void)ferry__loop_timer_start(ferry__rt.loop, &l->idle, IDLE_RETURN_MS, 0,
 						      idle_due);
 	}
-	if (!c->queued || c->request_id || c->nleases >= MAX_LEASES || sub.stopping)
+	/* Blocked leases do not count against the cap: their CPU is lent to the next one. */
+	if (!c->queued || c->request_id || open >= MAX_LEASES || sub.stopping)
 		return;
 	if (send_lease_request(c) < 0)
 		class_fail(c, -ECONNREFUSED, "cannot reach the node's runtime socket");
