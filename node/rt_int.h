@@ -148,7 +148,8 @@ void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int statu
 void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
 				 int term_signal, int exit_status, const char *message);
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
-void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id, bool blocked);
+void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
+				       const struct ferry__rt_blocked *b);
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
 
 /* rt_owner.c: a peer whose process is gone (waiting up to @wait_ms for it to end); what a
@@ -179,7 +180,7 @@ struct ferry__rt_detach;
 void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d);
 void ferry__rt_lease_assign_reply(struct rt_peer *p, const struct ferry__rt_assign_reply *a);
 /* WorkerBlocked on a worker's owner line: lend its lease's CPU out, or take it back. */
-void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked);
+void ferry__rt_lease_blocked(struct rt_peer *p, const struct ferry__rt_blocked *b);
 void ferry__rt_lease_peer_gone(struct rt_peer *p);
 /* A worker is gone (reaped) or unusable: its lease revoked, its assignment re-queued. */
 void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_status,

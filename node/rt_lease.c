@@ -196,10 +196,13 @@ static struct rt_worker *find_idle(struct ferry__node_rt *rt, const struct ferry
 	return NULL;
 }
 
-/* No free worker for @req: start one, or end an idle worker of another job to make room. */
+/* No free worker for @req: start one, or end an idle worker of another job to make room.
+ * Workers whose task waits do not count against max_workers (Ray's blocked workers do not
+ * either): their CPU is lent, and the tasks they wait for, taken back from behind them by
+ * their owners, need workers of their own or the node deadlocks once every worker waits. */
 static void make_worker(struct ferry__node_rt *rt, const struct rt_req *req)
 {
-	uint32_t live = 0, starting = 0, ending = 0;
+	uint32_t live = 0, starting = 0, ending = 0, waiting = 0;
 	struct rt_worker *other = NULL;
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
@@ -207,6 +210,7 @@ static void make_worker(struct ferry__node_rt *rt, const struct rt_req *req)
 		if (w->signal_sent)
 			continue;
 		live++;
+		waiting += w->state == W_LEASED && w->blocked;
 		starting += w->state == W_STARTING;
 		if (w->state == W_IDLE && w->has_job &&
 		    memcmp(w->job.bytes, req->job.bytes, sizeof(req->job.bytes)))
@@ -214,7 +218,7 @@ static void make_worker(struct ferry__node_rt *rt, const struct rt_req *req)
 	}
 	if (starting >= rt->queued)
 		return; /* enough on their way */
-	if (live < rt->max_workers)
+	if (live - waiting < rt->max_workers && live < FERRY__NODE_MAX_WORKERS)
 		(void)ferry__rt_pool_spawn(rt);
 	else if (other && !ending)
 		ferry__rt_pool_signal(other, SIGTERM, FERRY_GCS_EXIT_NORMAL,
@@ -495,8 +499,9 @@ static int64_t req_cpu(const struct rt_req *req)
  * the end of the wait it takes back what is free; the rest stays lent (the node runs over its
  * CPUs a while, as Ray does) and is settled when the lease ends.
  */
-void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked)
+void ferry__rt_lease_blocked(struct rt_peer *p, const struct ferry__rt_blocked *b)
 {
+	bool blocked = b->blocked;
 	struct rt_worker *w = p->owner_of;
 	struct ferry__node_rt *rt = p->rt;
 	int64_t cpu, avail, take;
@@ -510,8 +515,10 @@ void ferry__rt_lease_blocked(struct rt_peer *p, bool blocked)
 	cpu = req_cpu(w->req);
 	avail = ferry__res_set_get(&rt->avail, "CPU");
 	w->blocked = blocked;
-	if (w->lease_owner) /* it pushes there no more while the task waits */
-		ferry__rt_peer_send_lease_blocked(w->lease_owner, w->lease_id, blocked);
+	/* Its owner pushes there no more while the task waits, and takes back what it pushed
+	 * behind the waiting task (runtime/lease.c). */
+	if (w->lease_owner)
+		ferry__rt_peer_send_lease_blocked(w->lease_owner, w->lease_id, b);
 	if (cpu <= 0 || avail < 0)
 		return; /* a lease of no CPU lends nothing */
 	if (blocked) {

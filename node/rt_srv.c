@@ -112,9 +112,13 @@ void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, i
 			 ferry__wire_lease_revoked_build(&p->rt->fb, &m));
 }
 
-void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id, bool blocked)
+void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
+				       const struct ferry__rt_blocked *b)
 {
-	struct ferry__wire_lease_blocked m = {.lease_id = lease_id, .blocked = blocked};
+	struct ferry__wire_lease_blocked m = {
+		.lease_id = lease_id, .blocked = b->blocked, .wait_id = b->wait_id};
+
+	memcpy(m.task_id.bytes, b->task.bytes, sizeof(m.task_id.bytes));
 
 	(void)send_built(p, FERRY__WIRE_MSG_LEASE_BLOCKED,
 			 ferry__wire_lease_blocked_build(&p->rt->fb, &m));
@@ -270,7 +274,7 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 			ferry__rt_lease_assign_reply(p, &m->assign_reply);
 		break;
 	case FERRY__WIRE_MSG_WORKER_BLOCKED:
-		ferry__rt_lease_blocked(p, m->blocked);
+		ferry__rt_lease_blocked(p, &m->blocked);
 		break;
 	default:
 		ferry__rt_peer_close(p, "RuntimeConnect sent twice");

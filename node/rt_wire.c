@@ -225,10 +225,16 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 		out->ret.busy = ferry__wire_lease_return_busy(v);
 		return 0;
 	}
-	case FERRY__WIRE_MSG_WORKER_BLOCKED:
-		out->blocked = ferry__wire_worker_blocked_blocked(
-			ferry__wire_worker_blocked_root_verified(payload));
+	case FERRY__WIRE_MSG_WORKER_BLOCKED: {
+		struct ferry__wire_worker_blocked_view v =
+			ferry__wire_worker_blocked_root_verified(payload);
+		struct ferry__wire_unique_id task = ferry__wire_worker_blocked_task_id(v);
+
+		out->blocked.blocked = ferry__wire_worker_blocked_blocked(v);
+		out->blocked.wait_id = ferry__wire_worker_blocked_wait_id(v);
+		memcpy(out->blocked.task.bytes, task.bytes, sizeof(task.bytes));
 		return 0;
+	}
 	case FERRY__WIRE_MSG_LEASE_DETACH:
 		return decode_detach(payload, &out->detach, why, why_size);
 	default:

@@ -67,6 +67,13 @@ struct ferry__rt_detach {
 	struct ferry_actor_id actor; /* the detached actor it hosts (not nil) */
 };
 
+/* WorkerBlocked. */
+struct ferry__rt_blocked {
+	bool blocked;		   /* its task waits (true) or runs again */
+	struct ferry_task_id task; /* the waiting PushTask, or nil */
+	uint64_t wait_id;	   /* the worker's number of that wait, or 0 */
+};
+
 /* One decoded message of the runtime socket. */
 struct ferry__rt_msg {
 	uint16_t type; /* FERRY__WIRE_MSG_* */
@@ -79,7 +86,7 @@ struct ferry__rt_msg {
 		} ret;
 		struct ferry__rt_detach detach;		    /* LEASE_DETACH */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
-		bool blocked;				    /* WORKER_BLOCKED */
+		struct ferry__rt_blocked blocked;	    /* WORKER_BLOCKED */
 	};
 };
 

@@ -14,6 +14,11 @@
  *   its last reply when nothing of its class is queued.
  * - Each worker socket gets a ring pair beside it (runtime/ring.h): pushes and replies that fit
  *   a slot go through shared memory, in order with what takes the socket.
+ * - A task that waits in a get (LeaseBlocked from the node) may wait for a task pushed behind
+ *   it. Its lease gets no pushes until the wait ends; what was pushed behind the waiting task
+ *   comes back to the front of the queue, no retry spent, and goes to another lease (the node
+ *   lent the waiting worker's CPU); TasksRecalled tells the worker, which bounces those
+ *   PushTasks when it reads them (take_back, on_bounce; runtime.fbs).
  * - A worker that dies: its socket closes. Tasks in flight there are retried (requeued at the
  *   front) while they have retries left; the others wait up to REVOKE_WAIT_MS for the node's
  *   LeaseRevoked, whose signal or exit status goes into their error ("worker died: killed by
@@ -23,6 +28,7 @@
  *   on_close came (struct sub.open_conns).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +65,7 @@ struct lease {
 	struct ferry__loop_timer revoke;       /* REVOKE_WAIT_MS */
 	bool revoked;			       /* LeaseRevoked came */
 	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
+	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
 	char why[160];			       /* the worker's death, for errors */
 };
@@ -420,16 +427,74 @@ static void on_revoked(const void *payload)
 		lease_gone(l);
 }
 
-/* A lease's task waits (or runs again): no pushes to it meanwhile; its queue goes elsewhere. */
+/*
+ * The worker bounces what came behind task @after (all that is in flight when @after is not:
+ * its reply came, and every task in flight came after it) until our TasksRecalled of wait
+ * @wait_id: those tasks go first in the class's queue again, in their order, no retry spent.
+ */
+static void take_back(struct lease *l, const struct ferry_task_id *after, uint64_t wait_id)
+{
+	struct ferry__wire_tasks_recalled m = {.wait_id = wait_id};
+	struct ferry__rt_task **pp = &l->inflight, *rest, *last = NULL;
+	struct cls *c = l->cls;
+	size_t n = 0;
+	int ret;
+
+	l->recalled = wait_id;
+	if (!l->conn || sub.stopping)
+		return; /* its tasks end with the socket */
+	for (struct ferry__rt_task *t = l->inflight; after && t; t = t->next)
+		if (ferry_task_id_eq(&t->id, after)) {
+			pp = &t->next;
+			break;
+		}
+	rest = *pp;
+	*pp = NULL;
+	l->inflight_tail = pp;
+	for (struct ferry__rt_task *t = rest; t; t = t->next, n++)
+		last = t;
+	if (rest) {
+		last->next = c->queue;
+		if (!c->queue)
+			c->queue_tail = &last->next;
+		c->queue = rest;
+		c->queued += n;
+		l->ninflight -= (uint32_t)n;
+	}
+	ret = ferry__wire_tasks_recalled_build(&sub.fb, &m);
+	if (ret >= 0)
+		ret = ferry__rt_ring_send(l->ring, l->conn, FERRY__WIRE_MSG_TASKS_RECALLED,
+					  ferry__fb_builder_data(&sub.fb),
+					  ferry__fb_builder_size(&sub.fb));
+	if (ret < 0) { /* the worker would bounce whatever comes next: this lease is done */
+		FLOG_WARN(COMP, "cannot send TasksRecalled to a leased worker: %s: closing it",
+			  ferry_strerror(ret));
+		l->closing = true;
+		ferry__conn_close(l->conn);
+	}
+	FLOG_DEBUG(COMP,
+		   "lease %" PRIu64 ": its task waits (wait %" PRIu64 "), %zu task%s behind "
+		   "it taken back",
+		   l->lease_id, wait_id, n, n == 1 ? "" : "s");
+}
+
+/* A lease's task waits (or runs again): no pushes to it meanwhile; what it holds behind the
+ * waiting task comes back (a wait not recalled yet) and goes elsewhere. */
 static void on_blocked(const void *payload)
 {
 	struct ferry__wire_lease_blocked_view v = ferry__wire_lease_blocked_root_verified(payload);
+	struct ferry__wire_unique_id tid = ferry__wire_lease_blocked_task_id(v);
+	uint64_t wait_id = ferry__wire_lease_blocked_wait_id(v);
+	struct ferry_task_id after;
 	struct cls *c = NULL;
 	struct lease *l = lease_by_id(ferry__wire_lease_blocked_lease_id(v), &c);
 
 	if (!l)
-		return; /* ended meanwhile */
+		return; /* ended meanwhile, or an actor's (its calls wait in order, as Ray's do) */
 	l->blocked = ferry__wire_lease_blocked_blocked(v);
+	memcpy(after.bytes, tid.bytes, sizeof(after.bytes));
+	if (l->blocked && wait_id > l->recalled)
+		take_back(l, &after, wait_id);
 	pump(c);
 }
 
@@ -582,14 +647,33 @@ static struct ferry__rt_task *inflight_take(struct lease *l, const struct ferry_
 	return ferry__rt_task_take(&l->inflight, &l->inflight_tail, &l->ninflight, id);
 }
 
+/* A task the worker did not run (runtime.fbs: PushTaskReply.bounced_wait). Taken back
+ * already when its wait was recalled (a later copy of it may be in flight: left alone). Else
+ * the node did not pass that wait on: the waiting task's reply came before this one, so every
+ * task in flight came after it and is bounced too: all come back now. */
+static void on_bounce(struct lease *l, uint64_t wait_id)
+{
+	if (wait_id <= l->recalled)
+		return;
+	FLOG_DEBUG(COMP, "lease %" PRIu64 ": a task bounced before its wait %" PRIu64 " was known",
+		   l->lease_id, wait_id);
+	take_back(l, NULL, wait_id);
+	pump(l->cls);
+}
+
 static void on_push_reply(struct lease *l, const void *payload)
 {
 	struct ferry__wire_push_task_reply_view v =
 		ferry__wire_push_task_reply_root_verified(payload);
 	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
+	uint64_t bounced = ferry__wire_push_task_reply_bounced_wait(v);
 	struct ferry_task_id id;
 	struct ferry__rt_task *t;
 
+	if (bounced) {
+		on_bounce(l, bounced);
+		return;
+	}
 	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
 	t = inflight_take(l, &id);
 	if (!t) {
@@ -704,11 +788,13 @@ int ferry__rt_sub_connect(void *arg)
 	return node_connect();
 }
 
-int ferry__rt_sub_send_blocked(bool blocked)
+int ferry__rt_sub_send_blocked(bool blocked, const struct ferry_task_id *task, uint64_t wait_id)
 {
-	struct ferry__wire_worker_blocked m = {.blocked = blocked};
+	struct ferry__wire_worker_blocked m = {.blocked = blocked, .wait_id = wait_id};
 	int ret = node_connect();
 
+	if (task)
+		memcpy(m.task_id.bytes, task->bytes, sizeof(m.task_id.bytes));
 	if (ret >= 0)
 		ret = ferry__wire_worker_blocked_build(&sub.fb, &m);
 	if (ret >= 0)

@@ -153,8 +153,9 @@ void ferry__rt_sub_fini(void);
 /* Loop thread (ferry__loop_call): connect to the node's runtime socket now, so that the node
  * knows this driver from the start and frees what it owns if it dies. 0 or -errno (logged). */
 int ferry__rt_sub_connect(void *arg);
-/* Loop thread: tell the node over the owner line that this worker's task waits (or not). */
-int ferry__rt_sub_send_blocked(bool blocked);
+/* Loop thread: tell the node over the owner line that this worker's task waits (or not);
+ * a PushTask's wait names @task and its number @wait_id (else NULL and 0). */
+int ferry__rt_sub_send_blocked(bool blocked, const struct ferry_task_id *task, uint64_t wait_id);
 
 /* init.c: the runtime of a worker process (worker_assign.c calls it once its job loaded):
  * an owner on its node's store and runtime socket, without a GCS client. 0 or -errno;

@@ -12,7 +12,8 @@
  * Owners holding a lease connect, send RuntimeConnect (kind Driver or Worker; frames capped at
  * 8 KiB until then) and PushTask frames; each task runs on the loop thread when its frame
  * arrives (worker_task.c), so a socket's tasks run in order, one task at a time in the whole
- * worker, and each is answered as it finishes. An owner on this host offers a ring pair beside
+ * worker, and each is answered as it finishes; a task that waited in a get has the PushTasks
+ * behind it bounced to their owner instead (worker.h, worker_owner.c). An owner on this host offers a ring pair beside
  * its socket (RingSetup, runtime/ring.h): the same frames then come and go through shared
  * memory too, in the same order, and reach the same on_message. A ref argument's store get
  * blocks the loop until the object is there: the node brings it, or dies, which breaks the get.
@@ -45,9 +46,10 @@
 
 /* An owner's connection. */
 struct owner {
-	struct ferry__worker *w;     /* the worker */
-	struct ferry__rt_ring *ring; /* beside the socket (runtime/ring.h), or NULL */
-	bool greeted;		     /* its RuntimeConnect came */
+	struct ferry__worker *w;	    /* the worker */
+	struct ferry__rt_ring *ring;	    /* beside the socket (runtime/ring.h), or NULL */
+	struct ferry__worker_bounce bounce; /* what came behind a task that waited (worker.h) */
+	bool greeted;			    /* its RuntimeConnect came */
 };
 
 /* ---- environment ---- */
@@ -340,7 +342,10 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 	if (ferry__worker_actor_is_message(type)) {
 		ret = ferry__worker_actor_message(w, conn, type, payload, len, &reply_type);
 	} else if (type == FERRY__WIRE_MSG_PUSH_TASK) {
-		ret = ferry__worker_push_task(w, payload, len);
+		ret = ferry__worker_push_or_bounce(w, &o->bounce, payload, len);
+	} else if (type == FERRY__WIRE_MSG_TASKS_RECALLED) {
+		ferry__worker_tasks_recalled(&o->bounce, payload);
+		return;
 	} else {
 		FLOG_WARN(COMP, "worker %s: owner %s sent %s, not a PushTask: closing", w->id_hex,
 			  ferry__conn_peer(conn), ferry__wire_message_name(type));

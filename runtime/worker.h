@@ -230,6 +230,30 @@ void ferry__worker_owner_stop(void);
  * socket on this host (a task's ref argument is then asked of it, with ferry_get). */
 bool ferry__worker_owner_serves(struct ferry__worker *w, const struct ferry_ref *ref);
 
+/*
+ * A task that waits must not hold back the tasks pushed behind it (issue 23; runtime.fbs:
+ * WorkerBlocked, TasksRecalled). The loop thread runs a socket's tasks in order and cannot
+ * read while a task's function waits; the waits of a PushTask are numbered when the node is
+ * told (worker_owner.c), the owner takes back what it pushed behind that task, and from the
+ * task's end the socket's PushTasks are bounced until its owner's TasksRecalled of that wait.
+ * Actor calls are never bounced: a caller's calls run in order, and a method that waits holds
+ * its actor's queue, as Ray's do.
+ *
+ * ferry__worker_push_or_bounce() - PushTask @payload (verified) from the socket of bounce
+ * state @b: a PushTaskReply that says bounced, or the task run (ferry__worker_push_task()).
+ * ferry__worker_tasks_recalled() - TasksRecalled @payload (verified) for @b. Loop thread.
+ */
+struct ferry__worker_bounce {
+	uint64_t waited;   /* the last wait numbered in a task of this socket */
+	uint64_t recalled; /* the last wait its owner recalled */
+};
+int ferry__worker_push_or_bounce(struct ferry__worker *w, struct ferry__worker_bounce *b,
+				 const void *payload, size_t len);
+void ferry__worker_tasks_recalled(struct ferry__worker_bounce *b, const void *payload);
+/* ferry__worker_bounce_reply() - (worker_task.c) build the bounced PushTaskReply of PushTask
+ * @payload (verified) for wait @wait_id. 0 or -ENOMEM. */
+int ferry__worker_bounce_reply(struct ferry__worker *w, const void *payload, uint64_t wait_id);
+
 /* ferry__worker_setup_reset() - forget the setup function (tests: one process per test). */
 void ferry__worker_setup_reset(void);
 

@@ -11,7 +11,13 @@
  *   count the waits and post one message to the runtime's loop per change of "any waiting";
  *   the loop thread sends the state as it is then (last_sent avoids repeating it), so a wait
  *   that ends before the post ran sends nothing at all.
+ * - A wait told to the node while a PushTask runs gets a number and names that task
+ *   (worker.h: the bounce of what came behind it). The worker's loop thread marks the PushTask
+ *   it runs (push_or_bounce) and the runtime's loop thread numbers the wait, both under
+ *   plain_lock: a number is always taken by the task it names, at that task's end, even when
+ *   the task ended while WorkerBlocked was on its way. plain_lock is never held with another.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,8 +36,30 @@ static unsigned waits;	  /* gets and waits sleeping in a task; under ferry__rt.l
 static bool post_pending; /* a send_state is on its way; under ferry__rt.lock */
 static bool last_sent;	  /* what the node was told; loop thread */
 
+static pthread_mutex_t plain_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ferry_task_id plain_task; /* the PushTask the worker's loop runs; plain_lock */
+static bool plain_running;		/* whether one runs; plain_lock */
+static uint64_t plain_wait;		/* the last wait numbered in it, or 0; plain_lock */
+static uint64_t wait_ids;		/* waits numbered in this process; plain_lock */
+
+/* The wait told to the node now: its number and the PushTask it names (0: none runs). */
+static uint64_t number_wait(struct ferry_task_id *task)
+{
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&plain_lock);
+	if (plain_running) {
+		id = plain_wait = ++wait_ids;
+		*task = plain_task;
+	}
+	pthread_mutex_unlock(&plain_lock);
+	return id;
+}
+
 static void send_state(void *arg, int status)
 {
+	struct ferry_task_id task;
+	uint64_t wait_id = 0;
 	bool want;
 
 	(void)arg;
@@ -41,8 +69,46 @@ static void send_state(void *arg, int status)
 	pthread_mutex_unlock(&ferry__rt.lock);
 	if (status < 0 || want == last_sent)
 		return;
-	if (ferry__rt_sub_send_blocked(want) == 0)
+	if (want)
+		wait_id = number_wait(&task);
+	/* A numbered wait that is not sent still bounces: the owner learns of it from the
+	 * bounce (runtime/lease.c: on_bounce). */
+	if (ferry__rt_sub_send_blocked(want, wait_id ? &task : NULL, wait_id) == 0)
 		last_sent = want;
+}
+
+int ferry__worker_push_or_bounce(struct ferry__worker *w, struct ferry__worker_bounce *b,
+				 const void *payload, size_t len)
+{
+	struct ferry__wire_unique_id tid;
+	uint64_t waited;
+	int ret;
+
+	if (b->waited > b->recalled)
+		return ferry__worker_bounce_reply(w, payload, b->waited);
+	tid = ferry__wire_push_task_task_id(ferry__wire_push_task_root_verified(payload));
+	pthread_mutex_lock(&plain_lock);
+	memcpy(plain_task.bytes, tid.bytes, sizeof(plain_task.bytes));
+	plain_running = true;
+	plain_wait = 0;
+	pthread_mutex_unlock(&plain_lock);
+	ret = ferry__worker_push_task(w, payload, len);
+	pthread_mutex_lock(&plain_lock);
+	plain_running = false;
+	waited = plain_wait;
+	pthread_mutex_unlock(&plain_lock);
+	if (waited > b->waited)
+		b->waited = waited;
+	return ret;
+}
+
+void ferry__worker_tasks_recalled(struct ferry__worker_bounce *b, const void *payload)
+{
+	uint64_t wait_id = ferry__wire_tasks_recalled_wait_id(
+		ferry__wire_tasks_recalled_root_verified(payload));
+
+	if (wait_id > b->recalled)
+		b->recalled = wait_id;
 }
 
 static void post_state(void)
@@ -73,6 +139,10 @@ void ferry__rt_block_reset(void)
 	waits = 0;
 	post_pending = false;
 	last_sent = false;
+	pthread_mutex_lock(&plain_lock);
+	plain_running = false;
+	plain_wait = 0;
+	pthread_mutex_unlock(&plain_lock);
 }
 
 /* What the runtime names itself with; copies, since WorkerAssign's bytes go with its frame. */

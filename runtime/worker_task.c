@@ -653,6 +653,17 @@ int ferry__worker_error_reply(struct ferry__worker *w, const struct ferry__wire_
 	return ferry__wire_push_task_reply_build(reply_fb(w), &m);
 }
 
+int ferry__worker_bounce_reply(struct ferry__worker *w, const void *payload, uint64_t wait_id)
+{
+	struct ferry__wire_push_task_reply m = {
+		.task_id =
+			ferry__wire_push_task_task_id(ferry__wire_push_task_root_verified(payload)),
+		.bounced_wait = wait_id};
+
+	memcpy(m.node_id.bytes, w->node_id.bytes, sizeof(m.node_id.bytes));
+	return ferry__wire_push_task_reply_build(reply_fb(w), &m);
+}
+
 int ferry__worker_call(struct ferry__worker *w, ferry_task_fn fn,
 		       const struct ferry__worker_buf *args, size_t nargs, void **out,
 		       size_t *out_len, char *msg, size_t msg_size)

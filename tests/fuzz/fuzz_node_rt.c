@@ -153,7 +153,8 @@ int fuzz_make_corpus(const char *dir)
 	bad |= seed(dir, "seed-assign-reply", 3, &b, ferry__wire_worker_assign_reply_build(&b, &a));
 	bad |= seed(dir, "seed-worker-blocked", 4, &b,
 		    ferry__wire_worker_blocked_build(
-			    &b, &(struct ferry__wire_worker_blocked){.blocked = true}));
+			    &b, &(struct ferry__wire_worker_blocked){
+					.blocked = true, .task_id = {{9, 1}}, .wait_id = 1}));
 	bad |= seed(
 		dir, "seed-lease-detach", 5, &b,
 		ferry__wire_lease_detach_build(&b, &(struct ferry__wire_lease_detach){

@@ -3,7 +3,8 @@
  * libFuzzer target for a worker's message handling (runtime/worker*.c): the input is a byte
  * stream of frames as an owner (or the node) would send them to a worker; each frame that the
  * wire verifier accepts goes where the worker sends it: RuntimeConnect to the owner check,
- * PushTask to the task runner (decode, checks, the function by name, returns, the reply), and
+ * PushTask to the task runner (decode, checks, the function by name, returns, the reply; or its
+ * bounce, as after a task that waited, until a TasksRecalled), and
  * WorkerAssign to the job check of a worker that already serves a job (so that no input makes
  * it open or load a file), and ActorCreate / ActorCall / ActorKill to the worker's actor
  * (worker_actor.c: the class below, its methods, unknown ones), and a compiled graph's
@@ -113,7 +114,8 @@ static void check_reply(struct ferry__worker *w, uint16_t type)
 	}
 }
 
-static void handle(struct ferry__worker *w, const struct ferry__frame *f)
+static void handle(struct ferry__worker *w, struct ferry__worker_bounce *bounce,
+		   const struct ferry__frame *f)
 {
 	char why[160];
 
@@ -124,8 +126,11 @@ static void handle(struct ferry__worker *w, const struct ferry__frame *f)
 		(void)ferry__worker_check_connect(f->payload, f->length, why, sizeof(why));
 		break;
 	case FERRY__WIRE_MSG_PUSH_TASK:
-		if (ferry__worker_push_task(w, f->payload, f->length) == 0)
+		if (ferry__worker_push_or_bounce(w, bounce, f->payload, f->length) == 0)
 			check_reply(w, FERRY__WIRE_MSG_PUSH_TASK_REPLY);
+		break;
+	case FERRY__WIRE_MSG_TASKS_RECALLED:
+		ferry__worker_tasks_recalled(bounce, f->payload);
 		break;
 	case FERRY__WIRE_MSG_WORKER_ASSIGN:
 		if (ferry__worker_assign(w, f->payload, f->length) == 0)
@@ -164,6 +169,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ferry__worker w;
 	struct ferry__frame_parser p;
 	struct ferry__frame f;
+	/* As after a task that waited (wait 1): PushTasks bounce until a TasksRecalled of it. */
+	struct ferry__worker_bounce bounce = {.waited = 1};
 	int ret;
 
 	if (!quiet) {
@@ -176,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ferry__frame_parser_init(&p, FUZZ_MAX_LENGTH);
 	ret = ferry__frame_parser_feed(&p, data, size);
 	while (ret >= 0 && (ret = ferry__frame_parser_next(&p, &f)) == 1)
-		handle(&w, &f);
+		handle(&w, &bounce, &f);
 	ferry__frame_parser_fini(&p);
 	ferry__worker_graph_fini(&w);
 	ferry__worker_actor_fini(&w);
@@ -230,6 +237,10 @@ static int seed_tasks(FILE *f, struct ferry__fb_builder *b)
 	int ret = ferry__wire_runtime_connect_build(b, &rc);
 
 	ret |= write_frame(f, b, FERRY__WIRE_MSG_RUNTIME_CONNECT);
+	ret |= write_task(f, b, "echo", args, 1, 1, 1000); /* bounced (wait 1) */
+	ret |= ferry__wire_tasks_recalled_build(b,
+						&(struct ferry__wire_tasks_recalled){.wait_id = 1});
+	ret |= write_frame(f, b, FERRY__WIRE_MSG_TASKS_RECALLED);
 	ret |= write_task(f, b, "echo", args, 1, 1, 1000);
 	ret |= write_task(f, b, "fill", args, 3, 3, 100);
 	ret |= write_task(f, b, "fail", args, 2, 1, 0);

@@ -114,3 +114,51 @@ FTEST(a_waiting_task_does_not_hold_back_the_task_it_waits_for)
 	ferry_ref_drop(&c);
 	ferry_shutdown();
 }
+
+/* The tasks pushed behind a task that waits go to another worker and run there once: each is
+ * taken back by its owner and bounced by the waiting task's worker, never run by both (tally
+ * appends a line per run). */
+FTEST(the_tasks_behind_a_waiting_task_run_elsewhere_once)
+{
+	enum { BEHIND = 4 };
+	int64_t ms = 300, got = 0;
+	struct ferry_ref c, b, a, t[BEHIND];
+	struct ferry_view v;
+	char path[256], lines[64] = {0};
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/tally", ftest_tmpdir());
+	init_job(1);
+	ftest_assert_ok(ferry_submit("nap", &(struct ferry_arg){.data = &ms, .len = sizeof(ms)}, 1,
+				     NULL, &c));
+	ftest_assert_ok(ferry_submit("twice", &(struct ferry_arg){.ref = &c}, 1, NULL, &b));
+	ftest_assert_ok(ferry_submit("await_ref", &(struct ferry_arg){.data = &b, .len = sizeof(b)},
+				     1, NULL, &a));
+	for (int64_t i = 0; i < BEHIND; i++) {
+		struct ferry_arg args[2] = {{.data = path, .len = strlen(path)},
+					    {.data = &i, .len = sizeof(i)}};
+
+		ftest_assert_ok(ferry_submit("tally", args, 2, NULL, &t[i]));
+	}
+	for (int64_t i = 0; i < BEHIND; i++) {
+		ftest_assert_ok(ferry_get(&t[i], 20000, &v));
+		memcpy(&got, v.data, sizeof(got));
+		ferry_release(&v);
+		ftest_assert_int_eq(got, 2 * i);
+		ferry_ref_drop(&t[i]);
+	}
+	ftest_assert_ok(ferry_get(&a, 20000, &v));
+	memcpy(&got, v.data, sizeof(got));
+	ferry_release(&v);
+	ftest_assert_int_eq(got, 600);
+	ferry_ref_drop(&a);
+	ferry_ref_drop(&b);
+	ferry_ref_drop(&c);
+	/* The waiting task's worker read what came behind it right after answering it, before
+	 * its lease went back: a task it ran as well as the other worker counts twice. */
+	ferry_shutdown();
+	f = fopen(path, "r");
+	ftest_assert_true(f != NULL);
+	ftest_assert_uint_eq(fread(lines, 1, sizeof(lines) - 1, f), 4 * BEHIND);
+	fclose(f);
+}

@@ -55,18 +55,27 @@ FERRY_FUNCTION(fail)
 	return -EINVAL;
 }
 
+/* Argument @i as a NUL-terminated path in @path (@size bytes). 0 or -EINVAL. */
+static int path_arg(struct ferry_task_ctx *ctx, size_t i, char *path, size_t size)
+{
+	const void *p;
+	size_t n;
+
+	if (ferry_task_arg(ctx, i, &p, &n) < 0 || n == 0 || n >= size)
+		return -EINVAL;
+	memcpy(path, p, n);
+	path[n] = 0;
+	return 0;
+}
+
 /* The marker file @arg 0 (a path): absent, it is made and the worker dies. */
 FERRY_FUNCTION(kill_once)
 {
 	char path[256];
-	const void *p;
-	size_t n;
 	int fd;
 
-	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n == 0 || n >= sizeof(path))
+	if (path_arg(ctx, 0, path, sizeof(path)) < 0)
 		return ferry_task_error(ctx, "kill_once takes a path");
-	memcpy(path, p, n);
-	path[n] = 0;
 	fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		close(fd);
@@ -206,14 +215,10 @@ FERRY_FUNCTION(hand_out)
 FERRY_FUNCTION(hang)
 {
 	char path[256], pid[32];
-	const void *p;
-	size_t n;
 	int fd, len;
 
-	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n == 0 || n >= sizeof(path))
+	if (path_arg(ctx, 0, path, sizeof(path)) < 0)
 		return ferry_task_error(ctx, "hang takes a path");
-	memcpy(path, p, n);
-	path[n] = 0;
 	len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
 	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
 	if (fd < 0 || write(fd, pid, (size_t)len) != len)
@@ -336,6 +341,26 @@ FERRY_FUNCTION(await_ref)
 	if (ret < 0)
 		return ferry_task_error(ctx, "await_ref: %s", ferry_strerror(ret));
 	return ferry_task_return(ctx, 0, &out, sizeof(out));
+}
+
+/* tally(path, x): appends a line to the file @path (a test counts the runs), returns 2x. */
+FERRY_FUNCTION(tally)
+{
+	char path[256];
+	int64_t x;
+	int fd;
+
+	if (path_arg(ctx, 0, path, sizeof(path)) < 0 || int64_arg(ctx, 1, &x) < 0)
+		return ferry_task_error(ctx, "tally takes a path and an int64");
+	fd = open(path, O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, "ran\n", 4) != 4) {
+		if (fd >= 0)
+			close(fd);
+		return ferry_task_error(ctx, "tally: cannot append to %s", path);
+	}
+	close(fd);
+	x *= 2;
+	return ferry_task_return(ctx, 0, &x, sizeof(x));
 }
 
 /* echo(bytes): returns its argument (a large one tests what does not fit a ring's slot). */
