@@ -215,6 +215,16 @@ void ferry__loop_stop(struct ferry__loop *loop)
 	wake(loop);
 }
 
+int ferry__loop_submit(struct ferry__loop *loop)
+{
+	int ret;
+
+	if (!loop->ring_enabled)
+		return 0; /* not run yet: the first pass submits */
+	ret = io_uring_submit(&loop->ring);
+	return ret < 0 ? ret : 0;
+}
+
 /* ---- completion dispatch ---- */
 
 static void on_hold_done(struct ferry__loop_timer *timer, int status)

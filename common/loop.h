@@ -186,6 +186,13 @@ void ferry__loop_thread_run(struct ferry__loop *loop, const char *name, const ch
 void ferry__loop_stop(struct ferry__loop *loop);
 
 /*
+ * ferry__loop_submit() - hand the kernel the operations queued so far, now instead of at the
+ * end of the pass: for a callback that is about to wait long (a worker's task that waits in a
+ * get, while the replies before it are queued). Loop thread. 0 or -errno.
+ */
+int ferry__loop_submit(struct ferry__loop *loop);
+
+/*
  * ferry__loop_post() - run @fn(@arg, 0) on the loop thread soon. Any thread. Returns 0: @fn is
  * then called exactly once, from a later pass of ferry__loop_run(), or with -ECANCELED from
  * ferry__loop_destroy() if the loop never ran it (a post racing with stop is kept for the next

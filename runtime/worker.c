@@ -342,7 +342,7 @@ static void on_owner_message(struct ferry__conn *conn, uint16_t type, const void
 	if (ferry__worker_actor_is_message(type)) {
 		ret = ferry__worker_actor_message(w, conn, type, payload, len, &reply_type);
 	} else if (type == FERRY__WIRE_MSG_PUSH_TASK) {
-		ret = ferry__worker_push_or_bounce(w, &o->bounce, payload, len);
+		ret = ferry__worker_push_or_bounce(w, &o->bounce, conn, payload, len);
 	} else if (type == FERRY__WIRE_MSG_TASKS_RECALLED) {
 		ferry__worker_tasks_recalled(&o->bounce, payload);
 		return;

@@ -239,8 +239,9 @@ bool ferry__worker_owner_serves(struct ferry__worker *w, const struct ferry_ref 
  * Actor calls are never bounced: a caller's calls run in order, and a method that waits holds
  * its actor's queue, as Ray's do.
  *
- * ferry__worker_push_or_bounce() - PushTask @payload (verified) from the socket of bounce
- * state @b: a PushTaskReply that says bounced, or the task run (ferry__worker_push_task()).
+ * ferry__worker_push_or_bounce() - PushTask @payload (verified) from socket @conn (NULL: none,
+ * the fuzz target) of bounce state @b: a PushTaskReply that says bounced, or the task run
+ * (ferry__worker_push_task(); if it waits, the replies queued on @conn are sent first).
  * ferry__worker_tasks_recalled() - TasksRecalled @payload (verified) for @b. Loop thread.
  */
 struct ferry__worker_bounce {
@@ -248,7 +249,7 @@ struct ferry__worker_bounce {
 	uint64_t recalled; /* the last wait its owner recalled */
 };
 int ferry__worker_push_or_bounce(struct ferry__worker *w, struct ferry__worker_bounce *b,
-				 const void *payload, size_t len);
+				 struct ferry__conn *conn, const void *payload, size_t len);
 void ferry__worker_tasks_recalled(struct ferry__worker_bounce *b, const void *payload);
 /* ferry__worker_bounce_reply() - (worker_task.c) build the bounced PushTaskReply of PushTask
  * @payload (verified) for wait @wait_id. 0 or -ENOMEM. */

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/sha256.h"
@@ -41,6 +42,8 @@ static struct ferry_task_id plain_task; /* the PushTask the worker's loop runs; 
 static bool plain_running;		/* whether one runs; plain_lock */
 static uint64_t plain_wait;		/* the last wait numbered in it, or 0; plain_lock */
 static uint64_t wait_ids;		/* waits numbered in this process; plain_lock */
+/* The socket of the PushTask the calling thread runs (the worker's loop thread), or NULL. */
+static _Thread_local struct ferry__conn *plain_conn;
 
 /* The wait told to the node now: its number and the PushTask it names (0: none runs). */
 static uint64_t number_wait(struct ferry_task_id *task)
@@ -78,7 +81,7 @@ static void send_state(void *arg, int status)
 }
 
 int ferry__worker_push_or_bounce(struct ferry__worker *w, struct ferry__worker_bounce *b,
-				 const void *payload, size_t len)
+				 struct ferry__conn *conn, const void *payload, size_t len)
 {
 	struct ferry__wire_unique_id tid;
 	uint64_t waited;
@@ -92,7 +95,9 @@ int ferry__worker_push_or_bounce(struct ferry__worker *w, struct ferry__worker_b
 	plain_running = true;
 	plain_wait = 0;
 	pthread_mutex_unlock(&plain_lock);
+	plain_conn = conn;
 	ret = ferry__worker_push_task(w, payload, len);
+	plain_conn = NULL;
 	pthread_mutex_lock(&plain_lock);
 	plain_running = false;
 	waited = plain_wait;
@@ -121,6 +126,12 @@ bool ferry__rt_block(void)
 {
 	if (!ferry__rt.worker || !ferry__rt.loop || !ferry__worker_task_running())
 		return false;
+	/* The replies of the tasks before this one may still be queued on its socket, written at
+	 * the end of the worker's loop pass, after this task: what it waits for may need them. */
+	if (plain_conn) {
+		ferry__conn_flush(plain_conn);
+		(void)ferry__loop_submit(ferry__conn_loop(plain_conn));
+	}
 	if (waits++ == 0)
 		post_state();
 	return true;

@@ -126,7 +126,7 @@ static void handle(struct ferry__worker *w, struct ferry__worker_bounce *bounce,
 		(void)ferry__worker_check_connect(f->payload, f->length, why, sizeof(why));
 		break;
 	case FERRY__WIRE_MSG_PUSH_TASK:
-		if (ferry__worker_push_or_bounce(w, bounce, f->payload, f->length) == 0)
+		if (ferry__worker_push_or_bounce(w, bounce, NULL, f->payload, f->length) == 0)
 			check_reply(w, FERRY__WIRE_MSG_PUSH_TASK_REPLY);
 		break;
 	case FERRY__WIRE_MSG_TASKS_RECALLED:
