@@ -80,7 +80,7 @@ struct ferry__node_opts {
 				  * this program, else in PATH (none: no workers) */
 	int32_t num_workers;	 /* prestarted; 0: the node's CPUs rounded up; < 0: none (workers
 				  * start on demand only) */
-	uint32_t max_workers;	 /* at most; 0: 4 x CPUs (never below num_workers) */
+	uint32_t max_workers;	 /* at most, less those that wait; 0: 4 x CPUs (>= num_workers) */
 	uint32_t worker_idle_ms; /* workers above num_workers idle this long end; 0: 10000 */
 	/* The GCS declared this node dead (its ID never comes back): called once on the node's
 	 * loop thread after the log line; the daemon stops. NULL: the node only stops beating. */
