@@ -3,7 +3,8 @@
  * A job's code for the worker tests (test_worker.c): loaded by the real ferry-worker with
  * dlopen, as a job's library is. add needs its worker setup to have run; echo returns its
  * argument (copied: inline or through the store by size); fail reports an error; big writes N
- * bytes in place; crash dies; misuse checks that bad contexts and indexes are refused.
+ * bytes in place; crash dies; misuse checks that bad contexts and indexes are refused;
+ * wait_foreign waits in ferry_wait (the worker tells its node so).
  */
 #include <errno.h>
 #include <signal.h>
@@ -108,4 +109,25 @@ FERRY_FUNCTION(misuse)
 	    ferry_task_return(ctx, 0, "ok", 2) != -EEXIST)
 		return ferry_task_error(ctx, "a return set twice was accepted");
 	return 0;
+}
+
+/* wait_foreign(ms): ferry_wait up to @ms for an object of another owner that never comes (no
+ * such owner): returns how many were ready (0). */
+FERRY_FUNCTION(wait_foreign)
+{
+	struct ferry_ref ref;
+	const void *p;
+	size_t n;
+	int64_t ms, count;
+	int ready = 0;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0 || n != sizeof(ms))
+		return ferry_task_error(ctx, "wait_foreign takes an int64 of ms");
+	memcpy(&ms, p, sizeof(ms));
+	ferry_object_id_random(&ref.id);
+	ferry_worker_id_random(&ref.owner);
+	count = ferry_wait(&ref, 1, 1, ms, &ready);
+	if (count < 0)
+		return ferry_task_error(ctx, "ferry_wait: %d", (int)count);
+	return ferry_task_return(ctx, 0, &count, sizeof(count));
 }

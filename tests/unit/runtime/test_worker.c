@@ -8,7 +8,8 @@
  * their messages, unknown functions, libraries that fail to load, malformed messages, and that
  * the worker exits (removing its socket) when its node goes or on SIGTERM. A retried task whose
  * return an earlier attempt sealed succeeds; a ref argument that never appears fails the task
- * with -ETIMEDOUT ($FERRY_ARG_TIMEOUT_MS) instead of hanging the worker.
+ * with -ETIMEDOUT ($FERRY_ARG_TIMEOUT_MS) instead of hanging the worker. A task that waits
+ * has the PushTasks behind it bounced until its owner's TasksRecalled (issue 23).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -32,31 +33,34 @@
 #define MIB (1u << 20)
 
 struct sim {
-	struct ferry__loop *loop;      /* the test's: node side and owner side */
-	struct ferry__conn_server *rt; /* the node's runtime socket */
-	struct ferry__conn *node_side; /* the worker's connection to it */
-	struct ferry__conn *owner;     /* the owner's connection to the worker */
-	struct ferry__fb_builder fb;   /* messages */
-	struct test_store store;       /* the store (a child) */
-	pid_t worker_pid;	       /* the worker */
-	char rt_path[108];	       /* the node's runtime socket */
-	struct ferry_worker_id wid;    /* the worker's ID */
-	struct ferry_node_id nid;      /* the node's */
-	struct ferry_job_id job;       /* the job */
-	struct ferry_worker_id caller; /* the owner's ID */
-	uint8_t secret[16];	       /* the worker's secret */
-	int refuse;		       /* RuntimeConnectReply status */
-	bool got_connect;	       /* the worker's RuntimeConnect came */
-	bool connect_ok;	       /* with its ID, secret, pid and kind */
-	char listen_path[108];	       /* what it said it serves */
-	bool node_side_closed;	       /* its connection closed */
-	int assign_replies;	       /* WorkerAssignReply count */
-	int assign_status;	       /* the last one's */
-	char assign_message[1024];     /* the last one's */
-	bool owner_closed;	       /* the owner's connection closed */
-	int replies;		       /* PushTaskReply count */
-	bool stop_on_reply;	       /* a push waits: stop the loop at its reply */
-	uint8_t *reply;		       /* the last one's payload (copy) */
+	struct ferry__loop *loop;	/* the test's: node side and owner side */
+	struct ferry__conn_server *rt;	/* the node's runtime socket */
+	struct ferry__conn *node_side;	/* the worker's connection to it */
+	struct ferry__conn *owner;	/* the owner's connection to the worker */
+	struct ferry__fb_builder fb;	/* messages */
+	struct test_store store;	/* the store (a child) */
+	pid_t worker_pid;		/* the worker */
+	char rt_path[108];		/* the node's runtime socket */
+	struct ferry_worker_id wid;	/* the worker's ID */
+	struct ferry_node_id nid;	/* the node's */
+	struct ferry_job_id job;	/* the job */
+	struct ferry_worker_id caller;	/* the owner's ID */
+	uint8_t secret[16];		/* the worker's secret */
+	int refuse;			/* RuntimeConnectReply status */
+	bool got_connect;		/* the worker's RuntimeConnect came */
+	bool connect_ok;		/* with its ID, secret, pid and kind */
+	char listen_path[108];		/* what it said it serves */
+	bool node_side_closed;		/* its connection closed */
+	int assign_replies;		/* WorkerAssignReply count */
+	int assign_status;		/* the last one's */
+	char assign_message[1024];	/* the last one's */
+	bool owner_closed;		/* the owner's connection closed */
+	int replies;			/* PushTaskReply count */
+	bool stop_on_reply;		/* a push waits: stop the loop at its reply */
+	uint8_t *reply;			/* the last one's payload (copy) */
+	struct ferry__conn *owner_line; /* the worker's runtime as an owner (its 2nd connection) */
+	uint64_t blocked_wait;		/* the last WorkerBlocked's wait_id (blocked true) */
+	struct ferry_task_id blocked_task; /* and its task */
 };
 
 static struct sim S;
@@ -132,13 +136,47 @@ static void on_node_close(struct ferry__conn *conn, int err)
 static const struct ferry__conn_callbacks node_cb = {.on_message = on_node_message,
 						     .on_close = on_node_close};
 
+/* The worker's owner line: what its tasks' waits tell the node. */
+static void on_line_message(struct ferry__conn *conn, uint16_t type, const void *payload,
+			    size_t len)
+{
+	struct ferry__wire_worker_blocked_view v;
+	struct ferry__wire_unique_id tid;
+
+	(void)conn;
+	(void)len;
+	if (type != FERRY__WIRE_MSG_WORKER_BLOCKED)
+		return; /* its RuntimeConnect: it needs no answer to send */
+	v = ferry__wire_worker_blocked_root_verified(payload);
+	if (!ferry__wire_worker_blocked_blocked(v))
+		return;
+	tid = ferry__wire_worker_blocked_task_id(v);
+	memcpy(S.blocked_task.bytes, tid.bytes, 16);
+	S.blocked_wait = ferry__wire_worker_blocked_wait_id(v);
+}
+
+static void on_line_close(struct ferry__conn *conn, int err)
+{
+	(void)conn;
+	(void)err;
+	S.owner_line = NULL;
+}
+
+static const struct ferry__conn_callbacks line_cb = {.on_message = on_line_message,
+						     .on_close = on_line_close};
+
 static void on_rt_accept(struct ferry__conn_server *srv, struct ferry__conn *conn, const void *hs,
 			 size_t len)
 {
 	(void)srv;
 	(void)hs;
 	(void)len;
-	ftest_assert_ptr_null(S.node_side);
+	if (S.node_side) { /* its tasks wait or submit: the worker's runtime joins */
+		ftest_assert_ptr_null(S.owner_line);
+		S.owner_line = conn;
+		ferry__conn_set_callbacks(conn, &line_cb, NULL);
+		return;
+	}
 	S.node_side = conn;
 }
 
@@ -206,7 +244,10 @@ static void sim_start(int refuse)
 	ferry_worker_id_random(&S.caller);
 	ferry_id_random(S.secret, sizeof(S.secret));
 	store_start();
-	snprintf(S.rt_path, sizeof(S.rt_path), "%s/store.sock.rt", ftest_tmpdir());
+	/* Beside the store, as a node's: the worker's runtime finds it there for its owner line. */
+	ftest_assert_true(strlen(S.store.path) + 4 <= sizeof(S.rt_path));
+	memcpy(S.rt_path, S.store.path, strlen(S.store.path));
+	memcpy(S.rt_path + strlen(S.store.path), ".rt", 4);
 	ftest_assert_ok(ferry__loop_create(NULL, &S.loop));
 	ftest_assert_ok(ferry__conn_server_listen_unix(S.loop, S.rt_path, &so, &S.rt));
 	S.worker_pid = spawn_worker(true, -1);
@@ -328,15 +369,14 @@ struct task {
 	bool given_id;			     /* send it with id as set */
 };
 
-/* Push @t and wait for its reply (true) or the socket's close (false). */
-static bool push(struct task *t)
+/* Send @t's PushTask; no wait. */
+static void push_send(struct task *t)
 {
 	struct ferry__wire_push_task m = {.function = t->fn,
 					  .args = t->args,
 					  .args_count = t->nargs,
 					  .num_returns = t->num_returns ? t->num_returns : 1,
 					  .inline_max = t->inline_max ? t->inline_max : 100 * KIB};
-	int before = S.replies;
 
 	if (!t->nil_id && !t->given_id)
 		ferry_task_id_random(&t->id);
@@ -345,12 +385,28 @@ static bool push(struct task *t)
 	memcpy(m.caller.bytes, S.caller.bytes, 16);
 	ftest_assert_ok(ferry__wire_push_task_build(&S.fb, &m));
 	send_built(S.owner, FERRY__WIRE_MSG_PUSH_TASK);
+}
+
+/* Run until @n replies came in all (true) or the socket closed (false). */
+static bool wait_replies(int n)
+{
+	int before = n - 1;
+
 	/* Stopped by the reply (or the close) itself: a polling wait would add its period. */
 	S.stop_on_reply = true;
 	while (!replied_or_closed(&before))
 		ftest_assert_ok(ferry__loop_run(S.loop));
 	S.stop_on_reply = false;
 	return S.replies > before;
+}
+
+/* Push @t and wait for its reply (true) or the socket's close (false). */
+static bool push(struct task *t)
+{
+	int before = S.replies;
+
+	push_send(t);
+	return wait_replies(before + 1);
 }
 
 static struct ferry__wire_push_task_reply_view reply(const struct task *t)
@@ -390,6 +446,57 @@ static void sim_ready(void)
 static bool str_has(const char *s, const char *part);
 
 /* ---- tests ---- */
+
+static bool blocked_seen(void *arg)
+{
+	(void)arg;
+	return S.blocked_wait != 0;
+}
+
+/* A task that waits (in ferry_wait, 300 ms) with a task pushed behind it: the worker tells its
+ * node of the wait on its owner line, naming the task and numbering the wait, and bounces the
+ * task behind (not run) until its owner's TasksRecalled of that wait; pushed again, it runs. */
+FTEST(a_task_behind_a_waiting_task_bounces_until_recalled)
+{
+	int64_t ms = 300, a = 2, b = 3, got = -1;
+	struct task waits = {.fn = "wait_foreign", .nargs = 1}, behind = {.fn = "add", .nargs = 2};
+	struct ferry__wire_push_task_reply_view v;
+	uint64_t wait_id;
+	int before;
+
+	sim_ready();
+	waits.args[0] = inline_arg(&ms, sizeof(ms));
+	behind.args[0] = inline_arg(&a, sizeof(a));
+	behind.args[1] = inline_arg(&b, sizeof(b));
+	before = S.replies;
+	push_send(&waits);
+	push_send(&behind);
+	ftest_assert_true(wait_replies(before + 2));
+	run_until(S.loop, blocked_seen, NULL);
+	ftest_assert_mem_eq(S.blocked_task.bytes, waits.id.bytes, 16);
+	wait_id = S.blocked_wait;
+	v = reply(&behind); /* the last reply: the one behind */
+	ftest_assert_uint_eq(ferry__wire_push_task_reply_bounced_wait(v), wait_id);
+	ftest_assert_uint_eq(ferry__wire_push_task_reply_returns_count(v), 0);
+	/* Still bounced: its owner has not recalled that wait. */
+	ftest_assert_true(push(&behind));
+	ftest_assert_uint_eq(ferry__wire_push_task_reply_bounced_wait(reply(&behind)), wait_id);
+	ftest_assert_ok(ferry__wire_tasks_recalled_build(
+		&S.fb, &(struct ferry__wire_tasks_recalled){.wait_id = wait_id}));
+	send_built(S.owner, FERRY__WIRE_MSG_TASKS_RECALLED);
+	ftest_assert_true(push(&behind));
+	v = reply(&behind);
+	ftest_assert_uint_eq(ferry__wire_push_task_reply_bounced_wait(v), 0);
+	ftest_assert_int_eq(ferry__wire_push_task_reply_status(v), 0);
+	ftest_assert_uint_eq(ferry__wire_push_task_reply_returns_count(v), 1);
+	ftest_assert_ptr_notnull(
+		ferry__wire_task_return_data_data(ferry__wire_push_task_reply_returns_at(v, 0)));
+	memcpy(&got,
+	       ferry__wire_task_return_data_data(ferry__wire_push_task_reply_returns_at(v, 0)),
+	       sizeof(got));
+	ftest_assert_int_eq(got, 5);
+	sim_stop();
+}
 
 FTEST(add_returns_5)
 {
