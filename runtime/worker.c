@@ -13,10 +13,11 @@
  * 8 KiB until then) and PushTask frames; each task runs on the loop thread when its frame
  * arrives (worker_task.c), so a socket's tasks run in order, one task at a time in the whole
  * worker, and each is answered as it finishes; a task that waited in a get has the PushTasks
- * behind it bounced to their owner instead (worker.h, worker_owner.c). An owner on this host offers a ring pair beside
- * its socket (RingSetup, runtime/ring.h): the same frames then come and go through shared
- * memory too, in the same order, and reach the same on_message. A ref argument's store get
- * blocks the loop until the object is there: the node brings it, or dies, which breaks the get.
+ * behind it bounced to their owner instead (worker.h, worker_owner.c). An owner on this host
+ * offers a ring pair beside its socket (RingSetup, runtime/ring.h): the same frames then come
+ * and go through shared memory too, in the same order, and reach the same on_message. A ref
+ * argument's store get blocks the loop until the object is there: the node brings it, or
+ * dies, which breaks the get.
  * A worker never outlives its node: when the node's socket closes the loop stops; SIGTERM and
  * SIGINT (blocked by main, read from a signalfd) stop it too. Then the loop is destroyed
  * (every connection closes), the listen path removed and the store disconnected.

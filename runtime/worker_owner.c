@@ -17,6 +17,7 @@
  *   plain_lock: a number is always taken by the task it names, at that task's end, even when
  *   the task ended while WorkerBlocked was on its way. plain_lock is never held with another.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -112,6 +113,16 @@ void ferry__worker_tasks_recalled(struct ferry__worker_bounce *b, const void *pa
 	uint64_t wait_id = ferry__wire_tasks_recalled_wait_id(
 		ferry__wire_tasks_recalled_root_verified(payload));
 
+	/* A wait is taken by its socket at its task's end, before the socket's next frame is
+	 * read: a TasksRecalled of a later one is the owner's mistake, and heeding it would stop
+	 * the bounces of waits to come. */
+	if (wait_id > b->waited) {
+		FLOG_WARN(COMP,
+			  "TasksRecalled of wait %" PRIu64 ", which no task of its socket had "
+			  "(the last: %" PRIu64 "): ignored",
+			  wait_id, b->waited);
+		return;
+	}
 	if (wait_id > b->recalled)
 		b->recalled = wait_id;
 }

@@ -455,7 +455,8 @@ static bool blocked_seen(void *arg)
 
 /* A task that waits (in ferry_wait, 300 ms) with a task pushed behind it: the worker tells its
  * node of the wait on its owner line, naming the task and numbering the wait, and bounces the
- * task behind (not run) until its owner's TasksRecalled of that wait; pushed again, it runs. */
+ * task behind (not run) until its owner's TasksRecalled of that wait; pushed again, it runs.
+ * A TasksRecalled of a wait that did not happen is ignored. */
 FTEST(a_task_behind_a_waiting_task_bounces_until_recalled)
 {
 	int64_t ms = 300, a = 2, b = 3, got = -1;
@@ -495,6 +496,15 @@ FTEST(a_task_behind_a_waiting_task_bounces_until_recalled)
 	       ferry__wire_task_return_data_data(ferry__wire_push_task_reply_returns_at(v, 0)),
 	       sizeof(got));
 	ftest_assert_int_eq(got, 5);
+	/* A recall of a wait its tasks never had is ignored: the next wait still bounces. */
+	ftest_assert_ok(ferry__wire_tasks_recalled_build(
+		&S.fb, &(struct ferry__wire_tasks_recalled){.wait_id = wait_id + 1}));
+	send_built(S.owner, FERRY__WIRE_MSG_TASKS_RECALLED);
+	before = S.replies;
+	push_send(&waits);
+	push_send(&behind);
+	ftest_assert_true(wait_replies(before + 2));
+	ftest_assert_uint_eq(ferry__wire_push_task_reply_bounced_wait(reply(&behind)), wait_id + 1);
 	sim_stop();
 }
 
