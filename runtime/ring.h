@@ -6,6 +6,7 @@
  * into it. ring_conn.c puts a ring pair beside a worker's socket on the runtime's loops: setup
  * over the socket (RingSetup, the memfd passed with SCM_RIGHTS), the wait (the loop's spin,
  * then an eventfd), the fallback to the socket and the order of messages across both.
+ * ring_fd.c is the owner's side beside a plain blocking socket, for a compiled graph's driver.
  *
  * Thread model: a ring direction has one producer and one consumer thread (each process's
  * loop thread); the functions below take no locks. The peer is another process and untrusted:
