@@ -119,6 +119,7 @@ typedef void (*ferry__rt_ring_deliver_fn)(struct ferry__conn *conn, uint16_t typ
  * FERRY_RING_SPIN_US: how long the runtime's loops poll after work before they sleep (the
  * loop's spin window, ferry__loop_opts.spin_us); default FERRY__RT_RING_SPIN_US, 0 = always
  * sleep (a ring message then costs its consumer an eventfd wake-up). 0 when rings are off.
+ * A compiled graph's caller polls its rings as long for a result (graph.c).
  */
 #define FERRY__RT_RING_SPIN_US 50u
 bool ferry__rt_ring_enabled(void);
