@@ -76,7 +76,8 @@ static int send_with_fds(int fd, const uint8_t *frame, size_t size, const int *f
 		char buf[CMSG_SPACE(sizeof(int) * 3)];
 		struct cmsghdr align;
 	} cmsg = {0};
-	struct iovec iov = {.iov_base = (void *)(uintptr_t)frame, .iov_len = size}; /* not written */
+	/* sendmsg only reads the frame: the cast drops a const it cannot spell. */
+	struct iovec iov = {.iov_base = (void *)(uintptr_t)frame, .iov_len = size};
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
 	struct cmsghdr *cm;
 	size_t done = 0;
