@@ -30,14 +30,36 @@ struct blist {
 	uint32_t members;   /* children listed */
 };
 
+#define HOT_KINDS 4 /* the standard kinds, kept in the child's hot record */
+
+/*
+ * What a decision reads of a child, in one small record (the standard kinds' amounts, its
+ * queue), so that probing 10,000 children's worth of buckets touches a few cache lines per child
+ * probed; the full report (every custom kind) sits apart in the level's loads[].
+ */
 struct child {
-	struct ferry__sched_load load; /* last report, minus commits since */
-	bool alive;		       /* reported and not dead */
+	int64_t avail_max[HOT_KINDS]; /* loads[] mirrored for the standard kinds */
+	int64_t total_max[HOT_KINDS];
+	int64_t avail[HOT_KINDS];
+	int64_t total[HOT_KINDS];
+	uint64_t mean_task_ns; /* 0: unknown */
+	uint64_t bandwidth;    /* bytes/s to it, 0: the level's default */
+	uint32_t queue_len;    /* tasks waiting there */
+	uint64_t kinds[2];     /* kinds it has (total > 0): the only ones touched per commit */
+	bool alive;	       /* reported and not dead */
 };
+
+static bool has_kind(const uint64_t *kinds, uint32_t k);
+
+static bool has_kind(const uint64_t *kinds, uint32_t k)
+{
+	return kinds[k / 64] >> (k % 64) & 1;
+}
 
 struct ferry__sched_level {
 	struct ferry__sched_level_opts opts; /* defaults filled in */
 	struct child *children;		     /* by child number */
+	struct ferry__sched_load *loads;     /* by child number: the last report, minus commits */
 	uint32_t nchildren;		     /* added */
 	uint32_t capacity;		     /* of children and of every blist's arrays */
 	struct blist
@@ -173,6 +195,7 @@ void ferry__sched_level_destroy(struct ferry__sched_level *l)
 	}
 	blist_fini(&l->by_wait);
 	ferry__free(l->children);
+	ferry__free(l->loads);
 	ferry__free(l->node_child);
 	ferry__free(l);
 }
@@ -185,6 +208,10 @@ int ferry__sched_child_add(struct ferry__sched_level *l, uint32_t *child)
 		if (!c)
 			return -ENOMEM;
 		l->children = c;
+		struct ferry__sched_load *loads = ferry__realloc(l->loads, cap * sizeof(*loads));
+		if (!loads)
+			return -ENOMEM;
+		l->loads = loads;
 		if (blist_grow(&l->by_wait, l->capacity, cap) < 0)
 			return -ENOMEM;
 		for (int k = 0; k < FERRY__SCHED_KINDS; k++)
@@ -193,6 +220,7 @@ int ferry__sched_child_add(struct ferry__sched_level *l, uint32_t *child)
 		l->capacity = cap;
 	}
 	memset(&l->children[l->nchildren], 0, sizeof(l->children[0]));
+	memset(&l->loads[l->nchildren], 0, sizeof(l->loads[0]));
 	*child = l->nchildren++;
 	return 0;
 }
@@ -205,20 +233,54 @@ uint32_t ferry__sched_level_children(const struct ferry__sched_level *l)
 const struct ferry__sched_load *ferry__sched_child_load(const struct ferry__sched_level *l,
 							uint32_t child)
 {
-	return child < l->nchildren ? &l->children[child].load : NULL;
+	return child < l->nchildren ? &l->loads[child] : NULL;
 }
 
 static uint64_t mean_ns(const struct ferry__sched_level *l, const struct child *c)
 {
-	return c->load.mean_task_ns ? c->load.mean_task_ns : l->opts.mean_task_ns;
+	return c->mean_task_ns ? c->mean_task_ns : l->opts.mean_task_ns;
 }
 
-/* What a task that cannot start now waits for under @c: its queue, and at least one task. */
-static uint64_t queued_wait(const struct ferry__sched_level *l, const struct child *c)
+/* @c's total of kind @k: the hot record for the standard kinds, the report for the others. */
+static int64_t total_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
 {
-	uint64_t q = c->load.queue_len ? c->load.queue_len : 1;
+	return k < HOT_KINDS ? l->children[c].total[k] : l->loads[c].total[k];
+}
 
-	return q * mean_ns(l, c);
+/*
+ * What a task that cannot start now waits for under @c: the tasks queued there and itself,
+ * each a mean task time, over how many tasks of its size run there at once (8 slots drain a
+ * queue of 8 in one task time, not eight).
+ */
+static uint64_t queued_wait(const struct ferry__sched_level *l, uint32_t c,
+			    const struct ferry__sched_task *t)
+{
+	const struct child *ch = &l->children[c];
+	int64_t slots = INT64_MAX;
+
+	for (uint32_t i = 0; i < t->ndemand; i++) {
+		int64_t n = total_of(l, c, t->demand[i].kind) / t->demand[i].amount;
+		if (n < slots)
+			slots = n;
+	}
+	if (slots < 1 || slots == INT64_MAX)
+		slots = 1;
+	return ((uint64_t)ch->queue_len + 1) * mean_ns(l, ch) / (uint64_t)slots;
+}
+
+/* Copy the standard kinds of @c's report into its hot record. */
+static void mirror(struct ferry__sched_level *l, uint32_t c)
+{
+	struct child *ch = &l->children[c];
+	const struct ferry__sched_load *ld = &l->loads[c];
+
+	for (uint32_t k = 0; k < HOT_KINDS; k++) {
+		ch->avail_max[k] = ld->avail_max[k];
+		ch->total_max[k] = ld->total_max[k];
+		ch->avail[k] = ld->avail[k];
+		ch->total[k] = ld->total[k];
+	}
+	ch->queue_len = ld->queue_len;
 }
 
 static uint8_t wait_bucket(uint64_t wait_ns)
@@ -259,22 +321,19 @@ static int relist(struct ferry__sched_level *l, uint32_t c)
 
 	if (!ch->alive) {
 		blist_remove(&l->by_wait, c);
-		for (int k = 0; k < FERRY__SCHED_KINDS; k++)
-			if (l->by_free[k])
+		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
+			if (has_kind(ch->kinds, k) && l->by_free[k])
 				blist_remove(l->by_free[k], c);
 		return 0;
 	}
-	blist_put(&l->by_wait, c, wait_bucket((uint64_t)ch->load.queue_len * mean_ns(l, ch)));
+	blist_put(&l->by_wait, c, wait_bucket((uint64_t)ch->queue_len * mean_ns(l, ch)));
 	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
-		if (ch->load.total[k] <= 0) {
-			if (l->by_free[k])
-				blist_remove(l->by_free[k], c);
+		if (!has_kind(ch->kinds, k))
 			continue;
-		}
 		struct blist *b = kind_index(l, k);
 		if (!b)
 			return -ENOMEM;
-		blist_put(b, c, free_bucket(ch->load.avail[k], ch->load.total[k]));
+		blist_put(b, c, free_bucket(l->loads[c].avail[k], l->loads[c].total[k]));
 	}
 	return 0;
 }
@@ -296,8 +355,7 @@ static void track_max(struct ferry__sched_level *l, uint32_t k, int64_t old, int
 		 * go), so one pass over the level here keeps every decision free of it. */
 		l->max_total[k] = 0;
 		for (uint32_t i = 0; i < l->nchildren; i++) {
-			const struct child *ch = &l->children[i];
-			int64_t v = ch->alive ? ch->load.total_max[k] : 0;
+			int64_t v = l->children[i].alive ? l->loads[i].total_max[k] : 0;
 			if (v > l->max_total[k]) {
 				l->max_total[k] = v;
 				l->at_max[k] = 1;
@@ -330,15 +388,26 @@ int ferry__sched_child_report(struct ferry__sched_level *l, uint32_t child,
 		return -EINVAL;
 	}
 	ch = &l->children[child];
-	if (ch->alive && load->version <= ch->load.version)
+	if (ch->alive && load->version <= l->loads[child].version)
 		return 0;
-	if (!ch->alive && ch->load.version)
+	if (!ch->alive && l->loads[child].version)
 		return -ESRCH; /* dead: a late report does not bring it back */
+	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
+		track_max(l, k, ch->alive ? l->loads[child].total_max[k] : 0, load->total_max[k]);
+		/* A kind it no longer has leaves that kind's buckets. */
+		if (has_kind(ch->kinds, k) && load->total[k] <= 0 && l->by_free[k])
+			blist_remove(l->by_free[k], child);
+	}
+	ch->kinds[0] = ch->kinds[1] = 0;
 	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
-		track_max(l, k, ch->alive ? ch->load.total_max[k] : 0, load->total_max[k]);
-	ch->load = *load;
-	if (!ch->load.version)
-		ch->load.version = 1; /* a reported child is known from now on */
+		if (load->total[k] > 0)
+			ch->kinds[k / 64] |= 1ull << (k % 64);
+	l->loads[child] = *load;
+	if (!load->version)
+		l->loads[child].version = 1; /* a reported child is known from now on */
+	mirror(l, child);
+	ch->mean_task_ns = load->mean_task_ns;
+	ch->bandwidth = load->bandwidth_bytes_per_s;
 	ch->alive = true;
 	return relist(l, child);
 }
@@ -352,9 +421,9 @@ int ferry__sched_child_dead(struct ferry__sched_level *l, uint32_t child)
 	ch = &l->children[child];
 	if (ch->alive)
 		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
-			track_max(l, k, ch->load.total_max[k], 0);
+			track_max(l, k, l->loads[child].total_max[k], 0);
 	ch->alive = false;
-	ch->load.version = ch->load.version ? ch->load.version : 1;
+	l->loads[child].version = l->loads[child].version ? l->loads[child].version : 1;
 	return relist(l, child);
 }
 
@@ -396,21 +465,31 @@ static int check_task(const struct ferry__sched_task *t)
 	return 0;
 }
 
-static bool fits_now(const struct child *c, const struct ferry__sched_task *t)
+static bool fits_now(const struct ferry__sched_level *l, uint32_t c,
+		     const struct ferry__sched_task *t)
 {
-	for (uint32_t i = 0; i < t->ndemand; i++)
-		if (c->load.avail_max[t->demand[i].kind] < t->demand[i].amount)
+	for (uint32_t i = 0; i < t->ndemand; i++) {
+		uint32_t k = t->demand[i].kind;
+		int64_t have =
+			k < HOT_KINDS ? l->children[c].avail_max[k] : l->loads[c].avail_max[k];
+		if (have < t->demand[i].amount)
 			return false;
+	}
 	return true;
 }
 
-static bool feasible(const struct child *c, const struct ferry__sched_task *t)
+static bool feasible(const struct ferry__sched_level *l, uint32_t c,
+		     const struct ferry__sched_task *t)
 {
-	if (!c->alive)
+	if (!l->children[c].alive)
 		return false;
-	for (uint32_t i = 0; i < t->ndemand; i++)
-		if (c->load.total_max[t->demand[i].kind] < t->demand[i].amount)
+	for (uint32_t i = 0; i < t->ndemand; i++) {
+		uint32_t k = t->demand[i].kind;
+		int64_t have =
+			k < HOT_KINDS ? l->children[c].total_max[k] : l->loads[c].total_max[k];
+		if (have < t->demand[i].amount)
 			return false;
+	}
 	return true;
 }
 
@@ -418,6 +497,7 @@ static bool feasible(const struct child *c, const struct ferry__sched_task *t)
 struct holders {
 	uint32_t n;			/* distinct children */
 	uint64_t total_bytes;		/* of the inputs weighed */
+	uint64_t subtree_bytes;		/* of those with a copy under this level */
 	uint32_t child[LOCAL_MAX];	/* holder */
 	uint64_t bytes[LOCAL_MAX];	/* input bytes under it */
 	uint32_t last_input[LOCAL_MAX]; /* the input last counted for it (a copy counts once) */
@@ -431,8 +511,10 @@ static void find_holders(const struct ferry__sched_level *l, const struct ferry_
 
 	h->n = 0;
 	h->total_bytes = 0;
+	h->subtree_bytes = 0;
 	for (uint32_t i = 0; i < ninputs; i++) {
 		const struct ferry__sched_input *in = &t->inputs[i];
+		bool under = false;
 
 		h->total_bytes += in->size_bytes;
 		for (uint32_t j = 0; j < in->nlocations; j++) {
@@ -440,6 +522,10 @@ static void find_holders(const struct ferry__sched_level *l, const struct ferry_
 
 			if (node >= l->nnodes || (c = l->node_child[node]) == FERRY__SCHED_NO_CHILD)
 				continue;
+			if (!under) {
+				h->subtree_bytes += in->size_bytes;
+				under = true;
+			}
 			for (k = 0; k < h->n && h->child[k] != c; k++)
 				;
 			if (k == h->n) {
@@ -476,11 +562,10 @@ static void consider(const struct ferry__sched_level *l, const struct holders *h
 		     const struct ferry__sched_task *t, uint32_t c, struct choice *best)
 {
 	const struct child *ch = &l->children[c];
-	bool fits = fits_now(ch, t);
+	bool fits = fits_now(l, c, t);
 	uint64_t local = local_bytes(h, c);
-	uint64_t bw = ch->load.bandwidth_bytes_per_s ? ch->load.bandwidth_bytes_per_s
-						     : l->opts.bandwidth_bytes_per_s;
-	uint64_t est = (fits ? 0 : queued_wait(l, ch)) +
+	uint64_t bw = ch->bandwidth ? ch->bandwidth : l->opts.bandwidth_bytes_per_s;
+	uint64_t est = (fits ? 0 : queued_wait(l, c, t)) +
 		       (uint64_t)((double)(h->total_bytes - local) * 1e9 / (double)bw);
 
 	if (best->d.child != FERRY__SCHED_NO_CHILD) {
@@ -517,9 +602,12 @@ static int rarest_kind(const struct ferry__sched_level *l, const struct ferry__s
 }
 
 /* @c's free share of @kind, in percent, after taking @t. */
-static int64_t share_after(const struct child *c, const struct ferry__sched_task *t, uint32_t kind)
+static int64_t share_after(const struct ferry__sched_level *l, uint32_t c,
+			   const struct ferry__sched_task *t, uint32_t kind)
 {
-	int64_t avail = c->load.avail[kind], total = c->load.total[kind];
+	const struct child *ch = &l->children[c];
+	int64_t avail = kind < HOT_KINDS ? ch->avail[kind] : l->loads[c].avail[kind];
+	int64_t total = kind < HOT_KINDS ? ch->total[kind] : l->loads[c].total[kind];
 
 	for (uint32_t i = 0; i < t->ndemand; i++)
 		if (t->demand[i].kind == kind)
@@ -552,9 +640,9 @@ static uint32_t pick_free(const struct ferry__sched_level *l, const struct ferry
 			for (uint32_t c = b->head[k]; c != FERRY__SCHED_NO_CHILD; c = b->next[c]) {
 				if (++*probes > FERRY__SCHED_PROBES)
 					return FERRY__SCHED_NO_CHILD;
-				if (!fits_now(&l->children[c], t))
+				if (!fits_now(l, c, t))
 					continue;
-				if (!up || share_after(&l->children[c], t, kind) >= lo_pct)
+				if (!up || share_after(l, c, t, kind) >= lo_pct)
 					return c;
 				/* It would cross the threshold, and so would its bucket's others (the
 				 * same share free): try the next bucket up. */
@@ -578,14 +666,13 @@ static uint32_t pick_queue(const struct ferry__sched_level *l, const struct ferr
 
 	for (int k = blist_scan(b, 0, true); k >= 0; k = blist_scan(b, k + 1, true)) {
 		for (uint32_t c = b->head[k]; c != FERRY__SCHED_NO_CHILD; c = b->next[c]) {
-			const struct child *ch = &l->children[c];
 			if (looked >= FERRY__SCHED_PROBES && best != FERRY__SCHED_NO_CHILD)
 				return best;
 			++*probes;
 			++looked;
-			if (feasible(ch, t) && queued_wait(l, ch) < best_wait) {
+			if (feasible(l, c, t) && queued_wait(l, c, t) < best_wait) {
 				best = c;
-				best_wait = queued_wait(l, ch);
+				best_wait = queued_wait(l, c, t);
 			}
 		}
 		/* By wait, the first bucket with a feasible child holds the shortest queues. */
@@ -601,8 +688,8 @@ static int decide_affinity(const struct ferry__sched_level *l, const struct ferr
 	uint32_t node = t->affinity_node;
 	uint32_t c = node < l->nnodes ? l->node_child[node] : FERRY__SCHED_NO_CHILD;
 
-	if (c != FERRY__SCHED_NO_CHILD && feasible(&l->children[c], t) &&
-	    (!t->affinity_soft || fits_now(&l->children[c], t))) {
+	if (c != FERRY__SCHED_NO_CHILD && feasible(l, c, t) &&
+	    (!t->affinity_soft || fits_now(l, c, t))) {
 		consider(l, h, t, c, best);
 		return 0;
 	}
@@ -627,6 +714,8 @@ int ferry__sched_decide(struct ferry__sched_level *l, const struct ferry__sched_
 	if (task->strategy == FERRY__SCHED_NODE_AFFINITY) {
 		ret = decide_affinity(l, task, &h, &best);
 		if (ret <= 0) {
+			best.d.input_bytes = h.total_bytes;
+			best.d.subtree_bytes = h.subtree_bytes;
 			if (ret == 0)
 				*out = best.d;
 			return ret;
@@ -635,7 +724,7 @@ int ferry__sched_decide(struct ferry__sched_level *l, const struct ferry__sched_
 	kind = rarest_kind(l, task);
 	if (task->strategy != FERRY__SCHED_SPREAD)
 		for (uint32_t k = 0; k < h.n; k++)
-			if (feasible(&l->children[h.child[k]], task))
+			if (feasible(l, h.child[k], task))
 				consider(l, &h, task, h.child[k], &best);
 	best.d.probes = h.n;
 
@@ -653,28 +742,39 @@ int ferry__sched_decide(struct ferry__sched_level *l, const struct ferry__sched_
 	}
 	if (best.d.child == FERRY__SCHED_NO_CHILD)
 		return -ENOSPC; /* every child that could run it is dead */
+	best.d.input_bytes = h.total_bytes;
+	best.d.subtree_bytes = h.subtree_bytes;
 	*out = best.d;
 	return 0;
+}
+
+bool ferry__sched_forward_up(const struct ferry__sched_decision *d)
+{
+	uint64_t outside = d->input_bytes - d->subtree_bytes;
+
+	return d->verdict == FERRY__SCHED_QUEUES ||
+	       (outside >= FERRY__SCHED_LOCALITY_MIN_BYTES && outside > d->input_bytes / 2);
 }
 
 void ferry__sched_commit(struct ferry__sched_level *l, const struct ferry__sched_task *task,
 			 const struct ferry__sched_decision *d)
 {
-	struct child *c;
+	struct ferry__sched_load *ld;
 
-	if (d->child >= l->nchildren || !(c = &l->children[d->child])->alive)
+	if (d->child >= l->nchildren || !l->children[d->child].alive)
 		return;
-	if (d->verdict == FERRY__SCHED_RUNS_NOW && fits_now(c, task)) {
+	ld = &l->loads[d->child];
+	if (d->verdict == FERRY__SCHED_RUNS_NOW && fits_now(l, d->child, task)) {
 		for (uint32_t i = 0; i < task->ndemand; i++) {
 			uint32_t k = task->demand[i].kind;
 			int64_t a = task->demand[i].amount;
-			c->load.avail[k] = c->load.avail[k] > a ? c->load.avail[k] - a : 0;
-			c->load.avail_max[k] =
-				c->load.avail_max[k] > a ? c->load.avail_max[k] - a : 0;
+			ld->avail[k] = ld->avail[k] > a ? ld->avail[k] - a : 0;
+			ld->avail_max[k] = ld->avail_max[k] > a ? ld->avail_max[k] - a : 0;
 		}
 	} else {
-		c->load.queue_len++;
+		ld->queue_len++;
 	}
+	mirror(l, d->child);
 	(void)relist(l, d->child); /* totals did not change: no index is created, nothing fails */
 }
 
@@ -688,20 +788,21 @@ void ferry__sched_level_summary(const struct ferry__sched_level *l, uint64_t ver
 	out->version = version;
 	for (uint32_t i = 0; i < l->nchildren; i++) {
 		const struct child *c = &l->children[i];
+		const struct ferry__sched_load *ld = &l->loads[i];
 		if (!c->alive)
 			continue;
 		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
-			if (!c->load.total[k])
+			if (!has_kind(c->kinds, k))
 				continue;
-			out->total[k] += c->load.total[k];
-			out->avail[k] += c->load.avail[k];
-			if (c->load.total_max[k] > out->total_max[k])
-				out->total_max[k] = c->load.total_max[k];
-			if (c->load.avail_max[k] > out->avail_max[k])
-				out->avail_max[k] = c->load.avail_max[k];
+			out->total[k] += ld->total[k];
+			out->avail[k] += ld->avail[k];
+			if (ld->total_max[k] > out->total_max[k])
+				out->total_max[k] = ld->total_max[k];
+			if (ld->avail_max[k] > out->avail_max[k])
+				out->avail_max[k] = ld->avail_max[k];
 		}
-		queued += c->load.queue_len;
-		weighted += (double)c->load.queue_len * (double)mean_ns(l, c);
+		queued += ld->queue_len;
+		weighted += (double)ld->queue_len * (double)mean_ns(l, c);
 	}
 	out->queue_len = queued > UINT32_MAX ? UINT32_MAX : (uint32_t)queued;
 	out->mean_task_ns = queued ? (uint64_t)(weighted / (double)queued) : 0;

@@ -48,6 +48,8 @@
 #define FERRY__SCHED_PROBES 64	   /* children probed per decision beyond the input holders */
 #define FERRY__SCHED_INPUTS_MAX 64 /* input objects weighed per decision (the first) */
 #define FERRY__SCHED_NO_CHILD UINT32_MAX
+/* Inputs smaller than this are not worth a hop to their node (~1 ms at 1 GB/s). */
+#define FERRY__SCHED_LOCALITY_MIN_BYTES (1u << 20)
 
 enum ferry__sched_kind {
 	FERRY__SCHED_CPU = 0,
@@ -106,6 +108,8 @@ struct ferry__sched_decision {
 	enum ferry__sched_verdict verdict; /* runs now or queues there */
 	uint64_t est_wait_ns;		   /* the estimate that chose it */
 	uint64_t local_bytes;		   /* input bytes already under it */
+	uint64_t subtree_bytes;		   /* input bytes with a copy anywhere under this level */
+	uint64_t input_bytes;		   /* input bytes weighed */
 	uint32_t probes;		   /* children looked at (for the benches) */
 };
 
@@ -155,6 +159,16 @@ int ferry__sched_level_map_node(struct ferry__sched_level *l, uint32_t node, uin
  */
 int ferry__sched_decide(struct ferry__sched_level *l, const struct ferry__sched_task *task,
 			struct ferry__sched_decision *out);
+
+/*
+ * ferry__sched_forward_up() - should a level that has a parent send the task up instead of
+ * placing it as @d says? Yes when nothing under it can run the task now, or when clearly more
+ * of its input lies outside this level's subtree (over half of the input bytes, and at least
+ * FERRY__SCHED_LOCALITY_MIN_BYTES): the level above knows where. A task that came down from
+ * above is placed, never sent up again (the caller's rule), so a task makes at most one trip up
+ * and one down the tree.
+ */
+bool ferry__sched_forward_up(const struct ferry__sched_decision *d);
 
 /*
  * ferry__sched_commit() - account @task on @d's child until its next report: its free amounts
