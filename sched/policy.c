@@ -38,13 +38,15 @@ struct blist {
  * probed; the full report (every custom kind) sits apart in the level's loads[].
  */
 struct child {
-	int64_t avail_max[HOT_KINDS]; /* loads[] mirrored for the standard kinds */
+	int64_t avail_max[HOT_KINDS]; /* the standard kinds' amounts (loads[] has the others) */
 	int64_t total_max[HOT_KINDS];
 	int64_t avail[HOT_KINDS];
 	int64_t total[HOT_KINDS];
 	uint64_t mean_task_ns; /* 0: unknown */
 	uint64_t bandwidth;    /* bytes/s to it, 0: the level's default */
 	uint32_t queue_len;    /* tasks waiting there */
+	uint64_t version;      /* of its last report */
+	bool had_custom;       /* loads[] holds its last report (it had custom kinds) */
 	uint64_t kinds[2];     /* kinds it has (total > 0): the only ones touched per commit */
 	bool alive;	       /* reported and not dead */
 };
@@ -230,10 +232,24 @@ uint32_t ferry__sched_level_children(const struct ferry__sched_level *l)
 	return l->nchildren;
 }
 
-const struct ferry__sched_load *ferry__sched_child_load(const struct ferry__sched_level *l,
-							uint32_t child)
+int ferry__sched_child_load(const struct ferry__sched_level *l, uint32_t child,
+			    struct ferry__sched_load *out)
 {
-	return child < l->nchildren ? &l->loads[child] : NULL;
+	if (child >= l->nchildren)
+		return -EINVAL;
+	const struct child *ch = &l->children[child];
+	*out = l->loads[child];
+	for (uint32_t k = 0; k < HOT_KINDS; k++) {
+		out->avail_max[k] = ch->avail_max[k];
+		out->total_max[k] = ch->total_max[k];
+		out->avail[k] = ch->avail[k];
+		out->total[k] = ch->total[k];
+	}
+	out->queue_len = ch->queue_len;
+	out->version = ch->version;
+	out->mean_task_ns = ch->mean_task_ns;
+	out->bandwidth_bytes_per_s = ch->bandwidth;
+	return 0;
 }
 
 static uint64_t mean_ns(const struct ferry__sched_level *l, const struct child *c)
@@ -241,10 +257,22 @@ static uint64_t mean_ns(const struct ferry__sched_level *l, const struct child *
 	return c->mean_task_ns ? c->mean_task_ns : l->opts.mean_task_ns;
 }
 
-/* @c's total of kind @k: the hot record for the standard kinds, the report for the others. */
+/* @c's amounts of kind @k: in the hot record for the standard kinds, in the report else. */
+static int64_t *avail_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
+{
+	return k < HOT_KINDS ? &l->children[c].avail[k] : &l->loads[c].avail[k];
+}
+static int64_t *avail_max_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
+{
+	return k < HOT_KINDS ? &l->children[c].avail_max[k] : &l->loads[c].avail_max[k];
+}
 static int64_t total_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
 {
 	return k < HOT_KINDS ? l->children[c].total[k] : l->loads[c].total[k];
+}
+static int64_t total_max_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
+{
+	return k < HOT_KINDS ? l->children[c].total_max[k] : l->loads[c].total_max[k];
 }
 
 /*
@@ -268,11 +296,10 @@ static uint64_t queued_wait(const struct ferry__sched_level *l, uint32_t c,
 	return ((uint64_t)ch->queue_len + 1) * mean_ns(l, ch) / (uint64_t)slots;
 }
 
-/* Copy the standard kinds of @c's report into its hot record. */
-static void mirror(struct ferry__sched_level *l, uint32_t c)
+/* The standard kinds of a report, into @c's hot record. */
+static void take_hot(struct ferry__sched_level *l, uint32_t c, const struct ferry__sched_load *ld)
 {
 	struct child *ch = &l->children[c];
-	const struct ferry__sched_load *ld = &l->loads[c];
 
 	for (uint32_t k = 0; k < HOT_KINDS; k++) {
 		ch->avail_max[k] = ld->avail_max[k];
@@ -281,6 +308,9 @@ static void mirror(struct ferry__sched_level *l, uint32_t c)
 		ch->total[k] = ld->total[k];
 	}
 	ch->queue_len = ld->queue_len;
+	ch->version = ld->version;
+	ch->mean_task_ns = ld->mean_task_ns;
+	ch->bandwidth = ld->bandwidth_bytes_per_s;
 }
 
 static uint8_t wait_bucket(uint64_t wait_ns)
@@ -333,7 +363,7 @@ static int relist(struct ferry__sched_level *l, uint32_t c)
 		struct blist *b = kind_index(l, k);
 		if (!b)
 			return -ENOMEM;
-		blist_put(b, c, free_bucket(l->loads[c].avail[k], l->loads[c].total[k]));
+		blist_put(b, c, free_bucket(*avail_of(l, c, k), total_of(l, c, k)));
 	}
 	return 0;
 }
@@ -355,7 +385,7 @@ static void track_max(struct ferry__sched_level *l, uint32_t k, int64_t old, int
 		 * go), so one pass over the level here keeps every decision free of it. */
 		l->max_total[k] = 0;
 		for (uint32_t i = 0; i < l->nchildren; i++) {
-			int64_t v = l->children[i].alive ? l->loads[i].total_max[k] : 0;
+			int64_t v = l->children[i].alive ? total_max_of(l, i, k) : 0;
 			if (v > l->max_total[k]) {
 				l->max_total[k] = v;
 				l->at_max[k] = 1;
@@ -388,12 +418,12 @@ int ferry__sched_child_report(struct ferry__sched_level *l, uint32_t child,
 		return -EINVAL;
 	}
 	ch = &l->children[child];
-	if (ch->alive && load->version <= l->loads[child].version)
+	if (ch->alive && load->version <= ch->version)
 		return 0;
-	if (!ch->alive && l->loads[child].version)
+	if (!ch->alive && ch->version)
 		return -ESRCH; /* dead: a late report does not bring it back */
 	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
-		track_max(l, k, ch->alive ? l->loads[child].total_max[k] : 0, load->total_max[k]);
+		track_max(l, k, ch->alive ? total_max_of(l, child, k) : 0, load->total_max[k]);
 		/* A kind it no longer has leaves that kind's buckets. */
 		if (has_kind(ch->kinds, k) && load->total[k] <= 0 && l->by_free[k])
 			blist_remove(l->by_free[k], child);
@@ -402,12 +432,15 @@ int ferry__sched_child_report(struct ferry__sched_level *l, uint32_t child,
 	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
 		if (load->total[k] > 0)
 			ch->kinds[k / 64] |= 1ull << (k % 64);
-	l->loads[child] = *load;
-	if (!load->version)
-		l->loads[child].version = 1; /* a reported child is known from now on */
-	mirror(l, child);
-	ch->mean_task_ns = load->mean_task_ns;
-	ch->bandwidth = load->bandwidth_bytes_per_s;
+	/* The full report (2 KiB) is kept only for a child with custom kinds: at 10,000 children,
+	 * copying it on every report cost more than the decisions between reports. */
+	bool custom = (ch->kinds[0] >> HOT_KINDS) || ch->kinds[1];
+	if (custom || ch->had_custom)
+		l->loads[child] = *load;
+	ch->had_custom = custom;
+	take_hot(l, child, load);
+	if (!ch->version)
+		ch->version = 1; /* a reported child is known from now on */
 	ch->alive = true;
 	return relist(l, child);
 }
@@ -421,9 +454,9 @@ int ferry__sched_child_dead(struct ferry__sched_level *l, uint32_t child)
 	ch = &l->children[child];
 	if (ch->alive)
 		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
-			track_max(l, k, l->loads[child].total_max[k], 0);
+			track_max(l, k, total_max_of(l, child, k), 0);
 	ch->alive = false;
-	l->loads[child].version = l->loads[child].version ? l->loads[child].version : 1;
+	ch->version = ch->version ? ch->version : 1;
 	return relist(l, child);
 }
 
@@ -470,8 +503,7 @@ static bool fits_now(const struct ferry__sched_level *l, uint32_t c,
 {
 	for (uint32_t i = 0; i < t->ndemand; i++) {
 		uint32_t k = t->demand[i].kind;
-		int64_t have =
-			k < HOT_KINDS ? l->children[c].avail_max[k] : l->loads[c].avail_max[k];
+		int64_t have = *avail_max_of(l, c, k);
 		if (have < t->demand[i].amount)
 			return false;
 	}
@@ -485,8 +517,7 @@ static bool feasible(const struct ferry__sched_level *l, uint32_t c,
 		return false;
 	for (uint32_t i = 0; i < t->ndemand; i++) {
 		uint32_t k = t->demand[i].kind;
-		int64_t have =
-			k < HOT_KINDS ? l->children[c].total_max[k] : l->loads[c].total_max[k];
+		int64_t have = total_max_of(l, c, k);
 		if (have < t->demand[i].amount)
 			return false;
 	}
@@ -605,9 +636,7 @@ static int rarest_kind(const struct ferry__sched_level *l, const struct ferry__s
 static int64_t share_after(const struct ferry__sched_level *l, uint32_t c,
 			   const struct ferry__sched_task *t, uint32_t kind)
 {
-	const struct child *ch = &l->children[c];
-	int64_t avail = kind < HOT_KINDS ? ch->avail[kind] : l->loads[c].avail[kind];
-	int64_t total = kind < HOT_KINDS ? ch->total[kind] : l->loads[c].total[kind];
+	int64_t avail = *avail_of(l, c, kind), total = total_of(l, c, kind);
 
 	for (uint32_t i = 0; i < t->ndemand; i++)
 		if (t->demand[i].kind == kind)
@@ -759,22 +788,20 @@ bool ferry__sched_forward_up(const struct ferry__sched_decision *d)
 void ferry__sched_commit(struct ferry__sched_level *l, const struct ferry__sched_task *task,
 			 const struct ferry__sched_decision *d)
 {
-	struct ferry__sched_load *ld;
-
 	if (d->child >= l->nchildren || !l->children[d->child].alive)
 		return;
-	ld = &l->loads[d->child];
 	if (d->verdict == FERRY__SCHED_RUNS_NOW && fits_now(l, d->child, task)) {
 		for (uint32_t i = 0; i < task->ndemand; i++) {
 			uint32_t k = task->demand[i].kind;
 			int64_t a = task->demand[i].amount;
-			ld->avail[k] = ld->avail[k] > a ? ld->avail[k] - a : 0;
-			ld->avail_max[k] = ld->avail_max[k] > a ? ld->avail_max[k] - a : 0;
+			int64_t *avail = avail_of(l, d->child, k),
+				*max = avail_max_of(l, d->child, k);
+			*avail = *avail > a ? *avail - a : 0;
+			*max = *max > a ? *max - a : 0;
 		}
 	} else {
-		ld->queue_len++;
+		l->children[d->child].queue_len++;
 	}
-	mirror(l, d->child);
 	(void)relist(l, d->child); /* totals did not change: no index is created, nothing fails */
 }
 
@@ -788,21 +815,21 @@ void ferry__sched_level_summary(const struct ferry__sched_level *l, uint64_t ver
 	out->version = version;
 	for (uint32_t i = 0; i < l->nchildren; i++) {
 		const struct child *c = &l->children[i];
-		const struct ferry__sched_load *ld = &l->loads[i];
 		if (!c->alive)
 			continue;
 		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
 			if (!has_kind(c->kinds, k))
 				continue;
-			out->total[k] += ld->total[k];
-			out->avail[k] += ld->avail[k];
-			if (ld->total_max[k] > out->total_max[k])
-				out->total_max[k] = ld->total_max[k];
-			if (ld->avail_max[k] > out->avail_max[k])
-				out->avail_max[k] = ld->avail_max[k];
+			int64_t max = total_max_of(l, i, k), avail_max = *avail_max_of(l, i, k);
+			out->total[k] += total_of(l, i, k);
+			out->avail[k] += *avail_of(l, i, k);
+			if (max > out->total_max[k])
+				out->total_max[k] = max;
+			if (avail_max > out->avail_max[k])
+				out->avail_max[k] = avail_max;
 		}
-		queued += ld->queue_len;
-		weighted += (double)ld->queue_len * (double)mean_ns(l, c);
+		queued += c->queue_len;
+		weighted += (double)c->queue_len * (double)mean_ns(l, c);
 	}
 	out->queue_len = queued > UINT32_MAX ? UINT32_MAX : (uint32_t)queued;
 	out->mean_task_ns = queued ? (uint64_t)(weighted / (double)queued) : 0;

@@ -189,8 +189,8 @@ void ferry__sched_level_summary(const struct ferry__sched_level *l, uint64_t ver
 /* ferry__sched_level_children() - the number of children added (dead ones included). */
 uint32_t ferry__sched_level_children(const struct ferry__sched_level *l);
 
-/* ferry__sched_child_load() - @child's current view (its last report minus commits), or NULL. */
-const struct ferry__sched_load *ferry__sched_child_load(const struct ferry__sched_level *l,
-							uint32_t child);
+/* ferry__sched_child_load() - @child's current view (its last report minus commits). 0 or -EINVAL. */
+int ferry__sched_child_load(const struct ferry__sched_level *l, uint32_t child,
+			    struct ferry__sched_load *out);
 
 #endif

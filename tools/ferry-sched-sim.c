@@ -430,9 +430,86 @@ static uint64_t rnd(void)
 	return rng_state;
 }
 
+/*
+ * --decide-only: the policy alone, as a busy scheduler level runs it: @nodes children of
+ * @slots slots with random load, tasks with one input on a random node, each decided and
+ * committed, and a fresh report from one random child every 10 decisions (a level of 10,000
+ * nodes reporting every 100 ms takes 100,000 reports/s). Prints decisions per second.
+ */
+static int decide_only(uint32_t nodes, uint32_t slots, uint32_t ntasks)
+{
+	struct ferry__sched_level *l;
+	struct ferry__sched_load load;
+	uint64_t version = 1, w0, w1;
+	uint32_t placed_local = 0;
+
+	if (ferry__sched_level_create(NULL, &l) < 0)
+		return 1;
+	memset(&load, 0, sizeof(load));
+	for (uint32_t n = 0; n < nodes; n++) {
+		uint32_t c;
+		if (ferry__sched_child_add(l, &c) < 0 || ferry__sched_level_map_node(l, n, c) < 0)
+			return 1;
+	}
+	load.total[0] = load.total_max[0] = SLOT(slots);
+	load.mean_task_ns = 10000000;
+	for (uint32_t n = 0; n < nodes; n++) {
+		load.version = version++;
+		load.avail[0] = load.avail_max[0] = SLOT(rnd() % (slots + 1));
+		load.queue_len = (uint32_t)(rnd() % 3);
+		if (ferry__sched_child_report(l, n, &load) < 0)
+			return 1;
+	}
+	w0 = wall_ns();
+	for (uint32_t i = 0; i < ntasks; i++) {
+		uint32_t where = (uint32_t)(rnd() % nodes);
+		struct ferry__sched_input in = {
+			.size_bytes = 100u << 20, .nlocations = 1, .locations = &where};
+		struct ferry__sched_task t = {.ndemand = 1, .ninputs = 1, .inputs = &in};
+		struct ferry__sched_decision d;
+
+		t.demand[0].kind = FERRY__SCHED_CPU;
+		t.demand[0].amount = SLOT(1);
+		if (ferry__sched_decide(l, &t, &d) < 0)
+			return 1;
+		ferry__sched_commit(l, &t, &d);
+		placed_local += d.child == where;
+		if (i % 10 == 0) {
+			load.version = version++;
+			load.avail[0] = load.avail_max[0] = SLOT(rnd() % (slots + 1));
+			load.queue_len = (uint32_t)(rnd() % 3);
+			ferry__sched_child_report(l, (uint32_t)(rnd() % nodes), &load);
+		}
+	}
+	w1 = wall_ns();
+	printf("SIM decide_only=1 nodes=%u slots=%u decisions=%u decisions_per_s=%.0f "
+	       "local_fraction=%.4f\n",
+	       nodes, slots, ntasks, (double)ntasks * 1e9 / (double)(w1 - w0),
+	       (double)placed_local / ntasks);
+	ferry__sched_level_destroy(l);
+	return 0;
+}
+
+static void free_sim(struct sim *s)
+{
+	for (int i = 0; i < s->nlevels; i++) {
+		ferry__sched_level_destroy(s->level[i].pol);
+		free(s->level[i].kid);
+		free(s->level[i].queue);
+	}
+	for (uint32_t n = 0; n < s->nodes; n++)
+		free(s->node[n].queue);
+	free(s->level);
+	free(s->node);
+	free(s->task);
+	free(s->heap);
+	free(s->decide_samples);
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: ferry-sched-sim [--nodes N] [--slots S] [--fanout F] [--tasks T]\n"
+	fprintf(stderr, "usage: ferry-sched-sim [--nodes N] [--slots S] [--fanout F] [--tasks T] "
+			"[--decide-only]\n"
 			"         [--duration-ms D] [--input-bytes B] [--burst] [--hop-us H] "
 			"[--report-ms R]\n"
 			"  --burst: every task is submitted at time 0 from node 0 (else: spread "
@@ -447,18 +524,12 @@ int main(int argc, char **argv)
 		.nodes = 1000, .slots = 8, .fanout = 0, .hop_ns = 100000, .report_ns = 100000000};
 	uint32_t ntasks = 100000;
 	uint64_t dur_ns = 100000000, input_bytes = 100u << 20;
-	bool burst = false;
-	static const struct option longopts[] = {{"nodes", 1, 0, 'n'},
-						 {"slots", 1, 0, 's'},
-						 {"fanout", 1, 0, 'f'},
-						 {"tasks", 1, 0, 't'},
-						 {"duration-ms", 1, 0, 'd'},
-						 {"input-bytes", 1, 0, 'i'},
-						 {"burst", 0, 0, 'b'},
-						 {"hop-us", 1, 0, 'h'},
-						 {"report-ms", 1, 0, 'r'},
-						 {"help", 0, 0, '?'},
-						 {0, 0, 0, 0}};
+	bool burst = false, only = false;
+	static const struct option longopts[] = {
+		{"nodes", 1, 0, 'n'},	    {"slots", 1, 0, 's'},	{"fanout", 1, 0, 'f'},
+		{"tasks", 1, 0, 't'},	    {"duration-ms", 1, 0, 'd'}, {"input-bytes", 1, 0, 'i'},
+		{"burst", 0, 0, 'b'},	    {"hop-us", 1, 0, 'h'},	{"report-ms", 1, 0, 'r'},
+		{"decide-only", 0, 0, 'o'}, {"help", 0, 0, 'H'},	{0, 0, 0, 0}};
 	int opt;
 
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -484,21 +555,29 @@ int main(int argc, char **argv)
 		case 'b':
 			burst = true;
 			break;
+		case 'o':
+			only = true;
+			break;
 		case 'h':
 			s.hop_ns = strtoull(optarg, NULL, 0) * 1000ull;
 			break;
 		case 'r':
 			s.report_ns = strtoull(optarg, NULL, 0) * 1000000ull;
 			break;
+		case 'H':
+			usage();
+			return 0;
 		default:
 			usage();
-			return opt == '?' ? 0 : 2;
+			return 2;
 		}
 	}
 	if (!s.nodes || !s.slots || !ntasks || !dur_ns || ntasks >= (1u << 31)) {
 		usage();
 		return 2;
 	}
+	if (only)
+		return decide_only(s.nodes, s.slots, ntasks);
 	build(&s);
 	s.ntasks = ntasks;
 	s.task = calloc(ntasks, sizeof(*s.task));
@@ -536,5 +615,7 @@ int main(int argc, char **argv)
 	       p99, s.busy_95_ns ? (double)s.busy_95_ns / 1e6 : -1.0,
 	       s.with_input ? (double)s.placed_local / (double)s.with_input : 0,
 	       (unsigned long long)s.max_hops, (double)s.now / 1e9, (double)(w1 - w0) / 1e9);
-	return s.finished == ntasks ? 0 : 1;
+	int ret = s.finished == ntasks ? 0 : 1;
+	free_sim(&s);
+	return ret;
 }

@@ -58,6 +58,15 @@ static struct ferry__sched_task cpu_task(int cpus)
 	return t;
 }
 
+/* @child's view, for asserts. */
+static struct ferry__sched_load view(const struct ferry__sched_level *l, uint32_t child)
+{
+	struct ferry__sched_load out;
+
+	ftest_assert_ok(ferry__sched_child_load(l, child, &out));
+	return out;
+}
+
 /* Decide and commit; the child chosen. */
 static uint32_t place(struct ferry__sched_level *l, const struct ferry__sched_task *t)
 {
@@ -177,7 +186,7 @@ FTEST(when_all_are_full_the_shortest_queue_wins)
 	ferry__sched_commit(l, &t, &d);	       /* 5, 2, 3 */
 	ftest_assert_uint_eq(place(l, &t), 1); /* 5, 3, 3 */
 	ftest_assert_uint_ne(place(l, &t), 0);
-	ftest_assert_uint_eq(ferry__sched_child_load(l, 0)->queue_len, 5);
+	ftest_assert_uint_eq(view(l, 0).queue_len, 5);
 	ferry__sched_level_destroy(l);
 }
 
@@ -213,7 +222,7 @@ FTEST(fractional_amounts_add_up_exactly)
 		ftest_assert_int_eq(d.verdict, FERRY__SCHED_RUNS_NOW);
 		ferry__sched_commit(l, &t, &d);
 	}
-	ftest_assert_int_eq(ferry__sched_child_load(l, 0)->avail[FERRY__SCHED_CPU], 0);
+	ftest_assert_int_eq(view(l, 0).avail[FERRY__SCHED_CPU], 0);
 	ftest_assert_ok(ferry__sched_decide(l, &t, &d));
 	ftest_assert_int_eq(d.verdict, FERRY__SCHED_QUEUES);
 	ferry__sched_level_destroy(l);
@@ -260,7 +269,7 @@ FTEST(dead_children_take_nothing_and_stale_reports_are_ignored)
 
 	/* Version 1 again (out of order): ignored, child 0 still has 4 free. */
 	ftest_assert_ok(ferry__sched_child_report(l, 0, &old));
-	ftest_assert_int_eq(ferry__sched_child_load(l, 0)->avail[FERRY__SCHED_CPU], CPU(4));
+	ftest_assert_int_eq(view(l, 0).avail[FERRY__SCHED_CPU], CPU(4));
 	ftest_assert_ok(ferry__sched_child_dead(l, 0));
 	ftest_assert_errno(ferry__sched_child_report(l, 0, &late), -ESRCH);
 	for (int i = 0; i < 6; i++)
