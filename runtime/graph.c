@@ -10,6 +10,11 @@
  *   them and reads its output from the output node's worker, with no hop through the
  *   runtime's loop thread, no lease, no task and no owner-table entry. The actors' state is
  *   read once, at compile, on the loop (ferry__loop_call): their worker and node.
+ * - Beside each socket, a same-host ring pair (runtime/ring.h, ring_fd.c: offered right after
+ *   RuntimeConnect; FERRY_RING=off keeps all on the sockets): an execution's inputs and its
+ *   output go through shared memory when they fit a slot, in order with what takes the
+ *   socket. The reader takes the rings first, spins on them up to FERRY_RING_SPIN_US (the
+ *   loops' window) and then sleeps in poll on the sockets and the rings' eventfds.
  * - Executions sit in a window of FERRY_GRAPH_MAX_INFLIGHT slots (seq % window): execute takes
  *   the next one (-EAGAIN while it is not gotten yet), get frees it. The workers keep the same
  *   window per node, which this bound keeps them inside.
@@ -24,6 +29,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,6 +44,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "runtime/actor.h"
+#include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "runtime/worker.h"
 
@@ -75,6 +82,7 @@ struct gworker {
 	struct ferry_actor_id actor;				/* the actor's ID */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* its listen path */
 	int fd;							/* our socket to it; -1: none */
+	struct ferry__rt_fdring *ring;				/* beside fd, or NULL */
 	struct ferry__frame_parser parser;			/* what it sends */
 	int install_status;    /* GraphInstallReply: 1 until it came */
 	char install_why[256]; /* its message */
@@ -101,6 +109,7 @@ struct ferry_graph {
 	char broken_why[512];		 /* and why */
 	uint64_t next_seq;		 /* the next execution's */
 	int max_graphs;			 /* ferry_graph_worker_graphs() */
+	unsigned spin_us;		 /* a reader polls the rings this long, then sleeps */
 	struct gslot slots[WINDOW];	 /* seq % WINDOW */
 };
 
@@ -122,6 +131,7 @@ int ferry_graph_create(struct ferry_graph **out)
 	ferry__cond_init_monotonic(&g->cond);
 	ferry__fb_builder_init(&g->fb);
 	ferry_id_random(g->id.bytes, sizeof(g->id.bytes));
+	g->spin_us = ferry__rt_ring_spin_us();
 	*out = g;
 	return 0;
 }
@@ -230,19 +240,27 @@ static void worker_close(struct gworker *w)
 	if (w->fd >= 0)
 		close(w->fd);
 	w->fd = -1;
+	ferry__rt_fdring_destroy(w->ring);
+	w->ring = NULL;
 }
 
-/* Write a whole frame of the builder's payload (send_lock held). */
+/* Send the builder's payload (send_lock held): on the worker's ring when it takes it, else a
+ * whole frame on the socket. */
 static int send_frame(struct ferry_graph *g, struct gworker *w, uint16_t type)
 {
 	const uint8_t *frame;
 	size_t size, done = 0;
-	int ret = ferry__frame_finish(&g->fb, type, &frame, &size);
+	int ret;
 
-	if (ret < 0)
-		return ret;
 	if (w->fd < 0)
 		return -EPIPE;
+	ret = ferry__rt_fdring_put(w->ring, type, ferry__fb_builder_data(&g->fb),
+				   ferry__fb_builder_size(&g->fb));
+	if (ret <= 0)
+		return ret == 0 ? 0 : -EPIPE; /* -EPROTO: the worker wrote garbage (logged) */
+	ret = ferry__frame_finish(&g->fb, type, &frame, &size);
+	if (ret < 0)
+		return ret;
 	while (done < size) {
 		ssize_t n = send(w->fd, frame + done, size - done, MSG_NOSIGNAL);
 
@@ -252,6 +270,7 @@ static int send_frame(struct ferry_graph *g, struct gworker *w, uint16_t type)
 			return -errno;
 		done += (size_t)n;
 	}
+	ferry__rt_fdring_sent(w->ring);
 	return 0;
 }
 
@@ -279,7 +298,13 @@ static int worker_connect(struct ferry_graph *g, struct gworker *w)
 	memcpy(m.id.bytes, ferry__rt.self.bytes, sizeof(m.id.bytes));
 	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
 	ret = ferry__wire_runtime_connect_build(&g->fb, &m);
-	return ret < 0 ? ret : send_frame(g, w, FERRY__WIRE_MSG_RUNTIME_CONNECT);
+	if (ret == 0)
+		ret = send_frame(g, w, FERRY__WIRE_MSG_RUNTIME_CONNECT);
+	/* The worker is on this host (a Unix path): offer it a ring pair, as a lease does. Its
+	 * reply comes before its GraphInstallReply, so compile ends with the ring settled. */
+	if (ret == 0 && ferry__rt_ring_enabled())
+		(void)ferry__rt_fdring_offer(w->fd, &w->ring);
+	return ret;
 }
 
 /* The first node on worker @wi, for messages. */
@@ -374,15 +399,33 @@ static void on_frame(struct ferry_graph *g, uint32_t wi, const struct ferry__fra
 			 m ? (int)ferry__wire_graph_install_reply_message_len(v) : 0, m ? m : "");
 	} else if (f->type == FERRY__WIRE_MSG_GRAPH_DESTROY_REPLY) {
 		w->destroyed = true;
+	} else if (f->type == FERRY__WIRE_MSG_RING_SETUP_REPLY) {
+		(void)ferry__rt_fdring_setup_reply(&w->ring, f->payload, f->length);
 	} else {
 		FLOG_WARN(COMP, "graph: worker %s sent an unexpected %s", w->path,
 			  ferry__wire_message_name(f->type));
 	}
 }
 
+/* Worker @wi's ring, for ring_deliver. */
+struct reader {
+	struct ferry_graph *g; /* the graph */
+	uint32_t wi;	       /* the worker */
+};
+
+/* A message from a worker's ring (lock held): as a frame from its socket. */
+static void ring_deliver(void *arg, uint16_t type, const void *payload, size_t len)
+{
+	const struct reader *rd = arg;
+	struct ferry__frame f = {.type = type, .length = (uint32_t)len, .payload = payload};
+
+	on_frame(rd->g, rd->wi, &f);
+}
+
 /* Read what worker @wi sent and file it; -errno when its socket is done. */
 static int read_worker(struct ferry_graph *g, uint32_t wi)
 {
+	struct reader rd = {g, wi};
 	struct gworker *w = &g->workers[wi];
 	struct ferry__frame f;
 	uint8_t *space;
@@ -401,6 +444,8 @@ static int read_worker(struct ferry_graph *g, uint32_t wi)
 	pthread_mutex_lock(&g->lock);
 	while ((ret = ferry__frame_parser_next(&w->parser, &f)) == 1) {
 		ret = ferry__wire_verify(f.type, f.payload, f.length);
+		if (ret == 0) /* what the ring held came first */
+			ret = ferry__rt_fdring_on_socket(w->ring, f.type, ring_deliver, &rd);
 		if (ret < 0)
 			break;
 		on_frame(g, wi, &f);
@@ -409,16 +454,96 @@ static int read_worker(struct ferry_graph *g, uint32_t wi)
 	return ret < 0 ? ret : 0;
 }
 
+/* Take what the live workers' rings hold (lock taken here): how many messages. Garbage in a
+ * ring breaks the graph, as a socket that closed. */
+static int drain_rings(struct ferry_graph *g)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&g->lock);
+	for (uint32_t i = 0; i < g->nworkers; i++) {
+		struct gworker *w = &g->workers[i];
+		struct reader rd = {g, i};
+		int ret;
+
+		if (w->dead || !ferry__rt_fdring_pending(w->ring))
+			continue;
+		ret = ferry__rt_fdring_drain(w->ring, ring_deliver, &rd);
+		if (ret < 0)
+			break_graph(g, i, "wrote garbage into its ring");
+		else
+			n += ret;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return n;
+}
+
+static bool rings_pending(const struct ferry_graph *g, bool any_ring)
+{
+	for (uint32_t i = 0; i < g->nworkers; i++)
+		if (!g->workers[i].dead && g->workers[i].ring &&
+		    (any_ring || ferry__rt_fdring_pending(g->workers[i].ring)))
+			return true;
+	return false;
+}
+
 /*
- * Poll every open socket up to @timeout_ms once and read what came. Only the reader (or
- * compile and destroy, alone with the graph) calls it. A socket that closed breaks the graph.
+ * Poll the rings for up to g->spin_us, the sockets (@pfd, @n) every SOCKET_LOOK_NS meanwhile:
+ * a result on its way comes in a few us, and a sleep would add a wake-up to it (ring.h's
+ * FERRY_RING_SPIN_US, as the loops). Each pass yields, as a loop's spin does: on a crowded
+ * host the workers that make the result need the CPU. Whether something came.
+ */
+#define SOCKET_LOOK_NS 8000u
+static bool spin(struct ferry_graph *g, struct pollfd *pfd, uint32_t n)
+{
+	uint64_t start = ferry__now_ns(), now = start, looked = start;
+	bool found = false;
+
+	if (!g->spin_us || !rings_pending(g, true) || !ferry__spin_waiter_enter())
+		return false;
+	while (!found && now - start < g->spin_us * 1000ull) {
+		if (rings_pending(g, false)) {
+			found = true;
+		} else if (now - looked >= SOCKET_LOOK_NS) {
+			looked = now;
+			found = poll(pfd, n, 0) > 0;
+		} else {
+			sched_yield();
+		}
+		now = ferry__now_ns();
+	}
+	ferry__spin_leave();
+	return found;
+}
+
+/* Before sleeping: the rings' wake-up fds into @pfd after @n entries (their workers into
+ * @map), each ring's sleeping word set. The new count. */
+static uint32_t ring_sleep(struct ferry_graph *g, struct pollfd *pfd, uint32_t *map, uint32_t n)
+{
+	for (uint32_t i = 0; i < g->nworkers; i++) {
+		int fd = g->workers[i].dead ? -1 : ferry__rt_fdring_sleep(g->workers[i].ring, true);
+
+		if (fd < 0)
+			continue;
+		pfd[n] = (struct pollfd){.fd = fd, .events = POLLIN};
+		map[n++] = i;
+	}
+	return n;
+}
+
+/*
+ * Take what came within @timeout_ms: the rings, then every open socket (spinning on the
+ * rings first, then asleep in poll). Only the reader (or compile and destroy, alone with the
+ * graph) calls it. A socket that closed breaks the graph.
  */
 static void pump(struct ferry_graph *g, int timeout_ms)
 {
-	struct pollfd pfd[FERRY_GRAPH_MAX_NODES];
-	uint32_t map[FERRY_GRAPH_MAX_NODES], n = 0;
+	struct pollfd pfd[2 * FERRY_GRAPH_MAX_NODES];
+	uint32_t map[2 * FERRY_GRAPH_MAX_NODES], n = 0, nsock;
 	int ret;
 
+	if (drain_rings(g) > 0)
+		return;
 	for (uint32_t i = 0; i < g->nworkers; i++) {
 		if (g->workers[i].fd < 0 || g->workers[i].dead)
 			continue;
@@ -430,8 +555,22 @@ static void pump(struct ferry_graph *g, int timeout_ms)
 			usleep((useconds_t)FERRY_MIN(timeout_ms, 10) * 1000u);
 		return;
 	}
+	nsock = n;
+	if (spin(g, pfd, n)) {
+		timeout_ms = 0;
+	} else {
+		n = ring_sleep(g, pfd, map, n);
+		if (rings_pending(g, false)) /* once more, now that the workers see us asleep */
+			timeout_ms = 0;
+	}
 	ret = poll(pfd, n, timeout_ms);
-	for (uint32_t k = 0; ret > 0 && k < n; k++) {
+	for (uint32_t k = nsock; k < n; k++) {
+		(void)ferry__rt_fdring_sleep(g->workers[map[k]].ring, false);
+		if (ret > 0 && pfd[k].revents)
+			ferry__rt_fdring_woken(g->workers[map[k]].ring);
+	}
+	(void)drain_rings(g);
+	for (uint32_t k = 0; ret > 0 && k < nsock; k++) {
 		char how[96];
 		int err;
 

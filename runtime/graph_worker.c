@@ -13,7 +13,9 @@
  * actor sees a graph's calls in execution order; the result (or the error that replaces it) is
  * sent along the node's edges at once: to a local node directly, to another worker on a socket
  * this worker opened to its listen path (one per graph and peer, opened at the first value),
- * to the driver on the socket that installed the graph. Nodes only take arguments from nodes
+ * to the driver on the socket that installed the graph. Both go through a same-host ring pair
+ * beside the socket when the value fits a slot (runtime/ring.h: this worker offers one on its
+ * peer sockets, and accepts the driver's in worker.c). Nodes only take arguments from nodes
  * of lower index (the driver binds them in order), so a local delivery never loops.
  * A graph lives until GraphDestroy, until the socket that installed it closes, or until the
  * actor ends (killed, its owner gone): then the worker closes the driver's socket too, which
@@ -30,6 +32,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "runtime/registry.h"
+#include "runtime/ring.h"
 #include "runtime/worker.h"
 
 #define COMP "worker"
@@ -81,6 +84,7 @@ struct gnode {
 struct gpeer {
 	struct ferry__worker_graph *g; /* NULL once the graph is gone */
 	struct ferry__conn *conn;      /* to the peer; NULL: not open (or closed) */
+	struct ferry__rt_ring *ring;   /* beside conn (runtime/ring.h), or NULL */
 	bool failed;		       /* its socket closed: values are dropped */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* its listen path */
 };
@@ -192,8 +196,14 @@ static void unlink_graph(struct ferry__worker *w, struct ferry__worker_graph *g)
 static void peer_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
 			    size_t len)
 {
-	(void)payload;
-	(void)len;
+	struct gpeer *p = ferry__conn_data(conn);
+
+	if (!ferry__rt_ring_on_socket(p->ring, conn, type))
+		return;
+	if (type == FERRY__WIRE_MSG_RING_SETUP_REPLY) {
+		(void)ferry__rt_ring_setup_reply(&p->ring, payload, len);
+		return;
+	}
 	FLOG_WARN(COMP, "a graph peer %s sent %s: closing", ferry__conn_peer(conn),
 		  ferry__wire_message_name(type));
 	ferry__conn_close(conn);
@@ -203,6 +213,8 @@ static void peer_on_close(struct ferry__conn *conn, int err)
 {
 	struct gpeer *p = ferry__conn_data(conn);
 
+	ferry__rt_ring_close(p->ring);
+	p->ring = NULL;
 	if (!p->g) {
 		ferry__free(p);
 		return;
@@ -243,6 +255,9 @@ static int peer_open(struct ferry__worker *w, struct gpeer *p)
 		ret = ferry__conn_send(p->conn, FERRY__WIRE_MSG_RUNTIME_CONNECT,
 				       ferry__fb_builder_data(builder()),
 				       ferry__fb_builder_size(builder()));
+	/* The peer is on this host (a Unix path): values go on a ring pair, as tasks do. */
+	if (ret == 0 && ferry__rt_ring_enabled())
+		(void)ferry__rt_ring_offer(w->loop, p->conn, peer_on_message, &p->ring);
 	return ret; /* on failure the socket's close follows */
 }
 
@@ -264,6 +279,7 @@ static void send_value(struct ferry__worker *w, struct ferry__worker_graph *g,
 					   .message = status < 0 ? message : NULL,
 					   .data = data,
 					   .data_count = status < 0 ? 0 : len};
+	struct ferry__rt_ring *ring = NULL;
 	struct ferry__conn *conn = NULL;
 	struct gpeer *p = NULL;
 	int ret;
@@ -279,16 +295,21 @@ static void send_value(struct ferry__worker *w, struct ferry__worker_graph *g,
 			return;
 		}
 		conn = p->conn;
+		ring = p->ring;
 	} else {
 		conn = g->driver;
 	}
 	if (!conn)
 		return;
 	ret = ferry__wire_graph_data_build(builder(), &m);
-	if (ret == 0)
-		ret = ferry__conn_send(conn, FERRY__WIRE_MSG_GRAPH_DATA,
-				       ferry__fb_builder_data(builder()),
-				       ferry__fb_builder_size(builder()));
+	if (ret == 0 && p) /* the driver's socket is an owner's: its ring is worker.c's */
+		ret = ferry__rt_ring_send(ring, conn, FERRY__WIRE_MSG_GRAPH_DATA,
+					  ferry__fb_builder_data(builder()),
+					  ferry__fb_builder_size(builder()));
+	else if (ret == 0)
+		ret = ferry__worker_owner_send(conn, FERRY__WIRE_MSG_GRAPH_DATA,
+					       ferry__fb_builder_data(builder()),
+					       ferry__fb_builder_size(builder()));
 	if (ret < 0)
 		FLOG_WARN(COMP, "worker %s: a graph value was not sent: %s", w->id_hex,
 			  ferry_strerror(ret));
@@ -691,8 +712,8 @@ static int reply(struct ferry__conn *conn, uint16_t type)
 {
 	if (!conn)
 		return 0;
-	return ferry__conn_send(conn, type, ferry__fb_builder_data(builder()),
-				ferry__fb_builder_size(builder()));
+	return ferry__worker_owner_send(conn, type, ferry__fb_builder_data(builder()),
+					ferry__fb_builder_size(builder()));
 }
 
 int ferry__worker_graph_message(struct ferry__worker *w, struct ferry__conn *conn, uint16_t type,

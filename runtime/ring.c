@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/ring.h"
 
@@ -99,4 +100,20 @@ int ferry__ring_get(struct ferry__ring_dir *d, void *buf, uint16_t *type, size_t
 	/* The copy is ours: the slot goes back to the producer at once. */
 	atomic_store_explicit(&d->ctl->tail, d->pos, memory_order_release);
 	return 1;
+}
+
+int ferry__ring_wake(struct ferry__ring_dir *d, uint32_t *woken, int fd)
+{
+	uint64_t one = 1;
+	uint32_t asleep;
+
+	/* Publish, then look whether the consumer sleeps (ring_conn.c's DESIGN: Wait). */
+	atomic_thread_fence(memory_order_seq_cst);
+	asleep = atomic_load(&d->ctl->sleeping);
+	if (!asleep || asleep == *woken)
+		return 0;
+	*woken = asleep;
+	if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
 }

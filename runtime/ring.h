@@ -6,6 +6,7 @@
  * into it. ring_conn.c puts a ring pair beside a worker's socket on the runtime's loops: setup
  * over the socket (RingSetup, the memfd passed with SCM_RIGHTS), the wait (the loop's spin,
  * then an eventfd), the fallback to the socket and the order of messages across both.
+ * ring_fd.c is the owner's side beside a plain blocking socket, for a compiled graph's driver.
  *
  * Thread model: a ring direction has one producer and one consumer thread (each process's
  * loop thread); the functions below take no locks. The peer is another process and untrusted:
@@ -98,6 +99,12 @@ int ferry__ring_get(struct ferry__ring_dir *d, void *buf, uint16_t *type, size_t
 /* ferry__ring_pending() - consumer: whether a message (or garbage) waits. */
 bool ferry__ring_pending(const struct ferry__ring_dir *d);
 
+/*
+ * ferry__ring_wake() - producer, after a put: write the eventfd @fd if the consumer sleeps
+ * with a sleeping word it was not woken for yet (*@woken, updated). 0, or the write's -errno.
+ */
+int ferry__ring_wake(struct ferry__ring_dir *d, uint32_t *woken, int fd);
+
 /* ---- ring_conn.c: a ring pair beside a worker's socket, on a loop ---- */
 
 struct ferry__rt_ring;
@@ -112,6 +119,7 @@ typedef void (*ferry__rt_ring_deliver_fn)(struct ferry__conn *conn, uint16_t typ
  * FERRY_RING_SPIN_US: how long the runtime's loops poll after work before they sleep (the
  * loop's spin window, ferry__loop_opts.spin_us); default FERRY__RT_RING_SPIN_US, 0 = always
  * sleep (a ring message then costs its consumer an eventfd wake-up). 0 when rings are off.
+ * A compiled graph's caller polls its rings as long for a result (graph.c).
  */
 #define FERRY__RT_RING_SPIN_US 50u
 bool ferry__rt_ring_enabled(void);
@@ -165,5 +173,73 @@ void ferry__rt_ring_close(struct ferry__rt_ring *r);
 /* ferry__rt_ring_counts() - messages this process sent through rings and, on a socket that
  * had a ring, through the socket (tests, diagnostics). */
 void ferry__rt_ring_counts(uint64_t *ring_msgs, uint64_t *socket_msgs);
+
+/* ferry__rt_ring_memfd() - a memfd of @bytes sealed against shrinking and growing, mapped
+ * shared into *@base: the fd, or -errno. ferry__rt_ring_count() - count one message sent
+ * on a ring (@on_ring) or on the socket beside one (ferry__rt_ring_counts()). */
+int ferry__rt_ring_memfd(uint64_t bytes, void **base);
+void ferry__rt_ring_count(bool on_ring);
+
+/* ---- ring_fd.c: a ring pair beside a blocking socket, for threads that are not a loop ---- */
+
+/*
+ * The owner's side of a ring pair on a plain blocking Unix socket (a compiled graph's driver,
+ * runtime/graph.c): the same rings, setup (RingSetup) and order rules as above, but the
+ * caller's threads write and read it. One thread at a time sends (the caller's lock) and one
+ * at a time reads; the worker's side is ferry__rt_ring_accept() on its loop, as for any owner.
+ */
+struct ferry__rt_fdring;
+
+/* What a reader does with a message taken from the ring (copied out and verified). */
+typedef void (*ferry__rt_fdring_deliver_fn)(void *arg, uint16_t type, const void *payload,
+					    size_t len);
+
+/*
+ * ferry__rt_fdring_offer() - make a ring pair and send RingSetup with its fds on @fd (a
+ * connected blocking Unix socket, after RuntimeConnect). Until the worker's RingSetupReply
+ * (ferry__rt_fdring_setup_reply()) everything goes on the socket. 0 and *@out, or -errno
+ * (logged; the socket goes on alone, unless the error came from writing it).
+ */
+int ferry__rt_fdring_offer(int fd, struct ferry__rt_fdring **out);
+
+/* ferry__rt_fdring_setup_reply() - the worker's RingSetupReply came on the socket: as
+ * ferry__rt_ring_setup_reply() (a refusal destroys the ring and sets *@rp NULL). */
+int ferry__rt_fdring_setup_reply(struct ferry__rt_fdring **rp, const void *payload, size_t len);
+
+/*
+ * ferry__rt_fdring_put() - sender: message @type into the ring if it may go there (ready, it
+ * fits, not full, the worker took every message sent on the socket). 0: sent (the worker
+ * woken if it sleeps); 1: send it on the socket, then call ferry__rt_fdring_sent(); -EPROTO:
+ * the worker wrote garbage into the counters (logged: treat the worker as gone). @r NULL: 1.
+ */
+int ferry__rt_fdring_put(struct ferry__rt_fdring *r, uint16_t type, const void *payload,
+			 size_t len);
+void ferry__rt_fdring_sent(struct ferry__rt_fdring *r);
+
+/*
+ * Reader. ferry__rt_fdring_drain() - deliver what the worker's ring holds, at most one ring's
+ * worth: how many, or -EPROTO (garbage, logged: treat the worker as gone).
+ * ferry__rt_fdring_on_socket() - call before handling each message read from the socket: the
+ * ring's earlier messages are delivered first (0, or -EPROTO as drain).
+ * ferry__rt_fdring_pending() - whether the ring has something (false while not ready).
+ * All accept @r NULL (nothing to do).
+ */
+int ferry__rt_fdring_drain(struct ferry__rt_fdring *r, ferry__rt_fdring_deliver_fn deliver,
+			   void *arg);
+int ferry__rt_fdring_on_socket(struct ferry__rt_fdring *r, uint16_t type,
+			       ferry__rt_fdring_deliver_fn deliver, void *arg);
+bool ferry__rt_fdring_pending(const struct ferry__rt_fdring *r);
+
+/*
+ * Reader's sleep. ferry__rt_fdring_sleep() - before sleeping in poll(2) (@asleep true: then
+ * look at ferry__rt_fdring_pending() once more before sleeping) and after it (false);
+ * returns the eventfd to poll for POLLIN while asleep, or -1 (not ready: nothing to poll).
+ * ferry__rt_fdring_woken() - read that eventfd once poll said so.
+ */
+int ferry__rt_fdring_sleep(struct ferry__rt_fdring *r, bool asleep);
+void ferry__rt_fdring_woken(struct ferry__rt_fdring *r);
+
+/* ferry__rt_fdring_destroy() - unmap and close (the socket is the caller's). NULL: no-op. */
+void ferry__rt_fdring_destroy(struct ferry__rt_fdring *r);
 
 #endif

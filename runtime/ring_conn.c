@@ -132,6 +132,11 @@ void ferry__rt_ring_counts(uint64_t *ring_msgs, uint64_t *socket_msgs)
 	*socket_msgs = atomic_load(&sent_socket);
 }
 
+void ferry__rt_ring_count(bool on_ring)
+{
+	atomic_fetch_add_explicit(on_ring ? &sent_ring : &sent_socket, 1, memory_order_relaxed);
+}
+
 /* ---- delivery ---- */
 
 /* The peer wrote garbage: the socket closes, its on_close closes the ring. */
@@ -365,8 +370,7 @@ static void close_fds(int *fds, unsigned n)
 			close(fds[i]);
 }
 
-/* A sealed memfd of @bytes, mapped into *@base. The fd, or -errno. */
-static int make_memfd(uint64_t bytes, void **base)
+int ferry__rt_ring_memfd(uint64_t bytes, void **base)
 {
 	int fd = memfd_create("ferry-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING), ret;
 
@@ -396,7 +400,7 @@ int ferry__rt_ring_offer(struct ferry__loop *loop, struct ferry__conn *conn,
 	void *base = NULL;
 	int ret;
 
-	fds[0] = make_memfd(bytes, &base);
+	fds[0] = ferry__rt_ring_memfd(bytes, &base);
 	if (fds[0] < 0) {
 		ret = fds[0];
 		goto err;
@@ -581,18 +585,9 @@ int ferry__rt_ring_send(struct ferry__rt_ring *r, struct ferry__conn *conn, uint
 	    atomic_load_explicit(&r->tx.ctl->sock_seen, memory_order_acquire) == r->sock_sent) {
 		ret = ferry__ring_put(&r->tx, type, payload, len);
 		if (ret == 0) {
-			uint64_t one = 1;
-			uint32_t asleep;
-
-			/* Publish, then look whether the consumer sleeps (DESIGN: Wait). */
-			atomic_thread_fence(memory_order_seq_cst);
-			asleep = atomic_load(&r->tx.ctl->sleeping);
-			if (asleep && asleep != r->woken) {
-				r->woken = asleep;
-				if (write(r->peer_wake_fd, &one, sizeof(one)) < 0 &&
-				    errno != EAGAIN)
-					FLOG_WARN(COMP, "wake write: %s", ferry_strerror(-errno));
-			}
+			ret = ferry__ring_wake(&r->tx, &r->woken, r->peer_wake_fd);
+			if (ret < 0)
+				FLOG_WARN(COMP, "wake write: %s", ferry_strerror(ret));
 			atomic_fetch_add_explicit(&sent_ring, 1, memory_order_relaxed);
 			return 0;
 		}

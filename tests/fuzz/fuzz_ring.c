@@ -117,6 +117,19 @@ int fuzz_make_corpus(const char *dir)
 		    SLOT);
 	bad |= seed(dir, "seed-unknown-type", 0, 1, 0, &b, 0xffff, 1, 0);
 	bad |= seed(dir, "seed-tail-ahead", 0, 0, 7, NULL, 0, 0, 0);
+	/* A compiled graph's values take the rings too (runtime/graph.c, graph_worker.c). */
+	{
+		static const uint8_t value[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+		struct ferry__wire_graph_data d = {
+			.seq = 3, .node = 1, .data = value, .data_count = sizeof(value)};
+
+		memset(d.graph_id.bytes, 0x22, sizeof(d.graph_id.bytes));
+		if (ferry__wire_graph_data_build(&b, &d) < 0)
+			bad = 1;
+		else
+			bad |= seed(dir, "seed-graph-data", 0, 2, 0, &b, FERRY__WIRE_MSG_GRAPH_DATA,
+				    2, 0);
+	}
 	ferry__fb_builder_fini(&b);
 	return bad;
 }

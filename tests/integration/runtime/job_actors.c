@@ -3,10 +3,12 @@
  * The actors' code for test_actors (a job library the workers load, and the test links it too:
  * same names in both). Counter(start[, marker path]): a count from @start; inc(n) adds and
  * returns it; pid() says which worker process hosts it; nap(ms) sleeps (a call in flight while
- * the test kills the worker); fail() returns an error. Its destructor writes "<marker>.fini" so
- * that the test sees it ran. Broken(): a constructor that fails. Gate(): meet(n) waits (up to
- * 10 s) until n calls have come in since it was built, and returns how many were inside at
- * once at most (test_actor_options: calls of an actor with max_concurrency run at once).
+ * the test kills the worker); fail() returns an error; echo(bytes) returns its argument (a
+ * compiled graph's values of any size, test_graph_rings). Its destructor writes
+ * "<marker>.fini" so that the test sees it ran. Broken(): a constructor that fails. Gate():
+ * meet(n) waits (up to 10 s) until n calls have come in since it was built, and returns how
+ * many were inside at once at most (test_actor_options: calls of an actor with
+ * max_concurrency run at once).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -98,6 +100,16 @@ FERRY_ACTOR_METHOD(Counter, nap)
 FERRY_ACTOR_METHOD(Counter, fail)
 {
 	return ferry_task_error(ctx, "fail was called");
+}
+
+FERRY_ACTOR_METHOD(Counter, echo)
+{
+	const void *p;
+	size_t n;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0)
+		return ferry_task_error(ctx, "echo takes one argument");
+	return ferry_task_return(ctx, 0, p, n);
 }
 
 FERRY_ACTOR_CLASS(Broken, NULL)

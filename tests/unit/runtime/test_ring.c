@@ -6,10 +6,13 @@
  * beside a socketpair on a loop, as an owner and a worker use it: messages both ways in order
  * whether each took the ring or the socket (larger than a slot), with the loop spinning and
  * with it always asleep (eventfd wake-ups); and an owner facing a "worker" that writes garbage
- * into the rings: its socket closes, nothing is read out of bounds.
+ * into the rings: its socket closes, nothing is read out of bounds. Last, the owner's side
+ * beside a blocking socket (ring_fd.c, a compiled graph's driver) against a worker played by
+ * hand: the order rules, the wake-ups, a refusal and garbage.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 
 #include "common/alloc.h"
 #include "common/conn.h"
+#include "common/frame.h"
 #include "common/wire.h"
 #include "ftest.h"
 #include "ftest_loop.h"
@@ -481,4 +485,218 @@ FTEST(a_malformed_payload_closes_the_socket)
 FTEST(a_tail_out_of_bounds_closes_the_socket)
 {
 	garbage_run(TAIL_AHEAD);
+}
+
+/* ---- a ring pair beside a blocking socket (ring_fd.c), the worker played by hand ---- */
+
+struct fdpair {
+	int sv[2];			  /* owner's end (blocking), worker's end */
+	struct ferry__rt_fdring *r;	  /* the owner's ring pair */
+	int fds[3];			  /* RingSetup's: memfd, the worker's wake, the owner's */
+	void *base;			  /* the worker's mapping of it */
+	size_t bytes;			  /* its size */
+	struct ferry__ring_dir to_worker; /* the worker's view of direction 0 */
+	struct ferry__ring_dir to_owner;  /* and of direction 1 */
+};
+
+/* The owner offers; the "worker" reads RingSetup and its fds off the socket and maps them. */
+static void fdpair_open(struct fdpair *p)
+{
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	uint8_t frame[512];
+	struct iovec iov = {.iov_base = frame, .iov_len = sizeof(frame)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = cbuf.buf,
+			   .msg_controllen = sizeof(cbuf.buf)};
+	struct ferry__frame_header h;
+	struct cmsghdr *cm;
+
+	ftest_assert_ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->sv));
+	ftest_assert_ok(ferry__rt_fdring_offer(p->sv[0], &p->r));
+	ftest_assert_int_ge(recvmsg(p->sv[1], &m, 0), FERRY_FRAME_HEADER_SIZE);
+	ftest_assert_ok(ferry__frame_header_decode(frame, 1 << 20, &h));
+	ftest_assert_uint_eq(h.type, FERRY__WIRE_MSG_RING_SETUP);
+	cm = CMSG_FIRSTHDR(&m);
+	ftest_assert_ptr_notnull(cm);
+	ftest_assert_uint_eq(cm->cmsg_len, CMSG_LEN(3 * sizeof(int)));
+	memcpy(p->fds, CMSG_DATA(cm), sizeof(p->fds));
+	p->bytes = (size_t)ferry__ring_bytes(FERRY__RING_SLOT_BYTES, FERRY__RING_SLOTS);
+	p->base = mmap(NULL, p->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->fds[0], 0);
+	ftest_assert_true(p->base != MAP_FAILED);
+	ferry__ring_dir_init(&p->to_worker, p->base, 0, FERRY__RING_SLOT_BYTES, FERRY__RING_SLOTS);
+	ferry__ring_dir_init(&p->to_owner, p->base, 1, FERRY__RING_SLOT_BYTES, FERRY__RING_SLOTS);
+}
+
+/* The worker's RingSetupReply of @status, as the owner's reader hands it over. */
+static int fdpair_reply(struct fdpair *p, int status)
+{
+	struct ferry__wire_ring_setup_reply m = {.status = status};
+	struct ferry__fb_builder b;
+	int ret;
+
+	ferry__fb_builder_init(&b);
+	ftest_assert_ok(ferry__wire_ring_setup_reply_build(&b, &m));
+	ret = ferry__rt_fdring_setup_reply(&p->r, ferry__fb_builder_data(&b),
+					   ferry__fb_builder_size(&b));
+	ferry__fb_builder_fini(&b);
+	return ret;
+}
+
+static void fdpair_close(struct fdpair *p)
+{
+	ferry__rt_fdring_destroy(p->r);
+	munmap(p->base, p->bytes);
+	for (int i = 0; i < 3; i++)
+		close(p->fds[i]);
+	close(p->sv[0]);
+	close(p->sv[1]);
+}
+
+/* A test message (ErrorReply numbered @seq) into @b. */
+static void numbered(struct ferry__fb_builder *b, uint64_t seq)
+{
+	struct ferry__wire_error_reply m = {.code = -1, .request_seq = seq, .message = "x"};
+
+	ferry__fb_builder_init(b);
+	ftest_assert_ok(ferry__wire_error_reply_build(b, &m));
+}
+
+/* What the owner's reader took: messages numbered 0, 1, ... */
+struct took {
+	uint64_t n; /* taken */
+	int bad;    /* not the next number, or not verified */
+};
+
+static void take(void *arg, uint16_t type, const void *payload, size_t len)
+{
+	struct took *t = arg;
+	struct ferry__wire_error_reply_view v;
+
+	if (type != FERRY__WIRE_MSG_ERROR_REPLY || ferry__wire_error_reply_root(payload, len, &v) ||
+	    ferry__wire_error_reply_request_seq(v) != t->n)
+		t->bad++;
+	t->n++;
+}
+
+static void worker_put(struct fdpair *p, uint64_t seq)
+{
+	struct ferry__fb_builder b;
+
+	numbered(&b, seq);
+	ftest_assert_ok(ferry__ring_put(&p->to_owner, FERRY__WIRE_MSG_ERROR_REPLY,
+					ferry__fb_builder_data(&b), ferry__fb_builder_size(&b)));
+	ferry__fb_builder_fini(&b);
+}
+
+FTEST(a_blocking_socket_ring_keeps_order_with_its_socket_and_wakes_sleepers)
+{
+	struct fdpair p;
+	struct ferry__fb_builder b;
+	struct took t = {0};
+	uint8_t got[FERRY__RING_SLOT_BYTES];
+	struct pollfd pfd;
+	uint64_t v;
+	uint16_t type;
+	size_t len;
+	int fd;
+
+	fdpair_open(&p);
+	numbered(&b, 0);
+	/* Before the worker's reply: the socket (counted: the worker counts from RingSetup). */
+	ftest_assert_int_eq(ferry__rt_fdring_put(p.r, FERRY__WIRE_MSG_ERROR_REPLY,
+						 ferry__fb_builder_data(&b),
+						 ferry__fb_builder_size(&b)),
+			    1);
+	ferry__rt_fdring_sent(p.r);
+	ftest_assert_ok(fdpair_reply(&p, 0));
+	/* The worker has not taken that socket message yet: this one follows it there. */
+	ftest_assert_int_eq(ferry__rt_fdring_put(p.r, FERRY__WIRE_MSG_ERROR_REPLY,
+						 ferry__fb_builder_data(&b),
+						 ferry__fb_builder_size(&b)),
+			    1);
+	ferry__rt_fdring_sent(p.r);
+	atomic_store(&p.to_worker.ctl->sock_seen, 2);
+	/* Taken: the ring, and the worker's eventfd once per sleep. */
+	atomic_store(&p.to_worker.ctl->sleeping, 7);
+	for (int i = 0; i < 2; i++)
+		ftest_assert_int_eq(ferry__rt_fdring_put(p.r, FERRY__WIRE_MSG_ERROR_REPLY,
+							 ferry__fb_builder_data(&b),
+							 ferry__fb_builder_size(&b)),
+				    0);
+	ftest_assert_int_eq(read(p.fds[1], &v, sizeof(v)), (ssize_t)sizeof(v));
+	ftest_assert_int_eq(read(p.fds[1], &v, sizeof(v)), -1); /* one wake-up for the two */
+	for (int i = 0; i < 2; i++) {
+		ftest_assert_int_eq(ferry__ring_get(&p.to_worker, got, &type, &len), 1);
+		ftest_assert_uint_eq(type, FERRY__WIRE_MSG_ERROR_REPLY);
+		ftest_assert_uint_eq(len, ferry__fb_builder_size(&b));
+	}
+	ferry__fb_builder_fini(&b);
+	/* The reader: ring messages before the socket's, the socket's counted for the worker. */
+	ftest_assert_false(ferry__rt_fdring_pending(p.r));
+	worker_put(&p, 0);
+	worker_put(&p, 1);
+	ftest_assert_true(ferry__rt_fdring_pending(p.r));
+	ftest_assert_ok(ferry__rt_fdring_on_socket(p.r, FERRY__WIRE_MSG_ERROR_REPLY, take, &t));
+	ftest_assert_uint_eq(t.n, 2);
+	t.n++; /* the socket's message, number 2 */
+	ftest_assert_uint_eq(atomic_load(&p.to_owner.ctl->sock_seen), 1);
+	/* Asleep: the worker's put finds the word and writes the owner's eventfd. */
+	fd = ferry__rt_fdring_sleep(p.r, true);
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_uint_ne(atomic_load(&p.to_owner.ctl->sleeping), 0);
+	worker_put(&p, 3);
+	ftest_assert_ok(ferry__ring_wake(&p.to_owner, &(uint32_t){0}, p.fds[2]));
+	pfd = (struct pollfd){.fd = fd, .events = POLLIN};
+	ftest_assert_int_eq(poll(&pfd, 1, 5000), 1);
+	ferry__rt_fdring_woken(p.r);
+	ftest_assert_int_eq(ferry__rt_fdring_sleep(p.r, false), fd);
+	ftest_assert_uint_eq(atomic_load(&p.to_owner.ctl->sleeping), 0);
+	ftest_assert_int_eq(ferry__rt_fdring_drain(p.r, take, &t), 1);
+	ftest_assert_uint_eq(t.n, 4);
+	ftest_assert_int_eq(t.bad, 0);
+	fdpair_close(&p);
+}
+
+FTEST(a_blocking_socket_ring_refused_or_fed_garbage_is_dropped)
+{
+	struct fdpair p;
+	struct took t = {0};
+	uint8_t small[8] = {0};
+
+	/* Refused: the ring goes, everything takes the socket. */
+	fdpair_open(&p);
+	ftest_assert_errno(fdpair_reply(&p, -ENOMEM), -ENOMEM);
+	ftest_assert_ptr_null(p.r);
+	ftest_assert_int_eq(ferry__rt_fdring_put(p.r, FERRY__WIRE_MSG_ERROR_REPLY, small, 8), 1);
+	fdpair_close(&p);
+	/* A head out of bounds, a length past the slot, a payload that does not verify. */
+	for (int what = 0; what < 3; what++) {
+		fdpair_open(&p);
+		ftest_assert_ok(fdpair_reply(&p, 0));
+		if (what == 0) {
+			atomic_store(&p.to_owner.ctl->head, FERRY__RING_SLOTS + 5);
+		} else {
+			memset(p.to_owner.slots, 0xa5, 64);
+			*(uint32_t *)(void *)p.to_owner.slots = what == 1 ? 0x7fffffff : 56;
+			*(uint16_t *)(void *)(p.to_owner.slots + 4) = FERRY__WIRE_MSG_ERROR_REPLY;
+			atomic_store(&p.to_owner.ctl->head, 1);
+		}
+		ftest_assert_errno(ferry__rt_fdring_drain(p.r, take, &t), -EPROTO);
+		ftest_assert_false(ferry__rt_fdring_pending(p.r)); /* never read again */
+		ftest_assert_int_eq(ferry__rt_fdring_sleep(p.r, true), -1);
+		ftest_assert_uint_eq(t.n, 0);
+		fdpair_close(&p);
+	}
+	/* A tail out of bounds: the sender drops the ring, later sends take the socket. */
+	fdpair_open(&p);
+	ftest_assert_ok(fdpair_reply(&p, 0));
+	atomic_store(&p.to_worker.ctl->tail, 12345);
+	ftest_assert_errno(ferry__rt_fdring_put(p.r, FERRY__WIRE_MSG_ERROR_REPLY, small, 8),
+			   -EPROTO);
+	ftest_assert_int_eq(ferry__rt_fdring_put(p.r, FERRY__WIRE_MSG_ERROR_REPLY, small, 8), 1);
+	fdpair_close(&p);
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Run ferry-sched-sim small and check what its SIM line claims: every task finished, a task
+makes at most one trip up and one down the tree, tasks run where their input is, and a burst
+fills the cluster."""
+import subprocess
+import sys
+
+sim = sys.argv[1]
+
+
+def run(*args):
+    out = subprocess.run([sim, *args], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        sys.exit(f"{sim} {' '.join(args)} exited {out.returncode}: {out.stderr.strip()}")
+    line = next((l for l in out.stdout.splitlines() if l.startswith("SIM ")), None)
+    if not line:
+        sys.exit(f"no SIM line in: {out.stdout!r}")
+    return {k: float(v) for k, v in (f.split("=") for f in line.split()[1:])}
+
+
+failures = []
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+# Two levels over 2,000 nodes, inputs of 100 MB on random nodes, 80% load.
+r = run("--nodes", "2000", "--fanout", "100", "--tasks", "40000", "--duration-ms", "100")
+check(r["finished"] == 40000, f"every task finished ({r['finished']:.0f})")
+check(r["max_hops"] <= 3, f"at most one trip up and one down ({r['max_hops']:.0f} levels)")
+check(r["local_fraction"] >= 0.95, f"tasks ran on their input's node ({r['local_fraction']:.3f})")
+# One level, the burst of issue 24 (80,000 tasks from one node on 360 nodes of 8 slots).
+r = run("--nodes", "360", "--tasks", "80000", "--burst", "--duration-ms", "1000")
+check(r["finished"] == 80000, f"every burst task finished ({r['finished']:.0f})")
+check(0 < r["busy_95_ms"] <= 1000, f"95% of the slots busy within 1 s ({r['busy_95_ms']:.3f} ms)")
+# The policy alone.
+r = run("--decide-only", "--nodes", "1000", "--tasks", "20000")
+check(r["decisions"] == 20000, "decide-only made every decision")
+sys.exit(1 if failures else 0)
