@@ -563,9 +563,22 @@ static int watch_wait(struct ferry__rt_borrow_watch *w, int64_t deadline_ms, int
 	if (left == 0)
 		return -ETIMEDOUT;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	(void)ferry__rt_borrow_watch_poll(w, left < 0 || left > cap_ms ? cap_ms : (int)left);
+	(void)ferry__rt_borrow_watch_poll(w, left < 0 || left > cap_ms ? cap_ms : (int)left,
+					  deadline_ms);
 	pthread_mutex_lock(&ferry__rt.lock);
 	return 0;
+}
+
+/* A wait's first look at the owners @w asked: FIRST_ANSWER_MS for ready ones to answer (a
+ * reply begun is read to the wait's @deadline_ms, or to that time's end if later). */
+static void first_answers(struct ferry__rt_borrow_watch *w, int64_t deadline_ms)
+{
+	int64_t end = (int64_t)ferry__loop_now_ms() + FIRST_ANSWER_MS, left;
+	int64_t read_by = deadline_ms < 0 || deadline_ms > end ? deadline_ms : end;
+
+	while (w && (left = end - (int64_t)ferry__loop_now_ms()) > 0 &&
+	       ferry__rt_borrow_watch_poll(w, (int)left, read_by) > 0)
+		;
 }
 
 int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t timeout_ms,
@@ -600,10 +613,7 @@ int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t
 			watched = true;
 			pthread_mutex_unlock(&ferry__rt.lock);
 			watch = ferry__rt_borrow_watch_start(refs, n, ready);
-			for (int64_t end = (int64_t)ferry__loop_now_ms() + FIRST_ANSWER_MS, left;
-			     watch && (left = end - (int64_t)ferry__loop_now_ms()) > 0 &&
-			     ferry__rt_borrow_watch_poll(watch, (int)left) > 0;)
-				;
+			first_answers(watch, deadline_ms);
 			pthread_mutex_lock(&ferry__rt.lock);
 			continue;
 		}
