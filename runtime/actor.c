@@ -568,13 +568,10 @@ static struct ferry__rt_task *inflight_take(struct ferry__rt_actor *a,
 
 static void on_reply(struct ferry__rt_actor *a, const void *payload)
 {
-	struct ferry__wire_push_task_reply_view v =
-		ferry__wire_push_task_reply_root_verified(payload);
-	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
 	struct ferry_task_id id;
+	struct ferry__wire_push_task_reply_view v = ferry__rt_push_reply_view(payload, &id);
 	struct ferry__rt_task *t;
 
-	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
 	if (a->creating && ferry_task_id_eq(&id, &a->ctor->id)) {
 		on_created(a, v);
 		return;

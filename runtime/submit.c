@@ -387,6 +387,17 @@ void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *messa
 	ferry__rt_task_free(t);
 }
 
+struct ferry__wire_push_task_reply_view ferry__rt_push_reply_view(const void *payload,
+								  struct ferry_task_id *id)
+{
+	struct ferry__wire_push_task_reply_view v =
+		ferry__wire_push_task_reply_root_verified(payload);
+	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
+
+	memcpy(id->bytes, wid.bytes, sizeof(id->bytes));
+	return v;
+}
+
 int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r)
 {
 	int status = ferry__wire_push_task_reply_status(r);

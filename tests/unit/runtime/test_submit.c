@@ -24,19 +24,12 @@ static void init_job(void)
 	ftest_runtime_init(NULL, 2);
 }
 
+/* @r's int64, and @r dropped. */
 static int64_t get_int64(struct ferry_ref *r)
 {
-	struct ferry_view v;
-	int64_t x;
-	int ret = ferry_get(r, 30000, &v);
+	int64_t x = 0;
 
-	if (ret < 0)
-		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
-	ftest_assert_ok(ret);
-	ftest_assert_uint_eq(v.len, sizeof(x));
-	memcpy(&x, v.data, sizeof(x));
-	ferry_release(&v);
-	ferry_ref_drop(r);
+	ftest_assert_ok(ftest_get_int64(r, 30000, &x, NULL, 0));
 	return x;
 }
 
