@@ -189,5 +189,7 @@ void ferry__rt_actor_stop(void);
 void ferry__rt_actor_node_gone(void);
 unsigned ferry__rt_actor_open_conns(void);
 void ferry__rt_actor_object_ready(void);
+/* Actor records allocated and not yet freed (any thread; tests). */
+unsigned ferry__rt_actor_records(void);
 
 #endif
