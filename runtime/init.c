@@ -547,7 +547,7 @@ void ferry_shutdown(void)
 		return;
 	}
 	ferry__rt.up = false;
-	pthread_cond_broadcast(&ferry__rt.cond);
+	ferry__rt_objects_wake_all();
 	pthread_mutex_unlock(&ferry__rt.lock);
 	stop_loop();
 	ferry__rt_borrow_fini(); /* owners drop the counts this process borrowed */

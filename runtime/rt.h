@@ -124,6 +124,8 @@ void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, siz
 void ferry__rt_obj_unref(struct ferry__rt_obj *o);
 /* Free every entry (shutdown; the store's copies are deleted). */
 void ferry__rt_objects_clear(void);
+/* Lock held: wake every thread waiting for an object (`up` was cleared). */
+void ferry__rt_objects_wake_all(void);
 bool ferry__rt_is_self(const struct ferry_worker_id *owner);
 
 /* code.c: store the job's library (@path, SHA-256 @hash) in the GCS unless it holds that hash
