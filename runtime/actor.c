@@ -33,7 +33,9 @@
  *   kill of that handle) is freed once the actor is DEAD and nothing names it any more: no
  *   socket whose on_close is to come, no GCS lookup or lease request in flight, no timer, no
  *   call on its way; a sweep (a post-queue kick, run at the top of a loop pass, never inside
- *   the callbacks that got it there) looks. What is left is freed at shutdown
+ *   the callbacks that got it there) looks. A named handle's record (the actor lives on, its
+ *   owner's) is let go once its calls are answered: its socket closes, it counts as DEAD here
+ *   alone. What is left (an owned detached actor's) is freed at shutdown
  *   (ferry__rt_actor_fini), after the loop stopped.
  */
 #include <errno.h>
@@ -75,6 +77,8 @@ static atomic_uint records;	    /* allocated, not freed (ferry__rt_actor_records
 
 static void pump(struct ferry__rt_actor *a);
 static void worker_died(struct ferry__rt_actor *a);
+
+static void let_go(struct ferry__rt_actor *a);
 
 /* A record that may be done with: have the sweep look (after this pass's callbacks). */
 static void sweep_soon(struct ferry__rt_actor *a)
@@ -512,7 +516,7 @@ static void on_resolved(void *arg, int status)
 			 i->death_message ? i->death_message : "(no reason recorded)");
 		die(a, -ESRCH, FERRY_GCS_EXIT_NONE, text);
 	} else if (r->status == 0 && i->state == FERRY_GCS_ACTOR_ALIVE &&
-		   !ferry_worker_id_eq(&i->worker, &a->gone)) {
+		   a->state != FERRY_GCS_ACTOR_DEAD && !ferry_worker_id_eq(&i->worker, &a->gone)) {
 		a->worker = i->worker;
 		a->node = i->node;
 		connect_alive(a);
@@ -601,6 +605,7 @@ static void on_reply(struct ferry__rt_actor *a, const void *payload)
 	}
 	(void)ferry__rt_task_reply(t, v); /* no retries of actor calls: never 1 */
 	pump(a);
+	let_go(a);
 }
 
 static void worker_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
@@ -658,7 +663,9 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 			      "the actor ended)");
 		a->gone = a->worker;
 		a->resolve_tries = 0;
-		resolve(a);
+		let_go(a);
+		if (a->state != FERRY_GCS_ACTOR_DEAD)
+			resolve(a);
 		return;
 	}
 	if (a->revoked ||
@@ -836,6 +843,29 @@ unsigned ferry__rt_actor_records(void)
 	return atomic_load(&records);
 }
 
+/* A named handle dropped: once its calls are answered this process is done with the actor
+ * (it lives on, its owner's): close this side, so the record and its socket go. */
+static void let_go(struct ferry__rt_actor *a)
+{
+	bool calls;
+
+	if (!a->released || a->owned || a->state == FERRY_GCS_ACTOR_DEAD || a->queue ||
+	    a->inflight || a->killing)
+		return;
+	pthread_mutex_lock(&ferry__rt.lock);
+	calls = a->incoming || a->incoming_posted;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (calls)
+		return;
+	a->state = FERRY_GCS_ACTOR_DEAD;
+	a->dead_status = -ESRCH;
+	snprintf(a->why, sizeof(a->why), "actor %s: this process dropped its handle", a->cls);
+	(void)ferry__loop_timer_stop(&a->revoke);
+	(void)ferry__loop_timer_stop(&a->resolve);
+	drop_conn(a);
+	sweep_soon(a);
+}
+
 /* Nothing of the loop's names @a any more (see DESIGN). */
 static bool reclaimable(struct ferry__rt_actor *a)
 {
@@ -878,6 +908,7 @@ void ferry__rt_actor_release(void *arg, int status)
 	if (status < 0)
 		return; /* the loop is going: fini frees it */
 	a->released = true;
+	let_go(a);
 	sweep_soon(a);
 }
 
