@@ -563,14 +563,10 @@ static struct ferry__rt_task *inflight_take(struct lease *l, const struct ferry_
 
 static void on_push_reply(struct lease *l, const void *payload)
 {
-	struct ferry__wire_push_task_reply_view v =
-		ferry__wire_push_task_reply_root_verified(payload);
-	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
 	struct ferry_task_id id;
-	struct ferry__rt_task *t;
+	struct ferry__wire_push_task_reply_view v = ferry__rt_push_reply_view(payload, &id);
+	struct ferry__rt_task *t = inflight_take(l, &id);
 
-	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
-	t = inflight_take(l, &id);
 	if (!t) {
 		FLOG_WARN(COMP, "a worker answered a task it was not given");
 		return;
