@@ -134,7 +134,7 @@ static void wake(struct ferry__loop *loop)
 
 static void run_posts(struct ferry__loop *loop, int status)
 {
-	struct loop_post *p, *next;
+	struct ferry__loop_post *p, *next;
 
 	pthread_mutex_lock(&loop->post_lock);
 	p = loop->post_head;
@@ -146,24 +146,20 @@ static void run_posts(struct ferry__loop *loop, int status)
 		void *arg = p->arg;
 
 		next = p->next;
-		ferry__free(p);
+		/* An embedded post is its owner's again once fn starts: fn may post it anew. */
+		if (!p->embedded)
+			ferry__free(p);
 		fn(arg, status);
 	}
 }
 
-int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status), void *arg)
+/* Queue @p (fn and arg set): 0, or -ECANCELED once destroy has begun. */
+static int enqueue_post(struct ferry__loop *loop, struct ferry__loop_post *p)
 {
-	struct loop_post *p = ferry__malloc(sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
 	p->next = NULL;
-	p->fn = fn;
-	p->arg = arg;
 	pthread_mutex_lock(&loop->post_lock);
 	if (loop->posts_closed) {
 		pthread_mutex_unlock(&loop->post_lock);
-		ferry__free(p);
 		return -ECANCELED;
 	}
 	/* Only the first post into an empty queue wakes, and only a loop that may be asleep:
@@ -177,6 +173,31 @@ int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status)
 	loop->post_tail = &p->next;
 	pthread_mutex_unlock(&loop->post_lock);
 	return 0;
+}
+
+int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status), void *arg)
+{
+	struct ferry__loop_post *p = ferry__malloc(sizeof(*p));
+	int ret;
+
+	if (!p)
+		return -ENOMEM;
+	p->fn = fn;
+	p->arg = arg;
+	p->embedded = false;
+	ret = enqueue_post(loop, p);
+	if (ret < 0)
+		ferry__free(p);
+	return ret;
+}
+
+int ferry__loop_post_embedded(struct ferry__loop *loop, struct ferry__loop_post *post,
+			      void (*fn)(void *arg, int status), void *arg)
+{
+	post->fn = fn;
+	post->arg = arg;
+	post->embedded = true;
+	return enqueue_post(loop, post);
 }
 
 static int arm_wake(struct ferry__loop *loop);

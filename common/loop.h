@@ -6,7 +6,7 @@
  *
  * Thread model: a loop belongs to one thread at a time: the thread inside ferry__loop_run(), or,
  * while the loop is not running, the thread that set it up or destroys it. Only
- * ferry__loop_stop() and ferry__loop_post() may be called from any thread.
+ * ferry__loop_stop() and the two ferry__loop_post*() may be called from any thread.
  *
  * Request lifetime (libuv's rule): when a function that takes a callback returns an error, the
  * callback is never called. When it returns 0, the callback is called exactly once with the final
@@ -199,6 +199,21 @@ int ferry__loop_submit(struct ferry__loop *loop);
  * run). Returns -ENOMEM, or -ECANCELED once destroy has begun.
  */
 int ferry__loop_post(struct ferry__loop *loop, void (*fn)(void *arg, int status), void *arg);
+/*
+ * ferry__loop_post_embedded() - ferry__loop_post() with the caller's memory, for a hand-off
+ * that must not fail (common/postq.h): @post (no field needs setting) stays the loop's from a
+ * 0 return until @fn starts, and must not be posted again before. Returns 0 or -ECANCELED
+ * once destroy has begun (@fn is then never called).
+ */
+struct ferry__loop_post {
+	/* Private to the loop. */
+	struct ferry__loop_post *next;	   /* the loop's FIFO */
+	void (*fn)(void *arg, int status); /* what to run */
+	void *arg;			   /* its argument */
+	bool embedded;			   /* the caller's memory: not freed after the run */
+};
+int ferry__loop_post_embedded(struct ferry__loop *loop, struct ferry__loop_post *post,
+			      void (*fn)(void *arg, int status), void *arg);
 /*
  * ferry__loop_call() - run @fn(@arg) on the loop thread and wait for it: a loop another thread
  * runs (an embedded object manager's setup, a test reading state the loop owns). Any thread

@@ -30,12 +30,6 @@
 #define REQ_OVERRIDE (1u << 3)	/* an injected fault ended it: final result is req->result */
 #define REQ_INTERNAL (1u << 4)	/* the loop's own (wake read): exempt from faults, destroy */
 
-struct loop_post {
-	struct loop_post *next;		   /* FIFO link */
-	void (*fn)(void *arg, int status); /* what to run */
-	void *arg;			   /* its argument */
-};
-
 struct loop_fault {
 	unsigned count;	   /* completions still to alter */
 	int result;	   /* replacement result or 0 */
@@ -43,22 +37,22 @@ struct loop_fault {
 };
 
 struct ferry__loop {
-	struct io_uring ring;		  /* the ring */
-	unsigned inflight;		  /* SQEs whose final CQE is still owed */
-	unsigned cqe_batch;		  /* CQEs handled per pass before timers run again */
-	bool ring_enabled;		  /* false until the first run in single-issuer mode */
-	bool running;			  /* inside ferry__loop_run() */
-	bool destroying;		  /* inside ferry__loop_destroy() */
-	atomic_bool stop_requested;	  /* set by ferry__loop_stop(), any thread */
-	int wake_fd;			  /* eventfd written by post/stop from other threads */
-	uint64_t wake_value;		  /* the wake read's target */
-	struct ferry__loop_req wake_req;  /* the pending read on wake_fd */
-	pthread_mutex_t post_lock;	  /* guards the three fields below */
-	struct loop_post *post_head;	  /* FIFO of posted callbacks */
-	struct loop_post **post_tail;	  /* where the next post is linked */
-	bool posts_closed;		  /* destroy began: refuse new posts */
-	struct ferry__loop_timer *timers; /* pairing heap root, earliest first */
-	uint64_t timer_seq;		  /* next timer start sequence number */
+	struct io_uring ring;		     /* the ring */
+	unsigned inflight;		     /* SQEs whose final CQE is still owed */
+	unsigned cqe_batch;		     /* CQEs handled per pass before timers run again */
+	bool ring_enabled;		     /* false until the first run in single-issuer mode */
+	bool running;			     /* inside ferry__loop_run() */
+	bool destroying;		     /* inside ferry__loop_destroy() */
+	atomic_bool stop_requested;	     /* set by ferry__loop_stop(), any thread */
+	int wake_fd;			     /* eventfd written by post/stop from other threads */
+	uint64_t wake_value;		     /* the wake read's target */
+	struct ferry__loop_req wake_req;     /* the pending read on wake_fd */
+	pthread_mutex_t post_lock;	     /* guards the three fields below */
+	struct ferry__loop_post *post_head;  /* FIFO of posted callbacks */
+	struct ferry__loop_post **post_tail; /* where the next post is linked */
+	bool posts_closed;		     /* destroy began: refuse new posts */
+	struct ferry__loop_timer *timers;    /* pairing heap root, earliest first */
+	uint64_t timer_seq;		     /* next timer start sequence number */
 	struct loop_fault faults[FERRY_LOOP_OP_COUNT]; /* armed fault per operation */
 	atomic_bool awake;			       /* in run and not asleep in the kernel */
 	atomic_bool posted;			       /* a post may wait in the queue */

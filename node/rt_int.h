@@ -57,6 +57,10 @@ struct rt_peer {
 	uint64_t accepted_ms;	     /* when accepted (the connect deadline) */
 	uint64_t refused_ms;	     /* its RuntimeConnect was refused then: closing; 0: not */
 	struct rt_peer *prev, *next; /* rt->peers */
+	/* Closed holding leases: its pidfd is polled for a moment (rt_srv.c on_close). */
+	struct ferry__loop_req dying_poll;    /* POLLIN on pidfd: it ended */
+	struct ferry__loop_timer dying_timer; /* the moment ran out: cancels dying_poll */
+	bool dying_timed_out;		      /* that happened */
 };
 
 /* A queued lease request (one allocation: the struct, resources, code path, hash). */

@@ -9,7 +9,9 @@
  * - One thread: everything runs on the node's loop (ferry-node-loop): the listener, every
  *   connection, the workers' pidfds (a POLLIN each: a worker's death is seen at once and reaped
  *   with waitid(P_PIDFD), no SIGCHLD handler), the tick timer, and the GCS calls (async). Nothing
- *   here blocks the loop; the only blocking wait is the stopping thread's, for the reaping.
+ *   here blocks the loop; the only blocking wait is the stopping thread's, for the reaping. An
+ *   owner that closes holding leases stays in the peers (conn NULL) while its pidfd is polled
+ *   for DYING_WAIT_MS, then its end (died or closed) is decided in the poll's callback.
  * - Who may connect: the path is the store socket's with ".rt" appended. The first frame must be
  *   RuntimeConnect (<= 8 KiB until it is accepted) within 10 s, from a process of the node's uid
  *   (or root) whose pid is the one SO_PEERCRED reports. A worker must also be a child this node
@@ -27,6 +29,7 @@
  *   are reaped. The state is freed after the loop is destroyed (ferry__node_rt_free).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -319,19 +322,11 @@ static void close_pidfd(struct rt_peer *p)
 	p->pidfd = -1;
 }
 
-static void on_close(struct ferry__conn *conn, int err)
+/* @p's connection is closed and whether its process died is known: end it. */
+static void peer_gone(struct rt_peer *p)
 {
-	struct rt_peer *p = ferry__conn_data(conn);
 	struct ferry__node_rt *rt = p->rt;
 
-	(void)err;
-	p->conn = NULL;
-	/* A killed process's sockets close a moment before it ends (its pidfd turns readable
-	 * after). An owner that closes still holding leases did not shut down (that returns them
-	 * first): give its end that moment, or its workers would go back to the pool still
-	 * running its tasks. */
-	p->died = p->connected &&
-		  ferry__rt_peer_exited(p, ferry__rt_lease_held(p) ? DYING_WAIT_MS : 0);
 	ferry__rt_lease_peer_gone(p);
 	if (p->died && p->kind == FERRY__WIRE_PEER_KIND_DRIVER)
 		ferry__rt_owner_gone(rt, &p->id, true);
@@ -354,6 +349,64 @@ static void on_close(struct ferry__conn *conn, int err)
 	rt->npeers--;
 	ferry__free(p);
 	ferry__rt_lease_serve(rt);
+}
+
+static void on_dying_timeout(struct ferry__loop_timer *timer, int status)
+{
+	struct rt_peer *p = timer->data;
+
+	if (status < 0) /* the loop is going: the poll ends with -ECANCELED too */
+		return;
+	p->dying_timed_out = true;
+	/* Its callback decides. A full queue: try again in a moment. */
+	if (ferry__loop_cancel(&p->dying_poll) == -EAGAIN)
+		(void)ferry__loop_timer_start(p->rt->loop, timer, 1, 0, on_dying_timeout);
+}
+
+static void on_dying_poll(struct ferry__loop_req *req, int result)
+{
+	struct rt_peer *p = req->data;
+
+	(void)ferry__loop_timer_stop(&p->dying_timer);
+	if (result > 0)
+		p->died = result & POLLIN;
+	else if (p->dying_timed_out) /* alive after the moment: it closed, it did not die */
+		p->died = false;
+	else /* the loop is going, or the poll failed: look once more without waiting */
+		p->died = ferry__rt_peer_exited(p, 0);
+	peer_gone(p);
+}
+
+/* Wait for @p's end on the loop (its pidfd readable, or DYING_WAIT_MS): true if armed. */
+static bool await_end(struct rt_peer *p)
+{
+	struct ferry__loop *loop = p->rt->loop;
+
+	if (p->pidfd < 0)
+		return false;
+	p->dying_poll.data = p;
+	p->dying_timer.data = p;
+	if (ferry__loop_poll(loop, &p->dying_poll, p->pidfd, POLLIN, false, on_dying_poll) < 0)
+		return false;
+	if (ferry__loop_timer_start(loop, &p->dying_timer, DYING_WAIT_MS, 0, on_dying_timeout) < 0)
+		(void)ferry__loop_cancel(&p->dying_poll); /* the loop is going */
+	return true;
+}
+
+static void on_close(struct ferry__conn *conn, int err)
+{
+	struct rt_peer *p = ferry__conn_data(conn);
+
+	(void)err;
+	p->conn = NULL;
+	/* A killed process's sockets close a moment before it ends (its pidfd turns readable
+	 * after). An owner that closes still holding leases did not shut down (that returns them
+	 * first): give its end that moment, or its workers would go back to the pool still
+	 * running its tasks. The loop serves everyone else meanwhile. */
+	p->died = p->connected && ferry__rt_peer_exited(p, 0);
+	if (p->connected && !p->died && ferry__rt_lease_held(p) && await_end(p))
+		return;
+	peer_gone(p);
 }
 
 /* At most RT_MAX_CONNECTING connections wait for their RuntimeConnect: a new one past it closes

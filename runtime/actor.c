@@ -28,12 +28,18 @@
  *   the answer posted to the loop) until the actor is ALIVE elsewhere or DEAD.
  * - Threads: the public calls (actor_api.c) run on the caller's thread and post their work
  *   here; everything about an actor is the loop thread's, but for its incoming calls and its
- *   blocked flag (ferry__rt.lock). Actors are freed at shutdown (ferry__rt_actor_fini), after
- *   the loop stopped, so a post or a GCS answer never meets a freed one (an actor's record is
- *   a few hundred bytes: a program that makes millions of actors would want them reclaimed
- *   when dead and unreferenced).
+ *   blocked flag (ferry__rt.lock).
+ * - Records: one per handle. A record whose handle was dropped (a release posted after any
+ *   kill of that handle) is freed once the actor is DEAD and nothing names it any more: no
+ *   socket whose on_close is to come, no GCS lookup or lease request in flight, no timer, no
+ *   call on its way; a sweep (a post-queue kick, run at the top of a loop pass, never inside
+ *   the callbacks that got it there) looks. A named handle's record (the actor lives on, its
+ *   owner's) is let go once its calls are answered: its socket closes, it counts as DEAD here
+ *   alone. What is left (an owned detached actor's) is freed at shutdown
+ *   (ferry__rt_actor_fini), after the loop stopped.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +48,7 @@
 #include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/postq.h"
 #include "runtime/actor.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
@@ -62,12 +69,23 @@ static bool stopping;		       /* shutdown began (loop thread) */
 static struct ferry__fb_builder fb;
 static bool fb_ready;
 /* Under ferry__rt.lock: */
-static unsigned nblocked;  /* actors whose head call waits for an argument */
-static bool repump_posted; /* a post to look at them again is on its way */
-static bool posts_closed;  /* shutdown: GCS answers are not posted any more */
+static unsigned nblocked;	    /* actors whose head call waits for an argument */
+static bool repump_posted;	    /* a post to look at them again is on its way */
+static bool posts_closed;	    /* shutdown: GCS answers are not posted any more */
+static struct ferry__postq sweep_q; /* kicked: free the released dead records */
+static atomic_uint records;	    /* allocated, not freed (ferry__rt_actor_records) */
 
 static void pump(struct ferry__rt_actor *a);
 static void worker_died(struct ferry__rt_actor *a);
+
+static void let_go(struct ferry__rt_actor *a);
+
+/* A record that may be done with: have the sweep look (after this pass's callbacks). */
+static void sweep_soon(struct ferry__rt_actor *a)
+{
+	if (a->released && a->state == FERRY_GCS_ACTOR_DEAD && !stopping)
+		(void)ferry__postq_kick(&sweep_q);
+}
 
 /* ---- GCS (answers on the GCS client's thread: only logged) ---- */
 
@@ -200,6 +218,7 @@ static void die(struct ferry__rt_actor *a, int status, enum ferry_gcs_exit cause
 	drop_conn(a);
 	fail_inflight(a, status, why);
 	fail_queued(a);
+	sweep_soon(a);
 }
 
 /* Shutdown, a detached actor's owner: it lives on (ALIVE in the GCS), its lease stays with the
@@ -296,6 +315,7 @@ static int open_worker(struct ferry__rt_actor *a, const char *path)
 		return ret;
 	}
 	open_conns++;
+	a->conns++;
 	ret = ferry__rt_send_connect(a->conn);
 	if (ret < 0)
 		drop_conn(a);
@@ -333,6 +353,7 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 	a->lease_id = lease_id;
 	if (a->state == FERRY_GCS_ACTOR_DEAD || stopping) {
 		give_back(a);
+		sweep_soon(a);
 		return true;
 	}
 	memcpy(a->worker.bytes, wid->bytes, sizeof(a->worker.bytes));
@@ -489,12 +510,13 @@ static void on_resolved(void *arg, int status)
 		return;
 	}
 	a->resolving = false;
+	sweep_soon(a);
 	if (r->status == 0 && i->state == FERRY_GCS_ACTOR_DEAD) {
 		snprintf(text, sizeof(text), "actor %s is dead: %s", a->cls,
 			 i->death_message ? i->death_message : "(no reason recorded)");
 		die(a, -ESRCH, FERRY_GCS_EXIT_NONE, text);
 	} else if (r->status == 0 && i->state == FERRY_GCS_ACTOR_ALIVE &&
-		   !ferry_worker_id_eq(&i->worker, &a->gone)) {
+		   a->state != FERRY_GCS_ACTOR_DEAD && !ferry_worker_id_eq(&i->worker, &a->gone)) {
 		a->worker = i->worker;
 		a->node = i->node;
 		connect_alive(a);
@@ -568,13 +590,10 @@ static struct ferry__rt_task *inflight_take(struct ferry__rt_actor *a,
 
 static void on_reply(struct ferry__rt_actor *a, const void *payload)
 {
-	struct ferry__wire_push_task_reply_view v =
-		ferry__wire_push_task_reply_root_verified(payload);
-	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
 	struct ferry_task_id id;
+	struct ferry__wire_push_task_reply_view v = ferry__rt_push_reply_view(payload, &id);
 	struct ferry__rt_task *t;
 
-	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
 	if (a->creating && ferry_task_id_eq(&id, &a->ctor->id)) {
 		on_created(a, v);
 		return;
@@ -586,6 +605,7 @@ static void on_reply(struct ferry__rt_actor *a, const void *payload)
 	}
 	(void)ferry__rt_task_reply(t, v); /* no retries of actor calls: never 1 */
 	pump(a);
+	let_go(a);
 }
 
 static void worker_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
@@ -621,6 +641,8 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	struct ferry__rt_actor *a = ferry__conn_data(conn);
 
 	open_conns--;
+	a->conns--;
+	sweep_soon(a);
 	if (conn != a->conn)
 		return; /* closed on purpose (drop_conn) */
 	ferry__rt_ring_close(a->ring);
@@ -641,7 +663,9 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 			      "the actor ended)");
 		a->gone = a->worker;
 		a->resolve_tries = 0;
-		resolve(a);
+		let_go(a);
+		if (a->state != FERRY_GCS_ACTOR_DEAD)
+			resolve(a);
 		return;
 	}
 	if (a->revoked ||
@@ -717,6 +741,7 @@ void ferry__rt_actor_take_calls(void *arg, int status)
 		a->queue_tail = &list->next;
 	}
 	pump(a);
+	sweep_soon(a);
 }
 
 static void repump(void *arg, int status)
@@ -797,10 +822,94 @@ void ferry__rt_actor_do_kill(void *arg, int status)
 	}
 }
 
+struct ferry__rt_actor *ferry__rt_actor_alloc(void)
+{
+	struct ferry__rt_actor *a = ferry__calloc(1, sizeof(*a));
+
+	if (a)
+		atomic_fetch_add(&records, 1);
+	return a;
+}
+
 void ferry__rt_actor_free(struct ferry__rt_actor *a)
 {
 	ferry__rt_task_free(a->ctor);
 	ferry__free(a);
+	atomic_fetch_sub(&records, 1);
+}
+
+unsigned ferry__rt_actor_records(void)
+{
+	return atomic_load(&records);
+}
+
+/* A named handle dropped: once its calls are answered this process is done with the actor
+ * (it lives on, its owner's): close this side, so the record and its socket go. */
+static void let_go(struct ferry__rt_actor *a)
+{
+	bool calls;
+
+	if (!a->released || a->owned || a->state == FERRY_GCS_ACTOR_DEAD || a->queue ||
+	    a->inflight || a->killing)
+		return;
+	pthread_mutex_lock(&ferry__rt.lock);
+	calls = a->incoming || a->incoming_posted;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (calls)
+		return;
+	a->state = FERRY_GCS_ACTOR_DEAD;
+	a->dead_status = -ESRCH;
+	snprintf(a->why, sizeof(a->why), "actor %s: this process dropped its handle", a->cls);
+	(void)ferry__loop_timer_stop(&a->revoke);
+	(void)ferry__loop_timer_stop(&a->resolve);
+	drop_conn(a);
+	sweep_soon(a);
+}
+
+/* Nothing of the loop's names @a any more (see DESIGN). */
+static bool reclaimable(struct ferry__rt_actor *a)
+{
+	bool calls;
+
+	if (!a->released || a->state != FERRY_GCS_ACTOR_DEAD || a->conns || a->ring ||
+	    a->resolving || a->request_id || a->queue || a->inflight ||
+	    ferry__loop_timer_active(&a->revoke) || ferry__loop_timer_active(&a->resolve))
+		return false;
+	pthread_mutex_lock(&ferry__rt.lock);
+	calls = a->incoming || a->incoming_posted;
+	if (!calls)
+		set_blocked(a, false);
+	pthread_mutex_unlock(&ferry__rt.lock);
+	return !calls;
+}
+
+static void sweep(struct ferry__postq *q, void *none, int status)
+{
+	struct ferry__rt_actor **pp = &actors, *a;
+
+	(void)q;
+	(void)none;
+	if (status < 0 || stopping)
+		return; /* fini frees them all */
+	while ((a = *pp)) {
+		if (reclaimable(a)) {
+			*pp = a->next;
+			ferry__rt_actor_free(a);
+		} else {
+			pp = &a->next;
+		}
+	}
+}
+
+void ferry__rt_actor_release(void *arg, int status)
+{
+	struct ferry__rt_actor *a = arg;
+
+	if (status < 0)
+		return; /* the loop is going: fini frees it */
+	a->released = true;
+	let_go(a);
+	sweep_soon(a);
 }
 
 /* ---- life (lease.c calls these) ---- */
@@ -845,6 +954,7 @@ void ferry__rt_actor_init(void)
 	nblocked = 0;
 	repump_posted = false;
 	posts_closed = false;
+	ferry__postq_init(&sweep_q, ferry__rt.loop, 0, sweep);
 	if (!fb_ready)
 		ferry__fb_builder_init(&fb);
 	fb_ready = true;

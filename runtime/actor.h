@@ -51,6 +51,8 @@ struct ferry__rt_actor {
 	struct ferry__loop_timer resolve;      /* named handles: RESOLVE_MS */
 	unsigned resolve_tries;		       /* GCS lookups since the socket closed */
 	bool resolving;			       /* a GCS lookup is in flight */
+	unsigned conns;			       /* its sockets whose on_close has not come */
+	bool released;			       /* its handle was dropped: freed once DEAD */
 	int dead_status;		       /* DEAD: what calls fail with */
 	char why[320];			       /* DEAD: why; else the worker's death */
 	/* Under ferry__rt.lock: */
@@ -77,7 +79,12 @@ struct ferry__rt_actor_kill {
 void ferry__rt_actor_start(void *arg, int status);
 void ferry__rt_actor_take_calls(void *arg, int status);
 void ferry__rt_actor_do_kill(void *arg, int status);
-/* Free an actor that the loop never saw, or every one at shutdown. */
+/* A new record (zeroed), counted; NULL on -ENOMEM. Free an actor that the loop never saw, or
+ * every one at shutdown. */
+struct ferry__rt_actor *ferry__rt_actor_alloc(void);
 void ferry__rt_actor_free(struct ferry__rt_actor *a);
+/* Loop post: the handle was dropped: the record goes once the actor is DEAD and nothing of
+ * the loop's (socket, GCS lookup, lease request, timer, call) still names it. */
+void ferry__rt_actor_release(void *arg, int status);
 
 #endif

@@ -36,7 +36,7 @@ static bool name_ok(const char *name, size_t max)
 
 static struct ferry__rt_actor *actor_new(const char *cls)
 {
-	struct ferry__rt_actor *a = ferry__calloc(1, sizeof(*a));
+	struct ferry__rt_actor *a = ferry__rt_actor_alloc();
 
 	if (!a)
 		return NULL;
@@ -304,5 +304,7 @@ void ferry_actor_drop(struct ferry_actor *h)
 		return;
 	if (h->owner && !h->a->detached)
 		(void)post_kill(h->a, false);
+	/* After the kill (posts run in order); refused at shutdown, which frees every record. */
+	(void)post_locked(ferry__rt_actor_release, h->a);
 	ferry__free(h);
 }

@@ -338,17 +338,26 @@ struct ferry__rt_borrow_watch *ferry__rt_borrow_watch_start(const struct ferry_r
 	return w;
 }
 
-/* One answer on @l: its ref is answered (whatever the status: a get returns it now). */
-static void watch_read(struct ferry__rt_borrow_watch *w, struct watch_line *l)
+/* One answer on @l, read by @deadline_ms (the wait's; < 0: none): its ref is answered
+ * (whatever the status: a get returns it now). */
+static void watch_read(struct ferry__rt_borrow_watch *w, struct watch_line *l, int64_t deadline_ms)
 {
 	void *payload = NULL;
 	size_t len;
 	uint64_t rid;
 	int ret = recv_frame(l->fd, FERRY__WIRE_MSG_OBJECT_GET_REPLY,
-			     (int64_t)ferry__loop_now_ms() + UPDATE_TIMEOUT_MS, &payload, &len);
+			     deadline_ms >= 0 ? deadline_ms
+					      : (int64_t)ferry__loop_now_ms() + UPDATE_TIMEOUT_MS,
+			     &payload, &len);
 
+	if (ret == -ETIMEDOUT && deadline_ms >= 0) {
+		/* The wait's time ran out mid-reply: not an answer, and the line is out of step. */
+		close(l->fd);
+		l->fd = -1;
+		return;
+	}
 	if (ret < 0) {
-		watch_line_dead(w, l); /* closed mid-wait: it died */
+		watch_line_dead(w, l); /* closed mid-wait, or silent mid-reply: it died */
 		return;
 	}
 	rid = ferry__wire_object_get_reply_request_id(
@@ -363,7 +372,8 @@ static void watch_read(struct ferry__rt_borrow_watch *w, struct watch_line *l)
 	}
 }
 
-size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout_ms)
+size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout_ms,
+				   int64_t deadline_ms)
 {
 	size_t np = 0, got = 0;
 	int r;
@@ -383,7 +393,7 @@ size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout
 			if (w->lines[i].fd == w->pfds[k].fd)
 				l = &w->lines[i];
 		if (l) {
-			watch_read(w, l);
+			watch_read(w, l, deadline_ms);
 			got++;
 		}
 	}

@@ -335,6 +335,7 @@ static int start_loop(void)
 
 	if (ret < 0)
 		return ret;
+	ferry__rt_submit_init();
 	ret = ferry__rt_sub_init();
 	if (ret < 0)
 		goto err_loop;
@@ -388,9 +389,6 @@ static void reset_ids(const struct ferry_init_opts *o)
 	ferry__rt.inline_max = o->inline_max ? o->inline_max : DEFAULT_INLINE_MAX;
 	ferry__rt.code_path[0] = 0;
 	ferry__rt.store_socket[0] = 0;
-	ferry__rt.incoming = NULL;
-	ferry__rt.incoming_tail = &ferry__rt.incoming;
-	ferry__rt.incoming_posted = false;
 }
 
 /* Join or start the cluster, connect to it, store the job's code in its GCS. */
@@ -549,7 +547,7 @@ void ferry_shutdown(void)
 		return;
 	}
 	ferry__rt.up = false;
-	pthread_cond_broadcast(&ferry__rt.cond);
+	ferry__rt_objects_wake_all();
 	pthread_mutex_unlock(&ferry__rt.lock);
 	stop_loop();
 	ferry__rt_borrow_fini(); /* owners drop the counts this process borrowed */

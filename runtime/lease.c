@@ -663,18 +663,15 @@ static void on_bounce(struct lease *l, uint64_t wait_id)
 
 static void on_push_reply(struct lease *l, const void *payload)
 {
-	struct ferry__wire_push_task_reply_view v =
-		ferry__wire_push_task_reply_root_verified(payload);
-	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
-	uint64_t bounced = ferry__wire_push_task_reply_bounced_wait(v);
 	struct ferry_task_id id;
+	struct ferry__wire_push_task_reply_view v = ferry__rt_push_reply_view(payload, &id);
+	uint64_t bounced = ferry__wire_push_task_reply_bounced_wait(v);
 	struct ferry__rt_task *t;
 
 	if (bounced) {
 		on_bounce(l, bounced);
 		return;
 	}
-	memcpy(id.bytes, wid.bytes, sizeof(id.bytes));
 	t = inflight_take(l, &id);
 	if (!t) {
 		FLOG_WARN(COMP, "a worker answered a task it was not given");

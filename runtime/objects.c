@@ -27,6 +27,35 @@
 
 enum view_kind { VIEW_NONE = 0, VIEW_INLINE = 1, VIEW_STORE = 2 };
 
+/*
+ * A ferry_get asleep on one pending object of ours, woken by that object alone: with one
+ * condvar for all, every reply woke every thread asleep in a get, and N threads getting their
+ * own tasks' results took turns on the lock at each one (multi_client_tasks_async). The rest
+ * (ferry_wait, shutdown) still use ferry__rt.cond, broadcast only while someone waits on it.
+ */
+struct getter {
+	struct getter *next;		 /* getters */
+	const struct ferry__rt_obj *obj; /* what it waits for */
+	pthread_cond_t cond;		 /* signalled when obj is ready, or at shutdown */
+};
+
+static struct getter *getters; /* under ferry__rt.lock */
+static unsigned cond_waiters;  /* threads in a wait on ferry__rt.cond (under the lock) */
+
+/* Lock held: wake the getters of @o (NULL: all of them, the runtime is going). */
+static void wake_getters(const struct ferry__rt_obj *o)
+{
+	for (struct getter *g = getters; g; g = g->next)
+		if (!o || g->obj == o)
+			pthread_cond_signal(&g->cond);
+}
+
+void ferry__rt_objects_wake_all(void)
+{
+	wake_getters(NULL);
+	pthread_cond_broadcast(&ferry__rt.cond);
+}
+
 bool ferry__rt_is_self(const struct ferry_worker_id *owner)
 {
 	return ferry_worker_id_eq(owner, &ferry__rt.self);
@@ -112,7 +141,9 @@ void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, siz
 		if (o->error)
 			memcpy(o->error, error, n);
 	}
-	pthread_cond_broadcast(&ferry__rt.cond);
+	wake_getters(o);
+	if (cond_waiters)
+		pthread_cond_broadcast(&ferry__rt.cond);
 	ferry__rt_completion_fire(o, state == FERRY__RT_ERROR ? status : 0);
 	ferry__rt_sub_object_ready();
 	ferry__rt_owner_srv_ready();
@@ -343,9 +374,9 @@ static int64_t left_ms(int64_t deadline_ms)
 	return deadline_ms > now ? deadline_ms - now : 0;
 }
 
-/* Wait on rt.cond until @deadline_ms (< 0: forever) or @cap_ms (< 0: none); lock held.
+/* Wait on @cond until @deadline_ms (< 0: forever) or @cap_ms (< 0: none); lock held.
  * Returns -ETIMEDOUT once the deadline passed. */
-static int cond_wait_until(int64_t deadline_ms, int64_t cap_ms)
+static int wait_on_until(pthread_cond_t *cond, int64_t deadline_ms, int64_t cap_ms)
 {
 	int64_t left = left_ms(deadline_ms);
 
@@ -354,13 +385,44 @@ static int cond_wait_until(int64_t deadline_ms, int64_t cap_ms)
 	if (cap_ms >= 0 && (left < 0 || left > cap_ms))
 		left = cap_ms;
 	if (left < 0) {
-		pthread_cond_wait(&ferry__rt.cond, &ferry__rt.lock);
+		pthread_cond_wait(cond, &ferry__rt.lock);
 	} else {
 		struct timespec ts = ferry__deadline_in_us((uint64_t)left * 1000u);
 
-		pthread_cond_timedwait(&ferry__rt.cond, &ferry__rt.lock, &ts);
+		pthread_cond_timedwait(cond, &ferry__rt.lock, &ts);
 	}
 	return 0;
+}
+
+/* The same on ferry__rt.cond, counted: an object's ready broadcasts it only while waited on. */
+static int cond_wait_until(int64_t deadline_ms, int64_t cap_ms)
+{
+	int ret;
+
+	cond_waiters++;
+	ret = wait_on_until(&ferry__rt.cond, deadline_ms, cap_ms);
+	cond_waiters--;
+	return ret;
+}
+
+/* Lock held: wait until @o is not pending, the runtime goes down (-ECANCELED) or
+ * @deadline_ms. */
+static int wait_object(struct ferry__rt_obj *o, int64_t deadline_ms)
+{
+	struct getter g = {.next = getters, .obj = o}, **pp;
+	int ret = 0;
+
+	if (o->state != FERRY__RT_PENDING)
+		return 0;
+	ferry__cond_init_monotonic(&g.cond);
+	getters = &g;
+	while (o->state == FERRY__RT_PENDING && ret == 0)
+		ret = ferry__rt.up ? wait_on_until(&g.cond, deadline_ms, -1) : -ECANCELED;
+	for (pp = &getters; *pp != &g; pp = &(*pp)->next)
+		;
+	*pp = g.next;
+	pthread_cond_destroy(&g.cond);
+	return ret;
 }
 
 static int64_t deadline_of(int64_t timeout_ms)
@@ -405,8 +467,7 @@ static int get_owned(const struct ferry_ref *ref, int64_t deadline_ms, struct fe
 	}
 	o->refs++; /* held across the wait: a drop meanwhile cannot free it under us */
 	blocked = o->state == FERRY__RT_PENDING && ferry__rt_block();
-	while (o->state == FERRY__RT_PENDING && ret == 0)
-		ret = ferry__rt.up ? cond_wait_until(deadline_ms, -1) : -ECANCELED;
+	ret = wait_object(o, deadline_ms);
 	ferry__rt_unblock(blocked);
 	if (ret == 0 && o->state == FERRY__RT_INLINE) {
 		o->pins++;
@@ -563,9 +624,22 @@ static int watch_wait(struct ferry__rt_borrow_watch *w, int64_t deadline_ms, int
 	if (left == 0)
 		return -ETIMEDOUT;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	(void)ferry__rt_borrow_watch_poll(w, left < 0 || left > cap_ms ? cap_ms : (int)left);
+	(void)ferry__rt_borrow_watch_poll(w, left < 0 || left > cap_ms ? cap_ms : (int)left,
+					  deadline_ms);
 	pthread_mutex_lock(&ferry__rt.lock);
 	return 0;
+}
+
+/* A wait's first look at the owners @w asked: FIRST_ANSWER_MS for ready ones to answer (a
+ * reply begun is read to the wait's @deadline_ms, or to that time's end if later). */
+static void first_answers(struct ferry__rt_borrow_watch *w, int64_t deadline_ms)
+{
+	int64_t end = (int64_t)ferry__loop_now_ms() + FIRST_ANSWER_MS, left;
+	int64_t read_by = deadline_ms < 0 || deadline_ms > end ? deadline_ms : end;
+
+	while (w && (left = end - (int64_t)ferry__loop_now_ms()) > 0 &&
+	       ferry__rt_borrow_watch_poll(w, (int)left, read_by) > 0)
+		;
 }
 
 int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t timeout_ms,
@@ -600,10 +674,7 @@ int ferry_wait(const struct ferry_ref *refs, size_t n, size_t num_ready, int64_t
 			watched = true;
 			pthread_mutex_unlock(&ferry__rt.lock);
 			watch = ferry__rt_borrow_watch_start(refs, n, ready);
-			for (int64_t end = (int64_t)ferry__loop_now_ms() + FIRST_ANSWER_MS, left;
-			     watch && (left = end - (int64_t)ferry__loop_now_ms()) > 0 &&
-			     ferry__rt_borrow_watch_poll(watch, (int)left) > 0;)
-				;
+			first_answers(watch, deadline_ms);
 			pthread_mutex_lock(&ferry__rt.lock);
 			continue;
 		}

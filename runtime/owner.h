@@ -58,14 +58,17 @@ int ferry__rt_borrow_get(const struct ferry_ref *ref, int64_t deadline_ms, struc
  * A ferry_wait's watch on other owners' objects. _start() asks the owner of every ref of
  * @refs[0..@n) that is not @ready and not this process's own (those with a socket on this
  * host) for it, once; NULL when out of memory (the wait then looks at the store only).
- * _poll() waits up to @timeout_ms for answers, how many came; _answered() says whether ref @i
+ * _poll() waits up to @timeout_ms for answers, how many came, reading each by @deadline_ms
+ * (the wait's, so that an owner that sends half a reply cannot hold the wait past it; < 0:
+ * none, then an owner silent mid-reply for 10 s is taken as dead); _answered() says whether ref @i
  * was answered: ready, in the store, failed, or its owner died (a get returns now). _end()
  * closes the connections (the owners drop the gets still waiting). Blocking; API threads.
  */
 struct ferry__rt_borrow_watch;
 struct ferry__rt_borrow_watch *ferry__rt_borrow_watch_start(const struct ferry_ref *refs, size_t n,
 							    const int *ready);
-size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout_ms);
+size_t ferry__rt_borrow_watch_poll(struct ferry__rt_borrow_watch *w, int timeout_ms,
+				   int64_t deadline_ms);
 bool ferry__rt_borrow_watch_answered(const struct ferry__rt_borrow_watch *w, size_t i);
 void ferry__rt_borrow_watch_end(struct ferry__rt_borrow_watch *w);
 

@@ -10,8 +10,9 @@
  * - All on the runtime's loop thread (ferry__loop), beside lease.c's sockets. The owner table
  *   is read and changed under ferry__rt.lock as everywhere (rt.h).
  * - A get of a pending object waits in `waits` (one per request). ferry__rt_obj_ready (any
- *   thread, lock held) calls ferry__rt_owner_srv_ready, which posts one scan of the waits to
- *   the loop; a borrower's close drops its waits and its counts.
+ *   thread, lock held) calls ferry__rt_owner_srv_ready, which kicks one scan of the waits on
+ *   the loop (a post-queue with no items, common/postq.h); a borrower's close drops its waits
+ *   and its counts.
  * - Bad input (a first frame that is not RuntimeConnect, a message no borrower sends) closes
  *   that connection with a log line; a request that names no object of ours is answered
  *   -ENOENT.
@@ -27,6 +28,7 @@
 #include "common/hashmap.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/postq.h"
 #include "common/wire.h"
 #include "runtime/owner.h"
 #include "runtime/rt.h"
@@ -51,9 +53,9 @@ static struct {
 	struct ferry__conn_server *server;	   /* listening, or NULL */
 	char path[sizeof(ferry__rt.store_socket)]; /* its socket file */
 	struct wait *waits;			   /* gets of pending objects */
-	bool scan_posted;	     /* a scan of waits is on its way (under ferry__rt.lock) */
-	struct ferry__fb_builder fb; /* replies */
-	bool fb_ready;		     /* fb initialised */
+	struct ferry__postq scan;		   /* kicked: look at the waits again */
+	struct ferry__fb_builder fb;		   /* replies */
+	bool fb_ready;				   /* fb initialised */
 } osrv;
 
 int ferry__rt_owner_path(const char *store_socket, const struct ferry_worker_id *owner, char *out,
@@ -296,13 +298,13 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 
 /* ---- waits ---- */
 
-static void scan(void *arg, int status)
+static void scan(struct ferry__postq *q, void *none, int status)
 {
 	struct wait **pp = &osrv.waits, *w;
 
-	(void)arg;
+	(void)q;
+	(void)none;
 	pthread_mutex_lock(&ferry__rt.lock);
-	osrv.scan_posted = false;
 	while ((w = *pp)) {
 		struct ferry__rt_obj *o = ferry__rt_obj_find(&w->id);
 
@@ -319,10 +321,8 @@ static void scan(void *arg, int status)
 
 void ferry__rt_owner_srv_ready(void)
 {
-	if (!osrv.waits || osrv.scan_posted || !ferry__rt.loop)
-		return;
-	if (ferry__loop_post(ferry__rt.loop, scan, NULL) == 0)
-		osrv.scan_posted = true;
+	if (osrv.waits && ferry__rt.loop)
+		(void)ferry__postq_kick(&osrv.scan); /* refused only once the loop is going */
 }
 
 /* ---- life ---- */
@@ -338,6 +338,8 @@ int ferry__rt_owner_srv_start(void *arg)
 	int ret;
 
 	(void)arg;
+	/* A new loop each ferry_init; the last one's destroy ran its drain. */
+	ferry__postq_init(&osrv.scan, ferry__rt.loop, 0, scan);
 	if (!osrv.fb_ready) {
 		ferry__fb_builder_init(&osrv.fb);
 		osrv.fb_ready = true;
@@ -361,7 +363,7 @@ int ferry__rt_owner_srv_stop(void *arg)
 		unlink(osrv.path);
 	ferry__conn_server_close(osrv.server);
 	osrv.server = NULL;
-	scan(NULL, -ECANCELED); /* pending gets: -ENOENT, the owner is going */
+	scan(&osrv.scan, NULL, -ECANCELED); /* pending gets: -ENOENT, the owner is going */
 	if (osrv.fb_ready)
 		ferry__fb_builder_fini(&osrv.fb);
 	osrv.fb_ready = false;

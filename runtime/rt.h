@@ -84,32 +84,29 @@ struct ferry__rt_worker_info {
 };
 
 struct ferry__rt {
-	pthread_mutex_t lock;		       /* see DESIGN */
-	pthread_cond_t cond;		       /* an object became ready (CLOCK_MONOTONIC) */
-	bool up;			       /* between ferry_init and ferry_shutdown */
-	struct ferry__cluster *cluster;	       /* the local cluster, or NULL */
-	struct ferry_gcs_client *gcs;	       /* the cluster's GCS */
-	struct ferry_plasma_client *store;     /* the node's store, owner = self */
-	struct ferry__loop *loop;	       /* the runtime's loop */
-	pthread_t loop_thread;		       /* runs it */
-	struct ferry_worker_id self;	       /* the driver's id (owner of what it makes) */
-	struct ferry_job_id job;	       /* the job ferry_init registered */
-	struct ferry_task_id root_task;	       /* the driver's "task": parent of puts and submits */
-	struct ferry_node_id node;	       /* the node on this host (nil if not known) */
-	uint32_t put_seq;		       /* puts so far (under lock) */
-	uint32_t submit_seq;		       /* submits so far (under lock) */
-	uint64_t inline_max;		       /* ferry_init_opts.inline_max or 100 KiB */
-	char store_socket[108];		       /* the node's store socket */
-	char code_path[4096];		       /* the job's library, "" for none */
-	uint8_t code_hash[32];		       /* its SHA-256 */
-	struct ferry__hashmap objects;	       /* object id -> struct ferry__rt_obj * */
-	int completion_fd;		       /* eventfd: readable while callbacks are due */
-	struct ferry__rt_cb *due;	       /* callbacks due, oldest first */
-	struct ferry__rt_cb **due_tail;	       /* where the next one goes */
-	struct ferry__rt_task *incoming;       /* submitted, not yet taken by the loop */
-	struct ferry__rt_task **incoming_tail; /* where the next one goes */
-	bool incoming_posted;		       /* a post to take them is on its way */
-	struct ferry__rt_sub *sub;	       /* the loop thread's submit state (submit.c) */
+	pthread_mutex_t lock;		   /* see DESIGN */
+	pthread_cond_t cond;		   /* an object became ready (CLOCK_MONOTONIC) */
+	bool up;			   /* between ferry_init and ferry_shutdown */
+	struct ferry__cluster *cluster;	   /* the local cluster, or NULL */
+	struct ferry_gcs_client *gcs;	   /* the cluster's GCS */
+	struct ferry_plasma_client *store; /* the node's store, owner = self */
+	struct ferry__loop *loop;	   /* the runtime's loop */
+	pthread_t loop_thread;		   /* runs it */
+	struct ferry_worker_id self;	   /* the driver's id (owner of what it makes) */
+	struct ferry_job_id job;	   /* the job ferry_init registered */
+	struct ferry_task_id root_task;	   /* the driver's "task": parent of puts and submits */
+	struct ferry_node_id node;	   /* the node on this host (nil if not known) */
+	uint32_t put_seq;		   /* puts so far (under lock) */
+	uint32_t submit_seq;		   /* submits so far (under lock) */
+	uint64_t inline_max;		   /* ferry_init_opts.inline_max or 100 KiB */
+	char store_socket[108];		   /* the node's store socket */
+	char code_path[4096];		   /* the job's library, "" for none */
+	uint8_t code_hash[32];		   /* its SHA-256 */
+	struct ferry__hashmap objects;	   /* object id -> struct ferry__rt_obj * */
+	int completion_fd;		   /* eventfd: readable while callbacks are due */
+	struct ferry__rt_cb *due;	   /* callbacks due, oldest first */
+	struct ferry__rt_cb **due_tail;	   /* where the next one goes */
+	struct ferry__rt_sub *sub;	   /* the loop thread's submit state (submit.c) */
 	const struct ferry__rt_worker_info *worker; /* in a worker process; NULL in a driver */
 };
 
@@ -127,6 +124,8 @@ void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, siz
 void ferry__rt_obj_unref(struct ferry__rt_obj *o);
 /* Free every entry (shutdown; the store's copies are deleted). */
 void ferry__rt_objects_clear(void);
+/* Lock held: wake every thread waiting for an object (`up` was cleared). */
+void ferry__rt_objects_wake_all(void);
 bool ferry__rt_is_self(const struct ferry_worker_id *owner);
 
 /* code.c: store the job's library (@path, SHA-256 @hash) in the GCS unless it holds that hash
@@ -141,6 +140,8 @@ void ferry__rt_completion_fini(void);
 void ferry__rt_completion_fire(struct ferry__rt_obj *o, int status);
 
 /* submit.c / lease.c: the loop thread's side. */
+/* Before the loop runs: ferry_submit's hand-off to ferry__rt.loop. */
+void ferry__rt_submit_init(void);
 int ferry__rt_sub_init(void);
 /* On the loop thread, through ferry__loop_call at shutdown: return leases, close sockets, fail
  * tasks still queued with -ECANCELED. */
@@ -191,5 +192,7 @@ void ferry__rt_actor_stop(void);
 void ferry__rt_actor_node_gone(void);
 unsigned ferry__rt_actor_open_conns(void);
 void ferry__rt_actor_object_ready(void);
+/* Actor records allocated and not yet freed (any thread; tests). */
+unsigned ferry__rt_actor_records(void);
 
 #endif

@@ -7,8 +7,8 @@
  * and the reply that fills its returns.
  *
  * DESIGN
- * - ferry_submit (any thread) builds the task, records its returns as pending, and appends it
- *   to ferry__rt.incoming under the lock; one post takes the whole batch to the loop thread.
+ * - ferry_submit (any thread) builds the task, records its returns as pending under the lock,
+ *   and pushes it on `incoming` (common/postq.h); one drain takes the batch to the loop thread.
  * - Loop thread: take_incoming() checks each task's arguments; a pending one parks the task
  *   on `blocked`. Whenever an object becomes ready (ferry__rt_sub_object_ready, any thread,
  *   lock held) one rescan is posted. A failed argument fails the task with the argument's
@@ -22,6 +22,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/postq.h"
 #include "runtime/registry.h"
 #include "runtime/rt.h"
 #include "runtime/task.h"
@@ -34,6 +35,8 @@
 static struct ferry__rt_task *blocked;
 static size_t nblocked;
 static bool rescan_posted;
+/* Submitted, not yet taken by the loop thread. */
+static struct ferry__postq incoming;
 
 /* hash(job, parent task, submit index): a resubmitted graph makes the same ids. */
 static void task_id_for(uint32_t seq, struct ferry_task_id *out)
@@ -152,8 +155,6 @@ err_free:
 	return ret;
 }
 
-static void take_incoming(void *arg, int status);
-
 /* Lock held: give @t its id and record its returns as pending objects. */
 int ferry__rt_task_register(struct ferry__rt_task *t, struct ferry_ref *returns)
 {
@@ -190,16 +191,8 @@ static int queue_task(struct ferry__rt_task *t, struct ferry_ref *returns)
 
 	if (ret < 0)
 		return ret;
-	if (!ferry__rt.incoming_posted) {
-		if (ferry__loop_post(ferry__rt.loop, take_incoming, NULL) < 0) {
-			ferry__rt_task_unregister(t, returns, t->num_returns);
-			return -ENOMEM;
-		}
-		ferry__rt.incoming_posted = true;
-	}
-	t->next = NULL;
-	*ferry__rt.incoming_tail = t;
-	ferry__rt.incoming_tail = &t->next;
+	/* Cannot be refused: `up` (checked under the lock) is cleared before the loop goes. */
+	(void)ferry__postq_push(&incoming, t);
 	return 0;
 }
 
@@ -291,18 +284,17 @@ static void route_list(struct ferry__rt_task *list, int status)
 	}
 }
 
-static void take_incoming(void *arg, int status)
+static void take_incoming(struct ferry__postq *q, void *list, int status)
 {
-	struct ferry__rt_task *list;
-
-	(void)arg;
-	pthread_mutex_lock(&ferry__rt.lock);
-	list = ferry__rt.incoming;
-	ferry__rt.incoming = NULL;
-	ferry__rt.incoming_tail = &ferry__rt.incoming;
-	ferry__rt.incoming_posted = false;
-	pthread_mutex_unlock(&ferry__rt.lock);
+	(void)q;
 	route_list(list, status);
+}
+
+/* Before the loop runs: submits go to ferry__rt.loop. */
+void ferry__rt_submit_init(void)
+{
+	ferry__postq_init(&incoming, ferry__rt.loop, offsetof(struct ferry__rt_task, next),
+			  take_incoming);
 }
 
 static void rescan(void *arg, int status)
@@ -331,7 +323,7 @@ void ferry__rt_sub_object_ready(void)
 /* Loop thread, at shutdown: every task still waiting ends with -ECANCELED. */
 void ferry__rt_submit_cancel(void)
 {
-	take_incoming(NULL, -ECANCELED);
+	take_incoming(&incoming, ferry__postq_take(&incoming), -ECANCELED);
 	rescan(NULL, -ECANCELED);
 }
 
@@ -393,6 +385,17 @@ void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *messa
 {
 	set_returns(t, status, message, NULL);
 	ferry__rt_task_free(t);
+}
+
+struct ferry__wire_push_task_reply_view ferry__rt_push_reply_view(const void *payload,
+								  struct ferry_task_id *id)
+{
+	struct ferry__wire_push_task_reply_view v =
+		ferry__wire_push_task_reply_root_verified(payload);
+	struct ferry__wire_unique_id wid = ferry__wire_push_task_reply_task_id(v);
+
+	memcpy(id->bytes, wid.bytes, sizeof(id->bytes));
+	return v;
 }
 
 int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r)

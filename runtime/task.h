@@ -52,6 +52,9 @@ struct ferry__rt_task {
 
 /* submit.c, loop thread: the task's end. Frees @t. */
 void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *message);
+/* A verified PushTaskReply frame's view, and the ID of the task it answers into *@id. */
+struct ferry__wire_push_task_reply_view ferry__rt_push_reply_view(const void *payload,
+								  struct ferry_task_id *id);
 /* A PushTaskReply for @t: fills its returns (or retries it: returns 1, @t kept). */
 int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r);
 void ferry__rt_task_free(struct ferry__rt_task *t);

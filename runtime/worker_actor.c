@@ -13,11 +13,12 @@
  * the actor is destroyed, so that a worker the node leases again never carries an old actor.
  * Concurrent calls (max_concurrency N > 1): the loop thread copies each ActorCall into the
  * pool's queue and N threads run them (each a task slot of worker_task.c with its own reply
- * builder); a finished call's reply waits in the done list until a post (one at a time) sends
- * it on the loop thread. A socket that closes clears its calls' conn, so a reply never meets a
- * freed socket. The actor's end stops the pool first (its threads finish their calls and are
- * joined, replies of finished calls go out, queued ones are dropped: the caller fails its calls
- * in flight on the kill's reply or the socket's close), then the destructor runs. The pool's
+ * builder); a finished call's reply goes to the loop thread through a post-queue
+ * (common/postq.h), whose drain sends it. A socket that closes clears its calls' conn, so a
+ * reply never meets a freed socket. The actor's end stops the pool first (its threads finish
+ * their calls and are joined, replies of finished calls go out, queued ones are dropped: the
+ * caller fails its calls in flight on the kill's reply or the socket's close), then the
+ * destructor runs. The pool's
  * state is one static (one actor per worker), so a post that comes late finds it.
  * A detached actor does not end with its creator's socket: it stays until an ActorKill from
  * any socket; if its creator is gone by then, the worker exits after the kill (killed_detached).
@@ -31,6 +32,7 @@
 #include "common/alloc.h"
 #include "common/hashmap.h"
 #include "common/log.h"
+#include "common/postq.h"
 #include "common/util.h"
 #include "common/wire.h"
 #include "runtime/registry.h"
@@ -72,8 +74,7 @@ static struct {
 	bool stop;			  /* the actor ends: threads exit */
 	struct call *queue, **queue_tail; /* not started, in arrival order */
 	struct call *running[POOL_MAX];	  /* each thread's, or NULL */
-	struct call *done, **done_tail;	  /* replies to send */
-	bool flush_posted;		  /* a flush is on its way to the loop */
+	struct ferry__postq done;	  /* replies to send (pushed under lock) */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static void free_calls(struct call *c)
@@ -88,17 +89,11 @@ static void free_calls(struct call *c)
 }
 
 /* Loop thread: send the finished calls' replies (@status < 0: the loop is going: drop them). */
-static void flush(void *arg, int status)
+static void flush(struct ferry__postq *q, void *done, int status)
 {
-	struct call *list;
+	struct call *list = done;
 
-	(void)arg;
-	pthread_mutex_lock(&pool.lock);
-	list = pool.done;
-	pool.done = NULL;
-	pool.done_tail = &pool.done;
-	pool.flush_posted = false;
-	pthread_mutex_unlock(&pool.lock);
+	(void)q;
 	for (struct call *c = list; c && status == 0; c = c->next) {
 		int ret = -ENOMEM;
 
@@ -126,11 +121,8 @@ static void call_done(struct call *c, struct ferry__fb_builder *fb, int ret)
 		memcpy(c->reply, ferry__fb_builder_data(fb), n);
 		c->reply_len = n;
 	} /* else no reply: the flush closes the socket, or its caller would wait forever */
-	c->next = NULL;
-	*pool.done_tail = c;
-	pool.done_tail = &c->next;
-	if (!pool.flush_posted && ferry__loop_post(pool.w->loop, flush, NULL) == 0)
-		pool.flush_posted = true;
+	/* Refused only once the loop's destroy began: pool_stop, before it, takes what is left. */
+	(void)ferry__postq_push(&pool.done, c);
 }
 
 static void *pool_main(void *arg)
@@ -179,7 +171,9 @@ static int pool_start(struct ferry__worker *w, unsigned n)
 	pool.w = w;
 	pool.stop = false;
 	pool.queue_tail = &pool.queue;
-	pool.done_tail = &pool.done;
+	/* Once per process (one loop): a drain of an earlier actor may still be on its way. */
+	if (!pool.done.loop)
+		ferry__postq_init(&pool.done, w->loop, offsetof(struct call, next), flush);
 	for (pool.nthreads = 0; pool.nthreads < n; pool.nthreads++) {
 		ret = -pthread_create(&pool.threads[pool.nthreads], NULL, pool_main,
 				      (void *)(uintptr_t)pool.nthreads);
@@ -210,7 +204,8 @@ static void pool_stop(void)
 	pool.queue_tail = &pool.queue;
 	pthread_mutex_unlock(&pool.lock);
 	free_calls(queued);
-	flush(NULL, pool.w->stopping ? -ECANCELED : 0); /* a posted flush finds none */
+	/* A drain already posted finds none. */
+	flush(&pool.done, ferry__postq_take(&pool.done), pool.w->stopping ? -ECANCELED : 0);
 }
 
 /* Loop thread: queue ActorCall @payload for the pool. 1 (queued), or -ENOMEM. */
@@ -233,14 +228,15 @@ static int pool_queue(struct ferry__conn *conn, ferry_task_fn fn, const void *pa
 	return 1;
 }
 
-/* Loop thread: @conn closed: its calls' replies go nowhere. */
+/* Loop thread: @conn closed: its calls' replies go nowhere. The finished ones go out now to
+ * the other sockets (what the drain would do); pushes are under the lock, so none slips by. */
 static void pool_conn_closed(const struct ferry__conn *conn)
 {
 	struct call *lists[2];
 
 	pthread_mutex_lock(&pool.lock);
 	lists[0] = pool.queue;
-	lists[1] = pool.done;
+	lists[1] = ferry__postq_take(&pool.done);
 	for (int k = 0; k < 2; k++)
 		for (struct call *c = lists[k]; c; c = c->next)
 			if (c->conn == conn)
@@ -249,6 +245,7 @@ static void pool_conn_closed(const struct ferry__conn *conn)
 		if (pool.running[i] && pool.running[i]->conn == conn)
 			pool.running[i]->conn = NULL;
 	pthread_mutex_unlock(&pool.lock);
+	flush(&pool.done, lists[1], 0);
 }
 
 /* ---- the class registry ---- */

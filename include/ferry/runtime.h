@@ -337,8 +337,8 @@ FERRY_API int ferry_actor_kill(struct ferry_actor *actor, int no_restart);
 FERRY_API int ferry_actor_id(const struct ferry_actor *actor, struct ferry_actor_id *out);
 
 /* ferry_actor_drop() - give the handle back. The owner's handle going kills the actor (Ray's
- * "out of scope"), unless it is detached; calls already made still complete. NULL is a
- * no-op. */
+ * "out of scope"), unless it is detached; calls already made still complete. This process's
+ * record of the actor is freed once the actor is dead too. NULL is a no-op. */
 FERRY_API void ferry_actor_drop(struct ferry_actor *actor);
 
 /* ---- compiled graphs ---- */

@@ -360,6 +360,63 @@ __attribute__((format(printf, 1, 2))) static int cli(const char *fmt, ...)
 	return code;
 }
 
+/* A driver that creates and kills many actors keeps no record of the dead ones: each goes once
+ * it is dead and its handle dropped (killed alive on its worker, killed through the API, or
+ * dropped before its worker came). The count is the runtime's own. */
+FTEST(dead_and_dropped_actors_leave_no_record)
+{
+	enum { N = 200 };
+	unsigned left = 0;
+
+	init_job(NULL);
+	for (int i = 0; i < N; i++) {
+		struct ferry_actor *a = counter(i, NULL, NULL);
+
+		if (i % 2 == 0)
+			ftest_assert_int_eq(call_int64(a, "inc", 1), i + 1);
+		if (i % 4 == 0)
+			ftest_assert_ok(ferry_actor_kill(a, 1));
+		ferry_actor_drop(a); /* the owner's handle: kills the others */
+	}
+	ftest_log("%u records after the loop", ferry__rt_actor_records());
+	for (int i = 0; i < 1200 && (left = ferry__rt_actor_records()) > 0; i++)
+		usleep(50 * 1000);
+	ftest_log("%u records left", left);
+	ftest_assert_uint_eq(left, 0);
+	ferry_shutdown();
+}
+
+/* Handles looked up by name and dropped leave no record (nor socket) behind, and the actor
+ * lives on for its owner; the owner's drop then ends it and its record. */
+static unsigned records_settled(unsigned want)
+{
+	unsigned n = 0;
+
+	for (int i = 0; i < 1200 && (n = ferry__rt_actor_records()) != want; i++)
+		usleep(50 * 1000);
+	return n;
+}
+
+FTEST(named_handles_dropped_leave_no_record)
+{
+	struct ferry_actor_opts o = {.name = "looked-up"};
+	struct ferry_actor *a, *b;
+
+	init_job(NULL);
+	a = counter(0, NULL, &o);
+	ftest_assert_int_eq(call_int64(a, "inc", 1), 1);
+	for (int i = 0; i < 50; i++) {
+		ftest_assert_ok(ferry_actor_get_named("looked-up", &b));
+		ftest_assert_int_eq(call_int64(b, "inc", 1), i + 2);
+		ferry_actor_drop(b);
+	}
+	ftest_assert_uint_eq(records_settled(1), 1);
+	ftest_assert_int_eq(call_int64(a, "inc", 1), 52); /* its state: it lived on */
+	ferry_actor_drop(a);
+	ftest_assert_uint_eq(records_settled(0), 0);
+	ferry_shutdown();
+}
+
 FTEST(a_named_actor_is_found_and_called_from_another_process)
 {
 	const char *client = getenv("FERRY_ACTOR_CLIENT");

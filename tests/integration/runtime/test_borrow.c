@@ -7,18 +7,26 @@
  * subtask; a ref given to a task and kept there with ferry_ref_dup keeps the driver's object
  * alive after the driver dropped its own, until the borrower dies; so does a ref stored in
  * another object (ferry_put_refs), while that object lives or a borrower keeps it. The job is
- * tests/unit/runtime/job_owner.c (lend, lend_pending, pass_on, stash). Environment
- * (meson.build): FERRY_WORKER_EXE, FERRY_TEST_JOB.
+ * tests/unit/runtime/job_owner.c (lend, lend_pending, pass_on, stash). An owner that answers
+ * half a reply cannot hold a ferry_wait past its timeout. Environment (meson.build):
+ * FERRY_WORKER_EXE, FERRY_TEST_JOB.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ferry/ferry.h>
 
+#include "common/frame.h"
+#include "common/wire.h"
 #include "ftest.h"
 
 struct lent {
@@ -50,18 +58,14 @@ static void call(const char *fn, const void *x, size_t xlen, void *out, size_t l
 	ferry_ref_drop(&r);
 }
 
+/* @r's int64; @r stays the caller's (the harness's get drops a count of its own). */
 static int64_t get_int64(const struct ferry_ref *r, int64_t timeout_ms)
 {
-	struct ferry_view v;
-	int64_t x;
-	int ret = ferry_get(r, timeout_ms, &v);
+	struct ferry_ref dup;
+	int64_t x = 0;
 
-	if (ret < 0)
-		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
-	ftest_assert_ok(ret);
-	ftest_assert_uint_eq(v.len, sizeof(x));
-	memcpy(&x, v.data, sizeof(x));
-	ferry_release(&v);
+	ftest_assert_ok(ferry_ref_dup(r, &dup));
+	ftest_assert_ok(ftest_get_int64(&dup, timeout_ms, &x, NULL, 0));
 	return x;
 }
 
@@ -216,5 +220,87 @@ FTEST(a_dropped_container_drops_what_it_held)
 	ferry_release(&v);
 	ferry_ref_drop(&y);
 	ftest_assert_errno(ferry_get(&keep, 0, &v), -ENOENT);
+	ferry_shutdown();
+}
+
+/* The directory of this driver's owner socket ("o-<@self hex>.sock", its node's directory),
+ * from the bound Unix sockets the kernel lists. */
+static void owner_dir(const struct ferry_worker_id *self, char *out, size_t size)
+{
+	char hex[FERRY_ID_HEX_MAX], name[64], line[512];
+	FILE *f = fopen("/proc/net/unix", "r");
+
+	ftest_assert_ptr_notnull(f);
+	ferry_worker_id_to_hex(self, hex, sizeof(hex));
+	snprintf(name, sizeof(name), "/o-%s.sock", hex);
+	out[0] = 0;
+	while (!out[0] && fgets(line, sizeof(line), f)) {
+		char *at = strstr(line, name);
+
+		if (at && strchr(line, '/'))
+			snprintf(out, size, "%.*s", (int)(at - strchr(line, '/')),
+				 strchr(line, '/'));
+	}
+	fclose(f);
+	ftest_assert_true(out[0] != 0);
+}
+
+/* A fake owner: takes one connection, reads what the borrower sends, and answers with the
+ * first 8 bytes of a 64-byte ObjectGetReply, then nothing. */
+static void *half_owner(void *arg)
+{
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+	uint8_t buf[FERRY_FRAME_HEADER_SIZE + 8] = {0}, in[512];
+
+	if (fd < 0)
+		return NULL;
+	(void)recv(fd, in, sizeof(in), 0);
+	ferry__frame_header_encode(buf, FERRY__WIRE_MSG_OBJECT_GET_REPLY, 64);
+	(void)send(fd, buf, sizeof(buf), MSG_NOSIGNAL);
+	*(int *)arg = fd; /* closed by the test once its wait returned */
+	return NULL;
+}
+
+FTEST(a_wait_on_an_owner_that_sends_half_a_reply_ends_at_its_timeout)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct ferry_ref mine, ref = {0};
+	char dir[sizeof(sa.sun_path)], hex[FERRY_ID_HEX_MAX];
+	struct timespec t0, t1;
+	int lfd, fd_or_conn, ready = -1, ret;
+	pthread_t th;
+	double s;
+
+	init_job();
+	ftest_assert_ok(ferry_put("x", 1, &mine)); /* its owner is this driver */
+	owner_dir(&mine.owner, dir, sizeof(dir));
+	ferry_worker_id_random(&ref.owner);
+	ferry_object_id_random(&ref.id);
+	ferry_worker_id_to_hex(&ref.owner, hex, sizeof(hex));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/o-%s.sock", dir, hex);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ftest_assert_true(lfd >= 0);
+	ftest_assert_ok(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	ftest_assert_ok(listen(lfd, 1));
+	fd_or_conn = lfd;
+	ftest_assert_ok(pthread_create(&th, NULL, half_owner, &fd_or_conn));
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = ferry_wait(&ref, 1, 1, 200, &ready);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ftest_log("ferry_wait returned %d after %.3f s", ret, s);
+	/* Not ready, and not taken for an answer (a dead owner would count as one). */
+	ftest_assert_int_eq(ret, 0);
+	ftest_assert_int_eq(ready, 0);
+	ftest_assert_true(s < 5.0); /* the owner's half reply did not hold it (it was 10 s) */
+
+	shutdown(lfd, SHUT_RDWR); /* an accept still waiting returns */
+	ftest_assert_ok(pthread_join(th, NULL));
+	if (fd_or_conn != lfd)
+		close(fd_or_conn);
+	close(lfd);
+	unlink(sa.sun_path);
+	ferry_ref_drop(&mine);
 	ferry_shutdown();
 }

@@ -32,13 +32,16 @@
 #define SLOT 128u
 #define NSLOTS 8u
 
-/* A mapping of the small test geometry, zeroed. */
-static void *new_mapping(void)
+/* A zeroed mapping of the small test geometry and both ends of its direction @dir: the
+ * producer @tx and the consumer @rx. Unmap with ferry__ring_bytes(SLOT, NSLOTS). */
+static void *one_direction(unsigned dir, struct ferry__ring_dir *tx, struct ferry__ring_dir *rx)
 {
 	size_t bytes = (size_t)ferry__ring_bytes(SLOT, NSLOTS);
 	void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
 	ftest_assert_true(base != MAP_FAILED);
+	ferry__ring_dir_init(tx, base, dir, SLOT, NSLOTS);
+	ferry__ring_dir_init(rx, base, dir, SLOT, NSLOTS);
 	return base;
 }
 
@@ -50,14 +53,12 @@ static void fill(uint8_t *buf, size_t len, unsigned seed)
 
 FTEST(messages_come_out_in_order_across_wrap_around)
 {
-	void *base = new_mapping();
 	struct ferry__ring_dir tx, rx;
+	void *base = one_direction(1, &tx, &rx);
 	uint8_t msg[SLOT], got[SLOT];
 	uint16_t type;
 	size_t len;
 
-	ferry__ring_dir_init(&tx, base, 1, SLOT, NSLOTS);
-	ferry__ring_dir_init(&rx, base, 1, SLOT, NSLOTS);
 	for (unsigned round = 0; round < 10; round++) {
 		for (unsigned i = 0; i < 5; i++) {
 			fill(msg, i * 20, round + i);
@@ -78,14 +79,12 @@ FTEST(messages_come_out_in_order_across_wrap_around)
 
 FTEST(a_full_ring_is_eagain_and_a_large_message_emsgsize)
 {
-	void *base = new_mapping();
 	struct ferry__ring_dir tx, rx;
+	void *base = one_direction(0, &tx, &rx);
 	uint8_t msg[SLOT] = {0}, got[SLOT];
 	uint16_t type;
 	size_t len;
 
-	ferry__ring_dir_init(&tx, base, 0, SLOT, NSLOTS);
-	ferry__ring_dir_init(&rx, base, 0, SLOT, NSLOTS);
 	ftest_assert_errno(ferry__ring_put(&tx, 1, msg, SLOT - FERRY__RING_SLOT_HEADER + 1),
 			   -EMSGSIZE);
 	ftest_assert_ok(ferry__ring_put(&tx, 1, msg, SLOT - FERRY__RING_SLOT_HEADER));
@@ -119,14 +118,12 @@ FTEST(geometries_out_of_bounds_are_refused)
 
 FTEST(garbage_indexes_and_lengths_are_eproto)
 {
-	void *base = new_mapping();
 	struct ferry__ring_dir tx, rx;
+	void *base = one_direction(0, &tx, &rx);
 	uint8_t msg[SLOT] = {0}, got[SLOT];
 	uint16_t type;
 	size_t len;
 
-	ferry__ring_dir_init(&tx, base, 0, SLOT, NSLOTS);
-	ferry__ring_dir_init(&rx, base, 0, SLOT, NSLOTS);
 	/* A head more than a ring ahead, or behind the reader. */
 	atomic_store(&rx.ctl->head, NSLOTS + 1);
 	ftest_assert_errno(ferry__ring_get(&rx, got, &type, &len), -EPROTO);

@@ -6,6 +6,8 @@
  * left its returns say which signal killed it. Environment (meson.build): FERRY_WORKER_EXE,
  * FERRY_TEST_JOB (the library). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,19 +26,12 @@ static void init_job(void)
 	ftest_runtime_init(NULL, 2);
 }
 
+/* @r's int64, and @r dropped. */
 static int64_t get_int64(struct ferry_ref *r)
 {
-	struct ferry_view v;
-	int64_t x;
-	int ret = ferry_get(r, 30000, &v);
+	int64_t x = 0;
 
-	if (ret < 0)
-		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
-	ftest_assert_ok(ret);
-	ftest_assert_uint_eq(v.len, sizeof(x));
-	memcpy(&x, v.data, sizeof(x));
-	ferry_release(&v);
-	ferry_ref_drop(r);
+	ftest_assert_ok(ftest_get_int64(r, 30000, &x, NULL, 0));
 	return x;
 }
 
@@ -287,4 +282,68 @@ FTEST(tasks_take_the_ring_unless_it_is_off)
 	else
 		ftest_assert_uint_ge(ring1 - ring0, 10); /* some wait on the large one or a setup */
 	ferry_shutdown();
+}
+
+/* Several threads each get their own tasks' results: each wakes for its own objects (a get
+ * sleeps on a condvar of its own), and one still asleep when the driver shuts down returns. */
+struct getter_arg {
+	struct ferry_ref refs[50];
+	int64_t base;
+	atomic_int bad;
+};
+
+static void *get_own(void *arg)
+{
+	struct getter_arg *g = arg;
+
+	for (int i = 0; i < 50; i++) {
+		int64_t x = -1;
+
+		if (ftest_get_int64(&g->refs[i], 30000, &x, NULL, 0) < 0 || x != g->base + i)
+			atomic_fetch_add(&g->bad, 1);
+	}
+	return NULL;
+}
+
+struct forever_get {
+	struct ferry_ref ref;
+	int ret;
+};
+
+static void *get_forever(void *arg)
+{
+	struct forever_get *f = arg;
+	struct ferry_view v;
+
+	f->ret = ferry_get(&f->ref, -1, &v);
+	return NULL;
+}
+
+FTEST(gets_on_many_threads_wake_for_their_own_and_at_shutdown)
+{
+	static struct getter_arg g[4];
+	struct forever_get forever = {.ret = 1};
+	int64_t ms = 30000;
+	struct ferry_arg nap = {.data = &ms, .len = sizeof(ms)};
+	pthread_t th[4], t;
+
+	init_job();
+	for (int k = 0; k < 4; k++) {
+		g[k].base = 1000 * k;
+		for (int i = 0; i < 50; i++)
+			ftest_assert_ok(submit_add(g[k].base + i, 0, &g[k].refs[i]));
+	}
+	for (int k = 0; k < 4; k++)
+		ftest_assert_ok(pthread_create(&th[k], NULL, get_own, &g[k]));
+	for (int k = 0; k < 4; k++) {
+		ftest_assert_ok(pthread_join(th[k], NULL));
+		ftest_assert_int_eq(atomic_load(&g[k].bad), 0);
+	}
+	ftest_assert_ok(ferry_submit("nap", &nap, 1, NULL, &forever.ref));
+	ftest_assert_ok(pthread_create(&t, NULL, get_forever, &forever));
+	usleep(200 * 1000); /* most likely asleep in its get by now; either way it must return */
+	ferry_shutdown();
+	ftest_assert_ok(pthread_join(t, NULL));
+	ftest_log("the get asleep at shutdown returned %d", forever.ret);
+	ftest_assert_true(forever.ret < 0);
 }
