@@ -510,8 +510,15 @@ void ferry__rt_lease_blocked(struct rt_peer *p, const struct ferry__rt_blocked *
 		ferry__rt_peer_close(p, "WorkerBlocked from a peer that is no worker's owner line");
 		return;
 	}
-	if (w->state != W_LEASED || !w->req || w->blocked == blocked)
+	if (w->state != W_LEASED || !w->req)
 		return; /* between leases: nothing of it to lend */
+	if (w->blocked == blocked) {
+		/* Another task's wait while the last one is still counted: its CPU stays lent,
+		 * its owner takes back what came behind that task. */
+		if (blocked && b->wait_id && w->lease_owner)
+			ferry__rt_peer_send_lease_blocked(w->lease_owner, w->lease_id, b);
+		return;
+	}
 	cpu = req_cpu(w->req);
 	avail = ferry__res_set_get(&rt->avail, "CPU");
 	w->blocked = blocked;

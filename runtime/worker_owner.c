@@ -46,13 +46,14 @@ static uint64_t wait_ids;		/* waits numbered in this process; plain_lock */
 /* The socket of the PushTask the calling thread runs (the worker's loop thread), or NULL. */
 static _Thread_local struct ferry__conn *plain_conn;
 
-/* The wait told to the node now: its number and the PushTask it names (0: none runs). */
-static uint64_t number_wait(struct ferry_task_id *task)
+/* The wait told to the node now: its number and the PushTask it names (0: none runs, or
+ * @again and the running one has its number already). */
+static uint64_t number_wait(struct ferry_task_id *task, bool again)
 {
 	uint64_t id = 0;
 
 	pthread_mutex_lock(&plain_lock);
-	if (plain_running) {
+	if (plain_running && !(again && plain_wait)) {
 		id = plain_wait = ++wait_ids;
 		*task = plain_task;
 	}
@@ -71,10 +72,14 @@ static void send_state(void *arg, int status)
 	post_pending = false;
 	want = waits > 0;
 	pthread_mutex_unlock(&ferry__rt.lock);
-	if (status < 0 || want == last_sent)
+	if (status < 0 || (want == last_sent && !want))
 		return;
+	/* Told already, by a wait that ended before this post ran: a task waiting since then is
+	 * told too, or the tasks behind it would stay behind it. */
 	if (want)
-		wait_id = number_wait(&task);
+		wait_id = number_wait(&task, last_sent);
+	if (want && last_sent && !wait_id)
+		return;
 	/* A numbered wait that is not sent still bounces: the owner learns of it from the
 	 * bounce (runtime/lease.c: on_bounce). */
 	if (ferry__rt_sub_send_blocked(want, wait_id ? &task : NULL, wait_id) == 0)
