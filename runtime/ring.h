@@ -140,6 +140,11 @@ int ferry__rt_ring_offer(struct ferry__loop *loop, struct ferry__conn *conn,
  * is closed and *@rp set to NULL. Returns the status.
  */
 int ferry__rt_ring_setup_reply(struct ferry__rt_ring **rp, const void *payload, size_t len);
+/*
+ * ferry__rt_ring_reply_status() - a verified RingSetupReply's status: 0, the worker's -errno
+ * (logged with its message and @peer), or -EPROTO (logged) when no ring was @offered.
+ */
+int ferry__rt_ring_reply_status(const void *payload, bool offered, const char *peer);
 
 /*
  * ferry__rt_ring_accept() - worker, from on_message: map the owner's RingSetup (@payload,

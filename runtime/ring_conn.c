@@ -444,22 +444,34 @@ err:
 	return ret;
 }
 
-int ferry__rt_ring_setup_reply(struct ferry__rt_ring **rp, const void *payload, size_t len)
+int ferry__rt_ring_reply_status(const void *payload, bool offered, const char *peer)
 {
 	struct ferry__wire_ring_setup_reply_view v =
 		ferry__wire_ring_setup_reply_root_verified(payload);
 	int status = ferry__wire_ring_setup_reply_status(v);
 	const char *m = ferry__wire_ring_setup_reply_message(v);
-	struct ferry__rt_ring *r = *rp;
 
-	(void)len;
-	if (!r || r->closed || r->rx_ready) {
-		FLOG_WARN(COMP, "a RingSetupReply for no ring offered: ignored");
+	if (!offered) {
+		FLOG_WARN(COMP, "%s: a RingSetupReply for no ring offered: ignored", peer);
 		return -EPROTO;
 	}
-	if (status < 0) {
-		FLOG_WARN(COMP, "%s: the worker refused the ring: %s", ferry__conn_peer(r->conn),
+	if (status < 0)
+		FLOG_WARN(COMP, "%s: the worker refused the ring: %s", peer,
 			  m ? m : ferry_strerror(status));
+	return status < 0 ? status : 0;
+}
+
+int ferry__rt_ring_setup_reply(struct ferry__rt_ring **rp, const void *payload, size_t len)
+{
+	struct ferry__rt_ring *r = *rp;
+	bool offered = r && !r->closed && !r->rx_ready;
+	int status = ferry__rt_ring_reply_status(
+		payload, offered, r ? ferry__conn_peer(r->conn) : "a worker's socket");
+
+	(void)len;
+	if (!offered)
+		return -EPROTO;
+	if (status < 0) {
 		ferry__rt_ring_close(r);
 		*rp = NULL;
 		return status;

@@ -170,19 +170,13 @@ err:
 
 int ferry__rt_fdring_setup_reply(struct ferry__rt_fdring **rp, const void *payload, size_t len)
 {
-	struct ferry__wire_ring_setup_reply_view v =
-		ferry__wire_ring_setup_reply_root_verified(payload);
-	int status = ferry__wire_ring_setup_reply_status(v);
-	const char *m = ferry__wire_ring_setup_reply_message(v);
 	struct ferry__rt_fdring *r = *rp;
+	int status = ferry__rt_ring_reply_status(payload, r && !r->ready, "a graph's socket");
 
 	(void)len;
-	if (!r || r->ready) {
-		FLOG_WARN(COMP, "a RingSetupReply for no ring offered: ignored");
+	if (!r || r->ready)
 		return -EPROTO;
-	}
 	if (status < 0) {
-		FLOG_WARN(COMP, "the worker refused the ring: %s", m ? m : ferry_strerror(status));
 		ferry__rt_fdring_destroy(r);
 		*rp = NULL;
 		return status;
