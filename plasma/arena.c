@@ -79,13 +79,20 @@ static uint64_t cgroup_memory_limit(void)
 	return limit ? limit : UINT64_MAX;
 }
 
-uint64_t ferry_plasma_default_memory_bytes(void)
+/* The memory this process may have: RAM, or the cgroup's limit if lower (4 GiB if unknown). */
+static uint64_t host_memory_bytes(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES);
 	uint64_t ram = pages > 0 ? (uint64_t)pages * base_page_size() : (4ull << 30);
+
+	return FERRY_MIN(ram, cgroup_memory_limit());
+}
+
+uint64_t ferry_plasma_default_memory_bytes(void)
+{
+	uint64_t ram = host_memory_bytes();
 	uint64_t bytes;
 
-	ram = FERRY_MIN(ram, cgroup_memory_limit());
 	bytes = ram / 10 * 3;
 	bytes = FERRY_MIN(bytes, FERRY_PLASMA_DEFAULT_MEMORY_CAP);
 	bytes &= ~(DEFAULT_ROUND_BYTES - 1);
@@ -355,6 +362,15 @@ int ferry__plasma_arena_create(const struct ferry__plasma_arena_opts *opts,
 	if (size > ((uint64_t)1 << 46)) {
 		FLOG_ERROR(comp, "arena of %" PRIu64 " bytes is beyond the 64 TiB limit", size);
 		return -EINVAL;
+	}
+	/* Pre-faulting more than the host has would not fail: the kernel's OOM killer would end
+	 * this process (or another one) part way. A typo like 1T for 1G must be refused here. */
+	if (!(o.flags & FERRY__ARENA_NO_PREFAULT) && size > host_memory_bytes()) {
+		FLOG_ERROR(comp,
+			   "a store of %.1f GiB is more than this host's memory (%.1f GiB, or its "
+			   "cgroup's limit): give a smaller size",
+			   (double)size / (1 << 30), (double)host_memory_bytes() / (1 << 30));
+		return -ENOMEM;
 	}
 	r = map_region(&o, name, size, &a, why, sizeof(why));
 	if (r < 0)

@@ -50,6 +50,17 @@ FTEST(create_prefaults_every_page)
 	ferry__plasma_arena_destroy(&a);
 }
 
+/* A size beyond the host's memory (a typo: 1T for 1G) is refused before a page is touched,
+ * instead of pre-faulting until the OOM killer ends the process. */
+FTEST(a_store_larger_than_the_host_is_refused)
+{
+	struct ferry__plasma_arena_opts o = {.size_bytes = (uint64_t)1 << 45,
+					     .hugepages = FERRY_PLASMA_HUGEPAGES_OFF};
+	struct ferry__plasma_arena a;
+
+	ftest_assert_errno(ferry__plasma_arena_create(&o, &a), -ENOMEM);
+}
+
 FTEST(no_prefault_leaves_pages_unfaulted)
 {
 	struct ferry__plasma_arena_opts o = {.size_bytes = 8 * MIB,
