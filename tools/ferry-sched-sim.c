@@ -25,6 +25,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/version.h"
+
 #include "sched/policy.h"
 
 #define SLOT(n) ((int64_t)(n)*FERRY__SCHED_UNIT)
@@ -506,16 +508,37 @@ static void free_sim(struct sim *s)
 	free(s->decide_samples);
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr, "usage: ferry-sched-sim [--nodes N] [--slots S] [--fanout F] [--tasks T] "
-			"[--decide-only]\n"
-			"         [--duration-ms D] [--input-bytes B] [--burst] [--hop-us H] "
-			"[--report-ms R]\n"
-			"  --burst: every task is submitted at time 0 from node 0 (else: spread "
-			"over nodes\n"
-			"  and over --duration-ms x tasks / slots, each with an input on a random "
-			"node).\n");
+	fprintf(f, "usage: ferry-sched-sim [--nodes N] [--slots S] [--fanout F] [--tasks T] "
+		   "[--decide-only]\n"
+		   "         [--duration-ms D] [--input-bytes B] [--burst] [--hop-us H] "
+		   "[--report-ms R]\n"
+		   "  --burst: every task is submitted at time 0 from node 0 (else: spread "
+		   "over nodes\n"
+		   "  and over --duration-ms x tasks / slots, each with an input on a random "
+		   "node).\n");
+}
+
+/*
+ * A whole number in [@min, @max] for @flag into *@out; false (said why on stderr) for anything
+ * else: a sign, trailing text, an empty value, out of range.
+ */
+static bool parse_num(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (!*v || *v == '-' || *v == '+' || *end || errno || x < min || x > max) {
+		fprintf(stderr,
+			"ferry-sched-sim: --%s: '%s' is not a whole number from %llu to %llu\n",
+			flag, v, (unsigned long long)min, (unsigned long long)max);
+		return false;
+	}
+	*out = x;
+	return true;
 }
 
 int main(int argc, char **argv)
@@ -523,34 +546,49 @@ int main(int argc, char **argv)
 	struct sim s = {
 		.nodes = 1000, .slots = 8, .fanout = 0, .hop_ns = 100000, .report_ns = 100000000};
 	uint32_t ntasks = 100000;
-	uint64_t dur_ns = 100000000, input_bytes = 100u << 20;
-	bool burst = false, only = false;
-	static const struct option longopts[] = {
-		{"nodes", 1, 0, 'n'},	    {"slots", 1, 0, 's'},	{"fanout", 1, 0, 'f'},
-		{"tasks", 1, 0, 't'},	    {"duration-ms", 1, 0, 'd'}, {"input-bytes", 1, 0, 'i'},
-		{"burst", 0, 0, 'b'},	    {"hop-us", 1, 0, 'h'},	{"report-ms", 1, 0, 'r'},
-		{"decide-only", 0, 0, 'o'}, {"help", 0, 0, 'H'},	{0, 0, 0, 0}};
-	int opt;
+	uint64_t dur_ns = 100000000, input_bytes = 100u << 20, v = 0;
+	bool burst = false, only = false, ok = true;
+	static const struct option longopts[] = {{"nodes", 1, 0, 'n'},
+						 {"slots", 1, 0, 's'},
+						 {"fanout", 1, 0, 'f'},
+						 {"tasks", 1, 0, 't'},
+						 {"duration-ms", 1, 0, 'd'},
+						 {"input-bytes", 1, 0, 'i'},
+						 {"burst", 0, 0, 'b'},
+						 {"hop-us", 1, 0, 'h'},
+						 {"report-ms", 1, 0, 'r'},
+						 {"decide-only", 0, 0, 'o'},
+						 {"help", 0, 0, 'H'},
+						 {"version", 0, 0, 'V'},
+						 {0, 0, 0, 0}};
+	int opt, idx = 0;
 
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while (ok && (opt = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
+		const char *name = opt == '?' ? "" : longopts[idx].name;
+
 		switch (opt) {
-		case 'n':
-			s.nodes = (uint32_t)strtoul(optarg, NULL, 0);
+		case 'n': /* a level keeps ~2.4 KB per child: 100,000 is 0.24 GB */
+			if ((ok = parse_num(name, optarg, 1, 100000, &v)))
+				s.nodes = (uint32_t)v;
 			break;
 		case 's':
-			s.slots = (uint32_t)strtoul(optarg, NULL, 0);
+			if ((ok = parse_num(name, optarg, 1, 4096, &v)))
+				s.slots = (uint32_t)v;
 			break;
 		case 'f':
-			s.fanout = (uint32_t)strtoul(optarg, NULL, 0);
+			if ((ok = parse_num(name, optarg, 0, 10000000, &v)))
+				s.fanout = (uint32_t)v;
 			break;
 		case 't':
-			ntasks = (uint32_t)strtoul(optarg, NULL, 0);
+			if ((ok = parse_num(name, optarg, 1, (1u << 31) - 1, &v)))
+				ntasks = (uint32_t)v;
 			break;
 		case 'd':
-			dur_ns = strtoull(optarg, NULL, 0) * 1000000ull;
+			if ((ok = parse_num(name, optarg, 1, 3600000, &v)))
+				dur_ns = v * 1000000ull;
 			break;
 		case 'i':
-			input_bytes = strtoull(optarg, NULL, 0);
+			ok = parse_num(name, optarg, 0, 1ull << 50, &input_bytes);
 			break;
 		case 'b':
 			burst = true;
@@ -559,21 +597,29 @@ int main(int argc, char **argv)
 			only = true;
 			break;
 		case 'h':
-			s.hop_ns = strtoull(optarg, NULL, 0) * 1000ull;
+			if ((ok = parse_num(name, optarg, 0, 10000000, &v)))
+				s.hop_ns = v * 1000ull;
 			break;
-		case 'r':
-			s.report_ns = strtoull(optarg, NULL, 0) * 1000000ull;
+		case 'r': /* a report period of 0 would report forever at one instant */
+			if ((ok = parse_num(name, optarg, 1, 3600000, &v)))
+				s.report_ns = v * 1000000ull;
 			break;
 		case 'H':
-			usage();
+			usage(stdout);
+			return 0;
+		case 'V':
+			ferry__version_print("ferry-sched-sim");
 			return 0;
 		default:
-			usage();
+			usage(stderr);
 			return 2;
 		}
 	}
-	if (!s.nodes || !s.slots || !ntasks || !dur_ns || ntasks >= (1u << 31)) {
-		usage();
+	if (!ok)
+		return 2;
+	if (optind < argc) {
+		fprintf(stderr, "ferry-sched-sim: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
 		return 2;
 	}
 	if (only)

@@ -38,4 +38,11 @@ check(0 < r["busy_95_ms"] <= 1000, f"95% of the slots busy within 1 s ({r['busy_
 # The policy alone.
 r = run("--decide-only", "--nodes", "1000", "--tasks", "20000")
 check(r["decisions"] == 20000, "decide-only made every decision")
+# Bad values are refused with a message naming the flag, never run (or spin).
+for args in (["--report-ms", "0"], ["--hop-us", "-1"], ["--nodes", "abc"], ["--fanout", "-3"],
+             ["stray"]):
+    out = subprocess.run([sim, *args, "--tasks", "10"], capture_output=True, text=True,
+                         timeout=30)
+    check(out.returncode == 2 and "ferry-sched-sim:" in out.stderr,
+          f"{' '.join(args)} is refused (exit {out.returncode}: {out.stderr.strip()[:60]})")
 sys.exit(1 if failures else 0)
