@@ -214,6 +214,9 @@ static void on_close(struct ferry__conn *conn, int err)
 		return;
 	}
 	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, ferry_strerror(-err));
+	pthread_mutex_lock(&c->lock);
+	s->last_error = err;
+	pthread_mutex_unlock(&c->lock);
 	if (err == -EACCES || err == -EPROTO) {
 		pthread_mutex_lock(&c->lock);
 		refused = !s->ever_connected;
@@ -664,6 +667,14 @@ static int wait_connected(struct ferry_gcs_client *c)
 			ret = -ETIMEDOUT;
 			break;
 		}
+	}
+	/* Out of time with a shard that never answered: say why its attempts failed when they
+	 * were refused or had no route (nothing listens there), rather than "timed out". */
+	for (unsigned i = 0; ret == -ETIMEDOUT && i < c->nshards; i++) {
+		int e = c->shards[i].last_error;
+		if (!c->shards[i].ever_connected &&
+		    (e == -ECONNREFUSED || e == -EHOSTUNREACH || e == -ENETUNREACH))
+			ret = e;
 	}
 	if (ret == 0)
 		ret = c->connect_error;

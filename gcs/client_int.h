@@ -62,6 +62,7 @@ struct shard {
 	struct ferry__conn *conn;		 /* loop: current connection, or NULL */
 	bool connected;				 /* loop: handshake done */
 	bool ever_connected;			 /* lock: connected at least once */
+	int last_error;				 /* lock: why the last attempt closed, -errno */
 	struct sockaddr_storage local;		 /* lock: our end of the last connection */
 	socklen_t local_len;			 /* lock: its length; 0 before the first */
 	struct ferry__loop_timer reconnect;	 /* loop: next attempt */

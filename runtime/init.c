@@ -141,8 +141,10 @@ static void copy_str(char *dst, size_t size, const char *src)
 	dst[n] = 0;
 }
 
-/* The run directory's `cluster` file: "address A" and "token PATH" lines. */
-static int read_cluster_file(const char *run_dir, char *address, size_t size, char *token_path)
+/* The run directory's `cluster` file: "address A" and "token PATH" lines. @joining: the
+ * address given, when only the token is wanted from it (NULL for "auto"). */
+static int read_cluster_file(const char *run_dir, const char *joining, char *address, size_t size,
+			     char *token_path)
 {
 	char path[PATH_MAX + 16], line[PATH_MAX + 16];
 	FILE *f;
@@ -152,8 +154,19 @@ static int read_cluster_file(const char *run_dir, char *address, size_t size, ch
 	if (!f) {
 		int err = -errno;
 
-		FLOG_ERROR(COMP, "no cluster started from %s (`ferry start --head` writes %s): %s",
-			   run_dir, path, ferry_strerror(err));
+		if (joining)
+			FLOG_ERROR(
+				COMP,
+				"joining %s needs the cluster's token: set FERRY_TOKEN_FILE to "
+				"the token file (the head's run directory has it), or "
+				"FERRY_RUN_DIR to a run directory `ferry start` made on this host "
+				"(%s: %s)",
+				joining, path, ferry_strerror(err));
+		else
+			FLOG_ERROR(
+				COMP,
+				"no cluster started from %s (`ferry start --head` writes %s): %s",
+				run_dir, path, ferry_strerror(err));
 		return err;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -186,7 +199,8 @@ static int join(const char *address, struct where *w)
 	else
 		snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-%u", (unsigned)getuid());
 	if (!by_address || !token_env || !*token_env) {
-		ret = read_cluster_file(run_dir, w->gcs, sizeof(w->gcs), token_path);
+		ret = read_cluster_file(run_dir, by_address ? address : NULL, w->gcs,
+					sizeof(w->gcs), token_path);
 		if (ret < 0)
 			return ret;
 	}

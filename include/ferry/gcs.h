@@ -157,7 +157,9 @@ struct ferry_gcs_client_opts {
  * on it reconnects on its own when a connection drops, resends the requests not answered yet,
  * and resubscribes (resuming from the last sequence number it delivered: the server replays the
  * missed messages or sends RESYNC + a snapshot). Returns 0 and *@out; -EINVAL (bad options,
- * logged), -EACCES (token refused), -ETIMEDOUT (a shard was not reachable in time), -ENOMEM.
+ * logged), -EACCES (token refused), -ETIMEDOUT (a shard was not reachable in time),
+ * -ECONNREFUSED / -EHOSTUNREACH / -ENETUNREACH (the same, every attempt until the timeout was
+ * refused or had no route: nothing listens there), -ENOMEM.
  */
 FERRY_API int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
 				       struct ferry_gcs_client **out);

@@ -301,6 +301,23 @@ FTEST(wrong_token_refused)
 	gcs_stop(&p, SIGTERM);
 }
 
+/* Nothing listens at the address: the connect retries until its timeout and then says why
+ * (refused), not just that time ran out. */
+FTEST(nothing_listening_is_connection_refused_not_timed_out)
+{
+	struct ferry_gcs_client_opts o = {0};
+	struct ferry_gcs_client *c = NULL;
+	const char *list[1] = {"127.0.0.1:1"};
+
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = TOKEN;
+	o.token_len = strlen(TOKEN);
+	o.timeout_ms = 300;
+	ftest_assert_errno(ferry_gcs_client_connect(&o, &c), -ECONNREFUSED);
+	ftest_assert_ptr_null(c);
+}
+
 /* Read until EOF (the server closed us); fails the test after 10 s. */
 static void expect_closed(int fd)
 {
