@@ -683,14 +683,24 @@ int ferry__conn_send_borrowed(struct ferry__conn *conn, uint16_t type, const voi
 
 /* ---- creation ---- */
 
+/*
+ * A name for logs, which is also the key of the per-peer log limit (log.h): an address for TCP;
+ * for an unnamed Unix-socket peer, its process as the kernel saw it at connect (SO_PEERCRED),
+ * so that one local process flooding a socket with connections shares one budget of lines.
+ */
 static void set_peer_name(struct ferry__conn *conn)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	struct ucred uc;
+	socklen_t uclen = sizeof(uc);
 
 	if (getpeername(conn->fd, (struct sockaddr *)&ss, &len) == 0 &&
 	    (ss.ss_family != AF_UNIX || len > sizeof(sa_family_t) + 1))
 		ferry__net_describe((struct sockaddr *)&ss, len, conn->peer, sizeof(conn->peer));
+	else if (getsockopt(conn->fd, SOL_SOCKET, SO_PEERCRED, &uc, &uclen) == 0 && uc.pid > 0)
+		snprintf(conn->peer, sizeof(conn->peer), "local pid %d uid %u", (int)uc.pid,
+			 (unsigned)uc.uid);
 	else
 		snprintf(conn->peer, sizeof(conn->peer), "fd %d", conn->fd);
 }

@@ -155,9 +155,13 @@ static void send_connect_reply(struct rt_peer *p, int status, const char *messag
 
 void ferry__rt_peer_close(struct rt_peer *p, const char *why)
 {
+	/* Rate-limited per peer: a local process can open connections and send junk at will. A
+	 * peer that never said RuntimeConnect has no pid of its own yet: its socket's names it. */
 	if (why)
-		FLOG_WARN(COMP, "runtime: closing %s pid %d: %s",
-			  p->kind == FERRY__WIRE_PEER_KIND_WORKER ? "worker" : "peer", p->pid, why);
+		FLOG_PEER_WARN(COMP, p->conn ? ferry__conn_peer(p->conn) : "a runtime peer",
+			       "runtime: closing %s: %s",
+			       p->kind == FERRY__WIRE_PEER_KIND_WORKER ? "a worker" : "a peer",
+			       why);
 	if (p->conn)
 		ferry__conn_close(p->conn);
 }
