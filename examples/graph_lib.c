@@ -71,7 +71,7 @@ FERRY_ACTOR_METHOD(Counter, inc)
 {
 	struct counter *c = counter(ctx);
 	size_t n = ferry_task_num_args(ctx);
-	int64_t from, d;
+	int64_t from = 0, d = 0;
 	int ret;
 
 	if (!c || n < 1 || n > 2)
@@ -91,7 +91,7 @@ FERRY_ACTOR_METHOD(Counter, inc)
 
 FERRY_ACTOR_METHOD(Counter, combine)
 {
-	int64_t x, y;
+	int64_t x = 0, y = 0;
 	int ret;
 
 	if (!counter(ctx))

@@ -460,6 +460,7 @@ static bool blocked_seen(void *arg)
 FTEST(a_task_behind_a_waiting_task_bounces_until_recalled)
 {
 	int64_t ms = 300, a = 2, b = 3, got = -1;
+	const uint8_t *data;
 	struct task waits = {.fn = "wait_foreign", .nargs = 1}, behind = {.fn = "add", .nargs = 2};
 	struct ferry__wire_push_task_reply_view v;
 	uint64_t wait_id;
@@ -490,11 +491,9 @@ FTEST(a_task_behind_a_waiting_task_bounces_until_recalled)
 	ftest_assert_uint_eq(ferry__wire_push_task_reply_bounced_wait(v), 0);
 	ftest_assert_int_eq(ferry__wire_push_task_reply_status(v), 0);
 	ftest_assert_uint_eq(ferry__wire_push_task_reply_returns_count(v), 1);
-	ftest_assert_ptr_notnull(
-		ferry__wire_task_return_data_data(ferry__wire_push_task_reply_returns_at(v, 0)));
-	memcpy(&got,
-	       ferry__wire_task_return_data_data(ferry__wire_push_task_reply_returns_at(v, 0)),
-	       sizeof(got));
+	data = ferry__wire_task_return_data_data(ferry__wire_push_task_reply_returns_at(v, 0));
+	ftest_assert_ptr_notnull(data);
+	memcpy(&got, data, sizeof(got));
 	ftest_assert_int_eq(got, 5);
 	/* A recall of a wait its tasks never had is ignored: the next wait still bounces. */
 	ftest_assert_ok(ferry__wire_tasks_recalled_build(
@@ -511,6 +510,7 @@ FTEST(a_task_behind_a_waiting_task_bounces_until_recalled)
 FTEST(add_returns_5)
 {
 	int64_t a = 2, b = 3, sum = 0;
+	const uint8_t *data;
 	struct task t = {.fn = "add", .nargs = 2};
 	struct ferry__wire_push_task_reply_view v;
 	struct ferry__wire_task_return_view r;
@@ -525,8 +525,9 @@ FTEST(add_returns_5)
 	r = ferry__wire_push_task_reply_returns_at(v, 0);
 	ftest_assert_false(ferry__wire_task_return_in_store(r));
 	ftest_assert_uint_eq(ferry__wire_task_return_data_count(r), sizeof(sum));
-	ftest_assert_ptr_notnull(ferry__wire_task_return_data_data(r));
-	memcpy(&sum, ferry__wire_task_return_data_data(r), sizeof(sum));
+	data = ferry__wire_task_return_data_data(r);
+	ftest_assert_ptr_notnull(data);
+	memcpy(&sum, data, sizeof(sum));
 	ftest_assert_int_eq(sum, 5);
 	sim_stop();
 }
