@@ -46,6 +46,30 @@ static struct ferry_graph *echo_graph(struct ferry_actor *a, struct ferry_actor 
 	return g;
 }
 
+/* A local cluster with two Counters and the echo graph over them; the ring counters at the start. */
+struct echo {
+	struct ferry_actor *a, *b;
+	struct ferry_graph *g;
+	uint64_t ring0, sock0;
+};
+
+static void echo_start(struct echo *e)
+{
+	ftest_runtime_init(NULL, 2);
+	e->a = counter();
+	e->b = counter();
+	e->g = echo_graph(e->a, e->b);
+	ferry__rt_ring_counts(&e->ring0, &e->sock0);
+}
+
+static void echo_stop(struct echo *e)
+{
+	ferry_graph_destroy(e->g);
+	ferry_actor_drop(e->a);
+	ferry_actor_drop(e->b);
+	ferry_shutdown();
+}
+
 /* Execution @seq's input: @size bytes that name it. */
 static void fill(uint8_t *buf, size_t size, uint64_t seq)
 {
@@ -63,15 +87,10 @@ FTEST(values_of_every_size_come_back_whole_and_in_order)
 {
 	enum { ROUNDS = 4 };
 	static uint8_t in[1 << 20], want[1 << 20];
-	uint64_t exec[FERRY_GRAPH_MAX_INFLIGHT], ring0, sock0, ring1, sock1, seq = 0, large = 0;
-	struct ferry_actor *a, *b;
-	struct ferry_graph *g;
+	uint64_t exec[FERRY_GRAPH_MAX_INFLIGHT], ring1, sock1, seq = 0, large = 0;
+	struct echo e;
 
-	ftest_runtime_init(NULL, 2);
-	a = counter();
-	b = counter();
-	g = echo_graph(a, b);
-	ferry__rt_ring_counts(&ring0, &sock0);
+	echo_start(&e);
 	for (int round = 0; round < ROUNDS; round++) {
 		for (int i = 0; i < FERRY_GRAPH_MAX_INFLIGHT; i++, seq++) {
 			size_t size = sizes[seq % NSIZES];
@@ -79,7 +98,7 @@ FTEST(values_of_every_size_come_back_whole_and_in_order)
 
 			/* The input is sent (or copied) by the time execute returns. */
 			fill(in, size, seq);
-			ftest_assert_ok(ferry_graph_execute(g, &arg, 1, &exec[i]));
+			ftest_assert_ok(ferry_graph_execute(e.g, &arg, 1, &exec[i]));
 			ftest_assert_uint_eq(exec[i], seq);
 			large += size >= FERRY__RING_SLOT_BYTES - FERRY__RING_SLOT_HEADER;
 		}
@@ -87,7 +106,7 @@ FTEST(values_of_every_size_come_back_whole_and_in_order)
 			size_t size = sizes[exec[i] % NSIZES];
 			struct ferry_graph_result r;
 
-			ftest_assert_ok(ferry_graph_get(g, exec[i], GET_MS, &r));
+			ftest_assert_ok(ferry_graph_get(e.g, exec[i], GET_MS, &r));
 			ftest_assert_uint_eq(r.len, size);
 			fill(want, size, exec[i]);
 			if (size)
@@ -97,19 +116,16 @@ FTEST(values_of_every_size_come_back_whole_and_in_order)
 	}
 	ferry__rt_ring_counts(&ring1, &sock1);
 	ftest_log("driver's messages through rings: %llu, on sockets beside rings: %llu",
-		  (unsigned long long)(ring1 - ring0), (unsigned long long)(sock1 - sock0));
+		  (unsigned long long)(ring1 - e.ring0), (unsigned long long)(sock1 - e.sock0));
 	if (!ferry__rt_ring_enabled()) {
-		ftest_assert_uint_eq(ring1 - ring0, 0);
+		ftest_assert_uint_eq(ring1 - e.ring0, 0);
 	} else {
 		/* The first input (8 bytes, nothing before it) took the ring; every large one the
 		 * socket (small ones behind a large one not yet taken follow it there). */
-		ftest_assert_uint_ge(ring1 - ring0, 1);
-		ftest_assert_uint_ge(sock1 - sock0, large);
+		ftest_assert_uint_ge(ring1 - e.ring0, 1);
+		ftest_assert_uint_ge(sock1 - e.sock0, large);
 	}
-	ferry_graph_destroy(g);
-	ferry_actor_drop(a);
-	ferry_actor_drop(b);
-	ferry_shutdown();
+	echo_stop(&e);
 }
 
 /* One execution at a time, as a latency-bound caller runs it: the caller's own wait on the
@@ -117,22 +133,17 @@ FTEST(values_of_every_size_come_back_whole_and_in_order)
 FTEST(one_execution_at_a_time_many_times)
 {
 	enum { N = 2000 };
-	uint64_t ring0, sock0, ring1, sock1;
-	struct ferry_actor *a, *b;
-	struct ferry_graph *g;
+	uint64_t ring1, sock1;
+	struct echo e;
 
-	ftest_runtime_init(NULL, 2);
-	a = counter();
-	b = counter();
-	g = echo_graph(a, b);
-	ferry__rt_ring_counts(&ring0, &sock0);
+	echo_start(&e);
 	for (uint64_t i = 0; i < N; i++) {
 		struct ferry_graph_arg arg = FERRY_GRAPH_CONST(&i, sizeof(i));
 		struct ferry_graph_result r;
 		uint64_t exec;
 
-		ftest_assert_ok(ferry_graph_execute(g, &arg, 1, &exec));
-		ftest_assert_ok(ferry_graph_get(g, exec, GET_MS, &r));
+		ftest_assert_ok(ferry_graph_execute(e.g, &arg, 1, &exec));
+		ftest_assert_ok(ferry_graph_get(e.g, exec, GET_MS, &r));
 		ftest_assert_uint_eq(r.len, sizeof(i));
 		ftest_assert_mem_eq(r.data, &i, sizeof(i));
 		ferry_graph_result_release(&r);
@@ -141,10 +152,7 @@ FTEST(one_execution_at_a_time_many_times)
 	}
 	/* Each execution's one input: on the ring (the worker took everything before it). */
 	ferry__rt_ring_counts(&ring1, &sock1);
-	ftest_assert_uint_eq(ring1 - ring0, ferry__rt_ring_enabled() ? N : 0);
-	ftest_assert_uint_eq(sock1 - sock0, 0);
-	ferry_graph_destroy(g);
-	ferry_actor_drop(a);
-	ferry_actor_drop(b);
-	ferry_shutdown();
+	ftest_assert_uint_eq(ring1 - e.ring0, ferry__rt_ring_enabled() ? N : 0);
+	ftest_assert_uint_eq(sock1 - e.sock0, 0);
+	echo_stop(&e);
 }
