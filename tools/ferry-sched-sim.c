@@ -614,7 +614,7 @@ int main(int argc, char **argv)
 		const char *name = opt == '?' ? "" : longopts[idx].name;
 
 		switch (opt) {
-		case 'n': /* a level keeps ~2.4 KB per child: 100,000 is 0.24 GB */
+		case 'n': /* a level keeps ~0.2 KB per child, the sim ~0.1 KB per node */
 			if ((ok = parse_num(name, optarg, 1, 100000, &v)))
 				s.nodes = (uint32_t)v;
 			break;
