@@ -265,6 +265,30 @@ FTEST(node_bad_tuning_flags)
 			 sizeof(bad) / sizeof(bad[0]), "--notice-hold-ms MS");
 }
 
+/* ferry-node's refusals name the value and what the flag takes; an --ip that is neither an
+ * address nor an interface of this host is refused before the store is set up. */
+FTEST(node_bad_values_are_named)
+{
+	const char *node = getenv("FERRY_NODE_BIN");
+	char cmd[1024], out[2048];
+
+	if (!node || access(node, X_OK) < 0)
+		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --gcs 127.0.0.1:1 --token-file /nonexistent --spin-us 1000001 2>&1", node);
+	ftest_assert_int_eq(itest_popen_read(cmd, out, sizeof(out)), 2);
+	ftest_log("%s", out);
+	ftest_assert_ptr_notnull(strstr(out, "'1000001': a whole number from 0 to 1000000"));
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --gcs 127.0.0.1:1 --token-file %s --ip nosuchif0 --memory 8G 2>&1", node,
+		 itest_token_file("t"));
+	ftest_assert_int_ne(itest_popen_read(cmd, out, sizeof(out)), 0);
+	ftest_log("%s", out);
+	ftest_assert_ptr_notnull(
+		strstr(out, "--ip nosuchif0: neither an IP address nor an interface"));
+	ftest_assert_true(strstr(out, "store") == NULL); /* nothing of the store was set up */
+}
+
 /* ferry-plasma names the flag and the value it refuses (it used to print the value as if it
  * were a flag), exits 2 and shows its usage. */
 FTEST(plasma_bad_flags)
