@@ -188,6 +188,15 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_ptr_notnull(strstr(out, "object store 64/64 MiB, tpu 4/4, ssd 0.25/0.25"));
 	ftest_assert_ptr_notnull(strstr(out, "cluster (available/total): CPU 3.5/3.5, GPU 1/1"));
 	ftest_assert_ptr_notnull(strstr(out, "object store 128/128 MiB, tpu 4/4, ssd 0.25/0.25"));
+	/* Two nodes of one host: its memory counts once in the sums. */
+	{
+		const char *node_mem = strstr(strstr(out, "  resources"), "memory ");
+		const char *all_mem = strstr(strstr(out, "cluster (available"), "memory ");
+		size_t len = (size_t)(strstr(node_mem, " GiB") - node_mem);
+
+		ftest_assert_true(len > 0 && len < 32);
+		ftest_assert_int_eq(strncmp(node_mem, all_mem, len), 0);
+	}
 
 	/* A node that crashes: the GCS declares it dead, and stop copes with its stale pid. */
 	ftest_assert_ok(kill(node2, SIGKILL));
@@ -213,6 +222,7 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_int_eq(file_exists("cluster"), 0);
 	ftest_assert_int_eq(file_exists("gcs.pid"), 0);
 	ftest_assert_int_eq(file_exists("node-1"), 0);
+	ftest_assert_int_eq(file_exists("node-2"), 0); /* killed: its sockets left behind, too */
 	ftest_assert_int_eq(file_exists("session_latest/logs/gcs.log"), 1);
 	ftest_assert_int_eq(file_exists("session_latest/logs/node-1.log"), 1);
 	ftest_assert_int_eq(file_exists("session_latest/logs/node-2.log"), 1);
