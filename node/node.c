@@ -108,7 +108,7 @@ static int check_opts(const struct ferry__node_opts *o)
 		FLOG_ERROR(COMP, "copy record batching %u us: at most 1 s", o->copy_batch_us);
 		return -EINVAL;
 	}
-	return 0;
+	return ferry__node_check_ip(o->ip);
 }
 
 static void set_opts(struct ferry__node *node, const struct ferry__node_opts *o)

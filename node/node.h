@@ -151,6 +151,10 @@ int ferry__node_pick_ip(const char *opt_ip, const char *route_ip, bool want_rdma
 			const struct ferry__net_iface *ifs, size_t n,
 			struct ferry__node_ip_pick *out);
 
+/* ferry__node_check_ip() - whether --ip @opt_ip (NULL, "" or a wildcard: not given) can be
+ * served here: an IP address, or the name of an interface of this host that has one. 0 or
+ * -ENODEV (logged). Checked before the store is set up, which can take seconds. */
+int ferry__node_check_ip(const char *opt_ip);
 /* ferry__node_choose_ip() - ferry__node_pick_ip() on this host for a node whose GCS client
  * @gcs is connected: the address into @ip (logged at info). 0 or -errno. */
 int ferry__node_choose_ip(struct ferry_gcs_client *gcs, const struct ferry__node_opts *o, char *ip,

@@ -114,6 +114,23 @@ int ferry__node_pick_ip(const char *opt_ip, const char *route_ip, bool want_rdma
 	return 0;
 }
 
+int ferry__node_check_ip(const char *opt_ip)
+{
+	struct ferry__net_iface *ifs;
+	struct ferry__node_ip_pick pick;
+	int n, ret;
+
+	if (!opt_ip || !*opt_ip || ferry__net_ip_wildcard(opt_ip) || ferry__net_ip_valid(opt_ip))
+		return 0;
+	ifs = ferry__calloc(MAX_IFACES, sizeof(*ifs));
+	if (!ifs)
+		return -ENOMEM;
+	n = ferry__net_ifaces("/sys", ifs, MAX_IFACES);
+	ret = pick_given(opt_ip, ifs, n < 0 ? 0 : (size_t)n, &pick);
+	ferry__free(ifs);
+	return ret;
+}
+
 int ferry__node_choose_ip(struct ferry_gcs_client *gcs, const struct ferry__node_opts *o, char *ip,
 			  size_t size)
 {

@@ -83,70 +83,109 @@ static int parse_num_workers(const char *v, int32_t *out)
 	return ret;
 }
 
-static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
-		     const char **token_file)
+/* A whole number 0..@max for a flag, saying in @why what fits when it does not. */
+static int parse_u32(const char *v, uint32_t max, uint32_t *out, char *why, size_t size)
 {
+	int ret = ferry__parse_u32(v, max, out);
+
+	if (ret < 0)
+		snprintf(why, size, "a whole number from 0 to %u", max);
+	return ret;
+}
+
+/* One "--flag value" pair into @o; -EINVAL with what the flag takes in @why. */
+static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
+		     const char **token_file, char *why, size_t size)
+{
+	const char *takes = NULL;
+
 	if (!strcmp(a, "--gcs"))
 		o->gcs_address = v;
 	else if (!strcmp(a, "--token-file"))
 		*token_file = v;
 	else if (!strcmp(a, "--memory"))
-		return ferry_parse_size(v, &o->memory_bytes);
+		takes = ferry_parse_size(v, &o->memory_bytes) < 0 ? "a size such as 512M or 4G"
+								  : NULL;
 	else if (!strcmp(a, "--transport"))
-		return parse_transport(v, &o->transport);
+		takes = parse_transport(v, &o->transport) < 0 ? "auto, tcp or rdma" : NULL;
 	else if (!strcmp(a, "--ip"))
 		o->ip = v;
-	else if (!strcmp(a, "--port"))
-		return parse_port(v, &o->port);
+	else if (!strcmp(a, "--port") || !strcmp(a, "--rdma-port"))
+		takes = parse_port(v, a[2] == 'p' ? &o->port : &o->rdma_port) < 0
+				? "a port from 0 (any) to 65535"
+				: NULL;
 	else if (!strcmp(a, "--socket"))
 		o->socket_path = v;
 	else if (!strcmp(a, "--spill-dir"))
 		o->spill_dir = v;
 	else if (!strcmp(a, "--node-id-file"))
 		o->node_id_file = v;
-	else if (!strcmp(a, "--rdma-port"))
-		return parse_port(v, &o->rdma_port);
-	else if (!strcmp(a, "--rdma-busy-poll") && (!strcmp(v, "on") || !strcmp(v, "off")))
-		o->rdma_busy_poll = !strcmp(v, "on");
-	else if (!strcmp(a, "--objmgr-loop") && !strcmp(v, "auto"))
-		o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_AUTO;
-	else if (!strcmp(a, "--objmgr-loop") && !strcmp(v, "own"))
-		o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_OWN;
-	else if (!strcmp(a, "--objmgr-loop") && !strcmp(v, "node"))
-		o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_NODE;
+	else if (!strcmp(a, "--rdma-busy-poll"))
+		if (!strcmp(v, "on") || !strcmp(v, "off"))
+			o->rdma_busy_poll = !strcmp(v, "on");
+		else
+			takes = "on or off";
+	else if (!strcmp(a, "--objmgr-loop"))
+		if (!strcmp(v, "auto"))
+			o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_AUTO;
+		else if (!strcmp(v, "own"))
+			o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_OWN;
+		else if (!strcmp(v, "node"))
+			o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_NODE;
+		else
+			takes = "auto, own or node";
 	else if (!strcmp(a, "--spin-us"))
-		return ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us);
+		return parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us, why, size);
 	else if (!strcmp(a, "--copy-batch-us"))
-		return ferry__parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us);
+		return parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us, why, size);
 	else if (!strcmp(a, "--notice-hold-ms"))
-		return ferry__parse_u32(v, FERRY__OBJMGR_MAX_NOTICE_HOLD_MS, &o->notice_hold_ms);
+		return parse_u32(v, FERRY__OBJMGR_MAX_NOTICE_HOLD_MS, &o->notice_hold_ms, why,
+				 size);
 	else if (!strcmp(a, "--max-queued"))
-		return parse_queued(v, &o->max_queued_bytes);
+		takes = parse_queued(v, &o->max_queued_bytes) < 0 ? "a size from 1 to 4G - 1"
+								  : NULL;
 	else if (!strcmp(a, "--stall-timeout-ms"))
-		return ferry__parse_u32(v, UINT32_MAX - 1, &o->stall_timeout_ms);
+		return parse_u32(v, UINT32_MAX - 1, &o->stall_timeout_ms, why, size);
 	else if (!strcmp(a, "--num-cpus") || !strcmp(a, "--num-gpus"))
-		return parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus);
+		takes = parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus) < 0
+				? "an amount >= 0, in steps of 1/10000"
+				: NULL;
 	else if (!strcmp(a, "--resources"))
-		return parse_custom(v, &o->resources);
+		takes = parse_custom(v, &o->resources) < 0 ? "name=amount,... (see above)" : NULL;
 	else if (!strcmp(a, "--num-workers"))
-		return parse_num_workers(v, &o->num_workers);
+		takes = parse_num_workers(v, &o->num_workers) < 0
+				? "a whole number up to the most workers a node may have"
+				: NULL;
 	else if (!strcmp(a, "--max-workers"))
-		return ferry__parse_u32(v, FERRY__NODE_MAX_WORKERS, &o->max_workers);
+		return parse_u32(v, FERRY__NODE_MAX_WORKERS, &o->max_workers, why, size);
 	else if (!strcmp(a, "--worker-idle-ms"))
-		return ferry__parse_u32(v, UINT32_MAX - 1, &o->worker_idle_ms);
-	else if (!strcmp(a, "--worker-exe") && *v)
-		o->worker_exe = v;
+		return parse_u32(v, UINT32_MAX - 1, &o->worker_idle_ms, why, size);
+	else if (!strcmp(a, "--worker-exe"))
+		if (*v)
+			o->worker_exe = v;
+		else
+			takes = "a path";
 	else
-		return -EINVAL;
-	return 0;
+		takes = "no such flag";
+	if (!takes)
+		return 0;
+	snprintf(why, size, "%s", takes);
+	return -EINVAL;
 }
 
 int ferry__node_parse_args(int argc, const char *const *argv, struct ferry__node_opts *o,
 			   const char **token_file)
 {
 	for (int i = 1; i < argc; i += 2) {
-		if (i + 1 >= argc || parse_one(argv[i], argv[i + 1], o, token_file) < 0) {
-			fprintf(stderr, "ferry-node: bad argument %s\n", argv[i]);
+		char why[96];
+
+		if (i + 1 >= argc) {
+			fprintf(stderr, "ferry-node: %s needs a value\n", argv[i]);
+			return -EINVAL;
+		}
+		if (parse_one(argv[i], argv[i + 1], o, token_file, why, sizeof(why)) < 0) {
+			fprintf(stderr, "ferry-node: bad argument %s '%s': %s\n", argv[i],
+				argv[i + 1], why);
 			return -EINVAL;
 		}
 	}

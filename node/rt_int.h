@@ -38,9 +38,13 @@ struct rt_code;
 #define RT_MAX_QUEUED_REQUESTS 100000u
 /* Stop: SIGTERM, then SIGKILL after this. */
 #define RT_KILL_GRACE_MS 2000u
-/* A worker that died before it registered holds back the next start this long (no crash loop
- * of a broken executable). */
+/* A worker that died before it registered holds back the next start this long, doubled for each
+ * such death in a row up to 32 s (no crash loop of a broken executable); after
+ * RT_EARLY_DEATHS_FAIL in a row the waiting lease requests fail (-ENOEXEC) instead of waiting
+ * for a worker that never comes. */
 #define RT_RESPAWN_HOLD_MS 1000u
+#define RT_RESPAWN_HOLD_MAX_SHIFT 5u
+#define RT_EARLY_DEATHS_FAIL 3u
 
 /* A connection on the runtime socket: a driver, or a worker (the node's own). */
 struct rt_peer {
@@ -134,6 +138,7 @@ struct ferry__node_rt {
 	struct ferry__res_set avail;	   /* free now (taken by leases) */
 	uint64_t next_lease_id;		   /* the last lease handed out */
 	uint64_t respawn_after_ms;	   /* no start before (RT_RESPAWN_HOLD_MS) */
+	uint32_t early_deaths;		   /* workers in a row that ended before connecting */
 	struct ferry__loop_timer tick;	   /* deadlines, reaping, stop's escalation */
 	struct ferry__fb_builder fb;	   /* replies */
 	bool stopping;			   /* no new workers or leases */
@@ -190,6 +195,8 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p);
 void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_status,
 				 const char *message);
 void ferry__rt_lease_serve(struct ferry__node_rt *rt);
+/* Every waiting lease request is answered with @status and @why (workers cannot start). */
+void ferry__rt_lease_fail_waiting(struct ferry__node_rt *rt, int status, const char *why);
 void ferry__rt_lease_report(struct ferry__node_rt *rt);
 void ferry__rt_req_free(struct rt_req *req);
 /* A request parked for its code (rt_code.c): queued now, or answered with @status and @why. */

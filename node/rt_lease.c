@@ -268,6 +268,17 @@ void ferry__rt_lease_serve(struct ferry__node_rt *rt)
 	ferry__rt_lease_report(rt);
 }
 
+void ferry__rt_lease_fail_waiting(struct ferry__node_rt *rt, int status, const char *why)
+{
+	while (rt->queue) {
+		struct rt_req *req = dequeue_head(rt);
+		if (req->owner)
+			ferry__rt_peer_send_grant(req->owner, req->request_id, status, why, NULL);
+		ferry__rt_req_free(req);
+	}
+	ferry__rt_lease_report(rt);
+}
+
 /* ---- messages ---- */
 
 void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_request *q)

@@ -286,6 +286,27 @@ err_free:
 	return r;
 }
 
+/* A worker ended before it connected (@how): hold the next start back, longer each time in a
+ * row, and once it keeps happening fail the requests that wait for a worker, saying why. */
+static void early_death(struct ferry__node_rt *rt, const char *how)
+{
+	uint32_t shift = rt->early_deaths < RT_RESPAWN_HOLD_MAX_SHIFT ? rt->early_deaths
+								      : RT_RESPAWN_HOLD_MAX_SHIFT;
+	char why[PATH_MAX + 256];
+
+	rt->early_deaths++;
+	rt->respawn_after_ms = ferry__loop_now_ms() + ((uint64_t)RT_RESPAWN_HOLD_MS << shift);
+	if (rt->early_deaths < RT_EARLY_DEATHS_FAIL)
+		return;
+	snprintf(why, sizeof(why),
+		 "workers started from %s end before they connect (%u in a row, the last %s): "
+		 "is it ferry-worker? (ferry-node --worker-exe)",
+		 rt->exe, rt->early_deaths, how);
+	if (rt->early_deaths == RT_EARLY_DEATHS_FAIL || rt->queue)
+		FLOG_ERROR(COMP, "runtime: %s", why);
+	ferry__rt_lease_fail_waiting(rt, -ENOEXEC, why);
+}
+
 /* Workers not told to end. */
 static uint32_t live_workers(const struct ferry__node_rt *rt)
 {
@@ -361,6 +382,7 @@ void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const cha
 	info.start_ms = wall_ms();
 	r = ferry_gcs_worker_add_async(node->gcs, &info, on_gcs_reply, gcs_add);
 	w->registered = r == 0;
+	w->rt->early_deaths = 0;
 	if (r < 0)
 		FLOG_WARN(COMP, "runtime: worker %d not recorded in the GCS: %s", (int)w->pid,
 			  ferry_strerror(r));
@@ -470,8 +492,7 @@ static void reaped(struct rt_worker *w, const siginfo_t *si)
 			FLOG_WARN(COMP, "runtime: worker %d's death not recorded: %s", (int)w->pid,
 				  ferry_strerror(r));
 	} else if (!w->signal_sent && !rt->stopping) {
-		/* Ended before it connected: hold the next start back (a broken executable). */
-		rt->respawn_after_ms = ferry__loop_now_ms() + RT_RESPAWN_HOLD_MS;
+		early_death(rt, how); /* a broken executable? */
 	}
 	ferry__rt_lease_worker_gone(w, term_signal, exit_status, how);
 	ferry__rt_owner_gone(rt, &w->id, false); /* what its tasks put */

@@ -35,20 +35,41 @@ struct blist {
 /*
  * What a decision reads of a child, in one small record (the standard kinds' amounts, its
  * queue), so that probing 10,000 children's worth of buckets touches a few cache lines per child
- * probed; the full report (every custom kind) sits apart in the level's loads[].
+ * probed; the full report (every custom kind) sits apart, allocated only for a child that has
+ * reported custom kinds (at 10,000 children a full report each would be 22 MB, and reading it
+ * on every report was most of the cost of a report at that size).
+ */
+struct hot_amounts {
+	int64_t avail_max; /* as struct ferry__sched_load's */
+	int64_t avail;
+	int64_t total;
+	int64_t total_max;
+};
+
+/*
+ * What a CPU-only decision reads of a child it probes: one cache line. At 10,000 children the
+ * level's hot records are 640 KB and stay in a core's L2; with every standard kind in them (three
+ * lines each) they did not, and a decision at 10,000 children ran at ~0.7x its rate at 1,000.
  */
 struct child {
-	int64_t avail_max[HOT_KINDS]; /* the standard kinds' amounts (loads[] has the others) */
-	int64_t total_max[HOT_KINDS];
-	int64_t avail[HOT_KINDS];
-	int64_t total[HOT_KINDS];
-	uint64_t mean_task_ns; /* 0: unknown */
-	uint64_t bandwidth;    /* bytes/s to it, 0: the level's default */
-	uint32_t queue_len;    /* tasks waiting there */
-	uint64_t version;      /* of its last report */
-	bool had_custom;       /* loads[] holds its last report (it had custom kinds) */
-	uint64_t kinds[2];     /* kinds it has (total > 0): the only ones touched per commit */
-	bool alive;	       /* reported and not dead */
+	struct hot_amounts cpu; /* kind FERRY__SCHED_CPU */
+	uint64_t mean_task_ns;	/* 0: unknown */
+	uint64_t bandwidth;	/* bytes/s to it, 0: the level's default */
+	uint32_t queue_len;	/* tasks waiting there */
+	bool alive;		/* reported and not dead */
+	uint8_t std_kinds;	/* the standard kinds it has (bit k: total > 0) */
+	bool custom;		/* it has custom kinds too (cold's kinds says which) */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct child) == 64, "a child's hot record is one cache line");
+
+/* The rest of a child: read per report, and per decision only for tasks that ask for more
+ * than CPU. */
+struct child_cold {
+	struct hot_amounts k[HOT_KINDS - 1]; /* the other standard kinds (1..HOT_KINDS-1) */
+	uint64_t version;		     /* of its last report */
+	uint64_t kinds[2]; /* kinds it has (total > 0): the only ones touched per commit */
+	struct ferry__sched_load *full; /* its last report, minus commits: NULL until it reports
+					   * a custom kind (ferry__malloc) */
 };
 
 static bool has_kind(const uint64_t *kinds, uint32_t k);
@@ -60,8 +81,9 @@ static bool has_kind(const uint64_t *kinds, uint32_t k)
 
 struct ferry__sched_level {
 	struct ferry__sched_level_opts opts; /* defaults filled in */
-	struct child *children;		     /* by child number */
-	struct ferry__sched_load *loads;     /* by child number: the last report, minus commits */
+	struct child *children;		     /* by child number, 64-byte aligned in children_mem */
+	void *children_mem;		     /* its allocation (ferry__malloc) */
+	struct child_cold *cold;	     /* by child number */
 	uint32_t nchildren;		     /* added */
 	uint32_t capacity;		     /* of children and of every blist's arrays */
 	struct blist
@@ -196,8 +218,10 @@ void ferry__sched_level_destroy(struct ferry__sched_level *l)
 		ferry__free(l->by_free[k]);
 	}
 	blist_fini(&l->by_wait);
-	ferry__free(l->children);
-	ferry__free(l->loads);
+	for (uint32_t i = 0; i < l->nchildren; i++)
+		ferry__free(l->cold[i].full);
+	ferry__free(l->children_mem);
+	ferry__free(l->cold);
 	ferry__free(l->node_child);
 	ferry__free(l);
 }
@@ -206,14 +230,20 @@ int ferry__sched_child_add(struct ferry__sched_level *l, uint32_t *child)
 {
 	if (l->nchildren == l->capacity) {
 		uint32_t cap = l->capacity ? l->capacity * 2 : 64;
-		struct child *c = ferry__realloc(l->children, cap * sizeof(*c));
-		if (!c)
+		/* By hand, not realloc: the records must sit on cache-line boundaries. */
+		void *mem = ferry__malloc(cap * sizeof(struct child) + 63);
+		if (!mem)
 			return -ENOMEM;
+		struct child *c = (struct child *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+		if (l->nchildren)
+			memcpy(c, l->children, l->nchildren * sizeof(*c));
+		ferry__free(l->children_mem);
+		l->children_mem = mem;
 		l->children = c;
-		struct ferry__sched_load *loads = ferry__realloc(l->loads, cap * sizeof(*loads));
-		if (!loads)
+		struct child_cold *cold = ferry__realloc(l->cold, cap * sizeof(*cold));
+		if (!cold)
 			return -ENOMEM;
-		l->loads = loads;
+		l->cold = cold;
 		if (blist_grow(&l->by_wait, l->capacity, cap) < 0)
 			return -ENOMEM;
 		for (int k = 0; k < FERRY__SCHED_KINDS; k++)
@@ -222,7 +252,7 @@ int ferry__sched_child_add(struct ferry__sched_level *l, uint32_t *child)
 		l->capacity = cap;
 	}
 	memset(&l->children[l->nchildren], 0, sizeof(l->children[0]));
-	memset(&l->loads[l->nchildren], 0, sizeof(l->loads[0]));
+	memset(&l->cold[l->nchildren], 0, sizeof(l->cold[0]));
 	*child = l->nchildren++;
 	return 0;
 }
@@ -238,15 +268,20 @@ int ferry__sched_child_load(const struct ferry__sched_level *l, uint32_t child,
 	if (child >= l->nchildren)
 		return -EINVAL;
 	const struct child *ch = &l->children[child];
-	*out = l->loads[child];
+	const struct child_cold *cd = &l->cold[child];
+	if (cd->full)
+		*out = *cd->full;
+	else
+		memset(out, 0, sizeof(*out));
 	for (uint32_t k = 0; k < HOT_KINDS; k++) {
-		out->avail_max[k] = ch->avail_max[k];
-		out->total_max[k] = ch->total_max[k];
-		out->avail[k] = ch->avail[k];
-		out->total[k] = ch->total[k];
+		const struct hot_amounts *a = k ? &cd->k[k - 1] : &ch->cpu;
+		out->avail_max[k] = a->avail_max;
+		out->total_max[k] = a->total_max;
+		out->avail[k] = a->avail;
+		out->total[k] = a->total;
 	}
 	out->queue_len = ch->queue_len;
-	out->version = ch->version;
+	out->version = cd->version;
 	out->mean_task_ns = ch->mean_task_ns;
 	out->bandwidth_bytes_per_s = ch->bandwidth;
 	return 0;
@@ -257,22 +292,43 @@ static uint64_t mean_ns(const struct ferry__sched_level *l, const struct child *
 	return c->mean_task_ns ? c->mean_task_ns : l->opts.mean_task_ns;
 }
 
-/* @c's amounts of kind @k: in the hot record for the standard kinds, in the report else. */
-static int64_t *avail_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
+/*
+ * @c's amounts of kind @k: in the hot record for the standard kinds, in the full report else
+ * (none: 0). The *_ref forms are for changing them, only for a kind @c has (total > 0), which a
+ * custom kind has only in a full report.
+ */
+#define AMOUNT(l, c, k, field)                             \
+	((k) == 0	     ? (l)->children[c].cpu.field  \
+	 : (k) < HOT_KINDS   ? (l)->cold[c].k[(k)-1].field \
+	 : (l)->cold[c].full ? (l)->cold[c].full->field[k] \
+			     : 0)
+static int64_t avail_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
 {
-	return k < HOT_KINDS ? &l->children[c].avail[k] : &l->loads[c].avail[k];
+	return AMOUNT(l, c, k, avail);
 }
-static int64_t *avail_max_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
+static int64_t avail_max_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
 {
-	return k < HOT_KINDS ? &l->children[c].avail_max[k] : &l->loads[c].avail_max[k];
+	return AMOUNT(l, c, k, avail_max);
 }
 static int64_t total_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
 {
-	return k < HOT_KINDS ? l->children[c].total[k] : l->loads[c].total[k];
+	return AMOUNT(l, c, k, total);
 }
 static int64_t total_max_of(const struct ferry__sched_level *l, uint32_t c, uint32_t k)
 {
-	return k < HOT_KINDS ? l->children[c].total_max[k] : l->loads[c].total_max[k];
+	return AMOUNT(l, c, k, total_max);
+}
+static int64_t *avail_ref(struct ferry__sched_level *l, uint32_t c, uint32_t k)
+{
+	return !k	       ? &l->children[c].cpu.avail
+	       : k < HOT_KINDS ? &l->cold[c].k[k - 1].avail
+			       : &l->cold[c].full->avail[k];
+}
+static int64_t *avail_max_ref(struct ferry__sched_level *l, uint32_t c, uint32_t k)
+{
+	return !k	       ? &l->children[c].cpu.avail_max
+	       : k < HOT_KINDS ? &l->cold[c].k[k - 1].avail_max
+			       : &l->cold[c].full->avail_max[k];
 }
 
 /*
@@ -300,15 +356,17 @@ static uint64_t queued_wait(const struct ferry__sched_level *l, uint32_t c,
 static void take_hot(struct ferry__sched_level *l, uint32_t c, const struct ferry__sched_load *ld)
 {
 	struct child *ch = &l->children[c];
+	struct child_cold *cd = &l->cold[c];
 
 	for (uint32_t k = 0; k < HOT_KINDS; k++) {
-		ch->avail_max[k] = ld->avail_max[k];
-		ch->total_max[k] = ld->total_max[k];
-		ch->avail[k] = ld->avail[k];
-		ch->total[k] = ld->total[k];
+		struct hot_amounts *a = k ? &cd->k[k - 1] : &ch->cpu;
+		a->avail_max = ld->avail_max[k];
+		a->total_max = ld->total_max[k];
+		a->avail = ld->avail[k];
+		a->total = ld->total[k];
 	}
 	ch->queue_len = ld->queue_len;
-	ch->version = ld->version;
+	cd->version = ld->version;
 	ch->mean_task_ns = ld->mean_task_ns;
 	ch->bandwidth = ld->bandwidth_bytes_per_s;
 }
@@ -348,22 +406,27 @@ static struct blist *kind_index(struct ferry__sched_level *l, uint32_t k)
 static int relist(struct ferry__sched_level *l, uint32_t c)
 {
 	struct child *ch = &l->children[c];
+	/* The custom kinds' bits are read only for a child that has some: the cold record is a
+	 * cache miss at 10,000 children, and this runs on every commit. */
+	const uint64_t *kinds = ch->custom ? l->cold[c].kinds : NULL;
+	uint32_t nkinds = ch->custom ? FERRY__SCHED_KINDS : HOT_KINDS;
 
 	if (!ch->alive) {
 		blist_remove(&l->by_wait, c);
-		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
-			if (has_kind(ch->kinds, k) && l->by_free[k])
+		for (uint32_t k = 0; k < nkinds; k++)
+			if ((k < HOT_KINDS ? ch->std_kinds >> k & 1 : has_kind(kinds, k)) &&
+			    l->by_free[k])
 				blist_remove(l->by_free[k], c);
 		return 0;
 	}
 	blist_put(&l->by_wait, c, wait_bucket((uint64_t)ch->queue_len * mean_ns(l, ch)));
-	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
-		if (!has_kind(ch->kinds, k))
+	for (uint32_t k = 0; k < nkinds; k++) {
+		if (!(k < HOT_KINDS ? ch->std_kinds >> k & 1 : has_kind(kinds, k)))
 			continue;
 		struct blist *b = kind_index(l, k);
 		if (!b)
 			return -ENOMEM;
-		blist_put(b, c, free_bucket(*avail_of(l, c, k), total_of(l, c, k)));
+		blist_put(b, c, free_bucket(avail_of(l, c, k), total_of(l, c, k)));
 	}
 	return 0;
 }
@@ -411,6 +474,7 @@ int ferry__sched_child_report(struct ferry__sched_level *l, uint32_t child,
 			      const struct ferry__sched_load *load)
 {
 	struct child *ch;
+	struct child_cold *cd;
 
 	if (child >= l->nchildren || check_load(load) < 0) {
 		FLOG_WARN("sched", "load report for child %u refused: %s", child,
@@ -418,29 +482,37 @@ int ferry__sched_child_report(struct ferry__sched_level *l, uint32_t child,
 		return -EINVAL;
 	}
 	ch = &l->children[child];
-	if (ch->alive && load->version <= ch->version)
+	cd = &l->cold[child];
+	if (ch->alive && load->version <= cd->version)
 		return 0;
-	if (!ch->alive && ch->version)
+	if (!ch->alive && cd->version)
 		return -ESRCH; /* dead: a late report does not bring it back */
-	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
-		track_max(l, k, ch->alive ? total_max_of(l, child, k) : 0, load->total_max[k]);
-		/* A kind it no longer has leaves that kind's buckets. */
-		if (has_kind(ch->kinds, k) && load->total[k] <= 0 && l->by_free[k])
-			blist_remove(l->by_free[k], child);
-	}
-	ch->kinds[0] = ch->kinds[1] = 0;
+	uint64_t kinds[2] = {0, 0};
 	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
 		if (load->total[k] > 0)
-			ch->kinds[k / 64] |= 1ull << (k % 64);
+			kinds[k / 64] |= 1ull << (k % 64);
 	/* The full report (2 KiB) is kept only for a child with custom kinds: at 10,000 children,
-	 * copying it on every report cost more than the decisions between reports. */
-	bool custom = (ch->kinds[0] >> HOT_KINDS) || ch->kinds[1];
-	if (custom || ch->had_custom)
-		l->loads[child] = *load;
-	ch->had_custom = custom;
+	 * copying it, or reading the old one, on every report cost more than the decisions
+	 * between reports. A child without them has none to compare either. */
+	bool custom = (kinds[0] >> HOT_KINDS) || kinds[1];
+	if (custom && !cd->full && !(cd->full = ferry__malloc(sizeof(*cd->full))))
+		return -ENOMEM;
+	uint32_t nkinds = cd->full ? FERRY__SCHED_KINDS : HOT_KINDS;
+	for (uint32_t k = 0; k < nkinds; k++) {
+		track_max(l, k, ch->alive ? total_max_of(l, child, k) : 0, load->total_max[k]);
+		/* A kind it no longer has leaves that kind's buckets. */
+		if (has_kind(cd->kinds, k) && load->total[k] <= 0 && l->by_free[k])
+			blist_remove(l->by_free[k], child);
+	}
+	cd->kinds[0] = kinds[0];
+	cd->kinds[1] = kinds[1];
+	ch->std_kinds = (uint8_t)(kinds[0] & ((1u << HOT_KINDS) - 1));
+	ch->custom = custom;
+	if (cd->full)
+		*cd->full = *load;
 	take_hot(l, child, load);
-	if (!ch->version)
-		ch->version = 1; /* a reported child is known from now on */
+	if (!cd->version)
+		cd->version = 1; /* a reported child is known from now on */
 	ch->alive = true;
 	return relist(l, child);
 }
@@ -456,7 +528,7 @@ int ferry__sched_child_dead(struct ferry__sched_level *l, uint32_t child)
 		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++)
 			track_max(l, k, total_max_of(l, child, k), 0);
 	ch->alive = false;
-	ch->version = ch->version ? ch->version : 1;
+	l->cold[child].version = l->cold[child].version ? l->cold[child].version : 1;
 	return relist(l, child);
 }
 
@@ -503,7 +575,7 @@ static bool fits_now(const struct ferry__sched_level *l, uint32_t c,
 {
 	for (uint32_t i = 0; i < t->ndemand; i++) {
 		uint32_t k = t->demand[i].kind;
-		int64_t have = *avail_max_of(l, c, k);
+		int64_t have = avail_max_of(l, c, k);
 		if (have < t->demand[i].amount)
 			return false;
 	}
@@ -636,7 +708,7 @@ static int rarest_kind(const struct ferry__sched_level *l, const struct ferry__s
 static int64_t share_after(const struct ferry__sched_level *l, uint32_t c,
 			   const struct ferry__sched_task *t, uint32_t kind)
 {
-	int64_t avail = *avail_of(l, c, kind), total = total_of(l, c, kind);
+	int64_t avail = avail_of(l, c, kind), total = total_of(l, c, kind);
 
 	for (uint32_t i = 0; i < t->ndemand; i++)
 		if (t->demand[i].kind == kind)
@@ -794,8 +866,8 @@ void ferry__sched_commit(struct ferry__sched_level *l, const struct ferry__sched
 		for (uint32_t i = 0; i < task->ndemand; i++) {
 			uint32_t k = task->demand[i].kind;
 			int64_t a = task->demand[i].amount;
-			int64_t *avail = avail_of(l, d->child, k),
-				*max = avail_max_of(l, d->child, k);
+			int64_t *avail = avail_ref(l, d->child, k),
+				*max = avail_max_ref(l, d->child, k);
 			*avail = *avail > a ? *avail - a : 0;
 			*max = *max > a ? *max - a : 0;
 		}
@@ -818,11 +890,11 @@ void ferry__sched_level_summary(const struct ferry__sched_level *l, uint64_t ver
 		if (!c->alive)
 			continue;
 		for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
-			if (!has_kind(c->kinds, k))
+			if (!has_kind(l->cold[i].kinds, k))
 				continue;
-			int64_t max = total_max_of(l, i, k), avail_max = *avail_max_of(l, i, k);
+			int64_t max = total_max_of(l, i, k), avail_max = avail_max_of(l, i, k);
 			out->total[k] += total_of(l, i, k);
-			out->avail[k] += *avail_of(l, i, k);
+			out->avail[k] += avail_of(l, i, k);
 			if (max > out->total_max[k])
 				out->total_max[k] = max;
 			if (avail_max > out->avail_max[k])

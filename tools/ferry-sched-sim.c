@@ -16,6 +16,11 @@
  * global level and then down; a level that got a task from above places it below itself, so no
  * task ping-pongs. Every hop costs --hop-us.
  *
+ * A task that runs away from its input first fetches it at --gbps, holding its slot meanwhile
+ * (a fetch before dispatch would free the slot sooner; at light load, where the latency figures
+ * are read, the difference is nil). --no-locality hides the inputs from the policy and the
+ * local rule: a scheduler blind to data, the baseline of the latency-vs-input-size figure.
+ *
  * Output: one line `SIM key=value ...` per run (bench/compare sched reads it).
  */
 #include <errno.h>
@@ -52,6 +57,7 @@ struct task {
 	uint32_t input_node;  /* where its input lies, or UINT32_MAX */
 	uint64_t input_bytes; /* the input's size */
 	uint64_t dur_ns;      /* how long it runs */
+	uint64_t submit_ns;   /* when it was submitted */
 	uint32_t ran_on;      /* the node it ran on */
 	uint32_t hops;	      /* levels it passed */
 	bool input_free;      /* its input's node had a free slot when it was submitted */
@@ -83,6 +89,8 @@ struct sim {
 	/* parameters */
 	uint32_t nodes, slots, fanout;
 	uint64_t hop_ns, report_ns;
+	double bytes_per_ns; /* the network's bandwidth between two nodes */
+	bool no_locality;    /* the policy and the local rule do not see the inputs */
 	/* state */
 	struct node *node;
 	struct level *level;
@@ -97,6 +105,8 @@ struct sim {
 	uint64_t max_hops, report_version;
 	double *decide_samples;
 	size_t nsamples, capsamples;
+	uint64_t lat_sum_ns, fetched; /* submit to finish, summed; tasks that fetched input */
+	double *lat_samples;	      /* one per finished task, in ms */
 };
 
 static uint64_t wall_ns(void)
@@ -188,9 +198,15 @@ static void run_task(struct sim *s, uint32_t n, uint32_t t)
 {
 	struct task *tk = &s->task[t];
 
+	uint64_t fetch_ns = 0;
+
 	s->node[n].busy++;
 	s->busy_slots++;
 	tk->ran_on = n;
+	if (tk->input_node != UINT32_MAX && tk->input_node != n && tk->input_bytes) {
+		fetch_ns = (uint64_t)((double)tk->input_bytes / s->bytes_per_ns);
+		s->fetched++;
+	}
 	if (tk->input_node != UINT32_MAX && tk->input_free) {
 		s->with_input++;
 		s->placed_local += tk->input_node == n;
@@ -199,7 +215,7 @@ static void run_task(struct sim *s, uint32_t n, uint32_t t)
 		s->max_hops = tk->hops;
 	if (!s->busy_95_ns && s->busy_slots * 100 >= (uint64_t)s->nodes * s->slots * 95)
 		s->busy_95_ns = s->now;
-	push(s, s->now + tk->dur_ns, EV_FINISH, t, 0);
+	push(s, s->now + fetch_ns + tk->dur_ns, EV_FINISH, t, 0);
 }
 
 /* A node takes a task placed on it from above: it runs now or waits in its queue. */
@@ -220,6 +236,8 @@ static bool local_accepts(const struct sim *s, uint32_t n, const struct task *tk
 
 	if (nd->busy >= s->slots || nd->qlen)
 		return false;
+	if (s->no_locality)
+		return true;
 	/* Another node holds the input, and it is large enough to matter (over 1 MiB). */
 	return tk->input_node == UINT32_MAX || tk->input_node == n ||
 	       tk->input_bytes < FERRY__SCHED_LOCALITY_MIN_BYTES;
@@ -242,7 +260,8 @@ static void level_decide(struct sim *s, int li, uint32_t t, bool from_above)
 	struct level *lv = &s->level[li];
 	struct task *tk = &s->task[t];
 	struct ferry__sched_input in = {.size_bytes = tk->input_bytes,
-					.nlocations = tk->input_node != UINT32_MAX,
+					.nlocations =
+						tk->input_node != UINT32_MAX && !s->no_locality,
 					.locations = &tk->input_node};
 	struct ferry__sched_task st = {.ndemand = 1, .ninputs = in.nlocations, .inputs = &in};
 	struct ferry__sched_decision d;
@@ -296,6 +315,8 @@ static void on_finish(struct sim *s, uint32_t t)
 	s->busy_slots--;
 	nd->done++;
 	nd->ran_ns += s->task[t].dur_ns;
+	s->lat_sum_ns += s->now - s->task[t].submit_ns;
+	s->lat_samples[s->finished] = (double)(s->now - s->task[t].submit_ns) / 1e6;
 	s->finished++;
 	if (nd->qlen)
 		run_task(s, n, ring_pop(nd->queue, &nd->qhead, &nd->qlen, nd->qcap));
@@ -387,6 +408,7 @@ static void dispatch(struct sim *s, struct event e)
 
 	switch (e.kind) {
 	case EV_SUBMIT:
+		s->task[t].submit_ns = s->now;
 		if (s->task[t].input_node != UINT32_MAX)
 			s->task[t].input_free = s->node[s->task[t].input_node].busy < s->slots;
 		if (local_accepts(s, s->task[t].submit_node, &s->task[t]))
@@ -506,6 +528,7 @@ static void free_sim(struct sim *s)
 	free(s->task);
 	free(s->heap);
 	free(s->decide_samples);
+	free(s->lat_samples);
 }
 
 static void usage(FILE *f)
@@ -514,10 +537,16 @@ static void usage(FILE *f)
 		   "[--decide-only]\n"
 		   "         [--duration-ms D] [--input-bytes B] [--burst] [--hop-us H] "
 		   "[--report-ms R]\n"
+		   "         [--gbps G] [--load-pct P] [--no-locality]\n"
 		   "  --burst: every task is submitted at time 0 from node 0 (else: spread "
 		   "over nodes\n"
 		   "  and over --duration-ms x tasks / slots, each with an input on a random "
-		   "node).\n");
+		   "node).\n"
+		   "  --gbps: bandwidth between nodes for a task's input fetched from another "
+		   "node (10);\n"
+		   "  --load-pct: spread submissions keep this share of the slots busy (80; "
+		   "decimals allowed);\n"
+		   "  --no-locality: the scheduler does not see where inputs are.\n");
 }
 
 /*
@@ -541,33 +570,51 @@ static bool parse_num(const char *flag, const char *v, uint64_t min, uint64_t ma
 	return true;
 }
 
+/* A share in (0, 100] for @flag into *@out; false (said why on stderr) for anything else. */
+static bool parse_pct(const char *flag, const char *v, double *out)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (!*v || *end || errno || !(x > 0 && x <= 100)) {
+		fprintf(stderr, "ferry-sched-sim: --%s: '%s' is not a share above 0 up to 100\n",
+			flag, v);
+		return false;
+	}
+	*out = x;
+	return true;
+}
+
 int main(int argc, char **argv)
 {
-	struct sim s = {
-		.nodes = 1000, .slots = 8, .fanout = 0, .hop_ns = 100000, .report_ns = 100000000};
+	struct sim s = {.nodes = 1000,
+			.slots = 8,
+			.fanout = 0,
+			.hop_ns = 100000,
+			.report_ns = 100000000,
+			.bytes_per_ns = 10.0 / 8};
 	uint32_t ntasks = 100000;
 	uint64_t dur_ns = 100000000, input_bytes = 100u << 20, v = 0;
+	double load_pct = 80;
 	bool burst = false, only = false, ok = true;
-	static const struct option longopts[] = {{"nodes", 1, 0, 'n'},
-						 {"slots", 1, 0, 's'},
-						 {"fanout", 1, 0, 'f'},
-						 {"tasks", 1, 0, 't'},
-						 {"duration-ms", 1, 0, 'd'},
-						 {"input-bytes", 1, 0, 'i'},
-						 {"burst", 0, 0, 'b'},
-						 {"hop-us", 1, 0, 'h'},
-						 {"report-ms", 1, 0, 'r'},
-						 {"decide-only", 0, 0, 'o'},
-						 {"help", 0, 0, 'H'},
-						 {"version", 0, 0, 'V'},
-						 {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+		{"nodes", 1, 0, 'n'},	    {"slots", 1, 0, 's'},
+		{"fanout", 1, 0, 'f'},	    {"tasks", 1, 0, 't'},
+		{"duration-ms", 1, 0, 'd'}, {"input-bytes", 1, 0, 'i'},
+		{"burst", 0, 0, 'b'},	    {"hop-us", 1, 0, 'h'},
+		{"report-ms", 1, 0, 'r'},   {"decide-only", 0, 0, 'o'},
+		{"gbps", 1, 0, 'g'},	    {"load-pct", 1, 0, 'l'},
+		{"no-locality", 0, 0, 'L'}, {"help", 0, 0, 'H'},
+		{"version", 0, 0, 'V'},	    {0, 0, 0, 0}};
 	int opt, idx = 0;
 
 	while (ok && (opt = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
 		const char *name = opt == '?' ? "" : longopts[idx].name;
 
 		switch (opt) {
-		case 'n': /* a level keeps ~2.4 KB per child: 100,000 is 0.24 GB */
+		case 'n': /* a level keeps ~0.2 KB per child, the sim ~0.1 KB per node */
 			if ((ok = parse_num(name, optarg, 1, 100000, &v)))
 				s.nodes = (uint32_t)v;
 			break;
@@ -595,6 +642,16 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			only = true;
+			break;
+		case 'g':
+			if ((ok = parse_num(name, optarg, 1, 100000, &v)))
+				s.bytes_per_ns = (double)v / 8;
+			break;
+		case 'l':
+			ok = parse_pct(name, optarg, &load_pct);
+			break;
+		case 'L':
+			s.no_locality = true;
 			break;
 		case 'h':
 			if ((ok = parse_num(name, optarg, 0, 10000000, &v)))
@@ -629,10 +686,13 @@ int main(int argc, char **argv)
 	s.task = calloc(ntasks, sizeof(*s.task));
 	s.capsamples = ntasks < 200000 ? ntasks : 200000;
 	s.decide_samples = calloc(s.capsamples, sizeof(double));
-	if (!s.task || !s.decide_samples)
+	s.lat_samples = calloc(ntasks, sizeof(double));
+	if (!s.task || !s.decide_samples || !s.lat_samples)
 		return 1;
-	/* Spread submissions keep the cluster about 80% busy: the rate at which slots free up. */
-	uint64_t gap_ns = burst ? 0 : dur_ns / ((uint64_t)s.nodes * s.slots * 8 / 10 + 1);
+	/* Spread submissions keep load_pct of the slots busy: the rate at which slots free up. */
+	uint64_t gap_ns =
+		burst ? 0
+		      : (uint64_t)((double)dur_ns / ((double)s.nodes * s.slots * load_pct / 100));
 	for (uint32_t t = 0; t < ntasks; t++) {
 		struct task *tk = &s.task[t];
 		tk->dur_ns = dur_ns;
@@ -652,15 +712,22 @@ int main(int argc, char **argv)
 	qsort(s.decide_samples, s.nsamples, sizeof(double), cmp_double);
 	double p50 = s.nsamples ? s.decide_samples[s.nsamples / 2] : 0;
 	double p99 = s.nsamples ? s.decide_samples[s.nsamples * 99 / 100] : 0;
+	qsort(s.lat_samples, s.finished, sizeof(double), cmp_double);
 	printf("SIM nodes=%u slots=%u fanout=%u tasks=%u finished=%u burst=%d decisions=%llu "
 	       "decisions_per_s=%.0f decide_ns_p50=%.0f decide_ns_p99=%.0f busy_95_ms=%.3f "
-	       "local_fraction=%.4f max_hops=%llu sim_s=%.3f wall_s=%.3f\n",
+	       "local_fraction=%.4f max_hops=%llu lat_ms_mean=%.3f lat_ms_p50=%.3f "
+	       "lat_ms_p99=%.3f fetched_fraction=%.4f sim_s=%.3f wall_s=%.3f\n",
 	       s.nodes, s.slots, s.fanout, ntasks, s.finished, burst,
 	       (unsigned long long)s.decisions,
 	       s.decide_wall_ns ? (double)s.decisions * 1e9 / (double)s.decide_wall_ns : 0, p50,
 	       p99, s.busy_95_ns ? (double)s.busy_95_ns / 1e6 : -1.0,
 	       s.with_input ? (double)s.placed_local / (double)s.with_input : 0,
-	       (unsigned long long)s.max_hops, (double)s.now / 1e9, (double)(w1 - w0) / 1e9);
+	       (unsigned long long)s.max_hops,
+	       s.finished ? (double)s.lat_sum_ns / 1e6 / s.finished : 0,
+	       s.finished ? s.lat_samples[s.finished / 2] : 0,
+	       s.finished ? s.lat_samples[(uint64_t)s.finished * 99 / 100] : 0,
+	       s.finished ? (double)s.fetched / s.finished : 0, (double)s.now / 1e9,
+	       (double)(w1 - w0) / 1e9);
 	int ret = s.finished == ntasks ? 0 : 1;
 	free_sim(&s);
 	return ret;

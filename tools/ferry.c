@@ -736,7 +736,7 @@ static int cmd_status(const struct opts *o)
 		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
 	}
 	printf("%d node%s, %d alive\n", ret, ret == 1 ? "" : "s", alive);
-	ferry__cli_print_load_totals(loads, nloads);
+	ferry__cli_print_load_totals(loads, nloads, nodes, ret);
 	print_clashes(nodes, ret);
 	ferry_gcs_free(nodes);
 	ferry_gcs_free(loads);

@@ -115,7 +115,11 @@ const struct ferry_gcs_node_load *ferry__cli_find_load(const struct ferry_gcs_no
 						       int count, const struct ferry_node_id *id);
 /* "  resources (available/total): CPU 2/2, ...; queue 0" under a node's row. */
 void ferry__cli_print_load(const struct ferry_gcs_node_load *l);
-/* "cluster (available/total): ..." summed over @loads (the live nodes'); nothing when empty. */
-void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count);
+struct ferry_gcs_node_info;
+/* "cluster (available/total): ..." summed over @loads of the live nodes among @nodes, host
+ * memory counted once per host (nodes on one host each report all of it); nothing when empty.
+ * Says how many live nodes have not reported yet (one just joined). */
+void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count,
+				  const struct ferry_gcs_node_info *nodes, int nnodes);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "node/resources.h"
 #include "tools/ferry_cli.h"
+#include "transport/objmgr.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -83,15 +84,51 @@ static void add(struct sum *sums, unsigned *n, const struct ferry_gcs_resource_l
 	sums[i].available += r->available;
 }
 
-void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count)
+/* The boot id of the host node @id runs on (its advertised address), or "" if unknown. */
+static void host_of(const struct ferry_gcs_node_info *nodes, int nnodes,
+		    const struct ferry_node_id *id, char *host, size_t size)
+{
+	struct ferry__node_addr a;
+
+	*host = '\0';
+	for (int i = 0; i < nnodes; i++)
+		if (!memcmp(&nodes[i].id, id, sizeof(*id)) && nodes[i].address &&
+		    ferry__node_addr_parse(nodes[i].address, strlen(nodes[i].address), &a) == 0)
+			snprintf(host, size, "%s", a.host);
+}
+
+/* Whether an earlier report than @i's comes from the same host (@hosts[i]). */
+static bool host_seen(char (*hosts)[40], int i)
+{
+	for (int j = 0; j < i; j++)
+		if (hosts[i][0] && !strcmp(hosts[j], hosts[i]))
+			return true;
+	return false;
+}
+
+void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count,
+				  const struct ferry_gcs_node_info *nodes, int nnodes)
 {
 	static struct sum sums[MAX_NAMES];
+	static char hosts[4096][40];
 	uint64_t queued = 0;
 	unsigned n = 0;
+	int reported = 0, alive = 0;
 
+	for (int i = 0; i < nnodes; i++) {
+		bool live = nodes[i].state != FERRY_GCS_NODE_DEAD;
+		alive += live;
+		reported += live && ferry__cli_find_load(loads, count, &nodes[i].id);
+	}
 	for (int i = 0; i < count; i++) {
+		bool same_host = false;
+		if (i < (int)(sizeof(hosts) / sizeof(hosts[0]))) {
+			host_of(nodes, nnodes, &loads[i].id, hosts[i], sizeof(hosts[i]));
+			same_host = host_seen(hosts, i);
+		}
 		for (uint32_t j = 0; j < loads[i].nresources; j++)
-			add(sums, &n, &loads[i].resources[j]);
+			if (!same_host || strcmp(loads[i].resources[j].name, "memory"))
+				add(sums, &n, &loads[i].resources[j]);
 		queued += loads[i].queue_length;
 	}
 	if (!count)
@@ -100,4 +137,8 @@ void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int c
 	for (unsigned i = 0; i < n; i++)
 		print_amounts(sums[i].name, sums[i].available, sums[i].total, i ? ", " : " ");
 	printf("; queue %" PRIu64 "\n", queued);
+	if (reported < alive)
+		printf("  (%d of %d live nodes reported their load so far: the others are not in "
+		       "these sums)\n",
+		       reported, alive);
 }

@@ -303,19 +303,51 @@ void ferry__cli_run_live(struct ferry__cli_live *live)
 	}
 }
 
+/* Whether @name is a file a node makes in its directory: its store and runtime sockets, its
+ * pid and ID, its workers' and owners' sockets (w-ID.sock, o-ID.sock). */
+static bool node_file(const char *name)
+{
+	static const char *const files[] = {"store.sock", "store.sock.rt", "node.pid", "node.id"};
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (!strcmp(name, files[i]))
+			return true;
+	return (!strncmp(name, "w-", 2) || !strncmp(name, "o-", 2)) && len > 7 &&
+	       !strcmp(name + len - 5, ".sock");
+}
+
+/* Unlink what @dir holds that @keep accepts (NULL: every plain file), then @dir itself if it is
+ * empty then. A node killed with SIGKILL leaves all of these behind. */
+static int remove_files(const char *dir, bool (*keep)(const char *name))
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && (!keep || keep(e->d_name)) &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+			unlink(path);
+	closedir(d);
+	return rmdir(dir) < 0 && errno != ENOENT ? -errno : 0;
+}
+
 void ferry__cli_remove_node_dir(const char *dir)
 {
-	static const char *const files[] = {"store.sock", "node.pid", "node.id"};
 	char path[PATH_MAX];
+	int ret;
 
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-		unlink(path);
-	}
+	/* A killed node's spilled objects and code cache are nobody's now. */
 	snprintf(path, sizeof(path), "%s/spill", dir);
-	rmdir(path);
-	if (rmdir(dir) < 0 && errno != ENOENT)
-		ferry__cli_fail("left %s in place: %s", dir, ferry_strerror(errno));
+	(void)remove_files(path, NULL);
+	snprintf(path, sizeof(path), "%s/store.sock.code", dir);
+	(void)remove_files(path, NULL);
+	ret = remove_files(dir, node_file);
+	if (ret < 0)
+		ferry__cli_fail("left %s in place: %s", dir, ferry_strerror(-ret));
 }
 
 void ferry__cli_reap_stale_nodes(void)

@@ -306,6 +306,16 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+	/* A test named on the command line that does not exist is a mistake, not a pass. */
+	for (int i = first; i < argc; i++) {
+		bool found = false;
+		for (int j = 0; j < test_count && !found; j++)
+			found = !strcmp(tests[j].name, argv[i]);
+		if (!found) {
+			printf("FAIL no test named %s (--list names them)\n", argv[i]);
+			failed++;
+		}
+	}
 	if (failed)
 		return 1;
 	return passed == 0 && skipped > 0 ? EXIT_SKIP : 0;

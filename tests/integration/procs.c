@@ -15,6 +15,20 @@
 #include "tests/harness/ftest.h"
 #include "tests/integration/procs.h"
 
+void itest_run_example(const char *bin_env, const char *lib_env, char *out, size_t size)
+{
+	const char *bin = getenv(bin_env), *lib = getenv(lib_env);
+	char cmd[2048];
+	int code;
+
+	if (!bin || !lib || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("%s / %s / FERRY_WORKER_EXE not set", bin_env, lib_env);
+	snprintf(cmd, sizeof(cmd), "env -u FERRY_ADDRESS '%s' '%s' 2>&1", bin, lib);
+	code = itest_popen_read(cmd, out, size);
+	ftest_log("$ %s %s -> %d\n%s", bin, lib, code, out);
+	ftest_assert_int_eq(code, 0);
+}
+
 int itest_popen_read(const char *cmd, char *out, size_t size)
 {
 	size_t n = 0;

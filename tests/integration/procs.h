@@ -23,6 +23,11 @@ int itest_ferry_cli(const char *run_dir, const char *args);
  * first line, put in @line ("" when it closed stdout first). The child's pid. */
 pid_t itest_spawn(const char *const *argv, char *line, size_t size);
 
+/* Runs an example as a user does (its own local cluster: no FERRY_ADDRESS): the program in
+ * $@bin_env with the job library in $@lib_env; its output (stdout and stderr) into @out, logged.
+ * The test skips when either, or FERRY_WORKER_EXE, is not set, and fails unless it exits 0. */
+void itest_run_example(const char *bin_env, const char *lib_env, char *out, size_t size);
+
 /* Writes @token and a newline to <ftest_tmpdir>/token; that path (static storage). */
 const char *itest_token_file(const char *token);
 

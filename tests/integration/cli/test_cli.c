@@ -188,6 +188,15 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_ptr_notnull(strstr(out, "object store 64/64 MiB, tpu 4/4, ssd 0.25/0.25"));
 	ftest_assert_ptr_notnull(strstr(out, "cluster (available/total): CPU 3.5/3.5, GPU 1/1"));
 	ftest_assert_ptr_notnull(strstr(out, "object store 128/128 MiB, tpu 4/4, ssd 0.25/0.25"));
+	/* Two nodes of one host: its memory counts once in the sums. */
+	{
+		const char *node_mem = strstr(strstr(out, "  resources"), "memory ");
+		const char *all_mem = strstr(strstr(out, "cluster (available"), "memory ");
+		size_t len = (size_t)(strstr(node_mem, " GiB") - node_mem);
+
+		ftest_assert_true(len > 0 && len < 32);
+		ftest_assert_int_eq(strncmp(node_mem, all_mem, len), 0);
+	}
 
 	/* A node that crashes: the GCS declares it dead, and stop copes with its stale pid. */
 	ftest_assert_ok(kill(node2, SIGKILL));
@@ -213,6 +222,7 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_int_eq(file_exists("cluster"), 0);
 	ftest_assert_int_eq(file_exists("gcs.pid"), 0);
 	ftest_assert_int_eq(file_exists("node-1"), 0);
+	ftest_assert_int_eq(file_exists("node-2"), 0); /* killed: its sockets left behind, too */
 	ftest_assert_int_eq(file_exists("session_latest/logs/gcs.log"), 1);
 	ftest_assert_int_eq(file_exists("session_latest/logs/node-1.log"), 1);
 	ftest_assert_int_eq(file_exists("session_latest/logs/node-2.log"), 1);
@@ -263,6 +273,30 @@ FTEST(node_bad_tuning_flags)
 		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
 	expect_bad_flags(node, "--gcs 127.0.0.1:1 --token-file /nonexistent", bad,
 			 sizeof(bad) / sizeof(bad[0]), "--notice-hold-ms MS");
+}
+
+/* ferry-node's refusals name the value and what the flag takes; an --ip that is neither an
+ * address nor an interface of this host is refused before the store is set up. */
+FTEST(node_bad_values_are_named)
+{
+	const char *node = getenv("FERRY_NODE_BIN");
+	char cmd[1024], out[2048];
+
+	if (!node || access(node, X_OK) < 0)
+		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --gcs 127.0.0.1:1 --token-file /nonexistent --spin-us 1000001 2>&1", node);
+	ftest_assert_int_eq(itest_popen_read(cmd, out, sizeof(out)), 2);
+	ftest_log("%s", out);
+	ftest_assert_ptr_notnull(strstr(out, "'1000001': a whole number from 0 to 1000000"));
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' --gcs 127.0.0.1:1 --token-file %s --ip nosuchif0 --memory 8G 2>&1", node,
+		 itest_token_file("t"));
+	ftest_assert_int_ne(itest_popen_read(cmd, out, sizeof(out)), 0);
+	ftest_log("%s", out);
+	ftest_assert_ptr_notnull(
+		strstr(out, "--ip nosuchif0: neither an IP address nor an interface"));
+	ftest_assert_true(strstr(out, "store") == NULL); /* nothing of the store was set up */
 }
 
 /* ferry-plasma names the flag and the value it refuses (it used to print the value as if it

@@ -36,6 +36,8 @@
 static const char token[] = "node-workers-test-token";
 /* worker_idle_ms of the next fx_start (0: the default). */
 static uint32_t fx_idle_ms;
+/* The worker executable of the next fx_start (NULL: the fake worker). */
+static const char *fx_exe;
 
 struct fx {
 	struct ferry__embed_gcs *gcs;
@@ -69,7 +71,10 @@ static void fx_start(struct fx *f, int32_t num_workers, uint32_t max, const char
 	const char *addrs[1] = {gcs};
 
 	memset(f, 0, sizeof(*f));
-	find_fake_worker(f->exe, sizeof(f->exe));
+	if (fx_exe)
+		snprintf(f->exe, sizeof(f->exe), "%s", fx_exe);
+	else
+		find_fake_worker(f->exe, sizeof(f->exe));
 	ftest_assert_ok(ferry__embed_gcs_start("127.0.0.1", 0, token, sizeof(token) - 1, &f->gcs));
 	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", ferry__embed_gcs_port(f->gcs));
 	snprintf(sock, sizeof(sock), "%s/node.sock", ftest_tmpdir());
@@ -307,6 +312,34 @@ FTEST(lease_granted_then_second_owner_waits)
 	ftest_assert_uint_ne(b.lease_id, a.lease_id);
 	close(fa);
 	close(fb);
+	fx_stop(&f);
+}
+
+/* A worker executable that is not ferry-worker (it exits at once, as /bin/true does): the node
+ * does not restart it forever while the owner waits; after a few early deaths in a row the
+ * lease fails with -ENOEXEC naming the executable. */
+FTEST(a_worker_exe_that_exits_at_once_fails_the_lease)
+{
+	struct fx f;
+	uint8_t job[16];
+	struct grant g;
+	int fd;
+
+	fx_exe = "/bin/true";
+	fx_start(&f, -1, 2, "1");
+	fx_exe = NULL;
+	ferry_id_random(job, sizeof(job));
+	fd = driver_connect(&f);
+	ftest_log_capture_start();
+	request_lease(&f, fd, 1, job, "/jobs/good.so");
+	read_grant(fd, 1, &g);
+	ftest_log("grant: %d %s", g.status, g.message);
+	ftest_assert_int_eq(g.status, -ENOEXEC);
+	ftest_assert_true(strstr(g.message, "/bin/true") != NULL);
+	ftest_assert_true(strstr(g.message, "before they connect") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "end before they connect") != NULL);
+	ftest_log_capture_stop();
+	close(fd);
 	fx_stop(&f);
 }
 

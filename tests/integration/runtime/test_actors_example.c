@@ -12,16 +12,9 @@
 
 FTEST(actors_example_predicts_12_batches_on_4_actors)
 {
-	const char *bin = getenv("FERRY_ACTORS_BIN"), *lib = getenv("FERRY_ACTORS_LIB");
-	char cmd[2048], out[8192], line[64];
-	int code;
+	char out[8192], line[64];
 
-	if (!bin || !lib || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip("FERRY_ACTORS_BIN / FERRY_ACTORS_LIB / FERRY_WORKER_EXE not set");
-	snprintf(cmd, sizeof(cmd), "env -u FERRY_ADDRESS '%s' '%s' 2>&1", bin, lib);
-	code = itest_popen_read(cmd, out, sizeof(out));
-	ftest_log("$ actors -> %d\n%s", code, out);
-	ftest_assert_int_eq(code, 0);
+	itest_run_example("FERRY_ACTORS_BIN", "FERRY_ACTORS_LIB", out, sizeof(out));
 	for (int b = 0; b < 12; b++) {
 		snprintf(line, sizeof(line), "batch %2d: score ", b);
 		ftest_assert_ptr_notnull(strstr(out, line));

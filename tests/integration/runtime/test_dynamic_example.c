@@ -11,16 +11,9 @@
 
 FTEST(dynamic_example_sums_1_to_4096)
 {
-	const char *bin = getenv("FERRY_DYNAMIC_BIN"), *lib = getenv("FERRY_DYNAMIC_LIB");
-	char cmd[2048], out[8192];
-	int code;
+	char out[8192];
 
-	if (!bin || !lib || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip("FERRY_DYNAMIC_BIN / FERRY_DYNAMIC_LIB / FERRY_WORKER_EXE not set");
-	snprintf(cmd, sizeof(cmd), "env -u FERRY_ADDRESS '%s' '%s' 2>&1", bin, lib);
-	code = itest_popen_read(cmd, out, sizeof(out));
-	ftest_log("$ dynamic -> %d\n%s", code, out);
-	ftest_assert_int_eq(code, 0);
+	itest_run_example("FERRY_DYNAMIC_BIN", "FERRY_DYNAMIC_LIB", out, sizeof(out));
 	/* 16 leaves of 256, 15 splits and 15 adds: 46 tasks, 5 levels, deeper than 2 workers. */
 	ftest_assert_ptr_notnull(
 		strstr(out, "sum of 1..4096 = 8390656 (46 tasks, 5 levels deep, 2 workers"));

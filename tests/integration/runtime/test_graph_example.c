@@ -11,16 +11,9 @@
 
 FTEST(graph_example_prints_32_then_8_pipelined_executions)
 {
-	const char *bin = getenv("FERRY_GRAPH_BIN"), *lib = getenv("FERRY_GRAPH_LIB");
-	char cmd[2048], out[8192], line[128];
-	int code;
+	char out[8192], line[128];
 
-	if (!bin || !lib || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip("FERRY_GRAPH_BIN / FERRY_GRAPH_LIB / FERRY_WORKER_EXE not set");
-	snprintf(cmd, sizeof(cmd), "env -u FERRY_ADDRESS '%s' '%s' 2>&1", bin, lib);
-	code = itest_popen_read(cmd, out, sizeof(out));
-	ftest_log("$ graph -> %d\n%s", code, out);
-	ftest_assert_int_eq(code, 0);
+	itest_run_example("FERRY_GRAPH_BIN", "FERRY_GRAPH_LIB", out, sizeof(out));
 	ftest_assert_ptr_notnull(strstr(out, "b.inc(6) = 16; combine = 32\n"));
 	for (int i = 0; i < 8; i++) { /* a: 10 + i + 4; b: 10 + 10 i */
 		snprintf(line, sizeof(line), "execution %d: inc(%d).inc(4) + inc(%d) = %d\n", i + 2,

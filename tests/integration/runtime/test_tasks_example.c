@@ -11,16 +11,9 @@
 
 FTEST(tasks_example_scores_12_batches)
 {
-	const char *bin = getenv("FERRY_TASKS_BIN"), *lib = getenv("FERRY_TASKS_LIB");
-	char cmd[2048], out[8192], line[32];
-	int code;
+	char out[8192], line[32];
 
-	if (!bin || !lib || !getenv("FERRY_WORKER_EXE"))
-		ftest_skip("FERRY_TASKS_BIN / FERRY_TASKS_LIB / FERRY_WORKER_EXE not set");
-	snprintf(cmd, sizeof(cmd), "env -u FERRY_ADDRESS '%s' '%s' 2>&1", bin, lib);
-	code = itest_popen_read(cmd, out, sizeof(out));
-	ftest_log("$ tasks -> %d\n%s", code, out);
-	ftest_assert_int_eq(code, 0);
+	itest_run_example("FERRY_TASKS_BIN", "FERRY_TASKS_LIB", out, sizeof(out));
 	for (int b = 0; b < 12; b++) {
 		snprintf(line, sizeof(line), "batch %2d: score ", b);
 		ftest_assert_ptr_notnull(strstr(out, line));

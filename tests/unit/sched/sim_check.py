@@ -38,9 +38,20 @@ check(0 < r["busy_95_ms"] <= 1000, f"95% of the slots busy within 1 s ({r['busy_
 # The policy alone.
 r = run("--decide-only", "--nodes", "1000", "--tasks", "20000")
 check(r["decisions"] == 20000, "decide-only made every decision")
+# Locality against a scheduler blind to data: 1 ms tasks with 100 MB inputs at light load. On,
+# the tasks run by their inputs and wait for nothing; off, nearly all fetch 100 MB at 10 Gb/s
+# (80 ms each).
+light = ["--nodes", "100", "--tasks", "2000", "--duration-ms", "1", "--load-pct", "0.1",
+         "--input-bytes", "100000000"]
+on, off = run(*light), run(*light, "--no-locality")
+check(on["fetched_fraction"] <= 0.05, f"locality on: few tasks fetch ({on['fetched_fraction']})")
+check(off["fetched_fraction"] >= 0.9, f"locality off: most tasks fetch ({off['fetched_fraction']})")
+check(off["lat_ms_mean"] >= 10 * on["lat_ms_mean"],
+      f"locality on is >= 10x faster ({on['lat_ms_mean']:.2f} ms vs {off['lat_ms_mean']:.2f})")
+check(off["lat_ms_p50"] >= 80, f"a 100 MB fetch at 10 Gb/s takes >= 80 ms ({off['lat_ms_p50']})")
 # Bad values are refused with a message naming the flag, never run (or spin).
 for args in (["--report-ms", "0"], ["--hop-us", "-1"], ["--nodes", "abc"], ["--fanout", "-3"],
-             ["stray"]):
+             ["--load-pct", "0"], ["--load-pct", "101"], ["--gbps", "0"], ["stray"]):
     out = subprocess.run([sim, *args, "--tasks", "10"], capture_output=True, text=True,
                          timeout=30)
     check(out.returncode == 2 and "ferry-sched-sim:" in out.stderr,

@@ -210,6 +210,40 @@ FTEST(a_gpu_task_finds_the_one_gpu_node_among_thousands)
 	ferry__sched_level_destroy(l);
 }
 
+/* Custom kinds live in a child's full report, kept only for children that have some: a task
+ * asking for one finds its holder, takes from it, and loses it when a report drops the kind. */
+FTEST(a_custom_kind_is_found_taken_and_dropped)
+{
+	const uint32_t accel = 40; /* a custom kind's number */
+	struct ferry__sched_level *l = level_of(3000, 8, 0.5);
+	struct ferry__sched_load load = node_load(2, 8, 8, 0);
+	struct ferry__sched_task t = cpu_task(1);
+	struct ferry__sched_decision d;
+
+	load.total[accel] = load.total_max[accel] = CPU(2);
+	load.avail[accel] = load.avail_max[accel] = CPU(2);
+	ftest_assert_ok(ferry__sched_child_report(l, 1234, &load));
+	ftest_assert_int_eq(view(l, 1234).total[accel], CPU(2));
+	ftest_assert_int_eq(view(l, 1235).total[accel], 0);
+	t.ndemand = 2;
+	t.demand[1].kind = accel;
+	t.demand[1].amount = CPU(1);
+	ftest_assert_uint_eq(place(l, &t), 1234);
+	ftest_assert_int_eq(view(l, 1234).avail[accel], CPU(1));
+	ftest_assert_int_eq(view(l, 1234).avail[FERRY__SCHED_CPU], CPU(7));
+	ftest_assert_uint_eq(place(l, &t), 1234);
+	/* Both taken: the next one queues there, the only child that could ever run it. */
+	ftest_assert_ok(ferry__sched_decide(l, &t, &d));
+	ftest_assert_uint_eq(d.child, 1234);
+	ftest_assert_int_eq(d.verdict, FERRY__SCHED_QUEUES);
+	/* A report without the kind: nobody has it any more. */
+	load = node_load(3, 8, 8, 0);
+	ftest_assert_ok(ferry__sched_child_report(l, 1234, &load));
+	ftest_assert_int_eq(view(l, 1234).total[accel], 0);
+	ftest_assert_errno(ferry__sched_decide(l, &t, &d), -ENOSPC);
+	ferry__sched_level_destroy(l);
+}
+
 FTEST(fractional_amounts_add_up_exactly)
 {
 	struct ferry__sched_level *l = level_of(1, 1, 1.0);
