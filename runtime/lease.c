@@ -178,6 +178,8 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 	}
 	m.resources = res;
 	m.resources_count = n;
+	memcpy(m.pg_id.bytes, key->pg, sizeof(m.pg_id.bytes));
+	m.bundle_index = key->pg_bundle;
 	ret = ferry__wire_lease_request_build(&sub.fb, &m);
 	if (ret >= 0)
 		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_REQUEST,
@@ -808,6 +810,7 @@ int ferry__rt_sub_init(void)
 	memset(&sub, 0, sizeof(sub));
 	ferry__fb_builder_init(&sub.fb);
 	ferry__rt_actor_init();
+	ferry__rt_pg_init();
 	ferry__rt.sub = &sub;
 	return 0;
 }
@@ -819,6 +822,7 @@ int ferry__rt_sub_stop(void *arg)
 	sub.stopping = true;
 	ferry__rt_submit_cancel();
 	ferry__rt_actor_stop();
+	ferry__rt_pg_stop();
 	fail_all_queued(-ECANCELED, "the driver shut down");
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next) {
@@ -847,7 +851,7 @@ int ferry__rt_sub_close_node(void *arg)
 int ferry__rt_sub_open_conns(void *arg)
 {
 	(void)arg;
-	return (int)(sub.open_conns + ferry__rt_actor_open_conns());
+	return (int)(sub.open_conns + ferry__rt_actor_open_conns() + ferry__rt_pg_open_conns());
 }
 
 const struct ferry_node_id *ferry__rt_sub_node_id(void)
@@ -871,5 +875,6 @@ void ferry__rt_sub_fini(void)
 	}
 	ferry__fb_builder_fini(&sub.fb);
 	ferry__rt_actor_fini();
+	ferry__rt_pg_fini();
 	ferry__rt.sub = NULL;
 }

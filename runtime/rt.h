@@ -195,4 +195,14 @@ void ferry__rt_actor_object_ready(void);
 /* Actor records allocated and not yet freed (any thread; tests). */
 unsigned ferry__rt_actor_records(void);
 
+/* pg.c (placement groups), beside submit.c's state: init, shutdown on the loop (the nodes'
+ * sockets close, which releases the bundles), sockets not closed yet, fini after the loop;
+ * a task's class key for group @pg's bundle @bundle (-EINVAL: a bad index, logged). */
+struct ferry__rt_class_key;
+void ferry__rt_pg_init(void);
+void ferry__rt_pg_stop(void);
+unsigned ferry__rt_pg_open_conns(void);
+void ferry__rt_pg_fini(void);
+int ferry__rt_pg_key(const struct ferry_pg *pg, int32_t bundle, struct ferry__rt_class_key *key);
+
 #endif
