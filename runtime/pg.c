@@ -25,9 +25,10 @@
  *   A socket that closes fails the tries in flight there (they go again).
  * - Lifetimes: a group has a count under ferry__rt.lock: the user's handle, the loop's list,
  *   each GCS call in flight. Loop-only fields are touched on the loop thread only.
- * - Not yet: leases into a bundle on another node than the driver's own (lease.c asks its own
- *   node only: such a task fails with the node's -ENOENT), rescheduling the bundles of a node
- *   that died, detached groups.
+ * - Leases into a bundle on another node than the driver's own go over that node's socket here
+ *   (lease.c asks, its grants come back through node_on_message).
+ * - Not yet: actors in a bundle on another node (actor.c asks its own node, which answers
+ *   -ENOENT), rescheduling the bundles of a node that died, detached groups.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -61,16 +62,16 @@ enum phase {
 };
 
 /* A node's runtime socket, dialled for bundles. */
-struct pg_node {
-	struct pg_node *next;	   /* all known */
-	struct ferry_node_id id;   /* the node */
-	char path[108];		   /* its runtime socket */
-	double cpu, gpu, mem;	   /* its totals (the GCS's nodes table) */
-	double held_cpu, held_gpu; /* of them, what this owner's bundles hold or plan */
-	double held_mem;	   /* ... and memory */
-	bool alive;		   /* in the last listing */
-	uint64_t full_ms;	   /* it answered -EAGAIN then: tried last for a while */
-	struct ferry__conn *conn;  /* NULL until dialled, and once closed */
+struct ferry__rt_pg_node {
+	struct ferry__rt_pg_node *next; /* all known */
+	struct ferry_node_id id;	/* the node */
+	char path[108];			/* its runtime socket */
+	double cpu, gpu, mem;		/* its totals (the GCS's nodes table) */
+	double held_cpu, held_gpu;	/* of them, what this owner's bundles hold or plan */
+	double held_mem;		/* ... and memory */
+	bool alive;			/* in the last listing */
+	uint64_t full_ms;		/* it answered -EAGAIN then: tried last for a while */
+	struct ferry__conn *conn;	/* NULL until dialled, and once closed */
 };
 
 struct pg_bundle {
@@ -78,7 +79,7 @@ struct pg_bundle {
 	uint32_t nres;					  /* entries in res */
 	struct ferry__wire_runtime_resource res[MAX_RES]; /* all of it, for BundlePrepare */
 	char names[MAX_RES][NAME_MAX_BYTES];		  /* res[i].name's storage */
-	struct pg_node *node;				  /* planned or placed; NULL */
+	struct ferry__rt_pg_node *node;			  /* planned or placed; NULL */
 	bool prepared;					  /* the node said so */
 	bool committed;					  /* the node said so */
 };
@@ -104,15 +105,15 @@ struct ferry_pg {
 };
 
 static struct {
-	struct pg_node *nodes;	     /* every node seen */
-	uint64_t nodes_ms;	     /* when listed; 0: never */
-	bool listing;		     /* a listing in flight */
-	struct ferry_pg *pgs;	     /* live groups (the loop's counts) */
-	uint64_t next_serial;	     /* serials */
-	unsigned open_conns;	     /* node sockets whose on_close has not come */
-	bool stopping;		     /* shutdown began */
-	struct ferry__fb_builder fb; /* requests are built here */
-	bool fb_ready;		     /* fb initialised */
+	struct ferry__rt_pg_node *nodes; /* every node seen */
+	uint64_t nodes_ms;		 /* when listed; 0: never */
+	bool listing;			 /* a listing in flight */
+	struct ferry_pg *pgs;		 /* live groups (the loop's counts) */
+	uint64_t next_serial;		 /* serials */
+	unsigned open_conns;		 /* node sockets whose on_close has not come */
+	bool stopping;			 /* shutdown began */
+	struct ferry__fb_builder fb;	 /* requests are built here */
+	bool fb_ready;			 /* fb initialised */
 } pgs;
 
 static void plan(struct ferry_pg *pg);
@@ -154,7 +155,7 @@ static const struct ferry__conn_callbacks node_cb = {
 };
 
 /* The one place a node's runtime socket is reached (a socket on this host for now). */
-static int dial_node(struct pg_node *n)
+static int dial_node(struct ferry__rt_pg_node *n)
 {
 	struct ferry__conn_opts o = {.cb = &node_cb, .max_message_bytes = FRAME_MAX, .data = n};
 	int ret;
@@ -344,6 +345,9 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 	(void)len;
 	if (type == FERRY__WIRE_MSG_BUNDLE_REPLY) {
 		on_reply(payload);
+	} else if (type == FERRY__WIRE_MSG_LEASE_GRANT || type == FERRY__WIRE_MSG_LEASE_REVOKED ||
+		   type == FERRY__WIRE_MSG_LEASE_BLOCKED) {
+		ferry__rt_lease_node_message(ferry__conn_data(conn), type, payload);
 	} else if (type == FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
 		struct ferry__wire_runtime_connect_reply_view v =
 			ferry__wire_runtime_connect_reply_root_verified(payload);
@@ -356,7 +360,7 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 /* A node's socket closed: its tries in flight failed, its bundles are gone. */
 static void node_on_close(struct ferry__conn *conn, int err)
 {
-	struct pg_node *n = ferry__conn_data(conn);
+	struct ferry__rt_pg_node *n = ferry__conn_data(conn);
 
 	(void)err;
 	n->conn = NULL;
@@ -387,13 +391,13 @@ static void node_on_close(struct ferry__conn *conn, int err)
 
 /* ---- planning ---- */
 
-static bool room(const struct pg_node *n, const struct pg_bundle *b)
+static bool room(const struct ferry__rt_pg_node *n, const struct pg_bundle *b)
 {
 	return n->alive && n->cpu - n->held_cpu >= b->cpu - 1e-9 &&
 	       n->gpu - n->held_gpu >= b->gpu - 1e-9 && n->mem - n->held_mem >= b->mem - 1e-9;
 }
 
-static void hold(struct pg_bundle *b, struct pg_node *n)
+static void hold(struct pg_bundle *b, struct ferry__rt_pg_node *n)
 {
 	b->node = n;
 	n->held_cpu += b->cpu;
@@ -403,13 +407,13 @@ static void hold(struct pg_bundle *b, struct pg_node *n)
 
 /* The alive nodes in the order this try considers them: from a start that moves with each
  * attempt, nodes that were full a moment ago last. */
-static uint32_t order(struct ferry_pg *pg, struct pg_node **out, uint32_t max)
+static uint32_t order(struct ferry_pg *pg, struct ferry__rt_pg_node **out, uint32_t max)
 {
 	uint32_t n = 0, k = 0, start;
-	struct pg_node *all[256];
+	struct ferry__rt_pg_node *all[256];
 	uint64_t now = ferry__loop_now_ms();
 
-	for (struct pg_node *x = pgs.nodes; x && n < 256; x = x->next)
+	for (struct ferry__rt_pg_node *x = pgs.nodes; x && n < 256; x = x->next)
 		if (x->alive)
 			all[n++] = x;
 	if (!n)
@@ -417,7 +421,7 @@ static uint32_t order(struct ferry_pg *pg, struct pg_node **out, uint32_t max)
 	start = pg->attempt % n;
 	for (int pass = 0; pass < 2; pass++)
 		for (uint32_t i = 0; i < n && k < max; i++) {
-			struct pg_node *x = all[(start + i) % n];
+			struct ferry__rt_pg_node *x = all[(start + i) % n];
 			bool full = x->full_ms && now - x->full_ms < RETRY_MAX_MS;
 
 			if (full == (pass == 1))
@@ -426,7 +430,7 @@ static uint32_t order(struct ferry_pg *pg, struct pg_node **out, uint32_t max)
 	return k;
 }
 
-static bool used_by(const struct ferry_pg *pg, uint32_t upto, const struct pg_node *x)
+static bool used_by(const struct ferry_pg *pg, uint32_t upto, const struct ferry__rt_pg_node *x)
 {
 	for (uint32_t j = 0; j < upto; j++)
 		if (pg->bundles[j].node == x)
@@ -435,7 +439,8 @@ static bool used_by(const struct ferry_pg *pg, uint32_t upto, const struct pg_no
 }
 
 /* Whether some alive node's totals could ever hold @b. */
-static bool fits_somewhere(const struct pg_bundle *b, struct pg_node *const *nodes, uint32_t n)
+static bool fits_somewhere(const struct pg_bundle *b, struct ferry__rt_pg_node *const *nodes,
+			   uint32_t n)
 {
 	for (uint32_t k = 0; k < n; k++)
 		if (nodes[k]->cpu >= b->cpu && nodes[k]->gpu >= b->gpu && nodes[k]->mem >= b->mem)
@@ -445,18 +450,18 @@ static bool fits_somewhere(const struct pg_bundle *b, struct pg_node *const *nod
 
 /* Bundle by bundle: SPREAD takes the next node with room that the group does not use yet
  * (STRICT_SPREAD only such a node), else any with room; PACK the first with room. */
-static bool choose_each(struct ferry_pg *pg, struct pg_node *const *nodes, uint32_t n)
+static bool choose_each(struct ferry_pg *pg, struct ferry__rt_pg_node *const *nodes, uint32_t n)
 {
 	bool strict = pg->strategy == FERRY_PG_STRICT_SPREAD;
 	bool spread = strict || pg->strategy == FERRY_PG_SPREAD;
 	uint32_t cursor = 0;
 
 	for (uint32_t i = 0; i < pg->nbundles; i++) {
-		struct pg_node *pick = NULL;
+		struct ferry__rt_pg_node *pick = NULL;
 
 		for (int pass = spread ? 0 : 1; pass < (strict ? 1 : 2) && !pick; pass++)
 			for (uint32_t k = 0; k < n && !pick; k++) {
-				struct pg_node *x = nodes[(cursor + k) % n];
+				struct ferry__rt_pg_node *x = nodes[(cursor + k) % n];
 
 				if ((pass == 0 && used_by(pg, i, x)) || !room(x, &pg->bundles[i]))
 					continue;
@@ -477,7 +482,7 @@ static bool choose_each(struct ferry_pg *pg, struct pg_node *const *nodes, uint3
  * exist on these nodes). */
 static bool choose(struct ferry_pg *pg, bool *infeasible)
 {
-	struct pg_node *nodes[256];
+	struct ferry__rt_pg_node *nodes[256];
 	uint32_t n = order(pg, nodes, 256);
 
 	*infeasible = !n || (pg->strategy == FERRY_PG_STRICT_SPREAD && pg->nbundles > n);
@@ -558,9 +563,9 @@ static void plan(struct ferry_pg *pg)
 
 /* ---- the nodes table ---- */
 
-static struct pg_node *node_find(const struct ferry_node_id *id)
+static struct ferry__rt_pg_node *node_find(const struct ferry_node_id *id)
 {
-	for (struct pg_node *n = pgs.nodes; n; n = n->next)
+	for (struct ferry__rt_pg_node *n = pgs.nodes; n; n = n->next)
 		if (!memcmp(n->id.bytes, id->bytes, sizeof(id->bytes)))
 			return n;
 	return NULL;
@@ -571,7 +576,7 @@ static void node_listed(const struct ferry_gcs_node_info *info)
 {
 	const char *text = info->address ? info->address : "";
 	struct ferry__node_addr a;
-	struct pg_node *n = node_find(&info->id);
+	struct ferry__rt_pg_node *n = node_find(&info->id);
 
 	if (!n) {
 		if (ferry__node_addr_parse(text, strlen(text), &a) < 0 || !a.shm_path[0] ||
@@ -861,6 +866,38 @@ int ferry__rt_pg_key(const struct ferry_pg *pg, int32_t bundle, struct ferry__rt
 	return 0;
 }
 
+/* ---- leases into bundles (lease.c) ---- */
+
+struct ferry__rt_pg_node *ferry__rt_pg_lease_node(const struct ferry__rt_class_key *key)
+{
+	const struct ferry_node_id *own = ferry__rt_sub_node_id();
+	struct ferry__rt_pg_node *first = NULL;
+
+	if (ferry_id_is_nil(key->pg, sizeof(key->pg)))
+		return NULL;
+	for (struct ferry_pg *pg = pgs.pgs; pg; pg = pg->next) {
+		if (memcmp(pg->id.bytes, key->pg, sizeof(key->pg)) || pg->phase != PH_PLACED)
+			continue;
+		/* Any bundle (-1): one on the driver's own node first. */
+		for (uint32_t i = 0; i < pg->nbundles; i++) {
+			struct ferry__rt_pg_node *n = pg->bundles[i].node;
+
+			if ((key->pg_bundle >= 0 && i != (uint32_t)key->pg_bundle) || !n)
+				continue;
+			if (!memcmp(n->id.bytes, own->bytes, sizeof(own->bytes)))
+				return NULL;
+			first = first ? first : n;
+		}
+		return first;
+	}
+	return NULL; /* not placed (or not this owner's): the driver's node answers -ENOENT */
+}
+
+struct ferry__conn *ferry__rt_pg_node_conn(struct ferry__rt_pg_node *n)
+{
+	return dial_node(n) < 0 ? NULL : n->conn;
+}
+
 /* ---- life ---- */
 
 void ferry__rt_pg_init(void)
@@ -887,7 +924,7 @@ void ferry__rt_pg_stop(void)
 		set_state(pg, FERRY_GCS_PG_REMOVED);
 		unlist(pg);
 	}
-	for (struct pg_node *n = pgs.nodes; n; n = n->next)
+	for (struct ferry__rt_pg_node *n = pgs.nodes; n; n = n->next)
 		if (n->conn)
 			ferry__conn_close(n->conn);
 }
@@ -900,7 +937,7 @@ unsigned ferry__rt_pg_open_conns(void)
 void ferry__rt_pg_fini(void)
 {
 	while (pgs.nodes) {
-		struct pg_node *n = pgs.nodes;
+		struct ferry__rt_pg_node *n = pgs.nodes;
 
 		pgs.nodes = n->next;
 		ferry__free(n);

@@ -4,7 +4,8 @@
  * runs on this host, one or two nodes on loopback: PACK places two bundles on one node and its
  * tasks run there, one at a time in a bundle of 1 CPU (counted in a file the tasks write, not
  * by timing); a task outside the group waits for the CPUs the group holds and runs once the
- * group is removed; STRICT_SPREAD puts two bundles on two nodes, and three stay PENDING
+ * group is removed; STRICT_SPREAD puts two bundles on two nodes (each bundle's tasks run on its
+ * node, one of them not the driver's), and three stay PENDING
  * (-ETIMEDOUT) until removed; a driver that dies frees its group. The GCS's record follows
  * (PENDING, CREATED with the bundles' nodes, REMOVED). The job is
  * tests/unit/runtime/job_owner.c (in_bundle).
@@ -97,9 +98,26 @@ static struct ferry_pg *create(enum ferry_pg_strategy strategy, uint32_t nbundle
 	return pg;
 }
 
+/* Runs @n in_bundle tasks of @ms each with @opts, logging to @path; waits for them. */
+static void run_in(const struct ferry_task_opts *opts, const char *path, int n, int64_t ms)
+{
+	struct ferry_arg a[2] = {{.data = path, .len = strlen(path)},
+				 {.data = &ms, .len = sizeof(ms)}};
+	struct ferry_ref r[8];
+	struct ferry_view v;
+
+	for (int i = 0; i < n; i++)
+		ftest_assert_ok(ferry_submit("in_bundle", a, 2, opts, &r[i]));
+	for (int i = 0; i < n; i++) {
+		ftest_assert_ok(ferry_get(&r[i], WAIT_MS, &v));
+		ferry_release(&v);
+		ferry_ref_drop(&r[i]);
+	}
+}
+
 /* The file in_bundle writes: the most tasks that ran at once, and whether each ran on the
- * node of store socket @store. */
-static int most_at_once(const char *path, const char *store)
+ * node of store socket @store (NULL: on one node, whose socket goes to @store_out). */
+static int most_at_once(const char *path, const char *store, char *store_out, size_t size)
 {
 	char line[512];
 	int now = 0, most = 0, runs = 0;
@@ -109,6 +127,10 @@ static int most_at_once(const char *path, const char *store)
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = 0;
 		if (line[0] == '+') {
+			if (!store) {
+				snprintf(store_out, size, "%s", line + 2);
+				store = store_out;
+			}
 			ftest_assert_str_eq(line + 2, store);
 			runs++;
 			most = ++now > most ? now : most;
@@ -125,7 +147,7 @@ FTEST(pack_holds_its_tasks_in_a_bundle_and_removal_frees_the_node)
 {
 	struct ferry_task_opts in0 = {.pg_bundle = 0}, big = {.num_cpus = 2};
 	struct ferry_node_id nodes[2];
-	struct ferry_ref r[4], blocked;
+	struct ferry_ref blocked;
 	struct ferry_view v;
 	struct ferry_pg *pg;
 	char path[512];
@@ -141,18 +163,8 @@ FTEST(pack_holds_its_tasks_in_a_bundle_and_removal_frees_the_node)
 	/* Bundle 0 holds 1 CPU: its tasks run one at a time, on its node. */
 	snprintf(path, sizeof(path), "%s/runs", ftest_tmpdir());
 	in0.pg = pg;
-	for (int i = 0; i < 4; i++) {
-		struct ferry_arg a[2] = {{.data = path, .len = strlen(path)},
-					 {.data = &ms, .len = sizeof(ms)}};
-
-		ftest_assert_ok(ferry_submit("in_bundle", a, 2, &in0, &r[i]));
-	}
-	for (int i = 0; i < 4; i++) {
-		ftest_assert_ok(ferry_get(&r[i], WAIT_MS, &v));
-		ferry_release(&v);
-		ferry_ref_drop(&r[i]);
-	}
-	ftest_assert_int_eq(most_at_once(path, ferry__rt.store_socket), 1);
+	run_in(&in0, path, 4, ms);
+	ftest_assert_int_eq(most_at_once(path, ferry__rt.store_socket, NULL, 0), 1);
 	/* The group holds both CPUs: a task of 2 runs only once it is removed. */
 	ftest_assert_ok(ferry_submit("in_bundle",
 				     (struct ferry_arg[]){{.data = path, .len = strlen(path)},
@@ -170,6 +182,7 @@ FTEST(strict_spread_takes_a_node_per_bundle_or_stays_pending)
 {
 	struct ferry_node_id nodes[3];
 	struct ferry_pg *two, *three;
+	char path[2][512], store[2][512];
 	struct ferry_placement_group_id id;
 
 	start_cluster(1);
@@ -180,6 +193,17 @@ FTEST(strict_spread_takes_a_node_per_bundle_or_stays_pending)
 	ftest_assert_false(ferry_id_is_nil(nodes[0].bytes, sizeof(nodes[0].bytes)));
 	ftest_assert_false(ferry_id_is_nil(nodes[1].bytes, sizeof(nodes[1].bytes)));
 	ftest_assert_true(memcmp(nodes[0].bytes, nodes[1].bytes, sizeof(nodes[0].bytes)) != 0);
+	/* Each bundle's tasks run on its node: one of them not the driver's own. */
+	for (int i = 0; i < 2; i++) {
+		struct ferry_task_opts in = {.pg = two, .pg_bundle = i};
+
+		snprintf(path[i], sizeof(path[i]), "%s/runs-%d", ftest_tmpdir(), i);
+		run_in(&in, path[i], 2, 50);
+		ftest_assert_int_eq(most_at_once(path[i], NULL, store[i], sizeof(store[i])), 1);
+		if (!memcmp(nodes[i].bytes, ferry__rt.node.bytes, sizeof(nodes[i].bytes)))
+			ftest_assert_str_eq(store[i], ferry__rt.store_socket);
+	}
+	ftest_assert_true(strcmp(store[0], store[1]) != 0); /* two nodes */
 	/* Three bundles, two nodes: pending (with a warning), and removable. */
 	three = create(FERRY_PG_STRICT_SPREAD, 3, 1);
 	ftest_assert_errno(ferry_pg_wait(three, 1000), -ETIMEDOUT);
