@@ -27,8 +27,11 @@
  *   each GCS call in flight. Loop-only fields are touched on the loop thread only.
  * - Leases into a bundle on another node than the driver's own go over that node's socket here
  *   (lease.c asks, its grants come back through node_on_message).
+ * - A node's socket that closes under a CREATED group (the node died or stopped) places the
+ *   group again (reschedule).
  * - Not yet: actors in a bundle on another node (actor.c asks its own node, which answers
- *   -ENOENT), rescheduling the bundles of a node that died, detached groups.
+ *   -ENOENT), moving only a dead node's bundles, the GCS's nodes channel as the news of a
+ *   death on another host, detached groups.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -117,6 +120,7 @@ static struct {
 } pgs;
 
 static void plan(struct ferry_pg *pg);
+static void start(struct ferry_pg *pg);
 static void try_again(struct ferry_pg *pg, bool infeasible);
 
 /* ---- counts ---- */
@@ -166,6 +170,7 @@ static int dial_node(struct ferry__rt_pg_node *n)
 	if (ret < 0) {
 		FLOG_WARN(COMP, "placement groups: node socket %s: %s", n->path,
 			  ferry_strerror(ret));
+		n->alive = false; /* until a listing of the nodes says otherwise */
 		return ret;
 	}
 	pgs.open_conns++;
@@ -247,11 +252,19 @@ static void created_recorded(void *arg, int status, void *result)
 	struct ferry_pg *pg = arg;
 
 	(void)result;
+	/* The bundles are held either way: tasks can use them (a removal meanwhile stays). */
 	if (status < 0)
-		FLOG_DEBUG(COMP, "placement group CREATED record: %s", ferry_strerror(status));
-	else
-		set_state(pg, FERRY_GCS_PG_CREATED);
+		FLOG_WARN(COMP, "placement group: its CREATED record: %s", ferry_strerror(status));
+	set_state(pg, FERRY_GCS_PG_CREATED);
 	pg_unref(pg);
+}
+
+static void rescheduling_recorded(void *arg, int status, void *result)
+{
+	(void)result;
+	if (status < 0)
+		FLOG_DEBUG(COMP, "placement group RESCHEDULING record: %s", ferry_strerror(status));
+	pg_unref(arg);
 }
 
 static void record_created(struct ferry_pg *pg)
@@ -357,6 +370,34 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 	}
 }
 
+/*
+ * A node holding bundles of a CREATED group is gone: the group is placed again, whole (its
+ * other bundles returned first; leases running in them keep their resources until they end),
+ * RESCHEDULING in the GCS meanwhile. Ray moves only the lost bundles.
+ */
+static void reschedule(struct ferry_pg *pg, const struct ferry__rt_pg_node *gone)
+{
+	char hex[FERRY_ID_HEX_MAX];
+	int ret;
+
+	ferry_id_to_hex(pg->id.bytes, sizeof(pg->id.bytes), hex, sizeof(hex));
+	FLOG_WARN(COMP, "placement group %s: the node of its socket %s is gone: placing it again",
+		  hex, gone->path);
+	release_all(pg);
+	set_state(pg, FERRY_GCS_PG_RESCHEDULING);
+	pthread_mutex_lock(&ferry__rt.lock);
+	pg->refs++;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	ret = ferry_gcs_pg_update_async(ferry__rt.gcs, &pg->id, FERRY_GCS_PG_RESCHEDULING, NULL, 0,
+					rescheduling_recorded, pg);
+	if (ret < 0)
+		pg_unref(pg);
+	pg->phase = PH_NEW;
+	pg->attempt = 0;
+	pg->warned = false;
+	start(pg);
+}
+
 /* A node's socket closed: its tries in flight failed, its bundles are gone. */
 static void node_on_close(struct ferry__conn *conn, int err)
 {
@@ -365,6 +406,11 @@ static void node_on_close(struct ferry__conn *conn, int err)
 	(void)err;
 	n->conn = NULL;
 	pgs.open_conns--;
+	if (pgs.stopping)
+		return;
+	/* Gone (it died or stopped) until a listing of the nodes says otherwise. */
+	n->alive = false;
+	pgs.nodes_ms = 0;
 	for (struct ferry_pg *pg = pgs.pgs; pg; pg = pg->next) {
 		bool touched = false;
 
@@ -379,8 +425,7 @@ static void node_on_close(struct ferry__conn *conn, int err)
 		if (!touched || pg->phase == PH_GONE || pg->phase == PH_WAIT)
 			continue;
 		if (pg->phase == PH_PLACED) {
-			FLOG_WARN(COMP, "placement group: a node holding its bundles closed the "
-					"owner's socket; rescheduling is not built yet");
+			reschedule(pg, n);
 			continue;
 		}
 		pg->failed = true;
@@ -812,7 +857,8 @@ int ferry_pg_wait(struct ferry_pg *pg, int64_t timeout_ms)
 	if (timeout_ms >= 0)
 		deadline = ferry__deadline_in_us((uint64_t)timeout_ms * 1000);
 	pthread_mutex_lock(&ferry__rt.lock);
-	while (pg->state == FERRY_GCS_PG_PENDING && ferry__rt.up && ret == 0) {
+	while ((pg->state == FERRY_GCS_PG_PENDING || pg->state == FERRY_GCS_PG_RESCHEDULING) &&
+	       ferry__rt.up && ret == 0) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&ferry__rt.cond, &ferry__rt.lock);
 		else if (pthread_cond_timedwait(&ferry__rt.cond, &ferry__rt.lock, &deadline))

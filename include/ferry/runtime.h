@@ -517,7 +517,7 @@ struct ferry_pg_opts {
  */
 FERRY_API int ferry_pg_create(const struct ferry_pg_opts *opts, struct ferry_pg **out);
 /* ferry_pg_wait() - wait up to @timeout_ms (< 0: forever) until the group is CREATED (every
- * bundle reserved). 0; -ETIMEDOUT (still pending); -ECANCELED (removed, or shut down). */
+ * bundle reserved; after a node holding some died, reserved again elsewhere). 0; -ETIMEDOUT (still pending); -ECANCELED (removed, or shut down). */
 FERRY_API int ferry_pg_wait(struct ferry_pg *pg, int64_t timeout_ms);
 /* ferry_pg_remove() - release every bundle (tasks running in one keep their resources until
  * they end), record the group REMOVED, and free @pg. 0, or the GCS's -errno (the handle is

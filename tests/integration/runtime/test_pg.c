@@ -6,7 +6,8 @@
  * by timing); a task outside the group waits for the CPUs the group holds and runs once the
  * group is removed; STRICT_SPREAD puts two bundles on two nodes (each bundle's tasks run on its
  * node, one of them not the driver's), and three stay PENDING
- * (-ETIMEDOUT) until removed; a driver that dies frees its group. The GCS's record follows
+ * (-ETIMEDOUT) until removed; a driver that dies frees its group; a node that dies under a
+ * group has its bundles placed again on the nodes left. The GCS's record follows
  * (PENDING, CREATED with the bundles' nodes, REMOVED). The job is
  * tests/unit/runtime/job_owner.c (in_bundle).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
@@ -21,9 +22,11 @@
 
 #include <ferry/ferry.h>
 
+#include "common/util.h"
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/procs.h"
+#include "transport/objmgr.h"
 
 #define WAIT_MS 20000 /* a hang guard for what must come, far above an honest wait */
 #define QUIET_MS 300  /* how long what must wait is watched for a wrong early start */
@@ -264,5 +267,69 @@ FTEST(a_dead_owner_frees_its_group)
 	ftest_assert_ok(ferry_get(&blocked, WAIT_MS, &v));
 	ferry_release(&v);
 	ferry_ref_drop(&blocked);
+	stop_cluster();
+}
+
+/* The pid of the node @id of the cluster (its node-N directory holds its store socket, whose
+ * path the GCS's nodes table gives in the node's address). */
+static pid_t node_pid(const struct ferry_node_id *id)
+{
+	struct ferry_gcs_node_info *nodes = NULL;
+	struct ferry__node_addr a = {0};
+	char path[600];
+	int n = ferry_gcs_node_list(ferry__rt.gcs, &nodes), pid = 0;
+	FILE *f;
+
+	ftest_assert_int_gt(n, 0);
+	for (int i = 0; i < n; i++)
+		if (!memcmp(nodes[i].id.bytes, id->bytes, sizeof(id->bytes)))
+			ftest_assert_ok(ferry__node_addr_parse(nodes[i].address,
+							       strlen(nodes[i].address), &a));
+	ferry_gcs_free(nodes);
+	ftest_assert_true(a.shm_path[0] != 0);
+	*strrchr(a.shm_path, '/') = 0;
+	snprintf(path, sizeof(path), "%s/node.pid", a.shm_path);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_int_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	return (pid_t)pid;
+}
+
+FTEST(a_dead_node_s_bundles_are_placed_again)
+{
+	struct ferry_node_id nodes[2], dead;
+	struct ferry_pg *pg;
+	char path[512];
+	uint64_t deadline;
+	bool moved = false;
+
+	start_cluster(2);
+	join();
+	pg = create(FERRY_PG_STRICT_SPREAD, 2, 1);
+	ftest_assert_ok(ferry_pg_wait(pg, WAIT_MS));
+	ftest_assert_int_eq(pg_record(pg, nodes, 2), FERRY_GCS_PG_CREATED);
+	/* A bundle's node that is not the driver's own dies. */
+	dead = memcmp(nodes[0].bytes, ferry__rt.node.bytes, sizeof(dead.bytes)) ? nodes[0]
+										: nodes[1];
+	ftest_assert_int_eq(kill(node_pid(&dead), SIGKILL), 0);
+	deadline = ferry__now_ms() + WAIT_MS;
+	while (!moved) {
+		ftest_assert_true(ferry__now_ms() < deadline);
+		usleep(50 * 1000);
+		moved = pg_record(pg, nodes, 2) == FERRY_GCS_PG_CREATED &&
+			memcmp(nodes[0].bytes, dead.bytes, sizeof(dead.bytes)) &&
+			memcmp(nodes[1].bytes, dead.bytes, sizeof(dead.bytes));
+	}
+	ftest_assert_ok(ferry_pg_wait(pg, WAIT_MS));
+	ftest_assert_true(memcmp(nodes[0].bytes, nodes[1].bytes, sizeof(nodes[0].bytes)) != 0);
+	/* Both bundles serve tasks again. */
+	for (int i = 0; i < 2; i++) {
+		struct ferry_task_opts in = {.pg = pg, .pg_bundle = i};
+
+		snprintf(path, sizeof(path), "%s/runs-%d", ftest_tmpdir(), i);
+		run_in(&in, path, 1, 0);
+	}
+	ftest_assert_ok(ferry_pg_remove(pg));
 	stop_cluster();
 }
