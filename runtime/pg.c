@@ -85,6 +85,7 @@ struct pg_bundle {
 	struct ferry__rt_pg_node *node;			  /* planned or placed; NULL */
 	bool prepared;					  /* the node said so */
 	bool committed;					  /* the node said so */
+	bool sent;					  /* a prepare went out, not refused */
 };
 
 struct ferry_pg {
@@ -206,6 +207,8 @@ static int send_bundle(struct ferry_pg *pg, uint32_t i, uint16_t type)
 	if (ret >= 0)
 		ret = ferry__conn_send(b->node->conn, type, ferry__fb_builder_data(&pgs.fb),
 				       ferry__fb_builder_size(&pgs.fb));
+	if (ret >= 0 && type == FERRY__WIRE_MSG_BUNDLE_PREPARE)
+		b->sent = true;
 	return ret < 0 ? ret : 0;
 }
 
@@ -217,17 +220,20 @@ static void release_all(struct ferry_pg *pg)
 	for (uint32_t i = 0; i < pg->nbundles; i++) {
 		struct pg_bundle *b = &pg->bundles[i];
 
-		if (b->node && (b->prepared || b->committed) && b->node->conn)
+		/* Known prepared only: a cancel; else a return, which also ends a prepare or a
+		 * commit still in flight (a socket's messages are handled in order). */
+		if (b->node && b->sent && b->node->conn)
 			(void)send_bundle(pg, i,
-					  b->committed ? FERRY__WIRE_MSG_BUNDLE_RETURN
-						       : FERRY__WIRE_MSG_BUNDLE_CANCEL);
+					  b->prepared && !b->committed && !pg->outstanding
+						  ? FERRY__WIRE_MSG_BUNDLE_CANCEL
+						  : FERRY__WIRE_MSG_BUNDLE_RETURN);
 		if (b->node) {
 			b->node->held_cpu -= b->cpu;
 			b->node->held_gpu -= b->gpu;
 			b->node->held_mem -= b->mem;
 		}
 		b->node = NULL;
-		b->prepared = b->committed = false;
+		b->prepared = b->committed = b->sent = false;
 	}
 }
 
@@ -338,6 +344,8 @@ static void on_reply(const void *payload)
 	pg->outstanding--;
 	if (status < 0) {
 		pg->failed = true;
+		if (pg->phase == PH_PREPARE)
+			pg->bundles[i].sent = false; /* nothing of it at the node */
 		if (status == -EAGAIN && pg->bundles[i].node)
 			pg->bundles[i].node->full_ms = ferry__loop_now_ms();
 		else
@@ -420,7 +428,7 @@ static void node_on_close(struct ferry__conn *conn, int err)
 			if (b->node != n)
 				continue;
 			touched = true;
-			b->prepared = b->committed = false;
+			b->prepared = b->committed = b->sent = false;
 		}
 		if (!touched || pg->phase == PH_GONE || pg->phase == PH_WAIT)
 			continue;
