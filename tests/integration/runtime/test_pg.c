@@ -106,9 +106,10 @@ static void run_in(const struct ferry_task_opts *opts, const char *path, int n, 
 {
 	struct ferry_arg a[2] = {{.data = path, .len = strlen(path)},
 				 {.data = &ms, .len = sizeof(ms)}};
-	struct ferry_ref r[8];
+	struct ferry_ref r[64];
 	struct ferry_view v;
 
+	ftest_assert_int_le(n, 64);
 	for (int i = 0; i < n; i++)
 		ftest_assert_ok(ferry_submit("in_bundle", a, 2, opts, &r[i]));
 	for (int i = 0; i < n; i++) {
@@ -154,7 +155,7 @@ FTEST(pack_holds_its_tasks_in_a_bundle_and_removal_frees_the_node)
 	struct ferry_view v;
 	struct ferry_pg *pg;
 	char path[512];
-	int64_t ms = 100;
+	int64_t ms = 20;
 
 	start_cluster(0);
 	join();
@@ -163,10 +164,11 @@ FTEST(pack_holds_its_tasks_in_a_bundle_and_removal_frees_the_node)
 	ftest_assert_int_eq(pg_record(pg, nodes, 2), FERRY_GCS_PG_CREATED);
 	ftest_assert_mem_eq(nodes[0].bytes, ferry__rt.node.bytes, sizeof(nodes[0].bytes));
 	ftest_assert_mem_eq(nodes[1].bytes, ferry__rt.node.bytes, sizeof(nodes[1].bytes));
-	/* Bundle 0 holds 1 CPU: its tasks run one at a time, on its node. */
+	/* Bundle 0 holds 1 CPU: its tasks run one at a time, on its node. More tasks than a
+	 * lease pipelines (16), so that the owner asks for a second lease, which must wait. */
 	snprintf(path, sizeof(path), "%s/runs", ftest_tmpdir());
 	in0.pg = pg;
-	run_in(&in0, path, 4, ms);
+	run_in(&in0, path, 40, ms);
 	ftest_assert_int_eq(most_at_once(path, ferry__rt.store_socket, NULL, 0), 1);
 	/* The group holds both CPUs: a task of 2 runs only once it is removed. */
 	ftest_assert_ok(ferry_submit("in_bundle",
