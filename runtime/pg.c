@@ -8,8 +8,9 @@
  * DESIGN
  * - ferry_pg_create records the group PENDING in the GCS on the caller's thread, then posts it
  *   to the runtime's loop, where everything else happens: the nodes (the GCS's nodes table,
- *   listed again when older than NODES_FRESH_MS), a plan (a node per bundle by the strategy,
- *   from the nodes' totals less what this owner's own plans hold there), BundlePrepare to
+ *   and their load reports, listed again when older than NODES_FRESH_MS), a plan (a node per
+ *   bundle by the strategy, from what each node reported free less what this owner placed
+ *   there since, else from the totals alone: reports lag, the prepare decides), BundlePrepare to
  *   every chosen node, then BundleCommit to all, or BundleCancel to those prepared when one
  *   failed, and another try after a backoff from another node on (a node that was full moves
  *   to the back). A plan that cannot exist (STRICT_SPREAD over more bundles than nodes, a
@@ -66,15 +67,20 @@ enum phase {
 
 /* A node's runtime socket, dialled for bundles. */
 struct ferry__rt_pg_node {
-	struct ferry__rt_pg_node *next; /* all known */
-	struct ferry_node_id id;	/* the node */
-	char path[108];			/* its runtime socket */
-	double cpu, gpu, mem;		/* its totals (the GCS's nodes table) */
-	double held_cpu, held_gpu;	/* of them, what this owner's bundles hold or plan */
-	double held_mem;		/* ... and memory */
-	bool alive;			/* in the last listing */
-	uint64_t full_ms;		/* it answered -EAGAIN then: tried last for a while */
-	struct ferry__conn *conn;	/* NULL until dialled, and once closed */
+	struct ferry__rt_pg_node *next;	 /* all known */
+	struct ferry_node_id id;	 /* the node */
+	char path[108];			 /* its runtime socket */
+	double cpu, gpu, mem;		 /* its totals (the GCS's nodes table) */
+	double held_cpu, held_gpu;	 /* of them, what this owner's bundles hold or plan */
+	double held_mem;		 /* ... and memory */
+	bool reported;			 /* its load report was in the last listing */
+	double free_cpu, free_gpu;	 /* reported: what it had free then */
+	double free_mem;		 /* ... and memory */
+	double planned_cpu, planned_gpu; /* what this owner placed there since */
+	double planned_mem;		 /* ... and memory */
+	bool alive;			 /* in the last listing */
+	uint64_t full_ms;		 /* it answered -EAGAIN then: tried last for a while */
+	struct ferry__conn *conn;	 /* NULL until dialled, and once closed */
 };
 
 struct pg_bundle {
@@ -231,6 +237,9 @@ static void release_all(struct ferry_pg *pg)
 			b->node->held_cpu -= b->cpu;
 			b->node->held_gpu -= b->gpu;
 			b->node->held_mem -= b->mem;
+			b->node->planned_cpu -= b->node->planned_cpu >= b->cpu ? b->cpu : 0;
+			b->node->planned_gpu -= b->node->planned_gpu >= b->gpu ? b->gpu : 0;
+			b->node->planned_mem -= b->node->planned_mem >= b->mem ? b->mem : 0;
 		}
 		b->node = NULL;
 		b->prepared = b->committed = b->sent = false;
@@ -444,10 +453,19 @@ static void node_on_close(struct ferry__conn *conn, int err)
 
 /* ---- planning ---- */
 
+/* A plan first heeds the nodes' load reports (what they had free, less what this owner placed
+ * since); when that finds no plan, the totals alone (reports lag: the prepare decides). */
+static bool use_load;
+
 static bool room(const struct ferry__rt_pg_node *n, const struct pg_bundle *b)
 {
-	return n->alive && n->cpu - n->held_cpu >= b->cpu - 1e-9 &&
-	       n->gpu - n->held_gpu >= b->gpu - 1e-9 && n->mem - n->held_mem >= b->mem - 1e-9;
+	if (!n->alive || n->cpu - n->held_cpu < b->cpu - 1e-9 ||
+	    n->gpu - n->held_gpu < b->gpu - 1e-9 || n->mem - n->held_mem < b->mem - 1e-9)
+		return false;
+	return !use_load || !n->reported ||
+	       (n->free_cpu - n->planned_cpu >= b->cpu - 1e-9 &&
+		n->free_gpu - n->planned_gpu >= b->gpu - 1e-9 &&
+		n->free_mem - n->planned_mem >= b->mem - 1e-9);
 }
 
 static void hold(struct pg_bundle *b, struct ferry__rt_pg_node *n)
@@ -456,6 +474,9 @@ static void hold(struct pg_bundle *b, struct ferry__rt_pg_node *n)
 	n->held_cpu += b->cpu;
 	n->held_gpu += b->gpu;
 	n->held_mem += b->mem;
+	n->planned_cpu += b->cpu;
+	n->planned_gpu += b->gpu;
+	n->planned_mem += b->mem;
 }
 
 /* The alive nodes in the order this try considers them: from a start that moves with each
@@ -531,9 +552,21 @@ static bool choose_each(struct ferry_pg *pg, struct ferry__rt_pg_node *const *no
 	return true;
 }
 
+static bool choose_by(struct ferry_pg *pg, bool *infeasible);
+
 /* A node per bundle by the strategy; false when this try finds none (*@infeasible: none can
  * exist on these nodes). */
 static bool choose(struct ferry_pg *pg, bool *infeasible)
+{
+	bool ok;
+
+	use_load = true;
+	ok = choose_by(pg, infeasible);
+	use_load = false;
+	return ok || *infeasible ? ok : choose_by(pg, infeasible);
+}
+
+static bool choose_by(struct ferry_pg *pg, bool *infeasible)
 {
 	struct ferry__rt_pg_node *nodes[256];
 	uint32_t n = order(pg, nodes, 256);
@@ -647,9 +680,39 @@ static void node_listed(const struct ferry_gcs_node_info *info)
 }
 
 struct listing {
-	int status;			   /* the list's count or -errno */
+	int status;			   /* the nodes' count or -errno */
 	struct ferry_gcs_node_info *nodes; /* ferry_gcs_free */
+	int nloads;			   /* the load reports' count or -errno */
+	struct ferry_gcs_node_load *loads; /* ferry_gcs_free */
+	int pending;			   /* answers due (atomic: either may come first) */
 };
+
+static double load_amount(const struct ferry_gcs_node_load *l, const char *name)
+{
+	for (uint32_t i = 0; i < l->nresources; i++)
+		if (!strcmp(l->resources[i].name, name))
+			return (double)l->resources[i].available / FERRY_GCS_RESOURCE_UNIT;
+	return 0;
+}
+
+/* The last load reports: what each node had free (what this owner placed before is in it). */
+static void loads_listed(const struct listing *l)
+{
+	for (struct ferry__rt_pg_node *n = pgs.nodes; n; n = n->next) {
+		n->reported = false;
+		n->planned_cpu = n->planned_gpu = n->planned_mem = 0;
+	}
+	for (int i = 0; i < l->nloads; i++) {
+		struct ferry__rt_pg_node *n = node_find(&l->loads[i].id);
+
+		if (!n)
+			continue;
+		n->reported = true;
+		n->free_cpu = load_amount(&l->loads[i], "CPU");
+		n->free_gpu = load_amount(&l->loads[i], "GPU");
+		n->free_mem = load_amount(&l->loads[i], "memory");
+	}
+}
 
 static void nodes_arrived(void *arg, int status)
 {
@@ -659,15 +722,29 @@ static void nodes_arrived(void *arg, int status)
 	if (status == 0 && l->status >= 0) {
 		for (int i = 0; i < l->status; i++)
 			node_listed(&l->nodes[i]);
+		loads_listed(l);
 		pgs.nodes_ms = ferry__loop_now_ms();
 	} else {
 		FLOG_WARN(COMP, "placement groups: cannot list the nodes: %s",
 			  ferry_strerror(status < 0 ? status : l->status));
 	}
 	ferry_gcs_free(l->nodes);
+	ferry_gcs_free(l->loads);
 	ferry__free(l);
 	for (struct ferry_pg *pg = pgs.pgs; pg; pg = pg->next)
 		plan(pg);
+}
+
+/* The last of the two answers posts the listing to the loop. */
+static void listed(struct listing *l)
+{
+	if (__atomic_sub_fetch(&l->pending, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (ferry__loop_post(ferry__rt.loop, nodes_arrived, l) < 0) {
+		ferry_gcs_free(l->nodes);
+		ferry_gcs_free(l->loads);
+		ferry__free(l);
+	}
 }
 
 static void nodes_listed(void *arg, int status, void *result)
@@ -676,10 +753,16 @@ static void nodes_listed(void *arg, int status, void *result)
 
 	l->status = status;
 	l->nodes = result;
-	if (ferry__loop_post(ferry__rt.loop, nodes_arrived, l) < 0) {
-		ferry_gcs_free(result);
-		ferry__free(l);
-	}
+	listed(l);
+}
+
+static void loads_got(void *arg, int status, void *result)
+{
+	struct listing *l = arg;
+
+	l->nloads = status < 0 ? 0 : status; /* no reports: the totals alone */
+	l->loads = result;
+	listed(l);
 }
 
 /* Plan @pg now, or once a fresh listing of the nodes is in. */
@@ -694,10 +777,16 @@ static void start(struct ferry_pg *pg)
 	if (pgs.listing)
 		return; /* nodes_arrived plans every group */
 	l = ferry__calloc(1, sizeof(*l));
-	if (!l || ferry_gcs_node_list_async(ferry__rt.gcs, nodes_listed, l) < 0) {
-		ferry__free(l);
+	if (!l) {
 		try_again(pg, false);
 		return;
+	}
+	l->pending = 2;
+	if (ferry_gcs_node_load_list_async(ferry__rt.gcs, loads_got, l) < 0)
+		l->pending--; /* no reports: the totals alone */
+	if (ferry_gcs_node_list_async(ferry__rt.gcs, nodes_listed, l) < 0) {
+		l->status = -ENOMEM;
+		listed(l); /* nodes_arrived says so, and every group tries again */
 	}
 	pgs.listing = true;
 }
