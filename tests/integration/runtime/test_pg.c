@@ -335,3 +335,47 @@ FTEST(a_dead_node_s_bundles_are_placed_again)
 	ftest_assert_ok(ferry_pg_remove(pg));
 	stop_cluster();
 }
+
+FTEST(misuse_is_refused_with_einval)
+{
+	struct ferry_pg_bundle none = {0}, bad = {.num_cpus = 1, .resources = "tpu"},
+			       neg = {.num_cpus = -1}, ok = {.num_cpus = 0.5};
+	struct ferry_pg_opts o = {.bundles = &ok, .nbundles = 1};
+	struct ferry_task_opts t = {0};
+	struct ferry_ref r;
+	struct ferry_pg *pg = NULL;
+
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -ENOTCONN); /* before ferry_init */
+	start_cluster(0);
+	join();
+	ftest_assert_errno(ferry_pg_create(NULL, &pg), -EINVAL);
+	ftest_assert_errno(ferry_pg_create(&o, NULL), -EINVAL);
+	o.nbundles = 0;
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -EINVAL);
+	o.nbundles = FERRY_PG_MAX_BUNDLES + 1;
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -EINVAL);
+	o.nbundles = 1;
+	o.strategy = (enum ferry_pg_strategy)7;
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -EINVAL);
+	o.strategy = FERRY_PG_PACK;
+	o.bundles = &none; /* a bundle of nothing */
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -EINVAL);
+	o.bundles = &bad; /* not name=amount */
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -EINVAL);
+	o.bundles = &neg;
+	ftest_assert_errno(ferry_pg_create(&o, &pg), -EINVAL);
+	ftest_assert_ptr_null(pg);
+	o.bundles = &ok;
+	ftest_assert_ok(ferry_pg_create(&o, &pg));
+	ftest_assert_errno(ferry_pg_wait(NULL, 0), -EINVAL);
+	/* A bundle index the group does not have. */
+	t.pg = pg;
+	t.pg_bundle = 1;
+	ftest_assert_errno(ferry_submit("in_bundle", NULL, 0, &t, &r), -EINVAL);
+	t.pg_bundle = -2;
+	ftest_assert_errno(ferry_submit("in_bundle", NULL, 0, &t, &r), -EINVAL);
+	ftest_assert_ok(ferry_pg_wait(pg, WAIT_MS));
+	ftest_assert_ok(ferry_pg_remove(pg));
+	ftest_assert_ok(ferry_pg_remove(NULL));
+	stop_cluster();
+}
