@@ -265,10 +265,14 @@ static void unlist(struct ferry_pg *pg)
 static void created_recorded(void *arg, int status, void *result)
 {
 	struct ferry_pg *pg = arg;
+	bool removed;
 
 	(void)result;
 	/* The bundles are held either way: tasks can use them (a removal meanwhile stays). */
-	if (status < 0)
+	pthread_mutex_lock(&ferry__rt.lock);
+	removed = pg->state == FERRY_GCS_PG_REMOVED; /* then the GCS refuses CREATED: no news */
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (status < 0 && !removed)
 		FLOG_WARN(COMP, "placement group: its CREATED record: %s", ferry_strerror(status));
 	set_state(pg, FERRY_GCS_PG_CREATED);
 	pg_unref(pg);
@@ -299,9 +303,11 @@ static void record_created(struct ferry_pg *pg)
 			pg_unref(pg);
 		ferry__free(nodes);
 	}
-	if (ret < 0) /* the bundles are held all the same: tasks can use them */
+	if (ret < 0) { /* the bundles are held all the same: tasks can use them */
 		FLOG_WARN(COMP, "placement group: cannot record it CREATED: %s",
 			  ferry_strerror(ret));
+		set_state(pg, FERRY_GCS_PG_CREATED);
+	}
 }
 
 /* ---- the two phases ---- */
