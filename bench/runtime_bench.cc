@@ -242,6 +242,36 @@ void BM_runtime_single_client_put_calls(benchmark::State &state)
 }
 BENCHMARK(BM_runtime_single_client_put_calls)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// placement_group_create/removal: create a group of one 1-CPU bundle, wait until it is
+// CREATED (the owner's two-phase commit on the node, the GCS's record), remove it (groups/s;
+// issue 24's target >= 2,000/s on one node).
+void BM_runtime_placement_group_create_removal(benchmark::State &state)
+{
+	struct ferry_pg_bundle bundle = {};
+	struct ferry_pg_opts opts = {};
+
+	bundle.num_cpus = 1;
+	opts.bundles = &bundle;
+	opts.nbundles = 1;
+	for (auto _ : state) {
+		struct ferry_pg *pg = nullptr;
+		int r = ferry_pg_create(&opts, &pg);
+
+		if (r == 0)
+			r = ferry_pg_wait(pg, 10000);
+		if (pg && r == 0)
+			r = ferry_pg_remove(pg);
+		else if (pg)
+			(void)ferry_pg_remove(pg);
+		if (r < 0) {
+			state.SkipWithError(fail_text("placement group", r).c_str());
+			break;
+		}
+	}
+	state.SetItemsProcessed((int64_t)state.iterations());
+}
+BENCHMARK(BM_runtime_placement_group_create_removal)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // single_client_get_calls: get (and release) one small object put once (calls/s).
 void BM_runtime_single_client_get_calls(benchmark::State &state)
 {

@@ -25,6 +25,7 @@
 struct ferry__node;
 struct rt_worker;
 struct rt_code;
+struct rt_bundle;
 
 /* Connections at once on the runtime socket; a new one past it is closed (logged). */
 #define RT_MAX_PEERS 1024u
@@ -45,6 +46,10 @@ struct rt_code;
 #define RT_RESPAWN_HOLD_MS 1000u
 #define RT_RESPAWN_HOLD_MAX_SHIFT 5u
 #define RT_EARLY_DEATHS_FAIL 3u
+/* Placement groups' bundles at one node (rt_bundle.c); a prepared one not committed within
+ * RT_BUNDLE_PREPARE_MS is released (its coordinator died or gave up). */
+#define RT_MAX_BUNDLES 16384u
+#define RT_BUNDLE_PREPARE_MS 5000u
 
 /* A connection on the runtime socket: a driver, or a worker (the node's own). */
 struct rt_peer {
@@ -80,6 +85,12 @@ struct rt_req {
 	struct rt_code *code;	 /* its code's entry (rt_code.c), or NULL */
 	bool code_retried;	 /* its code was fetched again once already */
 	struct rt_req *next;	 /* queue */
+
+	/* A lease into a placement group's bundle (rt_bundle.c). */
+	bool in_pg;			    /* granted from a bundle, never the free set */
+	struct ferry_placement_group_id pg; /* in_pg: the group */
+	int32_t bundle_index;		    /* in_pg: its bundle, or -1: any with room */
+	struct rt_bundle *bundle;	    /* in_pg, once it fits: the bundle; NULL once gone */
 };
 
 enum rt_wstate {
@@ -145,6 +156,8 @@ struct ferry__node_rt {
 	bool serving;			   /* in serve_queue (no re-entry) */
 	bool listening;			   /* the socket file is ours to remove */
 	struct rt_code *codes;		   /* the jobs' code by hash (rt_code.c) */
+	struct rt_bundle *bundles;	   /* placement groups' bundles (rt_bundle.c) */
+	uint32_t nbundles;		   /* in the list */
 	struct ferry__offload *disk;	   /* rt_code.c's hashing and writes; started at need */
 	uint32_t code_parked;		   /* requests waiting for a code fetch */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
@@ -160,6 +173,8 @@ int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
 void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
 				       const struct ferry__rt_blocked *b);
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
+void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, int status,
+				      const char *message);
 
 /* rt_owner.c: a peer whose process is gone (waiting up to @wait_ms for it to end); what a
  * dead owner leaves deleted (its objects in the store; a driver is also recorded dead in the
@@ -202,5 +217,20 @@ void ferry__rt_req_free(struct rt_req *req);
 /* A request parked for its code (rt_code.c): queued now, or answered with @status and @why. */
 void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, int status,
 			       const char *why);
+
+/* rt_bundle.c: BundlePrepare / Commit / Cancel / Return from @p (answered); whether a lease
+ * request naming a group can ever be served here (0, or -ENOENT / -EINVAL with @why); whether
+ * a queued one fits a bundle now (then req->bundle is the one); @sign -1 takes @req's
+ * resources from its bundle, +1 gives them back; @p's bundles released; prepared bundles past
+ * their deadline released; everything freed (the node's end). */
+void ferry__rt_bundle_message(struct rt_peer *p, uint16_t type,
+			      const struct ferry__rt_bundle_msg *m);
+int ferry__rt_bundle_check(struct ferry__node_rt *rt, const struct ferry__rt_lease_request *q,
+			   char *why, size_t size);
+bool ferry__rt_bundle_fits(struct ferry__node_rt *rt, struct rt_req *req);
+void ferry__rt_bundle_account(struct rt_req *req, int sign);
+void ferry__rt_bundle_peer_gone(struct rt_peer *p);
+void ferry__rt_bundle_tick(struct ferry__node_rt *rt, uint64_t now);
+void ferry__rt_bundle_free_all(struct ferry__node_rt *rt);
 
 #endif

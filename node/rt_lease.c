@@ -46,6 +46,9 @@ static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_re
 	req->request_id = q->request_id;
 	req->job = q->job;
 	req->nres = q->nres;
+	req->in_pg = !ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes));
+	req->pg = q->pg;
+	req->bundle_index = q->bundle_index;
 	req->res = (struct ferry__res *)tail;
 	memcpy(req->res, q->res, res_bytes);
 	tail += res_bytes;
@@ -82,13 +85,17 @@ static void enqueue_tail(struct ferry__node_rt *rt, struct rt_req *req)
 	rt->queued++;
 }
 
-static struct rt_req *dequeue_head(struct ferry__node_rt *rt)
+/* Out of the queue: the request after @prev (NULL: the head). */
+static struct rt_req *dequeue_after(struct ferry__node_rt *rt, struct rt_req *prev)
 {
-	struct rt_req *req = rt->queue;
+	struct rt_req *req = prev ? prev->next : rt->queue;
 
-	rt->queue = req->next;
-	if (!rt->queue)
-		rt->queue_tail = NULL;
+	if (prev)
+		prev->next = req->next;
+	else
+		rt->queue = req->next;
+	if (rt->queue_tail == req)
+		rt->queue_tail = prev;
 	rt->queued--;
 	req->next = NULL;
 	return req;
@@ -96,8 +103,10 @@ static struct rt_req *dequeue_head(struct ferry__node_rt *rt)
 
 /* ---- resources ---- */
 
-static bool fits(const struct ferry__node_rt *rt, const struct rt_req *req)
+static bool fits(struct ferry__node_rt *rt, struct rt_req *req)
 {
+	if (req->in_pg)
+		return ferry__rt_bundle_fits(rt, req);
 	for (uint32_t i = 0; i < req->nres; i++)
 		if (ferry__res_set_get(&rt->avail, req->res[i].name) < req->res[i].amount)
 			return false;
@@ -105,8 +114,12 @@ static bool fits(const struct ferry__node_rt *rt, const struct rt_req *req)
 }
 
 /* @sign -1 takes @req's resources, +1 gives them back. */
-static void account(struct ferry__node_rt *rt, const struct rt_req *req, int sign)
+static void account(struct ferry__node_rt *rt, struct rt_req *req, int sign)
 {
+	if (req->bundle) { /* a placement group's: its bundle, not the node's free set */
+		ferry__rt_bundle_account(req, sign);
+		return;
+	}
 	for (uint32_t i = 0; i < req->nres; i++) {
 		const struct ferry__res *r = &req->res[i];
 		int64_t now = ferry__res_set_get(&rt->avail, r->name);
@@ -225,30 +238,31 @@ static void make_worker(struct ferry__node_rt *rt, const struct rt_req *req)
 				      "idle, and another job needs its place");
 }
 
-/* Serve the head of the queue: 0 if it left the queue, -EAGAIN if it must wait. */
-static int serve_head(struct ferry__node_rt *rt)
+/* Serve the request after @prev (NULL: the head): 0 if it left the queue, -EAGAIN if its
+ * resources are not free, -EBUSY if no worker is (one is on its way). */
+static int serve_one(struct ferry__node_rt *rt, struct rt_req *prev)
 {
-	struct rt_req *req = rt->queue;
+	struct rt_req *req = prev ? prev->next : rt->queue;
 	struct rt_worker *w;
 
 	if (!req->owner) {
-		ferry__rt_req_free(dequeue_head(rt));
+		ferry__rt_req_free(dequeue_after(rt, prev));
 		return 0;
 	}
 	if (!fits(rt, req))
 		return -EAGAIN;
 	w = find_idle(rt, &req->job, true);
 	if (w) {
-		account(rt, dequeue_head(rt), -1);
+		account(rt, dequeue_after(rt, prev), -1);
 		grant(w, req);
 		return 0;
 	}
 	w = find_idle(rt, &req->job, false);
 	if (!w) {
 		make_worker(rt, req);
-		return -EAGAIN;
+		return -EBUSY;
 	}
-	account(rt, dequeue_head(rt), -1);
+	account(rt, dequeue_after(rt, prev), -1);
 	w->state = W_ASSIGNING;
 	w->req = req;
 	/* A failed send closes the worker's connection, which ends it: the request then goes
@@ -257,13 +271,34 @@ static int serve_head(struct ferry__node_rt *rt)
 	return 0;
 }
 
+/*
+ * FIFO for the node's free set: a request that waits for resources holds back every request
+ * of the free set behind it. A request into a placement group's bundle takes nothing from the
+ * free set, so it neither waits behind those nor holds them back (with bundles on the node,
+ * the walk goes on past a waiting request to find them).
+ */
 void ferry__rt_lease_serve(struct ferry__node_rt *rt)
 {
+	struct rt_req *prev = NULL, *req;
+	bool held = false; /* a request of the free set waits: those behind it too */
+	int r;
+
 	if (rt->serving || rt->stopping)
 		return;
 	rt->serving = true;
-	while (rt->queue && serve_head(rt) == 0)
-		;
+	while ((req = prev ? prev->next : rt->queue)) {
+		if (held && !req->in_pg) {
+			prev = req;
+			continue;
+		}
+		r = serve_one(rt, prev);
+		if (r == 0)
+			continue;
+		if (r == -EBUSY || !rt->nbundles)
+			break;
+		held = held || !req->in_pg;
+		prev = req;
+	}
 	rt->serving = false;
 	ferry__rt_lease_report(rt);
 }
@@ -271,7 +306,7 @@ void ferry__rt_lease_serve(struct ferry__node_rt *rt)
 void ferry__rt_lease_fail_waiting(struct ferry__node_rt *rt, int status, const char *why)
 {
 	while (rt->queue) {
-		struct rt_req *req = dequeue_head(rt);
+		struct rt_req *req = dequeue_after(rt, NULL);
 		if (req->owner)
 			ferry__rt_peer_send_grant(req->owner, req->request_id, status, why, NULL);
 		ferry__rt_req_free(req);
@@ -291,6 +326,9 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 	if (!rt->exe[0]) {
 		status = -ENOENT;
 		snprintf(why, sizeof(why), "this node has no ferry-worker executable to start");
+	} else if (!ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes)) &&
+		   (status = ferry__rt_bundle_check(rt, q, why, sizeof(why))) < 0) {
+		/* a bundle that is not here, or too small: answered below */
 	} else if (never_fits(rt, q, why, sizeof(why))) {
 		status = -EINVAL;
 	} else if (rt->queued + ferry__rt_code_parked(rt) >= RT_MAX_QUEUED_REQUESTS) {

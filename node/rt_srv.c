@@ -127,6 +127,16 @@ void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
 			 ferry__wire_lease_blocked_build(&p->rt->fb, &m));
 }
 
+void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, int status,
+				      const char *message)
+{
+	struct ferry__wire_bundle_reply m = {
+		.request_id = request_id, .status = status, .message = message};
+
+	(void)send_built(p, FERRY__WIRE_MSG_BUNDLE_REPLY,
+			 ferry__wire_bundle_reply_build(&p->rt->fb, &m));
+}
+
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req)
 {
 	struct ferry__wire_worker_assign m = {
@@ -283,6 +293,12 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 	case FERRY__WIRE_MSG_WORKER_BLOCKED:
 		ferry__rt_lease_blocked(p, &m->blocked);
 		break;
+	case FERRY__WIRE_MSG_BUNDLE_PREPARE:
+	case FERRY__WIRE_MSG_BUNDLE_COMMIT:
+	case FERRY__WIRE_MSG_BUNDLE_CANCEL:
+	case FERRY__WIRE_MSG_BUNDLE_RETURN:
+		ferry__rt_bundle_message(p, m->type, &m->bundle);
+		break;
 	default:
 		ferry__rt_peer_close(p, "RuntimeConnect sent twice");
 	}
@@ -332,6 +348,7 @@ static void peer_gone(struct rt_peer *p)
 	struct ferry__node_rt *rt = p->rt;
 
 	ferry__rt_lease_peer_gone(p);
+	ferry__rt_bundle_peer_gone(p);
 	if (p->died && p->kind == FERRY__WIRE_PEER_KIND_DRIVER)
 		ferry__rt_owner_gone(rt, &p->id, true);
 	close_pidfd(p);
@@ -492,6 +509,7 @@ static void on_tick(struct ferry__loop_timer *timer, int status)
 	if (status < 0)
 		return;
 	close_late(rt, now);
+	ferry__rt_bundle_tick(rt, now);
 	ferry__rt_pool_tick(rt, now);
 }
 
@@ -632,6 +650,7 @@ void ferry__node_rt_free(struct ferry__node *node)
 		ferry__rt_req_free(req);
 	}
 	ferry__rt_code_free(rt);
+	ferry__rt_bundle_free_all(rt);
 	if (rt->listening)
 		unlink(rt->path); /* the listener removes it at close; a loop destroyed first does not */
 	ferry__fb_builder_fini(&rt->fb);

@@ -131,6 +131,23 @@ static int decode_resources(struct ferry__wire_lease_request_view v,
 	return 0;
 }
 
+/* The group's bundle a LeaseRequest names: none (nil), or an index >= -1. */
+static int decode_lease_pg(struct ferry__wire_lease_request_view v,
+			   struct ferry__rt_lease_request *q, char *why, size_t size)
+{
+	struct ferry__wire_unique_id pg = ferry__wire_lease_request_pg_id(v);
+
+	memcpy(q->pg.bytes, pg.bytes, sizeof(q->pg.bytes));
+	q->bundle_index = ferry__wire_lease_request_bundle_index(v);
+	if (ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes))) {
+		q->bundle_index = 0;
+		return 0;
+	}
+	if (q->bundle_index < -1 || q->bundle_index >= FERRY__RT_PG_BUNDLES_MAX)
+		return fail(why, size, -EINVAL, "bundle index %d", q->bundle_index);
+	return 0;
+}
+
 static int decode_lease(const void *payload, struct ferry__rt_lease_request *q, char *why,
 			size_t size)
 {
@@ -156,7 +173,61 @@ static int decode_lease(const void *payload, struct ferry__rt_lease_request *q, 
 		return fail(why, size, -EINVAL, "a code hash of %zu bytes", q->code_hash_len);
 	if (!q->code_hash_len)
 		q->code_hash = NULL;
-	return decode_resources(v, q, why, size);
+	r = decode_lease_pg(v, q, why, size);
+	return r < 0 ? r : decode_resources(v, q, why, size);
+}
+
+/* The fields every Bundle* message has (the four tables share their layout). */
+#define DECODE_BUNDLE_REF(kind, payload, b)                                                        \
+	do {                                                                                       \
+		struct ferry__wire_##kind##_view v_ = ferry__wire_##kind##_root_verified(payload); \
+		struct ferry__wire_unique_id pg_ = ferry__wire_##kind##_pg_id(v_);                 \
+		(b)->request_id = ferry__wire_##kind##_request_id(v_);                             \
+		memcpy((b)->pg.bytes, pg_.bytes, sizeof((b)->pg.bytes));                           \
+		(b)->index = ferry__wire_##kind##_bundle_index(v_);                                \
+	} while (0)
+
+static int decode_bundle(uint16_t type, const void *payload, struct ferry__rt_bundle_msg *b,
+			 char *why, size_t size)
+{
+	memset(b, 0, sizeof(*b));
+	if (type == FERRY__WIRE_MSG_BUNDLE_PREPARE)
+		DECODE_BUNDLE_REF(bundle_prepare, payload, b);
+	else if (type == FERRY__WIRE_MSG_BUNDLE_COMMIT)
+		DECODE_BUNDLE_REF(bundle_commit, payload, b);
+	else if (type == FERRY__WIRE_MSG_BUNDLE_CANCEL)
+		DECODE_BUNDLE_REF(bundle_cancel, payload, b);
+	else
+		DECODE_BUNDLE_REF(bundle_return, payload, b);
+	if (ferry_id_is_nil(b->pg.bytes, sizeof(b->pg.bytes)))
+		return fail(why, size, -EINVAL, "a bundle of no placement group");
+	if (b->index >= FERRY__RT_PG_BUNDLES_MAX)
+		return fail(why, size, -EINVAL, "bundle index %u", b->index);
+	if (type != FERRY__WIRE_MSG_BUNDLE_PREPARE)
+		return 0;
+	struct ferry__wire_bundle_prepare_view v =
+		ferry__wire_bundle_prepare_root_verified(payload);
+	uint32_t n = ferry__wire_bundle_prepare_resources_count(v);
+
+	if (n > FERRY__RT_REQ_RES_MAX)
+		return fail(why, size, -EINVAL, "%u resources, at most %d", n,
+			    FERRY__RT_REQ_RES_MAX);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ferry__res *r = &b->res[b->nres];
+		int ret = decode_resource(ferry__wire_bundle_prepare_resources_at(v, i), r, why,
+					  size);
+
+		if (ret < 0)
+			return ret;
+		for (uint32_t j = 0; j < b->nres; j++)
+			if (!strcmp(b->res[j].name, r->name))
+				return fail(why, size, -EINVAL, "resource %s named twice", r->name);
+		if (r->amount > 0)
+			b->nres++;
+	}
+	if (!b->nres)
+		return fail(why, size, -EINVAL, "a bundle that reserves nothing");
+	return 0;
 }
 
 static int decode_assign_reply(const void *payload, struct ferry__rt_assign_reply *a, char *why,
@@ -203,6 +274,10 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_LEASE_DETACH:
 	case FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY:
 	case FERRY__WIRE_MSG_WORKER_BLOCKED:
+	case FERRY__WIRE_MSG_BUNDLE_PREPARE:
+	case FERRY__WIRE_MSG_BUNDLE_COMMIT:
+	case FERRY__WIRE_MSG_BUNDLE_CANCEL:
+	case FERRY__WIRE_MSG_BUNDLE_RETURN:
 		break;
 	default:
 		return fail(why, why_size, -EPROTO, "%s (type %u) is not a message for the node",
@@ -237,6 +312,11 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	}
 	case FERRY__WIRE_MSG_LEASE_DETACH:
 		return decode_detach(payload, &out->detach, why, why_size);
+	case FERRY__WIRE_MSG_BUNDLE_PREPARE:
+	case FERRY__WIRE_MSG_BUNDLE_COMMIT:
+	case FERRY__WIRE_MSG_BUNDLE_CANCEL:
+	case FERRY__WIRE_MSG_BUNDLE_RETURN:
+		return decode_bundle(type, payload, &out->bundle, why, why_size);
 	default:
 		return decode_assign_reply(payload, &out->assign_reply, why, why_size);
 	}

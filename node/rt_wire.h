@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The node's side of the runtime socket's messages (schema/runtime.fbs), decoded from untrusted
- * bytes into plain structs: RuntimeConnect, LeaseRequest, LeaseReturn, WorkerAssignReply. Apart
+ * bytes into plain structs: RuntimeConnect, LeaseRequest, LeaseReturn, WorkerAssignReply, the
+ * placement groups' Bundle* messages. Apart
  * from the server (rt_srv.c) so that the fuzz target (tests/fuzz/fuzz_node_rt.c) runs exactly
  * the decoder the node runs.
  *
@@ -52,6 +53,20 @@ struct ferry__rt_lease_request {
 	size_t code_hash_len;			      /* <= FERRY__RT_CODE_HASH_MAX */
 	uint32_t nres;				      /* entries in res */
 	struct ferry__res res[FERRY__RT_REQ_RES_MAX]; /* the resources asked for */
+	struct ferry_placement_group_id pg;	      /* a placement group's bundle; nil: none */
+	int32_t bundle_index;			      /* with pg: >= 0, or -1 (any) */
+};
+
+/* The most bundles of one group (the GCS's limit). */
+#define FERRY__RT_PG_BUNDLES_MAX 1024
+
+/* BundlePrepare / BundleCommit / BundleCancel / BundleReturn (nres 0 but for prepare). */
+struct ferry__rt_bundle_msg {
+	uint64_t request_id;			      /* echoed in the BundleReply */
+	struct ferry_placement_group_id pg;	      /* the group (not nil) */
+	uint32_t index;				      /* < FERRY__RT_PG_BUNDLES_MAX */
+	uint32_t nres;				      /* prepare: entries in res, >= 1 */
+	struct ferry__res res[FERRY__RT_REQ_RES_MAX]; /* prepare: what it reserves */
 };
 
 /* WorkerAssignReply. */
@@ -87,6 +102,7 @@ struct ferry__rt_msg {
 		struct ferry__rt_detach detach;		    /* LEASE_DETACH */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
 		struct ferry__rt_blocked blocked;	    /* WORKER_BLOCKED */
+		struct ferry__rt_bundle_msg bundle;	    /* BUNDLE_PREPARE .. _RETURN */
 	};
 };
 

@@ -86,7 +86,9 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 				     .num_gpus = o->num_gpus,
 				     .memory_bytes = o->memory_bytes,
 				     .resources = o->resources,
-				     .max_retries = -1};
+				     .max_retries = -1,
+				     .pg = o->pg,
+				     .pg_bundle = o->pg_bundle};
 	size_t len = cls ? strnlen(cls, FERRY_FUNCTION_NAME_MAX + 1) : 0;
 	struct ferry_gcs_actor_info info = {0};
 	struct ferry_actor *h = NULL;

@@ -67,6 +67,7 @@ struct lease {
 	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
+	struct ferry__rt_pg_node *via;	       /* granted by another node (pg.c), or NULL */
 	char why[160];			       /* the worker's death, for errors */
 };
 
@@ -93,6 +94,8 @@ struct ferry__rt_sub {
 };
 
 static struct ferry__rt_sub sub;
+/* The node whose message is being handled: another node's (pg.c) or NULL, the driver's own. */
+static struct ferry__rt_pg_node *msg_via;
 
 static void pump(struct cls *c);
 static void lease_gone(struct lease *l);
@@ -147,12 +150,29 @@ static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
 	return n;
 }
 
+static int lease_ask_on(struct ferry__conn *conn, const struct ferry__rt_class_key *key,
+			uint64_t *request_id);
+
+/* A class of a placement group's bundle asks that bundle's node (pg.c), maybe another. */
 static int send_lease_request(struct cls *c)
 {
-	return ferry__rt_lease_ask(&c->key, &c->request_id);
+	struct ferry__rt_pg_node *via = ferry__rt_pg_lease_node(&c->key);
+	struct ferry__conn *conn = via ? ferry__rt_pg_node_conn(via) : NULL;
+
+	if (!via)
+		return ferry__rt_lease_ask(&c->key, &c->request_id);
+	return conn ? lease_ask_on(conn, &c->key, &c->request_id) : -ECONNREFUSED;
 }
 
 int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id)
+{
+	if (node_connect() < 0)
+		return -ECONNREFUSED;
+	return lease_ask_on(sub.node, key, request_id);
+}
+
+static int lease_ask_on(struct ferry__conn *conn, const struct ferry__rt_class_key *key,
+			uint64_t *request_id)
 {
 	enum { MAXRES = 16 };
 	struct ferry__wire_runtime_resource res[MAXRES] = {{0}};
@@ -161,8 +181,6 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 	size_t n = 0;
 	int ret;
 
-	if (node_connect() < 0)
-		return -ECONNREFUSED;
 	res[n].name = "CPU", res[n++].amount = key->cpus;
 	if (key->gpus > 0)
 		res[n].name = "GPU", res[n++].amount = key->gpus;
@@ -178,9 +196,11 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 	}
 	m.resources = res;
 	m.resources_count = n;
+	memcpy(m.pg_id.bytes, key->pg, sizeof(m.pg_id.bytes));
+	m.bundle_index = key->pg_bundle;
 	ret = ferry__wire_lease_request_build(&sub.fb, &m);
 	if (ret >= 0)
-		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_REQUEST,
+		ret = ferry__conn_send(conn, FERRY__WIRE_MSG_LEASE_REQUEST,
 				       ferry__fb_builder_data(&sub.fb),
 				       ferry__fb_builder_size(&sub.fb));
 	if (ret >= 0)
@@ -204,7 +224,15 @@ int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *
 
 static void send_lease_return(struct lease *l)
 {
-	ferry__rt_lease_give_back(l->lease_id, l->ninflight > 0);
+	struct ferry__wire_lease_return m = {.lease_id = l->lease_id, .busy = l->ninflight > 0};
+	struct ferry__conn *conn = l->via ? ferry__rt_pg_node_conn(l->via) : NULL;
+
+	if (!l->via)
+		ferry__rt_lease_give_back(l->lease_id, l->ninflight > 0);
+	else if (conn && ferry__wire_lease_return_build(&sub.fb, &m) >= 0)
+		(void)ferry__conn_send(conn, FERRY__WIRE_MSG_LEASE_RETURN,
+				       ferry__fb_builder_data(&sub.fb),
+				       ferry__fb_builder_size(&sub.fb));
 }
 
 void ferry__rt_lease_give_back(uint64_t lease_id, bool busy)
@@ -355,7 +383,7 @@ static struct lease *lease_by_id(uint64_t lease_id, struct cls **cls_out)
 {
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next)
-			if (l->lease_id == lease_id) {
+			if (l->lease_id == lease_id && l->via == msg_via) {
 				*cls_out = c;
 				return l;
 			}
@@ -373,7 +401,7 @@ static void on_grant(const void *payload)
 	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
 	const char *m = ferry__wire_lease_grant_message(v);
 	const char *path = ferry__wire_lease_grant_worker_path(v);
-	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v)};
+	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v), .via = msg_via};
 
 	if (!c && ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id,
 					&wid, path, m))
@@ -522,6 +550,18 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 	}
 }
 
+void ferry__rt_lease_node_message(struct ferry__rt_pg_node *via, uint16_t type, const void *payload)
+{
+	msg_via = via;
+	if (type == FERRY__WIRE_MSG_LEASE_GRANT)
+		on_grant(payload);
+	else if (type == FERRY__WIRE_MSG_LEASE_REVOKED)
+		on_revoked(payload);
+	else if (type == FERRY__WIRE_MSG_LEASE_BLOCKED)
+		on_blocked(payload);
+	msg_via = NULL;
+}
+
 static void node_on_close(struct ferry__conn *conn, int err)
 {
 	(void)conn;
@@ -560,6 +600,7 @@ static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire
 	l->cls = c;
 	l->lease_id = lease_id;
 	memcpy(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes));
+	l->via = msg_via;
 	l->inflight_tail = &l->inflight;
 	l->idle.data = l;
 	l->revoke.data = l;
@@ -808,6 +849,7 @@ int ferry__rt_sub_init(void)
 	memset(&sub, 0, sizeof(sub));
 	ferry__fb_builder_init(&sub.fb);
 	ferry__rt_actor_init();
+	ferry__rt_pg_init();
 	ferry__rt.sub = &sub;
 	return 0;
 }
@@ -819,6 +861,7 @@ int ferry__rt_sub_stop(void *arg)
 	sub.stopping = true;
 	ferry__rt_submit_cancel();
 	ferry__rt_actor_stop();
+	ferry__rt_pg_stop();
 	fail_all_queued(-ECANCELED, "the driver shut down");
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next) {
@@ -847,7 +890,7 @@ int ferry__rt_sub_close_node(void *arg)
 int ferry__rt_sub_open_conns(void *arg)
 {
 	(void)arg;
-	return (int)(sub.open_conns + ferry__rt_actor_open_conns());
+	return (int)(sub.open_conns + ferry__rt_actor_open_conns() + ferry__rt_pg_open_conns());
 }
 
 const struct ferry_node_id *ferry__rt_sub_node_id(void)
@@ -871,5 +914,6 @@ void ferry__rt_sub_fini(void)
 	}
 	ferry__fb_builder_fini(&sub.fb);
 	ferry__rt_actor_fini();
+	ferry__rt_pg_fini();
 	ferry__rt.sub = NULL;
 }

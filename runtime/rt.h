@@ -195,4 +195,24 @@ void ferry__rt_actor_object_ready(void);
 /* Actor records allocated and not yet freed (any thread; tests). */
 unsigned ferry__rt_actor_records(void);
 
+/* pg.c (placement groups), beside submit.c's state: init, shutdown on the loop (the nodes'
+ * sockets close, which releases the bundles), sockets not closed yet, fini after the loop;
+ * a task's class key for group @pg's bundle @bundle (-EINVAL: a bad index, logged). */
+struct ferry__rt_class_key;
+void ferry__rt_pg_init(void);
+void ferry__rt_pg_stop(void);
+unsigned ferry__rt_pg_open_conns(void);
+void ferry__rt_pg_fini(void);
+int ferry__rt_pg_key(const struct ferry_pg *pg, int32_t bundle, struct ferry__rt_class_key *key);
+/* Loop thread. The node a class's leases come from when it is not the driver's own: the node of
+ * its group's bundle (NULL: the driver's own node, or no such group placed here: that node
+ * answers); that node's runtime socket, dialled at need (NULL: it cannot be reached). Lease
+ * messages from such a node go to lease.c with the node named. */
+struct ferry__rt_pg_node;
+struct ferry__conn;
+struct ferry__rt_pg_node *ferry__rt_pg_lease_node(const struct ferry__rt_class_key *key);
+struct ferry__conn *ferry__rt_pg_node_conn(struct ferry__rt_pg_node *n);
+void ferry__rt_lease_node_message(struct ferry__rt_pg_node *via, uint16_t type,
+				  const void *payload);
+
 #endif

@@ -86,6 +86,8 @@ static int set_key(struct ferry__rt_task *t, const struct ferry_task_opts *o)
 	}
 	if (o->resources)
 		snprintf(t->key.custom, sizeof(t->key.custom), "%s", o->resources);
+	if (o->pg && ferry__rt_pg_key(o->pg, o->pg_bundle, &t->key) < 0)
+		return -EINVAL;
 	t->num_returns = o->num_returns ? o->num_returns : 1;
 	t->retries_left = o->max_retries == 0  ? DEFAULT_MAX_RETRIES
 			  : o->max_retries < 0 ? 0

@@ -24,6 +24,8 @@ struct ferry__rt_class_key {
 	double gpus;			   /* GPU */
 	double memory_bytes;		   /* memory */
 	char custom[FERRY__RT_CUSTOM_MAX]; /* "name=amount,...", zero-padded */
+	uint8_t pg[FERRY_UNIQUE_ID_SIZE];  /* a placement group's ID (pg.c), or zeros */
+	int32_t pg_bundle;		   /* with pg: its bundle, -1 any; else 0 */
 };
 
 struct ferry__rt_arg {

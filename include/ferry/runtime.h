@@ -151,6 +151,9 @@ struct ferry_arg {
 	const struct ferry_ref *ref;
 };
 
+struct ferry_pg;
+struct ferry_placement_group_id;
+
 /* Task options; all zeros: 1 return, 1 CPU, 3 retries of a crashed worker, none of errors. */
 struct ferry_task_opts {
 	uint32_t num_returns;  /* 0: 1 */
@@ -160,6 +163,11 @@ struct ferry_task_opts {
 	const char *resources; /* custom ones, "name=amount,..."; NULL: none */
 	int32_t max_retries;   /* retries after a worker died; 0: 3; < 0: none */
 	int retry_exceptions;  /* 1: also retry a function that returned -errno */
+
+	/* Run in this placement group's reservation (NULL: none), in its bundle pg_bundle
+	 * (-1: any bundle with room). */
+	const struct ferry_pg *pg;
+	int32_t pg_bundle;
 };
 
 /* ferry_submit() - run function @name with @args as a task; its num_returns refs into
@@ -295,6 +303,11 @@ struct ferry_actor_opts {
 				   * ferry_actor_kill, from any handle, ends it. It restarts
 				   * (max_restarts) only while its creator runs: after that
 				   * its worker's death makes it DEAD */
+
+	/* Its lease from this placement group's reservation (NULL: none), in its bundle
+	 * pg_bundle (-1: any bundle with room). */
+	const struct ferry_pg *pg;
+	int32_t pg_bundle;
 };
 
 /*
@@ -460,6 +473,58 @@ FERRY_API void ferry_graph_destroy(struct ferry_graph *g);
  * was installed (1 when no other graph shares its workers): lets a program check that
  * destroyed graphs left nothing behind. -EINVAL before compile. */
 FERRY_API int ferry_graph_worker_graphs(const struct ferry_graph *g);
+
+/*
+ * Placement groups (Ray's): resources reserved on the cluster's nodes as a set of bundles, for
+ * tasks and actors to run in (ferry_task_opts.pg, ferry_actor_opts.pg). The creating process
+ * owns the group: it chooses a node per bundle by the strategy and reserves them with a
+ * two-phase commit on those nodes (runtime/pg.c); the group is released when it is removed or
+ * when its owner ends (even by a crash). A group that cannot be placed now (the cluster lacks
+ * room, or can never hold it) stays PENDING, retried, with a warning for the infeasible.
+ * Thread model: any thread; one group's handle is not to be removed while another thread
+ * uses it.
+ */
+enum ferry_pg_strategy {
+	FERRY_PG_PACK = 0,	   /* as few nodes as possible (the default) */
+	FERRY_PG_SPREAD = 1,	   /* as many nodes as possible */
+	FERRY_PG_STRICT_PACK = 2,  /* every bundle on one node, or pending */
+	FERRY_PG_STRICT_SPREAD = 3 /* each bundle on its own node, or pending */
+};
+
+/* One bundle: amounts as in ferry_task_opts, but 0 is none (a bundle asks for something). */
+struct ferry_pg_bundle {
+	double num_cpus;       /* CPUs */
+	double num_gpus;       /* GPUs */
+	double memory_bytes;   /* memory */
+	const char *resources; /* custom ones, "name=amount,..."; NULL: none */
+};
+
+/* The most bundles of one group. */
+#define FERRY_PG_MAX_BUNDLES 1024
+
+struct ferry_pg_opts {
+	enum ferry_pg_strategy strategy;       /* see the enum */
+	const struct ferry_pg_bundle *bundles; /* 1..FERRY_PG_MAX_BUNDLES of them */
+	uint32_t nbundles;		       /* how many */
+	const char *name;		       /* NULL: unnamed (recorded in the GCS) */
+};
+
+/*
+ * ferry_pg_create() - record a group PENDING in the GCS and start placing it (in the
+ * background: ferry_pg_wait waits for it). 0 and *@out; -EINVAL (no bundles, too many, a
+ * bundle of nothing, a bad resource string or strategy); -ENOMEM; -ENOTCONN; -EOPNOTSUPP
+ * (from a worker's task: groups are a driver's); the GCS's -errno.
+ */
+FERRY_API int ferry_pg_create(const struct ferry_pg_opts *opts, struct ferry_pg **out);
+/* ferry_pg_wait() - wait up to @timeout_ms (< 0: forever) until the group is CREATED (every
+ * bundle reserved; after a node holding some died, reserved again elsewhere). 0; -ETIMEDOUT (still pending); -ECANCELED (removed, or shut down). */
+FERRY_API int ferry_pg_wait(struct ferry_pg *pg, int64_t timeout_ms);
+/* ferry_pg_remove() - release every bundle (tasks running in one keep their resources until
+ * they end), record the group REMOVED, and free @pg. 0, or the GCS's -errno (the handle is
+ * freed all the same). NULL: no-op. */
+FERRY_API int ferry_pg_remove(struct ferry_pg *pg);
+/* ferry_pg_id() - the group's ID (its GCS record's key). */
+FERRY_API const struct ferry_placement_group_id *ferry_pg_id(const struct ferry_pg *pg);
 
 #ifdef __cplusplus
 }

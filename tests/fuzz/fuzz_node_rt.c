@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the node's runtime-socket decoder (node/rt_wire.c): RuntimeConnect,
- * LeaseRequest, LeaseReturn, WorkerAssignReply and WorkerBlocked payloads as any local process may
- * send them, untrusted. The first byte picks the message type (its value modulo 5), the rest is
- * the payload.
+ * LeaseRequest, LeaseReturn, WorkerAssignReply, WorkerBlocked, LeaseDetach and the placement
+ * groups' Bundle* payloads as any local process may send them, untrusted. The first byte picks
+ * the message type (its value modulo NTYPES), the rest is the payload.
  * The decoder must return 0 or one of its documented errors, and what it accepts must hold to
  * the ranges the pool and the lease code rely on (strings terminated and short enough, IDs not
  * nil, resources named once with amounts > 0, statuses 0 or -errno).
@@ -23,11 +23,13 @@
 
 #include "fuzz_replay.h"
 
-#define NTYPES 6
+#define NTYPES 10
 static const uint16_t types[NTYPES] = {
 	FERRY__WIRE_MSG_RUNTIME_CONNECT, FERRY__WIRE_MSG_LEASE_REQUEST,
 	FERRY__WIRE_MSG_LEASE_RETURN,	 FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY,
 	FERRY__WIRE_MSG_WORKER_BLOCKED,	 FERRY__WIRE_MSG_LEASE_DETACH,
+	FERRY__WIRE_MSG_BUNDLE_PREPARE,	 FERRY__WIRE_MSG_BUNDLE_COMMIT,
+	FERRY__WIRE_MSG_BUNDLE_CANCEL,	 FERRY__WIRE_MSG_BUNDLE_RETURN,
 };
 
 static void check_string(const char *s, size_t max)
@@ -49,21 +51,43 @@ static void check_connect(const struct ferry__rt_connect *c)
 		abort();
 }
 
+/* Resources named once each, with amounts > 0 that fit. */
+static void check_res(const struct ferry__res *res, uint32_t n)
+{
+	if (n > FERRY__RT_REQ_RES_MAX)
+		abort();
+	for (uint32_t i = 0; i < n; i++) {
+		if (res[i].amount <= 0 || res[i].amount >= FERRY__RES_AMOUNT_MAX ||
+		    !res[i].name[0] || strnlen(res[i].name, sizeof(res[i].name)) > 63)
+			abort();
+		for (uint32_t j = 0; j < i; j++)
+			if (!strcmp(res[i].name, res[j].name))
+				abort();
+	}
+}
+
 static void check_lease(const struct ferry__rt_lease_request *q)
 {
 	if (ferry_id_is_nil(q->job.bytes, sizeof(q->job.bytes)))
 		abort();
 	check_string(q->code_path, FERRY__RT_CODE_PATH_MAX);
-	if (q->code_hash_len > FERRY__RT_CODE_HASH_MAX || q->nres > FERRY__RT_REQ_RES_MAX)
+	if (q->code_hash_len > FERRY__RT_CODE_HASH_MAX)
 		abort();
-	for (uint32_t i = 0; i < q->nres; i++) {
-		if (q->res[i].amount <= 0 || q->res[i].amount >= FERRY__RES_AMOUNT_MAX ||
-		    !q->res[i].name[0] || strnlen(q->res[i].name, sizeof(q->res[i].name)) > 63)
-			abort();
-		for (uint32_t j = 0; j < i; j++)
-			if (!strcmp(q->res[i].name, q->res[j].name))
-				abort();
-	}
+	if (!ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes)) &&
+	    (q->bundle_index < -1 || q->bundle_index >= FERRY__RT_PG_BUNDLES_MAX))
+		abort();
+	check_res(q->res, q->nres);
+}
+
+/* A bundle message names a group and an index in range; a prepare reserves something. */
+static void check_bundle(uint16_t type, const struct ferry__rt_bundle_msg *b)
+{
+	if (ferry_id_is_nil(b->pg.bytes, sizeof(b->pg.bytes)) ||
+	    b->index >= FERRY__RT_PG_BUNDLES_MAX)
+		abort();
+	if ((type == FERRY__WIRE_MSG_BUNDLE_PREPARE) != (b->nres > 0))
+		abort();
+	check_res(b->res, b->nres);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -86,6 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_connect(&m.connect);
 	if (r == 0 && m.type == FERRY__WIRE_MSG_LEASE_REQUEST)
 		check_lease(&m.lease);
+	if (r == 0 && m.type >= FERRY__WIRE_MSG_BUNDLE_PREPARE &&
+	    m.type <= FERRY__WIRE_MSG_BUNDLE_RETURN)
+		check_bundle(m.type, &m.bundle);
 	if (r == 0 && m.type == FERRY__WIRE_MSG_LEASE_DETACH &&
 	    ferry_id_is_nil(m.detach.actor.bytes, sizeof(m.detach.actor.bytes)))
 		abort();
@@ -159,6 +186,38 @@ int fuzz_make_corpus(const char *dir)
 		dir, "seed-lease-detach", 5, &b,
 		ferry__wire_lease_detach_build(&b, &(struct ferry__wire_lease_detach){
 							   .lease_id = 3, .actor_id = {{7, 7}}}));
+	/* Placement groups: a lease into a bundle, the four bundle messages, a bad index. */
+	res[2].amount = 2.0;
+	memset(q.pg_id.bytes, 0x33, sizeof(q.pg_id.bytes));
+	q.bundle_index = -1;
+	bad |= seed(dir, "seed-lease-request-pg", 1, &b, ferry__wire_lease_request_build(&b, &q));
+	{
+		struct ferry__wire_bundle_prepare p = {.request_id = 1,
+						       .pg_id = {{0x33, 1}},
+						       .bundle_index = 2,
+						       .resources = res,
+						       .resources_count = 3};
+		struct ferry__wire_bundle_commit bc = {
+			.request_id = 2, .pg_id = {{0x33, 1}}, .bundle_index = 2};
+
+		bad |= seed(dir, "seed-bundle-prepare", 6, &b,
+			    ferry__wire_bundle_prepare_build(&b, &p));
+		bad |= seed(dir, "seed-bundle-commit", 7, &b,
+			    ferry__wire_bundle_commit_build(&b, &bc));
+		bad |= seed(dir, "seed-bundle-cancel", 8, &b,
+			    ferry__wire_bundle_cancel_build(
+				    &b, &(struct ferry__wire_bundle_cancel){.request_id = 3,
+									    .pg_id = {{0x33}},
+									    .bundle_index = 0}));
+		bad |= seed(dir, "seed-bundle-return", 9, &b,
+			    ferry__wire_bundle_return_build(
+				    &b, &(struct ferry__wire_bundle_return){.request_id = 4,
+									    .pg_id = {{0x33}},
+									    .bundle_index = 1}));
+		p.bundle_index = 5000;
+		bad |= seed(dir, "seed-bundle-prepare-bad-index", 6, &b,
+			    ferry__wire_bundle_prepare_build(&b, &p));
+	}
 	ferry__fb_builder_fini(&b);
 	return bad;
 }

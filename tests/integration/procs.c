@@ -44,6 +44,24 @@ int itest_popen_read(const char *cmd, char *out, size_t size)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+void itest_cluster_address(const char *run_dir, char *out, size_t size)
+{
+	char path[512], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cluster", run_dir);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	out[0] = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "address ", 8)) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(out, size, "%s", line + 8);
+		}
+	fclose(f);
+	ftest_assert_true(out[0] != 0);
+}
+
 int itest_ferry_cli(const char *run_dir, const char *args)
 {
 	const char *bin = getenv("FERRY_CLI_BIN");

@@ -19,6 +19,10 @@ int itest_popen_read(const char *cmd, char *out, size_t size);
  * and FERRY_RUN_DIR=@run_dir; its output logged. Its exit code. */
 int itest_ferry_cli(const char *run_dir, const char *args);
 
+/* The GCS address ("host:port") of the cluster `ferry start --head` left in @run_dir (its
+ * "cluster" file), into @out; fails the test when there is none. */
+void itest_cluster_address(const char *run_dir, char *out, size_t size);
+
 /* fork + exec @argv (NULL-terminated, at most 23 words) with stdout on a pipe; waits for its
  * first line, put in @line ("" when it closed stdout first). The child's pid. */
 pid_t itest_spawn(const char *const *argv, char *line, size_t size);

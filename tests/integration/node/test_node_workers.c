@@ -7,6 +7,10 @@
  * signal, is replaced and is marked dead in the GCS; an owner that disconnects returns its
  * leases; bad RuntimeConnects are refused and logged while the node keeps serving; a failed
  * WorkerAssign fails the lease naming the reason; a stop leaves no process and no socket.
+ * Placement groups' bundles (node/rt_bundle.c): prepare, commit, cancel and return answered
+ * (a bogus commit with an error), leases into a bundle granted from its reservation only and
+ * without holding back the node's free set, released with their owner or at the prepare
+ * deadline.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -703,4 +707,167 @@ FTEST(stop_kills_workers_that_ignore_sigterm)
 	ftest_assert_ptr_null(strstr(ftest_log_captured(), "not reaped"));
 	ferry__embed_gcs_stop(f.gcs);
 	ferry__fb_builder_fini(&f.fb);
+}
+
+/* ---- placement groups' bundles (node/rt_bundle.c) ---- */
+
+/* BundlePrepare of @cpus CPUs, or (other @type) a Commit, Cancel or Return: the three share
+ * the layout of BundleCommit (runtime.fbs). */
+static void send_bundle(struct fx *f, int fd, uint16_t type, uint64_t request_id,
+			const uint8_t pg[16], uint32_t index, double cpus)
+{
+	struct ferry__wire_runtime_resource cpu = {.name = "CPU", .amount = cpus};
+	struct ferry__wire_bundle_prepare p = {.request_id = request_id,
+					       .bundle_index = index,
+					       .resources = &cpu,
+					       .resources_count = 1};
+	struct ferry__wire_bundle_commit c = {.request_id = request_id, .bundle_index = index};
+
+	memcpy(p.pg_id.bytes, pg, 16);
+	memcpy(c.pg_id.bytes, pg, 16);
+	if (type == FERRY__WIRE_MSG_BUNDLE_PREPARE)
+		ftest_assert_ok(
+			rtp_send(fd, &f->fb, type, ferry__wire_bundle_prepare_build(&f->fb, &p)));
+	else
+		ftest_assert_ok(
+			rtp_send(fd, &f->fb, type, ferry__wire_bundle_commit_build(&f->fb, &c)));
+}
+
+/* The BundleReply to @request_id: its status (its message logged). */
+static int bundle_reply(int fd, uint64_t request_id)
+{
+	struct rtp_frame fr;
+	struct ferry__wire_bundle_reply_view v;
+	const char *m;
+	int status;
+
+	ftest_assert_ok(rtp_recv(fd, &fr, WAIT_MS));
+	ftest_assert_int_eq(fr.type, FERRY__WIRE_MSG_BUNDLE_REPLY);
+	v = ferry__wire_bundle_reply_root_verified(fr.payload);
+	ftest_assert_uint_eq(ferry__wire_bundle_reply_request_id(v), request_id);
+	status = ferry__wire_bundle_reply_status(v);
+	m = ferry__wire_bundle_reply_message(v);
+	ftest_log("bundle request %llu: %d %s", (unsigned long long)request_id, status, m ? m : "");
+	rtp_frame_free(&fr);
+	return status;
+}
+
+static int bundle_do(struct fx *f, int fd, uint16_t type, uint64_t request_id, const uint8_t pg[16],
+		     uint32_t index, double cpus)
+{
+	send_bundle(f, fd, type, request_id, pg, index, cpus);
+	return bundle_reply(fd, request_id);
+}
+
+/* A lease of 1 CPU into bundle @index of @pg (NULL: from the node's free set). */
+static void request_lease_in(struct fx *f, int fd, uint64_t request_id, const uint8_t job[16],
+			     const uint8_t *pg, int32_t index)
+{
+	struct ferry__wire_runtime_resource cpu = {.name = "CPU", .amount = 1.0};
+	struct ferry__wire_lease_request m = {
+		.request_id = request_id, .resources = &cpu, .resources_count = 1};
+
+	memcpy(m.job.bytes, job, 16);
+	if (pg) {
+		memcpy(m.pg_id.bytes, pg, 16);
+		m.bundle_index = index;
+	}
+	ftest_assert_ok(rtp_send(fd, &f->fb, FERRY__WIRE_MSG_LEASE_REQUEST,
+				 ferry__wire_lease_request_build(&f->fb, &m)));
+}
+
+FTEST(bundles_two_phase_commit_and_leases_in_them)
+{
+	struct fx f;
+	uint8_t job[16], pg[16], other[16];
+	struct grant a, b, c;
+	int fa, fb;
+
+	fx_start(&f, 2, 4, "2");
+	ferry_id_random(job, sizeof(job));
+	ferry_id_random(pg, sizeof(pg));
+	ferry_id_random(other, sizeof(other));
+	fa = driver_connect(&f); /* the group's owner */
+	fb = driver_connect(&f); /* another driver, on the node's free set */
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_PREPARE, 1, pg, 0, 1.0), 0);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_PREPARE, 2, pg, 0, 1.0),
+			    -EEXIST);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_PREPARE, 3, pg, 1, 3.0),
+			    -EINVAL); /* more than the node has */
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_PREPARE, 4, pg, 1, 2.0),
+			    -EAGAIN); /* more than it has free */
+	/* Not committed yet: no lease from it. */
+	request_lease_in(&f, fa, 10, job, pg, 0);
+	read_grant(fa, 10, &a);
+	ftest_assert_int_eq(a.status, -ENOENT);
+	/* Another connection may not commit it; a bogus commit is answered, not obeyed. */
+	ftest_assert_int_eq(bundle_do(&f, fb, FERRY__WIRE_MSG_BUNDLE_COMMIT, 5, pg, 0, 0), -ENOENT);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_COMMIT, 6, other, 0, 0),
+			    -ENOENT);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_COMMIT, 7, pg, 0, 0), 0);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_CANCEL, 8, pg, 0, 0),
+			    -EINVAL); /* committed: returned, not cancelled */
+	/* A bundle of 1 CPU: one lease at a time in it, whatever the node has free. */
+	request_lease_in(&f, fa, 11, job, pg, 0);
+	read_grant(fa, 11, &a);
+	ftest_assert_int_eq(a.status, 0);
+	request_lease_in(&f, fa, 12, job, pg, -1);
+	nothing_within(fa, QUIET_MS);
+	/* The node's other CPU serves the free set: the waiting bundle lease holds nothing
+	 * back; then the free set is empty. */
+	request_lease_in(&f, fb, 20, job, NULL, 0);
+	read_grant(fb, 20, &b);
+	ftest_assert_int_eq(b.status, 0);
+	request_lease_in(&f, fb, 21, job, NULL, 0);
+	nothing_within(fb, QUIET_MS);
+	return_lease(&f, fa, a.lease_id); /* back to the bundle: the bundle's waiter gets it */
+	read_grant(fa, 12, &c);
+	ftest_assert_int_eq(c.status, 0);
+	nothing_within(fb, QUIET_MS);
+	/* The group is removed while its lease runs: the CPU is the node's once it ends. */
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_RETURN, 9, pg, 0, 0), 0);
+	nothing_within(fb, QUIET_MS);
+	return_lease(&f, fa, c.lease_id);
+	read_grant(fb, 21, &b);
+	ftest_assert_int_eq(b.status, 0);
+	request_lease_in(&f, fa, 13, job, pg, 0);
+	read_grant(fa, 13, &a);
+	ftest_assert_int_eq(a.status, -ENOENT);
+	close(fa);
+	close(fb);
+	fx_stop(&f);
+}
+
+FTEST(bundles_go_with_their_owner_and_uncommitted_ones_expire)
+{
+	struct fx f;
+	uint8_t job[16], pg[16];
+	struct grant a;
+	int fa, fb;
+
+	fx_start(&f, 1, 2, "2");
+	ferry_id_random(job, sizeof(job));
+	ferry_id_random(pg, sizeof(pg));
+	fa = driver_connect(&f);
+	fb = driver_connect(&f);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_PREPARE, 1, pg, 0, 2.0), 0);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_COMMIT, 2, pg, 0, 0), 0);
+	request_lease_in(&f, fb, 1, job, NULL, 0);
+	nothing_within(fb, QUIET_MS);
+	close(fa); /* the owner is gone: so is its group */
+	read_grant(fb, 1, &a);
+	ftest_assert_int_eq(a.status, 0);
+	return_lease(&f, fb, a.lease_id);
+	/* Prepared, never committed: the node releases it at its deadline (its coordinator
+	 * died or gave up), though the connection stays. */
+	fa = driver_connect(&f);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_PREPARE, 3, pg, 0, 2.0), 0);
+	request_lease_in(&f, fb, 2, job, NULL, 0);
+	nothing_within(fb, QUIET_MS);
+	read_grant(fb, 2, &a); /* within WAIT_MS, after the 5 s deadline */
+	ftest_assert_int_eq(a.status, 0);
+	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_COMMIT, 4, pg, 0, 0), -ENOENT);
+	close(fa);
+	close(fb);
+	fx_stop(&f);
 }

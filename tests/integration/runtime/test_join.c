@@ -64,25 +64,6 @@ static void start_head(void)
 	start_head_on("127.0.0.1");
 }
 
-/* The GCS address the run directory's cluster file names. */
-static void gcs_address(char *out, size_t size)
-{
-	char path[512], line[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/cluster", run_dir);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	out[0] = 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "address ", 8)) {
-			line[strcspn(line, "\n")] = 0;
-			snprintf(out, size, "%s", line + 8);
-		}
-	fclose(f);
-	ftest_assert_true(out[0] != 0);
-}
-
 static void put_get_and_job(void)
 {
 	struct ferry_gcs_job_info *jobs = NULL;
@@ -122,7 +103,7 @@ FTEST(init_by_gcs_address_joins_through_this_host_s_node)
 	char addr[256];
 
 	start_head();
-	gcs_address(addr, sizeof(addr));
+	itest_cluster_address(run_dir, addr, sizeof(addr));
 	setenv("FERRY_ADDRESS", addr, 1); /* the environment's address, as a user sets it */
 	ftest_assert_ok(ferry_init(&o));
 	put_get_and_job();
@@ -163,7 +144,7 @@ FTEST(init_by_host_address_finds_the_node_advertising_it)
 	if (!ip)
 		ftest_skip("this host has no non-loopback IPv4 address that is up");
 	start_head_on(ip);
-	gcs_address(addr, sizeof(addr));
+	itest_cluster_address(run_dir, addr, sizeof(addr));
 	ftest_log("GCS %s, node on %s", addr, ip);
 	o.address = addr;
 	ftest_assert_ok(ferry_init(&o));

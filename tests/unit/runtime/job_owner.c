@@ -6,13 +6,14 @@
  * a retry apart) and always_killed on every try. nest, relay, fan and hand_out submit tasks
  * from inside a task (tests/integration/runtime/test_nested.c); hang stays running
  * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
- * (test_borrow.c).
+ * (test_borrow.c); in_bundle logs where and how many ran at once (test_pg.c).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -372,4 +373,29 @@ FERRY_FUNCTION(echo)
 	if (ferry_task_arg(ctx, 0, &p, &n) < 0)
 		return ferry_task_error(ctx, "echo takes one argument");
 	return ferry_task_return(ctx, 0, p, n);
+}
+
+/* in_bundle(path, ms): appends "+ <its node's store socket>" to @path, sleeps @ms, appends
+ * "-": a test counts how many ran at once, and where (tests/integration/runtime/test_pg.c). */
+FERRY_FUNCTION(in_bundle)
+{
+	const char *store = getenv("FERRY_NODE_STORE_SOCKET");
+	char path[256], line[320];
+	int64_t ms;
+	int fd, len, ok;
+
+	if (path_arg(ctx, 0, path, sizeof(path)) < 0 || int64_arg(ctx, 1, &ms) < 0 || ms < 0 ||
+	    ms > 10000)
+		return ferry_task_error(ctx, "in_bundle takes a path and 0..10000 ms");
+	fd = open(path, O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ferry_task_error(ctx, "in_bundle: cannot open %s", path);
+	len = snprintf(line, sizeof(line), "+ %s\n", store ? store : "?");
+	ok = write(fd, line, (size_t)len) == len;
+	usleep((useconds_t)ms * 1000);
+	ok = ok && write(fd, "-\n", 2) == 2;
+	close(fd);
+	if (!ok)
+		return ferry_task_error(ctx, "in_bundle: cannot append to %s", path);
+	return ferry_task_return(ctx, 0, &ms, sizeof(ms));
 }
