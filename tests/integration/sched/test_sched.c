@@ -449,3 +449,86 @@ FTEST(malformed_frame_closes_the_connection)
 	ftest_assert_int_eq(place_one(1, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
 	cluster_stop(&c);
 }
+
+/* ---- real ferry-node processes: their own resources, load reports and death ---- */
+
+struct node_proc {
+	pid_t pid;		 /* ferry-node */
+	struct ferry_node_id id; /* from its ready line */
+	char address[256];	 /* same */
+};
+
+static struct node_proc node_start(uint16_t gcs_port, const char *name, const char *flags)
+{
+	const char *bin = getenv("FERRY_NODE_BIN");
+	struct node_proc n = {0};
+	char cmd[2048], line[1024], hex[64];
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+
+	if (!bin)
+		ftest_skip("FERRY_NODE_BIN not set (run through meson test)");
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s --gcs 127.0.0.1:%u --token-file %s --ip 127.0.0.1 --memory 32M "
+		 "--transport tcp --num-workers 0 --socket %s/%s.sock %s 2>%s/%s.log",
+		 bin, gcs_port, token_file(), ftest_tmpdir(), name, flags, ftest_tmpdir(), name);
+	n.pid = itest_spawn(argv, line, sizeof(line));
+	ftest_assert_int_eq(sscanf(line, "ferry-node ready id=%32s address=%255s", hex, n.address),
+			    2);
+	ftest_assert_ok(ferry_node_id_from_hex(hex, &n.id));
+	return n;
+}
+
+/* Place @spec until it gets @want (a node's report or death reaches the scheduler through the
+ * GCS a moment after it happened). */
+static int place_until(uint64_t id, const struct req_spec *s, int want)
+{
+	int got = -1000;
+
+	for (int i = 0; i < 200 && got != want; i++) {
+		got = place_one(id, s);
+		if (got != want)
+			usleep(50 * 1000);
+	}
+	return got;
+}
+
+FTEST(real_nodes_resources_and_death)
+{
+	const char *extra[] = {"--node-deadline-ms", "1000", NULL};
+	struct gcs_proc gcs = gcs_start(0, extra);
+	struct node_proc cpu, gpu;
+	struct sched_proc sched;
+	int status;
+
+	cpu = node_start(gcs.port, "cpu", "--num-cpus 2");
+	gpu = node_start(gcs.port, "gpu", "--num-cpus 2 --num-gpus 1 --resources tpu=2");
+	sched = sched_start(gcs.port, token_file());
+	runner_init(gcs.port, TOKEN);
+	ftest_assert_int_eq(place_until(1, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, 0), 0);
+	ftest_assert_true(same_node(&R.ans[1].node, &gpu.id));
+	ftest_assert_str_eq(R.ans[1].address, gpu.address);
+	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "tpu", .amount1 = 2}), 0);
+	ftest_assert_true(same_node(&R.ans[2].node, &gpu.id));
+	ftest_assert_int_eq(place_one(3, &(struct req_spec){.res1 = "tpu", .amount1 = 3}), -ENOSPC);
+	ftest_assert_int_eq(place_one(4, &(struct req_spec){.res1 = "CPU",
+							    .amount1 = 1,
+							    .strategy = FERRY__SCHED_NODE_AFFINITY,
+							    .affinity = &cpu.id}),
+			    0);
+	ftest_assert_true(same_node(&R.ans[4].node, &cpu.id));
+	/* The GPU node dies: once the GCS declares it dead, nothing can run a GPU task. */
+	kill(gpu.pid, SIGKILL);
+	waitpid(gpu.pid, &status, 0);
+	ftest_assert_int_eq(
+		place_until(5, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, -ENOSPC), -ENOSPC);
+	ftest_assert_int_eq(place_one(6, &(struct req_spec){.res1 = "CPU",
+							    .amount1 = 1,
+							    .strategy = FERRY__SCHED_NODE_AFFINITY,
+							    .affinity = &gpu.id}),
+			    -EHOSTDOWN);
+	runner_fini();
+	sched_stop(&sched, SIGTERM);
+	kill(cpu.pid, SIGTERM);
+	waitpid(cpu.pid, &status, 0);
+	gcs_stop(&gcs, SIGTERM);
+}
