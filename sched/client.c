@@ -231,7 +231,10 @@ static void on_close(struct ferry__conn *conn, int err)
 
 	c->conn = NULL;
 	c->up = false;
-	if (err && err != -ECANCELED)
+	if (err == -EACCES)
+		FLOG_WARN(COMP, "ferry-sched %s refused this cluster token",
+			  ferry__conn_peer(conn));
+	else if (err && err != -ECANCELED)
 		FLOG_INFO(COMP, "ferry-sched %s %s: %s", ferry__conn_peer(conn),
 			  was_up ? "closed" : "not reachable", ferry_strerror(-err));
 	requeue_sent(c);
