@@ -87,8 +87,8 @@ int ferry__sched_client_new(struct ferry__loop *loop, struct ferry_gcs_client *g
 /*
  * ferry__sched_client_place() - ask where @req's task goes; @cb(@arg, ...) follows on the loop
  * thread, never from inside this call. Returns 0, or -EINVAL (a malformed request: too many
- * resources, a strategy out of range, an ID already outstanding, logged), -ENOMEM; @cb is then
- * never called.
+ * resources, a strategy out of range, an ID already outstanding, logged), -ENOMEM,
+ * -ECANCELED (from a callback run by ferry__sched_client_free()); @cb is then never called.
  */
 int ferry__sched_client_place(struct ferry__sched_client *c,
 			      const struct ferry__sched_place_req *req, ferry__sched_place_fn cb,
