@@ -613,3 +613,28 @@ FTEST(a_client_that_never_reads_is_cut_off)
 	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
 	cluster_stop(&c);
 }
+
+FTEST(gcs_restart_in_memory_registers_again)
+{
+	struct cluster c;
+	struct ferry_node_id fresh;
+	uint16_t port;
+
+	cluster_start(&c);
+	ftest_assert_int_eq(place_one(1, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	runner_fini();
+	ferry_gcs_client_destroy(c.admin);
+	/* The GCS restarts on its port with nothing (no WAL): nodes and the KV are gone. */
+	port = c.gcs.port;
+	gcs_stop(&c.gcs, SIGKILL);
+	c.gcs = gcs_start(port, long_deadline);
+	c.admin = client_for(&c.gcs, 1, TOKEN);
+	node_add(c.admin, &fresh, "ip=127.0.0.1;tcp=1003", 2, 1, 2);
+	/* A new client finds ferry-sched again (it registered anew after its resubscription),
+	 * which knows the node that joined the new GCS. */
+	runner_init(c.gcs.port, TOKEN);
+	ferry__sched_client_set_timing(R.sc, 1000, 200, 50);
+	ftest_assert_int_eq(place_until(2, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, 0), 0);
+	ftest_assert_true(same_node(&R.ans[2].node, &fresh));
+	cluster_stop(&c);
+}
