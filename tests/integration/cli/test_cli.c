@@ -694,9 +694,9 @@ static int run_quiet(const char *bin, const char *arg, char *out, size_t size)
 
 FTEST(help_and_version_everywhere)
 {
-	static const char *const env[] = {"FERRY_CLI_BIN",  "FERRY_GCS_BIN",
-					  "FERRY_NODE_BIN", "FERRY_PLASMA_BIN",
-					  "FERRY_DEMO_BIN", "FERRY_CLUSTER_DEMO_BIN"};
+	static const char *const env[] = {
+		"FERRY_CLI_BIN",  "FERRY_GCS_BIN",	    "FERRY_NODE_BIN", "FERRY_PLASMA_BIN",
+		"FERRY_DEMO_BIN", "FERRY_CLUSTER_DEMO_BIN", "FERRY_SCHED_BIN"};
 	char out[8192];
 
 	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
