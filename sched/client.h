@@ -62,7 +62,7 @@ struct ferry__sched_place_req {
 /*
  * The answer, exactly once per request placed (unless cancelled first): status 0 with @node and
  * @node_address (the node's address as registered in the GCS: "ip=A;tcp=P;..."), both valid
- * for the call only; or
+ * for the call only (the address is "" when the scheduler has not seen the node's record); or
  *   -ENOSPC	     no node could ever run it (keep it as infeasible, warn);
  *   -EHOSTDOWN	     hard NODE_AFFINITY to a node that is dead, unknown or too small;
  *   -EINVAL	     the scheduler found the request malformed (an unknown resource kind);
