@@ -49,6 +49,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/postq.h"
+#include "runtime/dial.h"
 #include "runtime/actor.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
@@ -304,11 +305,16 @@ static const struct ferry__conn_callbacks worker_cb = {
 	.on_close = worker_on_close,
 };
 
-static int open_worker(struct ferry__rt_actor *a, const char *path)
+static int open_worker(struct ferry__rt_actor *a, const char *path, uint16_t port)
 {
 	struct ferry__conn_opts o = {.cb = &worker_cb, .data = a, .max_message_bytes = FRAME_MAX};
-	int ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &a->conn);
+	struct ferry__rt_endpoint ep;
+	bool tcp;
+	int ret;
 
+	ferry__rt_worker_endpoint(path, port, &ep);
+	ret = ferry__rt_dial(ferry__rt.loop, &ep, &o, &a->conn);
+	tcp = ret == 1;
 	if (ret < 0) {
 		a->conn = NULL;
 		FLOG_ERROR(COMP, "actor %s's worker %s: %s", a->cls, path, ferry_strerror(ret));
@@ -319,7 +325,7 @@ static int open_worker(struct ferry__rt_actor *a, const char *path)
 	ret = ferry__rt_send_connect(a->conn);
 	if (ret < 0)
 		drop_conn(a);
-	else if (ferry__rt_ring_enabled())
+	else if (ferry__rt_ring_enabled() && !tcp) /* rings are shared memory: one host */
 		(void)ferry__rt_ring_offer(ferry__rt.loop, a->conn, worker_on_message, &a->ring);
 	return ret;
 }
@@ -331,7 +337,7 @@ static int send_built(struct ferry__rt_actor *a, uint16_t type)
 }
 
 bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
-			   const struct ferry__wire_unique_id *wid, const char *path,
+			   const struct ferry__wire_unique_id *wid, const char *path, uint16_t port,
 			   const char *message)
 {
 	struct ferry__rt_actor *a;
@@ -362,7 +368,7 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 	if (ret == 0 && a->detached) /* before ActorCreate: the lease must outlive us first */
 		ret = ferry__rt_lease_send_detach(lease_id, &a->id);
 	if (ret == 0)
-		ret = open_worker(a, path);
+		ret = open_worker(a, path, port);
 	if (ret == 0)
 		ret = ferry__rt_task_build_actor(a->ctor, &fb, FERRY__WIRE_MSG_ACTOR_CREATE, &a->id,
 						 a->max_concurrency, a->detached);
@@ -488,7 +494,7 @@ static void connect_alive(struct ferry__rt_actor *a)
 
 	snprintf(rt_path, sizeof(rt_path), "%s.rt", ferry__rt.store_socket);
 	if (ferry__worker_listen_path(rt_path, &a->worker, path, sizeof(path)) < 0 ||
-	    open_worker(a, path) < 0)
+	    open_worker(a, path, 0) < 0)
 		return; /* its state stays: the next resolve tries again */
 	a->state = FERRY_GCS_ACTOR_ALIVE;
 	a->resolve_tries = 0;
