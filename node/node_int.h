@@ -126,5 +126,9 @@ void ferry__node_rt_free(struct ferry__node *node);
  * node registers, its port added to node->address as rt=P; close (on the loop). */
 int ferry__node_rt_listen_tcp(struct ferry__node *node);
 void ferry__node_rt_close_tcp(struct ferry__node *node);
+/* A worker's address for the GCS workers table: "ip=;rt=@port;shm=@path;host=" (the node's ip
+ * and boot id) when it serves TCP, else @path; into @buf, which is returned. */
+const char *ferry__node_rt_worker_address(const struct ferry__node *node, const char *path,
+					  uint16_t port, char *buf, size_t size);
 
 #endif

@@ -352,6 +352,7 @@ void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const cha
 {
 	struct ferry__node *node = w->rt->node;
 	struct ferry_gcs_worker_info info = {0};
+	char address[FERRY__NODE_ADDR_MAX];
 	int r;
 
 	w->peer = p;
@@ -361,7 +362,8 @@ void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const cha
 	info.id = w->id;
 	info.node = node->id;
 	info.pid = (uint32_t)w->pid;
-	info.address = w->listen_path;
+	info.address = ferry__node_rt_worker_address(node, w->listen_path, w->listen_port, address,
+						     sizeof(address));
 	info.state = FERRY_GCS_WORKER_ALIVE;
 	info.start_ms = wall_ms();
 	r = ferry_gcs_worker_add_async(node->gcs, &info, on_gcs_reply, gcs_add);

@@ -15,6 +15,7 @@
  * - Everything runs on the node's loop.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/conn.h"
@@ -106,4 +107,21 @@ void ferry__node_rt_close_tcp(struct ferry__node *node)
 	node->rt_ready = false;
 	ferry__conn_server_close(node->rt_tcp);
 	node->rt_tcp = NULL;
+}
+
+const char *ferry__node_rt_worker_address(const struct ferry__node *node, const char *path,
+					  uint16_t port, char *buf, size_t size)
+{
+	struct ferry__node_addr a;
+
+	if (port && ferry__node_addr_parse(node->address, strlen(node->address), &a) == 0) {
+		a.tcp_port = 0;
+		a.rdma_port = 0;
+		a.rt_port = port;
+		snprintf(a.shm_path, sizeof(a.shm_path), "%s", path);
+		if (ferry__node_addr_format(&a, buf, size) > 0)
+			return buf;
+	}
+	snprintf(buf, size, "%s", path);
+	return buf;
 }
