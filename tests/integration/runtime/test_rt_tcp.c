@@ -68,6 +68,46 @@ FTEST(wrong_token_is_refused)
 	ferry__cluster_stop(c);
 }
 
+/* A worker's TCP endpoint, as its node recorded it in the GCS workers table. */
+static bool worker_endpoint(struct ferry__cluster *c, struct ferry__node_addr *out)
+{
+	const char *gcs = ferry__cluster_gcs_address(c);
+	struct ferry_gcs_client_opts o = {.addresses = &gcs, .naddresses = 1};
+	struct ferry_gcs_worker_info *all = NULL;
+	struct ferry_gcs_client *g = NULL;
+	bool found = false;
+	int n;
+
+	o.token = ferry__cluster_token(c, &o.token_len);
+	ftest_assert_ok(ferry_gcs_client_connect(&o, &g));
+	n = ferry_gcs_worker_list(g, &all);
+	for (int i = 0; i < n && !found; i++)
+		found = all[i].address &&
+			ferry__node_addr_parse(all[i].address, strlen(all[i].address), out) == 0 &&
+			out->rt_port;
+	ferry_gcs_free(all);
+	ferry_gcs_client_destroy(g);
+	return found;
+}
+
+/* The same on a worker's endpoint (runtime/worker.c): its token handshake refuses too. */
+FTEST(wrong_token_is_refused_by_a_worker)
+{
+	struct ferry__node_addr a, w;
+	struct ferry__cluster *c = start(&a);
+	bool found = false;
+
+	for (int i = 0; i < 200 && !found; i++) { /* the prestarted worker registers */
+		found = worker_endpoint(c, &w);
+		if (!found)
+			usleep(20000);
+	}
+	ftest_assert_true(found);
+	ftest_assert_str_eq(w.ip, a.ip); /* it listens on its node's ip */
+	ftest_assert_errno(handshake_with(&w, "not-the-cluster-token"), -EACCES);
+	ferry__cluster_stop(c);
+}
+
 static int dial(const struct ferry__node_addr *a)
 {
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(a->rt_port)};
