@@ -414,6 +414,8 @@ static void on_close(struct ferry__conn *conn, int err)
 	struct rt_peer *p = ferry__conn_data(conn);
 
 	(void)err;
+	if (!p) /* closed by ferry__rt_accept before it had a peer (full, or no memory) */
+		return;
 	p->conn = NULL;
 	/* A killed process's sockets close a moment before it ends (its pidfd turns readable
 	 * after). An owner that closes still holding leases did not shut down (that returns them
