@@ -26,9 +26,15 @@ int ferry__rt_dial_setup(const void *token, size_t len)
 {
 	if (len > sizeof(dial_token) || (len && !token))
 		return -EINVAL;
-	memcpy(dial_token, token, len);
+	if (len)
+		memcpy(dial_token, token, len);
 	dial_token_len = len;
-	return ferry__host_boot_id(dial_host, sizeof(dial_host));
+	/* Without a boot id every endpoint counts as this host's (Unix where it has a path). */
+	if (ferry__host_boot_id(dial_host, sizeof(dial_host)) < 0) {
+		FLOG_WARN(COMP, "no boot id: endpoints are taken as this host's");
+		dial_host[0] = '\0';
+	}
+	return 0;
 }
 
 bool ferry__rt_force_tcp(void)

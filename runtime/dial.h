@@ -26,7 +26,7 @@ struct ferry__rt_endpoint {
 
 /*
  * ferry__rt_dial_setup() - the cluster token a TCP dial presents (copied; @len <= 256) and this
- * host's boot id. 0, -EINVAL, or the boot id's read error.
+ * host's boot id (unreadable: logged, and every endpoint counts as this host's). 0 or -EINVAL.
  */
 int ferry__rt_dial_setup(const void *token, size_t len);
 
