@@ -44,16 +44,17 @@ struct ferry__worker_opts {
 	struct ferry_worker_id id;					  /* this worker */
 	uint8_t secret[FERRY__WORKER_SECRET_MAX];			  /* its secret */
 	size_t secret_len;						  /* bytes in secret */
-	char ip[48];	    /* FERRY_WORKER_IP: serve owners on TCP there too, "" not */
-	uint8_t token[256]; /* FERRY_WORKER_TOKEN: the cluster token TCP owners present */
-	size_t token_len;   /* its bytes, 0 with no ip */
+	/* Its TCP endpoint for owners on other hosts (FERRY_WORKER_IP, _TOKEN); "": none. */
+	char ip[48];
+	uint8_t token[256]; /* the cluster token they present */
+	size_t token_len;   /* its bytes */
 };
 
 /*
  * ferry__worker_opts_from_env() - read FERRY_NODE_RUNTIME_SOCKET, FERRY_NODE_STORE_SOCKET,
  * FERRY_WORKER_ID (32 hex digits) and FERRY_WORKER_SECRET (hex) into @o, and the optional
- * FERRY_WORKER_IP and FERRY_WORKER_TOKEN (hex; both or neither) of its TCP endpoint. 0, or -EINVAL with
- * the reason in @err (naming the variable).
+ * FERRY_WORKER_IP and FERRY_WORKER_TOKEN (hex; both or neither) of its TCP endpoint. 0, or
+ * -EINVAL with the reason in @err (naming the variable).
  */
 int ferry__worker_opts_from_env(struct ferry__worker_opts *o, char *err, size_t err_size);
 
@@ -79,20 +80,19 @@ struct ferry__worker_actor;
 struct ferry__worker_graph;
 
 struct ferry__worker {
-	struct ferry__loop *loop;	       /* the one loop: sockets and tasks */
-	struct ferry__conn *node;	       /* the node's runtime socket; NULL once closed */
-	struct ferry__conn_server *server;     /* owners connect here */
-	struct ferry__conn_server *tcp_server; /* and here from other hosts (runtime/dial.h) */
-	struct ferry_plasma_client *store;     /* the node's store; NULL before (fuzz: never) */
-	struct ferry__worker_actor *actor;     /* the actor it hosts (worker_actor.c), or NULL */
-	struct ferry__worker_graph *graph;     /* its compiled graphs, a list (graph_worker.c) */
-	struct ferry__fb_builder fb;	       /* replies are built here */
-	struct ferry__loop_req sig_req;	       /* the signalfd's poll */
-	int sig_fd;			       /* SIGTERM/SIGINT; -1: none */
-	struct ferry_worker_id id;	       /* this worker */
-	struct ferry_node_id node_id;	       /* from RuntimeConnectReply */
-	char id_hex[FERRY_ID_HEX_MAX];	       /* for messages */
-	char node_hex[FERRY_ID_HEX_MAX];       /* "unknown" before the node said */
+	struct ferry__loop *loop;	   /* the one loop: sockets and tasks */
+	struct ferry__conn *node;	   /* the node's runtime socket; NULL once closed */
+	struct ferry__conn_server *server; /* owners connect here */
+	struct ferry_plasma_client *store; /* the node's store; NULL before (fuzz: never) */
+	struct ferry__worker_actor *actor; /* the actor it hosts (worker_actor.c), or NULL */
+	struct ferry__worker_graph *graph; /* its compiled graphs, a list (graph_worker.c) */
+	struct ferry__fb_builder fb;	   /* replies are built here */
+	struct ferry__loop_req sig_req;	   /* the signalfd's poll */
+	int sig_fd;			   /* SIGTERM/SIGINT; -1: none */
+	struct ferry_worker_id id;	   /* this worker */
+	struct ferry_node_id node_id;	   /* from RuntimeConnectReply */
+	char id_hex[FERRY_ID_HEX_MAX];	   /* for messages */
+	char node_hex[FERRY_ID_HEX_MAX];   /* "unknown" before the node said */
 	char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* owners' socket */
 	const struct ferry__worker_opts *opts;			       /* what it started with */
 	bool registered; /* the node accepted RuntimeConnect */
@@ -104,6 +104,8 @@ struct ferry__worker {
 	struct ferry_job_id job;  /* its job */
 	char assign_message[512]; /* its message ("" when status is 0) */
 	uint64_t tasks_run;	  /* PushTasks answered */
+	/* Owners on other hosts connect here (runtime/dial.h); NULL: none. */
+	struct ferry__conn_server *tcp_server;
 };
 
 /* ferry__worker_init() / _fini() - the parts of a worker that tests and the fuzz target use

@@ -37,10 +37,10 @@ struct ferry__plasma_server;
  * predecessor (whose cached connections then go).
  */
 struct ferry__node_addr {
-	char ip[48];	    /* numeric address */
-	uint16_t tcp_port;  /* 0: no TCP */
-	uint16_t rdma_port; /* 0: no RDMA */
-	uint16_t rt_port;   /* the runtime endpoint's TCP port (key rt=), 0: Unix only */
+	char ip[48];				  /* numeric address */
+	uint16_t tcp_port;			  /* 0: no TCP */
+	uint16_t rdma_port;			  /* 0: no RDMA */
+	uint16_t rt_port;			  /* runtime endpoint (rt=), 0: none */
 	char shm_path[FERRY__NODE_ADDR_PATH_MAX]; /* "": no shm; the store's socket */
 	char host[40];				  /* boot id */
 	uint64_t run;				  /* this start of the node; 0: not given */
