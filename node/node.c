@@ -288,6 +288,8 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 	if (ret == 0)
 		ret = start_objmgr(node);
 	if (ret == 0)
+		ret = ferry__node_rt_listen_tcp(node);
+	if (ret == 0)
 		ret = ferry__node_register(node);
 	if (ret == 0)
 		ret = ferry__node_rt_start(node);

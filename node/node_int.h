@@ -12,6 +12,7 @@
 
 #include <ferry/gcs.h>
 
+#include "common/conn.h"
 #include "common/loop.h"
 #include "gcs/client.h"
 #include "node/node.h"
@@ -84,6 +85,8 @@ struct ferry__node {
 	bool reregistering;		       /* a register after -ENOENT is out (loop) */
 	bool declared_dead;		       /* the GCS declared us dead: no more beats (loop) */
 	struct ferry__node_rt *rt;	       /* runtime socket, workers, leases (rt_*.c) */
+	struct ferry__conn_server *rt_tcp;     /* the runtime endpoint on TCP (rt_tcp.c) */
+	bool rt_ready;			       /* rt serves: set and read on the loop */
 };
 
 /* The GCS requests of the batch out (one at a time, allocated once at start). */
@@ -118,5 +121,14 @@ int ferry__node_rt_start(struct ferry__node *node);
 void ferry__node_rt_shutdown(struct ferry__node *node);
 void ferry__node_rt_loop_gone(struct ferry__node *node);
 void ferry__node_rt_free(struct ferry__node *node);
+
+/* rt_tcp.c: the runtime endpoint on TCP (token handshake): listen on the node's ip before the
+ * node registers, its port added to node->address as rt=P; close (on the loop). */
+int ferry__node_rt_listen_tcp(struct ferry__node *node);
+void ferry__node_rt_close_tcp(struct ferry__node *node);
+/* A worker's address for the GCS workers table: "ip=;rt=@port;shm=@path;host=" (the node's ip
+ * and boot id) when it serves TCP, else @path; into @buf, which is returned. */
+const char *ferry__node_rt_worker_address(const struct ferry__node *node, const char *path,
+					  uint16_t port, char *buf, size_t size);
 
 #endif

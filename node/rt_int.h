@@ -58,7 +58,8 @@ struct rt_peer {
 	bool connected;		     /* its RuntimeConnect was accepted */
 	uint8_t kind;		     /* FERRY__WIRE_PEER_KIND_DRIVER / _WORKER */
 	struct ferry_worker_id id;   /* its ID */
-	int pid;		     /* its process (SO_PEERCRED) */
+	int pid;		     /* its process (SO_PEERCRED); 0 on TCP */
+	bool tcp;		     /* came over TCP (rt_tcp.c): the token vouched for it */
 	int pidfd;		     /* a pidfd for it (-1: none): did it die or close? */
 	bool died;		     /* its socket closed with its process gone (rt_owner.c) */
 	struct rt_worker *worker;    /* kind Worker: the pool's record of it */
@@ -121,6 +122,7 @@ struct rt_worker {
 	bool blocked;				/* LEASED: its task waits in a get */
 	int64_t cpu_lent;			/* CPU of its lease given back meanwhile */
 	char listen_path[FERRY__RT_PATH_MAX];	/* where owners push tasks */
+	uint16_t listen_port;			/* and its TCP port on the node's ip, 0 none */
 	uint64_t started_ms;			/* spawned */
 	uint64_t idle_ms;			/* idle since */
 	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
@@ -175,6 +177,8 @@ void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
 void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, int status,
 				      const char *message);
+/* A new connection to the runtime socket (Unix, or TCP past its handshake: rt_tcp.c). */
+void ferry__rt_accept(struct ferry__node_rt *rt, struct ferry__conn *conn, bool tcp);
 
 /* rt_owner.c: a peer whose process is gone (waiting up to @wait_ms for it to end); what a
  * dead owner leaves deleted (its objects in the store; a driver is also recorded dead in the

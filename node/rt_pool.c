@@ -32,7 +32,8 @@
 #define COMP "node"
 #define WORKER_EXE "ferry-worker"
 /* Environment entries the node sets for a worker (replacing any it has itself). */
-#define ENV_SET 4
+#define ENV_SET 6
+#define ENV_BYTES (32 + 2 * 256) /* the longest: FERRY_WORKER_TOKEN, hex */
 
 extern char **environ;
 
@@ -157,7 +158,7 @@ int ferry__rt_pool_start(struct ferry__node_rt *rt)
 /* ---- starting ---- */
 
 /* The worker's environment: the node's, without the entries it sets, then those. */
-static char **worker_env(const struct rt_worker *w, char set[ENV_SET][320])
+static char **worker_env(const struct rt_worker *w, char set[ENV_SET][ENV_BYTES])
 {
 	const struct ferry__node_rt *rt = w->rt;
 	char id[2 * FERRY_UNIQUE_ID_SIZE + 1], secret[2 * FERRY__RT_SECRET_BYTES + 1];
@@ -171,10 +172,14 @@ static char **worker_env(const struct rt_worker *w, char set[ENV_SET][320])
 		return NULL;
 	ferry_id_to_hex(w->id.bytes, sizeof(w->id.bytes), id, sizeof(id));
 	ferry_id_to_hex(w->secret, sizeof(w->secret), secret, sizeof(secret));
-	snprintf(set[0], 320, "FERRY_NODE_RUNTIME_SOCKET=%s", rt->path);
-	snprintf(set[1], 320, "FERRY_NODE_STORE_SOCKET=%s", rt->node->socket_path);
-	snprintf(set[2], 320, "FERRY_WORKER_ID=%s", id);
-	snprintf(set[3], 320, "FERRY_WORKER_SECRET=%s", secret);
+	snprintf(set[0], ENV_BYTES, "FERRY_NODE_RUNTIME_SOCKET=%s", rt->path);
+	snprintf(set[1], ENV_BYTES, "FERRY_NODE_STORE_SOCKET=%s", rt->node->socket_path);
+	snprintf(set[2], ENV_BYTES, "FERRY_WORKER_ID=%s", id);
+	snprintf(set[3], ENV_BYTES, "FERRY_WORKER_SECRET=%s", secret);
+	/* Its owners' TCP endpoint (runtime/dial.h): the node's ip, behind the cluster token. */
+	snprintf(set[4], ENV_BYTES, "FERRY_WORKER_IP=%s", rt->node->ip);
+	memcpy(set[5], "FERRY_WORKER_TOKEN=", 19);
+	ferry_id_to_hex(rt->node->token, rt->node->opts.token_len, set[5] + 19, ENV_BYTES - 19);
 	for (size_t i = 0; i < n; i++) {
 		bool ours = false;
 
@@ -193,7 +198,7 @@ static char **worker_env(const struct rt_worker *w, char set[ENV_SET][320])
 static int spawn_process(struct rt_worker *w, pid_t *pid)
 {
 	char *const argv[] = {w->rt->exe, NULL};
-	char set[ENV_SET][320];
+	char set[ENV_SET][ENV_BYTES];
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t all, none;
@@ -368,6 +373,7 @@ void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const cha
 {
 	struct ferry__node *node = w->rt->node;
 	struct ferry_gcs_worker_info info = {0};
+	char address[FERRY__NODE_ADDR_MAX];
 	int r;
 
 	w->peer = p;
@@ -377,7 +383,8 @@ void ferry__rt_pool_registered(struct rt_worker *w, struct rt_peer *p, const cha
 	info.id = w->id;
 	info.node = node->id;
 	info.pid = (uint32_t)w->pid;
-	info.address = w->listen_path;
+	info.address = ferry__node_rt_worker_address(node, w->listen_path, w->listen_port, address,
+						     sizeof(address));
 	info.state = FERRY_GCS_WORKER_ALIVE;
 	info.start_ms = wall_ms();
 	r = ferry_gcs_worker_add_async(node->gcs, &info, on_gcs_reply, gcs_add);

@@ -94,6 +94,7 @@ void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int statu
 		g.lease_id = w->lease_id;
 		to_wire_id(&g.worker_id, &w->id);
 		g.worker_path = w->listen_path;
+		g.worker_port = w->listen_port;
 	}
 	(void)send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
 			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
@@ -190,8 +191,18 @@ static void refuse(struct rt_peer *p, int status, const char *why)
 static int check_cred(struct rt_peer *p, const struct ferry__rt_connect *c, char *why, size_t size)
 {
 	struct ferry__conn_cred cred;
-	int r = ferry__conn_peer_cred(p->conn, &cred);
+	int r;
 
+	/* TCP (rt_tcp.c): the cluster token's handshake vouched for it; its pid is on another
+	 * host, or unverifiable, so it is not kept (a closed remote owner is not "died"). Workers
+	 * are this node's children and come on the Unix socket only. */
+	if (p->tcp && c->kind == FERRY__WIRE_PEER_KIND_WORKER) {
+		snprintf(why, size, "a worker over TCP");
+		return -EACCES;
+	}
+	if (p->tcp)
+		return 0;
+	r = ferry__conn_peer_cred(p->conn, &cred);
 	if (r < 0) {
 		snprintf(why, size, "no peer credentials: %s", ferry_strerror(r));
 		return -EACCES;
@@ -268,6 +279,7 @@ static void handle_connect(struct rt_peer *p, const struct ferry__rt_connect *c)
 		p->owner_of->owner_peer = p;
 	} else if (c->kind == FERRY__WIRE_PEER_KIND_WORKER) {
 		p->worker = ferry__rt_pool_find(p->rt, &c->id);
+		p->worker->listen_port = c->listen_port;
 		ferry__rt_pool_registered(p->worker, p, c->listen_path);
 	}
 }
@@ -419,6 +431,8 @@ static void on_close(struct ferry__conn *conn, int err)
 	struct rt_peer *p = ferry__conn_data(conn);
 
 	(void)err;
+	if (!p) /* closed by ferry__rt_accept before it had a peer (full, or no memory) */
+		return;
 	p->conn = NULL;
 	/* A killed process's sockets close a moment before it ends (its pidfd turns readable
 	 * after). An owner that closes still holding leases did not shut down (that returns them
@@ -451,11 +465,15 @@ static void make_room(struct ferry__node_rt *rt)
 static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
 		      const void *handshake, size_t len)
 {
-	struct ferry__node_rt *rt = ferry__conn_server_data(server);
-	struct rt_peer *p;
-
 	(void)handshake;
 	(void)len;
+	ferry__rt_accept(ferry__conn_server_data(server), conn, false);
+}
+
+void ferry__rt_accept(struct ferry__node_rt *rt, struct ferry__conn *conn, bool tcp)
+{
+	struct rt_peer *p;
+
 	if (rt->npeers >= RT_MAX_PEERS || rt->stopping) {
 		if (!rt->stopping)
 			FLOG_WARN(COMP,
@@ -475,6 +493,7 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 	p->rt = rt;
 	p->conn = conn;
 	p->pidfd = -1;
+	p->tcp = tcp;
 	p->accepted_ms = ferry__loop_now_ms();
 	p->next = rt->peers;
 	if (rt->peers)
@@ -531,6 +550,7 @@ static int listen_runtime(struct ferry__node_rt *rt)
 	memcpy(so.server_id.bytes, rt->node->id.bytes, sizeof(so.server_id.bytes));
 	r = ferry__conn_server_listen_unix(rt->loop, rt->path, &so, &rt->server);
 	rt->listening = r == 0;
+	rt->node->rt_ready = r == 0;
 	if (r < 0)
 		FLOG_ERROR(COMP, "runtime: cannot listen on %s: %s", rt->path, ferry_strerror(r));
 	return r;
@@ -587,6 +607,7 @@ static int shutdown_on_loop(void *arg)
 	struct rt_req *req;
 
 	rt->stopping = true;
+	ferry__node_rt_close_tcp(rt->node);
 	ferry__conn_server_close(rt->server);
 	rt->server = NULL;
 	for (struct rt_peer *p = rt->peers; p; p = p->next)

@@ -62,6 +62,7 @@ static int decode_connect(const void *payload, struct ferry__rt_connect *c, char
 	c->secret = ferry__wire_runtime_connect_secret_data(v);
 	c->secret_len = ferry__wire_runtime_connect_secret_count(v);
 	c->listen_path = ferry__wire_runtime_connect_listen_path(v);
+	c->listen_port = ferry__wire_runtime_connect_listen_port(v);
 	if (c->kind != FERRY__WIRE_PEER_KIND_DRIVER && c->kind != FERRY__WIRE_PEER_KIND_WORKER)
 		return fail(why, size, -EINVAL, "peer kind %u is neither Driver nor Worker",
 			    c->kind);

@@ -42,6 +42,7 @@ struct ferry__rt_connect {
 	int32_t pid;		   /* its pid as it says */
 	struct ferry_job_id job;   /* drivers: their job (not nil) */
 	const char *listen_path;   /* workers: the socket they serve (NUL-terminated); else NULL */
+	uint16_t listen_port;	   /* workers: their TCP port on the node's ip, 0 none */
 };
 
 /* LeaseRequest. Amounts are in 1/FERRY_GCS_RESOURCE_UNIT, names unique, each > 0. */

@@ -50,10 +50,12 @@
 #include "common/loop.h"
 #include "common/postq.h"
 #include "runtime/actor.h"
+#include "runtime/dial.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "runtime/task.h"
 #include "runtime/worker.h"
+#include "transport/objmgr.h"
 
 #define COMP "runtime"
 #define PIPELINE 1024	      /* calls in flight per actor */
@@ -304,11 +306,15 @@ static const struct ferry__conn_callbacks worker_cb = {
 	.on_close = worker_on_close,
 };
 
-static int open_worker(struct ferry__rt_actor *a, const char *path)
+static int open_endpoint(struct ferry__rt_actor *a, const struct ferry__rt_endpoint *ep)
 {
 	struct ferry__conn_opts o = {.cb = &worker_cb, .data = a, .max_message_bytes = FRAME_MAX};
-	int ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &a->conn);
+	const char *path = ep->path[0] ? ep->path : ep->ip;
+	bool tcp;
+	int ret;
 
+	ret = ferry__rt_dial(ferry__rt.loop, ep, &o, &a->conn);
+	tcp = ret == 1;
 	if (ret < 0) {
 		a->conn = NULL;
 		FLOG_ERROR(COMP, "actor %s's worker %s: %s", a->cls, path, ferry_strerror(ret));
@@ -319,9 +325,17 @@ static int open_worker(struct ferry__rt_actor *a, const char *path)
 	ret = ferry__rt_send_connect(a->conn);
 	if (ret < 0)
 		drop_conn(a);
-	else if (ferry__rt_ring_enabled())
+	else if (ferry__rt_ring_enabled() && !tcp) /* rings are shared memory: one host */
 		(void)ferry__rt_ring_offer(ferry__rt.loop, a->conn, worker_on_message, &a->ring);
 	return ret;
+}
+
+static int open_worker(struct ferry__rt_actor *a, const char *path, uint16_t port)
+{
+	struct ferry__rt_endpoint ep;
+
+	ferry__rt_worker_endpoint(path, port, &ep);
+	return open_endpoint(a, &ep);
 }
 
 static int send_built(struct ferry__rt_actor *a, uint16_t type)
@@ -331,7 +345,7 @@ static int send_built(struct ferry__rt_actor *a, uint16_t type)
 }
 
 bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
-			   const struct ferry__wire_unique_id *wid, const char *path,
+			   const struct ferry__wire_unique_id *wid, const char *path, uint16_t port,
 			   const char *message)
 {
 	struct ferry__rt_actor *a;
@@ -362,7 +376,7 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 	if (ret == 0 && a->detached) /* before ActorCreate: the lease must outlive us first */
 		ret = ferry__rt_lease_send_detach(lease_id, &a->id);
 	if (ret == 0)
-		ret = open_worker(a, path);
+		ret = open_worker(a, path, port);
 	if (ret == 0)
 		ret = ferry__rt_task_build_actor(a->ctor, &fb, FERRY__WIRE_MSG_ACTOR_CREATE, &a->id,
 						 a->max_concurrency, a->detached);
@@ -482,14 +496,46 @@ struct resolved {
 	struct ferry_gcs_actor_info *info; /* the record (ferry_gcs_free) */
 };
 
+/* The worker's endpoint as its node recorded it in the GCS workers table (runtime/dial.h), for
+ * an actor on another node. A blocking list on the loop thread, once per resolve of a named
+ * handle: not on any call's path. 0 or -ENOENT (no such worker, or no TCP endpoint). */
+static int recorded_endpoint(const struct ferry__rt_actor *a, struct ferry__rt_endpoint *ep)
+{
+	struct ferry_gcs_worker_info *all = NULL;
+	int n = ferry__rt.gcs ? ferry_gcs_worker_list(ferry__rt.gcs, &all) : -ENOENT, ret = -ENOENT;
+	struct ferry__node_addr addr;
+
+	for (int i = 0; i < n && ret < 0; i++) {
+		const char *t = all[i].address;
+
+		if (!ferry_worker_id_eq(&all[i].id, &a->worker) || !t ||
+		    ferry__node_addr_parse(t, strlen(t), &addr) < 0 || !addr.rt_port)
+			continue;
+		memset(ep, 0, sizeof(*ep));
+		snprintf(ep->path, sizeof(ep->path), "%s", addr.shm_path);
+		snprintf(ep->ip, sizeof(ep->ip), "%s", addr.ip);
+		snprintf(ep->host, sizeof(ep->host), "%s", addr.host);
+		ep->port = addr.rt_port;
+		ret = 0;
+	}
+	ferry_gcs_free(all);
+	return ret;
+}
+
 static void connect_alive(struct ferry__rt_actor *a)
 {
 	char rt_path[sizeof(ferry__rt.store_socket) + 4], path[sizeof(rt_path) + 64];
+	struct ferry__rt_endpoint ep;
+	bool elsewhere = memcmp(a->node.bytes, ferry__rt.node.bytes, sizeof(a->node.bytes)) != 0;
 
 	snprintf(rt_path, sizeof(rt_path), "%s.rt", ferry__rt.store_socket);
-	if (ferry__worker_listen_path(rt_path, &a->worker, path, sizeof(path)) < 0 ||
-	    open_worker(a, path) < 0)
+	if ((elsewhere || ferry__rt_force_tcp()) && recorded_endpoint(a, &ep) == 0) {
+		if (open_endpoint(a, &ep) < 0)
+			return;
+	} else if (ferry__worker_listen_path(rt_path, &a->worker, path, sizeof(path)) < 0 ||
+		   open_worker(a, path, 0) < 0) {
 		return; /* its state stays: the next resolve tries again */
+	}
 	a->state = FERRY_GCS_ACTOR_ALIVE;
 	a->resolve_tries = 0;
 	pump(a);

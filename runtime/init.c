@@ -37,6 +37,7 @@
 #include "common/net.h"
 #include "common/sha256.h"
 #include "common/token.h"
+#include "runtime/dial.h"
 #include "runtime/owner.h"
 #include "runtime/registry.h"
 #include "runtime/ring.h"
@@ -129,6 +130,8 @@ static int start_local(const struct ferry_init_opts *o, struct where *w)
 	snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s",
 		 ferry__cluster_store_socket(ferry__rt.cluster));
 	ferry__rt.node = *ferry__embed_node_id(ferry__cluster_node(ferry__rt.cluster));
+	snprintf(ferry__rt.node_address, sizeof(ferry__rt.node_address), "%s",
+		 ferry__embed_node_address(ferry__cluster_node(ferry__rt.cluster)));
 	return 0;
 }
 
@@ -270,6 +273,8 @@ static int find_node(const char *gcs)
 			continue;
 		best = score;
 		snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s", a.shm_path);
+		snprintf(ferry__rt.node_address, sizeof(ferry__rt.node_address), "%s",
+			 nodes[i].address);
 		ferry__rt.node = nodes[i].id;
 	}
 	ferry_gcs_free(nodes);
@@ -421,6 +426,8 @@ static int attach(const struct ferry_init_opts *o)
 	if (ret < 0)
 		goto err_cluster;
 	ret = connect_gcs(&w);
+	if (ret == 0)
+		ret = ferry__rt_dial_setup(w.token, w.token_len); /* runtime/dial.h */
 	if (ret < 0)
 		goto err_cluster;
 	ret = address ? find_node(w.gcs) : 0;

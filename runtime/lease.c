@@ -38,6 +38,7 @@
 #include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "runtime/dial.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "runtime/task.h"
@@ -84,13 +85,14 @@ struct cls {
 };
 
 struct ferry__rt_sub {
-	struct ferry__conn *node;     /* the node's runtime socket */
-	struct ferry_node_id node_id; /* from RuntimeConnectReply */
-	struct cls *classes;	      /* every class seen */
-	uint64_t next_request;	      /* LeaseRequest ids */
-	unsigned open_conns;	      /* sockets whose on_close has not come */
-	bool stopping;		      /* shutdown began */
-	struct ferry__fb_builder fb;  /* messages are built here */
+	struct ferry__conn *node;	   /* the node's runtime socket */
+	struct ferry__rt_endpoint node_ep; /* where it is (runtime/dial.h) */
+	struct ferry_node_id node_id;	   /* from RuntimeConnectReply */
+	struct cls *classes;		   /* every class seen */
+	uint64_t next_request;		   /* LeaseRequest ids */
+	unsigned open_conns;		   /* sockets whose on_close has not come */
+	bool stopping;			   /* shutdown began */
+	struct ferry__fb_builder fb;	   /* messages are built here */
 };
 
 static struct ferry__rt_sub sub;
@@ -328,16 +330,23 @@ static const struct ferry__conn_callbacks node_cb = {
 
 static int node_connect(void)
 {
-	char path[sizeof(ferry__rt.store_socket) + 4];
 	struct ferry__conn_opts o = {.cb = &node_cb, .max_message_bytes = FRAME_MAX};
+	struct ferry__rt_endpoint ep = {0};
 	int ret;
 
 	if (sub.node)
 		return 0;
-	snprintf(path, sizeof(path), "%s.rt", ferry__rt.store_socket);
-	ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &sub.node);
+	/* A worker's owner line is a child's, on its node's Unix socket only (rt_srv.c). */
+	if (ferry__rt.worker || ferry__rt_node_endpoint(ferry__rt.node_address, &sub.node_ep) < 0)
+		if (snprintf(sub.node_ep.path, sizeof(sub.node_ep.path), "%.*s.rt",
+			     (int)sizeof(sub.node_ep.path) - 4, ferry__rt.store_socket) < 0)
+			return -EINVAL;
+	ep = sub.node_ep;
+	if (ferry__rt.worker)
+		ep.port = 0;
+	ret = ferry__rt_dial(ferry__rt.loop, &ep, &o, &sub.node);
 	if (ret < 0) {
-		FLOG_ERROR(COMP, "the node's runtime socket %s: %s", path, ferry_strerror(ret));
+		FLOG_ERROR(COMP, "the node's runtime socket %s: %s", ep.path, ferry_strerror(ret));
 		return ret;
 	}
 	sub.open_conns++;
@@ -391,7 +400,7 @@ static struct lease *lease_by_id(uint64_t lease_id, struct cls **cls_out)
 }
 
 static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
-		      const char *path);
+		      const char *path, uint16_t port);
 
 static void on_grant(const void *payload)
 {
@@ -401,10 +410,11 @@ static void on_grant(const void *payload)
 	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
 	const char *m = ferry__wire_lease_grant_message(v);
 	const char *path = ferry__wire_lease_grant_worker_path(v);
+	uint16_t port = ferry__wire_lease_grant_worker_port(v);
 	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v), .via = msg_via};
 
 	if (!c && ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id,
-					&wid, path, m))
+					&wid, path, port, m))
 		return;
 	if (!c) { /* a class that gave up (shutdown): the worker goes back */
 		if (status == 0)
@@ -417,7 +427,7 @@ static void on_grant(const void *payload)
 		class_fail(c, status, m ? m : ferry_strerror(status));
 		return;
 	}
-	if (!path || lease_open(c, tmp.lease_id, &wid, path) < 0) {
+	if (!path || lease_open(c, tmp.lease_id, &wid, path, port) < 0) {
 		send_lease_return(&tmp);
 		class_fail(c, -ECONNREFUSED, "cannot connect to the leased worker");
 		return;
@@ -588,11 +598,23 @@ static const struct ferry__conn_callbacks worker_cb = {
 	.on_close = worker_on_close,
 };
 
+void ferry__rt_worker_endpoint(const char *path, uint16_t port, struct ferry__rt_endpoint *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->path, sizeof(out->path), "%s", path ? path : "");
+	snprintf(out->host, sizeof(out->host), "%s", sub.node_ep.host);
+	if (port && sub.node_ep.ip[0]) { /* the worker listens on its node's ip */
+		snprintf(out->ip, sizeof(out->ip), "%s", sub.node_ep.ip);
+		out->port = port;
+	}
+}
+
 static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
-		      const char *path)
+		      const char *path, uint16_t port)
 {
 	struct lease *l = ferry__calloc(1, sizeof(*l));
 	struct ferry__conn_opts o = {.cb = &worker_cb, .max_message_bytes = FRAME_MAX};
+	struct ferry__rt_endpoint ep;
 	int ret;
 
 	if (!l)
@@ -605,15 +627,16 @@ static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire
 	l->idle.data = l;
 	l->revoke.data = l;
 	o.data = l;
-	ret = ferry__conn_connect_unix(ferry__rt.loop, path, &o, &l->conn);
+	ferry__rt_worker_endpoint(path, port, &ep);
+	ret = ferry__rt_dial(ferry__rt.loop, &ep, &o, &l->conn);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "leased worker %s: %s", path, ferry_strerror(ret));
 		ferry__free(l);
 		return ret;
 	}
 	sub.open_conns++;
-	(void)ferry__rt_send_connect(l->conn); /* a failure shows as the socket's close */
-	if (ferry__rt_ring_enabled())
+	(void)ferry__rt_send_connect(l->conn);	  /* a failure shows as the socket's close */
+	if (ferry__rt_ring_enabled() && ret == 0) /* rings are shared memory: Unix only */
 		(void)ferry__rt_ring_offer(ferry__rt.loop, l->conn, worker_on_message, &l->ring);
 	l->next = c->leases;
 	c->leases = l;

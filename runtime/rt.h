@@ -100,6 +100,7 @@ struct ferry__rt {
 	uint32_t submit_seq;		   /* submits so far (under lock) */
 	uint64_t inline_max;		   /* ferry_init_opts.inline_max or 100 KiB */
 	char store_socket[108];		   /* the node's store socket */
+	char node_address[256];		   /* its advertised address, "" unknown (runtime/dial.h) */
 	char code_path[4096];		   /* the job's library, "" for none */
 	uint8_t code_hash[32];		   /* its SHA-256 */
 	struct ferry__hashmap objects;	   /* object id -> struct ferry__rt_obj * */
@@ -185,8 +186,11 @@ struct ferry__wire_unique_id;
 void ferry__rt_actor_init(void);
 void ferry__rt_actor_fini(void);
 bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
-			   const struct ferry__wire_unique_id *wid, const char *path,
+			   const struct ferry__wire_unique_id *wid, const char *path, uint16_t port,
 			   const char *message);
+/* lease.c: a granted worker's endpoint: @path on the node's host, @port on the node's ip. */
+struct ferry__rt_endpoint;
+void ferry__rt_worker_endpoint(const char *path, uint16_t port, struct ferry__rt_endpoint *out);
 void ferry__rt_actor_revoked(uint64_t lease_id, const char *why);
 void ferry__rt_actor_stop(void);
 void ferry__rt_actor_node_gone(void);

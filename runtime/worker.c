@@ -39,6 +39,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/wire.h"
+#include "runtime/dial.h"
 #include "runtime/ring.h"
 #include "runtime/worker.h"
 
@@ -73,6 +74,27 @@ static int env_path(const char *var, char *out, size_t size, char *err, size_t e
 	return 0;
 }
 
+/* The TCP endpoint's ip and token: both or neither (an older node sets neither). */
+static int tcp_from_env(struct ferry__worker_opts *o, char *err, size_t err_size)
+{
+	const char *ip = getenv("FERRY_WORKER_IP"), *token = getenv("FERRY_WORKER_TOKEN");
+	size_t n = token ? strlen(token) : 0;
+
+	if ((!ip || !*ip) && !n)
+		return 0;
+	if (!ip || !*ip || strlen(ip) >= sizeof(o->ip) || !n || n % 2 || n / 2 > sizeof(o->token) ||
+	    ferry_id_from_hex(token, o->token, n / 2) < 0) {
+		snprintf(
+			err, err_size,
+			"FERRY_WORKER_IP and FERRY_WORKER_TOKEN (hex, up to %zu bytes) go together",
+			sizeof(o->token));
+		return -EINVAL;
+	}
+	snprintf(o->ip, sizeof(o->ip), "%s", ip);
+	o->token_len = n / 2;
+	return 0;
+}
+
 int ferry__worker_opts_from_env(struct ferry__worker_opts *o, char *err, size_t err_size)
 {
 	const char *id = getenv("FERRY_WORKER_ID"), *secret = getenv("FERRY_WORKER_SECRET");
@@ -97,7 +119,7 @@ int ferry__worker_opts_from_env(struct ferry__worker_opts *o, char *err, size_t 
 		return -EINVAL;
 	}
 	o->secret_len = n / 2;
-	return 0;
+	return tcp_from_env(o, err, err_size);
 }
 
 int ferry__worker_listen_path(const char *runtime_socket, const struct ferry_worker_id *id,
@@ -249,6 +271,7 @@ static int connect_node(struct ferry__worker *w)
 		.secret_count = w->opts->secret_len,
 		.pid = (int32_t)getpid(),
 		.listen_path = w->listen_path,
+		.listen_port = w->tcp_server ? ferry__conn_server_port(w->tcp_server) : 0,
 	};
 	int ret;
 
@@ -436,6 +459,17 @@ static int listen_owners(struct ferry__worker *w)
 	if (ret < 0)
 		FLOG_ERROR(COMP, "worker %s: cannot listen on %s: %s", w->id_hex, w->listen_path,
 			   ferry_strerror(ret));
+	if (ret < 0 || !w->opts->ip[0])
+		return ret;
+	/* Owners on other hosts: the same server behind the cluster token's Handshake (its
+	 * refusals are logged per peer, its waiting connections capped: common/conn.h). */
+	so.flags = 0;
+	so.token = w->opts->token;
+	so.token_len = w->opts->token_len;
+	ret = ferry__conn_server_listen_tcp(w->loop, w->opts->ip, 0, &so, &w->tcp_server);
+	if (ret < 0)
+		FLOG_ERROR(COMP, "worker %s: cannot listen on %s (TCP): %s", w->id_hex, w->opts->ip,
+			   ferry_strerror(ret));
 	return ret;
 }
 
@@ -493,6 +527,8 @@ static int start(struct ferry__worker *w)
 	if (ret < 0)
 		FLOG_ERROR(COMP, "worker %s: cannot watch signals: %s", w->id_hex,
 			   ferry_strerror(ret));
+	if (ret == 0)
+		ret = ferry__rt_dial_setup(w->opts->token, w->opts->token_len);
 	if (ret == 0)
 		ret = listen_owners(w);
 	if (ret == 0)

@@ -44,12 +44,17 @@ struct ferry__worker_opts {
 	struct ferry_worker_id id;					  /* this worker */
 	uint8_t secret[FERRY__WORKER_SECRET_MAX];			  /* its secret */
 	size_t secret_len;						  /* bytes in secret */
+	/* Its TCP endpoint for owners on other hosts (FERRY_WORKER_IP, _TOKEN); "": none. */
+	char ip[48];
+	uint8_t token[256]; /* the cluster token they present */
+	size_t token_len;   /* its bytes */
 };
 
 /*
  * ferry__worker_opts_from_env() - read FERRY_NODE_RUNTIME_SOCKET, FERRY_NODE_STORE_SOCKET,
- * FERRY_WORKER_ID (32 hex digits) and FERRY_WORKER_SECRET (hex) into @o. 0, or -EINVAL with
- * the reason in @err (naming the variable).
+ * FERRY_WORKER_ID (32 hex digits) and FERRY_WORKER_SECRET (hex) into @o, and the optional
+ * FERRY_WORKER_IP and FERRY_WORKER_TOKEN (hex; both or neither) of its TCP endpoint. 0, or
+ * -EINVAL with the reason in @err (naming the variable).
  */
 int ferry__worker_opts_from_env(struct ferry__worker_opts *o, char *err, size_t err_size);
 
@@ -99,6 +104,8 @@ struct ferry__worker {
 	struct ferry_job_id job;  /* its job */
 	char assign_message[512]; /* its message ("" when status is 0) */
 	uint64_t tasks_run;	  /* PushTasks answered */
+	/* Owners on other hosts connect here (runtime/dial.h); NULL: none. */
+	struct ferry__conn_server *tcp_server;
 };
 
 /* ferry__worker_init() / _fini() - the parts of a worker that tests and the fuzz target use

@@ -40,13 +40,15 @@ struct ferry__node_addr {
 	char ip[48];				  /* numeric address */
 	uint16_t tcp_port;			  /* 0: no TCP */
 	uint16_t rdma_port;			  /* 0: no RDMA */
+	uint16_t rt_port;			  /* runtime endpoint (rt=), 0: none */
 	char shm_path[FERRY__NODE_ADDR_PATH_MAX]; /* "": no shm; the store's socket */
 	char host[40];				  /* boot id */
 	uint64_t run;				  /* this start of the node; 0: not given */
 };
 
 /* ferry__node_addr_parse() - parse @len bytes of @text strictly. 0 or -EINVAL (logged at
- * debug: the text is untrusted). */
+ * debug: the text is untrusted). An ip, a host and one transport or an rt= port are required:
+ * "ip=A;rt=P;host=B" alone names a runtime endpoint (a worker's or an owner's socket on TCP). */
 int ferry__node_addr_parse(const char *text, size_t len, struct ferry__node_addr *out);
 /* ferry__node_addr_format() - the text form into @buf. Returns its length, -EINVAL (an invalid
  * field) or -ENOSPC (@size too small). */

@@ -122,6 +122,9 @@ static int parse_pair(const char *p, size_t len, struct ferry__node_addr *a, uns
 	} else if (klen == 3 && !memcmp(p, "run", 3)) {
 		bit = 32;
 		ret = parse_run(v, vlen, &a->run);
+	} else if (klen == 2 && !memcmp(p, "rt", 2)) {
+		bit = 64;
+		ret = parse_port(v, vlen, &a->rt_port);
 	} else {
 		return -EINVAL;
 	}
@@ -152,7 +155,7 @@ int ferry__node_addr_parse(const char *text, size_t len, struct ferry__node_addr
 		if (semi && pos == len) /* a trailing ';' */
 			return -EINVAL;
 	}
-	if (!(seen & 1) || !(seen & 16) || !ferry__node_addr_transports(&a)) {
+	if (!(seen & 1) || !(seen & 16) || (!ferry__node_addr_transports(&a) && !a.rt_port)) {
 		FLOG_DEBUG(COMP, "incomplete node address %.*s", (int)len, text);
 		return -EINVAL;
 	}
@@ -184,6 +187,12 @@ int ferry__node_addr_format(const struct ferry__node_addr *a, char *buf, size_t 
 	}
 	if (a->rdma_port) {
 		w = snprintf(buf + n, size - n, ";rdma=%u", a->rdma_port);
+		if (w < 0 || (size_t)w >= size - n)
+			return -ENOSPC;
+		n += (size_t)w;
+	}
+	if (a->rt_port) {
+		w = snprintf(buf + n, size - n, ";rt=%u", a->rt_port);
 		if (w < 0 || (size_t)w >= size - n)
 			return -ENOSPC;
 		n += (size_t)w;

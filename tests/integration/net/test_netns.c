@@ -438,3 +438,44 @@ FTEST(bench_two_hosts)
 	}
 	ftest_assert_ptr_null(strstr(out, "127.0.0.1"));
 }
+
+/* A named actor created by a driver on host a is called by a driver on host b: the call goes
+ * to the actor's worker on host a over TCP (its endpoint from the GCS workers table, the
+ * cluster token's handshake), as host b has no socket of it. FERRY_ACTOR_CLIENT (creates and
+ * calls), FERRY_TEST_JOB (the Counter class), FERRY_WORKER_EXE (the nodes' workers). */
+FTEST(named_actor_called_across_hosts)
+{
+	const char *client = getenv("FERRY_ACTOR_CLIENT"), *job = getenv("FERRY_TEST_JOB");
+	char addr_a[512], addr_b[512], cmd[2048], out[4096], log[512];
+	unsigned port;
+	int code;
+
+	if (!client || !job || !getenv("FERRY_WORKER_EXE"))
+		ftest_skip("FERRY_ACTOR_CLIENT / FERRY_TEST_JOB / FERRY_WORKER_EXE not set");
+	make_hosts();
+	port = start_gcs();
+	start_node(0, "a", port, NULL, addr_a, sizeof(addr_a));
+	start_node(1, "b", port, NULL, addr_b, sizeof(addr_b));
+	ftest_assert_ptr_notnull(strstr(addr_a, ";rt=")); /* the runtime endpoint is advertised */
+	snprintf(log, sizeof(log), "%s/create.log", ftest_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "env FERRY_ADDRESS=%s:%u FERRY_TOKEN_FILE=%s FERRY_TEST_JOB=%s %s remote-1 "
+		 "create 100 2>%s",
+		 env.ip[0], port, token_file(), job, client, log);
+	code = run_in(0, cmd, out, sizeof(out));
+	show_log(log);
+	ftest_assert_int_eq(code, 0);
+	snprintf(log, sizeof(log), "%s/call.log", ftest_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "env FERRY_ADDRESS=%s:%u FERRY_TOKEN_FILE=%s FERRY_LOG=debug %s remote-1 5 2 2>%s",
+		 env.ip[0], port, token_file(), client, log);
+	code = run_in(1, cmd, out, sizeof(out));
+	show_log(log);
+	ftest_log("host b's driver:\n%s", out);
+	ftest_assert_int_eq(code, 0);
+	ftest_assert_ptr_notnull(strstr(out, "remote-1: 105\n"));
+	ftest_assert_ptr_notnull(strstr(out, "remote-1: 110\n"));
+	/* It dialed host a's address over TCP (runtime/dial.c's line). */
+	snprintf(cmd, sizeof(cmd), "dialing %s:", env.ip[0]);
+	ftest_assert_true(itest_log_has(log, cmd));
+}

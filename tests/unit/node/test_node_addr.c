@@ -211,3 +211,38 @@ FTEST(loopback_clashes_across_hosts_only)
 	ftest_assert_int_eq(ferry__node_addr_clash(&net_a, &net_b), 0);
 	ftest_assert_int_eq(ferry__node_addr_clash(&lo_a, &lo_b), 0); /* nothing to compare */
 }
+
+/* The runtime endpoint's key: a node's address carries it beside its transports, and alone with
+ * an ip and a host it names a worker's or an owner's TCP socket. */
+FTEST(runtime_endpoint_key)
+{
+	static const char *const bad[] = {
+		"ip=10.0.0.1;host=ab",		 /* neither transport nor rt */
+		"ip=10.0.0.1;rt=0;host=ab",	 /* port 0 */
+		"ip=10.0.0.1;rt=70000;host=ab",	 /* port range */
+		"ip=10.0.0.1;rt=7;rt=8;host=ab", /* repeated */
+		"ip=10.0.0.1;rt=;host=ab",	 /* empty */
+		"rt=7;host=ab",			 /* no ip */
+		"ip=10.0.0.1;rt=7",		 /* no host */
+	};
+	struct ferry__node_addr a, b;
+	char text[FERRY__NODE_ADDR_MAX];
+	int n;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ftest_assert_errno(ferry__node_addr_parse(bad[i], strlen(bad[i]), &a), -EINVAL);
+	ftest_assert_ok(ferry__node_addr_parse("ip=10.0.0.1;rt=4100;host=ab", 27, &a));
+	ftest_assert_uint_eq(a.rt_port, 4100);
+	ftest_assert_uint_eq(ferry__node_addr_transports(&a), 0);
+	ftest_assert_ok(ferry__node_addr_parse("ip=::1;tcp=7;rt=9;shm=/s;host=ab", 32, &a));
+	ftest_assert_uint_eq(a.rt_port, 9);
+	n = ferry__node_addr_format(&a, text, sizeof(text));
+	ftest_assert_int_gt(n, 0);
+	ftest_assert_ok(ferry__node_addr_parse(text, (size_t)n, &b));
+	ftest_assert_mem_eq(&a, &b, sizeof(a));
+	/* An older node's address has none: 0, and nothing is added. */
+	ftest_assert_ok(ferry__node_addr_parse("ip=::1;tcp=7;host=ab", 20, &a));
+	ftest_assert_uint_eq(a.rt_port, 0);
+	n = ferry__node_addr_format(&a, text, sizeof(text));
+	ftest_assert_ptr_null(strstr(text, "rt="));
+}
