@@ -134,6 +134,8 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return ferry__parse_u32(v, FERRY__NODE_MAX_WORKERS, &o->max_workers);
 	else if (!strcmp(a, "--worker-idle-ms"))
 		return ferry__parse_u32(v, UINT32_MAX - 1, &o->worker_idle_ms);
+	else if (!strcmp(a, "--spill-queue"))
+		return ferry__parse_u32(v, 100000, &o->spill_queue);
 	else if (!strcmp(a, "--worker-exe") && *v)
 		o->worker_exe = v;
 	else

@@ -31,7 +31,7 @@ void ferry__rt_req_free(struct rt_req *req)
 }
 
 /* One allocation: the struct, then the resources, the hash and the path. */
-static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_request *q)
+struct rt_req *ferry__rt_req_new(struct rt_peer *p, const struct ferry__rt_lease_request *q)
 {
 	size_t path_len = q->code_path ? strlen(q->code_path) + 1 : 0;
 	size_t res_bytes = q->nres * sizeof(struct ferry__res);
@@ -46,6 +46,12 @@ static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_re
 	req->request_id = q->request_id;
 	req->job = q->job;
 	req->nres = q->nres;
+	req->placed = q->placed;
+	req->strategy = q->strategy;
+	req->affinity = q->affinity;
+	req->affinity_soft = q->affinity_soft;
+	req->ninputs = q->ninputs;
+	memcpy(req->inputs, q->inputs, q->ninputs * sizeof(q->inputs[0]));
 	req->res = (struct ferry__res *)tail;
 	memcpy(req->res, q->res, res_bytes);
 	tail += res_bytes;
@@ -116,8 +122,8 @@ static void account(struct ferry__node_rt *rt, const struct rt_req *req, int sig
 }
 
 /* The node's totals can never cover @q: the name of what is missing into @why. */
-static bool never_fits(const struct ferry__node_rt *rt, const struct ferry__rt_lease_request *q,
-		       char *why, size_t size)
+static bool never_fits(const struct ferry__node_rt *rt, const struct rt_req *q, char *why,
+		       size_t size)
 {
 	char have[32], want[32];
 
@@ -280,14 +286,11 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 	if (!rt->exe[0]) {
 		status = -ENOENT;
 		snprintf(why, sizeof(why), "this node has no ferry-worker executable to start");
-	} else if (never_fits(rt, q, why, sizeof(why))) {
-		status = -EINVAL;
 	} else if (rt->queued + ferry__rt_code_parked(rt) >= RT_MAX_QUEUED_REQUESTS) {
 		status = -ENOSPC;
 		snprintf(why, sizeof(why), "%u lease requests wait at this node, its most",
 			 rt->queued + ferry__rt_code_parked(rt));
-	} else if (!(req = req_new(p, q)) || (status = ferry__rt_code_resolve(rt, req)) < 0) {
-		ferry__rt_req_free(req);
+	} else if (!(req = ferry__rt_req_new(p, q))) {
 		status = -ENOMEM;
 		snprintf(why, sizeof(why), "no memory for the lease request");
 	}
@@ -295,6 +298,33 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
 			  (unsigned long long)q->request_id, p->pid, why);
 		ferry__rt_peer_send_grant(p, q->request_id, status, why, NULL);
+		return;
+	}
+	/* The local scheduler decides first: here, elsewhere ("retry at"), or later. */
+	if (ferry__rt_sched_route(rt, req) == 0)
+		ferry__rt_lease_admit(rt, req);
+}
+
+void ferry__rt_lease_admit(struct ferry__node_rt *rt, struct rt_req *req)
+{
+	char why[192];
+	int status = 0;
+
+	if (!req->owner || rt->stopping) {
+		ferry__rt_req_free(req);
+		return;
+	}
+	if (never_fits(rt, req, why, sizeof(why))) {
+		status = -EINVAL;
+	} else if ((status = ferry__rt_code_resolve(rt, req)) < 0) {
+		status = -ENOMEM;
+		snprintf(why, sizeof(why), "no memory for the lease request");
+	}
+	if (status < 0) {
+		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
+			  (unsigned long long)req->request_id, req->owner->pid, why);
+		ferry__rt_peer_send_grant(req->owner, req->request_id, status, why, NULL);
+		ferry__rt_req_free(req);
 		return;
 	}
 	if (status == 1)
@@ -415,6 +445,7 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 	struct rt_req **at = &rt->queue, *req;
 
 	ferry__rt_code_peer_gone(rt, p);
+	ferry__rt_sched_peer_gone(rt, p);
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state == W_LEASED && w->lease_owner == p && w->detached) {
 			/* A detached actor's: it stays, ownerless, until its worker exits. */

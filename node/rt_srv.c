@@ -99,6 +99,19 @@ void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int statu
 			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
 }
 
+void ferry__rt_peer_send_retry_at(struct rt_peer *p, uint64_t request_id,
+				  const struct ferry_node_id *node, const char *address,
+				  const char *message)
+{
+	struct ferry__wire_lease_grant g = {.request_id = request_id, .status = -EXDEV};
+
+	g.message = message;
+	memcpy(g.retry_node.bytes, node->bytes, sizeof(g.retry_node.bytes));
+	g.retry_address = address;
+	(void)send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
+			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
+}
+
 void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
 				 int term_signal, int exit_status, const char *message)
 {
@@ -526,6 +539,8 @@ static int start_on_loop(void *arg)
 	if (r == 0)
 		r = ferry__rt_pool_start(rt);
 	if (r == 0)
+		r = ferry__rt_sched_init(rt);
+	if (r == 0)
 		r = ferry__loop_timer_start(rt->loop, &rt->tick, TICK_MS, TICK_MS, on_tick);
 	return r;
 }
@@ -632,6 +647,7 @@ void ferry__node_rt_free(struct ferry__node *node)
 		ferry__rt_req_free(req);
 	}
 	ferry__rt_code_free(rt);
+	ferry__rt_sched_fini(rt);
 	if (rt->listening)
 		unlink(rt->path); /* the listener removes it at close; a loop destroyed first does not */
 	ferry__fb_builder_fini(&rt->fb);

@@ -30,6 +30,21 @@
 #define FERRY__RT_CODE_HASH_MAX 64
 /* Resources one LeaseRequest may name. */
 #define FERRY__RT_REQ_RES_MAX 16
+/* Input locations one LeaseRequest may carry (more are a malformed request). */
+#define FERRY__RT_REQ_INPUTS_MAX 16
+
+/* LeaseRequest.strategy (runtime.fbs LeaseStrategy). */
+enum ferry__rt_strategy {
+	FERRY__RT_STRATEGY_DEFAULT = 0,
+	FERRY__RT_STRATEGY_SPREAD = 1,
+	FERRY__RT_STRATEGY_NODE_AFFINITY = 2,
+};
+
+/* bytes of a request's inputs in node's store. */
+struct ferry__rt_input {
+	struct ferry_node_id node; /* not nil */
+	uint64_t bytes;		   /* > 0 */
+};
 
 /* RuntimeConnect. Pointers point into the payload (valid while it is). */
 struct ferry__rt_connect {
@@ -52,6 +67,12 @@ struct ferry__rt_lease_request {
 	size_t code_hash_len;			      /* <= FERRY__RT_CODE_HASH_MAX */
 	uint32_t nres;				      /* entries in res */
 	struct ferry__res res[FERRY__RT_REQ_RES_MAX]; /* the resources asked for */
+	bool placed;				      /* follows a placement: never forwarded */
+	uint8_t strategy;			      /* enum ferry__rt_strategy */
+	struct ferry_node_id affinity;		      /* NODE_AFFINITY: the node (not nil) */
+	bool affinity_soft;			      /* ... elsewhere if dead or full */
+	uint32_t ninputs;			      /* entries in inputs */
+	struct ferry__rt_input inputs[FERRY__RT_REQ_INPUTS_MAX]; /* input bytes by node */
 };
 
 /* WorkerAssignReply. */

@@ -55,6 +55,7 @@ struct lease {
 	struct lease *next;		       /* the class's leases */
 	struct cls *cls;		       /* its class */
 	uint64_t lease_id;		       /* the node's */
+	struct ferry__conn *node;	       /* the node that granted it (NULL: closed) */
 	struct ferry_worker_id worker;	       /* the leased worker */
 	struct ferry__conn *conn;	       /* to the worker, NULL once closed */
 	struct ferry__rt_ring *ring;	       /* beside conn (runtime/ring.h), or NULL */
@@ -79,6 +80,8 @@ struct cls {
 	struct lease *leases;			      /* granted */
 	size_t nleases;				      /* how many */
 	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
+	struct ferry__conn *request_node;	      /* ... sent there */
+	bool request_placed;			      /* ... following a "retry at" */
 	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
 };
 
@@ -147,13 +150,31 @@ static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
 	return n;
 }
 
+static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
+		  uint64_t *request_id);
+
+/* Ask our node, which decides where (node/rt_sched.c). */
 static int send_lease_request(struct cls *c)
 {
-	return ferry__rt_lease_ask(&c->key, &c->request_id);
+	if (node_connect() < 0)
+		return -ECONNREFUSED;
+	c->request_node = sub.node;
+	c->request_placed = false;
+	return ask_on(sub.node, &c->key, false, &c->request_id);
 }
 
+/* An actor's lease stays on our node (placed): actors do not follow placements yet. */
 int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id)
 {
+	if (node_connect() < 0)
+		return -ECONNREFUSED;
+	return ask_on(sub.node, key, true, request_id);
+}
+
+static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
+		  uint64_t *request_id)
+{
+	struct ferry__wire_lease_input in = {0};
 	enum { MAXRES = 16 };
 	struct ferry__wire_runtime_resource res[MAXRES] = {{0}};
 	static char names[MAXRES][FERRY__RT_CUSTOM_MAX];
@@ -161,8 +182,6 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 	size_t n = 0;
 	int ret;
 
-	if (node_connect() < 0)
-		return -ECONNREFUSED;
 	res[n].name = "CPU", res[n++].amount = key->cpus;
 	if (key->gpus > 0)
 		res[n].name = "GPU", res[n++].amount = key->gpus;
@@ -178,9 +197,19 @@ int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request
 	}
 	m.resources = res;
 	m.resources_count = n;
+	m.placed = placed;
+	m.strategy = key->strategy;
+	memcpy(m.affinity_node.bytes, key->affinity.bytes, sizeof(m.affinity_node.bytes));
+	m.affinity_soft = key->affinity_soft;
+	if (key->locality_bytes) {
+		memcpy(in.node_id.bytes, key->locality.bytes, sizeof(in.node_id.bytes));
+		in.bytes = key->locality_bytes;
+		m.inputs = &in;
+		m.inputs_count = 1;
+	}
 	ret = ferry__wire_lease_request_build(&sub.fb, &m);
 	if (ret >= 0)
-		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_REQUEST,
+		ret = ferry__conn_send(node, FERRY__WIRE_MSG_LEASE_REQUEST,
 				       ferry__fb_builder_data(&sub.fb),
 				       ferry__fb_builder_size(&sub.fb));
 	if (ret >= 0)
@@ -202,19 +231,24 @@ int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *
 	return ret < 0 ? ret : 0;
 }
 
+static void give_back_on(struct ferry__conn *node, uint64_t lease_id, bool busy)
+{
+	struct ferry__wire_lease_return m = {.lease_id = lease_id, .busy = busy};
+
+	if (!node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
+		return;
+	(void)ferry__conn_send(node, FERRY__WIRE_MSG_LEASE_RETURN, ferry__fb_builder_data(&sub.fb),
+			       ferry__fb_builder_size(&sub.fb));
+}
+
 static void send_lease_return(struct lease *l)
 {
-	ferry__rt_lease_give_back(l->lease_id, l->ninflight > 0);
+	give_back_on(l->node, l->lease_id, l->ninflight > 0);
 }
 
 void ferry__rt_lease_give_back(uint64_t lease_id, bool busy)
 {
-	struct ferry__wire_lease_return m = {.lease_id = lease_id, .busy = busy};
-
-	if (!sub.node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
-		return;
-	(void)ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_RETURN,
-			       ferry__fb_builder_data(&sub.fb), ferry__fb_builder_size(&sub.fb));
+	give_back_on(sub.node, lease_id, busy);
 }
 
 /* ---- classes ---- */
@@ -343,44 +377,108 @@ static void on_connect_reply(const void *payload)
 	}
 }
 
-static struct cls *class_by_request(uint64_t request_id)
+/* Another node refused us: what was asked there fails (its close follows). */
+static void remote_connect_reply(struct ferry__conn *conn, const void *payload)
+{
+	struct ferry__wire_runtime_connect_reply_view v =
+		ferry__wire_runtime_connect_reply_root_verified(payload);
+	int status = ferry__wire_runtime_connect_reply_status(v);
+	const char *m = ferry__wire_runtime_connect_reply_message(v);
+
+	if (status >= 0)
+		return;
+	FLOG_ERROR(COMP, "a node its lease was placed on refused the driver: %s",
+		   m ? m : ferry_strerror(status));
+	ferry__conn_close(conn);
+}
+
+static struct cls *class_by_request(struct ferry__conn *node, uint64_t request_id)
 {
 	for (struct cls *c = sub.classes; c; c = c->next)
-		if (c->request_id && c->request_id == request_id)
+		if (c->request_id && c->request_id == request_id && c->request_node == node)
 			return c;
 	return NULL;
 }
 
-static struct lease *lease_by_id(uint64_t lease_id, struct cls **cls_out)
+/* Lease IDs are per node: @node's lease @lease_id. */
+static struct lease *lease_by_id(struct ferry__conn *node, uint64_t lease_id, struct cls **cls_out)
 {
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next)
-			if (l->lease_id == lease_id) {
+			if (l->lease_id == lease_id && l->node == node) {
 				*cls_out = c;
 				return l;
 			}
 	return NULL;
 }
 
-static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
-		      const char *path);
+static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id,
+		      const struct ferry__wire_unique_id *wid, const char *path);
 
-static void on_grant(const void *payload)
+/*
+ * "Retry at" (LeaseGrant -EXDEV): the request was placed on another node; it goes there with
+ * placed set, over a connection kept per node (nodes.c). A placed request is never forwarded
+ * again, so a second "retry at" is the node's protocol error, not a reason to travel on.
+ */
+static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
+{
+	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_retry_node(v);
+	const char *address = ferry__wire_lease_grant_retry_address(v);
+	struct ferry__conn *conn = NULL;
+	struct ferry_node_id node;
+	char hex[40], what[400];
+	int ret;
+
+	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
+	ferry_node_id_to_hex(&node, hex, sizeof(hex));
+	if (c->request_placed) {
+		class_fail(c, -EPROTO, "a node forwarded a lease request that was placed on it");
+		return;
+	}
+	ret = ferry__rt_nodes_get(&node, address, &node_cb, &conn);
+	if (ret == 1) {
+		sub.open_conns++;
+		ret = ferry__rt_send_connect(conn);
+	}
+	if (ret >= 0) {
+		c->request_node = conn;
+		c->request_placed = true;
+		ret = ask_on(conn, &c->key, true, &c->request_id);
+	}
+	if (ret < 0) {
+		c->request_id = 0;
+		snprintf(what, sizeof(what),
+			 "its lease was placed on node %s (%s), not reachable: %s", hex,
+			 address ? address : "no address", ferry_strerror(ret));
+		FLOG_WARN(COMP, "%s", what);
+		class_fail(c, ret == -EHOSTUNREACH ? ret : -ECONNREFUSED, what);
+		return;
+	}
+	FLOG_DEBUG(COMP, "lease request %" PRIu64 " placed on node %s", c->request_id, hex);
+}
+
+static void on_grant(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_grant_view v = ferry__wire_lease_grant_root_verified(payload);
-	struct cls *c = class_by_request(ferry__wire_lease_grant_request_id(v));
+	struct cls *c = class_by_request(node, ferry__wire_lease_grant_request_id(v));
 	int status = ferry__wire_lease_grant_status(v);
 	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
 	const char *m = ferry__wire_lease_grant_message(v);
 	const char *path = ferry__wire_lease_grant_worker_path(v);
 	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v)};
 
-	if (!c && ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id,
-					&wid, path, m))
+	tmp.node = node;
+	if (!c && node == sub.node &&
+	    ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id, &wid,
+				  path, m))
 		return;
 	if (!c) { /* a class that gave up (shutdown): the worker goes back */
 		if (status == 0)
 			send_lease_return(&tmp);
+		return;
+	}
+	if (status == -EXDEV) {
+		retry_at(c, v);
 		return;
 	}
 	c->request_id = 0;
@@ -389,7 +487,7 @@ static void on_grant(const void *payload)
 		class_fail(c, status, m ? m : ferry_strerror(status));
 		return;
 	}
-	if (!path || lease_open(c, tmp.lease_id, &wid, path) < 0) {
+	if (!path || lease_open(c, node, tmp.lease_id, &wid, path) < 0) {
 		send_lease_return(&tmp);
 		class_fail(c, -ECONNREFUSED, "cannot connect to the leased worker");
 		return;
@@ -397,14 +495,14 @@ static void on_grant(const void *payload)
 	pump(c);
 }
 
-static void on_revoked(const void *payload)
+static void on_revoked(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_revoked_view v = ferry__wire_lease_revoked_root_verified(payload);
 	int sig = ferry__wire_lease_revoked_term_signal(v);
 	int code = ferry__wire_lease_revoked_exit_status(v);
 	const char *m = ferry__wire_lease_revoked_message(v);
 	struct cls *c = NULL;
-	struct lease *l = lease_by_id(ferry__wire_lease_revoked_lease_id(v), &c);
+	struct lease *l = lease_by_id(node, ferry__wire_lease_revoked_lease_id(v), &c);
 	char why[sizeof(l->why)];
 
 	if (sig > 0)
@@ -415,7 +513,8 @@ static void on_revoked(const void *payload)
 	else
 		snprintf(why, sizeof(why), "worker died: exited with status %d", code);
 	if (!l) {
-		ferry__rt_actor_revoked(ferry__wire_lease_revoked_lease_id(v), why);
+		if (node == sub.node)
+			ferry__rt_actor_revoked(ferry__wire_lease_revoked_lease_id(v), why);
 		return;
 	}
 	l->revoked = true;
@@ -480,14 +579,14 @@ static void take_back(struct lease *l, const struct ferry_task_id *after, uint64
 
 /* A lease's task waits (or runs again): no pushes to it meanwhile; what it holds behind the
  * waiting task comes back (a wait not recalled yet) and goes elsewhere. */
-static void on_blocked(const void *payload)
+static void on_blocked(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_blocked_view v = ferry__wire_lease_blocked_root_verified(payload);
 	struct ferry__wire_unique_id tid = ferry__wire_lease_blocked_task_id(v);
 	uint64_t wait_id = ferry__wire_lease_blocked_wait_id(v);
 	struct ferry_task_id after;
 	struct cls *c = NULL;
-	struct lease *l = lease_by_id(ferry__wire_lease_blocked_lease_id(v), &c);
+	struct lease *l = lease_by_id(node, ferry__wire_lease_blocked_lease_id(v), &c);
 
 	if (!l)
 		return; /* ended meanwhile, or an actor's (its calls wait in order, as Ray's do) */
@@ -501,20 +600,22 @@ static void on_blocked(const void *payload)
 static void node_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
 			    size_t len)
 {
-	(void)conn;
 	(void)len;
 	switch (type) {
 	case FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY:
-		on_connect_reply(payload);
+		if (conn == sub.node)
+			on_connect_reply(payload);
+		else
+			remote_connect_reply(conn, payload);
 		break;
 	case FERRY__WIRE_MSG_LEASE_GRANT:
-		on_grant(payload);
+		on_grant(conn, payload);
 		break;
 	case FERRY__WIRE_MSG_LEASE_REVOKED:
-		on_revoked(payload);
+		on_revoked(conn, payload);
 		break;
 	case FERRY__WIRE_MSG_LEASE_BLOCKED:
-		on_blocked(payload);
+		on_blocked(conn, payload);
 		break;
 	default:
 		FLOG_WARN(COMP, "the node sent an unexpected %s", ferry__wire_message_name(type));
@@ -522,9 +623,28 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 	}
 }
 
+/* Another node's runtime socket closed: what was asked or leased there is over. */
+static void remote_closed(struct ferry__conn *conn, int err)
+{
+	sub.open_conns--;
+	for (struct cls *c = sub.classes; c; c = c->next) {
+		for (struct lease *l = c->leases; l; l = l->next)
+			if (l->node == conn)
+				l->node = NULL; /* its worker's socket tells the rest */
+		if (c->request_id && c->request_node == conn) {
+			c->request_id = 0;
+			class_fail(c, err ? err : -ECONNRESET,
+				   "the node its lease was placed on closed the connection");
+		}
+	}
+}
+
 static void node_on_close(struct ferry__conn *conn, int err)
 {
-	(void)conn;
+	if (ferry__rt_nodes_forget(conn)) {
+		remote_closed(conn, err);
+		return;
+	}
 	sub.node = NULL;
 	sub.open_conns--;
 	/* In a worker this is its node stopping (the worker exits when its main line closes too):
@@ -548,8 +668,8 @@ static const struct ferry__conn_callbacks worker_cb = {
 	.on_close = worker_on_close,
 };
 
-static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
-		      const char *path)
+static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id,
+		      const struct ferry__wire_unique_id *wid, const char *path)
 {
 	struct lease *l = ferry__calloc(1, sizeof(*l));
 	struct ferry__conn_opts o = {.cb = &worker_cb, .max_message_bytes = FRAME_MAX};
@@ -558,6 +678,7 @@ static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire
 	if (!l)
 		return -ENOMEM;
 	l->cls = c;
+	l->node = node;
 	l->lease_id = lease_id;
 	memcpy(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes));
 	l->inflight_tail = &l->inflight;
@@ -829,6 +950,7 @@ int ferry__rt_sub_stop(void *arg)
 		}
 	if (sub.node)
 		ferry__conn_flush(sub.node);
+	ferry__rt_nodes_flush();
 	return 0;
 }
 
@@ -836,10 +958,12 @@ int ferry__rt_sub_stop(void *arg)
 int ferry__rt_sub_close_node(void *arg)
 {
 	(void)arg;
-	if (sub.node && ferry__conn_queued_bytes(sub.node) && arg == NULL)
+	if (((sub.node && ferry__conn_queued_bytes(sub.node)) || ferry__rt_nodes_queued_bytes()) &&
+	    arg == NULL)
 		return 1; /* still writing: ask again */
 	if (sub.node)
 		ferry__conn_close(sub.node);
+	ferry__rt_nodes_close_all();
 	return 0;
 }
 
@@ -869,6 +993,7 @@ void ferry__rt_sub_fini(void)
 		}
 		ferry__free(c);
 	}
+	ferry__rt_nodes_fini();
 	ferry__fb_builder_fini(&sub.fb);
 	ferry__rt_actor_fini();
 	ferry__rt.sub = NULL;

@@ -67,6 +67,8 @@ struct ferry__rt_obj {
 	struct ferry__rt_cb *cbs;  /* ferry_on_ready callbacks waiting for it */
 	struct ferry_object_id *contained; /* ferry_put_refs: objects it holds a count on */
 	size_t ncontained;		   /* how many */
+	struct ferry_node_id node;	   /* FERRY__RT_IN_STORE: whose store holds it */
+	uint64_t store_bytes;		   /* ... its size there (the scheduler's locality) */
 };
 
 /* A worker process as an owner (its tasks submit, put and get): who it is to its node. Set by

@@ -24,7 +24,16 @@ struct ferry__rt_class_key {
 	double gpus;			   /* GPU */
 	double memory_bytes;		   /* memory */
 	char custom[FERRY__RT_CUSTOM_MAX]; /* "name=amount,...", zero-padded */
+	/* Placement (issue 24): tasks that differ here take different leases. */
+	uint8_t strategy;	       /* enum ferry_sched_strategy */
+	uint8_t affinity_soft;	       /* NODE_AFFINITY: soft */
+	struct ferry_node_id affinity; /* NODE_AFFINITY: the node */
+	struct ferry_node_id locality; /* the node holding most of its input bytes
+					    * (>= FERRY__RT_LOCALITY_MIN), or nil */
+	uint64_t locality_bytes;       /* ... how many; 0 with a nil locality */
 };
+/* Inputs smaller than this do not pull a task to their node. */
+#define FERRY__RT_LOCALITY_MIN (1ull << 20)
 
 struct ferry__rt_arg {
 	void *data;	      /* inline bytes (ferry__malloc'd copy), or NULL */
@@ -100,5 +109,19 @@ void ferry__rt_lease_give_back(uint64_t lease_id, bool busy);
 int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *actor);
 struct ferry__conn;
 int ferry__rt_send_connect(struct ferry__conn *conn);
+
+/* nodes.c: the owner's connections to other nodes' runtime sockets (loop thread). get: the
+ * one to node @id (advertised as @address), opened with @cb if none: 1 (new: send
+ * RuntimeConnect), 0 (open already), -EHOSTUNREACH (another host: no runtime endpoint across
+ * hosts in this build), -EINVAL (a bad address), or the connect's -errno. forget: at its
+ * close (true if it was one of them). */
+struct ferry__conn_callbacks;
+int ferry__rt_nodes_get(const struct ferry_node_id *id, const char *address,
+			const struct ferry__conn_callbacks *cb, struct ferry__conn **out);
+bool ferry__rt_nodes_forget(struct ferry__conn *conn);
+size_t ferry__rt_nodes_queued_bytes(void);
+void ferry__rt_nodes_flush(void);
+void ferry__rt_nodes_close_all(void);
+void ferry__rt_nodes_fini(void);
 
 #endif

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * An owner's connections to other nodes' runtime sockets, for leases placed there (a
+ * LeaseGrant "retry at", node/rt_sched.c): one per node, opened at the first placement there
+ * and kept until it closes. Loop thread only (lease.c calls in).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/conn.h"
+#include "common/log.h"
+#include "runtime/rt.h"
+#include "runtime/task.h"
+#include "transport/objmgr.h"
+
+#define COMP "runtime"
+#define FRAME_MAX (64u << 20) /* runtime.fbs: the receiver's frame cap */
+
+struct remote {
+	struct remote *next;	  /* all of them */
+	struct ferry_node_id id;  /* the node */
+	struct ferry__conn *conn; /* its runtime socket; the entry goes at its close */
+};
+
+static struct remote *remotes;
+
+/*
+ * dial_node() - connect to the runtime endpoint of the node advertised as @address (its GCS
+ * address string, transport/objmgr.h). Same host: its store socket + ".rt". Another host
+ * needs a runtime endpoint over TCP, which this build does not have: -EHOSTUNREACH. This is
+ * the one call site to point at a cross-host dial.
+ */
+static int dial_node(const char *address, const struct ferry__conn_callbacks *cb,
+		     struct ferry__conn **out)
+{
+	struct ferry__conn_opts o = {.cb = cb, .max_message_bytes = FRAME_MAX};
+	struct ferry__node_addr a;
+	char boot[48], path[FERRY__NODE_ADDR_PATH_MAX + 4];
+	int n;
+
+	if (!address || ferry__node_addr_parse(address, strlen(address), &a) < 0)
+		return -EINVAL;
+	if (!a.shm_path[0] || ferry__host_boot_id(boot, sizeof(boot)) < 0 || strcmp(boot, a.host))
+		return -EHOSTUNREACH;
+	n = snprintf(path, sizeof(path), "%s.rt", a.shm_path);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+	return ferry__conn_connect_unix(ferry__rt.loop, path, &o, out);
+}
+
+int ferry__rt_nodes_get(const struct ferry_node_id *id, const char *address,
+			const struct ferry__conn_callbacks *cb, struct ferry__conn **out)
+{
+	struct remote *r;
+	int ret;
+
+	for (r = remotes; r; r = r->next)
+		if (!memcmp(&r->id, id, sizeof(*id)) && r->conn) {
+			*out = r->conn;
+			return 0;
+		}
+	r = ferry__calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	ret = dial_node(address, cb, &r->conn);
+	if (ret < 0) {
+		ferry__free(r);
+		return ret;
+	}
+	r->id = *id;
+	r->next = remotes;
+	remotes = r;
+	*out = r->conn;
+	return 1;
+}
+
+bool ferry__rt_nodes_forget(struct ferry__conn *conn)
+{
+	for (struct remote **at = &remotes; *at; at = &(*at)->next) {
+		struct remote *r = *at;
+
+		if (r->conn == conn) {
+			*at = r->next;
+			ferry__free(r);
+			return true;
+		}
+	}
+	return false;
+}
+
+size_t ferry__rt_nodes_queued_bytes(void)
+{
+	size_t n = 0;
+
+	for (struct remote *r = remotes; r; r = r->next)
+		n += ferry__conn_queued_bytes(r->conn);
+	return n;
+}
+
+void ferry__rt_nodes_flush(void)
+{
+	for (struct remote *r = remotes; r; r = r->next)
+		ferry__conn_flush(r->conn);
+}
+
+void ferry__rt_nodes_close_all(void)
+{
+	/* on_close comes later and forgets each (ferry__rt_nodes_forget). */
+	for (struct remote *r = remotes; r; r = r->next)
+		ferry__conn_close(r->conn);
+}
+
+void ferry__rt_nodes_fini(void)
+{
+	while (remotes) { /* only if the loop ended before their on_close */
+		struct remote *r = remotes;
+
+		remotes = r->next;
+		ferry__free(r);
+	}
+}

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Where tasks run (node/rt_sched.c, issue 24) on a cluster `ferry start` runs: a GCS and two
+ * ferry-node processes of one CPU each on loopback, a driver joined to one of them. A task
+ * with hard NODE_AFFINITY runs on the node named (it returns the ID of its node), reached in
+ * one hop: the driver's node answers "retry at", the other queues the placed request and
+ * forwards nothing (the nodes' counters at stop say so). Soft affinity to a full node, or to a
+ * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
+ * -EHOSTUNREACH naming it. A task no node can run waits (a warning in the node's log, an
+ * error record of its job in the GCS) instead of failing. The job is
+ * tests/unit/runtime/job_owner.c (where).
+ * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "runtime/rt.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
+
+#define GET_MS 30000
+
+static char run_dir[256];
+static bool stopped = true;
+
+/* A failed assertion exits: the cluster's daemons must not outlive the test. */
+static void stop_cluster(void)
+{
+	if (stopped)
+		return;
+	stopped = true;
+	(void)itest_ferry_cli(run_dir, "stop --timeout 5");
+}
+
+/* The GCS's address and the token's path, from the run directory. */
+static void cluster_address(char *addr, size_t size)
+{
+	char path[512], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cluster", run_dir);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	addr[0] = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "address ", 8)) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(addr, size, "%s", line + 8);
+		}
+	fclose(f);
+	ftest_assert_true(addr[0] != 0);
+}
+
+/* @nodes nodes of one CPU each; the driver joins (through this host's first). */
+static void start_cluster(int nodes)
+{
+	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
+	char args[1024], addr[256];
+
+	if (!o.code_path)
+		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
+	/* Not in ftest_tmpdir(): a failed assertion removes that before stop_cluster runs. */
+	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-placement-%d", (int)getpid());
+	setenv("FERRY_RUN_DIR", run_dir, 1);
+	unsetenv("FERRY_ADDRESS");
+	/* The nodes log their placement counters at info (node_counters). */
+	setenv("FERRY_LOG", "node=info", 1);
+	stopped = false;
+	atexit(stop_cluster);
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
+						     "--memory 64M --num-cpus 1 --timeout 20"),
+			    0);
+	cluster_address(addr, sizeof(addr));
+	snprintf(args, sizeof(args),
+		 "start --address %s --token-file %s/token --ip 127.0.0.1 --memory 64M "
+		 "--num-cpus 1 --timeout 20",
+		 addr, run_dir);
+	for (int i = 1; i < nodes; i++)
+		ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
+	ftest_assert_ok(ferry_init(&o));
+}
+
+/* Node @index's ID (its node.id file). */
+static struct ferry_node_id node_id(int index)
+{
+	struct ferry_node_id id;
+	char path[512], hex[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, index);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
+	fclose(f);
+	hex[strcspn(hex, "\n")] = 0;
+	ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
+	return id;
+}
+
+/* The node that is not the driver's (of a two-node cluster), and its index. */
+static struct ferry_node_id other_node(int *index)
+{
+	for (int i = 1; i <= 2; i++) {
+		struct ferry_node_id id = node_id(i);
+
+		if (!ferry_node_id_eq(&id, &ferry__rt.node)) {
+			if (index)
+				*index = i;
+			return id;
+		}
+	}
+	ftest__fail(__FILE__, __LINE__, "the driver's node is both nodes");
+}
+
+/* Submit where(@ms) with @o; its ref. */
+static struct ferry_ref where(int64_t ms, const struct ferry_task_opts *o)
+{
+	struct ferry_arg a = {.data = &ms, .len = sizeof(ms)};
+	struct ferry_ref r;
+
+	ftest_assert_ok(ferry_submit("where", &a, 1, o, &r));
+	return r;
+}
+
+/* The node a where() ran on. */
+static struct ferry_node_id ran_on(struct ferry_ref *r)
+{
+	struct ferry_node_id id;
+	struct ferry_view v;
+	int ret = ferry_get(r, GET_MS, &v);
+
+	if (ret < 0)
+		ftest_log("where: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, sizeof(id));
+	memcpy(&id, v.data, sizeof(id));
+	ferry_release(&v);
+	ferry_ref_drop(r);
+	return id;
+}
+
+static struct ferry_task_opts affinity(const struct ferry_node_id *node, bool soft)
+{
+	return (struct ferry_task_opts){.strategy = FERRY_SCHED_NODE_AFFINITY,
+					.affinity_node = *node,
+					.affinity_soft = soft};
+}
+
+/* Node @index's counters at its stop: "N here, N placed here, N forwarded". */
+static void node_counters(int index, unsigned *here, unsigned *placed, unsigned *forwarded)
+{
+	char path[512], line[1024];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/session_latest/logs/node-%d.log", run_dir, index);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "lease requests: ");
+
+		if (p && sscanf(p, "lease requests: %u here, %u placed here, %u forwarded", here,
+				placed, forwarded) == 3)
+			found = true;
+	}
+	fclose(f);
+	ftest_assert_true(found);
+	ftest_log("node-%d: %u here, %u placed here, %u forwarded", index, *here, *placed,
+		  *forwarded);
+}
+
+FTEST(hard_affinity_runs_on_the_named_node_in_one_hop)
+{
+	struct ferry_ref there[6], here[2];
+	struct ferry_node_id other, self;
+	struct ferry_task_opts o;
+	unsigned h, p, fw;
+	int oi;
+
+	start_cluster(2);
+	self = ferry__rt.node;
+	other = other_node(&oi);
+	o = affinity(&other, false);
+	for (int i = 0; i < 6; i++)
+		there[i] = where(0, &o);
+	o = affinity(&self, false);
+	for (int i = 0; i < 2; i++)
+		here[i] = where(0, &o);
+	for (int i = 0; i < 6; i++) {
+		struct ferry_node_id n = ran_on(&there[i]);
+
+		ftest_assert_true(ferry_node_id_eq(&n, &other));
+	}
+	for (int i = 0; i < 2; i++) {
+		struct ferry_node_id n = ran_on(&here[i]);
+
+		ftest_assert_true(ferry_node_id_eq(&n, &self));
+	}
+	ferry_shutdown();
+	stop_cluster();
+	/* One hop: the driver's node forwarded, the other only queued what was placed on it. */
+	node_counters(3 - oi, &h, &p, &fw);
+	ftest_assert_uint_ge(fw, 1);
+	ftest_assert_uint_ge(h, 1);
+	node_counters(oi, &h, &p, &fw);
+	ftest_assert_uint_eq(fw, 0);
+	ftest_assert_uint_ge(p, 1);
+}
+
+FTEST(hard_affinity_to_an_unknown_node_fails_naming_it)
+{
+	struct ferry_node_id nobody;
+	struct ferry_task_opts o;
+	struct ferry_ref r;
+	struct ferry_view v;
+	char hex[40];
+
+	start_cluster(1);
+	ferry_node_id_random(&nobody);
+	ferry_node_id_to_hex(&nobody, hex, sizeof(hex));
+	o = affinity(&nobody, false);
+	r = where(0, &o);
+	ftest_assert_errno(ferry_get(&r, GET_MS, &v), -EHOSTUNREACH);
+	ftest_log("error: %s", v.error);
+	ftest_assert_ptr_notnull(strstr(v.error, hex));
+	ftest_assert_ptr_notnull(strstr(v.error, "not alive"));
+	ferry_ref_drop(&r);
+	/* A strategy that does not exist, or affinity to no node, is the caller's error. */
+	o = (struct ferry_task_opts){.strategy = FERRY_SCHED_NODE_AFFINITY};
+	ftest_assert_errno(ferry_submit("where", NULL, 0, &o, &r), -EINVAL);
+	o = (struct ferry_task_opts){.strategy = (enum ferry_sched_strategy)7};
+	ftest_assert_errno(ferry_submit("where", NULL, 0, &o, &r), -EINVAL);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* Whether @node's last load report shows @cpu CPUs free (in 1/FERRY_GCS_RESOURCE_UNIT). */
+static bool cpu_free_is(const struct ferry_node_id *node, int64_t cpu)
+{
+	struct ferry_gcs_node_load *loads = NULL;
+	int n = ferry_gcs_node_load_list(ferry__rt.gcs, &loads);
+	bool yes = false;
+
+	for (int i = 0; i < n; i++) {
+		if (!ferry_node_id_eq(&loads[i].id, node))
+			continue;
+		for (uint32_t k = 0; k < loads[i].nresources; k++)
+			if (!strcmp(loads[i].resources[k].name, "CPU"))
+				yes = loads[i].resources[k].available == cpu;
+	}
+	ferry_gcs_free(loads);
+	return yes;
+}
+
+static bool node_alive(const struct ferry_node_id *node)
+{
+	struct ferry_gcs_node_info *nodes = NULL;
+	int n = ferry_gcs_node_list(ferry__rt.gcs, &nodes);
+	bool alive = false;
+
+	for (int i = 0; i < n; i++)
+		alive |= ferry_node_id_eq(&nodes[i].id, node) &&
+			 nodes[i].state == FERRY_GCS_NODE_ALIVE;
+	ferry_gcs_free(nodes);
+	return alive;
+}
+
+FTEST(soft_affinity_to_a_full_or_dead_node_runs_elsewhere)
+{
+	struct ferry_node_id other, self, n;
+	struct ferry_ref busy, r;
+	struct ferry_task_opts hard, soft;
+	struct ferry_view v;
+	char path[512], hex[40];
+	pid_t pid = 0;
+	FILE *f;
+	int oi, i;
+
+	start_cluster(2);
+	self = ferry__rt.node;
+	other = other_node(&oi);
+	hard = affinity(&other, false);
+	soft = affinity(&other, true);
+	/* Full: its one CPU runs a long task, and its load report says so. */
+	busy = where(3000, &hard);
+	for (i = 0; i < 200 && !cpu_free_is(&other, 0); i++)
+		usleep(50 * 1000);
+	ftest_assert_true(cpu_free_is(&other, 0));
+	r = where(0, &soft);
+	n = ran_on(&r);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	n = ran_on(&busy);
+	ftest_assert_true(ferry_node_id_eq(&n, &other));
+	/* Dead: SIGKILLed, and declared dead by the GCS. */
+	snprintf(path, sizeof(path), "%s/node-%d/node.pid", run_dir, oi);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_int_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	ftest_assert_ok(kill(pid, SIGKILL));
+	for (i = 0; i < 300 && node_alive(&other); i++)
+		usleep(50 * 1000);
+	ftest_assert_false(node_alive(&other));
+	r = where(0, &soft);
+	n = ran_on(&r);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	r = where(0, &hard);
+	ftest_assert_errno(ferry_get(&r, GET_MS, &v), -EHOSTUNREACH);
+	ferry_node_id_to_hex(&other, hex, sizeof(hex));
+	ftest_log("error: %s", v.error);
+	ftest_assert_ptr_notnull(strstr(v.error, hex));
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* The error records of our job, as the GCS's errors channel delivers them. */
+static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t err_cond = PTHREAD_COND_INITIALIZER;
+static unsigned infeasible_records;
+
+static void on_error(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct ferry_gcs_error_info e;
+
+	(void)arg;
+	if (ferry_gcs_event_error(ev, &e) < 0 || strcmp(e.type, "infeasible"))
+		return;
+	pthread_mutex_lock(&err_lock);
+	infeasible_records++;
+	pthread_cond_broadcast(&err_cond);
+	pthread_mutex_unlock(&err_lock);
+}
+
+FTEST(an_infeasible_task_waits_with_a_warning_and_an_error_record)
+{
+	struct ferry_task_opts o = {.resources = "gadget=1"};
+	struct ferry_ref r;
+	struct ferry_view v;
+	char path[512];
+
+	start_cluster(1);
+	ftest_assert_ok(ferry_gcs_subscribe(ferry__rt.gcs, FERRY_GCS_CH_ERRORS, &ferry__rt.job,
+					    sizeof(ferry__rt.job), on_error, NULL));
+	r = where(0, &o);
+	/* It waits: no error, no result. */
+	ftest_assert_errno(ferry_get(&r, 1500, &v), -ETIMEDOUT);
+	ftest_assert_uint_ge(itest_counter_wait(&err_lock, &err_cond, &infeasible_records, 1), 1);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+	stop_cluster();
+	snprintf(path, sizeof(path), "%s/session_latest/logs/node-1.log", run_dir);
+	ftest_assert_true(itest_log_has(path, "is infeasible: "));
+}
