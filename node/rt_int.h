@@ -150,6 +150,7 @@ struct ferry__node_rt {
 	struct ferry__offload *disk;	   /* rt_code.c's hashing and writes; started at need */
 	uint32_t code_parked;		   /* requests waiting for a code fetch */
 	struct rt_sched *sched;		   /* the local scheduler (rt_sched.c) */
+	uint64_t mean_task_us;		   /* tasks' run time, moving mean (load report) */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
 	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
 };
@@ -191,6 +192,8 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 bool ferry__rt_lease_held(const struct rt_peer *p);
 /* @busy: its owner had tasks in flight on it (it shut down): the worker is ended. */
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy);
+/* A returned lease ran @tasks tasks in @busy_us: into the node's mean task time. */
+void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint64_t busy_us);
 /* LeaseDetach: @p's lease outlives @p (rt_lease.c). */
 struct ferry__rt_detach;
 void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d);

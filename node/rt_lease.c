@@ -147,7 +147,8 @@ void ferry__rt_lease_report(struct ferry__node_rt *rt)
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next)
 		n[w->state] += !w->signal_sent;
-	ferry__node_set_load(rt->node, &rt->avail, rt->queued + ferry__rt_code_parked(rt), 0);
+	ferry__node_set_load(rt->node, &rt->avail, rt->queued + ferry__rt_code_parked(rt),
+			     rt->mean_task_us);
 	ferry__node_set_workers(rt->node, n[W_IDLE], n[W_LEASED] + n[W_ASSIGNING], n[W_STARTING]);
 }
 
@@ -359,6 +360,19 @@ void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d)
 	}
 	FLOG_DEBUG(COMP, "runtime: pid %d detached lease %llu, which it does not hold", p->pid,
 		   (unsigned long long)d->lease_id);
+}
+
+/* A moving mean (weight 1/8 per lease) of the owners' reports: it follows a change of work
+ * within a few leases without one odd lease swinging it. The figure is the owner's word; a
+ * wrong one only misleads the scheduler's estimate of this node's wait. */
+void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint64_t busy_us)
+{
+	uint64_t mean;
+
+	if (!tasks || busy_us / tasks > 3600ull * 1000 * 1000)
+		return; /* nothing ran, or over an hour per task: not a figure to keep */
+	mean = busy_us / tasks;
+	rt->mean_task_us = rt->mean_task_us ? (7 * rt->mean_task_us + mean) / 8 : mean;
 }
 
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy)

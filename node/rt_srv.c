@@ -282,6 +282,7 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 		ferry__rt_lease_request(p, &m->lease);
 		break;
 	case FERRY__WIRE_MSG_LEASE_RETURN:
+		ferry__rt_lease_task_times(p->rt, m->ret.tasks, m->ret.busy_us);
 		ferry__rt_lease_return(p, m->ret.lease_id, m->ret.busy);
 		break;
 	case FERRY__WIRE_MSG_LEASE_DETACH:

@@ -258,6 +258,8 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 
 		out->ret.lease_id = ferry__wire_lease_return_lease_id(v);
 		out->ret.busy = ferry__wire_lease_return_busy(v);
+		out->ret.tasks = ferry__wire_lease_return_tasks(v);
+		out->ret.busy_us = ferry__wire_lease_return_busy_us(v);
 		return 0;
 	}
 	case FERRY__WIRE_MSG_WORKER_BLOCKED: {

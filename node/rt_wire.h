@@ -104,6 +104,8 @@ struct ferry__rt_msg {
 		struct {
 			uint64_t lease_id; /* LEASE_RETURN */
 			bool busy;	   /* its owner had tasks in flight on it */
+			uint32_t tasks;	   /* tasks it ran */
+			uint64_t busy_us;  /* ... for this long */
 		} ret;
 		struct ferry__rt_detach detach;		    /* LEASE_DETACH */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */

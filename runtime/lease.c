@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -68,6 +69,9 @@ struct lease {
 	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
+	uint32_t tasks_done;		       /* replies to its pushes */
+	uint64_t busy_us;		       /* ... the time their tasks ran */
+	uint64_t last_reply_us;		       /* when the last reply came */
 	char why[160];			       /* the worker's death, for errors */
 };
 
@@ -231,10 +235,23 @@ int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *
 	return ret < 0 ? ret : 0;
 }
 
-static void give_back_on(struct ferry__conn *node, uint64_t lease_id, bool busy)
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void give_back_on(struct ferry__conn *node, uint64_t lease_id, bool busy,
+			 const struct lease *l)
 {
 	struct ferry__wire_lease_return m = {.lease_id = lease_id, .busy = busy};
 
+	if (l) { /* the node's mean task time (runtime.fbs LeaseReturn) */
+		m.tasks = l->tasks_done;
+		m.busy_us = l->busy_us;
+	}
 	if (!node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
 		return;
 	(void)ferry__conn_send(node, FERRY__WIRE_MSG_LEASE_RETURN, ferry__fb_builder_data(&sub.fb),
@@ -243,12 +260,12 @@ static void give_back_on(struct ferry__conn *node, uint64_t lease_id, bool busy)
 
 static void send_lease_return(struct lease *l)
 {
-	give_back_on(l->node, l->lease_id, l->ninflight > 0);
+	give_back_on(l->node, l->lease_id, l->ninflight > 0, l);
 }
 
 void ferry__rt_lease_give_back(uint64_t lease_id, bool busy)
 {
-	give_back_on(sub.node, lease_id, busy);
+	give_back_on(sub.node, lease_id, busy, NULL);
 }
 
 /* ---- classes ---- */
@@ -723,6 +740,7 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 	if (ret < 0)
 		return ret;
 	t->next = NULL;
+	t->pushed_us = now_us();
 	*l->inflight_tail = t;
 	l->inflight_tail = &t->next;
 	l->ninflight++;
@@ -782,6 +800,18 @@ static void on_bounce(struct lease *l, uint64_t wait_id)
 	pump(l->cls);
 }
 
+/* A worker runs its socket's tasks in order: @t started at its push or at the reply before
+ * it, whichever came later, and ended now. */
+static void count_task_time(struct lease *l, const struct ferry__rt_task *t)
+{
+	uint64_t now = now_us();
+	uint64_t start = t->pushed_us > l->last_reply_us ? t->pushed_us : l->last_reply_us;
+
+	l->busy_us += now > start ? now - start : 0;
+	l->tasks_done++;
+	l->last_reply_us = now;
+}
+
 static void on_push_reply(struct lease *l, const void *payload)
 {
 	struct ferry_task_id id;
@@ -798,6 +828,7 @@ static void on_push_reply(struct lease *l, const void *payload)
 		FLOG_WARN(COMP, "a worker answered a task it was not given");
 		return;
 	}
+	count_task_time(l, t);
 	if (ferry__rt_task_reply(t, v) == 1)
 		ferry__rt_lease_enqueue(t, true); /* retry_exceptions */
 	else

@@ -294,8 +294,10 @@ static void set_locality(struct ferry__rt_task *t)
 			j++;
 		if (j == n && n == sizeof(sums) / sizeof(sums[0]))
 			continue; /* more places than tracked: the rest do not decide */
-		if (j == n)
-			sums[n++] = (typeof(sums[0])){.node = o->node, .bytes = 0};
+		if (j == n) {
+			sums[n].node = o->node;
+			sums[n++].bytes = 0;
+		}
 		sums[j].bytes += o->store_bytes;
 		if (sums[j].bytes > sums[best].bytes)
 			best = j;

@@ -53,6 +53,7 @@ struct ferry__rt_task {
 	int32_t retries_left;		/* retries still allowed */
 	bool retry_exceptions;		/* retry a -errno result too */
 	uint32_t attempt;		/* 0, then +1 per retry */
+	uint64_t pushed_us;		/* when last pushed (lease.c: task times) */
 	struct ferry__rt_class_key key; /* its class */
 	size_t nargs;			/* arguments */
 	struct ferry__rt_arg *args;	/* them */

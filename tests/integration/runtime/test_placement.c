@@ -7,7 +7,8 @@
  * forwards nothing (the nodes' counters at stop say so). Soft affinity to a full node, or to a
  * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
  * -EHOSTUNREACH naming it. A task no node can run waits (a warning in the node's log, an
- * error record of its job in the GCS) instead of failing. The job is
+ * error record of its job in the GCS) instead of failing. A node's load report carries the
+ * mean run time of its tasks, as the owners measured them. The job is
  * tests/unit/runtime/job_owner.c (where).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
@@ -317,6 +318,40 @@ FTEST(soft_affinity_to_a_full_or_dead_node_runs_elsewhere)
 	ftest_log("error: %s", v.error);
 	ftest_assert_ptr_notnull(strstr(v.error, hex));
 	ferry_ref_drop(&r);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* @node's mean task time in its last load report (0: none yet). */
+static uint64_t mean_task_us(const struct ferry_node_id *node)
+{
+	struct ferry_gcs_node_load *loads = NULL;
+	int n = ferry_gcs_node_load_list(ferry__rt.gcs, &loads);
+	uint64_t us = 0;
+
+	for (int i = 0; i < n; i++)
+		if (ferry_node_id_eq(&loads[i].id, node))
+			us = loads[i].mean_task_us;
+	ferry_gcs_free(loads);
+	return us;
+}
+
+/* What the scheduler reads of a node: its mean task time, from the owners' LeaseReturns. */
+FTEST(the_load_report_carries_the_mean_task_time)
+{
+	struct ferry_ref r[3];
+	uint64_t us = 0;
+
+	start_cluster(1);
+	for (int i = 0; i < 3; i++)
+		r[i] = where(100, NULL);
+	for (int i = 0; i < 3; i++)
+		(void)ran_on(&r[i]);
+	/* The lease goes back after 10 ms idle; the node reports with its next heartbeat. */
+	for (int i = 0; i < 200 && !(us = mean_task_us(&ferry__rt.node)); i++)
+		usleep(50 * 1000);
+	ftest_log("mean task time %llu us", (unsigned long long)us);
+	ftest_assert_uint_ge(us, 100 * 1000); /* each slept 100 ms */
 	ferry_shutdown();
 	stop_cluster();
 }
