@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ferry/ferry.h>
@@ -30,10 +31,16 @@
 
 static char run_dir[256];
 static bool stopped = true;
+static pid_t sched_pid; /* a ferry-sched this test started, or 0 */
 
 /* A failed assertion exits: the cluster's daemons must not outlive the test. */
 static void stop_cluster(void)
 {
+	if (sched_pid > 0) {
+		kill(sched_pid, SIGTERM);
+		waitpid(sched_pid, NULL, 0);
+		sched_pid = 0;
+	}
 	if (stopped)
 		return;
 	stopped = true;
@@ -242,23 +249,40 @@ FTEST(hard_affinity_to_an_unknown_node_fails_naming_it)
 	stop_cluster();
 }
 
-/* A ferry-sched of the cluster registered in the GCS, or the test skips (it needs one). */
-static void need_scheduler(void)
+static int sched_instances(void)
 {
 	struct ferry_gcs_bytes *keys = NULL;
-	int n = 0;
+	int n = ferry_gcs_kv_keys(ferry__rt.gcs, "ferry:sched", 11, "", 0, &keys);
 
-	for (int i = 0; i < 100 && n <= 0; i++) {
-		n = ferry_gcs_kv_keys(ferry__rt.gcs, "ferry:sched", 11, "", 0, &keys);
-		ferry_gcs_free(keys);
-		keys = NULL;
-		if (n <= 0)
-			usleep(50 * 1000);
+	ferry_gcs_free(keys);
+	return n;
+}
+
+/* A ferry-sched of the cluster registered in the GCS: the one `ferry start --head` started,
+ * else one started here ($FERRY_SCHED_BIN), else the test skips (it needs one). */
+static void need_scheduler(void)
+{
+	const char *bin = getenv("FERRY_SCHED_BIN");
+	char addr[256], token[512], line[256];
+	int n = sched_instances();
+
+	if (n <= 0 && bin) {
+		cluster_address(addr, sizeof(addr));
+		snprintf(token, sizeof(token), "%s/token", run_dir);
+		sched_pid =
+			itest_spawn((const char *const[]){bin, "--gcs", addr, "--token-file", token,
+							  "--ip", "127.0.0.1", "--port", "0", NULL},
+				    line, sizeof(line));
+		ftest_log("ferry-sched: %s", line);
+	}
+	for (int i = 0; i < 200 && n <= 0 && (bin || i < 20); i++) {
+		usleep(50 * 1000);
+		n = sched_instances();
 	}
 	if (n <= 0) {
 		ferry_shutdown();
 		stop_cluster();
-		ftest_skip("no ferry-sched registered in the GCS (ferry start --head starts one)");
+		ftest_skip("no ferry-sched registered in the GCS, and FERRY_SCHED_BIN not set");
 	}
 }
 
