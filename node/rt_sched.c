@@ -19,9 +19,11 @@
  *   or reachable: here if this node can ever run it, else infeasible.
  * - Infeasible (no node can ever run it): the request waits in `infeasible` with a warning and
  *   an error record of its job in the GCS; while any waits the node follows the nodes channel,
- *   and a join sends them all up again. Only the owner leaving ends them (it may cancel).
- * - Requests waiting for a GCS answer are on `deciding`; their owner may leave meanwhile
- *   (owner NULL: dropped when the answer comes, or at -ECANCELED when the client goes).
+ *   and a join sends them all up again, a second later (the new node's load must reach the
+ *   scheduler first). Only the owner leaving ends them (it may cancel).
+ * - Requests waiting for a GCS or scheduler answer are on `asks` (or `waiting` for the
+ *   instance lookup); their owner may leave meanwhile (owner NULL: dropped when the answer
+ *   comes, or at -ECANCELED when the client goes).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -51,6 +53,9 @@ struct ferry__sched_client;
 #define SCHED_CHECK_MS 1000u
 /* No instance answered: requests fall back at once for this long. */
 #define SCHED_BACKOFF_MS 5000u
+/* After a join, infeasible requests go up again this much later (the new node's first load
+ * report comes with its first heartbeat, 100 ms by default). */
+#define JOIN_SETTLE_MS 1000u
 
 struct rt_sched {
 	struct ferry__node_rt *rt;	    /* owner */
@@ -65,6 +70,8 @@ struct rt_sched {
 	uint64_t checked_ms;		    /* ... as read then (0: never) */
 	uint64_t unreachable_until_ms;	    /* none answered: up falls back until then */
 	bool following;			    /* subscribed to the nodes channel (for joins) */
+	struct ferry__loop_timer settle;    /* a join: JOIN_SETTLE_MS, then up again */
+	bool settling;			    /* ... it runs */
 	uint32_t spill_queue;		    /* queued requests before new ones go up */
 	/* Counters, logged at stop: each request takes one of these roads, once. */
 	uint64_t here;		  /* queued here by the local decision */
@@ -163,18 +170,18 @@ static void here(struct rt_sched *s, struct rt_req *req)
 static void up(struct rt_sched *s, struct rt_req *req);
 static void unfollow_if_idle(struct rt_sched *s);
 
-static void on_nodes_event(void *arg, const struct ferry_gcs_event *ev)
+/* A node joined a moment ago: the infeasible requests go up again, once its first load
+ * report can have reached the scheduler. */
+static void on_settled(struct ferry__loop_timer *timer, int status)
 {
-	struct rt_sched *s = arg;
-	struct ferry_gcs_node_info info;
-	struct rt_req *list;
+	struct rt_sched *s = timer->data;
+	struct rt_req *list = s->infeasible;
 
-	if (ev->kind != FERRY_GCS_EVENT_DELTA || ferry_gcs_event_node(ev, &info) < 0 ||
-	    info.state != FERRY_GCS_NODE_ALIVE || !s->infeasible)
+	s->settling = false;
+	if (status < 0 || s->rt->stopping || !list)
 		return;
 	FLOG_INFO(COMP, "runtime: a node joined: %u infeasible lease request%s asked again",
 		  s->ninfeasible, s->ninfeasible == 1 ? "" : "s");
-	list = s->infeasible;
 	s->infeasible = NULL;
 	s->ninfeasible = 0;
 	while (list) {
@@ -185,6 +192,18 @@ static void on_nodes_event(void *arg, const struct ferry_gcs_event *ev)
 		up(s, req);
 	}
 	unfollow_if_idle(s);
+}
+
+static void on_nodes_event(void *arg, const struct ferry_gcs_event *ev)
+{
+	struct rt_sched *s = arg;
+	struct ferry_gcs_node_info info;
+
+	if (ev->kind != FERRY_GCS_EVENT_DELTA || ferry_gcs_event_node(ev, &info) < 0 ||
+	    info.state != FERRY_GCS_NODE_ALIVE || !s->infeasible || s->settling)
+		return;
+	s->settling = ferry__loop_timer_start(s->rt->loop, &s->settle, JOIN_SETTLE_MS, 0,
+					      on_settled) == 0;
 }
 
 static void followed(void *arg, int status, void *result)
@@ -235,13 +254,20 @@ static void infeasible(struct rt_sched *s, struct rt_req *req, const char *why)
 		 "lease request %llu of pid %d is infeasible: %s; it waits for a node that can "
 		 "run it",
 		 (unsigned long long)req->request_id, req->owner->pid, why);
-	FLOG_WARN(COMP, "runtime: %s", text);
+	if (req->infeasible_reported) { /* asked again after a join: said once is enough */
+		FLOG_DEBUG(COMP, "runtime: %s", text);
+		gcs = NULL;
+	} else {
+		FLOG_WARN(COMP, "runtime: %s", text);
+	}
+	req->infeasible_reported = true;
 	if (gcs)
 		(void)ferry_gcs_error_report_async(gcs, &req->job, "infeasible", text,
 						   error_recorded, NULL);
 	req->next = s->infeasible;
 	s->infeasible = req;
 	s->ninfeasible++;
+	gcs = s->rt->node->gcs;
 	if (gcs && !s->following) {
 		s->following = ferry_gcs_subscribe_async(gcs, FERRY_GCS_CH_NODES, NULL, 0,
 							 on_nodes_event, s, followed, s) == 0;
@@ -584,13 +610,13 @@ void ferry__rt_sched_stop(struct ferry__node_rt *rt)
 {
 	struct rt_sched *s = rt->sched;
 
+	if (!s)
+		return;
+	(void)ferry__loop_timer_stop(&s->settle);
+	s->settling = false;
 #ifdef HAVE_SCHED_CLIENT
-	if (s) {
-		ferry__sched_client_free(s->client);
-		s->client = NULL;
-	}
-#else
-	(void)s;
+	ferry__sched_client_free(s->client);
+	s->client = NULL;
 #endif
 }
 
@@ -602,6 +628,7 @@ int ferry__rt_sched_init(struct ferry__node_rt *rt)
 	if (!s)
 		return -ENOMEM;
 	s->rt = rt;
+	s->settle.data = s;
 	s->spill_queue = rt->node->opts.spill_queue;
 	if (!s->spill_queue)
 		s->spill_queue = cpus > 0 ? (uint32_t)((cpus + FERRY_GCS_RESOURCE_UNIT - 1) /

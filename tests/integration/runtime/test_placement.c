@@ -10,7 +10,8 @@
  * error record of its job in the GCS) instead of failing. A node's load report carries the
  * mean run time of its tasks, as the owners measured them. The job is
  * tests/unit/runtime/job_owner.c (where).
- * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
+ * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB; FERRY_SCHED_BIN
+ * (ferry-sched) for the tests that need a scheduler (spill, locality, a join).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -66,11 +67,23 @@ static void cluster_address(char *addr, size_t size)
 	ftest_assert_true(addr[0] != 0);
 }
 
+/* One more node of one CPU (and @extra options) joins the cluster. */
+static void add_node(const char *extra)
+{
+	char args[1024], addr[256];
+
+	cluster_address(addr, sizeof(addr));
+	snprintf(args, sizeof(args),
+		 "start --address %s --token-file %s/token --ip 127.0.0.1 --memory 64M "
+		 "--num-cpus 1 --timeout 20 %s",
+		 addr, run_dir, extra);
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
+}
+
 /* @nodes nodes of one CPU each; the driver joins (through this host's first). */
 static void start_cluster(int nodes)
 {
 	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
-	char args[1024], addr[256];
 
 	if (!o.code_path)
 		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
@@ -85,13 +98,8 @@ static void start_cluster(int nodes)
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
 						     "--memory 64M --num-cpus 1 --timeout 20"),
 			    0);
-	cluster_address(addr, sizeof(addr));
-	snprintf(args, sizeof(args),
-		 "start --address %s --token-file %s/token --ip 127.0.0.1 --memory 64M "
-		 "--num-cpus 1 --timeout 20",
-		 addr, run_dir);
 	for (int i = 1; i < nodes; i++)
-		ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
+		add_node("");
 	ftest_assert_ok(ferry_init(&o));
 }
 
@@ -501,4 +509,25 @@ FTEST(an_infeasible_task_waits_with_a_warning_and_an_error_record)
 	stop_cluster();
 	snprintf(path, sizeof(path), "%s/session_latest/logs/node-1.log", run_dir);
 	ftest_assert_true(itest_log_has(path, "is infeasible: "));
+}
+
+/* With a scheduler: it answers -ENOSPC, the request waits at the node, and a node that has
+ * what it asks for joins: the task runs there. */
+FTEST(an_infeasible_task_runs_once_a_node_that_can_joins)
+{
+	struct ferry_task_opts o = {.resources = "gadget=1"};
+	struct ferry_node_id joined, n;
+	struct ferry_ref r;
+	struct ferry_view v;
+
+	start_cluster(1);
+	need_scheduler();
+	r = where(0, &o);
+	ftest_assert_errno(ferry_get(&r, 1000, &v), -ETIMEDOUT);
+	add_node("--resources gadget=1");
+	joined = node_id(2);
+	n = ran_on(&r);
+	ftest_assert_true(ferry_node_id_eq(&n, &joined));
+	ferry_shutdown();
+	stop_cluster();
 }
