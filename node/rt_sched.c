@@ -282,6 +282,8 @@ static void fallback(struct rt_sched *s, struct rt_req *req, const char *why)
 	char text[256];
 
 	if (covers(&s->rt->node->total, req)) {
+		FLOG_DEBUG(COMP, "runtime: lease request %llu of pid %d stays here: %s",
+			   (unsigned long long)req->request_id, req->owner->pid, why);
 		here(s, req);
 		return;
 	}

@@ -92,7 +92,7 @@ static void start_cluster(int nodes)
 	setenv("FERRY_RUN_DIR", run_dir, 1);
 	unsetenv("FERRY_ADDRESS");
 	/* The nodes log their placement counters at info (node_counters). */
-	setenv("FERRY_LOG", "node=info", 1);
+	setenv("FERRY_LOG", getenv("FTEST_NODE_LOG") ? getenv("FTEST_NODE_LOG") : "node=info", 1);
 	stopped = false;
 	atexit(stop_cluster);
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
@@ -292,6 +292,10 @@ static void need_scheduler(void)
 		stop_cluster();
 		ftest_skip("no ferry-sched registered in the GCS, and FERRY_SCHED_BIN not set");
 	}
+	/* A scheduler that has just registered may not have the nodes' load reports yet (it
+	 * answers -EAGAIN, and the node keeps the task): give it their next reports. Not a
+	 * timing assert: without it the tests could only fail, not pass wrongly. */
+	usleep(1000 * 1000);
 }
 
 /* A node with no CPU free sends a task's lease up: some of 8 tasks of 200 ms, submitted on a
