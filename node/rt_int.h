@@ -79,6 +79,7 @@ struct rt_req {
 	/* Placement (rt_sched.c): as the LeaseRequest said. */
 	bool placed;		       /* follows a placement: never forwarded */
 	bool infeasible_reported;      /* warned and recorded as infeasible once */
+	bool rechecked;		       /* placed here while busy and asked up again once */
 	uint8_t strategy;	       /* enum ferry__rt_strategy */
 	bool affinity_soft;	       /* NODE_AFFINITY: soft */
 	struct ferry_node_id affinity; /* NODE_AFFINITY: the node */
