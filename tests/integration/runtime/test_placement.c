@@ -48,6 +48,17 @@ static void stop_cluster(void)
 	(void)itest_ferry_cli(run_dir, "stop --timeout 5");
 }
 
+/* At the test process's exit, after stop_cluster (atexit runs in reverse): the run directory
+ * and its session logs go (node_counters read them before). */
+static void remove_run_dir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (run_dir[0] && system(cmd) != 0)
+		fprintf(stderr, "%s not removed\n", run_dir);
+}
+
 /* The GCS's address and the token's path, from the run directory. */
 static void cluster_address(char *addr, size_t size)
 {
@@ -94,6 +105,7 @@ static void start_cluster(int nodes)
 	/* The nodes log their placement counters at info (node_counters). */
 	setenv("FERRY_LOG", getenv("FTEST_NODE_LOG") ? getenv("FTEST_NODE_LOG") : "node=info", 1);
 	stopped = false;
+	atexit(remove_run_dir);
 	atexit(stop_cluster);
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
 						     "--memory 64M --num-cpus 1 --timeout 20"),
