@@ -6,12 +6,14 @@
  * one hop: the driver's node answers "retry at", the other queues the placed request and
  * forwards nothing (the nodes' counters at stop say so). Soft affinity to a full node, or to a
  * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
- * -EHOSTUNREACH naming it. A task no node can run waits (a warning in the node's log, an
- * error record of its job in the GCS) instead of failing. A node's load report carries the
- * mean run time of its tasks, as the owners measured them. The job is
- * tests/unit/runtime/job_owner.c (where).
+ * -EHOSTUNREACH naming it. With a scheduler (ferry-sched): tasks spill from a busy node to an
+ * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. A task no node can run
+ * waits (a warning in the node's log, an error record of its job in the GCS) instead of
+ * failing, and runs once a node that can joins. A node's load report carries the mean run
+ * time of its tasks, as the owners measured them. The job is tests/unit/runtime/job_owner.c
+ * (where, big).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB; FERRY_SCHED_BIN
- * (ferry-sched) for the tests that need a scheduler (spill, locality, a join).
+ * (ferry-sched) for the tests that need a scheduler.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -338,6 +340,34 @@ FTEST(tasks_spill_to_a_node_with_free_resources)
 	node_counters(oi, &h, &p, &fw);
 	ftest_assert_uint_eq(fw, 0);
 	ftest_assert_uint_ge(p, 1);
+}
+
+/* SPREAD: every lease is placed by the scheduler, over both nodes. */
+FTEST(spread_tasks_use_every_node)
+{
+	struct ferry_task_opts o = {.strategy = FERRY_SCHED_SPREAD};
+	struct ferry_node_id other, self;
+	struct ferry_ref r[6];
+	unsigned on_self = 0, on_other = 0;
+
+	start_cluster(2);
+	need_scheduler();
+	self = ferry__rt.node;
+	other = other_node(NULL);
+	for (int i = 0; i < 6; i++)
+		r[i] = where(200, &o);
+	for (int i = 0; i < 6; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		on_self += ferry_node_id_eq(&n, &self);
+		on_other += ferry_node_id_eq(&n, &other);
+	}
+	ftest_log("%u here, %u on the other node", on_self, on_other);
+	ftest_assert_uint_eq(on_self + on_other, 6);
+	ftest_assert_uint_ge(on_self, 1);
+	ftest_assert_uint_ge(on_other, 1);
+	ferry_shutdown();
+	stop_cluster();
 }
 
 /* A 4 MiB return made on node A; 20 tasks taking it, submitted from B: >= 95% run on A. */
