@@ -65,19 +65,19 @@ struct rt_peer {
 
 /* A queued lease request (one allocation: the struct, resources, code path, hash). */
 struct rt_req {
-	struct ferry__node_rt *rt; /* counts it (reqs) */
-	struct rt_peer *owner;	   /* who asked; NULL once its connection closed */
-	uint64_t request_id;	   /* echoed */
-	struct ferry_job_id job;   /* the job */
-	char *code_path;	   /* or NULL */
-	uint8_t *code_hash;	   /* or NULL */
-	size_t code_hash_len;	   /* its bytes */
-	uint32_t nres;		   /* entries in res */
-	struct ferry__res *res;	   /* what it takes from the node's available set */
-	struct rt_code *code;	   /* its code's entry (rt_code.c), or NULL */
-	bool code_retried;	   /* its code was fetched again once already */
-	struct rt_req *next;	   /* queue (or rt_sched.c's lists) */
-	/* Placement (rt_sched.c): as the LeaseRequest said. */
+	struct rt_peer *owner;	 /* who asked; NULL once its connection closed */
+	uint64_t request_id;	 /* echoed */
+	struct ferry_job_id job; /* the job */
+	char *code_path;	 /* or NULL */
+	uint8_t *code_hash;	 /* or NULL */
+	size_t code_hash_len;	 /* its bytes */
+	uint32_t nres;		 /* entries in res */
+	struct ferry__res *res;	 /* what it takes from the node's available set */
+	struct rt_code *code;	 /* its code's entry (rt_code.c), or NULL */
+	bool code_retried;	 /* its code was fetched again once already */
+	struct rt_req *next;	 /* queue, or rt_sched.c's lists */
+	/* Placement (rt_sched.c), as the LeaseRequest said; and who counts it (reqs). */
+	struct ferry__node_rt *rt;     /* counts it */
 	bool placed;		       /* follows a placement: never forwarded */
 	bool infeasible_reported;      /* warned and recorded as infeasible once */
 	bool rechecked;		       /* placed here while busy and asked up again once */
@@ -141,22 +141,22 @@ struct ferry__node_rt {
 	uint32_t npeers;		   /* in the list */
 	struct rt_req *queue, *queue_tail; /* waiting lease requests, FIFO */
 	uint32_t queued;		   /* in the queue */
-	uint32_t reqs; /* requests alive: queued, parked, leased, or held by rt_sched.c */
-	struct ferry__res_set avail;   /* free now (taken by leases) */
-	uint64_t next_lease_id;	       /* the last lease handed out */
-	uint64_t respawn_after_ms;     /* no start before (RT_RESPAWN_HOLD_MS) */
-	struct ferry__loop_timer tick; /* deadlines, reaping, stop's escalation */
-	struct ferry__fb_builder fb;   /* replies */
-	bool stopping;		       /* no new workers or leases */
-	bool serving;		       /* in serve_queue (no re-entry) */
-	bool listening;		       /* the socket file is ours to remove */
-	struct rt_code *codes;	       /* the jobs' code by hash (rt_code.c) */
-	struct ferry__offload *disk;   /* rt_code.c's hashing and writes; started at need */
-	uint32_t code_parked;	       /* requests waiting for a code fetch */
-	struct rt_sched *sched;	       /* the local scheduler (rt_sched.c) */
-	uint64_t mean_task_us;	       /* tasks' run time, moving mean (load report) */
-	uint32_t alive;		       /* workers not reaped; under node->lock (stop) */
-	pthread_cond_t reaped;	       /* alive went down (with node->lock) */
+	struct ferry__res_set avail;	   /* free now (taken by leases) */
+	uint64_t next_lease_id;		   /* the last lease handed out */
+	uint64_t respawn_after_ms;	   /* no start before (RT_RESPAWN_HOLD_MS) */
+	struct ferry__loop_timer tick;	   /* deadlines, reaping, stop's escalation */
+	struct ferry__fb_builder fb;	   /* replies */
+	bool stopping;			   /* no new workers or leases */
+	bool serving;			   /* in serve_queue (no re-entry) */
+	bool listening;			   /* the socket file is ours to remove */
+	struct rt_code *codes;		   /* the jobs' code by hash (rt_code.c) */
+	struct ferry__offload *disk;	   /* rt_code.c's hashing and writes; started at need */
+	uint32_t code_parked;		   /* requests waiting for a code fetch */
+	struct rt_sched *sched;		   /* the local scheduler (rt_sched.c) */
+	uint64_t mean_task_us;		   /* tasks' run time, moving mean (load report) */
+	uint32_t reqs;			   /* alive: queued, parked, leased, held */
+	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
+	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
 };
 
 /* rt_srv.c */
