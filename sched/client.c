@@ -91,6 +91,7 @@ struct ferry__sched_client {
 	unsigned reply_timeout_ms;	     /* see set_timing */
 	unsigned retry_pause_ms;	     /* see set_timing */
 	unsigned rounds;		     /* see set_timing */
+	bool freeing;			     /* in ferry__sched_client_free(): no new requests */
 };
 
 static void plist_push(struct plist *l, struct pend *p)
@@ -231,7 +232,10 @@ static void on_close(struct ferry__conn *conn, int err)
 
 	c->conn = NULL;
 	c->up = false;
-	if (err && err != -ECANCELED)
+	if (err == -EACCES)
+		FLOG_WARN(COMP, "ferry-sched %s refused this cluster token",
+			  ferry__conn_peer(conn));
+	else if (err && err != -ECANCELED)
 		FLOG_INFO(COMP, "ferry-sched %s %s: %s", ferry__conn_peer(conn),
 			  was_up ? "closed" : "not reachable", ferry_strerror(-err));
 	requeue_sent(c);
@@ -630,6 +634,8 @@ int ferry__sched_client_place(struct ferry__sched_client *c,
 			  req ? req->nres : 0, req ? req->strategy : -1);
 		return -EINVAL;
 	}
+	if (c->freeing)
+		return -ECANCELED;
 	if (ferry__hashmap_get(&c->by_id, &req->id)) {
 		FLOG_WARN(COMP, "place: request %llu is already outstanding",
 			  (unsigned long long)req->id);
@@ -678,6 +684,7 @@ void ferry__sched_client_free(struct ferry__sched_client *c)
 {
 	if (!c)
 		return;
+	c->freeing = true;
 	ferry__loop_timer_stop(&c->flush);
 	ferry__loop_timer_stop(&c->tick);
 	ferry__loop_timer_stop(&c->retry);

@@ -62,7 +62,7 @@ struct ferry__sched_place_req {
 /*
  * The answer, exactly once per request placed (unless cancelled first): status 0 with @node and
  * @node_address (the node's address as registered in the GCS: "ip=A;tcp=P;..."), both valid
- * for the call only; or
+ * for the call only (the address is "" when the scheduler has not seen the node's record); or
  *   -ENOSPC	     no node could ever run it (keep it as infeasible, warn);
  *   -EHOSTDOWN	     hard NODE_AFFINITY to a node that is dead, unknown or too small;
  *   -EINVAL	     the scheduler found the request malformed (an unknown resource kind);
@@ -87,8 +87,8 @@ int ferry__sched_client_new(struct ferry__loop *loop, struct ferry_gcs_client *g
 /*
  * ferry__sched_client_place() - ask where @req's task goes; @cb(@arg, ...) follows on the loop
  * thread, never from inside this call. Returns 0, or -EINVAL (a malformed request: too many
- * resources, a strategy out of range, an ID already outstanding, logged), -ENOMEM; @cb is then
- * never called.
+ * resources, a strategy out of range, an ID already outstanding, logged), -ENOMEM,
+ * -ECANCELED (from a callback run by ferry__sched_client_free()); @cb is then never called.
  */
 int ferry__sched_client_place(struct ferry__sched_client *c,
 			      const struct ferry__sched_place_req *req, ferry__sched_place_fn cb,

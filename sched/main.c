@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 	char token[FERRY_TOKEN_MAX];
 	int ret;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
 		if (ferry__is_help_flag(argv[i])) {
 			usage(stdout);
 			return 0;

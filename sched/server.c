@@ -7,6 +7,8 @@
  * (joins with their addresses, deaths) and NODE_LOAD (each node's report; a removal when it
  * dies). Every node known gets a child of the level the first time it is seen, on either
  * channel; its number is the node's index in `nodes` and the node maps to itself for locality.
+ * A node the nodes channel's snapshot no longer shows after a resync (a GCS restarted without
+ * it) is dead; one that is alive again after its death gets a new child.
  * Until both snapshots ended, a request is answered -EAGAIN (the view is partial: a placement
  * then could pile everything on the first node seen). A request is decided and committed into
  * the level at once, so a burst between two reports spreads; the node's next report replaces
@@ -47,6 +49,7 @@ struct snode {
 	struct ferry_node_id id; /* the node */
 	char *address;		 /* as registered (ferry__malloc'd), or NULL until known */
 	bool dead;		 /* its child takes nothing more */
+	uint64_t seen_gen;	 /* the nodes-channel snapshot that last showed it */
 };
 
 struct sub {
@@ -77,7 +80,10 @@ struct ferry__sched_server {
 	void (*stop_done)(void *arg);			    /* ferry__sched_server_stop */
 	void *stop_arg;					    /* its argument */
 	uint64_t placed, refused;			    /* counters for the log */
+	uint64_t nodes_gen; /* whole-channel RESYNCs of the nodes channel so far */
 };
+
+static void kv_register(struct ferry__sched_server *s);
 
 /* ---- the view ---- */
 
@@ -103,20 +109,14 @@ static int kind_of(struct ferry__sched_server *s, const char *name, bool add)
 	return 4 + (int)s->ncustom++;
 }
 
-/* The node's index (its child number), adding it (and its child) when @add. */
-static int node_index(struct ferry__sched_server *s, const struct ferry_node_id *id, bool add,
-		      uint32_t *out)
+/* A new child for node @id: a new entry of `nodes`, the map pointing at it (a node that came
+ * back after it was taken for dead gets a fresh child: a dead child takes nothing, ever). */
+static int node_new_child(struct ferry__sched_server *s, const struct ferry_node_id *id,
+			  uint32_t *out)
 {
 	uint32_t *slot, child;
 	int ret;
 
-	slot = ferry__hashmap_get(&s->by_node, id->bytes);
-	if (slot) {
-		*out = *slot;
-		return 0;
-	}
-	if (!add)
-		return -ENOENT;
 	if (s->nnodes == s->cap_nodes) {
 		uint32_t cap = s->cap_nodes ? 2 * s->cap_nodes : 64;
 		struct snode *n = ferry__realloc(s->nodes, cap * sizeof(*n));
@@ -135,10 +135,28 @@ static int node_index(struct ferry__sched_server *s, const struct ferry_node_id 
 	if (ret < 0)
 		return ret; /* the child stays, empty and unreachable: it takes nothing */
 	*slot = child;
-	s->nodes[child] = (struct snode){.id = *id};
+	s->nodes[child] = (struct snode){.id = *id, .seen_gen = s->nodes_gen};
 	s->nnodes = child + 1;
 	*out = child;
 	return 0;
+}
+
+/*
+ * The node's index (its child number). @add: a node not known, or known dead, gets a new child
+ * (a record saying it is alive: a node re-registering with a restarted GCS). 0, -ENOENT, -ENOMEM.
+ */
+static int node_index(struct ferry__sched_server *s, const struct ferry_node_id *id, bool add,
+		      uint32_t *out)
+{
+	uint32_t *slot = ferry__hashmap_get(&s->by_node, id->bytes);
+
+	if (slot && (!add || !s->nodes[*slot].dead)) {
+		*out = *slot;
+		return 0;
+	}
+	if (!add)
+		return -ENOENT;
+	return node_new_child(s, id, out);
 }
 
 static void node_dead(struct ferry__sched_server *s, uint32_t i)
@@ -150,6 +168,18 @@ static void node_dead(struct ferry__sched_server *s, uint32_t i)
 	FLOG_INFO(COMP, "node %s died", s->nodes[i].address ? s->nodes[i].address : "?");
 }
 
+/* The end of a nodes-channel snapshot: a node it did not show is gone (a GCS that restarted
+ * without it); if it comes back, it gets a new child. */
+static void nodes_snapshot_end(struct ferry__sched_server *s)
+{
+	for (uint32_t i = 0; i < s->nnodes; i++) {
+		uint32_t *slot = ferry__hashmap_get(&s->by_node, s->nodes[i].id.bytes);
+
+		if (slot && *slot == i && s->nodes[i].seen_gen != s->nodes_gen)
+			node_dead(s, i);
+	}
+}
+
 static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 {
 	struct sub *sub = arg;
@@ -158,7 +188,18 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	uint32_t i;
 
 	if (ev->kind == FERRY_GCS_EVENT_SNAPSHOT_END) {
+		nodes_snapshot_end(s);
 		sub->ready = true;
+		return;
+	}
+	if (ev->kind == FERRY_GCS_EVENT_RESYNC && ev->key_size == 0) {
+		s->nodes_gen++;
+		/* After the first: the client reconnected, perhaps to a GCS that restarted in
+		 * memory and lost the KV. Registering again is idempotent. */
+		if (s->registered && !s->stop_done) {
+			s->registered = false;
+			kv_register(s);
+		}
 		return;
 	}
 	if ((ev->kind != FERRY_GCS_EVENT_DELTA && ev->kind != FERRY_GCS_EVENT_SNAPSHOT) ||
@@ -166,6 +207,7 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 		return;
 	if (node_index(s, &info.id, info.state != FERRY_GCS_NODE_DEAD, &i) < 0)
 		return;
+	s->nodes[i].seen_gen = s->nodes_gen;
 	if (info.address && (!s->nodes[i].address || strcmp(s->nodes[i].address, info.address))) {
 		char *a = ferry__strdup(info.address);
 
@@ -223,7 +265,8 @@ static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	}
 	if (ferry_gcs_event_node_load(ev, &load) < 0)
 		return;
-	if (node_index(s, &load.id, true, &i) == 0 && !s->nodes[i].dead) {
+	if ((node_index(s, &load.id, false, &i) == 0 || node_index(s, &load.id, true, &i) == 0) &&
+	    !s->nodes[i].dead) {
 		load_convert(s, &load, &sl);
 		ferry__sched_child_report(s->level, i, &sl);
 	}

@@ -9,15 +9,19 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <ferry/gcs.h>
 
+#include "common/frame.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "gcs/client.h"
 #include "sched/client.h"
+#include "sched/proto.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/gcs/gcs_procs.h"
 #include "tests/integration/procs.h"
@@ -31,21 +35,30 @@ struct sched_proc {
 	uint16_t port; /* its port */
 };
 
-static struct sched_proc sched_start(uint16_t gcs_port, const char *token_path)
+static struct sched_proc sched_start_with(uint16_t gcs_port, const char *token_path,
+					  const char *const *extra)
 {
 	const char *bin = getenv("FERRY_SCHED_BIN");
 	char gcs[64], line[160];
 	struct sched_proc p = {0};
-	const char *argv[] = {bin,	  "--gcs", gcs,		"--token-file",
-			      token_path, "--ip",  "127.0.0.1", "--port",
-			      "0",	  NULL};
+	const char *argv[16] = {bin,	     "--gcs",  gcs, "--token-file", token_path, "--ip",
+				"127.0.0.1", "--port", "0"};
+	int n = 9;
 
 	if (!bin)
 		ftest_skip("FERRY_SCHED_BIN not set");
 	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", gcs_port);
+	for (; extra && *extra && n < 15; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
 	p.pid = itest_spawn(argv, line, sizeof(line));
 	ftest_assert_int_eq(sscanf(line, "ferry-sched listening on port %hu", &p.port), 1);
 	return p;
+}
+
+static struct sched_proc sched_start(uint16_t gcs_port, const char *token_path)
+{
+	return sched_start_with(gcs_port, token_path, NULL);
 }
 
 /* Stop it with @sig and reap it (SIGTERM: a clean exit, 0). */
@@ -233,9 +246,13 @@ struct cluster {
 	struct sched_proc sched;		 /* ferry-sched */
 };
 
+/* The nodes registered here send no heartbeats: the GCS must not declare them dead during a
+ * test, however slow the machine (a sanitizer build). */
+static const char *const long_deadline[] = {"--node-deadline-ms", "600000", NULL};
+
 static void cluster_start(struct cluster *c)
 {
-	c->gcs = gcs_start(0, NULL);
+	c->gcs = gcs_start(0, long_deadline);
 	c->admin = client_for(&c->gcs, 1, TOKEN);
 	node_add(c->admin, &c->cpu_node, "ip=127.0.0.1;tcp=1001", 4, 0, 1);
 	node_add(c->admin, &c->gpu_node, "ip=127.0.0.1;tcp=1002", 8, 2, 8);
@@ -447,5 +464,177 @@ FTEST(malformed_frame_closes_the_connection)
 	close(fd);
 	/* The server still serves others. */
 	ftest_assert_int_eq(place_one(1, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	cluster_stop(&c);
+}
+
+/* ---- real ferry-node processes: their own resources, load reports and death ---- */
+
+struct node_proc {
+	pid_t pid;		 /* ferry-node */
+	struct ferry_node_id id; /* from its ready line */
+	char address[256];	 /* same */
+};
+
+static struct node_proc node_start(uint16_t gcs_port, const char *name, const char *flags)
+{
+	const char *bin = getenv("FERRY_NODE_BIN");
+	struct node_proc n = {0};
+	char cmd[2048], line[1024], hex[64];
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+
+	if (!bin)
+		ftest_skip("FERRY_NODE_BIN not set (run through meson test)");
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s --gcs 127.0.0.1:%u --token-file %s --ip 127.0.0.1 --memory 32M "
+		 "--transport tcp --num-workers 0 --socket %s/%s.sock %s 2>%s/%s.log",
+		 bin, gcs_port, token_file(), ftest_tmpdir(), name, flags, ftest_tmpdir(), name);
+	n.pid = itest_spawn(argv, line, sizeof(line));
+	ftest_assert_int_eq(sscanf(line, "ferry-node ready id=%32s address=%255s", hex, n.address),
+			    2);
+	ftest_assert_ok(ferry_node_id_from_hex(hex, &n.id));
+	return n;
+}
+
+/* Place @spec until it gets @want (a node's report or death reaches the scheduler through the
+ * GCS a moment after it happened). */
+static int place_until(uint64_t id, const struct req_spec *s, int want)
+{
+	int got = -1000;
+
+	for (int i = 0; i < 200 && got != want; i++) {
+		got = place_one(id, s);
+		if (got != want)
+			usleep(50 * 1000);
+	}
+	return got;
+}
+
+FTEST(real_nodes_resources_and_death)
+{
+	const char *extra[] = {"--node-deadline-ms", "1000", NULL};
+	struct gcs_proc gcs = gcs_start(0, extra);
+	struct node_proc cpu, gpu;
+	struct sched_proc sched;
+	int status;
+
+	cpu = node_start(gcs.port, "cpu", "--num-cpus 2");
+	gpu = node_start(gcs.port, "gpu", "--num-cpus 2 --num-gpus 1 --resources tpu=2");
+	sched = sched_start(gcs.port, token_file());
+	runner_init(gcs.port, TOKEN);
+	ftest_assert_int_eq(place_until(1, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, 0), 0);
+	ftest_assert_true(same_node(&R.ans[1].node, &gpu.id));
+	ftest_assert_str_eq(R.ans[1].address, gpu.address);
+	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "tpu", .amount1 = 2}), 0);
+	ftest_assert_true(same_node(&R.ans[2].node, &gpu.id));
+	ftest_assert_int_eq(place_one(3, &(struct req_spec){.res1 = "tpu", .amount1 = 3}), -ENOSPC);
+	ftest_assert_int_eq(place_one(4, &(struct req_spec){.res1 = "CPU",
+							    .amount1 = 1,
+							    .strategy = FERRY__SCHED_NODE_AFFINITY,
+							    .affinity = &cpu.id}),
+			    0);
+	ftest_assert_true(same_node(&R.ans[4].node, &cpu.id));
+	/* The GPU node dies: once the GCS declares it dead, nothing can run a GPU task. */
+	kill(gpu.pid, SIGKILL);
+	waitpid(gpu.pid, &status, 0);
+	ftest_assert_int_eq(
+		place_until(5, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, -ENOSPC), -ENOSPC);
+	ftest_assert_int_eq(place_one(6, &(struct req_spec){.res1 = "CPU",
+							    .amount1 = 1,
+							    .strategy = FERRY__SCHED_NODE_AFFINITY,
+							    .affinity = &gpu.id}),
+			    -EHOSTDOWN);
+	runner_fini();
+	sched_stop(&sched, SIGTERM);
+	kill(cpu.pid, SIGTERM);
+	waitpid(cpu.pid, &status, 0);
+	gcs_stop(&gcs, SIGTERM);
+}
+
+FTEST(a_client_that_never_reads_is_cut_off)
+{
+	const char *extra[] = {"--max-queued", "64K", "--stall-timeout-ms", "500", NULL};
+	struct timeval tv = {.tv_sec = 20};
+	struct ferry__res cpu = {"CPU", UNIT};
+	struct ferry__sched_place_req q = {.res = &cpu, .nres = 1};
+	const struct ferry__sched_place_req **items;
+	struct ferry__fb_builder b = {0};
+	struct ferry_node_id origin = {{1}};
+	struct cluster c;
+	uint64_t *ids;
+	int fd, rcvbuf = 4096;
+	static uint8_t junk[65536];
+	ssize_t got;
+	unsigned sent = 0;
+
+	c.gcs = gcs_start(0, long_deadline);
+	c.admin = client_for(&c.gcs, 1, TOKEN);
+	node_add(c.admin, &c.cpu_node, "ip=127.0.0.1;tcp=1001", 4, 0, 4);
+	c.sched = sched_start_with(c.gcs.port, token_file(), extra);
+	runner_init(c.gcs.port, TOKEN);
+	ftest_assert_int_eq(place_one(1, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	/* 1,000 requests a frame, replies never read: the server stops reading, then cuts. */
+	items = calloc(1000, sizeof(*items));
+	ids = calloc(1000, sizeof(*ids));
+	ftest_assert_ptr_notnull(items);
+	ftest_assert_ptr_notnull(ids);
+	for (unsigned i = 0; i < 1000; i++)
+		items[i] = &q, ids[i] = i;
+	ftest_assert_ok(ferry__sched_place_build(&b, &origin, items, ids, 1000));
+	fd = raw_connect(c.sched.port);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	signal(SIGPIPE, SIG_IGN);
+	raw_send_handshake(fd);
+	for (; sent < 100000; sent++) {
+		uint8_t *frame;
+		size_t size;
+
+		ftest_assert_ok(ferry__frame_pack(FERRY__WIRE_MSG_SCHED_PLACE,
+						  ferry__fb_builder_data(&b),
+						  ferry__fb_builder_size(&b), &frame, &size));
+		ssize_t w = write(fd, frame, size);
+		ferry__free(frame);
+		if (w != (ssize_t)size)
+			break; /* closed by the server (or the send timeout: asserted below) */
+	}
+	ftest_assert_uint_lt(sent, 100000);
+	/* What the server had sent, then its close (a reset: it closed with our data unread),
+	 * not our receive timeout. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	do
+		got = read(fd, junk, sizeof(junk));
+	while (got > 0);
+	ftest_assert_true(got == 0 || errno == ECONNRESET);
+	close(fd);
+	free(items);
+	free(ids);
+	ferry__fb_builder_fini(&b);
+	/* Others are still served. */
+	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	cluster_stop(&c);
+}
+
+FTEST(gcs_restart_in_memory_registers_again)
+{
+	struct cluster c;
+	struct ferry_node_id fresh;
+	uint16_t port;
+
+	cluster_start(&c);
+	ftest_assert_int_eq(place_one(1, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	runner_fini();
+	ferry_gcs_client_destroy(c.admin);
+	/* The GCS restarts on its port with nothing (no WAL): nodes and the KV are gone. */
+	port = c.gcs.port;
+	gcs_stop(&c.gcs, SIGKILL);
+	c.gcs = gcs_start(port, long_deadline);
+	c.admin = client_for(&c.gcs, 1, TOKEN);
+	node_add(c.admin, &fresh, "ip=127.0.0.1;tcp=1003", 2, 1, 2);
+	/* A new client finds ferry-sched again (it registered anew after its resubscription),
+	 * which knows the node that joined the new GCS. */
+	runner_init(c.gcs.port, TOKEN);
+	ferry__sched_client_set_timing(R.sc, 1000, 200, 50);
+	ftest_assert_int_eq(place_until(2, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, 0), 0);
+	ftest_assert_true(same_node(&R.ans[2].node, &fresh));
 	cluster_stop(&c);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/fb.h"
 #include "common/wire.h"
 #include "sched/proto.h"
@@ -170,4 +171,31 @@ FTEST(reply_round_trip_and_rejects)
 	ftest_assert_int_eq(ferry__sched_reply_result(ferry__fb_builder_data(&B), 0, &out),
 			    -EPROTO);
 	ferry__fb_builder_fini(&B);
+}
+
+FTEST(build_survives_every_allocation_failure)
+{
+	struct ferry__res res[1] = {{"CPU", 10000}};
+	struct ferry__sched_place_req q = {.res = res, .nres = 1};
+	const struct ferry__sched_place_req *items[1] = {&q};
+	struct ferry__sched_result r = {.request_id = 1, .node_address = "x"};
+	struct ferry_node_id origin = {{0}};
+	uint64_t id = 1;
+	int ret = -ENOMEM;
+
+	for (long n = 0; ret == -ENOMEM && n < 64; n++) {
+		ferry__alloc_fail_after(n);
+		ret = ferry__sched_place_build(&B, &origin, items, &id, 1);
+		ferry__fb_builder_fini(&B);
+	}
+	ferry__alloc_fail_after(-1);
+	ftest_assert_ok(ret);
+	ret = -ENOMEM;
+	for (long n = 0; ret == -ENOMEM && n < 64; n++) {
+		ferry__alloc_fail_after(n);
+		ret = ferry__sched_reply_build(&B, &r, 1);
+		ferry__fb_builder_fini(&B);
+	}
+	ferry__alloc_fail_after(-1);
+	ftest_assert_ok(ret);
 }
