@@ -82,6 +82,8 @@ struct ferry__node_opts {
 				  * start on demand only) */
 	uint32_t max_workers;	 /* at most, less those that wait; 0: 4 x CPUs (>= num_workers) */
 	uint32_t worker_idle_ms; /* workers above num_workers idle this long end; 0: 10000 */
+	uint32_t spill_queue;	 /* lease requests queued before new ones go to the scheduler
+				  * (node/rt_sched.c); 0: the node's CPUs rounded up */
 	/* The GCS declared this node dead (its ID never comes back): called once on the node's
 	 * loop thread after the log line; the daemon stops. NULL: the node only stops beating. */
 	void (*on_declared_dead)(void *arg);

@@ -160,6 +160,8 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		return parse_u32(v, FERRY__NODE_MAX_WORKERS, &o->max_workers, why, size);
 	else if (!strcmp(a, "--worker-idle-ms"))
 		return parse_u32(v, UINT32_MAX - 1, &o->worker_idle_ms, why, size);
+	else if (!strcmp(a, "--spill-queue"))
+		return parse_u32(v, 100000, &o->spill_queue, why, size);
 	else if (!strcmp(a, "--worker-exe"))
 		if (*v)
 			o->worker_exe = v;

@@ -85,13 +85,22 @@ struct rt_req {
 	struct ferry__res *res;	 /* what it takes from the node's available set */
 	struct rt_code *code;	 /* its code's entry (rt_code.c), or NULL */
 	bool code_retried;	 /* its code was fetched again once already */
-	struct rt_req *next;	 /* queue */
-
 	/* A lease into a placement group's bundle (rt_bundle.c). */
 	bool in_pg;			    /* granted from a bundle, never the free set */
 	struct ferry_placement_group_id pg; /* in_pg: the group */
 	int32_t bundle_index;		    /* in_pg: its bundle, or -1: any with room */
 	struct rt_bundle *bundle;	    /* in_pg, once it fits: the bundle; NULL once gone */
+	struct rt_req *next;		    /* queue, or rt_sched.c's lists */
+	/* Placement (rt_sched.c), as the LeaseRequest said; and who counts it (reqs). */
+	struct ferry__node_rt *rt;     /* counts it */
+	bool placed;		       /* follows a placement: never forwarded */
+	bool infeasible_reported;      /* warned and recorded as infeasible once */
+	bool rechecked;		       /* placed here while busy and asked up again once */
+	uint8_t strategy;	       /* enum ferry__rt_strategy */
+	bool affinity_soft;	       /* NODE_AFFINITY: soft */
+	struct ferry_node_id affinity; /* NODE_AFFINITY: the node */
+	uint32_t ninputs;	       /* entries in inputs */
+	struct ferry__rt_input inputs[FERRY__RT_REQ_INPUTS_MAX]; /* input bytes by node */
 };
 
 enum rt_wstate {
@@ -162,6 +171,9 @@ struct ferry__node_rt {
 	uint32_t nbundles;		   /* in the list */
 	struct ferry__offload *disk;	   /* rt_code.c's hashing and writes; started at need */
 	uint32_t code_parked;		   /* requests waiting for a code fetch */
+	struct rt_sched *sched;		   /* the local scheduler (rt_sched.c) */
+	uint64_t mean_task_us;		   /* tasks' run time, moving mean (load report) */
+	uint32_t reqs;			   /* alive: queued, parked, leased, held */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
 	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
 };
@@ -169,6 +181,10 @@ struct ferry__node_rt {
 /* rt_srv.c */
 void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int status,
 			       const char *message, const struct rt_worker *w);
+/* A LeaseGrant of status -EXDEV: the owner sends the request to @node (@address) instead. */
+void ferry__rt_peer_send_retry_at(struct rt_peer *p, uint64_t request_id,
+				  const struct ferry_node_id *node, const char *address,
+				  const char *message);
 void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
 				 int term_signal, int exit_status, const char *message);
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
@@ -203,6 +219,8 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 bool ferry__rt_lease_held(const struct rt_peer *p);
 /* @busy: its owner had tasks in flight on it (it shut down): the worker is ended. */
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy);
+/* A returned lease ran @tasks tasks in @busy_us: into the node's mean task time. */
+void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint64_t busy_us);
 /* LeaseDetach: @p's lease outlives @p (rt_lease.c). */
 struct ferry__rt_detach;
 void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d);
@@ -218,6 +236,18 @@ void ferry__rt_lease_serve(struct ferry__node_rt *rt);
 void ferry__rt_lease_fail_waiting(struct ferry__node_rt *rt, int status, const char *why);
 void ferry__rt_lease_report(struct ferry__node_rt *rt);
 void ferry__rt_req_free(struct rt_req *req);
+struct rt_req *ferry__rt_req_new(struct rt_peer *p, const struct ferry__rt_lease_request *q);
+/* Queue @req here (rt_sched.c decided so): answered at once if this node can never run it. */
+void ferry__rt_lease_admit(struct ferry__node_rt *rt, struct rt_req *req);
+
+/* rt_sched.c: the local scheduler. route: 0: queue @req here (the caller admits it); 1:
+ * taken (answered with "retry at" or an error, or waiting for a decision: admitted or
+ * answered later). */
+int ferry__rt_sched_init(struct ferry__node_rt *rt);
+void ferry__rt_sched_fini(struct ferry__node_rt *rt);
+int ferry__rt_sched_route(struct ferry__node_rt *rt, struct rt_req *req);
+void ferry__rt_sched_peer_gone(struct ferry__node_rt *rt, const struct rt_peer *p);
+void ferry__rt_sched_stop(struct ferry__node_rt *rt);
 /* A request parked for its code (rt_code.c): queued now, or answered with @status and @why. */
 void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, int status,
 			       const char *why);

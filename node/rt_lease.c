@@ -27,11 +27,13 @@
 
 void ferry__rt_req_free(struct rt_req *req)
 {
+	if (req)
+		req->rt->reqs--;
 	ferry__free(req);
 }
 
 /* One allocation: the struct, then the resources, the hash and the path. */
-static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_request *q)
+struct rt_req *ferry__rt_req_new(struct rt_peer *p, const struct ferry__rt_lease_request *q)
 {
 	size_t path_len = q->code_path ? strlen(q->code_path) + 1 : 0;
 	size_t res_bytes = q->nres * sizeof(struct ferry__res);
@@ -42,6 +44,8 @@ static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_re
 	if (!req)
 		return NULL;
 	tail = (uint8_t *)(req + 1);
+	req->rt = p->rt;
+	p->rt->reqs++;
 	req->owner = p;
 	req->request_id = q->request_id;
 	req->job = q->job;
@@ -49,6 +53,12 @@ static struct rt_req *req_new(struct rt_peer *p, const struct ferry__rt_lease_re
 	req->in_pg = !ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes));
 	req->pg = q->pg;
 	req->bundle_index = q->bundle_index;
+	req->placed = q->placed;
+	req->strategy = q->strategy;
+	req->affinity = q->affinity;
+	req->affinity_soft = q->affinity_soft;
+	req->ninputs = q->ninputs;
+	memcpy(req->inputs, q->inputs, q->ninputs * sizeof(q->inputs[0]));
 	req->res = (struct ferry__res *)tail;
 	memcpy(req->res, q->res, res_bytes);
 	tail += res_bytes;
@@ -129,8 +139,8 @@ static void account(struct ferry__node_rt *rt, struct rt_req *req, int sign)
 }
 
 /* The node's totals can never cover @q: the name of what is missing into @why. */
-static bool never_fits(const struct ferry__node_rt *rt, const struct ferry__rt_lease_request *q,
-		       char *why, size_t size)
+static bool never_fits(const struct ferry__node_rt *rt, const struct rt_req *q, char *why,
+		       size_t size)
 {
 	char have[32], want[32];
 
@@ -154,7 +164,8 @@ void ferry__rt_lease_report(struct ferry__node_rt *rt)
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next)
 		n[w->state] += !w->signal_sent;
-	ferry__node_set_load(rt->node, &rt->avail, rt->queued + ferry__rt_code_parked(rt), 0);
+	ferry__node_set_load(rt->node, &rt->avail, rt->queued + ferry__rt_code_parked(rt),
+			     rt->mean_task_us);
 	ferry__node_set_workers(rt->node, n[W_IDLE], n[W_LEASED] + n[W_ASSIGNING], n[W_STARTING]);
 }
 
@@ -329,14 +340,14 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 	} else if (!ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes)) &&
 		   (status = ferry__rt_bundle_check(rt, q, why, sizeof(why))) < 0) {
 		/* a bundle that is not here, or too small: answered below */
-	} else if (never_fits(rt, q, why, sizeof(why))) {
-		status = -EINVAL;
-	} else if (rt->queued + ferry__rt_code_parked(rt) >= RT_MAX_QUEUED_REQUESTS) {
+	} else if (rt->reqs >= RT_MAX_QUEUED_REQUESTS + rt->nworkers) {
+		/* Every request alive counts: queued, parked for code, and those the local
+		 * scheduler holds (infeasible, or waiting for an answer), so that a flood of
+		 * requests no node can run is bounded too. */
 		status = -ENOSPC;
 		snprintf(why, sizeof(why), "%u lease requests wait at this node, its most",
-			 rt->queued + ferry__rt_code_parked(rt));
-	} else if (!(req = req_new(p, q)) || (status = ferry__rt_code_resolve(rt, req)) < 0) {
-		ferry__rt_req_free(req);
+			 rt->reqs);
+	} else if (!(req = ferry__rt_req_new(p, q))) {
 		status = -ENOMEM;
 		snprintf(why, sizeof(why), "no memory for the lease request");
 	}
@@ -344,6 +355,34 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
 			  (unsigned long long)q->request_id, p->pid, why);
 		ferry__rt_peer_send_grant(p, q->request_id, status, why, NULL);
+		return;
+	}
+	/* The local scheduler decides first: here, elsewhere ("retry at"), or later. A lease
+	 * into a bundle was sent here by its group's owner, who knows the bundle is here. */
+	if (req->in_pg || ferry__rt_sched_route(rt, req) == 0)
+		ferry__rt_lease_admit(rt, req);
+}
+
+void ferry__rt_lease_admit(struct ferry__node_rt *rt, struct rt_req *req)
+{
+	char why[192];
+	int status = 0;
+
+	if (!req->owner || rt->stopping) {
+		ferry__rt_req_free(req);
+		return;
+	}
+	if (never_fits(rt, req, why, sizeof(why))) {
+		status = -EINVAL;
+	} else if ((status = ferry__rt_code_resolve(rt, req)) < 0) {
+		status = -ENOMEM;
+		snprintf(why, sizeof(why), "no memory for the lease request");
+	}
+	if (status < 0) {
+		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
+			  (unsigned long long)req->request_id, req->owner->pid, why);
+		ferry__rt_peer_send_grant(req->owner, req->request_id, status, why, NULL);
+		ferry__rt_req_free(req);
 		return;
 	}
 	if (status == 1)
@@ -378,6 +417,19 @@ void ferry__rt_lease_detach(struct rt_peer *p, const struct ferry__rt_detach *d)
 	}
 	FLOG_DEBUG(COMP, "runtime: pid %d detached lease %llu, which it does not hold", p->pid,
 		   (unsigned long long)d->lease_id);
+}
+
+/* A moving mean (weight 1/8 per lease) of the owners' reports: it follows a change of work
+ * within a few leases without one odd lease swinging it. The figure is the owner's word; a
+ * wrong one only misleads the scheduler's estimate of this node's wait. */
+void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint64_t busy_us)
+{
+	uint64_t mean;
+
+	if (!tasks || busy_us / tasks > 3600ull * 1000 * 1000)
+		return; /* nothing ran, or over an hour per task: not a figure to keep */
+	mean = busy_us / tasks;
+	rt->mean_task_us = rt->mean_task_us ? (7 * rt->mean_task_us + mean) / 8 : mean;
 }
 
 void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy)
@@ -464,6 +516,7 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 	struct rt_req **at = &rt->queue, *req;
 
 	ferry__rt_code_peer_gone(rt, p);
+	ferry__rt_sched_peer_gone(rt, p);
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state == W_LEASED && w->lease_owner == p && w->detached) {
 			/* A detached actor's: it stays, ownerless, until its worker exits. */

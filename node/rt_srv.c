@@ -100,6 +100,19 @@ void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int statu
 			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
 }
 
+void ferry__rt_peer_send_retry_at(struct rt_peer *p, uint64_t request_id,
+				  const struct ferry_node_id *node, const char *address,
+				  const char *message)
+{
+	struct ferry__wire_lease_grant g = {.request_id = request_id, .status = -EXDEV};
+
+	g.message = message;
+	memcpy(g.retry_node.bytes, node->bytes, sizeof(g.retry_node.bytes));
+	g.retry_address = address;
+	(void)send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
+			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
+}
+
 void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
 				 int term_signal, int exit_status, const char *message)
 {
@@ -291,6 +304,7 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 		ferry__rt_lease_request(p, &m->lease);
 		break;
 	case FERRY__WIRE_MSG_LEASE_RETURN:
+		ferry__rt_lease_task_times(p->rt, m->ret.tasks, m->ret.busy_us);
 		ferry__rt_lease_return(p, m->ret.lease_id, m->ret.busy);
 		break;
 	case FERRY__WIRE_MSG_LEASE_DETACH:
@@ -564,6 +578,8 @@ static int start_on_loop(void *arg)
 	if (r == 0)
 		r = ferry__rt_pool_start(rt);
 	if (r == 0)
+		r = ferry__rt_sched_init(rt);
+	if (r == 0)
 		r = ferry__loop_timer_start(rt->loop, &rt->tick, TICK_MS, TICK_MS, on_tick);
 	return r;
 }
@@ -608,6 +624,7 @@ static int shutdown_on_loop(void *arg)
 
 	rt->stopping = true;
 	ferry__node_rt_close_tcp(rt->node);
+	ferry__rt_sched_stop(rt);
 	ferry__conn_server_close(rt->server);
 	rt->server = NULL;
 	for (struct rt_peer *p = rt->peers; p; p = p->next)
@@ -672,6 +689,7 @@ void ferry__node_rt_free(struct ferry__node *node)
 	}
 	ferry__rt_code_free(rt);
 	ferry__rt_bundle_free_all(rt);
+	ferry__rt_sched_fini(rt);
 	if (rt->listening)
 		unlink(rt->path); /* the listener removes it at close; a loop destroyed first does not */
 	ferry__fb_builder_fini(&rt->fb);

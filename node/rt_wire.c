@@ -149,6 +149,40 @@ static int decode_lease_pg(struct ferry__wire_lease_request_view v,
 	return 0;
 }
 
+/* The placement fields (node/rt_sched.c reads them). */
+static int decode_placement(struct ferry__wire_lease_request_view v,
+			    struct ferry__rt_lease_request *q, char *why, size_t size)
+{
+	struct ferry__wire_unique_id aff = ferry__wire_lease_request_affinity_node(v);
+	uint32_t n = ferry__wire_lease_request_inputs_count(v);
+
+	q->placed = ferry__wire_lease_request_placed(v);
+	q->strategy = ferry__wire_lease_request_strategy(v);
+	q->affinity_soft = ferry__wire_lease_request_affinity_soft(v);
+	memcpy(q->affinity.bytes, aff.bytes, sizeof(q->affinity.bytes));
+	q->ninputs = 0;
+	if (q->strategy > FERRY__RT_STRATEGY_NODE_AFFINITY)
+		return fail(why, size, -EINVAL, "strategy %u", q->strategy);
+	if (q->strategy == FERRY__RT_STRATEGY_NODE_AFFINITY &&
+	    ferry_id_is_nil(q->affinity.bytes, sizeof(q->affinity.bytes)))
+		return fail(why, size, -EINVAL, "NODE_AFFINITY to no node");
+	if (n > FERRY__RT_REQ_INPUTS_MAX)
+		return fail(why, size, -EINVAL, "%u inputs (at most %u)", n,
+			    FERRY__RT_REQ_INPUTS_MAX);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ferry__wire_lease_input_view in = ferry__wire_lease_request_inputs_at(v, i);
+		struct ferry__wire_unique_id id = ferry__wire_lease_input_node_id(in);
+		struct ferry__rt_input *o = &q->inputs[q->ninputs];
+
+		memcpy(o->node.bytes, id.bytes, sizeof(o->node.bytes));
+		o->bytes = ferry__wire_lease_input_bytes(in);
+		if (ferry_id_is_nil(o->node.bytes, sizeof(o->node.bytes)))
+			return fail(why, size, -EINVAL, "input %u on no node", i);
+		q->ninputs += o->bytes > 0;
+	}
+	return 0;
+}
+
 static int decode_lease(const void *payload, struct ferry__rt_lease_request *q, char *why,
 			size_t size)
 {
@@ -175,7 +209,9 @@ static int decode_lease(const void *payload, struct ferry__rt_lease_request *q, 
 	if (!q->code_hash_len)
 		q->code_hash = NULL;
 	r = decode_lease_pg(v, q, why, size);
-	return r < 0 ? r : decode_resources(v, q, why, size);
+	if (r == 0)
+		r = decode_resources(v, q, why, size);
+	return r < 0 ? r : decode_placement(v, q, why, size);
 }
 
 /* The fields every Bundle* message has (the four tables share their layout). */
@@ -299,6 +335,8 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 
 		out->ret.lease_id = ferry__wire_lease_return_lease_id(v);
 		out->ret.busy = ferry__wire_lease_return_busy(v);
+		out->ret.tasks = ferry__wire_lease_return_tasks(v);
+		out->ret.busy_us = ferry__wire_lease_return_busy_us(v);
 		return 0;
 	}
 	case FERRY__WIRE_MSG_WORKER_BLOCKED: {

@@ -31,6 +31,21 @@
 #define FERRY__RT_CODE_HASH_MAX 64
 /* Resources one LeaseRequest may name. */
 #define FERRY__RT_REQ_RES_MAX 16
+/* Input locations one LeaseRequest may carry (more are a malformed request). */
+#define FERRY__RT_REQ_INPUTS_MAX 16
+
+/* LeaseRequest.strategy (runtime.fbs LeaseStrategy). */
+enum ferry__rt_strategy {
+	FERRY__RT_STRATEGY_DEFAULT = 0,
+	FERRY__RT_STRATEGY_SPREAD = 1,
+	FERRY__RT_STRATEGY_NODE_AFFINITY = 2,
+};
+
+/* bytes of a request's inputs in node's store. */
+struct ferry__rt_input {
+	struct ferry_node_id node; /* not nil */
+	uint64_t bytes;		   /* > 0 */
+};
 
 /* RuntimeConnect. Pointers point into the payload (valid while it is). */
 struct ferry__rt_connect {
@@ -56,6 +71,12 @@ struct ferry__rt_lease_request {
 	struct ferry__res res[FERRY__RT_REQ_RES_MAX]; /* the resources asked for */
 	struct ferry_placement_group_id pg;	      /* a placement group's bundle; nil: none */
 	int32_t bundle_index;			      /* with pg: >= 0, or -1 (any) */
+	bool placed;				      /* follows a placement: never forwarded */
+	uint8_t strategy;			      /* enum ferry__rt_strategy */
+	struct ferry_node_id affinity;		      /* NODE_AFFINITY: the node (not nil) */
+	bool affinity_soft;			      /* ... elsewhere if dead or full */
+	uint32_t ninputs;			      /* entries in inputs */
+	struct ferry__rt_input inputs[FERRY__RT_REQ_INPUTS_MAX]; /* input bytes by node */
 };
 
 /* The most bundles of one group (the GCS's limit). */
@@ -99,6 +120,8 @@ struct ferry__rt_msg {
 		struct {
 			uint64_t lease_id; /* LEASE_RETURN */
 			bool busy;	   /* its owner had tasks in flight on it */
+			uint32_t tasks;	   /* tasks it ran */
+			uint64_t busy_us;  /* ... for this long */
 		} ret;
 		struct ferry__rt_detach detach;		    /* LEASE_DETACH */
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */

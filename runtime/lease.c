@@ -9,7 +9,7 @@
  * - Everything here runs on the loop thread; other threads reach it through posts
  *   (submit.c). Tasks are grouped in classes (job + resources, struct ferry__rt_class_key).
  *   A class with queued tasks asks the node for a lease (one request in flight at a time, up
- *   to MAX_LEASES leases), pushes up to PIPELINE tasks to each leased worker without waiting
+ *   to MAX_LEASES leases), pushes up to depth() tasks to each leased worker without waiting
  *   (a worker runs its socket's tasks in order), and gives a lease back IDLE_RETURN_MS after
  *   its last reply when nothing of its class is queued.
  * - Each worker socket gets a ring pair beside it (runtime/ring.h): pushes and replies that fit
@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -44,7 +45,8 @@
 #include "runtime/task.h"
 
 #define COMP "runtime"
-#define PIPELINE 16	      /* tasks in flight per leased worker */
+#define PIPELINE 16	      /* tasks in flight per leased worker, at most */
+#define PIPELINE_WORK_US 2000 /* ... about this much work: see depth() */
 #define MAX_LEASES 8	      /* leases per class */
 #define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
 #define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
@@ -56,6 +58,7 @@ struct lease {
 	struct lease *next;		       /* the class's leases */
 	struct cls *cls;		       /* its class */
 	uint64_t lease_id;		       /* the node's */
+	struct ferry__conn *node;	       /* the node that granted it (NULL: closed) */
 	struct ferry_worker_id worker;	       /* the leased worker */
 	struct ferry__conn *conn;	       /* to the worker, NULL once closed */
 	struct ferry__rt_ring *ring;	       /* beside conn (runtime/ring.h), or NULL */
@@ -68,7 +71,9 @@ struct lease {
 	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
-	struct ferry__rt_pg_node *via;	       /* granted by another node (pg.c), or NULL */
+	uint32_t tasks_done;		       /* replies to its pushes */
+	uint64_t busy_us;		       /* ... the time their tasks ran */
+	uint64_t last_reply_us;		       /* when the last reply came */
 	char why[160];			       /* the worker's death, for errors */
 };
 
@@ -81,6 +86,10 @@ struct cls {
 	struct lease *leases;			      /* granted */
 	size_t nleases;				      /* how many */
 	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
+	struct ferry__conn *request_node;	      /* ... sent there */
+	bool request_placed;			      /* ... following a "retry at" */
+	uint32_t tasks_done;			      /* replies so far, for depth() */
+	uint64_t busy_us;			      /* ... and their tasks' run time */
 	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
 };
 
@@ -96,8 +105,6 @@ struct ferry__rt_sub {
 };
 
 static struct ferry__rt_sub sub;
-/* The node whose message is being handled: another node's (pg.c) or NULL, the driver's own. */
-static struct ferry__rt_pg_node *msg_via;
 
 static void pump(struct cls *c);
 static void lease_gone(struct lease *l);
@@ -152,30 +159,42 @@ static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
 	return n;
 }
 
-static int lease_ask_on(struct ferry__conn *conn, const struct ferry__rt_class_key *key,
-			uint64_t *request_id);
+static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
+		  uint64_t *request_id);
 
-/* A class of a placement group's bundle asks that bundle's node (pg.c), maybe another. */
+/* Ask our node, which decides where (node/rt_sched.c); a class of a placement group's bundle
+ * asks that bundle's node (pg.c), placed there already. */
 static int send_lease_request(struct cls *c)
 {
 	struct ferry__rt_pg_node *via = ferry__rt_pg_lease_node(&c->key);
 	struct ferry__conn *conn = via ? ferry__rt_pg_node_conn(via) : NULL;
 
-	if (!via)
-		return ferry__rt_lease_ask(&c->key, &c->request_id);
-	return conn ? lease_ask_on(conn, &c->key, &c->request_id) : -ECONNREFUSED;
+	if (via) {
+		if (!conn)
+			return -ECONNREFUSED;
+		c->request_node = conn;
+		c->request_placed = true;
+		return ask_on(conn, &c->key, true, &c->request_id);
+	}
+	if (node_connect() < 0)
+		return -ECONNREFUSED;
+	c->request_node = sub.node;
+	c->request_placed = false;
+	return ask_on(sub.node, &c->key, false, &c->request_id);
 }
 
+/* An actor's lease stays on our node (placed): actors do not follow placements yet. */
 int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id)
 {
 	if (node_connect() < 0)
 		return -ECONNREFUSED;
-	return lease_ask_on(sub.node, key, request_id);
+	return ask_on(sub.node, key, true, request_id);
 }
 
-static int lease_ask_on(struct ferry__conn *conn, const struct ferry__rt_class_key *key,
-			uint64_t *request_id)
+static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
+		  uint64_t *request_id)
 {
+	struct ferry__wire_lease_input in = {0};
 	enum { MAXRES = 16 };
 	struct ferry__wire_runtime_resource res[MAXRES] = {{0}};
 	static char names[MAXRES][FERRY__RT_CUSTOM_MAX];
@@ -200,9 +219,19 @@ static int lease_ask_on(struct ferry__conn *conn, const struct ferry__rt_class_k
 	m.resources_count = n;
 	memcpy(m.pg_id.bytes, key->pg, sizeof(m.pg_id.bytes));
 	m.bundle_index = key->pg_bundle;
+	m.placed = placed;
+	m.strategy = key->strategy;
+	memcpy(m.affinity_node.bytes, key->affinity.bytes, sizeof(m.affinity_node.bytes));
+	m.affinity_soft = key->affinity_soft;
+	if (key->locality_bytes) {
+		memcpy(in.node_id.bytes, key->locality.bytes, sizeof(in.node_id.bytes));
+		in.bytes = key->locality_bytes;
+		m.inputs = &in;
+		m.inputs_count = 1;
+	}
 	ret = ferry__wire_lease_request_build(&sub.fb, &m);
 	if (ret >= 0)
-		ret = ferry__conn_send(conn, FERRY__WIRE_MSG_LEASE_REQUEST,
+		ret = ferry__conn_send(node, FERRY__WIRE_MSG_LEASE_REQUEST,
 				       ferry__fb_builder_data(&sub.fb),
 				       ferry__fb_builder_size(&sub.fb));
 	if (ret >= 0)
@@ -224,27 +253,37 @@ int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *
 	return ret < 0 ? ret : 0;
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void give_back_on(struct ferry__conn *node, uint64_t lease_id, bool busy,
+			 const struct lease *l)
+{
+	struct ferry__wire_lease_return m = {.lease_id = lease_id, .busy = busy};
+
+	if (l) { /* the node's mean task time (runtime.fbs LeaseReturn) */
+		m.tasks = l->tasks_done;
+		m.busy_us = l->busy_us;
+	}
+	if (!node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
+		return;
+	(void)ferry__conn_send(node, FERRY__WIRE_MSG_LEASE_RETURN, ferry__fb_builder_data(&sub.fb),
+			       ferry__fb_builder_size(&sub.fb));
+}
+
 static void send_lease_return(struct lease *l)
 {
-	struct ferry__wire_lease_return m = {.lease_id = l->lease_id, .busy = l->ninflight > 0};
-	struct ferry__conn *conn = l->via ? ferry__rt_pg_node_conn(l->via) : NULL;
-
-	if (!l->via)
-		ferry__rt_lease_give_back(l->lease_id, l->ninflight > 0);
-	else if (conn && ferry__wire_lease_return_build(&sub.fb, &m) >= 0)
-		(void)ferry__conn_send(conn, FERRY__WIRE_MSG_LEASE_RETURN,
-				       ferry__fb_builder_data(&sub.fb),
-				       ferry__fb_builder_size(&sub.fb));
+	give_back_on(l->node, l->lease_id, l->ninflight > 0, l);
 }
 
 void ferry__rt_lease_give_back(uint64_t lease_id, bool busy)
 {
-	struct ferry__wire_lease_return m = {.lease_id = lease_id, .busy = busy};
-
-	if (!sub.node || ferry__wire_lease_return_build(&sub.fb, &m) < 0)
-		return;
-	(void)ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_RETURN,
-			       ferry__fb_builder_data(&sub.fb), ferry__fb_builder_size(&sub.fb));
+	give_back_on(sub.node, lease_id, busy, NULL);
 }
 
 /* ---- classes ---- */
@@ -380,45 +419,109 @@ static void on_connect_reply(const void *payload)
 	}
 }
 
-static struct cls *class_by_request(uint64_t request_id)
+/* Another node refused us: what was asked there fails (its close follows). */
+static void remote_connect_reply(struct ferry__conn *conn, const void *payload)
+{
+	struct ferry__wire_runtime_connect_reply_view v =
+		ferry__wire_runtime_connect_reply_root_verified(payload);
+	int status = ferry__wire_runtime_connect_reply_status(v);
+	const char *m = ferry__wire_runtime_connect_reply_message(v);
+
+	if (status >= 0)
+		return;
+	FLOG_ERROR(COMP, "a node its lease was placed on refused the driver: %s",
+		   m ? m : ferry_strerror(status));
+	ferry__conn_close(conn);
+}
+
+static struct cls *class_by_request(struct ferry__conn *node, uint64_t request_id)
 {
 	for (struct cls *c = sub.classes; c; c = c->next)
-		if (c->request_id && c->request_id == request_id)
+		if (c->request_id && c->request_id == request_id && c->request_node == node)
 			return c;
 	return NULL;
 }
 
-static struct lease *lease_by_id(uint64_t lease_id, struct cls **cls_out)
+/* Lease IDs are per node: @node's lease @lease_id. */
+static struct lease *lease_by_id(struct ferry__conn *node, uint64_t lease_id, struct cls **cls_out)
 {
 	for (struct cls *c = sub.classes; c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next)
-			if (l->lease_id == lease_id && l->via == msg_via) {
+			if (l->lease_id == lease_id && l->node == node) {
 				*cls_out = c;
 				return l;
 			}
 	return NULL;
 }
 
-static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
-		      const char *path, uint16_t port);
+static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id,
+		      const struct ferry__wire_unique_id *wid, const char *path, uint16_t port);
 
-static void on_grant(const void *payload)
+/*
+ * "Retry at" (LeaseGrant -EXDEV): the request was placed on another node; it goes there with
+ * placed set, over a connection kept per node (nodes.c). A placed request is never forwarded
+ * again, so a second "retry at" is the node's protocol error, not a reason to travel on.
+ */
+static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
+{
+	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_retry_node(v);
+	const char *address = ferry__wire_lease_grant_retry_address(v);
+	struct ferry__conn *conn = NULL;
+	struct ferry_node_id node;
+	char hex[40], what[400];
+	int ret;
+
+	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
+	ferry_node_id_to_hex(&node, hex, sizeof(hex));
+	if (c->request_placed) {
+		class_fail(c, -EPROTO, "a node forwarded a lease request that was placed on it");
+		return;
+	}
+	ret = ferry__rt_nodes_get(&node, address, &node_cb, &conn);
+	if (ret == 1) {
+		sub.open_conns++;
+		ret = ferry__rt_send_connect(conn);
+	}
+	if (ret >= 0) {
+		c->request_node = conn;
+		c->request_placed = true;
+		ret = ask_on(conn, &c->key, true, &c->request_id);
+	}
+	if (ret < 0) {
+		c->request_id = 0;
+		snprintf(what, sizeof(what),
+			 "its lease was placed on node %s (%s), not reachable: %s", hex,
+			 address ? address : "no address", ferry_strerror(ret));
+		FLOG_WARN(COMP, "%s", what);
+		class_fail(c, ret == -EHOSTUNREACH ? ret : -ECONNREFUSED, what);
+		return;
+	}
+	FLOG_DEBUG(COMP, "lease request %" PRIu64 " placed on node %s", c->request_id, hex);
+}
+
+static void on_grant(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_grant_view v = ferry__wire_lease_grant_root_verified(payload);
-	struct cls *c = class_by_request(ferry__wire_lease_grant_request_id(v));
+	struct cls *c = class_by_request(node, ferry__wire_lease_grant_request_id(v));
 	int status = ferry__wire_lease_grant_status(v);
 	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
 	const char *m = ferry__wire_lease_grant_message(v);
 	const char *path = ferry__wire_lease_grant_worker_path(v);
 	uint16_t port = ferry__wire_lease_grant_worker_port(v);
-	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v), .via = msg_via};
+	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v)};
 
-	if (!c && ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id,
-					&wid, path, port, m))
+	tmp.node = node;
+	if (!c && node == sub.node &&
+	    ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id, &wid,
+				  path, port, m))
 		return;
 	if (!c) { /* a class that gave up (shutdown): the worker goes back */
 		if (status == 0)
 			send_lease_return(&tmp);
+		return;
+	}
+	if (status == -EXDEV) {
+		retry_at(c, v);
 		return;
 	}
 	c->request_id = 0;
@@ -427,7 +530,7 @@ static void on_grant(const void *payload)
 		class_fail(c, status, m ? m : ferry_strerror(status));
 		return;
 	}
-	if (!path || lease_open(c, tmp.lease_id, &wid, path, port) < 0) {
+	if (!path || lease_open(c, node, tmp.lease_id, &wid, path, port) < 0) {
 		send_lease_return(&tmp);
 		class_fail(c, -ECONNREFUSED, "cannot connect to the leased worker");
 		return;
@@ -435,14 +538,14 @@ static void on_grant(const void *payload)
 	pump(c);
 }
 
-static void on_revoked(const void *payload)
+static void on_revoked(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_revoked_view v = ferry__wire_lease_revoked_root_verified(payload);
 	int sig = ferry__wire_lease_revoked_term_signal(v);
 	int code = ferry__wire_lease_revoked_exit_status(v);
 	const char *m = ferry__wire_lease_revoked_message(v);
 	struct cls *c = NULL;
-	struct lease *l = lease_by_id(ferry__wire_lease_revoked_lease_id(v), &c);
+	struct lease *l = lease_by_id(node, ferry__wire_lease_revoked_lease_id(v), &c);
 	char why[sizeof(l->why)];
 
 	if (sig > 0)
@@ -453,7 +556,8 @@ static void on_revoked(const void *payload)
 	else
 		snprintf(why, sizeof(why), "worker died: exited with status %d", code);
 	if (!l) {
-		ferry__rt_actor_revoked(ferry__wire_lease_revoked_lease_id(v), why);
+		if (node == sub.node)
+			ferry__rt_actor_revoked(ferry__wire_lease_revoked_lease_id(v), why);
 		return;
 	}
 	l->revoked = true;
@@ -518,14 +622,14 @@ static void take_back(struct lease *l, const struct ferry_task_id *after, uint64
 
 /* A lease's task waits (or runs again): no pushes to it meanwhile; what it holds behind the
  * waiting task comes back (a wait not recalled yet) and goes elsewhere. */
-static void on_blocked(const void *payload)
+static void on_blocked(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_blocked_view v = ferry__wire_lease_blocked_root_verified(payload);
 	struct ferry__wire_unique_id tid = ferry__wire_lease_blocked_task_id(v);
 	uint64_t wait_id = ferry__wire_lease_blocked_wait_id(v);
 	struct ferry_task_id after;
 	struct cls *c = NULL;
-	struct lease *l = lease_by_id(ferry__wire_lease_blocked_lease_id(v), &c);
+	struct lease *l = lease_by_id(node, ferry__wire_lease_blocked_lease_id(v), &c);
 
 	if (!l)
 		return; /* ended meanwhile, or an actor's (its calls wait in order, as Ray's do) */
@@ -539,20 +643,22 @@ static void on_blocked(const void *payload)
 static void node_on_message(struct ferry__conn *conn, uint16_t type, const void *payload,
 			    size_t len)
 {
-	(void)conn;
 	(void)len;
 	switch (type) {
 	case FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY:
-		on_connect_reply(payload);
+		if (conn == sub.node)
+			on_connect_reply(payload);
+		else
+			remote_connect_reply(conn, payload);
 		break;
 	case FERRY__WIRE_MSG_LEASE_GRANT:
-		on_grant(payload);
+		on_grant(conn, payload);
 		break;
 	case FERRY__WIRE_MSG_LEASE_REVOKED:
-		on_revoked(payload);
+		on_revoked(conn, payload);
 		break;
 	case FERRY__WIRE_MSG_LEASE_BLOCKED:
-		on_blocked(payload);
+		on_blocked(conn, payload);
 		break;
 	default:
 		FLOG_WARN(COMP, "the node sent an unexpected %s", ferry__wire_message_name(type));
@@ -560,21 +666,44 @@ static void node_on_message(struct ferry__conn *conn, uint16_t type, const void 
 	}
 }
 
+/* A LeaseGrant, LeaseRevoked or LeaseBlocked that came on a placement group node's socket
+ * (pg.c keeps those). */
 void ferry__rt_lease_node_message(struct ferry__rt_pg_node *via, uint16_t type, const void *payload)
 {
-	msg_via = via;
+	struct ferry__conn *conn = ferry__rt_pg_node_conn(via);
+
+	if (!conn)
+		return;
 	if (type == FERRY__WIRE_MSG_LEASE_GRANT)
-		on_grant(payload);
+		on_grant(conn, payload);
 	else if (type == FERRY__WIRE_MSG_LEASE_REVOKED)
-		on_revoked(payload);
+		on_revoked(conn, payload);
 	else if (type == FERRY__WIRE_MSG_LEASE_BLOCKED)
-		on_blocked(payload);
-	msg_via = NULL;
+		on_blocked(conn, payload);
+}
+
+/* Another node's runtime socket closed: what was asked or leased there is over. */
+static void remote_closed(struct ferry__conn *conn, int err)
+{
+	sub.open_conns--;
+	for (struct cls *c = sub.classes; c; c = c->next) {
+		for (struct lease *l = c->leases; l; l = l->next)
+			if (l->node == conn)
+				l->node = NULL; /* its worker's socket tells the rest */
+		if (c->request_id && c->request_node == conn) {
+			c->request_id = 0;
+			class_fail(c, err ? err : -ECONNRESET,
+				   "the node its lease was placed on closed the connection");
+		}
+	}
 }
 
 static void node_on_close(struct ferry__conn *conn, int err)
 {
-	(void)conn;
+	if (ferry__rt_nodes_forget(conn)) {
+		remote_closed(conn, err);
+		return;
+	}
 	sub.node = NULL;
 	sub.open_conns--;
 	/* In a worker this is its node stopping (the worker exits when its main line closes too):
@@ -600,34 +729,43 @@ static const struct ferry__conn_callbacks worker_cb = {
 
 void ferry__rt_worker_endpoint(const char *path, uint16_t port, struct ferry__rt_endpoint *out)
 {
+	ferry__rt_worker_endpoint_at(&sub.node_ep, path, port, out);
+}
+
+void ferry__rt_worker_endpoint_at(const struct ferry__rt_endpoint *node, const char *path,
+				  uint16_t port, struct ferry__rt_endpoint *out)
+{
 	memset(out, 0, sizeof(*out));
 	snprintf(out->path, sizeof(out->path), "%s", path ? path : "");
-	snprintf(out->host, sizeof(out->host), "%s", sub.node_ep.host);
-	if (port && sub.node_ep.ip[0]) { /* the worker listens on its node's ip */
-		snprintf(out->ip, sizeof(out->ip), "%s", sub.node_ep.ip);
+	snprintf(out->host, sizeof(out->host), "%s", node->host);
+	if (port && node->ip[0]) { /* the worker listens on its node's ip */
+		snprintf(out->ip, sizeof(out->ip), "%s", node->ip);
 		out->port = port;
 	}
 }
 
-static int lease_open(struct cls *c, uint64_t lease_id, const struct ferry__wire_unique_id *wid,
-		      const char *path, uint16_t port)
+static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id,
+		      const struct ferry__wire_unique_id *wid, const char *path, uint16_t port)
 {
 	struct lease *l = ferry__calloc(1, sizeof(*l));
 	struct ferry__conn_opts o = {.cb = &worker_cb, .max_message_bytes = FRAME_MAX};
-	struct ferry__rt_endpoint ep;
+	struct ferry__rt_endpoint node_ep, ep;
 	int ret;
 
 	if (!l)
 		return -ENOMEM;
 	l->cls = c;
+	l->node = node;
 	l->lease_id = lease_id;
 	memcpy(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes));
-	l->via = msg_via;
 	l->inflight_tail = &l->inflight;
 	l->idle.data = l;
 	l->revoke.data = l;
 	o.data = l;
-	ferry__rt_worker_endpoint(path, port, &ep);
+	/* The worker listens where the node that granted it does: ours, or one placed on. */
+	if (node == sub.node || ferry__rt_nodes_endpoint(node, &node_ep) < 0)
+		node_ep = sub.node_ep;
+	ferry__rt_worker_endpoint_at(&node_ep, path, port, &ep);
 	ret = ferry__rt_dial(ferry__rt.loop, &ep, &o, &l->conn);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "leased worker %s: %s", path, ferry_strerror(ret));
@@ -666,22 +804,42 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 	if (ret < 0)
 		return ret;
 	t->next = NULL;
+	t->pushed_us = now_us();
 	*l->inflight_tail = t;
 	l->inflight_tail = &t->next;
 	l->ninflight++;
 	return 0;
 }
 
+/*
+ * Tasks in flight per lease for @c: enough to hide the push/reply round trip behind about
+ * PIPELINE_WORK_US of work, no more, so that the rest wait in the class's queue, where a new
+ * lease (maybe on another node) can take them. Tiny tasks fill the pipeline; tasks of 2 ms
+ * or more go one at a time; one at a time until the first reply says how long they take.
+ */
+static uint32_t depth(const struct cls *c)
+{
+	uint64_t mean;
+
+	if (!c->tasks_done)
+		return 1;
+	mean = c->busy_us / c->tasks_done;
+	if (mean * PIPELINE <= PIPELINE_WORK_US)
+		return PIPELINE;
+	return mean >= PIPELINE_WORK_US ? 1 : (uint32_t)(PIPELINE_WORK_US / mean);
+}
+
 /* Give @c's queued tasks to its leases, ask for another lease if they are not enough. */
 static void pump(struct cls *c)
 {
+	uint32_t most = depth(c);
 	size_t open = 0;
 
 	for (struct lease *l = c->leases; l; l = l->next) {
 		if (!l->conn || l->closing || l->blocked)
 			continue;
 		open++;
-		while (c->queued && l->ninflight < PIPELINE) {
+		while (c->queued && l->ninflight < most) {
 			struct ferry__rt_task *t = class_pop(c);
 			int ret = push_one(l, t);
 
@@ -725,6 +883,20 @@ static void on_bounce(struct lease *l, uint64_t wait_id)
 	pump(l->cls);
 }
 
+/* A worker runs its socket's tasks in order: @t started at its push or at the reply before
+ * it, whichever came later, and ended now. */
+static void count_task_time(struct lease *l, const struct ferry__rt_task *t)
+{
+	uint64_t now = now_us();
+	uint64_t start = t->pushed_us > l->last_reply_us ? t->pushed_us : l->last_reply_us;
+
+	l->busy_us += now > start ? now - start : 0;
+	l->tasks_done++;
+	l->last_reply_us = now;
+	l->cls->busy_us += now > start ? now - start : 0;
+	l->cls->tasks_done++;
+}
+
 static void on_push_reply(struct lease *l, const void *payload)
 {
 	struct ferry_task_id id;
@@ -741,6 +913,7 @@ static void on_push_reply(struct lease *l, const void *payload)
 		FLOG_WARN(COMP, "a worker answered a task it was not given");
 		return;
 	}
+	count_task_time(l, t);
 	if (ferry__rt_task_reply(t, v) == 1)
 		ferry__rt_lease_enqueue(t, true); /* retry_exceptions */
 	else
@@ -895,6 +1068,7 @@ int ferry__rt_sub_stop(void *arg)
 		}
 	if (sub.node)
 		ferry__conn_flush(sub.node);
+	ferry__rt_nodes_flush();
 	return 0;
 }
 
@@ -902,10 +1076,12 @@ int ferry__rt_sub_stop(void *arg)
 int ferry__rt_sub_close_node(void *arg)
 {
 	(void)arg;
-	if (sub.node && ferry__conn_queued_bytes(sub.node) && arg == NULL)
+	if (((sub.node && ferry__conn_queued_bytes(sub.node)) || ferry__rt_nodes_queued_bytes()) &&
+	    arg == NULL)
 		return 1; /* still writing: ask again */
 	if (sub.node)
 		ferry__conn_close(sub.node);
+	ferry__rt_nodes_close_all();
 	return 0;
 }
 
@@ -935,6 +1111,7 @@ void ferry__rt_sub_fini(void)
 		}
 		ferry__free(c);
 	}
+	ferry__rt_nodes_fini();
 	ferry__fb_builder_fini(&sub.fb);
 	ferry__rt_actor_fini();
 	ferry__rt_pg_fini();

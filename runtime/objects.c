@@ -185,12 +185,16 @@ static int next_put_id(struct ferry_object_id *id)
 }
 
 /* Record a new object of ours (count 1) and hand out its ref; on -ENOMEM undo the store's. */
-static int own_new(const struct ferry_object_id *id, uint8_t state, struct ferry_ref *out)
+static int own_new(const struct ferry_object_id *id, size_t len, struct ferry_ref *out)
 {
 	struct ferry__rt_obj *o;
 
 	pthread_mutex_lock(&ferry__rt.lock);
-	o = ferry__rt_obj_add(id, state);
+	o = ferry__rt_obj_add(id, FERRY__RT_IN_STORE);
+	if (o) { /* in this node's store: where tasks taking it would rather run */
+		o->node = ferry__rt.node;
+		o->store_bytes = len;
+	}
 	pthread_mutex_unlock(&ferry__rt.lock);
 	if (!o) {
 		(void)ferry_plasma_client_delete(ferry__rt.store, id, 1, NULL);
@@ -216,7 +220,7 @@ int ferry_put(const void *data, size_t len, struct ferry_ref *out)
 		FLOG_WARN(COMP, "put of %zu bytes: %s", len, ferry_strerror(ret));
 		return ret;
 	}
-	return own_new(&id, FERRY__RT_IN_STORE, out);
+	return own_new(&id, len, out);
 }
 
 /* Lock held: whether every one of @refs is an object of ours still counted. */
@@ -273,6 +277,7 @@ int ferry_put_refs(const void *data, size_t len, const struct ferry_ref *refs, s
 
 int ferry_create(size_t len, void **buf, struct ferry_ref *out)
 {
+	struct ferry__rt_obj *o;
 	struct ferry_object_id id;
 	int ret;
 
@@ -288,7 +293,12 @@ int ferry_create(size_t len, void **buf, struct ferry_ref *out)
 	}
 	/* Pending until sealed: a get meanwhile waits, as for a task's return. */
 	pthread_mutex_lock(&ferry__rt.lock);
-	ret = ferry__rt_obj_add(&id, FERRY__RT_PENDING) ? 0 : -ENOMEM;
+	o = ferry__rt_obj_add(&id, FERRY__RT_PENDING);
+	if (o) {
+		o->node = ferry__rt.node;
+		o->store_bytes = len;
+	}
+	ret = o ? 0 : -ENOMEM;
 	pthread_mutex_unlock(&ferry__rt.lock);
 	if (ret < 0) {
 		(void)ferry_plasma_client_abort(ferry__rt.store, &id);

@@ -67,6 +67,8 @@ struct ferry__rt_obj {
 	struct ferry__rt_cb *cbs;  /* ferry_on_ready callbacks waiting for it */
 	struct ferry_object_id *contained; /* ferry_put_refs: objects it holds a count on */
 	size_t ncontained;		   /* how many */
+	struct ferry_node_id node;	   /* FERRY__RT_IN_STORE: whose store holds it */
+	uint64_t store_bytes;		   /* ... its size there (the scheduler's locality) */
 };
 
 /* A worker process as an owner (its tasks submit, put and get): who it is to its node. Set by
@@ -191,6 +193,9 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 /* lease.c: a granted worker's endpoint: @path on the node's host, @port on the node's ip. */
 struct ferry__rt_endpoint;
 void ferry__rt_worker_endpoint(const char *path, uint16_t port, struct ferry__rt_endpoint *out);
+/* The same for a worker of the node at @node (one a lease was placed on). */
+void ferry__rt_worker_endpoint_at(const struct ferry__rt_endpoint *node, const char *path,
+				  uint16_t port, struct ferry__rt_endpoint *out);
 void ferry__rt_actor_revoked(uint64_t lease_id, const char *why);
 void ferry__rt_actor_stop(void);
 void ferry__rt_actor_node_gone(void);

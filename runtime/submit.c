@@ -88,6 +88,19 @@ static int set_key(struct ferry__rt_task *t, const struct ferry_task_opts *o)
 		snprintf(t->key.custom, sizeof(t->key.custom), "%s", o->resources);
 	if (o->pg && ferry__rt_pg_key(o->pg, o->pg_bundle, &t->key) < 0)
 		return -EINVAL;
+	if ((unsigned)o->strategy > FERRY_SCHED_NODE_AFFINITY ||
+	    (o->strategy == FERRY_SCHED_NODE_AFFINITY &&
+	     ferry_id_is_nil(o->affinity_node.bytes, sizeof(o->affinity_node.bytes)))) {
+		FLOG_ERROR(COMP, "task strategy %d%s", (int)o->strategy,
+			   o->strategy == FERRY_SCHED_NODE_AFFINITY ? " with no affinity_node"
+								    : ": no such strategy");
+		return -EINVAL;
+	}
+	t->key.strategy = (uint8_t)o->strategy;
+	if (o->strategy == FERRY_SCHED_NODE_AFFINITY) {
+		t->key.affinity = o->affinity_node;
+		t->key.affinity_soft = o->affinity_soft != 0;
+	}
 	t->num_returns = o->num_returns ? o->num_returns : 1;
 	t->retries_left = o->max_retries == 0  ? DEFAULT_MAX_RETRIES
 			  : o->max_retries < 0 ? 0
@@ -252,6 +265,53 @@ int ferry__rt_task_args_ready(const struct ferry__rt_task *t, char *msg, size_t 
 	return 1;
 }
 
+/*
+ * Lock held, @t's arguments ready: the node holding most of their bytes becomes part of its
+ * class (struct ferry__rt_class_key.locality), so that tasks whose inputs live in different
+ * places take different leases, and its node can send the lease there (node/rt_sched.c). Only
+ * our own objects count: a borrowed ref's location would need the GCS directory, and is left
+ * out.
+ */
+static void set_locality(struct ferry__rt_task *t)
+{
+	struct {
+		struct ferry_node_id node;
+		uint64_t bytes;
+	} sums[8];
+	size_t n = 0, best = 0;
+
+	memset(&t->key.locality, 0, sizeof(t->key.locality));
+	t->key.locality_bytes = 0;
+	/* Affinity names the node, and a placement group's bundle is on its own node. */
+	if (t->key.strategy == FERRY_SCHED_NODE_AFFINITY ||
+	    !ferry_id_is_nil(t->key.pg, sizeof(t->key.pg)))
+		return;
+	for (size_t i = 0; i < t->nargs; i++) {
+		const struct ferry__rt_arg *a = &t->args[i];
+		struct ferry__rt_obj *o = a->counted ? ferry__rt_obj_find(&a->ref.id) : NULL;
+		size_t j = 0;
+
+		if (!o || o->state != FERRY__RT_IN_STORE ||
+		    ferry_id_is_nil(o->node.bytes, sizeof(o->node.bytes)))
+			continue;
+		while (j < n && memcmp(&sums[j].node, &o->node, sizeof(o->node)))
+			j++;
+		if (j == n && n == sizeof(sums) / sizeof(sums[0]))
+			continue; /* more places than tracked: the rest do not decide */
+		if (j == n) {
+			sums[n].node = o->node;
+			sums[n++].bytes = 0;
+		}
+		sums[j].bytes += o->store_bytes;
+		if (sums[j].bytes > sums[best].bytes)
+			best = j;
+	}
+	if (n && sums[best].bytes >= FERRY__RT_LOCALITY_MIN) {
+		t->key.locality = sums[best].node;
+		t->key.locality_bytes = sums[best].bytes;
+	}
+}
+
 /* Send @t on, park it, or fail it. Loop thread. */
 static void route(struct ferry__rt_task *t)
 {
@@ -264,6 +324,8 @@ static void route(struct ferry__rt_task *t)
 		t->next = blocked;
 		blocked = t;
 		nblocked++;
+	} else if (ret > 0) {
+		set_locality(t);
 	}
 	pthread_mutex_unlock(&ferry__rt.lock);
 	if (ret > 0)
@@ -365,6 +427,10 @@ static void set_returns(struct ferry__rt_task *t, int status, const char *messag
 		if (status < 0) {
 			ferry__rt_obj_ready(o, FERRY__RT_ERROR, NULL, 0, status, message);
 		} else if (in_store) {
+			struct ferry__wire_unique_id n = ferry__wire_push_task_reply_node_id(*r);
+
+			memcpy(o->node.bytes, n.bytes, sizeof(o->node.bytes));
+			o->store_bytes = ferry__wire_task_return_size(v);
 			ferry__rt_obj_ready(o, FERRY__RT_IN_STORE, NULL, 0, 0, NULL);
 		} else {
 			size_t len = v.tab.buf ? ferry__wire_task_return_data_count(v) : 0;

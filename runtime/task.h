@@ -26,7 +26,16 @@ struct ferry__rt_class_key {
 	char custom[FERRY__RT_CUSTOM_MAX]; /* "name=amount,...", zero-padded */
 	uint8_t pg[FERRY_UNIQUE_ID_SIZE];  /* a placement group's ID (pg.c), or zeros */
 	int32_t pg_bundle;		   /* with pg: its bundle, -1 any; else 0 */
+	/* Placement (issue 24): tasks that differ here take different leases. */
+	uint8_t strategy;	       /* enum ferry_sched_strategy */
+	uint8_t affinity_soft;	       /* NODE_AFFINITY: soft */
+	struct ferry_node_id affinity; /* NODE_AFFINITY: the node */
+	struct ferry_node_id locality; /* the node holding most of its input bytes
+					    * (>= FERRY__RT_LOCALITY_MIN), or nil */
+	uint64_t locality_bytes;       /* ... how many; 0 with a nil locality */
 };
+/* Inputs smaller than this do not pull a task to their node. */
+#define FERRY__RT_LOCALITY_MIN (1ull << 20)
 
 struct ferry__rt_arg {
 	void *data;	      /* inline bytes (ferry__malloc'd copy), or NULL */
@@ -46,6 +55,7 @@ struct ferry__rt_task {
 	int32_t retries_left;		/* retries still allowed */
 	bool retry_exceptions;		/* retry a -errno result too */
 	uint32_t attempt;		/* 0, then +1 per retry */
+	uint64_t pushed_us;		/* when last pushed (lease.c: task times) */
 	struct ferry__rt_class_key key; /* its class */
 	size_t nargs;			/* arguments */
 	struct ferry__rt_arg *args;	/* them */
@@ -102,5 +112,22 @@ void ferry__rt_lease_give_back(uint64_t lease_id, bool busy);
 int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *actor);
 struct ferry__conn;
 int ferry__rt_send_connect(struct ferry__conn *conn);
+
+/* nodes.c: the owner's connections to other nodes' runtime sockets (loop thread). get: the
+ * one to node @id (advertised as @address), opened with @cb if none (Unix on this host, TCP
+ * with the token on another: runtime/dial.h): 1 (new: send RuntimeConnect), 0 (open already),
+ * -EHOSTUNREACH (another host that advertises no runtime port), -EINVAL (a bad address), or
+ * the connect's -errno. endpoint: where the node of @conn is (-ENOENT: not one of them).
+ * forget: at its close (true if it was one of them). */
+struct ferry__conn_callbacks;
+struct ferry__rt_endpoint;
+int ferry__rt_nodes_get(const struct ferry_node_id *id, const char *address,
+			const struct ferry__conn_callbacks *cb, struct ferry__conn **out);
+int ferry__rt_nodes_endpoint(const struct ferry__conn *conn, struct ferry__rt_endpoint *out);
+bool ferry__rt_nodes_forget(struct ferry__conn *conn);
+size_t ferry__rt_nodes_queued_bytes(void);
+void ferry__rt_nodes_flush(void);
+void ferry__rt_nodes_close_all(void);
+void ferry__rt_nodes_fini(void);
 
 #endif

@@ -188,6 +188,16 @@ static struct ferry_task_ctx *ctx_ok(const struct ferry_task_ctx *ctx)
 	return NULL;
 }
 
+int ferry_task_node_id(const struct ferry_task_ctx *ctx, struct ferry_node_id *out)
+{
+	const struct ferry_task_ctx *c = ctx_ok(ctx);
+
+	if (!c || !out)
+		return -EINVAL;
+	*out = c->w->node_id;
+	return 0;
+}
+
 size_t ferry_task_num_args(const struct ferry_task_ctx *ctx)
 {
 	const struct ferry_task_ctx *c = ctx_ok(ctx);

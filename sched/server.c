@@ -10,7 +10,8 @@
  * A node the nodes channel's snapshot no longer shows after a resync (a GCS restarted without
  * it) is dead; one that is alive again after its death gets a new child.
  * Until both snapshots ended, a request is answered -EAGAIN (the view is partial: a placement
- * then could pile everything on the first node seen). A request is decided and committed into
+ * then could pile everything on the first node seen); so is one no node could run while a
+ * node that joined has not reported its load yet (it might). A request is decided and committed into
  * the level at once, so a burst between two reports spreads; the node's next report replaces
  * the committed estimate. Resource names become kinds: the standard four are 0..3, custom
  * names get 4.. in the order first seen in a report (a request naming a resource no node ever
@@ -49,6 +50,7 @@ struct snode {
 	struct ferry_node_id id; /* the node */
 	char *address;		 /* as registered (ferry__malloc'd), or NULL until known */
 	bool dead;		 /* its child takes nothing more */
+	bool reported;		 /* its load reached us (until then its child is not alive) */
 	uint64_t seen_gen;	 /* the nodes-channel snapshot that last showed it */
 };
 
@@ -268,7 +270,8 @@ static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	if ((node_index(s, &load.id, false, &i) == 0 || node_index(s, &load.id, true, &i) == 0) &&
 	    !s->nodes[i].dead) {
 		load_convert(s, &load, &sl);
-		ferry__sched_child_report(s->level, i, &sl);
+		if (ferry__sched_child_report(s->level, i, &sl) == 0)
+			s->nodes[i].reported = true;
 	}
 	ferry_gcs_free((void *)(uintptr_t)load.resources);
 }
@@ -351,6 +354,20 @@ static void subscribe(struct sub *sub)
 
 /* ---- requests ---- */
 
+/*
+ * Whether a live node has joined but its first load report has not come yet (it reports with
+ * its first heartbeat after registering): until it does, "no node can run this" may be wrong,
+ * and the asking node is told to try again rather than to keep the task as infeasible. Only
+ * on -ENOSPC, rare: a pass over the nodes.
+ */
+static bool unreported(const struct ferry__sched_server *s)
+{
+	for (uint32_t i = 0; i < s->nnodes; i++)
+		if (!s->nodes[i].dead && !s->nodes[i].reported)
+			return true;
+	return false;
+}
+
 static int place_one(struct ferry__sched_server *s, const struct ferry__sched_item *it,
 		     struct ferry__sched_result *r)
 {
@@ -395,6 +412,8 @@ static int place_one(struct ferry__sched_server *s, const struct ferry__sched_it
 	ret = ferry__sched_decide(s->level, &task, &d);
 	if (ret == -EHOSTUNREACH)
 		return -EHOSTDOWN;
+	if (ret == -ENOSPC && unreported(s))
+		return -EAGAIN;
 	if (ret < 0)
 		return ret;
 	ferry__sched_commit(s->level, &task, &d);

@@ -84,6 +84,10 @@ FERRY_API int ferry_register_worker_setup(const char *name, ferry_setup_fn fn);
 
 /* ---- inside a task: its arguments and returns ---- */
 
+/* ferry_task_node_id() - the node whose worker runs the task (where it was placed) into
+ * *@out. 0, or -EINVAL (not a running task's ctx). */
+FERRY_API int ferry_task_node_id(const struct ferry_task_ctx *ctx, struct ferry_node_id *out);
+
 /* The number of arguments of the running task, and argument @i's bytes (a ref argument is
  * resolved to its object's bytes before the function runs; the bytes stay valid until the
  * function returns). 0, or -EINVAL (@i out of range). */
@@ -154,6 +158,13 @@ struct ferry_arg {
 struct ferry_pg;
 struct ferry_placement_group_id;
 
+/* Where a task goes (struct ferry_task_opts.strategy). */
+enum ferry_sched_strategy {
+	FERRY_SCHED_DEFAULT = 0,
+	FERRY_SCHED_SPREAD = 1,
+	FERRY_SCHED_NODE_AFFINITY = 2,
+};
+
 /* Task options; all zeros: 1 return, 1 CPU, 3 retries of a crashed worker, none of errors. */
 struct ferry_task_opts {
 	uint32_t num_returns;  /* 0: 1 */
@@ -163,6 +174,14 @@ struct ferry_task_opts {
 	const char *resources; /* custom ones, "name=amount,..."; NULL: none */
 	int32_t max_retries;   /* retries after a worker died; 0: 3; < 0: none */
 	int retry_exceptions;  /* 1: also retry a function that returned -errno */
+	/* Placement (issue 24). DEFAULT: on the submitter's node when it has room and no other
+	 * node holds clearly more of the task's input bytes, else where the scheduler says.
+	 * SPREAD: where the scheduler says. NODE_AFFINITY: on affinity_node; hard (the
+	 * default): the task fails with -EHOSTUNREACH if that node is not alive; soft
+	 * (affinity_soft 1): elsewhere when it is dead or full. */
+	enum ferry_sched_strategy strategy;
+	struct ferry_node_id affinity_node;
+	int affinity_soft;
 
 	/* Run in this placement group's reservation (NULL: none), in its bundle pg_bundle
 	 * (-1: any bundle with room). */

@@ -77,6 +77,16 @@ static void check_lease(const struct ferry__rt_lease_request *q)
 	    (q->bundle_index < -1 || q->bundle_index >= FERRY__RT_PG_BUNDLES_MAX))
 		abort();
 	check_res(q->res, q->nres);
+	/* Placement (node/rt_sched.c trusts these). */
+	if (q->strategy > FERRY__RT_STRATEGY_NODE_AFFINITY || q->ninputs > FERRY__RT_REQ_INPUTS_MAX)
+		abort();
+	if (q->strategy == FERRY__RT_STRATEGY_NODE_AFFINITY &&
+	    ferry_id_is_nil(q->affinity.bytes, sizeof(q->affinity.bytes)))
+		abort();
+	for (uint32_t i = 0; i < q->ninputs; i++)
+		if (!q->inputs[i].bytes ||
+		    ferry_id_is_nil(q->inputs[i].node.bytes, sizeof(q->inputs[i].node.bytes)))
+			abort();
 }
 
 /* A bundle message names a group and an index in range; a prepare reserves something. */
@@ -156,6 +166,7 @@ int fuzz_make_corpus(const char *dir)
 					      .code_hash_count = 32,
 					      .resources = res,
 					      .resources_count = 3};
+	struct ferry__wire_lease_input inputs[2] = {{.bytes = 4u << 20}, {.bytes = 1}};
 	struct ferry__wire_worker_assign_reply a = {.status = -ENOENT,
 						    .message = "cannot load lib.so"};
 	int bad = 0;
@@ -171,6 +182,21 @@ int fuzz_make_corpus(const char *dir)
 	c.listen_path = "/tmp/ferry-node.sock.rt.w42";
 	bad |= seed(dir, "seed-connect-worker", 0, &b, ferry__wire_runtime_connect_build(&b, &c));
 	bad |= seed(dir, "seed-lease-request", 1, &b, ferry__wire_lease_request_build(&b, &q));
+	/* Placed by affinity, with the inputs' locations (runtime.fbs LeaseRequest). */
+	q.placed = true;
+	q.strategy = FERRY__WIRE_LEASE_STRATEGY_NODE_AFFINITY;
+	memset(q.affinity_node.bytes, 0x33, sizeof(q.affinity_node.bytes));
+	q.affinity_soft = true;
+	memset(inputs[0].node_id.bytes, 0x33, sizeof(inputs[0].node_id.bytes));
+	memset(inputs[1].node_id.bytes, 0x44, sizeof(inputs[1].node_id.bytes));
+	q.inputs = inputs;
+	q.inputs_count = 2;
+	bad |= seed(dir, "seed-lease-request-placement", 1, &b,
+		    ferry__wire_lease_request_build(&b, &q));
+	q.strategy = FERRY__WIRE_LEASE_STRATEGY_SPREAD;
+	q.placed = false;
+	q.inputs = NULL;
+	q.inputs_count = 0;
 	res[2].amount = -1;
 	bad |= seed(dir, "seed-lease-request-negative", 1, &b,
 		    ferry__wire_lease_request_build(&b, &q));

@@ -479,7 +479,7 @@ FTEST(failed_assign_fails_the_lease)
 	fx_stop(&f);
 }
 
-FTEST(resources_the_node_lacks_are_refused)
+FTEST(resources_the_node_lacks_wait_or_are_refused_when_placed)
 {
 	struct fx f;
 	struct ferry__wire_runtime_resource gpu = {.name = "GPU", .amount = 1.0};
@@ -491,6 +491,14 @@ FTEST(resources_the_node_lacks_are_refused)
 	fx_start(&f, -1, 2, "2");
 	fd = driver_connect(&f);
 	ferry_id_random(m.job.bytes, sizeof(m.job.bytes));
+	/* Not placed: no node can run it, so it waits at the node as infeasible (rt_sched.c),
+	 * unanswered; the placed request sent after it is answered first. */
+	m.request_id = 10;
+	ftest_assert_ok(rtp_send(fd, &f.fb, FERRY__WIRE_MSG_LEASE_REQUEST,
+				 ferry__wire_lease_request_build(&f.fb, &m)));
+	/* Placed here by a scheduler, yet the node has none: refused. */
+	m.request_id = 9;
+	m.placed = true;
 	ftest_assert_ok(rtp_send(fd, &f.fb, FERRY__WIRE_MSG_LEASE_REQUEST,
 				 ferry__wire_lease_request_build(&f.fb, &m)));
 	read_grant(fd, 9, &g);

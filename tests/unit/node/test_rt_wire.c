@@ -82,6 +82,52 @@ FTEST(bad_lease_requests_are_refused_with_a_reason)
 	ferry__fb_builder_fini(&fb);
 }
 
+static int placed_lease(struct ferry__wire_lease_request *q)
+{
+	memset(q->job.bytes, 0x22, sizeof(q->job.bytes));
+	return decode(FERRY__WIRE_MSG_LEASE_REQUEST, ferry__wire_lease_request_build(&fb, q));
+}
+
+FTEST(lease_request_placement_decodes_and_is_checked)
+{
+	struct ferry__wire_lease_input in[FERRY__RT_REQ_INPUTS_MAX + 1] = {{.bytes = 5u << 20},
+									   {.bytes = 0}};
+	struct ferry__wire_lease_request q = {.request_id = 3,
+					      .placed = true,
+					      .strategy = FERRY__WIRE_LEASE_STRATEGY_NODE_AFFINITY,
+					      .affinity_soft = true,
+					      .inputs = in,
+					      .inputs_count = 2};
+
+	memset(q.affinity_node.bytes, 0x33, sizeof(q.affinity_node.bytes));
+	for (size_t i = 0; i < FERRY__RT_REQ_INPUTS_MAX + 1; i++)
+		memset(in[i].node_id.bytes, 0x40 + (int)i, sizeof(in[i].node_id.bytes));
+	ftest_assert_ok(placed_lease(&q));
+	ftest_assert_true(msg.lease.placed);
+	ftest_assert_uint_eq(msg.lease.strategy, FERRY__RT_STRATEGY_NODE_AFFINITY);
+	ftest_assert_true(msg.lease.affinity_soft);
+	ftest_assert_uint_eq(msg.lease.affinity.bytes[0], 0x33);
+	ftest_assert_uint_eq(msg.lease.ninputs, 1); /* zero bytes say nothing: dropped */
+	ftest_assert_uint_eq(msg.lease.inputs[0].bytes, 5u << 20);
+	ftest_assert_uint_eq(msg.lease.inputs[0].node.bytes[0], 0x40);
+	/* An input on no node, too many inputs, affinity to no node, no such strategy. */
+	memset(in[1].node_id.bytes, 0, sizeof(in[1].node_id.bytes));
+	ftest_assert_errno(placed_lease(&q), -EINVAL);
+	memset(in[1].node_id.bytes, 0x41, sizeof(in[1].node_id.bytes));
+	q.inputs_count = FERRY__RT_REQ_INPUTS_MAX + 1;
+	ftest_assert_errno(placed_lease(&q), -EINVAL);
+	ftest_assert_true(strstr(why, "inputs") != NULL);
+	q.inputs_count = 0;
+	memset(q.affinity_node.bytes, 0, sizeof(q.affinity_node.bytes));
+	ftest_assert_errno(placed_lease(&q), -EINVAL);
+	ftest_assert_true(strstr(why, "NODE_AFFINITY") != NULL);
+	q.strategy = 9;
+	ftest_assert_errno(placed_lease(&q), -EINVAL);
+	q.strategy = FERRY__WIRE_LEASE_STRATEGY_SPREAD;
+	ftest_assert_ok(placed_lease(&q));
+	ferry__fb_builder_fini(&fb);
+}
+
 FTEST(runtime_connect_checks)
 {
 	static const uint8_t secret[40] = {1};

@@ -6,7 +6,8 @@
  * a retry apart) and always_killed on every try. nest, relay, fan and hand_out submit tasks
  * from inside a task (tests/integration/runtime/test_nested.c); hang stays running
  * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
- * (test_borrow.c); in_bundle logs where and how many ran at once (test_pg.c).
+ * (test_borrow.c); in_bundle logs where and how many ran at once (test_pg.c); where and big
+ * place tasks (test_placement.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -247,6 +248,37 @@ FERRY_FUNCTION(nap)
 		return ferry_task_error(ctx, "nap takes 0..60000 ms");
 	usleep((useconds_t)ms * 1000);
 	return ferry_task_return(ctx, 0, &ms, sizeof(ms));
+}
+
+/* where(ms, ...): sleeps ms, returns the ID of the node it ran on (placement tests); further
+ * arguments (inputs) are ignored. */
+FERRY_FUNCTION(where)
+{
+	struct ferry_node_id node;
+	int64_t ms;
+
+	if (int64_arg(ctx, 0, &ms) < 0 || ms < 0 || ms > 60000)
+		return ferry_task_error(ctx, "where takes 0..60000 ms");
+	usleep((useconds_t)ms * 1000);
+	if (ferry_task_node_id(ctx, &node) < 0)
+		return ferry_task_error(ctx, "no node");
+	return ferry_task_return(ctx, 0, &node, sizeof(node));
+}
+
+/* big(mib): a return of mib MiB (in the store of the node that ran it). */
+FERRY_FUNCTION(big)
+{
+	int64_t mib;
+	void *buf;
+	int ret;
+
+	if (int64_arg(ctx, 0, &mib) < 0 || mib < 1 || mib > 64)
+		return ferry_task_error(ctx, "big takes 1..64 MiB");
+	ret = ferry_task_return_alloc(ctx, 0, (size_t)mib << 20, &buf);
+	if (ret < 0)
+		return ret;
+	memset(buf, 7, (size_t)mib << 20);
+	return 0;
 }
 
 static int lend_ref(struct ferry_task_ctx *ctx, const char *fn, int64_t x)
