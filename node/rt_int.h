@@ -218,6 +218,7 @@ int ferry__rt_sched_init(struct ferry__node_rt *rt);
 void ferry__rt_sched_fini(struct ferry__node_rt *rt);
 int ferry__rt_sched_route(struct ferry__node_rt *rt, struct rt_req *req);
 void ferry__rt_sched_peer_gone(struct ferry__node_rt *rt, const struct rt_peer *p);
+void ferry__rt_sched_stop(struct ferry__node_rt *rt);
 /* A request parked for its code (rt_code.c): queued now, or answered with @status and @why. */
 void ferry__rt_lease_code_done(struct ferry__node_rt *rt, struct rt_req *req, int status,
 			       const char *why);

@@ -13,10 +13,10 @@
  * - NODE_AFFINITY: hard goes to its node if the GCS has it alive, else fails with
  *   -EHOSTUNREACH naming it; soft goes there when alive and its last load report shows the
  *   resources free, else runs here. Both are placed: no further hop.
- * - DEFAULT runs here when the node's totals cover it, fewer than spill_queue requests wait,
- *   and no node holds clearly more of its input bytes (2x ours and >= 1 MiB more); SPREAD
- *   always asks up. Up with no scheduler reachable: here if this node can ever run it, else
- *   infeasible.
+ * - DEFAULT runs here when no node holds clearly more of its input bytes (2x ours and >= 1
+ *   MiB more) and its resources are free now, or soon (fewer than spill_queue requests wait
+ *   and this node's tasks are short); SPREAD always asks up. Up with no scheduler registered
+ *   or reachable: here if this node can ever run it, else infeasible.
  * - Infeasible (no node can ever run it): the request waits in `infeasible` with a warning and
  *   an error record of its job in the GCS; while any waits the node follows the nodes channel,
  *   and a join sends them all up again. Only the owner leaving ends them (it may cancel).
@@ -33,18 +33,39 @@
 #include "common/log.h"
 #include "node/node_int.h"
 #include "node/rt_int.h"
+#if __has_include("sched/client.h")
+#include "sched/client.h"
+#define HAVE_SCHED_CLIENT 1
+#else
+#define FERRY__SCHED_KV_NS "ferry:sched"
+struct ferry__sched_client;
+#endif
 
 #define COMP "node"
 /* Input bytes that make another node worth a trip: more than twice ours and this much more. */
 #define LOCALITY_MIN_BYTES (1ull << 20)
+/* Tasks this short wait in the local queue rather than go up (a scheduler's round trip
+ * costs about as much). */
+#define SHORT_TASK_US 1000u
+/* The scheduler instances in the GCS are read again after this. */
+#define SCHED_CHECK_MS 1000u
+/* No instance answered: requests fall back at once for this long. */
+#define SCHED_BACKOFF_MS 5000u
 
 struct rt_sched {
-	struct ferry__node_rt *rt; /* owner */
-	struct rt_req *infeasible; /* waiting for a node that can run them */
-	uint32_t ninfeasible;	   /* in that list */
-	struct ask *asks;	   /* requests waiting for a GCS answer */
-	bool following;		   /* subscribed to the nodes channel (for joins) */
-	uint32_t spill_queue;	   /* queued requests before new ones go up */
+	struct ferry__node_rt *rt;	    /* owner */
+	struct rt_req *infeasible;	    /* waiting for a node that can run them */
+	uint32_t ninfeasible;		    /* in that list */
+	struct ask *asks;		    /* requests waiting for a GCS or scheduler answer */
+	struct ferry__sched_client *client; /* the scheduler above; made at the first need */
+	uint64_t next_place_id;		    /* its request IDs */
+	struct rt_req *waiting;		    /* for the instance lookup (up) */
+	bool looking;			    /* ... which runs */
+	uint32_t instances;		    /* ferry-sched instances registered */
+	uint64_t checked_ms;		    /* ... as read then (0: never) */
+	uint64_t unreachable_until_ms;	    /* none answered: up falls back until then */
+	bool following;			    /* subscribed to the nodes channel (for joins) */
+	uint32_t spill_queue;		    /* queued requests before new ones go up */
 	/* Counters, logged at stop: each request takes one of these roads, once. */
 	uint64_t here;		  /* queued here by the local decision */
 	uint64_t placed_here;	  /* arrived placed (they never move again) */
@@ -91,12 +112,21 @@ static bool inputs_elsewhere(const struct ferry__node_rt *rt, const struct rt_re
 	return best > 2 * ours && best - ours >= LOCALITY_MIN_BYTES;
 }
 
+/*
+ * Here when its resources are free now; or when they will be, soon: fewer than spill_queue
+ * requests wait and this node's tasks are short (a wait in its queue costs less than a trip
+ * up). Otherwise a node elsewhere may run it sooner, which only the scheduler above can tell.
+ */
 static bool runs_here(struct rt_sched *s, const struct rt_req *req)
 {
 	const struct ferry__node_rt *rt = s->rt;
 
-	return req->strategy == FERRY__RT_STRATEGY_DEFAULT && covers(&rt->node->total, req) &&
-	       rt->queued < s->spill_queue && !inputs_elsewhere(rt, req);
+	if (req->strategy != FERRY__RT_STRATEGY_DEFAULT || !covers(&rt->node->total, req) ||
+	    inputs_elsewhere(rt, req))
+		return false;
+	if (!rt->queued && covers(&rt->avail, req))
+		return true;
+	return rt->queued < s->spill_queue && rt->mean_task_us && rt->mean_task_us <= SHORT_TASK_US;
 }
 
 /* ---- answers ---- */
@@ -131,6 +161,7 @@ static void here(struct rt_sched *s, struct rt_req *req)
 /* ---- infeasible requests ---- */
 
 static void up(struct rt_sched *s, struct rt_req *req);
+static void unfollow_if_idle(struct rt_sched *s);
 
 static void on_nodes_event(void *arg, const struct ferry_gcs_event *ev)
 {
@@ -153,6 +184,7 @@ static void on_nodes_event(void *arg, const struct ferry_gcs_event *ev)
 		req->next = NULL;
 		up(s, req);
 	}
+	unfollow_if_idle(s);
 }
 
 static void followed(void *arg, int status, void *result)
@@ -176,10 +208,28 @@ static void error_recorded(void *arg, int status, void *result)
 			  ferry_strerror(status));
 }
 
+static void unfollowed(void *arg, int status, void *result)
+{
+	(void)arg;
+	(void)status;
+	ferry_gcs_free(result);
+}
+
+/* No infeasible request left: joins matter no more (nodes do not follow every join). */
+static void unfollow_if_idle(struct rt_sched *s)
+{
+	struct ferry_gcs_client *gcs = s->rt->node->gcs;
+
+	if (s->infeasible || !s->following || !gcs)
+		return;
+	s->following =
+		ferry_gcs_unsubscribe_async(gcs, FERRY_GCS_CH_NODES, NULL, 0, unfollowed, NULL) < 0;
+}
+
 static void infeasible(struct rt_sched *s, struct rt_req *req, const char *why)
 {
 	struct ferry_gcs_client *gcs = s->rt->node->gcs;
-	char text[320];
+	char text[400];
 
 	snprintf(text, sizeof(text),
 		 "lease request %llu of pid %d is infeasible: %s; it waits for a node that can "
@@ -200,29 +250,34 @@ static void infeasible(struct rt_sched *s, struct rt_req *req, const char *why)
 
 /* ---- up ---- */
 
-/*
- * Ask the scheduler above. Until a scheduler client is configured this is the "none
- * reachable" case of the design: here if the node can ever run it, else infeasible.
- */
-static void up(struct rt_sched *s, struct rt_req *req)
+/* Up cannot answer: here if this node can ever run it, else infeasible. */
+static void fallback(struct rt_sched *s, struct rt_req *req, const char *why)
 {
-	char why[192];
+	char text[256];
 
 	if (covers(&s->rt->node->total, req)) {
 		here(s, req);
 		return;
 	}
-	snprintf(why, sizeof(why), "no scheduler to place it and this node has too little %s",
-		 req->nres ? req->res[0].name : "");
+	snprintf(text, sizeof(text), "%s", why);
 	for (uint32_t i = 0; i < req->nres; i++)
-		if (ferry__res_set_get(&s->rt->node->total, req->res[i].name) < req->res[i].amount)
-			snprintf(why, sizeof(why),
-				 "no scheduler to place it and this node has too little %s",
+		if (ferry__res_set_get(&s->rt->node->total, req->res[i].name) <
+		    req->res[i].amount) {
+			snprintf(text, sizeof(text), "%s, and this node has too little %s", why,
 				 req->res[i].name);
-	infeasible(s, req, why);
+			break;
+		}
+	infeasible(s, req, text);
 }
 
-/* ---- NODE_AFFINITY ---- */
+static void ask_link(struct rt_sched *s, struct ask *a)
+{
+	a->s = s;
+	a->next = s->asks;
+	if (s->asks)
+		s->asks->prev = a;
+	s->asks = a;
+}
 
 /* @a is answered: off the list, freed with its request unless taken (a->req NULL). */
 static void ask_free(struct ask *a)
@@ -236,6 +291,133 @@ static void ask_free(struct ask *a)
 	ferry__rt_req_free(a->req);
 	ferry__free(a);
 }
+
+#ifdef HAVE_SCHED_CLIENT
+static void on_placed(void *arg, int status, const struct ferry_node_id *node,
+		      const char *node_address)
+{
+	struct ask *a = arg;
+	struct rt_req *req = a->req;
+	struct rt_sched *s = a->s;
+	char why[160];
+
+	if (!req->owner || status == -ECANCELED) {
+		ask_free(a);
+		return;
+	}
+	a->req = NULL;
+	ask_free(a);
+	if (status == 0 && !memcmp(node, &s->rt->node->id, sizeof(*node))) {
+		here(s, req);
+	} else if (status == 0) {
+		retry_at(s, req, node, node_address, "placed by the scheduler");
+	} else if (status == -ENOSPC) {
+		infeasible(s, req, "the scheduler has no node that can run it");
+	} else {
+		if (status == -EHOSTUNREACH) /* spare the next requests its rounds of retries */
+			s->unreachable_until_ms = ferry__loop_now_ms() + SCHED_BACKOFF_MS;
+		snprintf(why, sizeof(why), "the scheduler: %s", ferry_strerror(status));
+		fallback(s, req, why);
+	}
+}
+
+/* Ask the scheduler (sched/client.h) where @req goes. */
+static void place(struct rt_sched *s, struct rt_req *req)
+{
+	struct ferry__node *node = s->rt->node;
+	struct ferry__sched_place_input in[FERRY__RT_REQ_INPUTS_MAX];
+	struct ferry__sched_place_req pr = {.res = req->res,
+					    .nres = req->nres,
+					    .strategy = req->strategy,
+					    .inputs = in,
+					    .ninputs = req->ninputs};
+	struct ask *a = NULL;
+	int r = 0;
+
+	if (!s->client)
+		r = ferry__sched_client_new(s->rt->loop, node->gcs, node->token,
+					    node->opts.token_len, &node->id, &s->client);
+	if (r == 0 && !(a = ferry__calloc(1, sizeof(*a))))
+		r = -ENOMEM;
+	if (r < 0) {
+		fallback(s, req, "no scheduler client");
+		return;
+	}
+	for (uint32_t i = 0; i < req->ninputs; i++) {
+		in[i].node = req->inputs[i].node;
+		in[i].bytes = req->inputs[i].bytes;
+	}
+	a->req = req;
+	pr.id = ++s->next_place_id;
+	ask_link(s, a);
+	r = ferry__sched_client_place(s->client, &pr, on_placed, a);
+	if (r < 0) {
+		a->req = NULL;
+		ask_free(a);
+		fallback(s, req, "the scheduler client refused it");
+	}
+}
+
+#else
+static void place(struct rt_sched *s, struct rt_req *req)
+{
+	fallback(s, req, "no scheduler client in this build");
+}
+#endif
+
+/* The instances registered in the GCS: none means no scheduler is configured, and nobody
+ * waits for retries that cannot succeed. */
+static void on_instances(void *arg, int status, void *result)
+{
+	struct rt_sched *s = arg;
+	struct rt_req *list = s->waiting;
+
+	ferry_gcs_free(result);
+	s->looking = false;
+	s->waiting = NULL;
+	s->instances = status > 0 ? (uint32_t)status : 0;
+	s->checked_ms = ferry__loop_now_ms();
+	while (list) {
+		struct rt_req *req = list;
+
+		list = req->next;
+		req->next = NULL;
+		if (!req->owner || status == -ECANCELED)
+			ferry__rt_req_free(req);
+		else if (s->instances)
+			place(s, req);
+		else
+			fallback(s, req, "no scheduler is registered");
+	}
+}
+
+static void up(struct rt_sched *s, struct rt_req *req)
+{
+	uint64_t now = ferry__loop_now_ms();
+	struct ferry_gcs_client *gcs = s->rt->node->gcs;
+
+	if (!gcs || s->rt->stopping) {
+		fallback(s, req, "no GCS to find a scheduler in");
+	} else if (now < s->unreachable_until_ms) {
+		fallback(s, req, "no scheduler answered lately");
+	} else if (s->checked_ms && now - s->checked_ms < SCHED_CHECK_MS) {
+		if (s->instances)
+			place(s, req);
+		else
+			fallback(s, req, "no scheduler is registered");
+	} else {
+		req->next = s->waiting;
+		s->waiting = req;
+		if (!s->looking)
+			s->looking = ferry_gcs_kv_keys_async(gcs, FERRY__SCHED_KV_NS,
+							     sizeof(FERRY__SCHED_KV_NS) - 1, "", 0,
+							     on_instances, s) == 0;
+		if (!s->looking)
+			on_instances(s, -ENOMEM, NULL);
+	}
+}
+
+/* ---- NODE_AFFINITY ---- */
 
 /* Soft affinity: the node's last load report, does it have the request's resources free? */
 static bool has_room(const struct ferry_gcs_node_load *load, const struct rt_req *req)
@@ -322,12 +504,8 @@ static void affinity(struct rt_sched *s, struct rt_req *req)
 	int r = -ENOMEM;
 
 	if (a) {
-		a->s = s;
 		a->req = req;
-		a->next = s->asks;
-		if (s->asks)
-			s->asks->prev = a;
-		s->asks = a;
+		ask_link(s, a);
 		r = s->rt->node->gcs ? ferry_gcs_node_list_async(s->rt->node->gcs, on_nodes, a)
 				     : -ENOTCONN;
 	}
@@ -391,10 +569,29 @@ void ferry__rt_sched_peer_gone(struct ferry__node_rt *rt, const struct rt_peer *
 			at = &req->next;
 		}
 	}
-	/* Requests in a GCS question: their answer finds no owner and drops them. */
+	unfollow_if_idle(s);
+	/* Requests in a GCS or scheduler question: their answer finds no owner and drops them. */
 	for (struct ask *a = s->asks; a; a = a->next)
 		if (a->req && a->req->owner == p)
 			a->req->owner = NULL;
+	for (struct rt_req *req = s->waiting; req; req = req->next)
+		if (req->owner == p)
+			req->owner = NULL;
+}
+
+/* Loop thread, at the node's stop: the scheduler's requests end (-ECANCELED frees them). */
+void ferry__rt_sched_stop(struct ferry__node_rt *rt)
+{
+	struct rt_sched *s = rt->sched;
+
+#ifdef HAVE_SCHED_CLIENT
+	if (s) {
+		ferry__sched_client_free(s->client);
+		s->client = NULL;
+	}
+#else
+	(void)s;
+#endif
 }
 
 int ferry__rt_sched_init(struct ferry__node_rt *rt)

@@ -585,6 +585,7 @@ static int shutdown_on_loop(void *arg)
 	struct rt_req *req;
 
 	rt->stopping = true;
+	ferry__rt_sched_stop(rt);
 	ferry__conn_server_close(rt->server);
 	rt->server = NULL;
 	for (struct rt_peer *p = rt->peers; p; p = p->next)

@@ -9,7 +9,7 @@
  * - Everything here runs on the loop thread; other threads reach it through posts
  *   (submit.c). Tasks are grouped in classes (job + resources, struct ferry__rt_class_key).
  *   A class with queued tasks asks the node for a lease (one request in flight at a time, up
- *   to MAX_LEASES leases), pushes up to PIPELINE tasks to each leased worker without waiting
+ *   to MAX_LEASES leases), pushes up to depth() tasks to each leased worker without waiting
  *   (a worker runs its socket's tasks in order), and gives a lease back IDLE_RETURN_MS after
  *   its last reply when nothing of its class is queued.
  * - Each worker socket gets a ring pair beside it (runtime/ring.h): pushes and replies that fit
@@ -44,7 +44,8 @@
 #include "runtime/task.h"
 
 #define COMP "runtime"
-#define PIPELINE 16	      /* tasks in flight per leased worker */
+#define PIPELINE 16	      /* tasks in flight per leased worker, at most */
+#define PIPELINE_WORK_US 2000 /* ... about this much work: see depth() */
 #define MAX_LEASES 8	      /* leases per class */
 #define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
 #define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
@@ -85,6 +86,8 @@ struct cls {
 	size_t nleases;				      /* how many */
 	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
 	struct ferry__conn *request_node;	      /* ... sent there */
+	uint32_t tasks_done;			      /* replies so far, for depth() */
+	uint64_t busy_us;			      /* ... and their tasks' run time */
 	bool request_placed;			      /* ... following a "retry at" */
 	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
 };
@@ -747,16 +750,35 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 	return 0;
 }
 
+/*
+ * Tasks in flight per lease for @c: enough to hide the push/reply round trip behind about
+ * PIPELINE_WORK_US of work, no more, so that the rest wait in the class's queue, where a new
+ * lease (maybe on another node) can take them. Tiny tasks fill the pipeline; tasks of 2 ms
+ * or more go one at a time; one at a time until the first reply says how long they take.
+ */
+static uint32_t depth(const struct cls *c)
+{
+	uint64_t mean;
+
+	if (!c->tasks_done)
+		return 1;
+	mean = c->busy_us / c->tasks_done;
+	if (mean * PIPELINE <= PIPELINE_WORK_US)
+		return PIPELINE;
+	return mean >= PIPELINE_WORK_US ? 1 : (uint32_t)(PIPELINE_WORK_US / mean);
+}
+
 /* Give @c's queued tasks to its leases, ask for another lease if they are not enough. */
 static void pump(struct cls *c)
 {
+	uint32_t most = depth(c);
 	size_t open = 0;
 
 	for (struct lease *l = c->leases; l; l = l->next) {
 		if (!l->conn || l->closing || l->blocked)
 			continue;
 		open++;
-		while (c->queued && l->ninflight < PIPELINE) {
+		while (c->queued && l->ninflight < most) {
 			struct ferry__rt_task *t = class_pop(c);
 			int ret = push_one(l, t);
 
@@ -810,6 +832,8 @@ static void count_task_time(struct lease *l, const struct ferry__rt_task *t)
 	l->busy_us += now > start ? now - start : 0;
 	l->tasks_done++;
 	l->last_reply_us = now;
+	l->cls->busy_us += now > start ? now - start : 0;
+	l->cls->tasks_done++;
 }
 
 static void on_push_reply(struct lease *l, const void *payload)

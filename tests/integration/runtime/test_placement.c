@@ -242,6 +242,90 @@ FTEST(hard_affinity_to_an_unknown_node_fails_naming_it)
 	stop_cluster();
 }
 
+/* A ferry-sched of the cluster registered in the GCS, or the test skips (it needs one). */
+static void need_scheduler(void)
+{
+	struct ferry_gcs_bytes *keys = NULL;
+	int n = 0;
+
+	for (int i = 0; i < 100 && n <= 0; i++) {
+		n = ferry_gcs_kv_keys(ferry__rt.gcs, "ferry:sched", 11, "", 0, &keys);
+		ferry_gcs_free(keys);
+		keys = NULL;
+		if (n <= 0)
+			usleep(50 * 1000);
+	}
+	if (n <= 0) {
+		ferry_shutdown();
+		stop_cluster();
+		ftest_skip("no ferry-sched registered in the GCS (ferry start --head starts one)");
+	}
+}
+
+/* A node with no CPU free sends a task's lease up: some of 8 tasks of 200 ms, submitted on a
+ * node of one CPU, run on the other, each reached in one hop. */
+FTEST(tasks_spill_to_a_node_with_free_resources)
+{
+	struct ferry_node_id other, self;
+	struct ferry_ref r[8];
+	unsigned elsewhere = 0, h, p, fw;
+	int oi;
+
+	start_cluster(2);
+	need_scheduler();
+	self = ferry__rt.node;
+	other = other_node(&oi);
+	for (int i = 0; i < 8; i++)
+		r[i] = where(200, NULL);
+	for (int i = 0; i < 8; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		ftest_assert_true(ferry_node_id_eq(&n, &self) || ferry_node_id_eq(&n, &other));
+		elsewhere += ferry_node_id_eq(&n, &other);
+	}
+	ftest_log("%u of 8 ran on the other node", elsewhere);
+	ftest_assert_uint_ge(elsewhere, 1);
+	ferry_shutdown();
+	stop_cluster();
+	node_counters(oi, &h, &p, &fw);
+	ftest_assert_uint_eq(fw, 0);
+	ftest_assert_uint_ge(p, 1);
+}
+
+/* A 4 MiB return made on node A; 20 tasks taking it, submitted from B: >= 95% run on A. */
+FTEST(tasks_run_where_their_input_is)
+{
+	struct ferry_node_id a;
+	struct ferry_task_opts on_a;
+	struct ferry_ref input, r[20];
+	struct ferry_view v;
+	int64_t mib = 4, zero = 0;
+	struct ferry_arg big = {.data = &mib, .len = sizeof(mib)};
+	struct ferry_arg args[2] = {{.data = &zero, .len = sizeof(zero)}, {.ref = &input}};
+	unsigned on = 0;
+
+	start_cluster(2);
+	need_scheduler();
+	a = other_node(NULL);
+	on_a = affinity(&a, false);
+	ftest_assert_ok(ferry_submit("big", &big, 1, &on_a, &input));
+	ftest_assert_ok(ferry_get(&input, GET_MS, &v)); /* made, in A's store */
+	ftest_assert_uint_eq(v.len, 4u << 20);
+	ferry_release(&v);
+	for (int i = 0; i < 20; i++)
+		ftest_assert_ok(ferry_submit("where", args, 2, NULL, &r[i]));
+	for (int i = 0; i < 20; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		on += ferry_node_id_eq(&n, &a);
+	}
+	ftest_log("%u of 20 ran on the input's node", on);
+	ftest_assert_uint_ge(on, 19);
+	ferry_ref_drop(&input);
+	ferry_shutdown();
+	stop_cluster();
+}
+
 /* Whether @node's last load report shows @cpu CPUs free (in 1/FERRY_GCS_RESOURCE_UNIT). */
 static bool cpu_free_is(const struct ferry_node_id *node, int64_t cpu)
 {
