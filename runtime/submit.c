@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -270,7 +271,8 @@ int ferry__rt_task_args_ready(const struct ferry__rt_task *t, char *msg, size_t 
  * class (struct ferry__rt_class_key.locality), so that tasks whose inputs live in different
  * places take different leases, and its node can send the lease there (node/rt_sched.c). Only
  * our own objects count: a borrowed ref's location would need the GCS directory, and is left
- * out.
+ * out. FERRY_SCHED_LOCALITY=off in the environment leaves every class without one: the
+ * scheduler then does not see where inputs are (the baseline of bench/compare sched).
  */
 static void set_locality(struct ferry__rt_task *t)
 {
@@ -280,11 +282,17 @@ static void set_locality(struct ferry__rt_task *t)
 	} sums[8];
 	size_t n = 0, best = 0;
 
+	static int off = -1; /* FERRY_SCHED_LOCALITY=off: read once, under the lock */
+
 	memset(&t->key.locality, 0, sizeof(t->key.locality));
 	t->key.locality_bytes = 0;
+	if (off < 0) {
+		const char *v = getenv("FERRY_SCHED_LOCALITY");
+		off = v && !strcmp(v, "off");
+	}
 	/* Affinity names the node, and a placement group's bundle is on its own node. */
 	if (t->key.strategy == FERRY_SCHED_NODE_AFFINITY ||
-	    !ferry_id_is_nil(t->key.pg, sizeof(t->key.pg)))
+	    !ferry_id_is_nil(t->key.pg, sizeof(t->key.pg)) || off)
 		return;
 	for (size_t i = 0; i < t->nargs; i++) {
 		const struct ferry__rt_arg *a = &t->args[i];

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The job library of ferry-sched-bench (sched_bench.c): a task that makes an input of a given
+ * size in its node's store, and a task that reads its input (if any) and says which node ran
+ * it. Loaded by the cluster's workers as the job's code.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <ferry/runtime.h>
+
+/* sched_make(size: uint64) -> size bytes, written in place (in the store when large). */
+FERRY_FUNCTION(sched_make)
+{
+	const void *p;
+	size_t len;
+	uint64_t size = 0;
+	void *buf;
+	int ret;
+
+	if (ferry_task_arg(ctx, 0, &p, &len) < 0 || len != sizeof(size))
+		return ferry_task_error(ctx, "sched_make takes one uint64 size");
+	memcpy(&size, p, sizeof(size));
+	ret = ferry_task_return_alloc(ctx, 0, size, &buf);
+	if (ret < 0)
+		return ret;
+	memset(buf, 0x5a, size);
+	return 0;
+}
+
+/* sched_where([input]) -> the 16 bytes of the node that ran it. Its input, when given, is read
+ * a byte per page: a task that ran away from its input waited for the whole of it first. */
+FERRY_FUNCTION(sched_where)
+{
+	struct ferry_node_id node;
+	const void *p;
+	size_t len;
+	volatile uint8_t sink = 0;
+	int ret;
+
+	if (ferry_task_num_args(ctx) > 0 && ferry_task_arg(ctx, 0, &p, &len) == 0)
+		for (size_t i = 0; i < len; i += 4096)
+			sink ^= ((const uint8_t *)p)[i];
+	(void)sink;
+	ret = ferry_task_node_id(ctx, &node);
+	if (ret < 0)
+		return ret;
+	return ferry_task_return(ctx, 0, node.bytes, sizeof(node.bytes));
+}
