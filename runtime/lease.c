@@ -72,6 +72,7 @@ struct lease {
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
 	uint32_t tasks_done;		       /* replies to its pushes */
+	uint64_t pushed;		       /* tasks pushed to it, ever (SPREAD balances them) */
 	uint64_t busy_us;		       /* ... the time their tasks ran */
 	uint64_t last_reply_us;		       /* when the last reply came */
 	char why[160];			       /* the worker's death, for errors */
@@ -805,6 +806,7 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 		return ret;
 	t->next = NULL;
 	t->pushed_us = now_us();
+	l->pushed++;
 	*l->inflight_tail = t;
 	l->inflight_tail = &t->next;
 	l->ninflight++;
@@ -829,28 +831,77 @@ static uint32_t depth(const struct cls *c)
 	return mean >= PIPELINE_WORK_US ? 1 : (uint32_t)(PIPELINE_WORK_US / mean);
 }
 
+static bool usable(const struct lease *l)
+{
+	return l->conn && !l->closing && !l->blocked;
+}
+
+static void push_or_fail(struct lease *l, struct ferry__rt_task *t)
+{
+	int ret = push_one(l, t);
+
+	if (ret < 0) {
+		char text[400];
+
+		ferry__rt_task_error_text(t, &sub.node_id, ferry_strerror(ret), text, sizeof(text));
+		ferry__rt_task_fail(t, ret, text);
+	}
+}
+
+/* The tasks @c pushed to the leases of @l's node so far. */
+static uint64_t node_pushed(const struct cls *c, const struct lease *l)
+{
+	uint64_t n = 0;
+
+	for (const struct lease *o = c->leases; o; o = o->next)
+		n += o->node == l->node ? o->pushed : 0;
+	return n;
+}
+
+/*
+ * SPREAD: the scheduler spread the class's leases over the nodes; its tasks are spread over
+ * the nodes holding them, one in flight per lease, each to an idle lease of the node that has
+ * had the fewest, so that every node runs as many (a lease that pipelined whatever came would
+ * take nearly all of them). O(leases^2) a task, leases <= MAX_LEASES.
+ */
+static void pump_spread(struct cls *c)
+{
+	while (c->queued) {
+		struct lease *best = NULL;
+		uint64_t best_n = 0;
+
+		for (struct lease *l = c->leases; l; l = l->next) {
+			uint64_t n;
+
+			if (!usable(l) || l->ninflight)
+				continue;
+			n = node_pushed(c, l);
+			if (!best || n < best_n) {
+				best = l;
+				best_n = n;
+			}
+		}
+		if (!best)
+			return;
+		push_or_fail(best, class_pop(c));
+	}
+}
+
 /* Give @c's queued tasks to its leases, ask for another lease if they are not enough. */
 static void pump(struct cls *c)
 {
-	uint32_t most = depth(c);
+	bool spread = c->key.strategy == FERRY_SCHED_SPREAD;
+	uint32_t most = spread ? 1 : depth(c);
 	size_t open = 0;
 
+	if (spread)
+		pump_spread(c);
 	for (struct lease *l = c->leases; l; l = l->next) {
-		if (!l->conn || l->closing || l->blocked)
+		if (!usable(l))
 			continue;
 		open++;
-		while (c->queued && l->ninflight < most) {
-			struct ferry__rt_task *t = class_pop(c);
-			int ret = push_one(l, t);
-
-			if (ret < 0) {
-				char text[400];
-
-				ferry__rt_task_error_text(t, &sub.node_id, ferry_strerror(ret),
-							  text, sizeof(text));
-				ferry__rt_task_fail(t, ret, text);
-			}
-		}
+		while (c->queued && l->ninflight < most)
+			push_or_fail(l, class_pop(c));
 		if (l->ninflight)
 			(void)ferry__loop_timer_stop(&l->idle);
 		else if (!c->queued)
