@@ -9,6 +9,7 @@
 #define FERRY_COMMON_VERSION_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ferry__version() - "0.1.0 (commit 1a2b3c4d5e6f)"; "unknown" where git was not available. */
@@ -39,5 +40,12 @@ static inline bool ferry__is_version_flag(const char *arg)
  * exit code: 0 after --help/--version, 2 after anything else (said why, usage on stderr).
  */
 int ferry__args_none(int argc, char *const argv[], const char *program, const char *usage);
+
+/*
+ * ferry__args_help() - for a daemon whose flags come in "--flag value" pairs: answers a -h,
+ * --help or --version in a flag's place (@usage(stdout) or the version; a value is never
+ * taken for one). Returns 1 when it answered (exit 0), else 0.
+ */
+int ferry__args_help(int argc, char *const argv[], const char *program, void (*usage)(FILE *to));
 
 #endif

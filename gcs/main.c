@@ -187,16 +187,8 @@ int main(int argc, char **argv)
 	char token[FERRY_TOKEN_MAX];
 	int ret;
 
-	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
-		if (ferry__is_help_flag(argv[i])) {
-			usage(stdout);
-			return 0;
-		}
-		if (ferry__is_version_flag(argv[i])) {
-			ferry__version_print("ferry-gcs");
-			return 0;
-		}
-	}
+	if (ferry__args_help(argc, argv, "ferry-gcs", usage))
+		return 0;
 	if (parse_args(argc, argv, &opts, &spin_us, &token_file) < 0) {
 		usage(stderr);
 		return 2;

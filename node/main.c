@@ -109,16 +109,8 @@ int main(int argc, char **argv)
 	pthread_t watch;
 	int ret;
 
-	for (int i = 1; i < argc; i += 2) { /* flags come in pairs: a value is never taken */
-		if (ferry__is_help_flag(argv[i])) {
-			usage(stdout);
-			return 0;
-		}
-		if (ferry__is_version_flag(argv[i])) {
-			ferry__version_print("ferry-node");
-			return 0;
-		}
-	}
+	if (ferry__args_help(argc, argv, "ferry-node", usage))
+		return 0;
 	if (ferry__node_parse_args(argc, (const char *const *)argv, &opts, &token_file) < 0) {
 		usage(stderr);
 		return 2;
