@@ -32,7 +32,7 @@
 #define COMP "node"
 #define WORKER_EXE "ferry-worker"
 /* Environment entries the node sets for a worker (replacing any it has itself). */
-#define ENV_SET 4
+#define ENV_SET 5
 
 extern char **environ;
 
@@ -175,6 +175,7 @@ static char **worker_env(const struct rt_worker *w, char set[ENV_SET][320])
 	snprintf(set[1], 320, "FERRY_NODE_STORE_SOCKET=%s", rt->node->socket_path);
 	snprintf(set[2], 320, "FERRY_WORKER_ID=%s", id);
 	snprintf(set[3], 320, "FERRY_WORKER_SECRET=%s", secret);
+	snprintf(set[4], 320, "FERRY_NODE_PID=%d", (int)getpid()); /* its death signal's check */
 	for (size_t i = 0; i < n; i++) {
 		bool ours = false;
 

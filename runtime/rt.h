@@ -175,6 +175,9 @@ void ferry__rt_block_reset(void);
 void ferry__rt_sub_object_ready(void);
 /* The node this driver's node socket answered for (nil before). */
 const struct ferry_node_id *ferry__rt_sub_node_id(void);
+/* Follow node deaths (a driver), and stop before the loop goes (node_watch.c). */
+int ferry__rt_node_watch_start(void);
+void ferry__rt_node_watch_stop(void);
 
 /*
  * actor.c, on the loop thread unless said: its state (init with submit.c's, fini after the

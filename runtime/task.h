@@ -124,5 +124,12 @@ size_t ferry__rt_nodes_queued_bytes(void);
 void ferry__rt_nodes_flush(void);
 void ferry__rt_nodes_close_all(void);
 void ferry__rt_nodes_fini(void);
+/* The connection to node @id's runtime socket, or NULL (nodes.c). */
+struct ferry__conn *ferry__rt_nodes_find(const struct ferry_node_id *id);
+/* Node @id is dead (the GCS said): ferry__rt_nodes_get refuses it with -EHOSTDOWN. */
+void ferry__rt_nodes_mark_dead(const struct ferry_node_id *id);
+bool ferry__rt_nodes_is_dead(const struct ferry_node_id *id);
+/* Node @id died (the GCS says, node_watch.c): what is leased or asked there ends now. */
+void ferry__rt_lease_node_dead(const struct ferry_node_id *id);
 
 #endif
