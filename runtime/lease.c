@@ -689,6 +689,7 @@ void ferry__rt_lease_node_dead(const struct ferry_node_id *id)
 	char hex[40];
 
 	ferry__rt_nodes_mark_dead(id);
+	ferry__rt_lineage_node_dead(id);
 	if (!node) /* nothing of ours there */
 		return;
 	ferry_node_id_to_hex(id, hex, sizeof(hex));

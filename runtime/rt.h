@@ -69,6 +69,7 @@ struct ferry__rt_obj {
 	size_t ncontained;		   /* how many */
 	struct ferry_node_id node;	   /* FERRY__RT_IN_STORE: whose store holds it */
 	uint64_t store_bytes;		   /* ... its size there (the scheduler's locality) */
+	struct ferry__rt_task *lineage;	   /* IN_STORE return: its task, to make it again */
 };
 
 /* A worker process as an owner (its tasks submit, put and get): who it is to its node. Set by

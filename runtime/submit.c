@@ -60,6 +60,14 @@ void ferry__rt_task_free(struct ferry__rt_task *t)
 	if (!t)
 		return;
 	pthread_mutex_lock(&ferry__rt.lock);
+	ferry__rt_task_free_locked(t);
+	pthread_mutex_unlock(&ferry__rt.lock);
+}
+
+void ferry__rt_task_free_locked(struct ferry__rt_task *t)
+{
+	if (t->lineage_refs)
+		ferry__rt_lineage_detach(t);
 	for (size_t i = 0; i < t->nargs; i++) {
 		struct ferry__rt_arg *a = &t->args[i];
 		struct ferry__rt_obj *o = a->counted ? ferry__rt_obj_find(&a->ref.id) : NULL;
@@ -68,7 +76,6 @@ void ferry__rt_task_free(struct ferry__rt_task *t)
 			ferry__rt_obj_unref(o);
 		ferry__free(a->data);
 	}
-	pthread_mutex_unlock(&ferry__rt.lock);
 	ferry__free(t->args);
 	ferry__free(t);
 }
@@ -472,7 +479,8 @@ int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_
 
 	if (status >= 0) {
 		set_returns(t, 0, NULL, &r);
-		ferry__rt_task_free(t);
+		if (!ferry__rt_lineage_keep(t))
+			ferry__rt_task_free(t);
 		return 0;
 	}
 	if (t->retry_exceptions && t->retries_left > 0) {

@@ -54,6 +54,8 @@ struct ferry__rt_task {
 	bool retry_exceptions;		/* retry a -errno result too */
 	uint32_t attempt;		/* 0, then +1 per retry */
 	uint64_t pushed_us;		/* when last pushed (lease.c: task times) */
+	uint32_t lineage_refs;		/* returns whose lineage it is (lineage.c) */
+	bool rerun;			/* ... submitted again: their making is on */
 	struct ferry__rt_class_key key; /* its class */
 	size_t nargs;			/* arguments */
 	struct ferry__rt_arg *args;	/* them */
@@ -68,6 +70,20 @@ struct ferry__wire_push_task_reply_view ferry__rt_push_reply_view(const void *pa
 /* A PushTaskReply for @t: fills its returns (or retries it: returns 1, @t kept). */
 int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r);
 void ferry__rt_task_free(struct ferry__rt_task *t);
+/* ferry__rt_task_free() with ferry__rt.lock held. */
+void ferry__rt_task_free_locked(struct ferry__rt_task *t);
+/* lineage.c. After a success (lock taken here): @t becomes the lineage of its returns in a
+ * store; true if it is kept for them (not to be freed). */
+bool ferry__rt_lineage_keep(struct ferry__rt_task *t);
+/* Lock held: @t is freed, its returns lose their lineage. */
+void ferry__rt_lineage_detach(struct ferry__rt_task *t);
+struct ferry__rt_obj;
+/* Lock held: @o goes, and with it its hold on its task. */
+void ferry__rt_lineage_drop(struct ferry__rt_obj *o);
+/* Lock held, the runtime going: every task kept as lineage goes. */
+void ferry__rt_lineage_clear(void);
+/* Loop thread: node @id died; the returns whose only copy it held are made again. */
+void ferry__rt_lineage_node_dead(const struct ferry_node_id *id);
 /* Loop thread, at shutdown: tasks not yet at a worker end with -ECANCELED. */
 void ferry__rt_submit_cancel(void);
 /* The error text of a task: "function NAME on node N: WHAT". */

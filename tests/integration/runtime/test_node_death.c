@@ -6,7 +6,9 @@
  * declares it dead: its workers end with it (no ferry-worker of B's is left), and every task
  * completes on A, with its right result. A task with hard affinity to B then fails with
  * -EHOSTUNREACH naming B. B stopped instead (cut off, its sockets open): once the GCS declares
- * it dead, the driver ends what it has there and its tasks complete on A. The job is tests/unit/runtime/job_owner.c (where).
+ * it dead, the driver ends what it has there and its tasks complete on A. A task's 4 MiB return
+ * whose only copy was in B's store is made again when B dies (lineage, runtime/lineage.c): a
+ * get after the death has the same bytes, and the task ran twice. The job is tests/unit/runtime/job_owner.c (where).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
 #include <dirent.h>
@@ -265,6 +267,79 @@ FTEST(tasks_on_a_cut_off_node_complete_elsewhere)
 	}
 	ftest_log("%u of 2 ran on the driver's node after B was cut off", on_self);
 	ftest_assert_uint_eq(on_self, 2);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* Lines in @path (0: none yet). */
+static unsigned runs(const char *path)
+{
+	char line[16];
+	unsigned n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+FTEST(a_return_lost_with_its_node_is_made_again)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	int64_t mib = 4;
+	size_t size = (size_t)mib << 20;
+	char path[300];
+	struct ferry_arg args[2] = {{.data = path}, {.data = &mib, .len = sizeof(mib)}};
+	struct ferry_ref r;
+	struct ferry_view v;
+	uint8_t *want;
+	pid_t bpid;
+	int ready = 0;
+	unsigned n = 0;
+	int i, ret;
+
+	start_cluster();
+	(void)node_b(&soft, &bpid);
+	snprintf(path, sizeof(path), "%s/big_tally.runs", run_dir);
+	unlink(path);
+	args[0].len = strlen(path);
+	ftest_assert_ok(ferry_submit("big_tally", args, 2, &soft, &r));
+	/* Ready, in B's store only: waited for, never got (a get would pull a copy here). */
+	ftest_assert_int_eq(ferry_wait(&r, 1, 1, GET_MS, &ready), 1);
+	ftest_assert_uint_eq(runs(path), 1);
+	ftest_assert_ok(kill(bpid, SIGKILL));
+	/* The driver hears of the death from the GCS and runs the task again: its second line. A
+	 * bounded wait for that event, not a timing assert. */
+	for (i = 0; i < 400 && (n = runs(path)) < 2; i++)
+		usleep(50 * 1000);
+	ftest_assert_uint_eq(n, 2);
+	ret = ferry_get(&r, GET_MS, &v);
+	if (ret < 0)
+		ftest_log("big_tally: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, size);
+	want = malloc(size);
+	ftest_assert_ptr_notnull(want);
+	for (size_t k = 0; k < size; k++)
+		want[k] = (uint8_t)(k * 31 + 7);
+	ftest_assert_uint_eq(fnv1a(v.data, v.len), fnv1a(want, size));
+	free(want);
+	ferry_release(&v);
+	ftest_assert_uint_eq(runs(path), 2);
+	ferry_ref_drop(&r);
 	ferry_shutdown();
 	stop_cluster();
 }

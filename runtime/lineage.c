@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Lineage reconstruction (issue 24, Ray's): a task whose returns went to a store is kept, with
+ * its arguments and the counts on them, as long as one of those returns is referenced (struct
+ * ferry__rt_obj.lineage, counted in ferry__rt_task.lineage_refs). When a node dies, the returns
+ * in its store are made pending again and their tasks submitted again: the same task ID, so the
+ * same return IDs, each run spending one of the task's retries (max_retries bounds the
+ * reconstructions; a task with none left has no lineage kept: actor calls, max_retries < 0). A
+ * get then waits for the new value. Arguments lost with the node are made again the same way
+ * (they are returns in its store too); a task sent before its argument is remade waits for it
+ * at its worker (a pending object of its owner). A put has no lineage: ferry_put's objects live
+ * in the owner's own node's store, and go with the owner.
+ * Not yet: a copy pulled to another node is not looked up in the GCS's object directory (the
+ * task runs again); a get already waiting in the store when the death comes is not woken.
+ * Lock: ferry__rt.lock for the object table; the death comes on the loop thread.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "runtime/rt.h"
+#include "runtime/task.h"
+
+#define COMP "runtime"
+
+bool ferry__rt_lineage_keep(struct ferry__rt_task *t)
+{
+	bool keep;
+
+	pthread_mutex_lock(&ferry__rt.lock);
+	t->rerun = false;
+	/* A worker's runtime follows no deaths (node_watch.c): its lineage would only cost. */
+	for (uint32_t i = 0; i < t->num_returns && t->retries_left > 0 && !ferry__rt.worker; i++) {
+		struct ferry_object_id id;
+		struct ferry__rt_obj *o;
+
+		ferry_object_id_for_task(&t->id, i + 1, &id);
+		o = ferry__rt_obj_find(&id);
+		if (o && o->state == FERRY__RT_IN_STORE && !o->lineage) {
+			o->lineage = t;
+			t->lineage_refs++;
+		}
+	}
+	keep = t->lineage_refs > 0;
+	pthread_mutex_unlock(&ferry__rt.lock);
+	return keep;
+}
+
+void ferry__rt_lineage_detach(struct ferry__rt_task *t)
+{
+	for (uint32_t i = 0; i < t->num_returns && t->lineage_refs; i++) {
+		struct ferry_object_id id;
+		struct ferry__rt_obj *o;
+
+		ferry_object_id_for_task(&t->id, i + 1, &id);
+		o = ferry__rt_obj_find(&id);
+		if (o && o->lineage == t) {
+			o->lineage = NULL;
+			t->lineage_refs--;
+		}
+	}
+	t->lineage_refs = 0;
+}
+
+void ferry__rt_lineage_drop(struct ferry__rt_obj *o)
+{
+	struct ferry__rt_task *t = o->lineage;
+
+	o->lineage = NULL;
+	/* A task being made again is its queue's: the reply frees it (keep finds no return). */
+	if (--t->lineage_refs == 0 && !t->rerun)
+		ferry__rt_task_free_locked(t);
+}
+
+void ferry__rt_lineage_clear(void)
+{
+	size_t cursor = 0;
+	void *key, *value;
+
+	/* Every object goes: the tasks' counts on their arguments go with them, not one by one
+	 * (an unref would change the table under this walk). */
+	while (ferry__hashmap_next(&ferry__rt.objects, &cursor, &key, &value)) {
+		struct ferry__rt_obj *o = *(struct ferry__rt_obj **)value;
+		struct ferry__rt_task *t = o->lineage;
+
+		if (!t)
+			continue;
+		o->lineage = NULL;
+		if (--t->lineage_refs || t->rerun)
+			continue;
+		for (size_t i = 0; i < t->nargs; i++)
+			t->args[i].counted = false;
+		ferry__rt_task_free_locked(t);
+	}
+}
+
+void ferry__rt_lineage_node_dead(const struct ferry_node_id *node)
+{
+	struct ferry__rt_task *list = NULL, *t;
+	size_t cursor = 0, lost = 0;
+	void *key, *value;
+	char hex[40], text[400];
+
+	ferry_node_id_to_hex(node, hex, sizeof(hex));
+	pthread_mutex_lock(&ferry__rt.lock);
+	while (ferry__hashmap_next(&ferry__rt.objects, &cursor, &key, &value)) {
+		struct ferry__rt_obj *o = *(struct ferry__rt_obj **)value;
+
+		if (o->state != FERRY__RT_IN_STORE || !ferry_node_id_eq(&o->node, node) ||
+		    !o->lineage)
+			continue;
+		o->state = FERRY__RT_PENDING;
+		lost++;
+		t = o->lineage;
+		if (!t->rerun) {
+			t->rerun = true;
+			t->next = list;
+			list = t;
+		}
+	}
+	pthread_mutex_unlock(&ferry__rt.lock);
+	if (lost)
+		FLOG_WARN(COMP, "node %s died with %zu objects of ours: their tasks run again", hex,
+			  lost);
+	while ((t = list)) {
+		list = t->next;
+		t->next = NULL;
+		if (t->retries_left <= 0) { /* its retries went on earlier deaths */
+			snprintf(text, sizeof(text),
+				 "function %s: its return was lost with node %s and it has no "
+				 "retries "
+				 "left to make it again",
+				 t->name, hex);
+			ferry__rt_task_fail(t, -ENOENT, text);
+			continue;
+		}
+		t->retries_left--;
+		t->attempt++;
+		ferry__rt_lease_enqueue(t, false);
+	}
+}
