@@ -10,8 +10,9 @@
  * (they are returns in its store too); a task sent before its argument is remade waits for it
  * at its worker (a pending object of its owner). A put has no lineage: ferry_put's objects live
  * in the owner's own node's store, and go with the owner.
- * Not yet: a copy pulled to another node is not looked up in the GCS's object directory (the
- * task runs again); a get already waiting in the store when the death comes is not woken.
+ * A return with a copy elsewhere (pulled to our node's store, or listed on a live node by the
+ * GCS's object directory) is not made again: it is read there. Not yet: a get already waiting
+ * in the store when the death comes is not woken (a get after it waits for the new value).
  * Lock: ferry__rt.lock for the object table; the death comes on the loop thread.
  */
 #include <errno.h>
@@ -96,14 +97,42 @@ void ferry__rt_lineage_clear(void)
 	}
 }
 
+/* Lock not held. Whether a sealed copy of @id lives on past the death of @dead: in our node's
+ * store (a get pulled it here), or where the GCS's object directory lists one on a node not
+ * known dead. *@at: that node. */
+static bool copy_elsewhere(const struct ferry_object_id *id, const struct ferry_node_id *dead,
+			   struct ferry_node_id *at)
+{
+	struct ferry_gcs_object_info info;
+	bool found = false;
+
+	if (ferry__rt.store && ferry_plasma_client_contains(ferry__rt.store, id) == 1) {
+		*at = ferry__rt.node;
+		return true;
+	}
+	/* Blocking, on the loop, once per lost object at a death: rare, and bounded by the
+	 * client's deadline. */
+	if (!ferry__rt.gcs || ferry_gcs_object_lookup(ferry__rt.gcs, id, &info) < 0)
+		return false;
+	for (uint32_t i = 0; i < info.nlocations && !found; i++)
+		if (!ferry_node_id_eq(&info.locations[i], dead) &&
+		    !ferry__rt_nodes_is_dead(&info.locations[i])) {
+			*at = info.locations[i];
+			found = true;
+		}
+	ferry_gcs_free(info.locations);
+	return found;
+}
+
 void ferry__rt_lineage_node_dead(const struct ferry_node_id *node)
 {
 	struct ferry__rt_task *list = NULL, *t;
-	size_t cursor = 0, lost = 0;
+	struct ferry_object_id *ids = NULL;
+	size_t cursor = 0, lost = 0, n = 0, cap = 0;
 	void *key, *value;
 	char hex[40], text[400];
 
-	ferry_node_id_to_hex(node, hex, sizeof(hex));
+	/* The returns that were there: their IDs first, looked up without the lock. */
 	pthread_mutex_lock(&ferry__rt.lock);
 	while (ferry__hashmap_next(&ferry__rt.objects, &cursor, &key, &value)) {
 		struct ferry__rt_obj *o = *(struct ferry__rt_obj **)value;
@@ -111,19 +140,49 @@ void ferry__rt_lineage_node_dead(const struct ferry_node_id *node)
 		if (o->state != FERRY__RT_IN_STORE || !ferry_node_id_eq(&o->node, node) ||
 		    !o->lineage)
 			continue;
-		o->state = FERRY__RT_PENDING;
-		lost++;
-		t = o->lineage;
-		if (!t->rerun) {
-			t->rerun = true;
-			t->next = list;
-			list = t;
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 16;
+			void *p = ferry__realloc(ids, c * sizeof(*ids));
+
+			if (!p)
+				break; /* the rest are not made again: their gets wait for a pull */
+			ids = p;
+			cap = c;
 		}
+		ids[n++] = o->id;
 	}
 	pthread_mutex_unlock(&ferry__rt.lock);
+	ferry_node_id_to_hex(node, hex, sizeof(hex));
+	for (size_t i = 0; i < n; i++) {
+		struct ferry_node_id at = {0};
+		bool copy = copy_elsewhere(&ids[i], node, &at);
+		struct ferry__rt_obj *o;
+
+		pthread_mutex_lock(&ferry__rt.lock);
+		o = ferry__rt_obj_find(&ids[i]);
+		if (o && o->state == FERRY__RT_IN_STORE && ferry_node_id_eq(&o->node, node) &&
+		    o->lineage) {
+			if (copy) {
+				o->node = at;
+			} else {
+				o->state = FERRY__RT_PENDING;
+				lost++;
+				t = o->lineage;
+				if (!t->rerun) {
+					t->rerun = true;
+					t->next = list;
+					list = t;
+				}
+			}
+		}
+		pthread_mutex_unlock(&ferry__rt.lock);
+	}
+	ferry__free(ids);
 	if (lost)
-		FLOG_WARN(COMP, "node %s died with %zu objects of ours: their tasks run again", hex,
-			  lost);
+		FLOG_WARN(COMP,
+			  "node %s died with the only copy of %zu objects of ours: their "
+			  "tasks run again",
+			  hex, lost);
 	while ((t = list)) {
 		list = t->next;
 		t->next = NULL;

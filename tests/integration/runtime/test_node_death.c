@@ -8,7 +8,8 @@
  * -EHOSTUNREACH naming B. B stopped instead (cut off, its sockets open): once the GCS declares
  * it dead, the driver ends what it has there and its tasks complete on A. A task's 4 MiB return
  * whose only copy was in B's store is made again when B dies (lineage, runtime/lineage.c): a
- * get after the death has the same bytes, and the task ran twice. The job is tests/unit/runtime/job_owner.c (where).
+ * get after the death has the same bytes, and the task ran twice; one pulled to A before is
+ * read there, not made again. The job is tests/unit/runtime/job_owner.c (where).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
 #include <dirent.h>
@@ -295,51 +296,80 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
 	return h;
 }
 
+/* big_tally's result in @v: its size and its bytes' hash as the function makes them. */
+static void check_big(const struct ferry_view *v, size_t size)
+{
+	uint8_t *want = malloc(size);
+
+	ftest_assert_ptr_notnull(want);
+	for (size_t k = 0; k < size; k++)
+		want[k] = (uint8_t)(k * 31 + 7);
+	ftest_assert_uint_eq(v->len, size);
+	ftest_assert_uint_eq(fnv1a(v->data, v->len), fnv1a(want, size));
+	free(want);
+}
+
+static int get_logged(const struct ferry_ref *r, struct ferry_view *v)
+{
+	int ret = ferry_get(r, GET_MS, v);
+
+	if (ret < 0)
+		ftest_log("big_tally: %s: %s", ferry_strerror(ret), v->error);
+	return ret;
+}
+
+/* Two 4 MiB returns made on B: one pulled to the driver's node (a get) before B dies, so a
+ * copy lives on; the other only ever in B's store. B SIGKILLed: the second's task runs again
+ * (its run count goes to 2) and a get has the same bytes; the first is read from its copy, its
+ * task not run again. */
 FTEST(a_return_lost_with_its_node_is_made_again)
 {
 	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
 				       .affinity_soft = true};
 	int64_t mib = 4;
 	size_t size = (size_t)mib << 20;
-	char path[300];
-	struct ferry_arg args[2] = {{.data = path}, {.data = &mib, .len = sizeof(mib)}};
-	struct ferry_ref r;
+	char path[2][300];
+	struct ferry_arg args[2] = {{0}, {.data = &mib, .len = sizeof(mib)}};
+	struct ferry_ref r[2];
 	struct ferry_view v;
-	uint8_t *want;
 	pid_t bpid;
 	int ready = 0;
 	unsigned n = 0;
-	int i, ret;
+	int i;
 
 	start_cluster();
 	(void)node_b(&soft, &bpid);
-	snprintf(path, sizeof(path), "%s/big_tally.runs", run_dir);
-	unlink(path);
-	args[0].len = strlen(path);
-	ftest_assert_ok(ferry_submit("big_tally", args, 2, &soft, &r));
+	for (i = 0; i < 2; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/big_tally-%d.runs", run_dir, i);
+		unlink(path[i]);
+		args[0].data = path[i];
+		args[0].len = strlen(path[i]);
+		ftest_assert_ok(ferry_submit("big_tally", args, 2, &soft, &r[i]));
+	}
+	ftest_assert_ok(get_logged(&r[0], &v)); /* pulled here */
+	check_big(&v, size);
+	ferry_release(&v);
 	/* Ready, in B's store only: waited for, never got (a get would pull a copy here). */
-	ftest_assert_int_eq(ferry_wait(&r, 1, 1, GET_MS, &ready), 1);
-	ftest_assert_uint_eq(runs(path), 1);
+	ftest_assert_int_eq(ferry_wait(&r[1], 1, 1, GET_MS, &ready), 1);
+	ftest_assert_uint_eq(runs(path[0]), 1);
+	ftest_assert_uint_eq(runs(path[1]), 1);
 	ftest_assert_ok(kill(bpid, SIGKILL));
 	/* The driver hears of the death from the GCS and runs the task again: its second line. A
 	 * bounded wait for that event, not a timing assert. */
-	for (i = 0; i < 400 && (n = runs(path)) < 2; i++)
+	for (i = 0; i < 400 && (n = runs(path[1])) < 2; i++)
 		usleep(50 * 1000);
 	ftest_assert_uint_eq(n, 2);
-	ret = ferry_get(&r, GET_MS, &v);
-	if (ret < 0)
-		ftest_log("big_tally: %s: %s", ferry_strerror(ret), v.error);
-	ftest_assert_ok(ret);
-	ftest_assert_uint_eq(v.len, size);
-	want = malloc(size);
-	ftest_assert_ptr_notnull(want);
-	for (size_t k = 0; k < size; k++)
-		want[k] = (uint8_t)(k * 31 + 7);
-	ftest_assert_uint_eq(fnv1a(v.data, v.len), fnv1a(want, size));
-	free(want);
+	ftest_assert_ok(get_logged(&r[1], &v));
+	check_big(&v, size);
 	ferry_release(&v);
-	ftest_assert_uint_eq(runs(path), 2);
-	ferry_ref_drop(&r);
+	ftest_assert_uint_eq(runs(path[1]), 2);
+	/* The death was handled for both at once: the pulled one was not made again. */
+	ftest_assert_ok(get_logged(&r[0], &v));
+	check_big(&v, size);
+	ferry_release(&v);
+	ftest_assert_uint_eq(runs(path[0]), 1);
+	for (i = 0; i < 2; i++)
+		ferry_ref_drop(&r[i]);
 	ferry_shutdown();
 	stop_cluster();
 }
