@@ -319,9 +319,9 @@ static int get_logged(const struct ferry_ref *r, struct ferry_view *v)
 }
 
 /* Two 4 MiB returns made on B: one pulled to the driver's node (a get) before B dies, so a
- * copy lives on; the other only ever in B's store. B SIGKILLed: the second's task runs again
- * (its run count goes to 2) and a get has the same bytes; the first is read from its copy, its
- * task not run again. */
+ * copy lives on; the other only ever in B's store, and a third made there from it (echo). B
+ * SIGKILLed: the second's task runs again (its run count goes to 2), then the third's, and gets
+ * have the same bytes; the first is read from its copy, its task not run again. */
 FTEST(a_return_lost_with_its_node_is_made_again)
 {
 	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
@@ -330,7 +330,8 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 	size_t size = (size_t)mib << 20;
 	char path[2][300];
 	struct ferry_arg args[2] = {{0}, {.data = &mib, .len = sizeof(mib)}};
-	struct ferry_ref r[2];
+	struct ferry_ref r[3];
+	struct ferry_arg by_ref = {0};
 	struct ferry_view v;
 	pid_t bpid;
 	int ready = 0;
@@ -346,11 +347,15 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 		args[0].len = strlen(path[i]);
 		ftest_assert_ok(ferry_submit("big_tally", args, 2, &soft, &r[i]));
 	}
+	/* A third made on B from the second (echo): lost too, made again after its argument. */
+	by_ref.ref = &r[1];
+	ftest_assert_ok(ferry_submit("echo", &by_ref, 1, &soft, &r[2]));
 	ftest_assert_ok(get_logged(&r[0], &v)); /* pulled here */
 	check_big(&v, size);
 	ferry_release(&v);
 	/* Ready, in B's store only: waited for, never got (a get would pull a copy here). */
 	ftest_assert_int_eq(ferry_wait(&r[1], 1, 1, GET_MS, &ready), 1);
+	ftest_assert_int_eq(ferry_wait(&r[2], 1, 1, GET_MS, &ready), 1);
 	ftest_assert_uint_eq(runs(path[0]), 1);
 	ftest_assert_uint_eq(runs(path[1]), 1);
 	ftest_assert_ok(kill(bpid, SIGKILL));
@@ -363,12 +368,15 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 	check_big(&v, size);
 	ferry_release(&v);
 	ftest_assert_uint_eq(runs(path[1]), 2);
+	ftest_assert_ok(get_logged(&r[2], &v));
+	check_big(&v, size);
+	ferry_release(&v);
 	/* The death was handled for both at once: the pulled one was not made again. */
 	ftest_assert_ok(get_logged(&r[0], &v));
 	check_big(&v, size);
 	ferry_release(&v);
 	ftest_assert_uint_eq(runs(path[0]), 1);
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 3; i++)
 		ferry_ref_drop(&r[i]);
 	ferry_shutdown();
 	stop_cluster();
