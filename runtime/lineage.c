@@ -5,7 +5,8 @@
  * ferry__rt_obj.lineage, counted in ferry__rt_task.lineage_refs). When a node dies, the returns
  * in its store are made pending again and their tasks submitted again: the same task ID, so the
  * same return IDs, each run spending one of the task's retries (max_retries bounds the
- * reconstructions; a task with none left has no lineage kept: actor calls, max_retries < 0). A
+ * reconstructions; a task that ends with none left keeps no lineage: actor calls, max_retries
+ * < 0; one that spent its last on a reconstruction fails its returns at the next death). A
  * get then waits for the new value. Arguments lost with the node are made again the same way
  * (they are returns in its store too); a task sent before its argument is remade waits for it
  * at its worker (a pending object of its owner). A put has no lineage: ferry_put's objects live
@@ -26,27 +27,14 @@
 
 #define COMP "runtime"
 
-bool ferry__rt_lineage_keep(struct ferry__rt_task *t)
+void ferry__rt_lineage_attach(struct ferry__rt_task *t, struct ferry__rt_obj *o)
 {
-	bool keep;
-
-	pthread_mutex_lock(&ferry__rt.lock);
-	t->rerun = false;
-	/* A worker's runtime follows no deaths (node_watch.c): its lineage would only cost. */
-	for (uint32_t i = 0; i < t->num_returns && t->retries_left > 0 && !ferry__rt.worker; i++) {
-		struct ferry_object_id id;
-		struct ferry__rt_obj *o;
-
-		ferry_object_id_for_task(&t->id, i + 1, &id);
-		o = ferry__rt_obj_find(&id);
-		if (o && o->state == FERRY__RT_IN_STORE && !o->lineage) {
-			o->lineage = t;
-			t->lineage_refs++;
-		}
-	}
-	keep = t->lineage_refs > 0;
-	pthread_mutex_unlock(&ferry__rt.lock);
-	return keep;
+	/* No retries: it could not run again. A worker's runtime follows no deaths
+	 * (node_watch.c): its lineage would only cost. */
+	if (o->lineage || t->retries_left <= 0 || ferry__rt.worker)
+		return;
+	o->lineage = t;
+	t->lineage_refs++;
 }
 
 void ferry__rt_lineage_detach(struct ferry__rt_task *t)
@@ -70,7 +58,7 @@ void ferry__rt_lineage_drop(struct ferry__rt_obj *o)
 	struct ferry__rt_task *t = o->lineage;
 
 	o->lineage = NULL;
-	/* A task being made again is its queue's: the reply frees it (keep finds no return). */
+	/* A task being made again is its queue's: its reply frees it (no return left to keep it). */
 	if (--t->lineage_refs == 0 && !t->rerun)
 		ferry__rt_task_free_locked(t);
 }

@@ -72,12 +72,12 @@ int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_
 void ferry__rt_task_free(struct ferry__rt_task *t);
 /* ferry__rt_task_free() with ferry__rt.lock held. */
 void ferry__rt_task_free_locked(struct ferry__rt_task *t);
-/* lineage.c. After a success (lock taken here): @t becomes the lineage of its returns in a
- * store; true if it is kept for them (not to be freed). */
-bool ferry__rt_lineage_keep(struct ferry__rt_task *t);
+struct ferry__rt_obj;
+/* lineage.c. Lock held: @t's return @o is in a store; @t becomes its lineage if it can run
+ * again (then kept while one such return is referenced). */
+void ferry__rt_lineage_attach(struct ferry__rt_task *t, struct ferry__rt_obj *o);
 /* Lock held: @t is freed, its returns lose their lineage. */
 void ferry__rt_lineage_detach(struct ferry__rt_task *t);
-struct ferry__rt_obj;
 /* Lock held: @o goes, and with it its hold on its task. */
 void ferry__rt_lineage_drop(struct ferry__rt_obj *o);
 /* Lock held, the runtime going: every task kept as lineage goes. */
