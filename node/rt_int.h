@@ -75,10 +75,12 @@ struct rt_req {
 	struct ferry__res *res;	 /* what it takes from the node's available set */
 	struct rt_code *code;	 /* its code's entry (rt_code.c), or NULL */
 	bool code_retried;	 /* its code was fetched again once already */
-	struct rt_req *next;	 /* queue (or rt_sched.c's lists) */
-	/* Placement (rt_sched.c): as the LeaseRequest said. */
+	struct rt_req *next;	 /* queue, or rt_sched.c's lists */
+	/* Placement (rt_sched.c), as the LeaseRequest said; and who counts it (reqs). */
+	struct ferry__node_rt *rt;     /* counts it */
 	bool placed;		       /* follows a placement: never forwarded */
 	bool infeasible_reported;      /* warned and recorded as infeasible once */
+	bool rechecked;		       /* placed here while busy and asked up again once */
 	uint8_t strategy;	       /* enum ferry__rt_strategy */
 	bool affinity_soft;	       /* NODE_AFFINITY: soft */
 	struct ferry_node_id affinity; /* NODE_AFFINITY: the node */
@@ -152,6 +154,7 @@ struct ferry__node_rt {
 	uint32_t code_parked;		   /* requests waiting for a code fetch */
 	struct rt_sched *sched;		   /* the local scheduler (rt_sched.c) */
 	uint64_t mean_task_us;		   /* tasks' run time, moving mean (load report) */
+	uint32_t reqs;			   /* alive: queued, parked, leased, held */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
 	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
 };

@@ -27,6 +27,8 @@
 
 void ferry__rt_req_free(struct rt_req *req)
 {
+	if (req)
+		req->rt->reqs--;
 	ferry__free(req);
 }
 
@@ -42,6 +44,8 @@ struct rt_req *ferry__rt_req_new(struct rt_peer *p, const struct ferry__rt_lease
 	if (!req)
 		return NULL;
 	tail = (uint8_t *)(req + 1);
+	req->rt = p->rt;
+	p->rt->reqs++;
 	req->owner = p;
 	req->request_id = q->request_id;
 	req->job = q->job;
@@ -287,10 +291,13 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 	if (!rt->exe[0]) {
 		status = -ENOENT;
 		snprintf(why, sizeof(why), "this node has no ferry-worker executable to start");
-	} else if (rt->queued + ferry__rt_code_parked(rt) >= RT_MAX_QUEUED_REQUESTS) {
+	} else if (rt->reqs >= RT_MAX_QUEUED_REQUESTS + rt->nworkers) {
+		/* Every request alive counts: queued, parked for code, and those the local
+		 * scheduler holds (infeasible, or waiting for an answer), so that a flood of
+		 * requests no node can run is bounded too. */
 		status = -ENOSPC;
 		snprintf(why, sizeof(why), "%u lease requests wait at this node, its most",
-			 rt->queued + ferry__rt_code_parked(rt));
+			 rt->reqs);
 	} else if (!(req = ferry__rt_req_new(p, q))) {
 		status = -ENOMEM;
 		snprintf(why, sizeof(why), "no memory for the lease request");

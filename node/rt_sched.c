@@ -17,6 +17,10 @@
  *   MiB more) and its resources are free now, or soon (fewer than spill_queue requests wait
  *   and this node's tasks are short); SPREAD always asks up. Up with no scheduler registered
  *   or reachable: here if this node can ever run it, else infeasible.
+ * - The scheduler's view of a node is its last load report: a request that went up because
+ *   this node is busy, and that the scheduler places here, is asked up once more 250 ms later
+ *   (after this node's next report); the second answer is final. It does not leave the node
+ *   meanwhile, so no hop is added.
  * - Infeasible (no node can ever run it): the request waits in `infeasible` with a warning and
  *   an error record of its job in the GCS; while any waits the node follows the nodes channel,
  *   and a join sends them all up again, a second later (the new node's load must reach the
@@ -35,13 +39,7 @@
 #include "common/log.h"
 #include "node/node_int.h"
 #include "node/rt_int.h"
-#if __has_include("sched/client.h")
 #include "sched/client.h"
-#define HAVE_SCHED_CLIENT 1
-#else
-#define FERRY__SCHED_KV_NS "ferry:sched"
-struct ferry__sched_client;
-#endif
 
 #define COMP "node"
 /* Input bytes that make another node worth a trip: more than twice ours and this much more. */
@@ -56,6 +54,8 @@ struct ferry__sched_client;
 /* After a join, infeasible requests go up again this much later (the new node's first load
  * report comes with its first heartbeat, 100 ms by default). */
 #define JOIN_SETTLE_MS 1000u
+/* Placed here by a view older than this node's last lease: asked again this much later. */
+#define RECHECK_MS 250u
 
 struct rt_sched {
 	struct ferry__node_rt *rt;	    /* owner */
@@ -71,8 +71,11 @@ struct rt_sched {
 	uint64_t unreachable_until_ms;	    /* none answered: up falls back until then */
 	bool following;			    /* subscribed to the nodes channel (for joins) */
 	struct ferry__loop_timer settle;    /* a join: JOIN_SETTLE_MS, then up again */
-	bool settling;			    /* ... it runs */
-	uint32_t spill_queue;		    /* queued requests before new ones go up */
+	struct rt_req *recheck; /* placed here while busy: asked again (here_or_recheck) */
+	struct ferry__loop_timer recheck_timer; /* ... after RECHECK_MS */
+	bool rechecking;			/* ... it runs */
+	bool settling;				/* ... it runs */
+	uint32_t spill_queue;			/* queued requests before new ones go up */
 	/* Counters, logged at stop: each request takes one of these roads, once. */
 	uint64_t here;		  /* queued here by the local decision */
 	uint64_t placed_here;	  /* arrived placed (they never move again) */
@@ -168,6 +171,7 @@ static void here(struct rt_sched *s, struct rt_req *req)
 /* ---- infeasible requests ---- */
 
 static void up(struct rt_sched *s, struct rt_req *req);
+static void here(struct rt_sched *s, struct rt_req *req);
 static void unfollow_if_idle(struct rt_sched *s);
 
 /* A node joined a moment ago: the infeasible requests go up again, once its first load
@@ -282,6 +286,8 @@ static void fallback(struct rt_sched *s, struct rt_req *req, const char *why)
 	char text[256];
 
 	if (covers(&s->rt->node->total, req)) {
+		FLOG_DEBUG(COMP, "runtime: lease request %llu of pid %d stays here: %s",
+			   (unsigned long long)req->request_id, req->owner->pid, why);
 		here(s, req);
 		return;
 	}
@@ -318,7 +324,48 @@ static void ask_free(struct ask *a)
 	ferry__free(a);
 }
 
-#ifdef HAVE_SCHED_CLIENT
+/* The rechecks are due: each request goes up once more, and is then placed for good. */
+static void on_recheck(struct ferry__loop_timer *timer, int status)
+{
+	struct rt_sched *s = timer->data;
+	struct rt_req *list = s->recheck;
+
+	s->rechecking = false;
+	s->recheck = NULL;
+	while (list) {
+		struct rt_req *req = list;
+
+		list = req->next;
+		req->next = NULL;
+		if (!req->owner || status < 0 || s->rt->stopping)
+			ferry__rt_req_free(req);
+		else
+			up(s, req);
+	}
+}
+
+/*
+ * The scheduler placed @req on this node, which went up because it could not run it now:
+ * the scheduler's view of this node is a load report that may predate the lease that took
+ * its resources. Asked once more after RECHECK_MS (this node reports with each heartbeat), a
+ * second "here" is final. It never leaves this node meanwhile: no hop is added.
+ */
+static void here_or_recheck(struct rt_sched *s, struct rt_req *req)
+{
+	if (req->rechecked || covers(&s->rt->avail, req)) {
+		here(s, req);
+		return;
+	}
+	req->rechecked = true;
+	req->next = s->recheck;
+	s->recheck = req;
+	if (!s->rechecking)
+		s->rechecking = ferry__loop_timer_start(s->rt->loop, &s->recheck_timer, RECHECK_MS,
+							0, on_recheck) == 0;
+	if (!s->rechecking)
+		on_recheck(&s->recheck_timer, -ENOMEM);
+}
+
 static void on_placed(void *arg, int status, const struct ferry_node_id *node,
 		      const char *node_address)
 {
@@ -334,7 +381,7 @@ static void on_placed(void *arg, int status, const struct ferry_node_id *node,
 	a->req = NULL;
 	ask_free(a);
 	if (status == 0 && !memcmp(node, &s->rt->node->id, sizeof(*node))) {
-		here(s, req);
+		here_or_recheck(s, req);
 	} else if (status == 0) {
 		retry_at(s, req, node, node_address, "placed by the scheduler");
 	} else if (status == -ENOSPC) {
@@ -383,13 +430,6 @@ static void place(struct rt_sched *s, struct rt_req *req)
 		fallback(s, req, "the scheduler client refused it");
 	}
 }
-
-#else
-static void place(struct rt_sched *s, struct rt_req *req)
-{
-	fallback(s, req, "no scheduler client in this build");
-}
-#endif
 
 /* The instances registered in the GCS: none means no scheduler is configured, and nobody
  * waits for retries that cannot succeed. */
@@ -569,6 +609,11 @@ int ferry__rt_sched_route(struct ferry__node_rt *rt, struct rt_req *req)
 		return 1;
 	}
 	if (runs_here(s, req)) {
+		FLOG_DEBUG(COMP,
+			   "runtime: lease request %llu of pid %d runs here (%u queued, mean task "
+			   "%llu us)",
+			   (unsigned long long)req->request_id, req->owner->pid, rt->queued,
+			   (unsigned long long)rt->mean_task_us);
 		s->here++;
 		return 0;
 	}
@@ -603,6 +648,9 @@ void ferry__rt_sched_peer_gone(struct ferry__node_rt *rt, const struct rt_peer *
 	for (struct rt_req *req = s->waiting; req; req = req->next)
 		if (req->owner == p)
 			req->owner = NULL;
+	for (struct rt_req *req = s->recheck; req; req = req->next)
+		if (req->owner == p)
+			req->owner = NULL;
 }
 
 /* Loop thread, at the node's stop: the scheduler's requests end (-ECANCELED frees them). */
@@ -614,10 +662,10 @@ void ferry__rt_sched_stop(struct ferry__node_rt *rt)
 		return;
 	(void)ferry__loop_timer_stop(&s->settle);
 	s->settling = false;
-#ifdef HAVE_SCHED_CLIENT
+	(void)ferry__loop_timer_stop(&s->recheck_timer);
+	s->rechecking = false;
 	ferry__sched_client_free(s->client);
 	s->client = NULL;
-#endif
 }
 
 int ferry__rt_sched_init(struct ferry__node_rt *rt)
@@ -629,6 +677,7 @@ int ferry__rt_sched_init(struct ferry__node_rt *rt)
 		return -ENOMEM;
 	s->rt = rt;
 	s->settle.data = s;
+	s->recheck_timer.data = s;
 	s->spill_queue = rt->node->opts.spill_queue;
 	if (!s->spill_queue)
 		s->spill_queue = cpus > 0 ? (uint32_t)((cpus + FERRY_GCS_RESOURCE_UNIT - 1) /
@@ -654,6 +703,12 @@ void ferry__rt_sched_fini(struct ferry__node_rt *rt)
 		struct rt_req *req = s->infeasible;
 
 		s->infeasible = req->next;
+		ferry__rt_req_free(req);
+	}
+	while (s->recheck) {
+		struct rt_req *req = s->recheck;
+
+		s->recheck = req->next;
 		ferry__rt_req_free(req);
 	}
 	ferry__free(s);

@@ -86,9 +86,9 @@ struct cls {
 	size_t nleases;				      /* how many */
 	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
 	struct ferry__conn *request_node;	      /* ... sent there */
+	bool request_placed;			      /* ... following a "retry at" */
 	uint32_t tasks_done;			      /* replies so far, for depth() */
 	uint64_t busy_us;			      /* ... and their tasks' run time */
-	bool request_placed;			      /* ... following a "retry at" */
 	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
 };
 

@@ -67,7 +67,7 @@
 
 static const char usage_text[] =
 	"usage: ferry start --head [--port P] [--token-file F] [NODE OPTIONS]\n"
-	"       ferry start --address HOST:PORT [--token-file F] [NODE OPTIONS]\n"
+	"       ferry start --address HOST:PORT [--token-file F] [--sched] [NODE OPTIONS]\n"
 	"       ferry status [--address HOST:PORT] [--token-file F]\n"
 	"       ferry stop\n"
 	"       ferry --help | --version\n"
@@ -78,12 +78,14 @@ static const char usage_text[] =
 	"              (default 0) [--resources NAME=N,...] (custom, e.g. tpu=4,ssd=0.5)\n"
 	"              [--num-workers N] (task workers kept started; default the CPUs, 0: on\n"
 	"              demand) [--max-workers M] (default 4 x CPUs) [--worker-idle-ms MS]\n"
+	"--head also starts a global scheduler (ferry-sched); --sched one more on this host\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
 	"Run files (pids, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID; each\n"
 	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
 
 struct opts {
 	bool head;		    /* start --head */
+	bool sched;		    /* start --sched: one more ferry-sched here */
 	uint16_t port;		    /* GCS port (--head) */
 	const char *address;	    /* GCS HOST:PORT to join or ask */
 	const char *token_file;	    /* cluster token file */
@@ -138,6 +140,7 @@ static int stop_all(unsigned timeout_s)
 	char dir[PATH_MAX - 32], path[PATH_MAX];
 	int failed = 0, stopped = 0, ret;
 
+	failed |= ferry__cli_sched_stop_all(timeout_s, &stopped) < 0;
 	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
 		snprintf(dir, sizeof(dir), "%s/node-%u", ferry__cli_run_dir, i);
 		if (access(dir, F_OK) < 0)
@@ -557,10 +560,16 @@ static int start_locked(const struct opts *o, struct start *s)
 	/* A node joining the live cluster of this directory leaves its cluster file alone. */
 	if (o->head || !(live.gcs_alive || live.nodes_alive) || !*here.address)
 		ret = ferry__cli_cluster_write(&s->cluster);
-	if (ret < 0)
+	if (ret < 0) {
 		ferry__cli_fail("cannot write %s/cluster: %s", ferry__cli_run_dir,
 				ferry_strerror(-ret));
-	return ret;
+		return ret;
+	}
+	/* The cluster works without one (nodes keep their tasks): a failure is said, not undone. */
+	if ((o->head || o->sched) && ferry__cli_sched_start(s->cluster.address, s->cluster.token,
+							    o->ip, s->logs, o->timeout_s) < 0)
+		fprintf(stderr, "ferry: no global scheduler started; nodes keep their tasks\n");
+	return 0;
 }
 
 static int cmd_start(const struct opts *o)
@@ -777,6 +786,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
 		{"head", no_argument, NULL, 'H'},
+		{"sched", no_argument, NULL, 'S'},
 		{"port", required_argument, NULL, 'p'},
 		{"address", required_argument, NULL, 'a'},
 		{"token-file", required_argument, NULL, 't'},
@@ -809,6 +819,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return 2;
 		case 'H':
 			o->head = true;
+			break;
+		case 'S':
+			o->sched = true;
 			break;
 		case 'p':
 		case 'w':
@@ -909,8 +922,8 @@ static int run(const char *cmd, const struct opts *o)
 			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
 		return 2;
 	}
-	if ((strcmp(cmd, "start") && (o->head || o->memory || o->transport || o->ip || o->spin_us ||
-				      o->num_cpus || o->num_gpus || o->resources ||
+	if ((strcmp(cmd, "start") && (o->head || o->sched || o->memory || o->transport || o->ip ||
+				      o->spin_us || o->num_cpus || o->num_gpus || o->resources ||
 				      o->num_workers || o->max_workers || o->worker_idle_ms)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #define FERRY_CLI_MAX_NODES 64 /* node-N slots per run directory */
+#define FERRY_CLI_MAX_SCHEDS 8 /* sched-N slots per run directory */
 
 /* $FERRY_RUN_DIR or /tmp/ferry-$UID, set by ferry__cli_run_dir_init(). */
 extern char ferry__cli_run_dir[PATH_MAX - 256];
@@ -117,5 +118,14 @@ const struct ferry_gcs_node_load *ferry__cli_find_load(const struct ferry_gcs_no
 void ferry__cli_print_load(const struct ferry_gcs_node_load *l);
 /* "cluster (available/total): ..." summed over @loads (the live nodes'); nothing when empty. */
 void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count);
+
+/* ---- global schedulers (ferry_sched_cli.c) ---- */
+
+/* Start one more ferry-sched from this run directory, listening on @ip (NULL: every address)
+ * and logging into @logs. 0 or -errno (said why). */
+int ferry__cli_sched_start(const char *gcs_address, const char *token_path, const char *ip,
+			   const char *logs, unsigned timeout_s);
+/* Stop every ferry-sched started from here (each counted in *@stopped). 0 or -EBUSY. */
+int ferry__cli_sched_stop_all(unsigned timeout_s, int *stopped);
 
 #endif

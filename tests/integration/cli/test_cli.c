@@ -140,7 +140,7 @@ FTEST(cli_head_node_status_stop)
 {
 	char out[8192], token[512], expect[128];
 	uint16_t port = free_port();
-	pid_t gcs, node1, node2;
+	pid_t gcs, node1, node2, sched;
 	struct stat st;
 
 	cli_bin();
@@ -155,6 +155,7 @@ FTEST(cli_head_node_status_stop)
 	snprintf(expect, sizeof(expect), "cluster address 127.0.0.1:%u", port);
 	ftest_assert_ptr_notnull(strstr(out, expect));
 	ftest_assert_ptr_notnull(strstr(out, "node-1: store 64 MiB"));
+	ftest_assert_ptr_notnull(strstr(out, "started ferry-sched")); /* the global scheduler */
 	snprintf(token, sizeof(token), "%s/token", run_dir);
 	ftest_assert_ok(stat(token, &st));
 	ftest_assert_uint_eq(st.st_mode & 0777, 0600);
@@ -168,7 +169,8 @@ FTEST(cli_head_node_status_stop)
 	gcs = pid_in("gcs.pid");
 	node1 = pid_in("node-1/node.pid");
 	node2 = pid_in("node-2/node.pid");
-	ftest_assert_true(running(gcs) && running(node1) && running(node2));
+	sched = pid_in("sched-1.pid");
+	ftest_assert_true(running(gcs) && running(node1) && running(node2) && running(sched));
 
 	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
 	ftest_assert_int_eq(count(out, " alive "), 2);
@@ -201,10 +203,12 @@ FTEST(cli_head_node_status_stop)
 	ftest_assert_int_eq(count(out, " dead "), 1);
 
 	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
-	ftest_assert_int_eq(count(out, "stopped"), 2);
+	ftest_assert_int_eq(count(out, "stopped"), 3); /* ferry-sched, node-1, the GCS */
 	ftest_assert_ptr_notnull(strstr(out, "was not running"));
-	for (int i = 0; i < 100 && (running(gcs) || running(node1) || running(node2)); i++)
+	for (int i = 0;
+	     i < 100 && (running(gcs) || running(node1) || running(node2) || running(sched)); i++)
 		usleep(20 * 1000);
+	ftest_assert_false(running(sched));
 	ftest_assert_false(running(gcs));
 	ftest_assert_false(running(node1));
 	ftest_assert_false(running(node2));
@@ -690,9 +694,9 @@ static int run_quiet(const char *bin, const char *arg, char *out, size_t size)
 
 FTEST(help_and_version_everywhere)
 {
-	static const char *const env[] = {"FERRY_CLI_BIN",  "FERRY_GCS_BIN",
-					  "FERRY_NODE_BIN", "FERRY_PLASMA_BIN",
-					  "FERRY_DEMO_BIN", "FERRY_CLUSTER_DEMO_BIN"};
+	static const char *const env[] = {
+		"FERRY_CLI_BIN",  "FERRY_GCS_BIN",	    "FERRY_NODE_BIN", "FERRY_PLASMA_BIN",
+		"FERRY_DEMO_BIN", "FERRY_CLUSTER_DEMO_BIN", "FERRY_SCHED_BIN"};
 	char out[8192];
 
 	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {

@@ -6,12 +6,14 @@
  * one hop: the driver's node answers "retry at", the other queues the placed request and
  * forwards nothing (the nodes' counters at stop say so). Soft affinity to a full node, or to a
  * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
- * -EHOSTUNREACH naming it. A task no node can run waits (a warning in the node's log, an
- * error record of its job in the GCS) instead of failing. A node's load report carries the
- * mean run time of its tasks, as the owners measured them. The job is
- * tests/unit/runtime/job_owner.c (where).
+ * -EHOSTUNREACH naming it. With a scheduler (ferry-sched): tasks spill from a busy node to an
+ * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. A task no node can run
+ * waits (a warning in the node's log, an error record of its job in the GCS) instead of
+ * failing, and runs once a node that can joins. A node's load report carries the mean run
+ * time of its tasks, as the owners measured them. The job is tests/unit/runtime/job_owner.c
+ * (where, big).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB; FERRY_SCHED_BIN
- * (ferry-sched) for the tests that need a scheduler (spill, locality, a join).
+ * (ferry-sched) for the tests that need a scheduler.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -46,6 +48,17 @@ static void stop_cluster(void)
 		return;
 	stopped = true;
 	(void)itest_ferry_cli(run_dir, "stop --timeout 5");
+}
+
+/* At the test process's exit, after stop_cluster (atexit runs in reverse): the run directory
+ * and its session logs go (node_counters read them before). */
+static void remove_run_dir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (run_dir[0] && system(cmd) != 0)
+		fprintf(stderr, "%s not removed\n", run_dir);
 }
 
 /* The GCS's address and the token's path, from the run directory. */
@@ -92,8 +105,9 @@ static void start_cluster(int nodes)
 	setenv("FERRY_RUN_DIR", run_dir, 1);
 	unsetenv("FERRY_ADDRESS");
 	/* The nodes log their placement counters at info (node_counters). */
-	setenv("FERRY_LOG", "node=info", 1);
+	setenv("FERRY_LOG", getenv("FTEST_NODE_LOG") ? getenv("FTEST_NODE_LOG") : "node=info", 1);
 	stopped = false;
+	atexit(remove_run_dir);
 	atexit(stop_cluster);
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
 						     "--memory 64M --num-cpus 1 --timeout 20"),
@@ -292,6 +306,10 @@ static void need_scheduler(void)
 		stop_cluster();
 		ftest_skip("no ferry-sched registered in the GCS, and FERRY_SCHED_BIN not set");
 	}
+	/* A scheduler that has just registered may not have the nodes' load reports yet (it
+	 * answers -EAGAIN, and the node keeps the task): give it their next reports. Not a
+	 * timing assert: without it the tests could only fail, not pass wrongly. */
+	usleep(1000 * 1000);
 }
 
 /* A node with no CPU free sends a task's lease up: some of 8 tasks of 200 ms, submitted on a
@@ -322,6 +340,34 @@ FTEST(tasks_spill_to_a_node_with_free_resources)
 	node_counters(oi, &h, &p, &fw);
 	ftest_assert_uint_eq(fw, 0);
 	ftest_assert_uint_ge(p, 1);
+}
+
+/* SPREAD: every lease is placed by the scheduler, over both nodes. */
+FTEST(spread_tasks_use_every_node)
+{
+	struct ferry_task_opts o = {.strategy = FERRY_SCHED_SPREAD};
+	struct ferry_node_id other, self;
+	struct ferry_ref r[6];
+	unsigned on_self = 0, on_other = 0;
+
+	start_cluster(2);
+	need_scheduler();
+	self = ferry__rt.node;
+	other = other_node(NULL);
+	for (int i = 0; i < 6; i++)
+		r[i] = where(200, &o);
+	for (int i = 0; i < 6; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		on_self += ferry_node_id_eq(&n, &self);
+		on_other += ferry_node_id_eq(&n, &other);
+	}
+	ftest_log("%u here, %u on the other node", on_self, on_other);
+	ftest_assert_uint_eq(on_self + on_other, 6);
+	ftest_assert_uint_ge(on_self, 1);
+	ftest_assert_uint_ge(on_other, 1);
+	ferry_shutdown();
+	stop_cluster();
 }
 
 /* A 4 MiB return made on node A; 20 tasks taking it, submitted from B: >= 95% run on A. */

@@ -189,6 +189,6 @@ FTEST(constant_time_compare_is_a_correct_compare)
 FTEST(enum_names_for_logs)
 {
 	ftest_assert_str_eq(ferry__wire_peer_kind_name(FERRY__WIRE_PEER_KIND_GCS), "Gcs");
-	ftest_assert_ptr_null(ferry__wire_peer_kind_name(7));
+	ftest_assert_ptr_null(ferry__wire_peer_kind_name(8));
 	ftest_assert_str_eq(ferry__wire_msg_name(FERRY__WIRE_MSG_PLASMA_NOTIFY), "PlasmaNotify");
 }
