@@ -10,6 +10,7 @@
  * The GCS client calls on_event on its own thread; the work is posted to the runtime's loop.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -20,6 +21,9 @@
 
 #define COMP "runtime"
 
+/* Whether events still go to the loop: on_event (the GCS client's thread) and stop (the one
+ * calling ferry_shutdown, before the loop goes) meet under the lock. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool watching;
 
 static void on_dead(void *arg, int status)
@@ -45,8 +49,10 @@ static void on_event(void *arg, const struct ferry_gcs_event *ev)
 		return;
 	}
 	*id = info.id;
-	if (ferry__loop_post(ferry__rt.loop, on_dead, id) < 0)
+	pthread_mutex_lock(&lock);
+	if (!watching || ferry__loop_post(ferry__rt.loop, on_dead, id) < 0)
 		ferry__free(id);
+	pthread_mutex_unlock(&lock);
 }
 
 int ferry__rt_node_watch_start(void)
@@ -55,22 +61,28 @@ int ferry__rt_node_watch_start(void)
 
 	if (!ferry__rt.gcs || ferry__rt.worker)
 		return 0;
+	pthread_mutex_lock(&lock); /* from the first event on */
+	watching = true;
+	pthread_mutex_unlock(&lock);
 	ret = ferry_gcs_subscribe(ferry__rt.gcs, FERRY_GCS_CH_NODE_DEATHS, NULL, 0, on_event, NULL);
 	if (ret < 0) {
+		pthread_mutex_lock(&lock);
+		watching = false;
+		pthread_mutex_unlock(&lock);
 		FLOG_WARN(COMP,
 			  "cannot follow node deaths (a dead node's tasks wait for its "
 			  "sockets to close): %s",
 			  ferry_strerror(ret));
 		return ret;
 	}
-	watching = true;
 	return 0;
 }
 
-/* Before the loop goes: once the unsubscribe returns, on_event posts no more. */
+/* Before the loop goes: on_event posts no more. No unsubscribe: the subscription ends with the
+ * client at detach (init.c), and a call here would wait for a GCS that may be gone. */
 void ferry__rt_node_watch_stop(void)
 {
-	if (watching)
-		(void)ferry_gcs_unsubscribe(ferry__rt.gcs, FERRY_GCS_CH_NODE_DEATHS, NULL, 0);
+	pthread_mutex_lock(&lock);
 	watching = false;
+	pthread_mutex_unlock(&lock);
 }

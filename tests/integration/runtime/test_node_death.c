@@ -45,6 +45,17 @@ static void stop_cluster(void)
 	(void)itest_ferry_cli(run_dir, "stop --timeout 5");
 }
 
+/* At the test process's exit, after stop_cluster (atexit runs in reverse): the run directory
+ * and its session logs go. */
+static void remove_run_dir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (run_dir[0] && system(cmd) != 0)
+		fprintf(stderr, "%s not removed\n", run_dir);
+}
+
 static void start_cluster(void)
 {
 	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
@@ -58,6 +69,8 @@ static void start_cluster(void)
 	setenv("FERRY_RUN_DIR", run_dir, 1);
 	unsetenv("FERRY_ADDRESS");
 	stopped = false;
+	if (!getenv("FTEST_KEEP_RUN_DIR")) /* to read the daemons' logs after */
+		atexit(remove_run_dir);
 	atexit(stop_cluster);
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
 						     "--memory 64M --num-cpus 1 --timeout 20"),
