@@ -8,8 +8,8 @@
  * reconstructions; a task that ends with none left keeps no lineage: actor calls, max_retries
  * < 0; one that spent its last on a reconstruction fails its returns at the next death). A
  * get then waits for the new value. Arguments lost with the node are made again the same way
- * (they are returns in its store too); a task sent before its argument is remade waits for it
- * at its worker (a pending object of its owner). A put has no lineage: ferry_put's objects live
+ * (they are returns in its store too); a task waits for them to be made before it is sent (as
+ * at its first submit). A put has no lineage: ferry_put's objects live
  * in the owner's own node's store, and go with the owner.
  * A return with a copy elsewhere (pulled to our node's store, or listed on a live node by the
  * GCS's object directory) is not made again: it is read there. Not yet: a get already waiting
@@ -185,6 +185,8 @@ void ferry__rt_lineage_node_dead(const struct ferry_node_id *node)
 		}
 		t->retries_left--;
 		t->attempt++;
-		ferry__rt_lease_enqueue(t, false);
+		/* After its own lost arguments: sent first, it could hold the only CPU while it
+		 * waits for them. */
+		ferry__rt_task_route(t);
 	}
 }

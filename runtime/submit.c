@@ -337,6 +337,13 @@ static void route(struct ferry__rt_task *t)
 		ferry__rt_task_fail(t, ret, msg);
 }
 
+void ferry__rt_task_route(struct ferry__rt_task *t)
+{
+	memset(&t->key.locality, 0, sizeof(t->key.locality)); /* where its inputs are now */
+	t->key.locality_bytes = 0;
+	route(t);
+}
+
 /* Route each task of @list, or fail them all when the loop is going away (@status < 0). */
 static void route_list(struct ferry__rt_task *list, int status)
 {

@@ -70,6 +70,8 @@ struct ferry__wire_push_task_reply_view ferry__rt_push_reply_view(const void *pa
 /* A PushTaskReply for @t: fills its returns (or retries it: returns 1, @t kept). */
 int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r);
 void ferry__rt_task_free(struct ferry__rt_task *t);
+/* Loop thread: send @t on once its arguments are ready (a lineage rerun: lineage.c). */
+void ferry__rt_task_route(struct ferry__rt_task *t);
 /* ferry__rt_task_free() with ferry__rt.lock held. */
 void ferry__rt_task_free_locked(struct ferry__rt_task *t);
 struct ferry__rt_obj;
