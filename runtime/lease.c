@@ -689,19 +689,21 @@ void ferry__rt_lease_node_dead(const struct ferry_node_id *id)
 	char hex[40];
 
 	ferry__rt_nodes_mark_dead(id);
-	ferry__rt_lineage_node_dead(id);
-	if (!node) /* nothing of ours there */
-		return;
 	ferry_node_id_to_hex(id, hex, sizeof(hex));
-	FLOG_WARN(COMP, "node %s is dead: its leases end, their tasks go elsewhere", hex);
-	for (struct cls *c = sub.classes; c; c = c->next)
+	if (node)
+		FLOG_WARN(COMP, "node %s is dead: its leases end, their tasks go elsewhere", hex);
+	for (struct cls *c = sub.classes; node && c; c = c->next)
 		for (struct lease *l = c->leases; l; l = l->next)
 			if (l->node == node) {
 				snprintf(l->why, sizeof(l->why), "node %s died", hex);
+				/* No more pushes, the lost returns' reruns included. */
+				l->closing = true;
 				if (l->conn)
 					ferry__conn_close(l->conn); /* worker_on_close: retries */
 			}
-	ferry__conn_close(node); /* remote_closed: requests asked again */
+	if (node)
+		ferry__conn_close(node); /* remote_closed: requests asked again */
+	ferry__rt_lineage_node_dead(id);
 }
 
 static void node_on_close(struct ferry__conn *conn, int err)
