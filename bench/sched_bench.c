@@ -10,10 +10,10 @@
  *       it, submitted from this node and timed from submit to its result; the input is
  *       dropped before the next. With FERRY_SCHED_LOCALITY=off in the environment the driver
  *       does not say where inputs are: the baseline.
- *   ferry-sched-bench JOB.so spread TASKS          TASKS tasks with SPREAD: how many ran on
- *       each node (the most over the least), after an unmeasured round of TASKS / 10 that
- *       gets the class its leases on the nodes (a new job's first leases wait for workers to
- *       start with its code: until then the first lease takes what comes).
+ *   ferry-sched-bench JOB.so spread TASKS [US]     TASKS tasks with SPREAD, each taking US
+ *       microseconds (0), submitted at once: how many ran on each node (the most over the
+ *       least), after an unmeasured round of TASKS / 10 that gets the class its leases on the
+ *       nodes (a new job's first leases wait for workers to start with its code).
  *   ferry-sched-bench JOB.so async TASKS STRATEGY  TASKS tasks submitted at once (STRATEGY
  *       default or spread), then every result got: tasks per second, and the nodes used.
  */
@@ -83,9 +83,20 @@ static void count(struct tally *t, const struct ferry_node_id *node)
 		t->count[i]++;
 }
 
+static uint64_t busy_us; /* > 0: the tasks of burst() take this long (sched_busy) */
+
 static struct ferry_ref submit_where(const struct ferry_ref *input,
 				     const struct ferry_task_opts *opts)
 {
+	if (busy_us && !input) {
+		struct ferry_arg a = {.data = &busy_us, .len = sizeof(busy_us)};
+		struct ferry_ref r;
+		int ret = ferry_submit("sched_busy", &a, 1, opts, &r);
+
+		if (ret < 0)
+			die("submit sched_busy", ret);
+		return r;
+	}
 	struct ferry_arg arg = {.ref = input};
 	struct ferry_ref r;
 	int ret = ferry_submit("sched_where", &arg, input ? 1 : 0, opts, &r);
@@ -223,7 +234,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr,
-			"usage: ferry-sched-bench JOB.so locality SIZE TASKS | spread TASKS "
+			"usage: ferry-sched-bench JOB.so locality SIZE TASKS | spread TASKS [US] "
 			"| async TASKS default|spread\n");
 		return 2;
 	}
@@ -236,10 +247,11 @@ int main(int argc, char **argv)
 		if (sscanf(argv[3], "%llu", (unsigned long long *)&size) != 1 || !size)
 			return 2;
 		ret = locality(size, number(argv[4], 1000000));
-	} else if (!strcmp(argv[2], "spread") && argc == 4) {
+	} else if (!strcmp(argv[2], "spread") && (argc == 4 || argc == 5)) {
 		struct ferry_task_opts spread = {.strategy = FERRY_SCHED_SPREAD};
 		unsigned n = number(argv[3], 10000000);
 
+		busy_us = argc == 5 ? number(argv[4], 10000000) : 0;
 		ret = burst(n / 10 + 1, &spread, "spread_warmup");
 		if (ret == 0)
 			ret = burst(n, &spread, "spread");

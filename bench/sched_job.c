@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The job library of ferry-sched-bench (sched_bench.c): a task that makes an input of a given
- * size in its node's store, and a task that reads its input (if any) and says which node ran
- * it. Loaded by the cluster's workers as the job's code.
+ * size in its node's store, a task that reads its input (if any) and says which node ran it,
+ * and one that takes a given time first. Loaded by the cluster's workers as the job's code.
  */
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <ferry/runtime.h>
 
@@ -42,6 +43,29 @@ FERRY_FUNCTION(sched_where)
 		for (size_t i = 0; i < len; i += 4096)
 			sink ^= ((const uint8_t *)p)[i];
 	(void)sink;
+	ret = ferry_task_node_id(ctx, &node);
+	if (ret < 0)
+		return ret;
+	return ferry_task_return(ctx, 0, node.bytes, sizeof(node.bytes));
+}
+
+/* sched_busy(us: uint64) -> the 16 bytes of the node that ran it, after running @us of time
+ * (a sleep: the slot is held, the CPU is not, as a task that waits on I/O). */
+FERRY_FUNCTION(sched_busy)
+{
+	struct ferry_node_id node;
+	const void *p;
+	size_t len;
+	uint64_t us = 0;
+	struct timespec ts;
+	int ret;
+
+	if (ferry_task_arg(ctx, 0, &p, &len) < 0 || len != sizeof(us))
+		return ferry_task_error(ctx, "sched_busy takes one uint64 of microseconds");
+	memcpy(&us, p, sizeof(us));
+	ts.tv_sec = (time_t)(us / 1000000);
+	ts.tv_nsec = (long)(us % 1000000) * 1000;
+	nanosleep(&ts, NULL);
 	ret = ferry_task_node_id(ctx, &node);
 	if (ret < 0)
 		return ret;

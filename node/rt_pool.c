@@ -32,7 +32,7 @@
 #define COMP "node"
 #define WORKER_EXE "ferry-worker"
 /* Environment entries the node sets for a worker (replacing any it has itself). */
-#define ENV_SET 6
+#define ENV_SET 7
 #define ENV_BYTES (32 + 2 * 256) /* the longest: FERRY_WORKER_TOKEN, hex */
 
 extern char **environ;
@@ -180,6 +180,7 @@ static char **worker_env(const struct rt_worker *w, char set[ENV_SET][ENV_BYTES]
 	snprintf(set[4], ENV_BYTES, "FERRY_WORKER_IP=%s", rt->node->ip);
 	memcpy(set[5], "FERRY_WORKER_TOKEN=", 19);
 	ferry_id_to_hex(rt->node->token, rt->node->opts.token_len, set[5] + 19, ENV_BYTES - 19);
+	snprintf(set[6], ENV_BYTES, "FERRY_NODE_PID=%d", (int)getpid()); /* its death signal's check */
 	for (size_t i = 0; i < n; i++) {
 		bool ours = false;
 

@@ -513,6 +513,7 @@ static int init_locked(const struct ferry_init_opts *o, const struct ferry__rt_w
 	ret = start_loop();
 	if (ret < 0)
 		goto err_detach;
+	(void)ferry__rt_node_watch_start(); /* warned: without it, sockets' closes tell */
 	pthread_mutex_lock(&ferry__rt.lock);
 	ferry__rt.up = true;
 	pthread_mutex_unlock(&ferry__rt.lock);
@@ -570,6 +571,7 @@ void ferry_shutdown(void)
 	ferry__rt.up = false;
 	ferry__rt_objects_wake_all();
 	pthread_mutex_unlock(&ferry__rt.lock);
+	ferry__rt_node_watch_stop();
 	stop_loop();
 	ferry__rt_borrow_fini(); /* owners drop the counts this process borrowed */
 	pthread_mutex_lock(&ferry__rt.lock);

@@ -494,7 +494,16 @@ static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
 			 "its lease was placed on node %s (%s), not reachable: %s", hex,
 			 address ? address : "no address", ferry_strerror(ret));
 		FLOG_WARN(COMP, "%s", what);
-		class_fail(c, ret == -EHOSTUNREACH ? ret : -ECONNREFUSED, what);
+		/* A node that died before ours heard: only hard affinity needs that node; the
+		 * rest runs on ours (placed: not forwarded to the dead one again). */
+		if (!(c->key.strategy == FERRY_SCHED_NODE_AFFINITY && !c->key.affinity_soft) &&
+		    node_connect() >= 0) {
+			c->request_node = sub.node;
+			if (ask_on(sub.node, &c->key, true, &c->request_id) >= 0)
+				return;
+			c->request_id = 0;
+		}
+		class_fail(c, -EHOSTUNREACH, what);
 		return;
 	}
 	FLOG_DEBUG(COMP, "lease request %" PRIu64 " placed on node %s", c->request_id, hex);
@@ -683,20 +692,58 @@ void ferry__rt_lease_node_message(struct ferry__rt_pg_node *via, uint16_t type, 
 		on_blocked(conn, payload);
 }
 
-/* Another node's runtime socket closed: what was asked or leased there is over. */
+/* Another node's runtime socket closed (it died, issue 24): what was asked or leased there is
+ * over. A request placed there is asked again of our node, which places it anew (soft affinity
+ * and spillback: elsewhere; hard affinity: fails, retry_at); a dead worker's tasks that wait
+ * for a LeaseRevoked that cannot come any more go at once. */
 static void remote_closed(struct ferry__conn *conn, int err)
 {
 	sub.open_conns--;
 	for (struct cls *c = sub.classes; c; c = c->next) {
-		for (struct lease *l = c->leases; l; l = l->next)
-			if (l->node == conn)
-				l->node = NULL; /* its worker's socket tells the rest */
+		struct lease *l, *next;
+
+		for (l = c->leases; l; l = next) {
+			next = l->next;
+			if (l->node != conn)
+				continue;
+			l->node = NULL; /* its worker's socket tells the rest */
+			if (!l->why[0])
+				snprintf(l->why, sizeof(l->why), "its node closed: %s",
+					 ferry_strerror(err ? err : -ECONNRESET));
+			if (!l->conn)
+				lease_gone(l); /* waited for the revoke */
+		}
 		if (c->request_id && c->request_node == conn) {
 			c->request_id = 0;
-			class_fail(c, err ? err : -ECONNRESET,
-				   "the node its lease was placed on closed the connection");
+			c->request_placed = false;
+			FLOG_INFO(COMP, "a lease request's node closed (%s): asked again",
+				  ferry_strerror(err ? err : -ECONNRESET));
+			pump(c);
 		}
 	}
+}
+
+void ferry__rt_lease_node_dead(const struct ferry_node_id *id)
+{
+	struct ferry__conn *node = ferry__rt_nodes_find(id);
+	char hex[40];
+
+	ferry__rt_nodes_mark_dead(id);
+	ferry_node_id_to_hex(id, hex, sizeof(hex));
+	if (node)
+		FLOG_WARN(COMP, "node %s is dead: its leases end, their tasks go elsewhere", hex);
+	for (struct cls *c = sub.classes; node && c; c = c->next)
+		for (struct lease *l = c->leases; l; l = l->next)
+			if (l->node == node) {
+				snprintf(l->why, sizeof(l->why), "node %s died", hex);
+				/* No more pushes, the lost returns' reruns included. */
+				l->closing = true;
+				if (l->conn)
+					ferry__conn_close(l->conn); /* worker_on_close: retries */
+			}
+	if (node)
+		ferry__conn_close(node); /* remote_closed: requests asked again */
+	ferry__rt_lineage_node_dead(id);
 }
 
 static void node_on_close(struct ferry__conn *conn, int err)
@@ -1042,7 +1089,8 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	l->ring = NULL;
 	l->conn = NULL;
 	sub.open_conns--;
-	if (!l->ninflight || l->revoked || sub.stopping || err == -ECANCELED) {
+	/* No node (it died first): no LeaseRevoked will come. */
+	if (!l->ninflight || l->revoked || sub.stopping || err == -ECANCELED || !l->node) {
 		lease_gone(l);
 		return;
 	}

@@ -28,6 +28,12 @@ struct remote {
 
 static struct remote *remotes;
 
+/* Nodes the GCS said are dead, the latest DEAD_KEPT: a "retry at" one of them (from a node that
+ * has not heard yet) is not dialled (a stopped host may still accept a connection). */
+#define DEAD_KEPT 64
+static struct ferry_node_id dead[DEAD_KEPT];
+static unsigned ndead;
+
 /* Connect to the runtime endpoint of the node advertised as @address (its GCS address
  * string): its Unix socket on this host, TCP with the token on another (runtime/dial.h). */
 static int dial_node(const char *address, const struct ferry__conn_callbacks *cb,
@@ -53,6 +59,8 @@ int ferry__rt_nodes_get(const struct ferry_node_id *id, const char *address,
 			*out = r->conn;
 			return 0;
 		}
+	if (ferry__rt_nodes_is_dead(id))
+		return -EHOSTDOWN;
 	r = ferry__calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -90,6 +98,28 @@ bool ferry__rt_nodes_forget(struct ferry__conn *conn)
 		}
 	}
 	return false;
+}
+
+void ferry__rt_nodes_mark_dead(const struct ferry_node_id *id)
+{
+	if (!ferry__rt_nodes_is_dead(id))
+		dead[ndead++ % DEAD_KEPT] = *id;
+}
+
+bool ferry__rt_nodes_is_dead(const struct ferry_node_id *id)
+{
+	for (unsigned i = 0; i < ndead && i < DEAD_KEPT; i++)
+		if (!memcmp(&dead[i], id, sizeof(*id)))
+			return true;
+	return false;
+}
+
+struct ferry__conn *ferry__rt_nodes_find(const struct ferry_node_id *id)
+{
+	for (struct remote *r = remotes; r; r = r->next)
+		if (!memcmp(&r->id, id, sizeof(*id)))
+			return r->conn;
+	return NULL;
 }
 
 size_t ferry__rt_nodes_queued_bytes(void)

@@ -16,6 +16,7 @@
 #include "common/loop.h"
 #include "runtime/owner.h"
 #include "runtime/rt.h"
+#include "runtime/task.h"
 
 #define COMP "runtime"
 /* A wait for objects that another process owns polls the store this often: their owner wakes
@@ -90,6 +91,8 @@ struct ferry__rt_obj *ferry__rt_obj_add(const struct ferry_object_id *id, uint8_
 
 static void obj_free(struct ferry__rt_obj *o)
 {
+	if (o->lineage)
+		ferry__rt_lineage_drop(o);
 	while (o->cbs) {
 		struct ferry__rt_cb *cb = o->cbs;
 
@@ -154,6 +157,7 @@ void ferry__rt_objects_clear(void)
 	size_t cursor = 0;
 	void *key, *value;
 
+	ferry__rt_lineage_clear();
 	while (ferry__hashmap_next(&ferry__rt.objects, &cursor, &key, &value)) {
 		struct ferry__rt_obj *o = *(struct ferry__rt_obj **)value;
 

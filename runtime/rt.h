@@ -69,6 +69,7 @@ struct ferry__rt_obj {
 	size_t ncontained;		   /* how many */
 	struct ferry_node_id node;	   /* FERRY__RT_IN_STORE: whose store holds it */
 	uint64_t store_bytes;		   /* ... its size there (the scheduler's locality) */
+	struct ferry__rt_task *lineage;	   /* IN_STORE return: its task, to make it again */
 };
 
 /* A worker process as an owner (its tasks submit, put and get): who it is to its node. Set by
@@ -176,6 +177,9 @@ void ferry__rt_block_reset(void);
 void ferry__rt_sub_object_ready(void);
 /* The node this driver's node socket answered for (nil before). */
 const struct ferry_node_id *ferry__rt_sub_node_id(void);
+/* Follow node deaths (a driver), and stop before the loop goes (node_watch.c). */
+int ferry__rt_node_watch_start(void);
+void ferry__rt_node_watch_stop(void);
 
 /*
  * actor.c, on the loop thread unless said: its state (init with submit.c's, fini after the

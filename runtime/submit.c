@@ -61,6 +61,14 @@ void ferry__rt_task_free(struct ferry__rt_task *t)
 	if (!t)
 		return;
 	pthread_mutex_lock(&ferry__rt.lock);
+	ferry__rt_task_free_locked(t);
+	pthread_mutex_unlock(&ferry__rt.lock);
+}
+
+void ferry__rt_task_free_locked(struct ferry__rt_task *t)
+{
+	if (t->lineage_refs)
+		ferry__rt_lineage_detach(t);
 	for (size_t i = 0; i < t->nargs; i++) {
 		struct ferry__rt_arg *a = &t->args[i];
 		struct ferry__rt_obj *o = a->counted ? ferry__rt_obj_find(&a->ref.id) : NULL;
@@ -69,7 +77,6 @@ void ferry__rt_task_free(struct ferry__rt_task *t)
 			ferry__rt_obj_unref(o);
 		ferry__free(a->data);
 	}
-	pthread_mutex_unlock(&ferry__rt.lock);
 	ferry__free(t->args);
 	ferry__free(t);
 }
@@ -342,6 +349,13 @@ static void route(struct ferry__rt_task *t)
 		ferry__rt_task_fail(t, ret, msg);
 }
 
+void ferry__rt_task_route(struct ferry__rt_task *t)
+{
+	memset(&t->key.locality, 0, sizeof(t->key.locality)); /* where its inputs are now */
+	t->key.locality_bytes = 0;
+	route(t);
+}
+
 /* Route each task of @list, or fail them all when the loop is going away (@status < 0). */
 static void route_list(struct ferry__rt_task *list, int status)
 {
@@ -409,10 +423,13 @@ void ferry__rt_task_error_text(const struct ferry__rt_task *t, const struct ferr
 	snprintf(out, size, "function %s on node %.12s: %s", t->name, hex, what);
 }
 
-/* Fill @t's returns (lock taken here): each in @states/@datas, or all with @status. */
-static void set_returns(struct ferry__rt_task *t, int status, const char *message,
+/* Fill @t's returns (lock taken here): each in @states/@datas, or all with @status. True if
+ * @t is kept as the lineage of returns in a store (lineage.c): not to be freed. */
+static bool set_returns(struct ferry__rt_task *t, int status, const char *message,
 			struct ferry__wire_push_task_reply_view *r)
 {
+	bool kept;
+
 	pthread_mutex_lock(&ferry__rt.lock);
 	for (uint32_t i = 0; i < t->num_returns; i++) {
 		struct ferry_object_id id;
@@ -439,6 +456,7 @@ static void set_returns(struct ferry__rt_task *t, int status, const char *messag
 
 			memcpy(o->node.bytes, n.bytes, sizeof(o->node.bytes));
 			o->store_bytes = ferry__wire_task_return_size(v);
+			ferry__rt_lineage_attach(t, o);
 			ferry__rt_obj_ready(o, FERRY__RT_IN_STORE, NULL, 0, 0, NULL);
 		} else {
 			size_t len = v.tab.buf ? ferry__wire_task_return_data_count(v) : 0;
@@ -454,12 +472,15 @@ static void set_returns(struct ferry__rt_task *t, int status, const char *messag
 			ferry__rt_obj_ready(o, FERRY__RT_INLINE, data, len, 0, NULL);
 		}
 	}
+	t->rerun = false; /* made again, if it was */
+	kept = t->lineage_refs > 0;
 	pthread_mutex_unlock(&ferry__rt.lock);
+	return kept;
 }
 
 void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *message)
 {
-	set_returns(t, status, message, NULL);
+	(void)set_returns(t, status, message, NULL);
 	ferry__rt_task_free(t);
 }
 
@@ -483,8 +504,8 @@ int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_
 	const char *m;
 
 	if (status >= 0) {
-		set_returns(t, 0, NULL, &r);
-		ferry__rt_task_free(t);
+		if (!set_returns(t, 0, NULL, &r))
+			ferry__rt_task_free(t);
 		return 0;
 	}
 	if (t->retry_exceptions && t->retries_left > 0) {

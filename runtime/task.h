@@ -56,6 +56,8 @@ struct ferry__rt_task {
 	bool retry_exceptions;		/* retry a -errno result too */
 	uint32_t attempt;		/* 0, then +1 per retry */
 	uint64_t pushed_us;		/* when last pushed (lease.c: task times) */
+	uint32_t lineage_refs;		/* returns whose lineage it is (lineage.c) */
+	bool rerun;			/* ... submitted again: their making is on */
 	struct ferry__rt_class_key key; /* its class */
 	size_t nargs;			/* arguments */
 	struct ferry__rt_arg *args;	/* them */
@@ -70,6 +72,22 @@ struct ferry__wire_push_task_reply_view ferry__rt_push_reply_view(const void *pa
 /* A PushTaskReply for @t: fills its returns (or retries it: returns 1, @t kept). */
 int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_reply_view r);
 void ferry__rt_task_free(struct ferry__rt_task *t);
+/* Loop thread: send @t on once its arguments are ready (a lineage rerun: lineage.c). */
+void ferry__rt_task_route(struct ferry__rt_task *t);
+/* ferry__rt_task_free() with ferry__rt.lock held. */
+void ferry__rt_task_free_locked(struct ferry__rt_task *t);
+struct ferry__rt_obj;
+/* lineage.c. Lock held: @t's return @o is in a store; @t becomes its lineage if it can run
+ * again (then kept while one such return is referenced). */
+void ferry__rt_lineage_attach(struct ferry__rt_task *t, struct ferry__rt_obj *o);
+/* Lock held: @t is freed, its returns lose their lineage. */
+void ferry__rt_lineage_detach(struct ferry__rt_task *t);
+/* Lock held: @o goes, and with it its hold on its task. */
+void ferry__rt_lineage_drop(struct ferry__rt_obj *o);
+/* Lock held, the runtime going: every task kept as lineage goes. */
+void ferry__rt_lineage_clear(void);
+/* Loop thread: node @id died; the returns whose only copy it held are made again. */
+void ferry__rt_lineage_node_dead(const struct ferry_node_id *id);
 /* Loop thread, at shutdown: tasks not yet at a worker end with -ECANCELED. */
 void ferry__rt_submit_cancel(void);
 /* The error text of a task: "function NAME on node N: WHAT". */
@@ -129,5 +147,12 @@ size_t ferry__rt_nodes_queued_bytes(void);
 void ferry__rt_nodes_flush(void);
 void ferry__rt_nodes_close_all(void);
 void ferry__rt_nodes_fini(void);
+/* The connection to node @id's runtime socket, or NULL (nodes.c). */
+struct ferry__conn *ferry__rt_nodes_find(const struct ferry_node_id *id);
+/* Node @id is dead (the GCS said): ferry__rt_nodes_get refuses it with -EHOSTDOWN. */
+void ferry__rt_nodes_mark_dead(const struct ferry_node_id *id);
+bool ferry__rt_nodes_is_dead(const struct ferry_node_id *id);
+/* Node @id died (the GCS says, node_watch.c): what is leased or asked there ends now. */
+void ferry__rt_lease_node_dead(const struct ferry_node_id *id);
 
 #endif

@@ -281,6 +281,33 @@ FERRY_FUNCTION(big)
 	return 0;
 }
 
+/* big_tally(path, mib): appends a line to the file @path (a test counts the runs), returns mib
+ * MiB of a fixed pattern (byte i: i * 31 + 7, a test hashes it) in its node's store. */
+FERRY_FUNCTION(big_tally)
+{
+	char path[256];
+	uint8_t *buf;
+	int64_t mib;
+	int fd, ret;
+
+	if (path_arg(ctx, 0, path, sizeof(path)) < 0 || int64_arg(ctx, 1, &mib) < 0 || mib < 1 ||
+	    mib > 64)
+		return ferry_task_error(ctx, "big_tally takes a path and 1..64 MiB");
+	fd = open(path, O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, "ran\n", 4) != 4) {
+		if (fd >= 0)
+			close(fd);
+		return ferry_task_error(ctx, "big_tally: cannot append to %s", path);
+	}
+	close(fd);
+	ret = ferry_task_return_alloc(ctx, 0, (size_t)mib << 20, (void **)&buf);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < (size_t)mib << 20; i++)
+		buf[i] = (uint8_t)(i * 31 + 7);
+	return 0;
+}
+
 static int lend_ref(struct ferry_task_ctx *ctx, const char *fn, int64_t x)
 {
 	int64_t zero = 0;

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A node dies (issue 24, fault tolerance), on a cluster `ferry start` runs: a GCS and two
+ * ferry-node processes of one CPU each on loopback, a driver joined to one of them (A). Node B
+ * is SIGKILLed with tasks running and queued there (soft NODE_AFFINITY to B), before the GCS
+ * declares it dead: its workers end with it (no ferry-worker of B's is left), and every task
+ * completes on A, with its right result. A task with hard affinity to B then fails with
+ * -EHOSTUNREACH naming B. B stopped instead (cut off, its sockets open): once the GCS declares
+ * it dead, the driver ends what it has there and its tasks complete on A. A task's 4 MiB return
+ * whose only copy was in B's store is made again when B dies (lineage, runtime/lineage.c): a
+ * get after the death has the same bytes, and the task ran twice; one pulled to A before is
+ * read there, not made again. The job is tests/unit/runtime/job_owner.c (where).
+ * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "runtime/rt.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
+
+#define GET_MS 30000
+#define TASKS 8
+
+static char run_dir[256];
+static bool stopped = true;
+static pid_t frozen; /* a stopped node's process group, or 0 */
+
+/* A failed assertion exits: the cluster's daemons must not outlive the test. */
+static void stop_cluster(void)
+{
+	if (frozen > 1)
+		(void)kill(-frozen, SIGKILL);
+	frozen = 0;
+	if (stopped)
+		return;
+	stopped = true;
+	(void)itest_ferry_cli(run_dir, "stop --timeout 5");
+}
+
+/* At the test process's exit, after stop_cluster (atexit runs in reverse): the run directory
+ * and its session logs go. */
+static void remove_run_dir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (run_dir[0] && system(cmd) != 0)
+		fprintf(stderr, "%s not removed\n", run_dir);
+}
+
+static void start_cluster(void)
+{
+	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
+	char args[1024], line[256], addr[256] = "", path[512];
+	FILE *f;
+
+	if (!o.code_path)
+		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
+	/* Not in ftest_tmpdir(): a failed assertion removes that before stop_cluster runs. */
+	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-node-death-%d", (int)getpid());
+	setenv("FERRY_RUN_DIR", run_dir, 1);
+	unsetenv("FERRY_ADDRESS");
+	stopped = false;
+	if (!getenv("FTEST_KEEP_RUN_DIR")) /* to read the daemons' logs after */
+		atexit(remove_run_dir);
+	atexit(stop_cluster);
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
+						     "--memory 64M --num-cpus 1 --timeout 20"),
+			    0);
+	snprintf(path, sizeof(path), "%s/cluster", run_dir);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "address ", 8)) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(addr, sizeof(addr), "%s", line + 8);
+		}
+	fclose(f);
+	ftest_assert_true(addr[0] != 0);
+	snprintf(args, sizeof(args),
+		 "start --address %s --token-file %s/token --ip 127.0.0.1 --memory 64M "
+		 "--num-cpus 2 --timeout 20",
+		 addr, run_dir);
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
+	ftest_assert_ok(ferry_init(&o));
+}
+
+/* Node @index's ID (node.id) and pid (node.pid). */
+static struct ferry_node_id node_of(int index, pid_t *pid)
+{
+	struct ferry_node_id id;
+	char path[512], hex[64] = "";
+	FILE *f;
+	int p;
+
+	snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, index);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
+	fclose(f);
+	hex[strcspn(hex, "\n")] = 0;
+	ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
+	snprintf(path, sizeof(path), "%s/node-%d/node.pid", run_dir, index);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_int_eq(fscanf(f, "%d", &p), 1);
+	fclose(f);
+	*pid = p;
+	return id;
+}
+
+/* How many live processes the node of pid @node started as its workers (their environment
+ * names it: FERRY_NODE_PID, node/rt_pool.c). */
+static unsigned workers_of(pid_t node)
+{
+	char want[32], path[300], env[8192];
+	unsigned n = 0;
+	struct dirent *e;
+	DIR *d = opendir("/proc");
+
+	ftest_assert_ptr_notnull(d);
+	snprintf(want, sizeof(want), "FERRY_NODE_PID=%d", (int)node);
+	while ((e = readdir(d))) {
+		size_t len;
+		FILE *f;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/environ", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		len = fread(env, 1, sizeof(env) - 1, f);
+		fclose(f);
+		env[len] = 0;
+		for (size_t i = 0; i < len; i += strlen(env + i) + 1) {
+			if (!strcmp(env + i, want)) {
+				/* A zombie has no environment left: one found is alive. */
+				n++;
+				break;
+			}
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+static struct ferry_ref where(int64_t ms, const struct ferry_task_opts *o)
+{
+	struct ferry_arg a = {.data = &ms, .len = sizeof(ms)};
+	struct ferry_ref r;
+
+	ftest_assert_ok(ferry_submit("where", &a, 1, o, &r));
+	return r;
+}
+
+/* The node a where() ran on; it must have succeeded. */
+static struct ferry_node_id ran_on(struct ferry_ref *r)
+{
+	struct ferry_node_id id;
+	struct ferry_view v;
+	int ret = ferry_get(r, GET_MS, &v);
+
+	if (ret < 0)
+		ftest_log("where: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, sizeof(id));
+	memcpy(&id, v.data, sizeof(id));
+	ferry_release(&v);
+	ferry_ref_drop(r);
+	return id;
+}
+
+/* The node that is not the driver's (B) and its pid; it has run a task with @soft affinity to
+ * it (its worker started, the owner's connection to it opened): until the driver's node has
+ * heard of B (its join, its first load report), soft affinity runs here. */
+static struct ferry_node_id node_b(struct ferry_task_opts *soft, pid_t *bpid)
+{
+	struct ferry_node_id self = ferry__rt.node, a, b, n;
+	struct ferry_ref probe;
+	pid_t pid[3];
+	int i;
+
+	a = node_of(1, &pid[1]);
+	b = node_of(2, &pid[2]);
+	*bpid = pid[2];
+	if (ferry_node_id_eq(&b, &self))
+		b = a, *bpid = pid[1];
+	soft->affinity_node = b;
+	for (i = 0; i < 100; i++) {
+		probe = where(0, soft);
+		n = ran_on(&probe);
+		if (ferry_node_id_eq(&n, &b))
+			break;
+		usleep(50 * 1000);
+	}
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	ftest_assert_uint_ge(workers_of(*bpid), 1);
+	return b;
+}
+
+FTEST(tasks_on_a_killed_node_complete_elsewhere)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_task_opts hard = {.strategy = FERRY_SCHED_NODE_AFFINITY};
+	struct ferry_node_id self, b, n;
+	struct ferry_ref r[TASKS], probe;
+	struct ferry_view v;
+	unsigned on_self = 0, left = 1;
+	pid_t bpid;
+	char hex[40];
+	int i;
+
+	start_cluster();
+	self = ferry__rt.node;
+	b = node_b(&soft, &bpid);
+	hard.affinity_node = b;
+	/* One CPU there: one task runs, the others queue behind it (pipelined to its worker or
+	 * waiting for a lease), none done before the kill (each sleeps 2 s). */
+	for (i = 0; i < TASKS; i++)
+		r[i] = where(2000, &soft);
+	usleep(300 * 1000); /* let them reach B: without it the test passes too, it tests less */
+	ftest_assert_ok(kill(bpid, SIGKILL));
+	for (i = 0; i < TASKS; i++) {
+		n = ran_on(&r[i]);
+		on_self += ferry_node_id_eq(&n, &self);
+	}
+	ftest_log("%u of %d ran on the driver's node after B died", on_self, TASKS);
+	ftest_assert_uint_eq(on_self, TASKS);
+	/* B's workers ended with it (PR_SET_PDEATHSIG); its SIGKILL reaches them at once, so a
+	 * bounded wait only absorbs scheduling. */
+	for (i = 0; i < 100 && (left = workers_of(bpid)); i++)
+		usleep(50 * 1000);
+	ftest_assert_uint_eq(left, 0);
+	/* Hard affinity to the dead node: -EHOSTUNREACH naming it (whether or not the GCS has
+	 * declared it dead yet). */
+	probe = where(0, &hard);
+	ftest_assert_errno(ferry_get(&probe, GET_MS, &v), -EHOSTUNREACH);
+	ferry_node_id_to_hex(&b, hex, sizeof(hex));
+	ftest_log("error: %s", v.error);
+	ftest_assert_ptr_notnull(strstr(v.error, hex));
+	ferry_ref_drop(&probe);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* B stopped with its workers (SIGSTOP of its process group: a host cut off, whose sockets stay
+ * open): the GCS declares it dead when its heartbeats stop, the driver hears it (node_watch.c)
+ * and its tasks there run here. Without that, they would wait for B for ever (the get's 30 s
+ * then fails the test). */
+FTEST(tasks_on_a_cut_off_node_complete_elsewhere)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_node_id self, n;
+	struct ferry_ref r[2];
+	unsigned on_self = 0;
+	pid_t bpid;
+
+	start_cluster();
+	self = ferry__rt.node;
+	(void)node_b(&soft, &bpid);
+	frozen = getpgid(bpid);
+	ftest_assert_true(frozen > 1 && frozen != getpgid(0));
+	for (int i = 0; i < 2; i++)
+		r[i] = where(2000, &soft);
+	usleep(300 * 1000); /* let them reach B: without it the test passes too, it tests less */
+	ftest_assert_ok(kill(-frozen, SIGSTOP));
+	for (int i = 0; i < 2; i++) {
+		n = ran_on(&r[i]);
+		on_self += ferry_node_id_eq(&n, &self);
+	}
+	ftest_log("%u of 2 ran on the driver's node after B was cut off", on_self);
+	ftest_assert_uint_eq(on_self, 2);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* Lines in @path (0: none yet). */
+static unsigned runs(const char *path)
+{
+	char line[16];
+	unsigned n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+/* big_tally's result in @v: its size and its bytes' hash as the function makes them. */
+static void check_big(const struct ferry_view *v, size_t size)
+{
+	uint8_t *want = malloc(size);
+
+	ftest_assert_ptr_notnull(want);
+	for (size_t k = 0; k < size; k++)
+		want[k] = (uint8_t)(k * 31 + 7);
+	ftest_assert_uint_eq(v->len, size);
+	ftest_assert_uint_eq(fnv1a(v->data, v->len), fnv1a(want, size));
+	free(want);
+}
+
+static int get_logged(const struct ferry_ref *r, struct ferry_view *v)
+{
+	int ret = ferry_get(r, GET_MS, v);
+
+	if (ret < 0)
+		ftest_log("big_tally: %s: %s", ferry_strerror(ret), v->error);
+	return ret;
+}
+
+/* Two 4 MiB returns made on B: one pulled to the driver's node (a get) before B dies, so a
+ * copy lives on; the other only ever in B's store, and a third made there from it (echo). B
+ * SIGKILLed: the second's task runs again (its run count goes to 2), then the third's, and gets
+ * have the same bytes; the first is read from its copy, its task not run again. */
+FTEST(a_return_lost_with_its_node_is_made_again)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	int64_t mib = 4;
+	size_t size = (size_t)mib << 20;
+	char path[2][300];
+	struct ferry_arg args[2] = {{0}, {.data = &mib, .len = sizeof(mib)}};
+	struct ferry_ref r[3];
+	struct ferry_arg by_ref = {0};
+	struct ferry_view v;
+	pid_t bpid;
+	int ready = 0;
+	unsigned n = 0;
+	int i;
+
+	start_cluster();
+	(void)node_b(&soft, &bpid);
+	for (i = 0; i < 2; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/big_tally-%d.runs", run_dir, i);
+		unlink(path[i]);
+		args[0].data = path[i];
+		args[0].len = strlen(path[i]);
+		ftest_assert_ok(ferry_submit("big_tally", args, 2, &soft, &r[i]));
+	}
+	/* A third made on B from the second (echo): lost too, made again after its argument. */
+	by_ref.ref = &r[1];
+	ftest_assert_ok(ferry_submit("echo", &by_ref, 1, &soft, &r[2]));
+	ftest_assert_ok(get_logged(&r[0], &v)); /* pulled here */
+	check_big(&v, size);
+	ferry_release(&v);
+	/* Ready, in B's store only: waited for, never got (a get would pull a copy here). */
+	ftest_assert_int_eq(ferry_wait(&r[1], 1, 1, GET_MS, &ready), 1);
+	ftest_assert_int_eq(ferry_wait(&r[2], 1, 1, GET_MS, &ready), 1);
+	ftest_assert_uint_eq(runs(path[0]), 1);
+	ftest_assert_uint_eq(runs(path[1]), 1);
+	ftest_assert_ok(kill(bpid, SIGKILL));
+	/* The driver hears of the death from the GCS and runs the task again: its second line. A
+	 * bounded wait for that event, not a timing assert. */
+	for (i = 0; i < 400 && (n = runs(path[1])) < 2; i++)
+		usleep(50 * 1000);
+	ftest_assert_uint_eq(n, 2);
+	ftest_assert_ok(get_logged(&r[1], &v));
+	check_big(&v, size);
+	ferry_release(&v);
+	ftest_assert_uint_eq(runs(path[1]), 2);
+	ftest_assert_ok(get_logged(&r[2], &v));
+	check_big(&v, size);
+	ferry_release(&v);
+	/* The death was handled for both at once: the pulled one was not made again. */
+	ftest_assert_ok(get_logged(&r[0], &v));
+	check_big(&v, size);
+	ferry_release(&v);
+	ftest_assert_uint_eq(runs(path[0]), 1);
+	for (i = 0; i < 3; i++)
+		ferry_ref_drop(&r[i]);
+	ferry_shutdown();
+	stop_cluster();
+}
