@@ -208,7 +208,8 @@ static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *ke
 		res[n].name = "GPU", res[n++].amount = key->gpus;
 	if (key->memory_bytes > 0)
 		res[n].name = "memory", res[n++].amount = key->memory_bytes;
-	n = parse_custom(key->custom, names, res, n, MAXRES);
+	if (key->custom)
+		n = parse_custom(key->custom, names, res, n, MAXRES);
 	m.request_id = ++sub.next_request;
 	memcpy(m.job.bytes, ferry__rt.job.bytes, sizeof(m.job.bytes));
 	m.code_path = ferry__rt.code_path[0] ? ferry__rt.code_path : NULL;
@@ -1214,5 +1215,6 @@ void ferry__rt_sub_fini(void)
 	ferry__fb_builder_fini(&sub.fb);
 	ferry__rt_actor_fini();
 	ferry__rt_pg_fini();
+	ferry__rt_intern_fini(); /* no class key is read after this */
 	ferry__rt.sub = NULL;
 }

@@ -81,19 +81,64 @@ void ferry__rt_task_free_locked(struct ferry__rt_task *t)
 	ferry__free(t);
 }
 
+/*
+ * Resource specs ("name=amount,..."), interned: a class key holds a pointer, the same one for
+ * equal specs (keys compare by memcmp), so a pending task carries 8 bytes of it instead of
+ * FERRY__RT_CUSTOM_MAX. A process uses few distinct specs; at most INTERN_MAX, then -ENOSPC.
+ */
+#define INTERN_MAX 1024
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *interned[INTERN_MAX];
+static unsigned ninterned;
+
+static int intern(const char *spec, const char **out)
+{
+	int ret = 0;
+	unsigned i;
+
+	pthread_mutex_lock(&intern_lock);
+	for (i = 0; i < ninterned && strcmp(interned[i], spec); i++)
+		;
+	if (i == ninterned) {
+		if (ninterned == INTERN_MAX)
+			ret = -ENOSPC;
+		else if (!(interned[ninterned] = ferry__strdup(spec)))
+			ret = -ENOMEM;
+		else
+			ninterned++;
+	}
+	if (ret == 0)
+		*out = interned[i];
+	pthread_mutex_unlock(&intern_lock);
+	if (ret == -ENOSPC)
+		FLOG_ERROR(COMP, "task resources \"%.40s\": more than %d distinct resource specs",
+			   spec, INTERN_MAX);
+	return ret;
+}
+
+void ferry__rt_intern_fini(void)
+{
+	pthread_mutex_lock(&intern_lock);
+	while (ninterned)
+		ferry__free(interned[--ninterned]);
+	pthread_mutex_unlock(&intern_lock);
+}
+
 static int set_key(struct ferry__rt_task *t, const struct ferry_task_opts *o)
 {
+	int ret;
+
 	memset(&t->key, 0, sizeof(t->key));
 	t->key.cpus = o->num_cpus > 0 ? o->num_cpus : 1;
 	t->key.gpus = o->num_gpus > 0 ? o->num_gpus : 0;
 	t->key.memory_bytes = o->memory_bytes > 0 ? o->memory_bytes : 0;
-	if (o->resources && strlen(o->resources) >= sizeof(t->key.custom)) {
+	if (o->resources && strlen(o->resources) >= FERRY__RT_CUSTOM_MAX) {
 		FLOG_ERROR(COMP, "task resources \"%.40s...\": longer than %d bytes", o->resources,
 			   FERRY__RT_CUSTOM_MAX - 1);
 		return -EINVAL;
 	}
-	if (o->resources)
-		snprintf(t->key.custom, sizeof(t->key.custom), "%s", o->resources);
+	if (o->resources && *o->resources && (ret = intern(o->resources, &t->key.custom)) < 0)
+		return ret;
 	if (o->pg && ferry__rt_pg_key(o->pg, o->pg_bundle, &t->key) < 0)
 		return -EINVAL;
 	if ((unsigned)o->strategy > FERRY_SCHED_NODE_AFFINITY ||

@@ -20,12 +20,13 @@
 
 /* What a lease is asked for: tasks of equal keys share leases. Compared with memcmp. */
 struct ferry__rt_class_key {
-	double cpus;			   /* CPU */
-	double gpus;			   /* GPU */
-	double memory_bytes;		   /* memory */
-	char custom[FERRY__RT_CUSTOM_MAX]; /* "name=amount,...", zero-padded */
-	uint8_t pg[FERRY_UNIQUE_ID_SIZE];  /* a placement group's ID (pg.c), or zeros */
-	int32_t pg_bundle;		   /* with pg: its bundle, -1 any; else 0 */
+	double cpus;			  /* CPU */
+	double gpus;			  /* GPU */
+	double memory_bytes;		  /* memory */
+	const char *custom;		  /* "name=amount,...", interned (submit.c): equal specs
+					    * are one pointer; NULL: none */
+	uint8_t pg[FERRY_UNIQUE_ID_SIZE]; /* a placement group's ID (pg.c), or zeros */
+	int32_t pg_bundle;		  /* with pg: its bundle, -1 any; else 0 */
 	/* Placement (issue 24): tasks that differ here take different leases. */
 	uint8_t strategy;	       /* enum ferry_sched_strategy */
 	uint8_t affinity_soft;	       /* NODE_AFFINITY: soft */
@@ -90,6 +91,8 @@ void ferry__rt_lineage_clear(void);
 void ferry__rt_lineage_node_dead(const struct ferry_node_id *id);
 /* Loop thread, at shutdown: tasks not yet at a worker end with -ECANCELED. */
 void ferry__rt_submit_cancel(void);
+/* The interned resource specs go (ferry_shutdown, once no task is left). */
+void ferry__rt_intern_fini(void);
 /* The error text of a task: "function NAME on node N: WHAT". */
 void ferry__rt_task_error_text(const struct ferry__rt_task *t, const struct ferry_node_id *node,
 			       const char *what, char *out, size_t size);
