@@ -332,9 +332,8 @@ static void set_locality(struct ferry__rt_task *t)
 		struct ferry_node_id node;
 		uint64_t bytes;
 	} sums[8];
-	size_t n = 0, best = 0;
-
 	static int off = -1; /* FERRY_SCHED_LOCALITY=off: read once, under the lock */
+	size_t n = 0, best = 0;
 
 	memset(&t->key.locality, 0, sizeof(t->key.locality));
 	t->key.locality_bytes = 0;

@@ -28,6 +28,7 @@
 
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/runtime/where.h"
 #include "tests/integration/procs.h"
 
 #define GET_MS 30000
@@ -149,31 +150,10 @@ static struct ferry_node_id other_node(int *index)
 	ftest__fail(__FILE__, __LINE__, "the driver's node is both nodes");
 }
 
-/* Submit where(@ms) with @o; its ref. */
-static struct ferry_ref where(int64_t ms, const struct ferry_task_opts *o)
-{
-	struct ferry_arg a = {.data = &ms, .len = sizeof(ms)};
-	struct ferry_ref r;
-
-	ftest_assert_ok(ferry_submit("where", &a, 1, o, &r));
-	return r;
-}
-
-/* The node a where() ran on. */
+/* The node a where() ran on; it must have succeeded. */
 static struct ferry_node_id ran_on(struct ferry_ref *r)
 {
-	struct ferry_node_id id;
-	struct ferry_view v;
-	int ret = ferry_get(r, GET_MS, &v);
-
-	if (ret < 0)
-		ftest_log("where: %s: %s", ferry_strerror(ret), v.error);
-	ftest_assert_ok(ret);
-	ftest_assert_uint_eq(v.len, sizeof(id));
-	memcpy(&id, v.data, sizeof(id));
-	ferry_release(&v);
-	ferry_ref_drop(r);
-	return id;
+	return ran_on_within(r, GET_MS);
 }
 
 static struct ferry_task_opts affinity(const struct ferry_node_id *node, bool soft)
