@@ -178,7 +178,8 @@ int main(int argc, char **argv)
 			usleep(100 * 1000);
 	}
 	if (b.last_status != 0) {
-		fprintf(stderr, "ferry-sched-place-bench: warm-up: %s\n", ferry_strerror(-b.last_status));
+		fprintf(stderr, "ferry-sched-place-bench: warm-up: %s\n",
+			ferry_strerror(-b.last_status));
 		return 1;
 	}
 	t0 = now_ns();
@@ -197,7 +198,8 @@ int main(int argc, char **argv)
 	ferry__loop_destroy(b.loop);
 	return b.ok == b.total ? 0 : 1;
 usage:
-	fprintf(stderr, "usage: ferry-sched-place-bench --gcs HOST:PORT --token-file F [--requests N] "
-			"[--batch B] [--inflight K] [--wait-nodes N]\n");
+	fprintf(stderr,
+		"usage: ferry-sched-place-bench --gcs HOST:PORT --token-file F [--requests N] "
+		"[--batch B] [--inflight K] [--wait-nodes N]\n");
 	return 2;
 }

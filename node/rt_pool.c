@@ -180,7 +180,8 @@ static char **worker_env(const struct rt_worker *w, char set[ENV_SET][ENV_BYTES]
 	snprintf(set[4], ENV_BYTES, "FERRY_WORKER_IP=%s", rt->node->ip);
 	memcpy(set[5], "FERRY_WORKER_TOKEN=", 19);
 	ferry_id_to_hex(rt->node->token, rt->node->opts.token_len, set[5] + 19, ENV_BYTES - 19);
-	snprintf(set[6], ENV_BYTES, "FERRY_NODE_PID=%d", (int)getpid()); /* its death signal's check */
+	snprintf(set[6], ENV_BYTES, "FERRY_NODE_PID=%d",
+		 (int)getpid()); /* its death signal's check */
 	for (size_t i = 0; i < n; i++) {
 		bool ours = false;
 
