@@ -747,12 +747,27 @@ void ferry__rt_lease_node_dead(const struct ferry_node_id *id)
 	ferry__rt_lineage_node_dead(id);
 }
 
+void ferry__rt_lease_conn_gone(const struct ferry__conn *conn)
+{
+	for (struct cls *c = sub.classes; c; c = c->next) {
+		for (struct lease *l = c->leases; l; l = l->next)
+			if (l->node == conn)
+				l->node = NULL;
+		if (c->request_node == conn) { /* its answer cannot come: asked again at need */
+			c->request_node = NULL;
+			c->request_id = 0;
+		}
+	}
+}
+
 static void node_on_close(struct ferry__conn *conn, int err)
 {
 	if (ferry__rt_nodes_forget(conn)) {
 		remote_closed(conn, err);
 		return;
 	}
+	/* Its leases give nothing back there any more (the connection is freed after this). */
+	ferry__rt_lease_conn_gone(conn);
 	sub.node = NULL;
 	sub.open_conns--;
 	/* In a worker this is its node stopping (the worker exits when its main line closes too):

@@ -427,6 +427,7 @@ static void node_on_close(struct ferry__conn *conn, int err)
 	struct ferry__rt_pg_node *n = ferry__conn_data(conn);
 
 	(void)err;
+	ferry__rt_lease_conn_gone(conn); /* leases granted there hold no pointer to it */
 	n->conn = NULL;
 	pgs.open_conns--;
 	if (pgs.stopping)

@@ -225,6 +225,9 @@ struct ferry__rt_pg_node;
 struct ferry__conn;
 struct ferry__rt_pg_node *ferry__rt_pg_lease_node(const struct ferry__rt_class_key *key);
 struct ferry__conn *ferry__rt_pg_node_conn(struct ferry__rt_pg_node *n);
+/* @conn (a node's runtime socket) is closing: no lease or request refers to it after this. */
+struct ferry__conn;
+void ferry__rt_lease_conn_gone(const struct ferry__conn *conn);
 void ferry__rt_lease_node_message(struct ferry__rt_pg_node *via, uint16_t type,
 				  const void *payload);
 
