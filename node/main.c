@@ -36,7 +36,7 @@ static void usage(FILE *to)
 		    "                  [--transport rdma|tcp|auto] [--ip ADDR] [--port P]\n"
 		    "                  [--socket PATH] [--spill-dir D] [--node-id-file F]\n"
 		    "                  [--rdma-port P] [--rdma-busy-poll on|off] [--spin-us US]\n"
-		    "                  [--objmgr-loop auto|own|node]\n"
+		    "                  [--objmgr-loop auto|own|node] [--shm on|off]\n"
 		    "                  [--copy-batch-us US] [--notice-hold-ms MS]\n"
 		    "                  [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		    "                  [--num-cpus N] [--num-gpus N] [--resources NAME=N,...]\n"
@@ -58,6 +58,8 @@ static void usage(FILE *to)
 		    "  --objmgr-loop   where pulls are served: own, a loop thread of their own;\n"
 		    "                  node, the node's one loop (a thread less); auto (default):\n"
 		    "                  own when the node serves RDMA, else node\n"
+		    "  --shm off       never pull over shared memory from a node on this host:\n"
+		    "                  its network transport instead, as between hosts (tests)\n"
 		    "       ferry-node --help | --version\n");
 }
 

@@ -50,7 +50,7 @@ struct ferry__node_opts {
 	size_t token_len;		      /* its bytes, 1..256 */
 	uint64_t memory_bytes;		      /* store arena; 0: the plasma default */
 	enum ferry__node_transport transport; /* see the enum */
-	unsigned no_shm;		      /* 1: never pull over shm (tests of TCP) */
+	unsigned no_shm;		      /* 1: never pull over shm (--shm off) */
 	const char *ip;			      /* address or interface to serve on and advertise;
 					       * NULL: see ferry__node_pick_ip() */
 	uint16_t port;			      /* object manager port; 0: any free one */

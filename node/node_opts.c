@@ -125,6 +125,11 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 			o->rdma_busy_poll = !strcmp(v, "on");
 		else
 			takes = "on or off";
+	else if (!strcmp(a, "--shm"))
+		if (!strcmp(v, "on") || !strcmp(v, "off"))
+			o->no_shm = !strcmp(v, "off");
+		else
+			takes = "on or off";
 	else if (!strcmp(a, "--objmgr-loop"))
 		if (!strcmp(v, "auto"))
 			o->objmgr_loop = FERRY__NODE_OBJMGR_LOOP_AUTO;

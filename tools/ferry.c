@@ -74,6 +74,8 @@ static const char usage_text[] =
 	"NODE OPTIONS: [--memory SIZE] (store size; default 30% of RAM, at most a quarter of the\n"
 	"              available memory and 4G) [--transport rdma|tcp|auto] [--ip ADDR]\n"
 	"              [--spin-us US] (busy poll for latency: ferry-node --spin-us)\n"
+	"              [--shm on|off] (off: pulls between nodes on one host take the\n"
+	"              network transport, as between hosts)\n"
 	"              [--num-cpus N] (default: affinity mask and cgroup quota) [--num-gpus N]\n"
 	"              (default 0) [--resources NAME=N,...] (custom, e.g. tpu=4,ssd=0.5)\n"
 	"              [--num-workers N] (task workers kept started; default the CPUs, 0: on\n"
@@ -91,6 +93,7 @@ struct opts {
 	const char *token_file;	    /* cluster token file */
 	const char *memory;	    /* node store size, passed through */
 	const char *transport;	    /* rdma, tcp, auto */
+	const char *shm;	    /* on, off: pulls over shm from nodes on this host */
 	const char *ip;		    /* address to listen on and advertise */
 	const char *spin_us;	    /* object manager busy-poll window, passed through */
 	const char *num_cpus;	    /* node resources, passed through */
@@ -290,6 +293,7 @@ static void node_argv(const struct opts *o, const char **argv, unsigned n, const
 {
 	const char *pairs[][2] = {{"--memory", memory},
 				  {"--transport", o->transport},
+				  {"--shm", o->shm},
 				  {"--ip", o->ip},
 				  {"--spin-us", o->spin_us},
 				  {"--num-cpus", o->num_cpus},
@@ -348,7 +352,7 @@ static int start_node(const struct opts *o, const struct start *s)
 	snprintf(sock, sizeof(sock), "%s/store.sock", dir);
 	snprintf(spill, sizeof(spill), "%s/spill", dir);
 	/* --port 0: a free port, several nodes may share this host. */
-	const char *argv[40] = {bin,
+	const char *argv[48] = {bin,
 				"--gcs",
 				s->cluster.address,
 				"--token-file",
@@ -792,6 +796,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"token-file", required_argument, NULL, 't'},
 		{"memory", required_argument, NULL, 'm'},
 		{"transport", required_argument, NULL, 'T'},
+		{"shm", required_argument, NULL, 'X'},
 		{"ip", required_argument, NULL, 'i'},
 		{"spin-us", required_argument, NULL, 's'},
 		{"num-cpus", required_argument, NULL, 'C'},
@@ -860,6 +865,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -EINVAL;
 			}
 			o->transport = optarg;
+			break;
+		case 'X':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				ferry__cli_fail("--shm is on or off, not %s", optarg);
+				return -EINVAL;
+			}
+			o->shm = optarg;
 			break;
 		case 'i':
 			o->ip = optarg;

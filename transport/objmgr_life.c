@@ -56,8 +56,10 @@ int ferry__objmgr_address(const struct ferry__objmgr *om, char *buf, size_t size
 		a.tcp_port = om->port;
 	if (om->opts.transports & FERRY_GCS_TRANSPORT_RDMA)
 		a.rdma_port = om->rdma_port;
-	if (om->opts.transports & FERRY_GCS_TRANSPORT_SHM)
-		snprintf(a.shm_path, sizeof(a.shm_path), "%s", om->store_socket);
+	/* Always: it is also where a program on this host finds the node's store (a driver's
+	 * "auto"), and the store serves shm pulls whether or not this node makes them (without
+	 * SHM in its transports it only never pulls over shm: ferry-node --shm off). */
+	snprintf(a.shm_path, sizeof(a.shm_path), "%s", om->store_socket);
 	return ferry__node_addr_format(&a, buf, size);
 }
 

@@ -473,6 +473,8 @@ FTEST(cli_bad_flags)
 	ftest_assert_ptr_notnull(strstr(out, "unknown command"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --transport carrier-pigeon"), 2);
 	ftest_assert_ptr_notnull(strstr(out, "--transport is rdma, tcp or auto"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --shm maybe"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "--shm is on or off"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --port 70000"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --address nocolon"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --memory lots"), 2);

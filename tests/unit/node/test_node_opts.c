@@ -56,7 +56,9 @@ FTEST(every_flag_lands_in_its_option)
 			      "--max-queued",
 			      "1M",
 			      "--stall-timeout-ms",
-			      "900"};
+			      "900",
+			      "--shm",
+			      "off"};
 	struct ferry__node_opts o;
 	const char *token;
 
@@ -78,6 +80,7 @@ FTEST(every_flag_lands_in_its_option)
 	ftest_assert_uint_eq(o.notice_hold_ms, 7);
 	ftest_assert_uint_eq(o.max_queued_bytes, 1u << 20);
 	ftest_assert_uint_eq(o.stall_timeout_ms, 900);
+	ftest_assert_uint_eq(o.no_shm, 1);
 }
 
 FTEST(defaults_are_zero_and_later_flags_win)
@@ -120,6 +123,7 @@ FTEST(bad_values_are_refused)
 	refused("--transport", "udp");
 	refused("--transport", "TCP");
 	refused("--rdma-busy-poll", "yes");
+	refused("--shm", "no");
 	refused("--objmgr-loop", "shared");
 	refused("--objmgr-loop", "");
 	refused("--memory", "30%");

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tasks across two nodes over RDMA (issue 24): `ferry start` runs a GCS and two ferry-node
+ * processes that serve RDMA, each on its own soft-RoCE address (rxe0's and rxe1's in
+ * tools/softroce-vm), with shm off (`--shm off`: the two stores share a host here, and a pull
+ * between them must take the network, as between hosts). A driver joins. A 4 MiB return made
+ * on B by a task pinned there is the argument of a task pinned to A, submitted before the first
+ * has run: A's worker waits for it, it is pulled by RDMA, echoed, and the driver gets the same
+ * bytes. Then B is SIGKILLed holding the only copy of another return: the driver hears of the
+ * death from the GCS, the task runs again on A (lineage) and a get has the same bytes.
+ * Where no RDMA device exists, each case skips with the reason.
+ * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "runtime/rt.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/procs.h"
+#include "tests/integration/runtime/where.h"
+#include "tests/rdma/rdma_util.h"
+
+/* Soft-RoCE under TCG is 10-50x slower than hardware: deadlines are hang guards. */
+#define GET_MS 300000
+#define MIB 4
+
+static char run_dir[256];
+static bool started;
+
+static void stop_cluster(void)
+{
+	if (!started)
+		return;
+	started = false;
+	(void)itest_ferry_cli(run_dir, "stop --timeout 30");
+}
+
+static void remove_run_dir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
+	if (run_dir[0] && system(cmd) != 0)
+		fprintf(stderr, "%s not removed\n", run_dir);
+}
+
+/* The second node's address: $FERRY_RDMA_IP2; else, with $FERRY_RDMA_IP set (a host with one
+ * device), that one; else rxe1's in the VM. */
+static const char *second_ip(void)
+{
+	const char *ip = getenv("FERRY_RDMA_IP2");
+
+	if (ip && *ip)
+		return ip;
+	ip = getenv("FERRY_RDMA_IP");
+	return ip && *ip ? ip : "10.77.0.2";
+}
+
+static void start_cluster(void)
+{
+	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
+	char args[1024], addr[256];
+
+	rt_require_device();
+	if (!o.code_path)
+		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
+	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-rdma-tasks-%d", (int)getpid());
+	setenv("FERRY_RUN_DIR", run_dir, 1);
+	unsetenv("FERRY_ADDRESS");
+	started = true;
+	if (!getenv("FTEST_KEEP_RUN_DIR"))
+		atexit(remove_run_dir);
+	atexit(stop_cluster);
+	snprintf(args, sizeof(args),
+		 "start --head --port 0 --ip %s --transport rdma --shm off --memory 128M "
+		 "--num-cpus 2 --timeout 300",
+		 rt_ip());
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
+	itest_cluster_address(run_dir, addr, sizeof(addr));
+	snprintf(args, sizeof(args),
+		 "start --address %s --token-file %s/token --ip %s --transport rdma --shm off "
+		 "--memory 128M --num-cpus 2 --timeout 300",
+		 addr, run_dir, second_ip());
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
+	ftest_assert_ok(ferry_init(&o));
+}
+
+/* The node that is not the driver's, and its pid (node-N/node.id and node.pid of the run). */
+static struct ferry_node_id other_node(pid_t *pid)
+{
+	for (int i = 1; i <= 2; i++) {
+		struct ferry_node_id id;
+		char path[512], hex[64] = "";
+		FILE *f;
+		int p = 0;
+
+		snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, i);
+		f = fopen(path, "r");
+		ftest_assert_ptr_notnull(f);
+		ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
+		fclose(f);
+		hex[strcspn(hex, "\n")] = 0;
+		ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
+		if (ferry_node_id_eq(&id, &ferry__rt.node))
+			continue;
+		snprintf(path, sizeof(path), "%s/node-%d/node.pid", run_dir, i);
+		f = fopen(path, "r");
+		ftest_assert_ptr_notnull(f);
+		ftest_assert_int_eq(fscanf(f, "%d", &p), 1);
+		fclose(f);
+		*pid = p;
+		return id;
+	}
+	FTEST__FAIL("no node other than the driver's in %s", run_dir);
+}
+
+/* big_tally's bytes (tests/unit/runtime/job_owner.c): byte i is i * 31 + 7. */
+static void check_big(const struct ferry_ref *r)
+{
+	struct ferry_view v;
+	size_t bad = 0;
+	int ret = ferry_get(r, GET_MS, &v);
+
+	if (ret < 0)
+		ftest_log("get: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, (size_t)MIB << 20);
+	for (size_t i = 0; i < v.len; i++)
+		bad += ((const uint8_t *)v.data)[i] != (uint8_t)(i * 31 + 7);
+	ftest_assert_uint_eq(bad, 0);
+	ferry_release(&v);
+}
+
+static unsigned runs(const char *path)
+{
+	char line[16];
+	unsigned n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+/* big_tally(@path, MIB) with @o: its ref. */
+static struct ferry_ref tally(const char *path, const struct ferry_task_opts *o)
+{
+	int64_t mib = MIB;
+	struct ferry_arg args[2] = {{.data = path, .len = strlen(path)},
+				    {.data = &mib, .len = sizeof(mib)}};
+	struct ferry_ref r;
+
+	ftest_assert_ok(ferry_submit("big_tally", args, 2, o, &r));
+	return r;
+}
+
+FTEST(an_argument_made_on_one_node_is_pulled_by_rdma_to_the_other)
+{
+	struct ferry_task_opts on_b = {.strategy = FERRY_SCHED_NODE_AFFINITY};
+	struct ferry_task_opts on_a = {.strategy = FERRY_SCHED_NODE_AFFINITY};
+	struct ferry_arg by_ref = {0};
+	struct ferry_ref made, echoed;
+	char path[300];
+	pid_t bpid;
+
+	start_cluster();
+	on_b.affinity_node = other_node(&bpid);
+	on_a.affinity_node = ferry__rt.node;
+	snprintf(path, sizeof(path), "%s/made.runs", run_dir);
+	made = tally(path, &on_b);
+	/* Submitted at once: the argument is pending when A's worker is leased. */
+	by_ref.ref = &made;
+	ftest_assert_ok(ferry_submit("echo", &by_ref, 1, &on_a, &echoed));
+	check_big(&echoed);
+	check_big(&made);
+	ftest_assert_uint_eq(runs(path), 1);
+	ferry_ref_drop(&echoed);
+	ferry_ref_drop(&made);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+FTEST(a_return_lost_with_its_node_is_made_again_on_the_other)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_ref r;
+	char path[300];
+	unsigned n = 0;
+	int ready = 0;
+	pid_t bpid;
+
+	start_cluster();
+	soft.affinity_node = other_node(&bpid);
+	/* Until the driver's node has B's first load report, soft affinity runs here. */
+	for (int i = 0; i < 600; i++) {
+		struct ferry_ref probe = where(0, &soft);
+		struct ferry_node_id at = ran_on_within(&probe, GET_MS);
+
+		if (ferry_node_id_eq(&at, &soft.affinity_node))
+			break;
+		usleep(100 * 1000);
+	}
+	snprintf(path, sizeof(path), "%s/lost.runs", run_dir);
+	r = tally(path, &soft);
+	/* Ready in B's store only: waited for, never got (a get would pull a copy here). */
+	ftest_assert_int_eq(ferry_wait(&r, 1, 1, GET_MS, &ready), 1);
+	ftest_assert_uint_eq(runs(path), 1);
+	ftest_assert_ok(kill(bpid, SIGKILL));
+	/* A bounded wait for the GCS to declare B dead and the driver to run the task again. */
+	for (int i = 0; i < 1200 && (n = runs(path)) < 2; i++)
+		usleep(100 * 1000);
+	ftest_assert_uint_eq(n, 2);
+	check_big(&r);
+	ferry_ref_drop(&r);
+	ferry_shutdown();
+	stop_cluster();
+}
