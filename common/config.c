@@ -187,3 +187,16 @@ int ferry_config_load(struct ferry_config *cfg)
 	}
 	return ret;
 }
+
+void ferry__run_dir_default(char *buf, size_t size)
+{
+	const char *env = getenv("FERRY_RUN_DIR"), *job = getenv("SLURM_JOB_ID");
+
+	if (env && *env)
+		snprintf(buf, size, "%s", env);
+	else if (job && *job && strspn(job, "0123456789_") == strlen(job))
+		/* One per Slurm job: two jobs of one user on a host must not share a cluster. */
+		snprintf(buf, size, "/tmp/ferry-%u-job%s", (unsigned)getuid(), job);
+	else
+		snprintf(buf, size, "/tmp/ferry-%u", (unsigned)getuid());
+}

@@ -58,4 +58,11 @@ static inline uint64_t ferry__wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/*
+ * ferry__run_dir_default() - the run directory `ferry start` uses and a driver's "auto" reads:
+ * $FERRY_RUN_DIR, else /tmp/ferry-$UID, or inside a Slurm job /tmp/ferry-$UID-job$SLURM_JOB_ID
+ * (common/config.c).
+ */
+void ferry__run_dir_default(char *buf, size_t size);
+
 #endif

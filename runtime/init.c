@@ -37,6 +37,7 @@
 #include "common/net.h"
 #include "common/sha256.h"
 #include "common/token.h"
+#include "common/util.h"
 #include "runtime/dial.h"
 #include "runtime/owner.h"
 #include "runtime/registry.h"
@@ -192,15 +193,12 @@ static int read_cluster_file(const char *run_dir, const char *joining, char *add
  * `ferry start` on this host wrote it). */
 static int join(const char *address, struct where *w)
 {
-	const char *env = getenv("FERRY_RUN_DIR"), *token_env = getenv("FERRY_TOKEN_FILE");
+	const char *token_env = getenv("FERRY_TOKEN_FILE");
 	char run_dir[PATH_MAX], token_path[PATH_MAX] = "";
 	bool by_address = strcmp(address, "auto") != 0;
 	int ret;
 
-	if (env && *env)
-		snprintf(run_dir, sizeof(run_dir), "%s", env);
-	else
-		snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-%u", (unsigned)getuid());
+	ferry__run_dir_default(run_dir, sizeof(run_dir));
 	if (!by_address || !token_env || !*token_env) {
 		ret = read_cluster_file(run_dir, by_address ? address : NULL, w->gcs,
 					sizeof(w->gcs), token_path);

@@ -46,12 +46,31 @@
 #define RESUBSCRIBE_MS 1000u
 #define CUSTOM_KINDS (FERRY__SCHED_KINDS - 4)
 
+/*
+ * A placement the node's reports may not show yet. The first report after it may have been made
+ * before the owner's lease request reached the node, and would free what the placement took:
+ * the next request would go to the same node and wait there behind it (a SPREAD burst piled on
+ * one node so). So a placement is applied again over the first newer report, and dropped at the
+ * second, which the node made a beat or more later, after the grant. The oldest goes when
+ * HELD_MAX are held.
+ */
+#define HELD_MAX 16
+struct held {
+	struct ferry__sched_amount demand[FERRY__SCHED_DEMAND_MAX];
+	uint8_t ndemand; /* of demand */
+	uint8_t verdict; /* enum ferry__sched_verdict */
+	uint8_t reports; /* newer reports since */
+};
+
 struct snode {
 	struct ferry_node_id id; /* the node */
 	char *address;		 /* as registered (ferry__malloc'd), or NULL until known */
 	bool dead;		 /* its child takes nothing more */
 	bool reported;		 /* its load reached us (until then its child is not alive) */
 	uint64_t seen_gen;	 /* the nodes-channel snapshot that last showed it */
+	uint64_t version;	 /* of its last report applied */
+	struct held *held;	 /* HELD_MAX, allocated at its first placement; or NULL */
+	uint32_t nheld;		 /* used, oldest first */
 };
 
 struct sub {
@@ -88,6 +107,45 @@ struct ferry__sched_server {
 static void kv_register(struct ferry__sched_server *s);
 
 /* ---- the view ---- */
+
+static void held_add(struct snode *n, const struct ferry__sched_task *task,
+		     const struct ferry__sched_decision *d)
+{
+	struct held *h;
+
+	if (!n->held && !(n->held = ferry__calloc(HELD_MAX, sizeof(*n->held))))
+		return; /* it goes unheld: at worst the old pile-up */
+	if (n->nheld == HELD_MAX) {
+		memmove(n->held, n->held + 1, (HELD_MAX - 1) * sizeof(*n->held));
+		n->nheld--;
+	}
+	h = &n->held[n->nheld++];
+	h->ndemand = (uint8_t)task->ndemand;
+	memcpy(h->demand, task->demand, task->ndemand * sizeof(h->demand[0]));
+	h->verdict = (uint8_t)d->verdict;
+	h->reports = 0;
+}
+
+/* A newer report of child @i replaced its estimate: the placements it may not show go back
+ * on, those that a report already followed go. */
+static void held_reapply(struct ferry__sched_server *s, uint32_t i)
+{
+	struct snode *n = &s->nodes[i];
+	uint32_t keep = 0;
+
+	for (uint32_t j = 0; j < n->nheld; j++) {
+		struct held h = n->held[j];
+		struct ferry__sched_task task = {.ndemand = h.ndemand};
+		struct ferry__sched_decision d = {.child = i, .verdict = h.verdict};
+
+		if (h.reports++ >= 1)
+			continue;
+		memcpy(task.demand, h.demand, h.ndemand * sizeof(h.demand[0]));
+		ferry__sched_commit(s->level, &task, &d);
+		n->held[keep++] = h;
+	}
+	n->nheld = keep;
+}
 
 static int kind_of(struct ferry__sched_server *s, const char *name, bool add)
 {
@@ -270,8 +328,13 @@ static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	if ((node_index(s, &load.id, false, &i) == 0 || node_index(s, &load.id, true, &i) == 0) &&
 	    !s->nodes[i].dead) {
 		load_convert(s, &load, &sl);
-		if (ferry__sched_child_report(s->level, i, &sl) == 0)
+		if (ferry__sched_child_report(s->level, i, &sl) == 0) {
 			s->nodes[i].reported = true;
+			if (sl.version > s->nodes[i].version) { /* not an older one, ignored */
+				s->nodes[i].version = sl.version;
+				held_reapply(s, i);
+			}
+		}
 	}
 	ferry_gcs_free((void *)(uintptr_t)load.resources);
 }
@@ -417,6 +480,7 @@ static int place_one(struct ferry__sched_server *s, const struct ferry__sched_it
 	if (ret < 0)
 		return ret;
 	ferry__sched_commit(s->level, &task, &d);
+	held_add(&s->nodes[d.child], &task, &d);
 	r->node = s->nodes[d.child].id;
 	r->node_address = s->nodes[d.child].address ? s->nodes[d.child].address : "";
 	return 0;
@@ -627,8 +691,10 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 	for (int i = 0; i < 2; i++)
 		ferry__loop_timer_stop(&s->subs[i].retry);
 	ferry__conn_server_close(s->listener);
-	for (uint32_t i = 0; i < s->nnodes; i++)
+	for (uint32_t i = 0; i < s->nnodes; i++) {
 		ferry__free(s->nodes[i].address);
+		ferry__free(s->nodes[i].held);
+	}
 	ferry__free(s->nodes);
 	ferry__sched_level_destroy(s->level);
 	ferry__free(s->results);

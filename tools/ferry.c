@@ -67,7 +67,10 @@
 
 static const char usage_text[] =
 	"usage: ferry start --head [--port P] [--token-file F] [NODE OPTIONS]\n"
-	"       ferry start --address HOST:PORT [--token-file F] [--sched] [NODE OPTIONS]\n"
+	"       ferry start --address HOST:PORT [--token-file F] [--sched] [--block]\n"
+	"                   [NODE OPTIONS]\n"
+	"       ferry start --slurm [--port P] [NODE OPTIONS]  (in a Slurm job: the head\n"
+	"                   here, a node on each other host of the job; see examples/slurm)\n"
 	"       ferry status [--address HOST:PORT] [--token-file F]\n"
 	"       ferry stop\n"
 	"       ferry --help | --version\n"
@@ -86,21 +89,24 @@ static const char usage_text[] =
 	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
 
 struct opts {
-	bool head;		    /* start --head */
-	bool sched;		    /* start --sched: one more ferry-sched here */
-	uint16_t port;		    /* GCS port (--head) */
-	const char *address;	    /* GCS HOST:PORT to join or ask */
-	const char *token_file;	    /* cluster token file */
-	const char *memory;	    /* node store size, passed through */
-	const char *transport;	    /* rdma, tcp, auto */
-	const char *shm;	    /* on, off: pulls over shm from nodes on this host */
-	const char *ip;		    /* address to listen on and advertise */
-	const char *spin_us;	    /* object manager busy-poll window, passed through */
-	const char *num_cpus;	    /* node resources, passed through */
-	const char *num_gpus;	    /* same */
-	const char *resources;	    /* same: custom name=amount,... */
-	const char *num_workers;    /* the node's worker pool, passed through */
-	const char *max_workers;    /* same */
+	bool head;		 /* start --head */
+	bool slurm;		 /* start --slurm: the head here, a node on each host of the job */
+	bool block;		 /* start --address --block: stay until signalled, then stop it */
+	bool port_set;		 /* --port given */
+	bool sched;		 /* start --sched: one more ferry-sched here */
+	uint16_t port;		 /* GCS port (--head) */
+	const char *address;	 /* GCS HOST:PORT to join or ask */
+	const char *token_file;	 /* cluster token file */
+	const char *memory;	 /* node store size, passed through */
+	const char *transport;	 /* rdma, tcp, auto */
+	const char *shm;	 /* on, off: pulls over shm from nodes on this host */
+	const char *ip;		 /* address to listen on and advertise */
+	const char *spin_us;	 /* object manager busy-poll window, passed through */
+	const char *num_cpus;	 /* node resources, passed through */
+	const char *num_gpus;	 /* same */
+	const char *resources;	 /* same: custom name=amount,... */
+	const char *num_workers; /* the node's worker pool, passed through */
+	const char *max_workers; /* same */
 	const char *worker_idle_ms; /* same */
 	unsigned timeout_s;	    /* deadlines */
 };
@@ -110,6 +116,7 @@ struct start {
 	struct ferry__cli_cluster cluster; /* what the cluster file will say */
 	char new_token[PATH_MAX];	   /* a token made by this start, not yet installed */
 	char logs[PATH_MAX];		   /* the session's log directory */
+	char node_dir[PATH_MAX - 32];	   /* the node-N directory of the node it started */
 	pid_t gcs;			   /* a GCS this start spawned */
 };
 
@@ -143,6 +150,15 @@ static int stop_all(unsigned timeout_s)
 	char dir[PATH_MAX - 32], path[PATH_MAX];
 	int failed = 0, stopped = 0, ret;
 
+	/* The other hosts' nodes first (srun forwards the SIGTERM to each --block start there). */
+	snprintf(path, sizeof(path), "%s/slurm-step.pid", ferry__cli_run_dir);
+	ret = stop_one(path, "srun", timeout_s);
+	failed |= ret == -EBUSY;
+	stopped += ret == 0;
+	if (ret == 0) {
+		snprintf(path, sizeof(path), "%s.token", ferry__cli_run_dir);
+		unlink(path); /* this host's copy of --slurm's sbcast */
+	}
 	failed |= ferry__cli_sched_stop_all(timeout_s, &stopped) < 0;
 	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
 		snprintf(dir, sizeof(dir), "%s/node-%u", ferry__cli_run_dir, i);
@@ -331,7 +347,7 @@ static void record_node_id(const char *dir, const char *ready_line)
 	(void)ferry__cli_write_file(path, hex, 0644);
 }
 
-static int start_node(const struct opts *o, const struct start *s)
+static int start_node(const struct opts *o, struct start *s)
 {
 	char bin[PATH_MAX], dir[PATH_MAX - 32], sock[PATH_MAX], spill[PATH_MAX], line[512];
 	char stem[32], memory[32];
@@ -383,6 +399,7 @@ static int start_node(const struct opts *o, const struct start *s)
 	printf("started ferry-node  pid %-7d %s: %s (log %s)\n", (int)d.pid, stem, line,
 	       d.log_path);
 	record_node_id(dir, line);
+	snprintf(s->node_dir, sizeof(s->node_dir), "%s", dir);
 	return 0;
 }
 
@@ -576,11 +593,55 @@ static int start_locked(const struct opts *o, struct start *s)
 	return 0;
 }
 
+/* --block: wait for SIGTERM, SIGINT or SIGHUP (blocked since run()), then stop the node this
+ * start started. Its end is said: stopped from elsewhere (its directory gone: a `ferry stop`),
+ * 0; died, -ECHILD. */
+static int block_until_signal(const struct opts *o, const struct start *s)
+{
+	struct timespec tick = {.tv_sec = 1};
+	char path[PATH_MAX];
+	sigset_t set;
+	pid_t pid;
+	int sig, ret;
+
+	snprintf(path, sizeof(path), "%s/node.pid", s->node_dir);
+	pid = ferry__cli_read_pid(path);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	printf("ferry: the node runs until this command gets SIGTERM or SIGINT (--block)\n");
+	fflush(stdout);
+	while ((sig = sigtimedwait(&set, NULL, &tick)) < 0) {
+		if (ferry__cli_pid_is(pid, "ferry-node"))
+			continue;
+		if (access(s->node_dir, F_OK) < 0) {
+			printf("ferry: the node was stopped (ferry stop)\n");
+			return 0;
+		}
+		ferry__cli_fail("the node (pid %d) exited: see its log in %s/logs", (int)pid,
+				s->logs);
+		return -ECHILD;
+	}
+	printf("ferry: %s: stopping the node\n", strsignal(sig));
+	/* Without the run directory's lock: a `ferry stop` of this directory may hold it while it
+	 * waits for this very process (through srun), and stopping our own node touches nothing
+	 * another command could be claiming. */
+	ret = stop_one(path, "ferry-node", o->timeout_s);
+	if (ret != -EBUSY)
+		ferry__cli_remove_node_dir(s->node_dir);
+	return ret == -EBUSY ? ret : 0;
+}
+
+static int start_slurm(const struct opts *o);
+
 static int cmd_start(const struct opts *o)
 {
 	struct start s = {0};
 	int lock, ret;
 
+	if (o->slurm)
+		return start_slurm(o);
 	lock = ferry__cli_run_lock();
 	if (lock < 0)
 		return lock;
@@ -590,12 +651,140 @@ static int cmd_start(const struct opts *o)
 	close(lock);
 	if (ret < 0)
 		return ret;
+	if (o->block)
+		return block_until_signal(o, &s);
 	if (o->head)
 		printf("cluster address %s\n"
 		       "on other hosts: copy %s there and run\n"
 		       "  ferry start --address %s --token-file TOKEN_FILE\n",
 		       s.cluster.address, s.cluster.token, s.cluster.address);
 	return 0;
+}
+
+/* ---- Slurm ---- */
+
+/* Until the GCS at @address lists @want nodes alive (or the srun step @step ends, or the
+ * deadline passes: said why). 0 or -errno. */
+static int wait_for_nodes(const struct opts *o, const struct start *s, unsigned want, pid_t step)
+{
+	struct ferry_gcs_client *c = NULL;
+	uint64_t deadline = ferry__now_ms() + o->timeout_s * 1000ull;
+	unsigned alive = 0;
+	int ret;
+
+	ret = gcs_connect(s->cluster.address, s->cluster.token, 0, o->timeout_s, &c);
+	while (ret == 0) {
+		struct ferry_gcs_node_info *nodes = NULL;
+		int n = ferry_gcs_node_list(c, &nodes);
+
+		alive = 0;
+		for (int i = 0; i < n; i++)
+			alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
+		ferry_gcs_free(nodes);
+		if (alive >= want)
+			break;
+		if (!ferry__cli_pid_is(step, "srun")) {
+			ferry__cli_fail(
+				"the srun step that starts the other hosts' nodes ended with "
+				"%u of %u nodes alive: see %s/slurm-nodes.log",
+				alive, want, s->logs);
+			ret = -ECHILD;
+		} else if (ferry__now_ms() > deadline) {
+			ferry__cli_fail("%u of %u nodes alive after %u s (--timeout): see "
+					"%s/slurm-nodes.log",
+					alive, want, o->timeout_s, s->logs);
+			ret = -ETIMEDOUT;
+		} else {
+			usleep(200 * 1000);
+		}
+	}
+	ferry_gcs_client_destroy(c);
+	return ret;
+}
+
+/* The head here; the job's other hosts' nodes by one srun step; wait until all are alive. */
+static int start_slurm(const struct opts *o)
+{
+	static char hosts[FERRY_CLI_MAX_HOSTS][FERRY_CLI_HOST_MAX];
+	const char *self = getenv("SLURMD_NODENAME");
+	char *others[FERRY_CLI_MAX_HOSTS];
+	char exe[PATH_MAX], token[PATH_MAX], timeout[16];
+	const char *args[48];
+	struct opts h = *o;
+	struct start s = {0};
+	unsigned k = 0, a = 0, mine = 0;
+	pid_t step = 0;
+	int n, lock, ret;
+
+	n = ferry__cli_slurm_hosts(hosts, FERRY_CLI_MAX_HOSTS);
+	if (n < 0)
+		return n;
+	/* The batch script runs on the job's first host; salloc's shell may run elsewhere. */
+	for (int i = 0; i < n; i++)
+		if (self && !strcmp(hosts[i], self))
+			mine = (unsigned)i;
+	for (int i = 0; i < n; i++)
+		if ((unsigned)i != mine)
+			others[k++] = hosts[i];
+	h.head = true;
+	h.slurm = false;
+	if (!o->port_set)
+		h.port = 0; /* two jobs' heads may share a host */
+	lock = ferry__cli_run_lock();
+	if (lock < 0)
+		return lock;
+	ret = start_locked(&h, &s);
+	if (ret < 0)
+		start_undo(&h, &s);
+	close(lock);
+	if (ret < 0 || k == 0)
+		goto out;
+	snprintf(token, sizeof(token), "%s.token", ferry__cli_run_dir);
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	ret = len > 0 ? 0 : -errno;
+	if (ret == 0) {
+		exe[len] = '\0';
+		ret = ferry__cli_slurm_bcast(s.cluster.token, token);
+	}
+	if (ret == 0) {
+		snprintf(timeout, sizeof(timeout), "%u", o->timeout_s);
+		args[a++] = exe;
+		args[a++] = "start";
+		args[a++] = "--address";
+		args[a++] = s.cluster.address;
+		args[a++] = "--token-file";
+		args[a++] = token;
+		args[a++] = "--block";
+		args[a++] = "--timeout";
+		args[a++] = timeout;
+		node_argv(o, args, a, o->memory); /* the node options, as given */
+		char(*list)[FERRY_CLI_HOST_MAX] = malloc(k * sizeof(*list));
+
+		ret = list ? 0 : -ENOMEM;
+		for (unsigned i = 0; list && i < k; i++)
+			memcpy(list[i], others[i], FERRY_CLI_HOST_MAX);
+		if (list)
+			ret = ferry__cli_slurm_launch(list, k, args, s.logs, &step);
+		free(list);
+	}
+	if (ret == 0)
+		ret = wait_for_nodes(o, &s, k + 1, step);
+	if (ret < 0) {
+		fprintf(stderr, "ferry: stopping what this start started\n");
+		lock = ferry__cli_run_lock();
+		if (lock >= 0) {
+			(void)stop_all(o->timeout_s);
+			close(lock);
+		}
+	}
+out:
+	if (ret == 0)
+		printf("cluster address %s: %u node%s, on the job's hosts (%s first)\n"
+		       "drivers of this job join it with FERRY_ADDRESS=auto; `ferry stop` ends "
+		       "it\n",
+		       s.cluster.address, k + 1, k ? "s" : "", hosts[mine]);
+	return ret;
 }
 
 /* ---- status ---- */
@@ -790,6 +979,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
 		{"head", no_argument, NULL, 'H'},
+		{"slurm", no_argument, NULL, 'L'},
+		{"block", no_argument, NULL, 'B'},
 		{"sched", no_argument, NULL, 'S'},
 		{"port", required_argument, NULL, 'p'},
 		{"address", required_argument, NULL, 'a'},
@@ -825,6 +1016,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'H':
 			o->head = true;
 			break;
+		case 'L':
+			o->slurm = true;
+			break;
+		case 'B':
+			o->block = true;
+			break;
 		case 'S':
 			o->sched = true;
 			break;
@@ -836,9 +1033,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 						optarg);
 				return -EINVAL;
 			}
-			if (c == 'p')
+			if (c == 'p') {
 				o->port = (uint16_t)v;
-			else
+				o->port_set = true;
+			} else
 				o->timeout_s = (unsigned)v;
 			break;
 		case 'a':
@@ -929,19 +1127,39 @@ static int run(const char *cmd, const struct opts *o)
 		ferry__cli_fail("start takes --head or --address HOST:PORT, not both");
 		return 2;
 	}
-	if (!strcmp(cmd, "start") && !o->head && !o->address) {
+	if (o->slurm && (o->head || o->address || o->block || o->token_file)) {
+		ferry__cli_fail("start --slurm makes its own head and token: not with --head, "
+				"--address, --token-file or --block");
+		return 2;
+	}
+	if (o->block && !o->address) {
+		ferry__cli_fail("--block is for start --address (a node that stays in the "
+				"foreground, as under srun)");
+		return 2;
+	}
+	if (!strcmp(cmd, "start") && !o->head && !o->address && !o->slurm) {
 		ferry__cli_fail(
 			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
 		return 2;
 	}
-	if ((strcmp(cmd, "start") && (o->head || o->sched || o->memory || o->transport || o->ip ||
-				      o->spin_us || o->num_cpus || o->num_gpus || o->resources ||
-				      o->num_workers || o->max_workers || o->worker_idle_ms)) ||
+	if ((strcmp(cmd, "start") &&
+	     (o->head || o->slurm || o->block || o->sched || o->memory || o->transport || o->ip ||
+	      o->spin_us || o->num_cpus || o->num_gpus || o->resources || o->num_workers ||
+	      o->max_workers || o->worker_idle_ms)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (o->block) { /* from now on: a SIGTERM during the start must not leave its node */
+		sigset_t set;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGTERM);
+		sigaddset(&set, SIGINT);
+		sigaddset(&set, SIGHUP);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+	}
 	if (ferry__cli_run_dir_init(!strcmp(cmd, "start")) < 0)
 		return 1;
 	if (!strcmp(cmd, "start"))

@@ -132,4 +132,20 @@ int ferry__cli_sched_start(const char *gcs_address, const char *token_path, cons
 /* Stop every ferry-sched started from here (each counted in *@stopped). 0 or -EBUSY. */
 int ferry__cli_sched_stop_all(unsigned timeout_s, int *stopped);
 
+/* ---- Slurm (ferry_slurm.c) ---- */
+
+#define FERRY_CLI_HOST_MAX 256	 /* a host name's bytes, with its NUL */
+#define FERRY_CLI_MAX_HOSTS 4096 /* hosts of one job that --slurm starts nodes on */
+
+/* The hosts of this Slurm job in order ($SLURM_JOB_NODELIST through `scontrol show hostnames`)
+ * into @hosts; their count, or -errno (said why: not in a job, no scontrol, too many). */
+int ferry__cli_slurm_hosts(char (*hosts)[FERRY_CLI_HOST_MAX], unsigned max);
+/* sbcast: @src to the path @dst on every host of the job. 0 or -errno (said why). */
+int ferry__cli_slurm_bcast(const char *src, const char *dst);
+/* One srun step (recorded as the run directory's slurm-step.pid, logged into @logs) that runs
+ * the ferry command @ferry_args (argv, NULL-terminated) once on each of @hosts. 0 and *@out its
+ * pid, or -errno (said why). */
+int ferry__cli_slurm_launch(char (*hosts)[FERRY_CLI_HOST_MAX], unsigned n,
+			    const char *const *ferry_args, const char *logs, pid_t *out);
+
 #endif

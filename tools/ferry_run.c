@@ -19,6 +19,7 @@
 
 #include <ferry/common.h>
 
+#include "common/util.h"
 #include "tools/ferry_cli.h"
 
 char ferry__cli_run_dir[PATH_MAX - 256];
@@ -53,14 +54,9 @@ static int mkdir_parents(const char *path)
 
 int ferry__cli_run_dir_init(bool create)
 {
-	const char *env = getenv("FERRY_RUN_DIR");
 	struct stat st;
 
-	if (env && *env)
-		snprintf(ferry__cli_run_dir, sizeof(ferry__cli_run_dir), "%s", env);
-	else
-		snprintf(ferry__cli_run_dir, sizeof(ferry__cli_run_dir), "/tmp/ferry-%u",
-			 (unsigned)getuid());
+	ferry__run_dir_default(ferry__cli_run_dir, sizeof(ferry__cli_run_dir));
 	if (!create && access(ferry__cli_run_dir, F_OK) < 0 && errno == ENOENT)
 		return 0; /* status and stop cope with nothing there */
 	if (mkdir_parents(ferry__cli_run_dir) < 0 && errno != EEXIST) {
