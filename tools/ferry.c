@@ -2,8 +2,9 @@
 /*
  * ferry: the operator's command. `ferry start --head` runs a GCS and a node on this host in the
  * background, `ferry start --address HOST:PORT` adds a node that joins an existing cluster,
- * `ferry status` lists the cluster's nodes as the GCS sees them, `ferry stop` stops everything
- * this host started.
+ * `ferry status` lists the cluster's nodes as the GCS sees them, `ferry list` one of the GCS's
+ * tables (tools/ferry_list.c), `ferry stop` stops everything this host started;
+ * `ferry start --slurm` makes a cluster of a Slurm job's hosts (tools/ferry_slurm.c).
  *
  * DESIGN
  * - Run directory: $FERRY_RUN_DIR, default /tmp/ferry-$UID (mode 0700). It holds `token` (made
@@ -72,6 +73,8 @@ static const char usage_text[] =
 	"       ferry start --slurm [--port P] [NODE OPTIONS]  (in a Slurm job: the head\n"
 	"                   here, a node on each other host of the job; see examples/slurm)\n"
 	"       ferry status [--address HOST:PORT] [--token-file F]\n"
+	"       ferry list nodes|workers|actors|placement-groups|jobs [--node ID] [--limit N]\n"
+	"                  [--json] [--address HOST:PORT] [--token-file F]\n"
 	"       ferry stop\n"
 	"       ferry --help | --version\n"
 	"NODE OPTIONS: [--memory SIZE] (store size; default 30% of RAM, at most a quarter of the\n"
@@ -109,6 +112,11 @@ struct opts {
 	const char *max_workers; /* same */
 	const char *worker_idle_ms; /* same */
 	unsigned timeout_s;	    /* deadlines */
+	const char *what;	    /* list: nodes, workers, ... */
+	const char *node;	    /* list --node: an ID's hex prefix */
+	unsigned limit;		    /* list --limit */
+	bool json;		    /* list --json */
+	bool listing;		    /* the command is list: it takes the kind */
 };
 
 /* What one start is doing: filled as it goes, undone by start_undo() if it fails. */
@@ -887,19 +895,18 @@ static void print_local_socket(const struct ferry_gcs_node_info *n)
 	}
 }
 
-static int cmd_status(const struct opts *o)
+/* A client of the GCS status and list ask: --address and --token-file, else the run
+ * directory's cluster. Its address into @addr. */
+static int connect_asked(const struct opts *o, struct ferry_gcs_client **c, char *addr, size_t size)
 {
 	struct ferry__cli_cluster here;
-	struct ferry_gcs_node_info *nodes = NULL;
-	struct ferry_gcs_node_load *loads = NULL;
-	struct ferry_gcs_client *c = NULL;
-	const char *addr, *token_path;
+	const char *token_path;
 	struct ferry__cli_live live;
-	int ret, alive = 0, nloads;
+	int ret;
 
 	ferry__cli_cluster_read(&here);
 	ferry__cli_run_live(&live);
-	addr = o->address ? o->address : here.address;
+	snprintf(addr, size, "%s", o->address ? o->address : here.address);
 	token_path = o->token_file ? o->token_file : here.token;
 	if (!*addr || !*token_path) {
 		ferry__cli_fail(
@@ -909,12 +916,35 @@ static int cmd_status(const struct opts *o)
 	}
 	/* The GCS this host started, if that is the one asked: known dead without a connect. */
 	ret = gcs_connect(addr, token_path, strcmp(addr, here.address) ? 0 : live.gcs, o->timeout_s,
-			  &c);
-	if (ret < 0) {
-		if (!strcmp(addr, here.address) && live.gcs && !live.gcs_alive)
-			print_gcs_log(&here); /* why it is gone */
+			  c);
+	if (ret < 0 && !strcmp(addr, here.address) && live.gcs && !live.gcs_alive)
+		print_gcs_log(&here); /* why it is gone */
+	return ret;
+}
+
+static int cmd_list(const struct opts *o)
+{
+	struct ferry_gcs_client *c = NULL;
+	char addr[256];
+	int ret = connect_asked(o, &c, addr, sizeof(addr));
+
+	if (ret == 0)
+		ret = ferry__cli_list(c, o->what, o->node, o->limit, o->json);
+	ferry_gcs_client_destroy(c);
+	return ret;
+}
+
+static int cmd_status(const struct opts *o)
+{
+	struct ferry_gcs_node_info *nodes = NULL;
+	struct ferry_gcs_node_load *loads = NULL;
+	struct ferry_gcs_client *c = NULL;
+	char addr[256];
+	int ret, alive = 0, nloads;
+
+	ret = connect_asked(o, &c, addr, sizeof(addr));
+	if (ret < 0)
 		return ret;
-	}
 	ret = ferry_gcs_node_list(c, &nodes);
 	/* Loads are an older GCS's unknown list: then the rows go without them. */
 	nloads = ret < 0 ? 0 : ferry_gcs_node_load_list(c, &loads);
@@ -997,6 +1027,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"max-workers", required_argument, NULL, 'M'},
 		{"worker-idle-ms", required_argument, NULL, 'I'},
 		{"timeout", required_argument, NULL, 'w'},
+		{"json", no_argument, NULL, 'J'},
+		{"node", required_argument, NULL, 'N'},
+		{"limit", required_argument, NULL, 'Z'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -1018,6 +1051,27 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'L':
 			o->slurm = true;
+			break;
+		case 'J':
+			o->json = true;
+			break;
+		case 'N':
+			if (!*optarg || strspn(optarg, "0123456789abcdef") != strlen(optarg) ||
+			    strlen(optarg) > 32) {
+				ferry__cli_fail("--node wants a node ID or its first hex digits, "
+						"not %s",
+						optarg);
+				return -EINVAL;
+			}
+			o->node = optarg;
+			break;
+		case 'Z':
+			if (ferry__parse_u32(optarg, UINT32_MAX - 1, &v) < 0 || v == 0) {
+				ferry__cli_fail("bad --limit value: %s (1..%u)", optarg,
+						UINT32_MAX - 1);
+				return -EINVAL;
+			}
+			o->limit = v;
 			break;
 		case 'B':
 			o->block = true;
@@ -1111,6 +1165,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return -EINVAL;
 		}
 	}
+	if (optind < argc && o->listing)
+		o->what = argv[optind++];
 	if (optind < argc) {
 		ferry__cli_fail("unexpected argument: %s", argv[optind]);
 		return -EINVAL;
@@ -1142,10 +1198,28 @@ static int run(const char *cmd, const struct opts *o)
 			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
 		return 2;
 	}
+	if (!strcmp(cmd, "list") != !!o->what || (strcmp(cmd, "list") && (o->node || o->limit))) {
+		ferry__cli_fail("list takes one of: nodes, workers, actors, placement-groups, jobs "
+				"(and --node ID, --limit N, --json)");
+		return 2;
+	}
+	if (o->what) {
+		const char *const *k = ferry__cli_list_kinds;
+
+		while (*k && strcmp(*k, o->what))
+			k++;
+		if (!*k) {
+			ferry__cli_fail(
+				"cannot list %s: nodes, workers, actors, placement-groups or "
+				"jobs",
+				o->what);
+			return 2;
+		}
+	}
 	if ((strcmp(cmd, "start") &&
 	     (o->head || o->slurm || o->block || o->sched || o->memory || o->transport || o->ip ||
-	      o->spin_us || o->num_cpus || o->num_gpus || o->resources || o->num_workers ||
-	      o->max_workers || o->worker_idle_ms)) ||
+	      o->shm || o->spin_us || o->num_cpus || o->num_gpus || o->resources ||
+	      o->num_workers || o->max_workers || o->worker_idle_ms)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;
@@ -1166,6 +1240,8 @@ static int run(const char *cmd, const struct opts *o)
 		ret = cmd_start(o);
 	else if (!strcmp(cmd, "status"))
 		ret = cmd_status(o);
+	else if (!strcmp(cmd, "list"))
+		ret = cmd_list(o);
 	else
 		ret = cmd_stop(o);
 	fflush(stdout);
@@ -1186,7 +1262,8 @@ int main(int argc, char **argv)
 		ferry__version_print("ferry");
 		return 0;
 	}
-	if (strcmp(cmd, "start") && strcmp(cmd, "status") && strcmp(cmd, "stop")) {
+	if (strcmp(cmd, "start") && strcmp(cmd, "status") && strcmp(cmd, "stop") &&
+	    strcmp(cmd, "list")) {
 		if (*cmd)
 			ferry__cli_fail("unknown command: %s", cmd);
 		fputs(usage_text, stderr);
@@ -1201,6 +1278,7 @@ int main(int argc, char **argv)
 	char *const command = argv[1];
 
 	argv[1] = program;
+	o.listing = !strcmp(cmd, "list");
 	ret = parse_opts(argc - 1, argv + 1, &o);
 	argv[1] = command;
 	if (ret > 0) { /* --help or --version after the command */

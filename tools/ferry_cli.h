@@ -148,4 +148,15 @@ int ferry__cli_slurm_bcast(const char *src, const char *dst);
 int ferry__cli_slurm_launch(char (*hosts)[FERRY_CLI_HOST_MAX], unsigned n,
 			    const char *const *ferry_args, const char *logs, pid_t *out);
 
+/* ---- list (ferry_list.c) ---- */
+
+struct ferry_gcs_client;
+/* The kinds `ferry list` knows, NULL-terminated. */
+extern const char *const ferry__cli_list_kinds[];
+/* Print the GCS's table @what (one of ferry__cli_list_kinds) as rows or a JSON array: the rows
+ * of nodes whose ID starts with @node (NULL: all), at most @limit (0: all). 0 or -errno (said
+ * why). */
+int ferry__cli_list(struct ferry_gcs_client *c, const char *what, const char *node, unsigned limit,
+		    bool json);
+
 #endif

@@ -210,6 +210,38 @@ FTEST(cli_head_node_status_stop)
 	}
 	ftest_assert_ptr_notnull(strstr(out, "2 nodes, 1 alive"));
 	ftest_assert_int_eq(count(out, " dead "), 1);
+	/* The GCS's tables: rows, JSON, one node's by its ID's first digits, a cut. */
+	ftest_assert_int_eq(cli(out, sizeof(out), "list nodes"), 0);
+	ftest_assert_int_eq(count(out, "  alive  "), 1);
+	ftest_assert_int_eq(count(out, "  dead  "), 1);
+	ftest_assert_int_eq(cli(out, sizeof(out), "list nodes --json"), 0);
+	ftest_assert_int_eq(count(out, "\"state\": \"alive\""), 1);
+	ftest_assert_int_eq(count(out, "\"state\": \"dead\""), 1);
+	ftest_assert_true(out[0] == '[' && strstr(out, "]\n"));
+	{
+		char id2[64] = "", path[300];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/node-2/node.id", run_dir);
+		f = fopen(path, "r");
+		ftest_assert_ptr_notnull(f);
+		ftest_assert_ptr_notnull(fgets(id2, sizeof(id2), f));
+		fclose(f);
+		id2[12] = '\0';
+		ftest_assert_int_eq(cli(out, sizeof(out), "list nodes --node %s", id2), 0);
+		ftest_assert_int_eq(count(out, "  dead  "), 1);
+		ftest_assert_int_eq(count(out, "  alive  "), 0);
+	}
+	ftest_assert_int_eq(cli(out, sizeof(out), "list nodes --limit 1"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "(1 more: --limit 1)"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "list actors"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "(none)"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "list placement-groups --json"), 0);
+	ftest_assert_str_eq(out, "[]\n");
+	ftest_assert_int_eq(cli(out, sizeof(out), "list tables"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "cannot list tables"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "list nodes --node xyz"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --node ab"), 2);
 
 	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
 	ftest_assert_int_eq(count(out, "stopped"), 3); /* ferry-sched, node-1, the GCS */
