@@ -327,6 +327,17 @@ struct ferry_actor_opts {
 	 * pg_bundle (-1: any bundle with room). */
 	const struct ferry_pg *pg;
 	int32_t pg_bundle;
+
+	/* Placement (issue 24), as struct ferry_task_opts's, at create and at each restart:
+	 * DEFAULT (the creator's node when it has room, else where the scheduler says),
+	 * SPREAD, NODE_AFFINITY to affinity_node (hard: the actor is DEAD with -EHOSTUNREACH
+	 * naming the node when it is not alive; soft: elsewhere when it is dead or full). */
+	enum ferry_sched_strategy strategy;
+	struct ferry_node_id affinity_node;
+	int affinity_soft;
+	int32_t max_task_retries; /* a call in flight when the actor's worker (or node) died
+				   * runs again on the restarted actor this many times; 0:
+				   * none (it fails with -EPIPE); < 0: unlimited */
 };
 
 /*

@@ -7,7 +7,8 @@
  * from inside a task (tests/integration/runtime/test_nested.c); hang stays running
  * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
  * (test_borrow.c); in_bundle logs where and how many ran at once (test_pg.c); where and big
- * place tasks (test_placement.c).
+ * place tasks (test_placement.c); the actor class Spot says where it runs
+ * (test_actor_death.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -457,4 +458,42 @@ FERRY_FUNCTION(in_bundle)
 	if (!ok)
 		return ferry_task_error(ctx, "in_bundle: cannot append to %s", path);
 	return ferry_task_return(ctx, 0, &ms, sizeof(ms));
+}
+
+/* Spot(start): an actor that says where it runs (test_actor_death.c): next() returns start +
+ * the calls to next so far (its state, from the constructor's argument: a restart begins
+ * again), where(ms) sleeps @ms and returns the ID of its node. */
+FERRY_ACTOR_CLASS(Spot, free)
+{
+	int64_t *n = malloc(sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	if (int64_arg(ctx, 0, n) < 0) {
+		free(n);
+		return ferry_task_error(ctx, "Spot takes an int64 start");
+	}
+	*state = n;
+	return 0;
+}
+
+FERRY_ACTOR_METHOD(Spot, next)
+{
+	int64_t *n = ferry_actor_state(ctx);
+
+	++*n;
+	return ferry_task_return(ctx, 0, n, sizeof(*n));
+}
+
+FERRY_ACTOR_METHOD(Spot, where)
+{
+	struct ferry_node_id node;
+	int64_t ms;
+
+	if (int64_arg(ctx, 0, &ms) < 0 || ms < 0 || ms > 60000)
+		return ferry_task_error(ctx, "Spot.where takes 0..60000 ms");
+	usleep((useconds_t)ms * 1000);
+	if (ferry_task_node_id(ctx, &node) < 0)
+		return ferry_task_error(ctx, "no node");
+	return ferry_task_return(ctx, 0, &node, sizeof(node));
 }

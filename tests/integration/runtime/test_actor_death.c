@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Actors placed by strategy and restarted on another node (issue 24), on a cluster `ferry
+ * start` runs: a GCS and two ferry-node processes on loopback, a driver joined to one of them
+ * (A). NODE_AFFINITY actors land on their node (hard and soft), SPREAD ones on both nodes (with
+ * a ferry-sched). Node B SIGKILLed with actors on it and calls in flight there: an actor with a
+ * restart left starts again on A (its constructor rerun with the same argument), its call in
+ * flight runs again there (max_task_retries), its later calls go to the new instance and its
+ * name finds it there; one without restarts is DEAD: its call in flight fails with -EPIPE and
+ * its later calls with -ESRCH, both naming B. An actor with hard affinity to the dead B is DEAD
+ * with -EHOSTUNREACH naming B. The job is tests/unit/runtime/job_owner.c (Spot, where).
+ * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB, FERRY_SCHED_BIN.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ferry/ferry.h>
+
+#include "runtime/rt.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/runtime/cluster2.h"
+
+#define GET_MS 30000
+
+/* A Spot actor (job_owner.c) starting at @start, placed by @o. */
+static struct ferry_actor *spot(int64_t start, const struct ferry_actor_opts *o)
+{
+	struct ferry_arg a = {.data = &start, .len = sizeof(start)};
+	struct ferry_actor *h = NULL;
+
+	ftest_assert_ok(ferry_actor_create("Spot", &a, 1, o, &h));
+	return h;
+}
+
+/* Call Spot.where(@ms); its ref. */
+static struct ferry_ref where_call(struct ferry_actor *h, int64_t ms)
+{
+	struct ferry_arg a = {.data = &ms, .len = sizeof(ms)};
+	struct ferry_ref r;
+
+	ftest_assert_ok(ferry_actor_call(h, "where", &a, 1, 1, &r));
+	return r;
+}
+
+/* The node Spot.where ran on (it must succeed); @r is dropped. */
+static struct ferry_node_id got_node(struct ferry_ref *r)
+{
+	return ran_on_within(r, GET_MS);
+}
+
+static struct ferry_node_id actor_node(struct ferry_actor *h)
+{
+	struct ferry_ref r = where_call(h, 0);
+
+	return got_node(&r);
+}
+
+/* Spot.next()'s value (it must succeed). */
+static int64_t next_of(struct ferry_actor *h)
+{
+	struct ferry_ref r;
+	struct ferry_view v;
+	int64_t n = -1;
+	int ret;
+
+	ftest_assert_ok(ferry_actor_call(h, "next", NULL, 0, 1, &r));
+	ret = ferry_get(&r, GET_MS, &v);
+	if (ret < 0)
+		ftest_log("next: %s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_ok(ret);
+	ftest_assert_uint_eq(v.len, sizeof(n));
+	memcpy(&n, v.data, sizeof(n));
+	ferry_release(&v);
+	ferry_ref_drop(&r);
+	return n;
+}
+
+/* @r fails with @status and an error that names node @node (its first 12 hex digits: the
+ * short form errors use). */
+static void fails_naming(struct ferry_ref *r, int status, const struct ferry_node_id *node)
+{
+	char hex[FERRY_ID_HEX_MAX];
+	struct ferry_view v;
+	int ret = ferry_get(r, GET_MS, &v);
+
+	ferry_node_id_to_hex(node, hex, sizeof(hex));
+	hex[12] = 0;
+	ftest_log("%s: %s", ferry_strerror(ret), v.error);
+	ftest_assert_errno(ret, status);
+	ftest_assert_ptr_notnull(strstr(v.error, hex));
+	ferry_ref_drop(r);
+}
+
+/* NODE_AFFINITY, hard and soft, to either node: the actor's lease goes through the driver's
+ * node's local scheduler ("retry at" the other node) and its worker runs there. */
+FTEST(actors_follow_node_affinity)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_actor_opts o = {.strategy = FERRY_SCHED_NODE_AFFINITY};
+	struct ferry_actor *h[3];
+	struct ferry_node_id self, b, n;
+	pid_t bpid;
+
+	cluster2_start("ferry-actor-death", 2, 4);
+	self = ferry__rt.node;
+	b = cluster2_node_b(&soft, &bpid);
+	o.affinity_node = b;
+	h[0] = spot(0, &o);
+	o.affinity_soft = true;
+	h[1] = spot(0, &o);
+	o.affinity_node = self;
+	o.affinity_soft = false;
+	h[2] = spot(0, &o);
+	n = actor_node(h[0]);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	n = actor_node(h[1]);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	n = actor_node(h[2]);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	/* Its state lives in the worker there: the calls see one another. */
+	ftest_assert_int_eq(next_of(h[0]), 1);
+	ftest_assert_int_eq(next_of(h[0]), 2);
+	for (int i = 0; i < 3; i++)
+		ferry_actor_drop(h[i]);
+	ferry_shutdown();
+	cluster2_stop();
+}
+
+/* SPREAD: the scheduler places each actor's lease; two of one CPU on two idle nodes of two
+ * CPUs go one to each (the emptiest node, the first's amounts taken off at its commit). */
+FTEST(spread_actors_use_both_nodes)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_actor_opts o = {.strategy = FERRY_SCHED_SPREAD};
+	struct ferry_actor *h[2];
+	struct ferry_node_id n[2];
+	pid_t bpid;
+
+	cluster2_start("ferry-actor-death", 2, 2);
+	(void)cluster2_node_b(&soft, &bpid);
+	cluster2_need_scheduler();
+	for (int i = 0; i < 2; i++)
+		h[i] = spot(0, &o);
+	for (int i = 0; i < 2; i++)
+		n[i] = actor_node(h[i]);
+	ftest_assert_false(ferry_node_id_eq(&n[0], &n[1]));
+	for (int i = 0; i < 2; i++)
+		ferry_actor_drop(h[i]);
+	ferry_shutdown();
+	cluster2_stop();
+}
+
+/* Node B SIGKILLed under two actors with a call in flight each: the one with a restart and a
+ * task retry left goes on on A, the other is DEAD naming B; hard affinity to B then fails. */
+FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_actor_opts keep = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+					.affinity_soft = true,
+					.max_restarts = 1,
+					.max_task_retries = 1,
+					.name = "spot-keep"};
+	struct ferry_actor_opts once = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+					.affinity_soft = true};
+	struct ferry_actor_opts hard = {.strategy = FERRY_SCHED_NODE_AFFINITY};
+	struct ferry_actor *y, *x, *named, *z;
+	struct ferry_node_id self, b, n;
+	struct ferry_ref ry, rx, r;
+	unsigned left = 1;
+	pid_t bpid;
+
+	cluster2_start("ferry-actor-death", 2, 4);
+	self = ferry__rt.node;
+	b = cluster2_node_b(&soft, &bpid);
+	keep.affinity_node = once.affinity_node = hard.affinity_node = b;
+	y = spot(10, &keep);
+	x = spot(0, &once);
+	n = actor_node(y);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	n = actor_node(x);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	ftest_assert_int_eq(next_of(y), 11);
+	ftest_assert_int_eq(next_of(y), 12);
+	/* Calls in flight (each sleeps 3 s there) when B dies. */
+	ry = where_call(y, 3000);
+	rx = where_call(x, 3000);
+	usleep(300 * 1000); /* let them reach B: without it the test passes too, it tests less */
+	ftest_assert_ok(kill(bpid, SIGKILL));
+	/* y's call ran again on its new instance, on A. */
+	n = got_node(&ry);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	/* Its constructor ran again with its argument: its state began again at 10. */
+	ftest_assert_int_eq(next_of(y), 11);
+	n = actor_node(y);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	/* Its name finds the new instance. */
+	ftest_assert_ok(ferry_actor_get_named("spot-keep", &named));
+	n = actor_node(named);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	ftest_assert_int_eq(next_of(named), 12);
+	ferry_actor_drop(named);
+	/* x had no restart: its call in flight failed, and so does every later one. */
+	fails_naming(&rx, -EPIPE, &b);
+	r = where_call(x, 0);
+	fails_naming(&r, -ESRCH, &b);
+	/* B's workers ended with it (PR_SET_PDEATHSIG): a bounded wait absorbs scheduling. */
+	for (int i = 0; i < 100 && (left = cluster2_workers_of(bpid)); i++)
+		usleep(50 * 1000);
+	ftest_assert_uint_eq(left, 0);
+	/* Hard affinity to the dead node: the actor is DEAD with -EHOSTUNREACH naming it. */
+	z = spot(0, &hard);
+	r = where_call(z, 0);
+	fails_naming(&r, -EHOSTUNREACH, &b);
+	ferry_actor_drop(z);
+	ferry_actor_drop(x);
+	ferry_actor_drop(y);
+	ferry_shutdown();
+	cluster2_stop();
+}
