@@ -282,13 +282,14 @@ FERRY_FUNCTION(big)
 	return 0;
 }
 
-/* big_tally(path, mib): appends a line to the file @path (a test counts the runs), returns mib
- * MiB of a fixed pattern (byte i: i * 31 + 7, a test hashes it) in its node's store. */
+/* big_tally(path, mib[, max_runs]): appends a line to the file @path (a test counts the runs),
+ * returns mib MiB of a fixed pattern (byte i: i * 31 + 7, a test hashes it) in its node's
+ * store; with max_runs, a run after that many fails instead (an error, not retried). */
 FERRY_FUNCTION(big_tally)
 {
 	char path[256];
 	uint8_t *buf;
-	int64_t mib;
+	int64_t mib, runs, max_runs;
 	int fd, ret;
 
 	if (path_arg(ctx, 0, path, sizeof(path)) < 0 || int64_arg(ctx, 1, &mib) < 0 || mib < 1 ||
@@ -300,7 +301,11 @@ FERRY_FUNCTION(big_tally)
 			close(fd);
 		return ferry_task_error(ctx, "big_tally: cannot append to %s", path);
 	}
+	runs = lseek(fd, 0, SEEK_END) / 4;
 	close(fd);
+	if (int64_arg(ctx, 2, &max_runs) == 0 && runs > max_runs)
+		return ferry_task_error(ctx, "big_tally: run %lld of at most %lld", (long long)runs,
+					(long long)max_runs);
 	ret = ferry_task_return_alloc(ctx, 0, (size_t)mib << 20, (void **)&buf);
 	if (ret < 0)
 		return ret;
