@@ -294,7 +294,7 @@ static void restart_or_die(struct ferry__rt_actor *a, int status, enum ferry_gcs
 	FLOG_INFO(COMP, "actor %s restarts (%u so far): %s", a->cls, a->restarts, why);
 	gcs_update(a, FERRY_GCS_ACTOR_RESTARTING, FERRY_GCS_EXIT_NONE, NULL);
 	memset(&a->worker, 0, sizeof(a->worker));
-	a->revoked = false;
+	a->revoked = a->node_lost = false;
 	ask_lease(a);
 }
 
@@ -570,7 +570,8 @@ static void worker_died(struct ferry__rt_actor *a)
 	give_back(a);
 	if (!a->owned)
 		return;
-	restart_or_die(a, -ESRCH, FERRY_GCS_EXIT_ERROR, a->why);
+	restart_or_die(a, -ESRCH, a->node_lost ? FERRY_GCS_EXIT_NODE_DIED : FERRY_GCS_EXIT_ERROR,
+		       a->why);
 }
 
 static void revoke_due(struct ferry__loop_timer *timer, int status)
@@ -1095,7 +1096,7 @@ void ferry__rt_actor_conn_gone(const struct ferry__conn *conn, bool ask_again)
 		}
 		if (!a->lease_id)
 			continue;
-		a->revoked = true; /* nothing to give back to */
+		a->revoked = a->node_lost = true; /* nothing to give back to */
 		if (!a->why[0])
 			snprintf(a->why, sizeof(a->why), "node %s closed its connection (it died?)",
 				 node_hex(a, hex, sizeof(hex)));
@@ -1120,7 +1121,7 @@ void ferry__rt_actor_node_dead(const struct ferry_node_id *id)
 		ferry_node_id_to_hex(id, hex, sizeof(hex));
 		snprintf(a->why, sizeof(a->why), "node %s died", hex);
 		if (a->owned) {
-			a->revoked = true; /* the node took its lease with it */
+			a->revoked = a->node_lost = true; /* it took its lease with it */
 			(void)ferry__loop_timer_stop(&a->revoke);
 			drop_conn(a);
 			worker_died(a);

@@ -36,6 +36,7 @@ struct ferry__rt_actor {
 	bool request_placed;		       /* ... asked after a "retry at" */
 	uint64_t lease_id;		       /* its lease, or 0 */
 	bool revoked;			       /* the node took the lease back */
+	bool node_lost;			       /* ... with its node: it died or closed */
 	struct ferry_worker_id worker;	       /* its worker */
 	struct ferry_node_id node;	       /* the worker's node */
 	struct ferry__conn *conn;	       /* to the worker, NULL when none */

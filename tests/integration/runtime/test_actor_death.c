@@ -7,7 +7,8 @@
  * restart left starts again on A (its constructor rerun with the same argument), its call in
  * flight runs again there (max_task_retries), its later calls go to the new instance and its
  * name finds it there; one without restarts is DEAD: its call in flight fails with -EPIPE and
- * its later calls with -ESRCH, both naming B. An actor with hard affinity to the dead B is DEAD
+ * its later calls with -ESRCH, both naming B, and the GCS records it DEAD of its node's death.
+ * An actor with hard affinity to the dead B is DEAD
  * with -EHOSTUNREACH naming B. The job is tests/unit/runtime/job_owner.c (Spot, where).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB, FERRY_SCHED_BIN.
  */
@@ -92,6 +93,35 @@ static void fails_naming(struct ferry_ref *r, int status, const struct ferry_nod
 	ftest_assert_errno(ret, status);
 	ftest_assert_ptr_notnull(strstr(v.error, hex));
 	ferry_ref_drop(r);
+}
+
+/* The GCS's actors table has @h DEAD, its node died, the message naming node @node. */
+static void dead_naming(struct ferry_actor *h, const struct ferry_node_id *node)
+{
+	struct ferry_gcs_actor_info *info = NULL;
+	struct ferry_actor_id id;
+	char hex[FERRY_ID_HEX_MAX];
+	int state = -1;
+
+	ftest_assert_ok(ferry_actor_id(h, &id));
+	ferry_node_id_to_hex(node, hex, sizeof(hex));
+	hex[12] = 0;
+	/* The owner's update is asynchronous: a bounded wait for it, not a timing assert. */
+	for (int i = 0; i < 100 && state != FERRY_GCS_ACTOR_DEAD; i++) {
+		ferry_gcs_free(info);
+		info = NULL;
+		ftest_assert_ok(ferry_gcs_actor_get(ferry__rt.gcs, &id, &info));
+		state = info->state;
+		if (state != FERRY_GCS_ACTOR_DEAD)
+			usleep(50 * 1000);
+	}
+	ftest_log("in the GCS: cause %d: %s", (int)info->death_cause,
+		  info->death_message ? info->death_message : "(none)");
+	ftest_assert_int_eq(state, FERRY_GCS_ACTOR_DEAD);
+	ftest_assert_int_eq(info->death_cause, FERRY_GCS_EXIT_NODE_DIED);
+	ftest_assert_ptr_notnull(info->death_message);
+	ftest_assert_ptr_notnull(strstr(info->death_message, hex));
+	ferry_gcs_free(info);
 }
 
 /* NODE_AFFINITY, hard and soft, to either node: the actor's lease goes through the driver's
@@ -209,6 +239,7 @@ FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
 	fails_naming(&rx, -EPIPE, &b);
 	r = where_call(x, 0);
 	fails_naming(&r, -ESRCH, &b);
+	dead_naming(x, &b);
 	/* B's workers ended with it (PR_SET_PDEATHSIG): a bounded wait absorbs scheduling. */
 	for (int i = 0; i < 100 && (left = cluster2_workers_of(bpid)); i++)
 		usleep(50 * 1000);
