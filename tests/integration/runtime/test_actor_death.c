@@ -8,8 +8,9 @@
  * flight runs again there (max_task_retries), its later calls go to the new instance and its
  * name finds it there; one without restarts is DEAD: its call in flight fails with -EPIPE and
  * its later calls with -ESRCH, both naming B, and the GCS records it DEAD of its node's death.
- * An actor with hard affinity to the dead B is DEAD
- * with -EHOSTUNREACH naming B. The job is tests/unit/runtime/job_owner.c (Spot, where).
+ * An actor with hard affinity to the dead B is DEAD with -EHOSTUNREACH naming B. B cut off
+ * instead (stopped, its sockets open): once the GCS declares it dead, its actor restarts on A.
+ * The job is tests/unit/runtime/job_owner.c (Spot).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB, FERRY_SCHED_BIN.
  */
 #include <errno.h>
@@ -250,6 +251,43 @@ FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
 	fails_naming(&r, -EHOSTUNREACH, &b);
 	ferry_actor_drop(z);
 	ferry_actor_drop(x);
+	ferry_actor_drop(y);
+	ferry_shutdown();
+	cluster2_stop();
+}
+
+/* B stopped with its workers (SIGSTOP of its process group: a host cut off, whose sockets stay
+ * open): once the GCS declares B dead, the driver hears it (node_watch.c) and the actor there
+ * restarts on A, its call in flight run again there. Without that, the call would wait for B
+ * for ever (the get's 30 s then fails the test). */
+FTEST(an_actor_on_a_cut_off_node_restarts_elsewhere)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_actor_opts o = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				     .affinity_soft = true,
+				     .max_restarts = 1,
+				     .max_task_retries = 1};
+	struct ferry_node_id self, b, n;
+	struct ferry_actor *y;
+	struct ferry_ref r;
+	pid_t bpid;
+
+	cluster2_start("ferry-actor-death", 2, 4);
+	self = ferry__rt.node;
+	b = cluster2_node_b(&soft, &bpid);
+	o.affinity_node = b;
+	y = spot(10, &o);
+	n = actor_node(y);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	r = where_call(y, 2000);
+	usleep(300 * 1000); /* let it reach B: without it the test passes too, it tests less */
+	cluster2_frozen = getpgid(bpid);
+	ftest_assert_true(cluster2_frozen > 1 && cluster2_frozen != getpgid(0));
+	ftest_assert_ok(kill(-cluster2_frozen, SIGSTOP));
+	n = got_node(&r);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	ftest_assert_int_eq(next_of(y), 11);
 	ferry_actor_drop(y);
 	ferry_shutdown();
 	cluster2_stop();
