@@ -10,7 +10,7 @@
  * its later calls with -ESRCH, both naming B, and the GCS records it DEAD of its node's death.
  * An actor with hard affinity to the dead B is DEAD with -EHOSTUNREACH naming B. B cut off
  * instead (stopped, its sockets open): once the GCS declares it dead, its actor restarts on A.
- * The job is tests/unit/runtime/job_owner.c (Spot).
+ * A detached actor placed on B outlives its creator there. The job is tests/unit/runtime/job_owner.c (Spot).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB, FERRY_SCHED_BIN.
  */
 #include <errno.h>
@@ -289,6 +289,40 @@ FTEST(an_actor_on_a_cut_off_node_restarts_elsewhere)
 	ftest_assert_true(ferry_node_id_eq(&n, &self));
 	ftest_assert_int_eq(next_of(y), 11);
 	ferry_actor_drop(y);
+	ferry_shutdown();
+	cluster2_stop();
+}
+
+/* A detached actor placed on B (hard affinity) outlives its creator: the LeaseDetach goes to
+ * the node that granted its lease, B, which keeps the lease when the driver leaves. The same
+ * process joins again as another driver: the name finds the actor on B, its state kept. */
+FTEST(a_detached_actor_on_another_node_outlives_its_creator)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_actor_opts o = {
+		.strategy = FERRY_SCHED_NODE_AFFINITY, .name = "spot-detached", .detached = 1};
+	struct ferry_init_opts again = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
+	struct ferry_node_id b, n;
+	struct ferry_actor *h;
+	pid_t bpid;
+
+	cluster2_start("ferry-actor-death", 2, 4);
+	b = cluster2_node_b(&soft, &bpid);
+	o.affinity_node = b;
+	h = spot(20, &o);
+	n = actor_node(h);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	ftest_assert_int_eq(next_of(h), 21);
+	ferry_actor_drop(h); /* detached: it stays */
+	ferry_shutdown();
+	ftest_assert_ok(ferry_init(&again));
+	ftest_assert_ok(ferry_actor_get_named("spot-detached", &h));
+	n = actor_node(h);
+	ftest_assert_true(ferry_node_id_eq(&n, &b));
+	ftest_assert_int_eq(next_of(h), 22);
+	ftest_assert_ok(ferry_actor_kill(h, 1));
+	ferry_actor_drop(h);
 	ferry_shutdown();
 	cluster2_stop();
 }
