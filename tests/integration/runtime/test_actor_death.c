@@ -3,7 +3,7 @@
  * Actors placed by strategy and restarted on another node (issue 24), on a cluster `ferry
  * start` runs: a GCS and two ferry-node processes on loopback, a driver joined to one of them
  * (A). NODE_AFFINITY actors land on their node (hard and soft), SPREAD ones on both nodes (with
- * a ferry-sched). Node B SIGKILLed with actors on it and calls in flight there: an actor with a
+ * a ferry-sched), and a compiled graph reaches an actor on B. Node B SIGKILLed with actors on it and calls in flight there: an actor with a
  * restart left starts again on A (its constructor rerun with the same argument), its call in
  * flight runs again there (max_task_retries), its later calls go to the new instance and its
  * name finds it there; one without restarts is DEAD: its call in flight fails with -EPIPE and
@@ -125,6 +125,28 @@ static void dead_naming(struct ferry_actor *h, const struct ferry_node_id *node)
 	ferry_gcs_free(info);
 }
 
+/* A compiled graph of one node, @h's where, reaches @h's worker on its node (@node) of this
+ * host: beside that node's socket, not ours. */
+static void graph_on(struct ferry_actor *h, const struct ferry_node_id *node)
+{
+	struct ferry_graph_result res;
+	struct ferry_graph *g = NULL;
+	struct ferry_node_id n;
+	int64_t ms = 0;
+	uint64_t exec;
+
+	ftest_assert_ok(ferry_graph_create(&g));
+	ftest_assert_int_ge(ferry_graph_bind(g, h, "Spot.where", &FERRY_GRAPH_INPUT(0), 1), 0);
+	ftest_assert_ok(ferry_graph_compile(g, GET_MS));
+	ftest_assert_ok(ferry_graph_execute(g, &FERRY_GRAPH_CONST(&ms, sizeof(ms)), 1, &exec));
+	ftest_assert_ok(ferry_graph_get(g, exec, GET_MS, &res));
+	ftest_assert_uint_eq(res.len, sizeof(n));
+	memcpy(&n, res.data, sizeof(n));
+	ferry_graph_result_release(&res);
+	ftest_assert_true(ferry_node_id_eq(&n, node));
+	ferry_graph_destroy(g);
+}
+
 /* NODE_AFFINITY, hard and soft, to either node: the actor's lease goes through the driver's
  * node's local scheduler ("retry at" the other node) and its worker runs there. */
 FTEST(actors_follow_node_affinity)
@@ -155,6 +177,7 @@ FTEST(actors_follow_node_affinity)
 	/* Its state lives in the worker there: the calls see one another. */
 	ftest_assert_int_eq(next_of(h[0]), 1);
 	ftest_assert_int_eq(next_of(h[0]), 2);
+	graph_on(h[0], &b);
 	for (int i = 0; i < 3; i++)
 		ferry_actor_drop(h[i]);
 	ferry_shutdown();
