@@ -6,7 +6,7 @@
  * a ferry-sched), and a compiled graph reaches an actor on B. Node B SIGKILLed with actors on it and calls in flight there: an actor with a
  * restart left starts again on A (its constructor rerun with the same argument), its call in
  * flight runs again there (max_task_retries), its later calls go to the new instance and its
- * name finds it there; one without restarts is DEAD: its call in flight fails with -EPIPE and
+ * name finds it there (a named handle taken before the death too); one without restarts is DEAD: its call in flight fails with -EPIPE and
  * its later calls with -ESRCH, both naming B, and the GCS records it DEAD of its node's death.
  * An actor with hard affinity to the dead B is DEAD with -EHOSTUNREACH naming B. B cut off
  * instead (stopped, its sockets open): once the GCS declares it dead, its actor restarts on A.
@@ -223,7 +223,7 @@ FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
 	struct ferry_actor_opts once = {.strategy = FERRY_SCHED_NODE_AFFINITY,
 					.affinity_soft = true};
 	struct ferry_actor_opts hard = {.strategy = FERRY_SCHED_NODE_AFFINITY};
-	struct ferry_actor *y, *x, *named, *z;
+	struct ferry_actor *y, *x, *named, *before, *z;
 	struct ferry_node_id self, b, n;
 	struct ferry_ref ry, rx, r;
 	unsigned left = 1;
@@ -240,7 +240,8 @@ FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
 	n = actor_node(x);
 	ftest_assert_true(ferry_node_id_eq(&n, &b));
 	ftest_assert_int_eq(next_of(y), 11);
-	ftest_assert_int_eq(next_of(y), 12);
+	ftest_assert_ok(ferry_actor_get_named("spot-keep", &before)); /* its own record */
+	ftest_assert_int_eq(next_of(before), 12);
 	/* Calls in flight (each sleeps 3 s there) when B dies. */
 	ry = where_call(y, 3000);
 	rx = where_call(x, 3000);
@@ -259,6 +260,11 @@ FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
 	ftest_assert_true(ferry_node_id_eq(&n, &self));
 	ftest_assert_int_eq(next_of(named), 12);
 	ferry_actor_drop(named);
+	/* A named handle from before the death finds the new instance too (the GCS again). */
+	ftest_assert_int_eq(next_of(before), 13);
+	n = actor_node(before);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	ferry_actor_drop(before);
 	/* x had no restart: its call in flight failed, and so does every later one. */
 	fails_naming(&rx, -EPIPE, &b);
 	r = where_call(x, 0);
