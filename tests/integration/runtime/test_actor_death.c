@@ -149,18 +149,25 @@ static void graph_on(struct ferry_actor *h, const struct ferry_node_id *node)
 }
 
 /* NODE_AFFINITY, hard and soft, to either node: the actor's lease goes through the driver's
- * node's local scheduler ("retry at" the other node) and its worker runs there. */
+ * node's local scheduler ("retry at" the other node) and its worker runs there. Bad options
+ * are refused with -EINVAL. */
 FTEST(actors_follow_node_affinity)
 {
 	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
 				       .affinity_soft = true};
-	struct ferry_actor_opts o = {.strategy = FERRY_SCHED_NODE_AFFINITY};
+	struct ferry_actor_opts o = {.strategy = FERRY_SCHED_NODE_AFFINITY}, bad = {0};
 	struct ferry_actor *h[3];
+	int64_t start = 0;
+	struct ferry_arg arg = {.data = &start, .len = sizeof(start)};
 	struct ferry_node_id self, b, n;
 	pid_t bpid;
 
 	cluster2_start("ferry-actor-death", 2, 4);
 	self = ferry__rt.node;
+	/* Misuse: NODE_AFFINITY without a node, a strategy that does not exist. */
+	ftest_assert_errno(ferry_actor_create("Spot", &arg, 1, &o, &h[0]), -EINVAL);
+	bad.strategy = (enum ferry_sched_strategy)7;
+	ftest_assert_errno(ferry_actor_create("Spot", &arg, 1, &bad, &h[0]), -EINVAL);
 	b = cluster2_node_b(&soft, &bpid);
 	o.affinity_node = b;
 	h[0] = spot(0, &o);
