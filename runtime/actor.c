@@ -1111,11 +1111,17 @@ void ferry__rt_actor_conn_gone(const struct ferry__conn *conn, bool ask_again)
  * its worker now; a named handle looks for the actor again. */
 void ferry__rt_actor_node_dead(const struct ferry_node_id *id)
 {
+	struct ferry__conn *there = ferry__rt_nodes_find(id);
+
 	for (struct ferry__rt_actor *a = actors; a; a = a->next) {
 		char hex[FERRY_ID_HEX_MAX];
+		/* ALIVE: a->node is its worker's; else (its constructor on its way) the node that
+		 * granted its lease says, as a->node still names the last one. */
+		bool on_it = a->state == FERRY_GCS_ACTOR_ALIVE
+				     ? ferry_node_id_eq(&a->node, id)
+				     : there && a->lease_node == there && a->lease_id;
 
-		/* ALIVE: a->node is its worker's (a restart on its way names the old one). */
-		if (a->state != FERRY_GCS_ACTOR_ALIVE || !ferry_node_id_eq(&a->node, id) ||
+		if (a->state == FERRY_GCS_ACTOR_DEAD || !on_it ||
 		    (!a->conn && !ferry__loop_timer_active(&a->revoke)))
 			continue;
 		ferry_node_id_to_hex(id, hex, sizeof(hex));

@@ -300,8 +300,8 @@ FTEST(an_actor_on_a_killed_node_restarts_elsewhere)
 
 /* B stopped with its workers (SIGSTOP of its process group: a host cut off, whose sockets stay
  * open): once the GCS declares B dead, the driver hears it (node_watch.c) and the actor there
- * restarts on A, its call in flight run again there. Without that, the call would wait for B
- * for ever (the get's 30 s then fails the test). */
+ * restarts on A, its call in flight run again there; so does one whose constructor was running
+ * on B. Without that, the calls would wait for B for ever (the get's 30 s fails the test). */
 FTEST(an_actor_on_a_cut_off_node_restarts_elsewhere)
 {
 	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
@@ -310,9 +310,12 @@ FTEST(an_actor_on_a_cut_off_node_restarts_elsewhere)
 				     .affinity_soft = true,
 				     .max_restarts = 1,
 				     .max_task_retries = 1};
+	int64_t zargs[2] = {30, 2000}; /* its constructor takes 2 s */
+	struct ferry_arg za[2] = {{.data = &zargs[0], .len = sizeof(zargs[0])},
+				  {.data = &zargs[1], .len = sizeof(zargs[1])}};
 	struct ferry_node_id self, b, n;
-	struct ferry_actor *y;
-	struct ferry_ref r;
+	struct ferry_actor *y, *z;
+	struct ferry_ref r, rz;
 	pid_t bpid;
 
 	cluster2_start("ferry-actor-death", 2, 4);
@@ -323,13 +326,20 @@ FTEST(an_actor_on_a_cut_off_node_restarts_elsewhere)
 	n = actor_node(y);
 	ftest_assert_true(ferry_node_id_eq(&n, &b));
 	r = where_call(y, 2000);
-	usleep(300 * 1000); /* let it reach B: without it the test passes too, it tests less */
+	/* z's constructor runs on B when B stops: its call waits for it (PENDING). */
+	ftest_assert_ok(ferry_actor_create("Spot", za, 2, &o, &z));
+	rz = where_call(z, 0);
+	usleep(300 * 1000); /* let them reach B: without it the test passes too, it tests less */
 	cluster2_frozen = getpgid(bpid);
 	ftest_assert_true(cluster2_frozen > 1 && cluster2_frozen != getpgid(0));
 	ftest_assert_ok(kill(-cluster2_frozen, SIGSTOP));
 	n = got_node(&r);
 	ftest_assert_true(ferry_node_id_eq(&n, &self));
 	ftest_assert_int_eq(next_of(y), 11);
+	n = got_node(&rz);
+	ftest_assert_true(ferry_node_id_eq(&n, &self));
+	ftest_assert_int_eq(next_of(z), 31);
+	ferry_actor_drop(z);
 	ferry_actor_drop(y);
 	ferry_shutdown();
 	cluster2_stop();

@@ -465,19 +465,22 @@ FERRY_FUNCTION(in_bundle)
 	return ferry_task_return(ctx, 0, &ms, sizeof(ms));
 }
 
-/* Spot(start): an actor that says where it runs (test_actor_death.c): next() returns start +
- * the calls to next so far (its state, from the constructor's argument: a restart begins
- * again), where(ms) sleeps @ms and returns the ID of its node. */
+/* Spot(start[, ms]): an actor that says where it runs (test_actor_death.c); its constructor
+ * sleeps @ms. next() returns start + the calls to next so far (its state, from the
+ * constructor's argument: a restart begins again), where(ms) sleeps @ms and returns the ID of
+ * its node. */
 FERRY_ACTOR_CLASS(Spot, free)
 {
-	int64_t *n = malloc(sizeof(*n));
+	int64_t *n = malloc(sizeof(*n)), ms = 0;
 
 	if (!n)
 		return -ENOMEM;
-	if (int64_arg(ctx, 0, n) < 0) {
+	if (int64_arg(ctx, 0, n) < 0 || (ferry_task_num_args(ctx) > 1 &&
+					 (int64_arg(ctx, 1, &ms) < 0 || ms < 0 || ms > 60000))) {
 		free(n);
-		return ferry_task_error(ctx, "Spot takes an int64 start");
+		return ferry_task_error(ctx, "Spot takes an int64 start and 0..60000 ms");
 	}
+	usleep((useconds_t)ms * 1000);
 	*state = n;
 	return 0;
 }
