@@ -5,17 +5,23 @@
  * DEAD with why). The worker's side is worker_actor.c; schema/runtime.fbs the protocol.
  *
  * DESIGN
- * - The owner (the process that created the actor) asks the node for a lease of the actor's
- *   resources through lease.c's node socket and keeps it for the actor's life: the actor's
- *   worker is dedicated to it. It connects to the worker, sends ActorCreate (the constructor
- *   and its arguments, kept for restarts) and then pushes calls (ActorCall) straight to it,
- *   pipelined: the worker runs one socket's frames in order, so calls run in the order made.
+ * - The owner (the process that created the actor) asks for a lease of the actor's resources
+ *   as a task class does (lease.c): its node places it by the actor's strategy, perhaps on
+ *   another node ("retry at", then asked there, placed), and the owner keeps it for the
+ *   actor's life, remembering the node connection that granted it (lease_node: LeaseReturn,
+ *   LeaseDetach and LeaseRevoked go to and come from there). The actor's worker is dedicated
+ *   to it. It connects to the worker, sends ActorCreate (the constructor and its arguments,
+ *   kept for restarts) and then pushes calls (ActorCall) straight to it, pipelined: the
+ *   worker runs one socket's frames in order, so calls run in the order made.
  * - Calls wait in the actor's queue while it is PENDING or RESTARTING, and while the call at
  *   its head waits for a ref argument (a later call never overtakes an earlier one).
  * - The worker dies (its socket closes): the calls in flight fail with -EPIPE and the reason
  *   the node's LeaseRevoked gives (waited for up to REVOKE_WAIT_MS); then the actor restarts
  *   on a new lease (the constructor rerun with its original arguments) while restarts are
- *   left, else it is DEAD and every call fails at once with -ESRCH.
+ *   left, else it is DEAD and every call fails at once with -ESRCH. Calls in flight with a
+ *   run left (max_task_retries) go back to the front of the queue instead. A node that dies
+ *   (its connection closes, or the GCS says so: ferry__rt_actor_conn_gone, _node_dead) is
+ *   the reason, named, and the restart is placed anew.
  * - Detached actors (Ray's lifetime="detached"): the owner sends LeaseDetach with each grant,
  *   so the node keeps the lease when the owner's connection closes, and ActorCreate says so,
  *   so the worker keeps the actor when the owner's socket closes; the GCS record has no
