@@ -3,7 +3,8 @@
  * Actors placed by strategy and restarted on another node (issue 24), on a cluster `ferry
  * start` runs: a GCS and two ferry-node processes on loopback, a driver joined to one of them
  * (A). NODE_AFFINITY actors land on their node (hard and soft), SPREAD ones on both nodes (with
- * a ferry-sched), and a compiled graph reaches an actor on B. Node B SIGKILLed with actors on it and calls in flight there: an actor with a
+ * a ferry-sched), in placement-group bundles on their bundles' nodes, and a compiled graph
+ * reaches an actor on B. Node B SIGKILLed with actors on it and calls in flight there: an actor with a
  * restart left starts again on A (its constructor rerun with the same argument), its call in
  * flight runs again there (max_task_retries), its later calls go to the new instance and its
  * name finds it there (a named handle taken before the death too); one without restarts is DEAD: its call in flight fails with -EPIPE and
@@ -213,6 +214,41 @@ FTEST(spread_actors_use_both_nodes)
 	ftest_assert_false(ferry_node_id_eq(&n[0], &n[1]));
 	for (int i = 0; i < 2; i++)
 		ferry_actor_drop(h[i]);
+	ferry_shutdown();
+	cluster2_stop();
+}
+
+/* A placement group of two bundles, STRICT_SPREAD over the two nodes: an actor in each bundle
+ * runs on that bundle's node, one of them not the driver's (its lease asked of that node). */
+FTEST(actors_in_bundles_run_on_their_nodes)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	struct ferry_pg_bundle bundles[2] = {{.num_cpus = 1}, {.num_cpus = 1}};
+	struct ferry_pg_opts po = {
+		.strategy = FERRY_PG_STRICT_SPREAD, .bundles = bundles, .nbundles = 2};
+	struct ferry_node_id self, b, n[2];
+	struct ferry_actor *h[2];
+	struct ferry_pg *pg;
+	pid_t bpid;
+
+	cluster2_start("ferry-actor-death", 2, 2);
+	self = ferry__rt.node;
+	b = cluster2_node_b(&soft, &bpid);
+	ftest_assert_ok(ferry_pg_create(&po, &pg));
+	ftest_assert_ok(ferry_pg_wait(pg, GET_MS));
+	for (int i = 0; i < 2; i++) {
+		struct ferry_actor_opts o = {.pg = pg, .pg_bundle = i};
+
+		h[i] = spot(0, &o);
+		n[i] = actor_node(h[i]);
+	}
+	ftest_assert_false(ferry_node_id_eq(&n[0], &n[1]));
+	ftest_assert_true(ferry_node_id_eq(&n[0], &b) || ferry_node_id_eq(&n[1], &b));
+	ftest_assert_true(ferry_node_id_eq(&n[0], &self) || ferry_node_id_eq(&n[1], &self));
+	for (int i = 0; i < 2; i++)
+		ferry_actor_drop(h[i]);
+	ftest_assert_ok(ferry_pg_remove(pg));
 	ferry_shutdown();
 	cluster2_stop();
 }
