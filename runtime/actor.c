@@ -5,17 +5,23 @@
  * DEAD with why). The worker's side is worker_actor.c; schema/runtime.fbs the protocol.
  *
  * DESIGN
- * - The owner (the process that created the actor) asks the node for a lease of the actor's
- *   resources through lease.c's node socket and keeps it for the actor's life: the actor's
- *   worker is dedicated to it. It connects to the worker, sends ActorCreate (the constructor
- *   and its arguments, kept for restarts) and then pushes calls (ActorCall) straight to it,
- *   pipelined: the worker runs one socket's frames in order, so calls run in the order made.
+ * - The owner (the process that created the actor) asks for a lease of the actor's resources
+ *   as a task class does (lease.c): its node places it by the actor's strategy, perhaps on
+ *   another node ("retry at", then asked there, placed), and the owner keeps it for the
+ *   actor's life, remembering the node connection that granted it (lease_node: LeaseReturn,
+ *   LeaseDetach and LeaseRevoked go to and come from there). The actor's worker is dedicated
+ *   to it. It connects to the worker, sends ActorCreate (the constructor and its arguments,
+ *   kept for restarts) and then pushes calls (ActorCall) straight to it, pipelined: the
+ *   worker runs one socket's frames in order, so calls run in the order made.
  * - Calls wait in the actor's queue while it is PENDING or RESTARTING, and while the call at
  *   its head waits for a ref argument (a later call never overtakes an earlier one).
  * - The worker dies (its socket closes): the calls in flight fail with -EPIPE and the reason
  *   the node's LeaseRevoked gives (waited for up to REVOKE_WAIT_MS); then the actor restarts
  *   on a new lease (the constructor rerun with its original arguments) while restarts are
- *   left, else it is DEAD and every call fails at once with -ESRCH.
+ *   left, else it is DEAD and every call fails at once with -ESRCH. Calls in flight with a
+ *   run left (max_task_retries) go back to the front of the queue instead. A node that dies
+ *   (its connection closes, or the GCS says so: ferry__rt_actor_conn_gone, _node_dead) is
+ *   the reason, named, and the restart is placed anew.
  * - Detached actors (Ray's lifetime="detached"): the owner sends LeaseDetach with each grant,
  *   so the node keeps the lease when the owner's connection closes, and ActorCreate says so,
  *   so the worker keeps the actor when the owner's socket closes; the GCS record has no
@@ -199,7 +205,7 @@ static void drop_conn(struct ferry__rt_actor *a)
 static void give_back(struct ferry__rt_actor *a)
 {
 	if (a->lease_id && !a->revoked)
-		ferry__rt_lease_give_back(a->lease_id, a->ninflight > 0);
+		ferry__rt_lease_give_back(a->lease_node, a->lease_id, a->ninflight > 0);
 	a->lease_id = 0;
 }
 
@@ -248,7 +254,8 @@ static void ask_lease(struct ferry__rt_actor *a)
 		die(a, -ESRCH, FERRY_GCS_EXIT_OWNER_DIED, "its owner shut down");
 		return;
 	}
-	ret = ferry__rt_lease_ask(&a->key, &a->request_id);
+	ret = ferry__rt_lease_ask(&a->key, &a->lease_node, &a->request_id);
+	a->request_placed = !ferry_id_is_nil(a->key.pg, sizeof(a->key.pg));
 	if (ret < 0) {
 		snprintf(text, sizeof(text), "actor %s: no lease from the node: %s", a->cls,
 			 ferry_strerror(ret));
@@ -293,7 +300,7 @@ static void restart_or_die(struct ferry__rt_actor *a, int status, enum ferry_gcs
 	FLOG_INFO(COMP, "actor %s restarts (%u so far): %s", a->cls, a->restarts, why);
 	gcs_update(a, FERRY_GCS_ACTOR_RESTARTING, FERRY_GCS_EXIT_NONE, NULL);
 	memset(&a->worker, 0, sizeof(a->worker));
-	a->revoked = false;
+	a->revoked = a->node_lost = false;
 	ask_lease(a);
 }
 
@@ -330,11 +337,15 @@ static int open_endpoint(struct ferry__rt_actor *a, const struct ferry__rt_endpo
 	return ret;
 }
 
+/* The worker listens where the node that granted it does: ours, or one placed on. */
 static int open_worker(struct ferry__rt_actor *a, const char *path, uint16_t port)
 {
-	struct ferry__rt_endpoint ep;
+	struct ferry__rt_endpoint node_ep, ep;
 
-	ferry__rt_worker_endpoint(path, port, &ep);
+	if (a->lease_node && ferry__rt_nodes_endpoint(a->lease_node, &node_ep) == 0)
+		ferry__rt_worker_endpoint_at(&node_ep, path, port, &ep);
+	else
+		ferry__rt_worker_endpoint(path, port, &ep);
 	return open_endpoint(a, &ep);
 }
 
@@ -344,20 +355,69 @@ static int send_built(struct ferry__rt_actor *a, uint16_t type)
 				   ferry__fb_builder_size(&fb));
 }
 
-bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
-			   const struct ferry__wire_unique_id *wid, const char *path, uint16_t port,
-			   const char *message)
+/*
+ * "Retry at" (LeaseGrant -EXDEV): the node placed the actor's lease on another node; asked
+ * there, placed (never forwarded again), as lease.c's retry_at does for a task class. A node
+ * that cannot be reached (it died before ours heard) leaves the actor to our node, unless its
+ * affinity is hard: then it is DEAD with -EHOSTUNREACH naming that node.
+ */
+static void retry_at(struct ferry__rt_actor *a, struct ferry__wire_lease_grant_view v)
 {
+	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_retry_node(v);
+	const char *address = ferry__wire_lease_grant_retry_address(v);
+	struct ferry_node_id node;
+	char hex[40], text[400];
+	int ret;
+
+	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
+	ferry_node_id_to_hex(&node, hex, sizeof(hex));
+	if (a->request_placed) {
+		die(a, -EPROTO, FERRY_GCS_EXIT_ERROR,
+		    "a node forwarded an actor's lease request that was placed on it");
+		return;
+	}
+	a->request_placed = true;
+	ret = ferry__rt_lease_ask_at(&a->key, &node, address, &a->lease_node, &a->request_id);
+	if (ret == 0) {
+		FLOG_DEBUG(COMP, "actor %s: its lease placed on node %s", a->cls, hex);
+		return;
+	}
+	snprintf(text, sizeof(text),
+		 "actor %s: its lease was placed on node %s (%s), not reachable: %s", a->cls, hex,
+		 address ? address : "no address", ferry_strerror(ret));
+	FLOG_WARN(COMP, "%s", text);
+	if (!(a->key.strategy == FERRY_SCHED_NODE_AFFINITY && !a->key.affinity_soft) &&
+	    ferry__rt_lease_ask_at(&a->key, NULL, NULL, &a->lease_node, &a->request_id) == 0)
+		return;
+	a->request_id = 0;
+	die(a, -EHOSTUNREACH, FERRY_GCS_EXIT_NODE_DIED, text);
+}
+
+bool ferry__rt_actor_grant(struct ferry__conn *node, const void *payload)
+{
+	struct ferry__wire_lease_grant_view v = ferry__wire_lease_grant_root_verified(payload);
+	uint64_t request_id = ferry__wire_lease_grant_request_id(v);
+	int status = ferry__wire_lease_grant_status(v);
+	uint64_t lease_id = ferry__wire_lease_grant_lease_id(v);
+	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
+	const char *path = ferry__wire_lease_grant_worker_path(v);
+	uint16_t port = ferry__wire_lease_grant_worker_port(v);
+	const char *message = ferry__wire_lease_grant_message(v);
 	struct ferry__rt_actor *a;
 	char text[400];
 	int ret;
 
 	for (a = actors; a; a = a->next)
-		if (a->owned && a->request_id && a->request_id == request_id)
+		if (a->owned && a->request_id && a->request_id == request_id &&
+		    a->lease_node == node)
 			break;
 	if (!a)
 		return false;
 	a->request_id = 0;
+	if (status == -EXDEV) {
+		retry_at(a, v);
+		return true;
+	}
 	if (status < 0) {
 		snprintf(text, sizeof(text), "actor %s: the node refused its lease: %s", a->cls,
 			 message ? message : ferry_strerror(status));
@@ -370,11 +430,11 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 		sweep_soon(a);
 		return true;
 	}
-	memcpy(a->worker.bytes, wid->bytes, sizeof(a->worker.bytes));
+	memcpy(a->worker.bytes, wid.bytes, sizeof(a->worker.bytes));
 	a->ctor->attempt = a->restarts;
 	ret = path ? 0 : -EINVAL;
 	if (ret == 0 && a->detached) /* before ActorCreate: the lease must outlive us first */
-		ret = ferry__rt_lease_send_detach(lease_id, &a->id);
+		ret = ferry__rt_lease_send_detach(a->lease_node, lease_id, &a->id);
 	if (ret == 0)
 		ret = open_worker(a, path, port);
 	if (ret == 0)
@@ -393,12 +453,12 @@ bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
 	return true;
 }
 
-void ferry__rt_actor_revoked(uint64_t lease_id, const char *why)
+void ferry__rt_actor_revoked(struct ferry__conn *node, uint64_t lease_id, const char *why)
 {
 	struct ferry__rt_actor *a;
 
 	for (a = actors; a; a = a->next)
-		if (a->owned && a->lease_id && a->lease_id == lease_id)
+		if (a->owned && a->lease_id && a->lease_id == lease_id && a->lease_node == node)
 			break;
 	if (!a)
 		return;
@@ -466,18 +526,58 @@ static void on_killed(struct ferry__rt_actor *a, const char *by)
 	die(a, -ESRCH, FERRY_GCS_EXIT_KILLED, a->why);
 }
 
+/* An owned actor's calls in flight at its worker's death that have a run left
+ * (max_task_retries) go back to the front of its queue, in their order, for the restarted
+ * actor: same task IDs, so the same return IDs. */
+static void requeue_retries(struct ferry__rt_actor *a)
+{
+	struct ferry__rt_task *list = a->inflight, *keep = NULL, **keep_tail = &keep;
+	struct ferry__rt_task **fail_tail = &a->inflight;
+
+	a->inflight = NULL;
+	a->ninflight = 0;
+	while (list) {
+		struct ferry__rt_task *t = list;
+
+		list = t->next;
+		t->next = NULL;
+		if (a->max_task_retries < 0 || t->attempt < (uint32_t)a->max_task_retries) {
+			t->attempt++;
+			*keep_tail = t;
+			keep_tail = &t->next;
+		} else {
+			*fail_tail = t;
+			fail_tail = &t->next;
+			a->ninflight++;
+		}
+	}
+	a->inflight_tail = fail_tail;
+	if (!keep)
+		return;
+	*keep_tail = a->queue;
+	if (!a->queue)
+		a->queue_tail = keep_tail;
+	a->queue = keep;
+}
+
 /* The worker is gone and why is known (or waited for long enough). */
 static void worker_died(struct ferry__rt_actor *a)
 {
-	char what[sizeof(a->why) + 64];
+	char what[sizeof(a->why) + 64], hex[FERRY_ID_HEX_MAX];
 
-	snprintf(what, sizeof(what), "the actor's %s", a->why[0] ? a->why : "worker died");
+	if (!a->why[0])
+		snprintf(a->why, sizeof(a->why), "worker on node %.12s died",
+			 node_hex(a, hex, sizeof(hex)));
+	snprintf(what, sizeof(what), "the actor's %s", a->why);
+	if (a->owned && a->max_task_retries != 0)
+		requeue_retries(a);
 	fail_inflight(a, -EPIPE, what);
 	a->creating = a->killing = false;
 	give_back(a);
 	if (!a->owned)
 		return;
-	restart_or_die(a, -ESRCH, FERRY_GCS_EXIT_ERROR, a->why[0] ? a->why : "its worker died");
+	restart_or_die(a, -ESRCH, a->node_lost ? FERRY_GCS_EXIT_NODE_DIED : FERRY_GCS_EXIT_ERROR,
+		       a->why);
 }
 
 static void revoke_due(struct ferry__loop_timer *timer, int status)
@@ -973,6 +1073,73 @@ void ferry__rt_actor_stop(void)
 			leave(a);
 		else if (a->state != FERRY_GCS_ACTOR_DEAD)
 			die(a, -ECANCELED, FERRY_GCS_EXIT_OWNER_DIED, "its owner shut down");
+	}
+}
+
+/* The connection to a node closed: a lease granted there cannot be given back, and the
+ * reason its worker died is known (the node went: an actor placed there restarts elsewhere);
+ * a request asked there is asked again (@ask_again) or fails. */
+void ferry__rt_actor_conn_gone(const struct ferry__conn *conn, bool ask_again)
+{
+	for (struct ferry__rt_actor *a = actors; a; a = a->next) {
+		char hex[FERRY_ID_HEX_MAX];
+
+		if (!a->owned || a->lease_node != conn || a->state == FERRY_GCS_ACTOR_DEAD)
+			continue;
+		a->lease_node = NULL;
+		if (a->request_id) {
+			a->request_id = 0;
+			if (ask_again && !stopping) {
+				FLOG_INFO(COMP,
+					  "actor %s: its lease request's node closed: asked again",
+					  a->cls);
+				ask_lease(a);
+			} else {
+				die(a, -ECONNRESET, FERRY_GCS_EXIT_NODE_DIED,
+				    "the node its lease was asked of closed the connection");
+			}
+			continue;
+		}
+		if (!a->lease_id)
+			continue;
+		a->revoked = a->node_lost = true; /* nothing to give back to */
+		if (!a->why[0])
+			snprintf(a->why, sizeof(a->why), "node %s closed its connection (it died?)",
+				 node_hex(a, hex, sizeof(hex)));
+		if (!a->conn && ferry__loop_timer_active(&a->revoke)) {
+			(void)ferry__loop_timer_stop(&a->revoke);
+			worker_died(a);
+		}
+	}
+}
+
+/* The GCS says node @id died: an actor there (a cut-off host's sockets may stay open) has lost
+ * its worker now; a named handle looks for the actor again. */
+void ferry__rt_actor_node_dead(const struct ferry_node_id *id)
+{
+	struct ferry__conn *there = ferry__rt_nodes_find(id);
+
+	for (struct ferry__rt_actor *a = actors; a; a = a->next) {
+		char hex[FERRY_ID_HEX_MAX];
+		/* ALIVE: a->node is its worker's; else (its constructor on its way) the node that
+		 * granted its lease says, as a->node still names the last one. */
+		bool on_it = a->state == FERRY_GCS_ACTOR_ALIVE
+				     ? ferry_node_id_eq(&a->node, id)
+				     : there && a->lease_node == there && a->lease_id;
+
+		if (a->state == FERRY_GCS_ACTOR_DEAD || !on_it ||
+		    (!a->conn && !ferry__loop_timer_active(&a->revoke)))
+			continue;
+		ferry_node_id_to_hex(id, hex, sizeof(hex));
+		snprintf(a->why, sizeof(a->why), "node %s died", hex);
+		if (a->owned) {
+			a->revoked = a->node_lost = true; /* it took its lease with it */
+			(void)ferry__loop_timer_stop(&a->revoke);
+			drop_conn(a);
+			worker_died(a);
+		} else if (a->conn) {
+			ferry__conn_close(a->conn); /* worker_on_close: resolve again */
+		}
 	}
 }
 

@@ -29,9 +29,14 @@ struct ferry__rt_actor {
 	uint32_t restarts;		       /* so far */
 	struct ferry__rt_task *ctor;	       /* owned: the constructor (class, arguments) */
 	struct ferry__rt_class_key key;	       /* owned: its resources */
+	int32_t max_task_retries;	       /* calls rerun after a death; < 0: no limit */
 	uint64_t request_id;		       /* a LeaseRequest in flight, or 0 */
+	struct ferry__conn *lease_node;	       /* where it was asked, then granted (NULL:
+						* that connection closed) */
+	bool request_placed;		       /* ... asked after a "retry at" */
 	uint64_t lease_id;		       /* its lease, or 0 */
 	bool revoked;			       /* the node took the lease back */
+	bool node_lost;			       /* ... with its node: it died or closed */
 	struct ferry_worker_id worker;	       /* its worker */
 	struct ferry_node_id node;	       /* the worker's node */
 	struct ferry__conn *conn;	       /* to the worker, NULL when none */

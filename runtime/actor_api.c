@@ -88,7 +88,10 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 				     .resources = o->resources,
 				     .max_retries = -1,
 				     .pg = o->pg,
-				     .pg_bundle = o->pg_bundle};
+				     .pg_bundle = o->pg_bundle,
+				     .strategy = o->strategy,
+				     .affinity_node = o->affinity_node,
+				     .affinity_soft = o->affinity_soft};
 	size_t len = cls ? strnlen(cls, FERRY_FUNCTION_NAME_MAX + 1) : 0;
 	struct ferry_gcs_actor_info info = {0};
 	struct ferry_actor *h = NULL;
@@ -135,6 +138,7 @@ int ferry_actor_create(const char *cls, const struct ferry_arg *args, size_t nar
 	a->owned = true;
 	a->key = a->ctor->key;
 	a->max_restarts = o->max_restarts;
+	a->max_task_retries = o->max_task_retries;
 	a->max_concurrency = o->max_concurrency;
 	a->detached = o->detached != 0;
 	a->ctor->num_returns = 0;

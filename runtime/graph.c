@@ -44,6 +44,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "runtime/actor.h"
+#include "runtime/dial.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
 #include "runtime/worker.h"
@@ -602,17 +603,23 @@ struct snapshot {
 	struct ferry_node_id node;     /* out */
 	struct ferry_actor_id id;      /* out */
 	char why[320];		       /* out: DEAD's reason */
+	char rt_path[108];	       /* out: its node's runtime socket, "" ours */
 };
 
 static int take_snapshot(void *arg)
 {
 	struct snapshot *s = arg;
+	struct ferry__rt_endpoint ep;
 
 	s->state = s->a->state;
 	s->worker = s->a->worker;
 	s->node = s->a->node;
 	s->id = s->a->id;
 	snprintf(s->why, sizeof(s->why), "%s", s->a->why);
+	/* An actor placed on another node of this host: its worker's socket is beside that
+	 * node's (another host's path is not found: graphs are local). */
+	if (s->a->lease_node && ferry__rt_nodes_endpoint(s->a->lease_node, &ep) == 0)
+		snprintf(s->rt_path, sizeof(s->rt_path), "%s", ep.path);
 	return 0;
 }
 
@@ -640,6 +647,8 @@ static int actor_worker(struct gworker *w, uint64_t deadline)
 	w->id = s.worker;
 	w->node = s.node;
 	w->actor = s.id;
+	if (s.rt_path[0])
+		return ferry__worker_listen_path(s.rt_path, &w->id, w->path, sizeof(w->path));
 	snprintf(rt_path, sizeof(rt_path), "%s.rt", ferry__rt.store_socket);
 	return ferry__worker_listen_path(rt_path, &w->id, w->path, sizeof(w->path));
 }

@@ -184,12 +184,46 @@ static int send_lease_request(struct cls *c)
 	return ask_on(sub.node, &c->key, false, &c->request_id);
 }
 
-/* An actor's lease stays on our node (placed): actors do not follow placements yet. */
-int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id)
+/* An actor's lease is asked as a task class's is (send_lease_request): of its bundle's node,
+ * else of ours, which places it (spillback: "retry at", ferry__rt_lease_ask_at). */
+int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, struct ferry__conn **node,
+			uint64_t *request_id)
 {
+	struct ferry__rt_pg_node *via = ferry__rt_pg_lease_node(key);
+
+	*node = via ? ferry__rt_pg_node_conn(via) : NULL;
+	if (via)
+		return *node ? ask_on(*node, key, true, request_id) : -ECONNREFUSED;
 	if (node_connect() < 0)
 		return -ECONNREFUSED;
-	return ask_on(sub.node, key, true, request_id);
+	*node = sub.node;
+	return ask_on(sub.node, key, false, request_id);
+}
+
+static const struct ferry__conn_callbacks node_cb;
+
+int ferry__rt_lease_ask_at(const struct ferry__rt_class_key *key, const struct ferry_node_id *id,
+			   const char *address, struct ferry__conn **node, uint64_t *request_id)
+{
+	struct ferry__conn *conn = NULL;
+	int ret;
+
+	if (!id) { /* our own node, placed: not forwarded again */
+		if (node_connect() < 0)
+			return -ECONNREFUSED;
+		*node = sub.node;
+		return ask_on(sub.node, key, true, request_id);
+	}
+	ret = ferry__rt_nodes_get(id, address, &node_cb, &conn);
+	if (ret == 1) {
+		sub.open_conns++;
+		ret = ferry__rt_send_connect(conn);
+	}
+	if (ret >= 0) {
+		*node = conn;
+		ret = ask_on(conn, key, true, request_id);
+	}
+	return ret < 0 ? ret : 0;
 }
 
 static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
@@ -241,15 +275,16 @@ static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *ke
 	return ret;
 }
 
-int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *actor)
+int ferry__rt_lease_send_detach(struct ferry__conn *node, uint64_t lease_id,
+				const struct ferry_actor_id *actor)
 {
 	struct ferry__wire_lease_detach m = {.lease_id = lease_id};
 	int ret;
 
 	memcpy(m.actor_id.bytes, actor->bytes, sizeof(m.actor_id.bytes));
-	ret = sub.node ? ferry__wire_lease_detach_build(&sub.fb, &m) : -ENOTCONN;
+	ret = node ? ferry__wire_lease_detach_build(&sub.fb, &m) : -ENOTCONN;
 	if (ret >= 0)
-		ret = ferry__conn_send(sub.node, FERRY__WIRE_MSG_LEASE_DETACH,
+		ret = ferry__conn_send(node, FERRY__WIRE_MSG_LEASE_DETACH,
 				       ferry__fb_builder_data(&sub.fb),
 				       ferry__fb_builder_size(&sub.fb));
 	return ret < 0 ? ret : 0;
@@ -283,9 +318,9 @@ static void send_lease_return(struct lease *l)
 	give_back_on(l->node, l->lease_id, l->ninflight > 0, l);
 }
 
-void ferry__rt_lease_give_back(uint64_t lease_id, bool busy)
+void ferry__rt_lease_give_back(struct ferry__conn *node, uint64_t lease_id, bool busy)
 {
-	give_back_on(sub.node, lease_id, busy, NULL);
+	give_back_on(node, lease_id, busy, NULL);
 }
 
 /* ---- classes ---- */
@@ -522,9 +557,7 @@ static void on_grant(struct ferry__conn *node, const void *payload)
 	struct lease tmp = {.lease_id = ferry__wire_lease_grant_lease_id(v)};
 
 	tmp.node = node;
-	if (!c && node == sub.node &&
-	    ferry__rt_actor_grant(ferry__wire_lease_grant_request_id(v), status, tmp.lease_id, &wid,
-				  path, port, m))
+	if (!c && ferry__rt_actor_grant(node, payload))
 		return;
 	if (!c) { /* a class that gave up (shutdown): the worker goes back */
 		if (status == 0)
@@ -567,8 +600,7 @@ static void on_revoked(struct ferry__conn *node, const void *payload)
 	else
 		snprintf(why, sizeof(why), "worker died: exited with status %d", code);
 	if (!l) {
-		if (node == sub.node)
-			ferry__rt_actor_revoked(ferry__wire_lease_revoked_lease_id(v), why);
+		ferry__rt_actor_revoked(node, ferry__wire_lease_revoked_lease_id(v), why);
 		return;
 	}
 	l->revoked = true;
@@ -700,6 +732,7 @@ void ferry__rt_lease_node_message(struct ferry__rt_pg_node *via, uint16_t type, 
 static void remote_closed(struct ferry__conn *conn, int err)
 {
 	sub.open_conns--;
+	ferry__rt_actor_conn_gone(conn, true);
 	for (struct cls *c = sub.classes; c; c = c->next) {
 		struct lease *l, *next;
 
@@ -742,6 +775,7 @@ void ferry__rt_lease_node_dead(const struct ferry_node_id *id)
 				if (l->conn)
 					ferry__conn_close(l->conn); /* worker_on_close: retries */
 			}
+	ferry__rt_actor_node_dead(id);
 	if (node)
 		ferry__conn_close(node); /* remote_closed: requests asked again */
 	ferry__rt_lineage_node_dead(id);
@@ -749,6 +783,7 @@ void ferry__rt_lease_node_dead(const struct ferry_node_id *id)
 
 void ferry__rt_lease_conn_gone(const struct ferry__conn *conn)
 {
+	ferry__rt_actor_conn_gone(conn, false);
 	for (struct cls *c = sub.classes; c; c = c->next) {
 		for (struct lease *l = c->leases; l; l = l->next)
 			if (l->node == conn)

@@ -12,8 +12,9 @@
  * at its first submit). A put has no lineage: ferry_put's objects live
  * in the owner's own node's store, and go with the owner.
  * A return with a copy elsewhere (pulled to our node's store, or listed on a live node by the
- * GCS's object directory) is not made again: it is read there. Not yet: a get already waiting
- * in the store when the death comes is not woken (a get after it waits for the new value).
+ * GCS's object directory) is not made again: it is read there. A get already waiting in the
+ * store when the death comes waits there in slices (objects.c, get_owned): it sees the object
+ * pending again and waits for the new value instead of its deadline.
  * Lock: ferry__rt.lock for the object table; the death comes on the loop thread.
  */
 #include <errno.h>

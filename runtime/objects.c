@@ -25,6 +25,7 @@
 #define FIRST_ANSWER_MS 5 /* a wait's first look at other owners: ready ones answer at once */
 /* A get of another owner's object checks the GCS for the owner's death this often. */
 #define OWNER_CHECK_MS 200
+#define STORE_SLICE_MS 100 /* a get of our object in a store looks at its state this often */
 
 enum view_kind { VIEW_NONE = 0, VIEW_INLINE = 1, VIEW_STORE = 2 };
 
@@ -466,11 +467,14 @@ static int get_store(const struct ferry_object_id *id, int64_t wait_ms, struct f
 	return 0;
 }
 
-/* Our own object: wait while pending, then view it (lock taken here). */
+/* Our own object: wait while pending, then view it (lock taken here). A get of one in a
+ * store waits there in slices: when the node with its only copy dies, lineage.c makes it
+ * pending again, and the get then waits for the value made anew instead of a pull that
+ * cannot come. */
 static int get_owned(const struct ferry_ref *ref, int64_t deadline_ms, struct ferry_view *out)
 {
 	struct ferry__rt_obj *o;
-	bool blocked;
+	bool blocked, viewed = false;
 	int ret = 0;
 
 	pthread_mutex_lock(&ferry__rt.lock);
@@ -480,26 +484,36 @@ static int get_owned(const struct ferry_ref *ref, int64_t deadline_ms, struct fe
 		return -ENOENT; /* every count on it was dropped */
 	}
 	o->refs++; /* held across the wait: a drop meanwhile cannot free it under us */
-	blocked = o->state == FERRY__RT_PENDING && ferry__rt_block();
-	ret = wait_object(o, deadline_ms);
-	ferry__rt_unblock(blocked);
-	if (ret == 0 && o->state == FERRY__RT_INLINE) {
+	for (;;) {
+		int64_t left;
+
+		blocked = o->state == FERRY__RT_PENDING && ferry__rt_block();
+		ret = wait_object(o, deadline_ms);
+		ferry__rt_unblock(blocked);
+		if (ret < 0 || o->state != FERRY__RT_IN_STORE)
+			break;
+		left = left_ms(deadline_ms);
+		pthread_mutex_unlock(&ferry__rt.lock);
+		ret = get_store(&ref->id, left < 0 || left > STORE_SLICE_MS ? STORE_SLICE_MS : left,
+				out);
+		pthread_mutex_lock(&ferry__rt.lock);
+		viewed = ret == 0;
+		if (ret != -ETIMEDOUT || left_ms(deadline_ms) == 0)
+			break;
+	}
+	if (ret == 0 && !viewed && o->state == FERRY__RT_INLINE) {
 		o->pins++;
 		out->data = o->data;
 		out->len = o->len;
 		out->priv[0] = (uint64_t)(uintptr_t)o;
 		out->priv[1] = VIEW_INLINE;
-	} else if (ret == 0 && o->state == FERRY__RT_ERROR) {
+	} else if (ret == 0 && !viewed && o->state == FERRY__RT_ERROR) {
 		ret = o->status;
 		snprintf(out->error, sizeof(out->error), "%s",
 			 o->error ? o->error : ferry_strerror(o->status));
-	} else if (ret == 0) {
-		ret = 1; /* in the store: viewed below, without the lock */
 	}
 	ferry__rt_obj_unref(o);
 	pthread_mutex_unlock(&ferry__rt.lock);
-	if (ret == 1)
-		ret = get_store(&ref->id, left_ms(deadline_ms), out);
 	return ret;
 }
 

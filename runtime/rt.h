@@ -191,18 +191,21 @@ void ferry__rt_node_watch_stop(void);
 struct ferry__wire_unique_id;
 void ferry__rt_actor_init(void);
 void ferry__rt_actor_fini(void);
-bool ferry__rt_actor_grant(uint64_t request_id, int status, uint64_t lease_id,
-			   const struct ferry__wire_unique_id *wid, const char *path, uint16_t port,
-			   const char *message);
+struct ferry__conn;
+bool ferry__rt_actor_grant(struct ferry__conn *node, const void *payload);
 /* lease.c: a granted worker's endpoint: @path on the node's host, @port on the node's ip. */
 struct ferry__rt_endpoint;
 void ferry__rt_worker_endpoint(const char *path, uint16_t port, struct ferry__rt_endpoint *out);
 /* The same for a worker of the node at @node (one a lease was placed on). */
 void ferry__rt_worker_endpoint_at(const struct ferry__rt_endpoint *node, const char *path,
 				  uint16_t port, struct ferry__rt_endpoint *out);
-void ferry__rt_actor_revoked(uint64_t lease_id, const char *why);
+void ferry__rt_actor_revoked(struct ferry__conn *node, uint64_t lease_id, const char *why);
 void ferry__rt_actor_stop(void);
 void ferry__rt_actor_node_gone(void);
+/* Node connection @conn closed (@ask_again: a request asked there is asked anew, else it
+ * fails); node @id died (the GCS says): its actors restart elsewhere (issue 24). */
+void ferry__rt_actor_conn_gone(const struct ferry__conn *conn, bool ask_again);
+void ferry__rt_actor_node_dead(const struct ferry_node_id *id);
 unsigned ferry__rt_actor_open_conns(void);
 void ferry__rt_actor_object_ready(void);
 /* Actor records allocated and not yet freed (any thread; tests). */

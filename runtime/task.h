@@ -124,14 +124,21 @@ struct ferry__rt_task *ferry__rt_task_take(struct ferry__rt_task **head,
 
 /* lease.c, loop thread: queue a task whose arguments are ready; take it to a worker. */
 void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front);
-/* lease.c, loop thread, for actor.c: ask the node for a lease of @key's resources (its answer
- * goes to ferry__rt_actor_grant) and give one back (@busy: calls in flight on it, the node
- * ends its worker); a RuntimeConnect on a worker's socket. */
-int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, uint64_t *request_id);
-void ferry__rt_lease_give_back(uint64_t lease_id, bool busy);
-/* ... and tell the node that lease @lease_id hosts detached actor @actor (LeaseDetach). */
-int ferry__rt_lease_send_detach(uint64_t lease_id, const struct ferry_actor_id *actor);
+/* lease.c, loop thread, for actor.c: ask for a lease of @key's resources as a task class
+ * does (its bundle's node, else ours, which places it; the answer goes to
+ * ferry__rt_actor_grant, *@node the connection asked); after a "retry at", ask node @id (at
+ * @address; NULL: our own node) with the request placed there; give one back to the @node
+ * that granted it (@busy: calls in flight on it, the node ends its worker); a RuntimeConnect
+ * on a worker's socket. */
 struct ferry__conn;
+int ferry__rt_lease_ask(const struct ferry__rt_class_key *key, struct ferry__conn **node,
+			uint64_t *request_id);
+int ferry__rt_lease_ask_at(const struct ferry__rt_class_key *key, const struct ferry_node_id *id,
+			   const char *address, struct ferry__conn **node, uint64_t *request_id);
+void ferry__rt_lease_give_back(struct ferry__conn *node, uint64_t lease_id, bool busy);
+/* ... and tell @node that its lease @lease_id hosts detached actor @actor (LeaseDetach). */
+int ferry__rt_lease_send_detach(struct ferry__conn *node, uint64_t lease_id,
+				const struct ferry_actor_id *actor);
 int ferry__rt_send_connect(struct ferry__conn *conn);
 
 /* nodes.c: the owner's connections to other nodes' runtime sockets (loop thread). get: the

@@ -327,6 +327,17 @@ struct ferry_actor_opts {
 	 * pg_bundle (-1: any bundle with room). */
 	const struct ferry_pg *pg;
 	int32_t pg_bundle;
+
+	/* Placement (issue 24), as struct ferry_task_opts's, at create and at each restart:
+	 * DEFAULT (the creator's node when it has room, else where the scheduler says),
+	 * SPREAD, NODE_AFFINITY to affinity_node (hard: the actor is DEAD with -EHOSTUNREACH
+	 * naming the node when it is not alive; soft: elsewhere when it is dead or full). */
+	enum ferry_sched_strategy strategy;
+	struct ferry_node_id affinity_node;
+	int affinity_soft;
+	int32_t max_task_retries; /* a call in flight when the actor's worker (or node) died
+				   * runs again on the restarted actor this many times; 0:
+				   * none (it fails with -EPIPE); < 0: unlimited */
 };
 
 /*
@@ -349,10 +360,12 @@ FERRY_API int ferry_actor_get_named(const char *name, struct ferry_actor **out);
  * ferry_actor_call() - call @method of @actor with @args; its @num_returns (0: 1) refs into
  * @returns, as ferry_submit. Calls made through one process run in the order made (unless
  * the actor was created with max_concurrency > 1: then they may run at once). A call's
- * own failures show in its returns: -EPIPE (the actor's worker died while it was in flight:
+ * own failures show in its returns: -EPIPE (the actor's worker or its node died while it was
+ * in flight, and the owner's max_task_retries did not run it again on the restarted actor:
  * the error names the method, the node and the signal), -ESRCH (the actor is dead: killed,
- * out of restarts, or its constructor failed; the error says which), -ENOENT (no such
- * method). Returns 0, -EINVAL, -ENOMEM, -ENOTCONN.
+ * out of restarts, or its constructor failed; the error says which), -EHOSTUNREACH (its hard
+ * NODE_AFFINITY node is not alive), -ENOENT (no such method). Returns 0, -EINVAL, -ENOMEM,
+ * -ENOTCONN.
  */
 FERRY_API int ferry_actor_call(struct ferry_actor *actor, const char *method,
 			       const struct ferry_arg *args, size_t nargs, uint32_t num_returns,

@@ -9,12 +9,14 @@
  * it dead, the driver ends what it has there and its tasks complete on A. A task's 4 MiB return
  * whose only copy was in B's store is made again when B dies (lineage, runtime/lineage.c): a
  * get after the death has the same bytes, and the task ran twice; one pulled to A before is
- * read there, not made again. The job is tests/unit/runtime/job_owner.c (where).
+ * read there, not made again; gets already waiting for such returns when B dies are woken
+ * and have the bytes made again, or the error of the run that made them again. The job is tests/unit/runtime/job_owner.c (where).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
-#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,170 +26,22 @@
 
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/runtime/cluster2.h"
 #include "tests/integration/runtime/where.h"
-#include "tests/integration/procs.h"
 
 #define GET_MS 30000
 #define TASKS 8
 
-static char run_dir[256];
-static bool stopped = true;
-static pid_t frozen; /* a stopped node's process group, or 0 */
-
-/* A failed assertion exits: the cluster's daemons must not outlive the test. */
-static void stop_cluster(void)
-{
-	if (frozen > 1)
-		(void)kill(-frozen, SIGKILL);
-	frozen = 0;
-	if (stopped)
-		return;
-	stopped = true;
-	(void)itest_ferry_cli(run_dir, "stop --timeout 5");
-}
-
-/* At the test process's exit, after stop_cluster (atexit runs in reverse): the run directory
- * and its session logs go. */
-static void remove_run_dir(void)
-{
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
-	if (run_dir[0] && system(cmd) != 0)
-		fprintf(stderr, "%s not removed\n", run_dir);
-}
-
 /* @cpus: each node's CPUs, or 0 for the head's 1 and the other's 2. */
 static void start_cluster(int cpus)
 {
-	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
-	char args[1024], line[256], addr[256] = "", path[512];
-	FILE *f;
-
-	if (!o.code_path)
-		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
-	/* Not in ftest_tmpdir(): a failed assertion removes that before stop_cluster runs. */
-	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-node-death-%d", (int)getpid());
-	setenv("FERRY_RUN_DIR", run_dir, 1);
-	unsetenv("FERRY_ADDRESS");
-	stopped = false;
-	if (!getenv("FTEST_KEEP_RUN_DIR")) /* to read the daemons' logs after */
-		atexit(remove_run_dir);
-	atexit(stop_cluster);
-	snprintf(args, sizeof(args),
-		 "start --head --port 0 --ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20",
-		 cpus ? cpus : 1);
-	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
-	snprintf(path, sizeof(path), "%s/cluster", run_dir);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "address ", 8)) {
-			line[strcspn(line, "\n")] = 0;
-			snprintf(addr, sizeof(addr), "%s", line + 8);
-		}
-	fclose(f);
-	ftest_assert_true(addr[0] != 0);
-	snprintf(args, sizeof(args),
-		 "start --address %s --token-file %s/token --ip 127.0.0.1 --memory 64M "
-		 "--num-cpus %d --timeout 20",
-		 addr, run_dir, cpus ? cpus : 2);
-	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
-	ftest_assert_ok(ferry_init(&o));
-}
-
-/* Node @index's ID (node.id) and pid (node.pid). */
-static struct ferry_node_id node_of(int index, pid_t *pid)
-{
-	struct ferry_node_id id;
-	char path[512], hex[64] = "";
-	FILE *f;
-	int p;
-
-	snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, index);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
-	fclose(f);
-	hex[strcspn(hex, "\n")] = 0;
-	ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
-	snprintf(path, sizeof(path), "%s/node-%d/node.pid", run_dir, index);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	ftest_assert_int_eq(fscanf(f, "%d", &p), 1);
-	fclose(f);
-	*pid = p;
-	return id;
-}
-
-/* How many live processes the node of pid @node started as its workers (their environment
- * names it: FERRY_NODE_PID, node/rt_pool.c). */
-static unsigned workers_of(pid_t node)
-{
-	char want[32], path[300], env[8192];
-	unsigned n = 0;
-	struct dirent *e;
-	DIR *d = opendir("/proc");
-
-	ftest_assert_ptr_notnull(d);
-	snprintf(want, sizeof(want), "FERRY_NODE_PID=%d", (int)node);
-	while ((e = readdir(d))) {
-		size_t len;
-		FILE *f;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/environ", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		len = fread(env, 1, sizeof(env) - 1, f);
-		fclose(f);
-		env[len] = 0;
-		for (size_t i = 0; i < len; i += strlen(env + i) + 1) {
-			if (!strcmp(env + i, want)) {
-				/* A zombie has no environment left: one found is alive. */
-				n++;
-				break;
-			}
-		}
-	}
-	closedir(d);
-	return n;
+	cluster2_start("ferry-node-death", cpus ? cpus : 1, cpus ? cpus : 2);
 }
 
 /* The node a where() ran on; it must have succeeded. */
 static struct ferry_node_id ran_on(struct ferry_ref *r)
 {
 	return ran_on_within(r, GET_MS);
-}
-
-/* The node that is not the driver's (B) and its pid; it has run a task with @soft affinity to
- * it (its worker started, the owner's connection to it opened): until the driver's node has
- * heard of B (its join, its first load report), soft affinity runs here. */
-static struct ferry_node_id node_b(struct ferry_task_opts *soft, pid_t *bpid)
-{
-	struct ferry_node_id self = ferry__rt.node, a, b, n;
-	struct ferry_ref probe;
-	pid_t pid[3];
-	int i;
-
-	a = node_of(1, &pid[1]);
-	b = node_of(2, &pid[2]);
-	*bpid = pid[2];
-	if (ferry_node_id_eq(&b, &self))
-		b = a, *bpid = pid[1];
-	soft->affinity_node = b;
-	for (i = 0; i < 100; i++) {
-		probe = where(0, soft);
-		n = ran_on(&probe);
-		if (ferry_node_id_eq(&n, &b))
-			break;
-		usleep(50 * 1000);
-	}
-	ftest_assert_true(ferry_node_id_eq(&n, &b));
-	ftest_assert_uint_ge(workers_of(*bpid), 1);
-	return b;
 }
 
 FTEST(tasks_on_a_killed_node_complete_elsewhere)
@@ -205,7 +59,7 @@ FTEST(tasks_on_a_killed_node_complete_elsewhere)
 
 	start_cluster(0);
 	self = ferry__rt.node;
-	b = node_b(&soft, &bpid);
+	b = cluster2_node_b(&soft, &bpid);
 	hard.affinity_node = b;
 	/* One CPU there: one task runs, the others queue behind it (pipelined to its worker or
 	 * waiting for a lease), none done before the kill (each sleeps 2 s). */
@@ -221,7 +75,7 @@ FTEST(tasks_on_a_killed_node_complete_elsewhere)
 	ftest_assert_uint_eq(on_self, TASKS);
 	/* B's workers ended with it (PR_SET_PDEATHSIG); its SIGKILL reaches them at once, so a
 	 * bounded wait only absorbs scheduling. */
-	for (i = 0; i < 100 && (left = workers_of(bpid)); i++)
+	for (i = 0; i < 100 && (left = cluster2_workers_of(bpid)); i++)
 		usleep(50 * 1000);
 	ftest_assert_uint_eq(left, 0);
 	/* Hard affinity to the dead node: -EHOSTUNREACH naming it (whether or not the GCS has
@@ -233,7 +87,7 @@ FTEST(tasks_on_a_killed_node_complete_elsewhere)
 	ftest_assert_ptr_notnull(strstr(v.error, hex));
 	ferry_ref_drop(&probe);
 	ferry_shutdown();
-	stop_cluster();
+	cluster2_stop();
 }
 
 /* B stopped with its workers (SIGSTOP of its process group: a host cut off, whose sockets stay
@@ -251,13 +105,13 @@ FTEST(tasks_on_a_cut_off_node_complete_elsewhere)
 
 	start_cluster(0);
 	self = ferry__rt.node;
-	(void)node_b(&soft, &bpid);
-	frozen = getpgid(bpid);
-	ftest_assert_true(frozen > 1 && frozen != getpgid(0));
+	(void)cluster2_node_b(&soft, &bpid);
+	cluster2_frozen = getpgid(bpid);
+	ftest_assert_true(cluster2_frozen > 1 && cluster2_frozen != getpgid(0));
 	for (int i = 0; i < 2; i++)
 		r[i] = where(2000, &soft);
 	usleep(300 * 1000); /* let them reach B: without it the test passes too, it tests less */
-	ftest_assert_ok(kill(-frozen, SIGSTOP));
+	ftest_assert_ok(kill(-cluster2_frozen, SIGSTOP));
 	for (int i = 0; i < 2; i++) {
 		n = ran_on(&r[i]);
 		on_self += ferry_node_id_eq(&n, &self);
@@ -265,7 +119,7 @@ FTEST(tasks_on_a_cut_off_node_complete_elsewhere)
 	ftest_log("%u of 2 ran on the driver's node after B was cut off", on_self);
 	ftest_assert_uint_eq(on_self, 2);
 	ferry_shutdown();
-	stop_cluster();
+	cluster2_stop();
 }
 
 /* Lines in @path (0: none yet). */
@@ -338,9 +192,9 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 	int i;
 
 	start_cluster(4);
-	(void)node_b(&soft, &bpid);
+	(void)cluster2_node_b(&soft, &bpid);
 	for (i = 0; i < 2; i++) {
-		snprintf(path[i], sizeof(path[i]), "%s/big_tally-%d.runs", run_dir, i);
+		snprintf(path[i], sizeof(path[i]), "%s/big_tally-%d.runs", cluster2_run_dir, i);
 		unlink(path[i]);
 		args[0].data = path[i];
 		args[0].len = strlen(path[i]);
@@ -378,5 +232,82 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 	for (i = 0; i < 3; i++)
 		ferry_ref_drop(&r[i]);
 	ferry_shutdown();
-	stop_cluster();
+	cluster2_stop();
+}
+
+struct waiting_get {
+	struct ferry_ref ref; /* in */
+	struct ferry_view v;  /* out: the view */
+	int ret;	      /* ... the get's */
+	atomic_bool done;     /* ... it returned */
+};
+
+static void *get_thread(void *arg)
+{
+	struct waiting_get *g = arg;
+
+	g->ret = ferry_get(&g->ref, GET_MS, &g->v);
+	atomic_store(&g->done, true);
+	return NULL;
+}
+
+/* Two 4 MiB returns made on B, only in B's store; B stopped (its sockets open, nothing
+ * answers), so gets of them wait in the store for pulls that cannot come; then B is SIGKILLed.
+ * The gets already waiting are woken when the driver hears of the death and makes the returns
+ * again (lineage): one has the same bytes, its task ran twice; the other's task fails when run
+ * again (max_runs 1), and its get has that error, not its 30 s deadline's -ETIMEDOUT (a get
+ * that went on waiting in the store would see the first's new copy sealed there, never the
+ * second's error). */
+FTEST(gets_waiting_when_their_node_dies_are_woken)
+{
+	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
+				       .affinity_soft = true};
+	int64_t mib = 4, max_runs = 1;
+	char path[2][300];
+	struct ferry_arg args[3] = {{0},
+				    {.data = &mib, .len = sizeof(mib)},
+				    {.data = &max_runs, .len = sizeof(max_runs)}};
+	struct waiting_get g[2] = {{.ret = 1}, {.ret = 1}};
+	pthread_t thread[2];
+	pid_t bpid;
+	int ready = 0;
+
+	start_cluster(4);
+	(void)cluster2_node_b(&soft, &bpid);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/big_tally-waiting-%d.runs", cluster2_run_dir,
+			 i);
+		unlink(path[i]);
+		args[0].data = path[i];
+		args[0].len = strlen(path[i]);
+		ftest_assert_ok(ferry_submit("big_tally", args, 2 + (size_t)i, &soft, &g[i].ref));
+		ftest_assert_int_eq(ferry_wait(&g[i].ref, 1, 1, GET_MS, &ready), 1);
+		ftest_assert_uint_eq(runs(path[i]), 1);
+	}
+	cluster2_frozen = getpgid(bpid);
+	ftest_assert_true(cluster2_frozen > 1 && cluster2_frozen != getpgid(0));
+	ftest_assert_ok(kill(-cluster2_frozen, SIGSTOP));
+	for (int i = 0; i < 2; i++)
+		ftest_assert_int_eq(pthread_create(&thread[i], NULL, get_thread, &g[i]), 0);
+	/* They wait: B holds the only copies and answers nothing. A pull cannot finish, so this
+	 * checks state, not speed. */
+	usleep(500 * 1000);
+	ftest_assert_false(atomic_load(&g[0].done) || atomic_load(&g[1].done));
+	ftest_assert_ok(kill(-cluster2_frozen, SIGKILL));
+	cluster2_frozen = 0;
+	for (int i = 0; i < 2; i++) {
+		ftest_assert_int_eq(pthread_join(thread[i], NULL), 0);
+		ftest_log("get %d: %s: %s", i, ferry_strerror(g[i].ret), g[i].v.error);
+	}
+	ftest_assert_ok(g[0].ret);
+	check_big(&g[0].v, (size_t)mib << 20);
+	ferry_release(&g[0].v);
+	ftest_assert_uint_eq(runs(path[0]), 2);
+	ftest_assert_true(g[1].ret < 0 && g[1].ret != -ETIMEDOUT);
+	ftest_assert_ptr_notnull(strstr(g[1].v.error, "run 2 of at most 1"));
+	ftest_assert_uint_eq(runs(path[1]), 2);
+	for (int i = 0; i < 2; i++)
+		ferry_ref_drop(&g[i].ref);
+	ferry_shutdown();
+	cluster2_stop();
 }

@@ -7,7 +7,8 @@
  * from inside a task (tests/integration/runtime/test_nested.c); hang stays running
  * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
  * (test_borrow.c); in_bundle logs where and how many ran at once (test_pg.c); where and big
- * place tasks (test_placement.c).
+ * place tasks (test_placement.c); the actor class Spot says where it runs
+ * (test_actor_death.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -281,13 +282,14 @@ FERRY_FUNCTION(big)
 	return 0;
 }
 
-/* big_tally(path, mib): appends a line to the file @path (a test counts the runs), returns mib
- * MiB of a fixed pattern (byte i: i * 31 + 7, a test hashes it) in its node's store. */
+/* big_tally(path, mib[, max_runs]): appends a line to the file @path (a test counts the runs),
+ * returns mib MiB of a fixed pattern (byte i: i * 31 + 7, a test hashes it) in its node's
+ * store; with max_runs, a run after that many fails instead (an error, not retried). */
 FERRY_FUNCTION(big_tally)
 {
 	char path[256];
 	uint8_t *buf;
-	int64_t mib;
+	int64_t mib, runs, max_runs;
 	int fd, ret;
 
 	if (path_arg(ctx, 0, path, sizeof(path)) < 0 || int64_arg(ctx, 1, &mib) < 0 || mib < 1 ||
@@ -299,7 +301,11 @@ FERRY_FUNCTION(big_tally)
 			close(fd);
 		return ferry_task_error(ctx, "big_tally: cannot append to %s", path);
 	}
+	runs = lseek(fd, 0, SEEK_END) / 4;
 	close(fd);
+	if (int64_arg(ctx, 2, &max_runs) == 0 && runs > max_runs)
+		return ferry_task_error(ctx, "big_tally: run %lld of at most %lld", (long long)runs,
+					(long long)max_runs);
 	ret = ferry_task_return_alloc(ctx, 0, (size_t)mib << 20, (void **)&buf);
 	if (ret < 0)
 		return ret;
@@ -457,4 +463,45 @@ FERRY_FUNCTION(in_bundle)
 	if (!ok)
 		return ferry_task_error(ctx, "in_bundle: cannot append to %s", path);
 	return ferry_task_return(ctx, 0, &ms, sizeof(ms));
+}
+
+/* Spot(start[, ms]): an actor that says where it runs (test_actor_death.c); its constructor
+ * sleeps @ms. next() returns start + the calls to next so far (its state, from the
+ * constructor's argument: a restart begins again), where(ms) sleeps @ms and returns the ID of
+ * its node. */
+FERRY_ACTOR_CLASS(Spot, free)
+{
+	int64_t *n = malloc(sizeof(*n)), ms = 0;
+
+	if (!n)
+		return -ENOMEM;
+	if (int64_arg(ctx, 0, n) < 0 || (ferry_task_num_args(ctx) > 1 &&
+					 (int64_arg(ctx, 1, &ms) < 0 || ms < 0 || ms > 60000))) {
+		free(n);
+		return ferry_task_error(ctx, "Spot takes an int64 start and 0..60000 ms");
+	}
+	usleep((useconds_t)ms * 1000);
+	*state = n;
+	return 0;
+}
+
+FERRY_ACTOR_METHOD(Spot, next)
+{
+	int64_t *n = ferry_actor_state(ctx);
+
+	++*n;
+	return ferry_task_return(ctx, 0, n, sizeof(*n));
+}
+
+FERRY_ACTOR_METHOD(Spot, where)
+{
+	struct ferry_node_id node;
+	int64_t ms;
+
+	if (int64_arg(ctx, 0, &ms) < 0 || ms < 0 || ms > 60000)
+		return ferry_task_error(ctx, "Spot.where takes 0..60000 ms");
+	usleep((useconds_t)ms * 1000);
+	if (ferry_task_node_id(ctx, &node) < 0)
+		return ferry_task_error(ctx, "no node");
+	return ferry_task_return(ctx, 0, &node, sizeof(node));
 }
