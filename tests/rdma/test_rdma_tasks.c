@@ -21,33 +21,12 @@
 
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
-#include "tests/integration/procs.h"
-#include "tests/integration/runtime/where.h"
+#include "tests/integration/runtime/cluster2.h"
 #include "tests/rdma/rdma_util.h"
 
 /* Soft-RoCE under TCG is 10-50x slower than hardware: deadlines are hang guards. */
 #define GET_MS 300000
 #define MIB 4
-
-static char run_dir[256];
-static bool started;
-
-static void stop_cluster(void)
-{
-	if (!started)
-		return;
-	started = false;
-	(void)itest_ferry_cli(run_dir, "stop --timeout 30");
-}
-
-static void remove_run_dir(void)
-{
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", run_dir);
-	if (run_dir[0] && system(cmd) != 0)
-		fprintf(stderr, "%s not removed\n", run_dir);
-}
 
 /* The second node's address: $FERRY_RDMA_IP2; else, with $FERRY_RDMA_IP set (a host with one
  * device), that one; else rxe1's in the VM. */
@@ -63,60 +42,16 @@ static const char *second_ip(void)
 
 static void start_cluster(void)
 {
-	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
-	char args[1024], addr[256];
+	char head[256], other[256];
 
 	rt_require_device();
-	if (!o.code_path)
-		ftest_skip("FERRY_TEST_JOB not set (run through meson test)");
-	snprintf(run_dir, sizeof(run_dir), "/tmp/ferry-rdma-tasks-%d", (int)getpid());
-	setenv("FERRY_RUN_DIR", run_dir, 1);
-	unsetenv("FERRY_ADDRESS");
-	started = true;
-	if (!getenv("FTEST_KEEP_RUN_DIR"))
-		atexit(remove_run_dir);
-	atexit(stop_cluster);
-	snprintf(args, sizeof(args),
-		 "start --head --port 0 --ip %s --transport rdma --shm off --memory 128M "
-		 "--num-cpus 2 --timeout 300",
+	snprintf(head, sizeof(head),
+		 "--ip %s --transport rdma --shm off --memory 128M --num-cpus 2 --timeout 300",
 		 rt_ip());
-	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
-	itest_cluster_address(run_dir, addr, sizeof(addr));
-	snprintf(args, sizeof(args),
-		 "start --address %s --token-file %s/token --ip %s --transport rdma --shm off "
-		 "--memory 128M --num-cpus 2 --timeout 300",
-		 addr, run_dir, second_ip());
-	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
-	ftest_assert_ok(ferry_init(&o));
-}
-
-/* The node that is not the driver's, and its pid (node-N/node.id and node.pid of the run). */
-static struct ferry_node_id other_node(pid_t *pid)
-{
-	for (int i = 1; i <= 2; i++) {
-		struct ferry_node_id id;
-		char path[512], hex[64] = "";
-		FILE *f;
-		int p = 0;
-
-		snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, i);
-		f = fopen(path, "r");
-		ftest_assert_ptr_notnull(f);
-		ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
-		fclose(f);
-		hex[strcspn(hex, "\n")] = 0;
-		ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
-		if (ferry_node_id_eq(&id, &ferry__rt.node))
-			continue;
-		snprintf(path, sizeof(path), "%s/node-%d/node.pid", run_dir, i);
-		f = fopen(path, "r");
-		ftest_assert_ptr_notnull(f);
-		ftest_assert_int_eq(fscanf(f, "%d", &p), 1);
-		fclose(f);
-		*pid = p;
-		return id;
-	}
-	FTEST__FAIL("no node other than the driver's in %s", run_dir);
+	snprintf(other, sizeof(other),
+		 "--ip %s --transport rdma --shm off --memory 128M --num-cpus 2 --timeout 300",
+		 second_ip());
+	cluster2_start_opts("ferry-rdma-tasks", head, other);
 }
 
 /* big_tally's bytes (tests/unit/runtime/job_owner.c): byte i is i * 31 + 7. */
@@ -172,9 +107,9 @@ FTEST(an_argument_made_on_one_node_is_pulled_by_rdma_to_the_other)
 	pid_t bpid;
 
 	start_cluster();
-	on_b.affinity_node = other_node(&bpid);
+	on_b.affinity_node = cluster2_other(&ferry__rt.node, &bpid);
 	on_a.affinity_node = ferry__rt.node;
-	snprintf(path, sizeof(path), "%s/made.runs", run_dir);
+	snprintf(path, sizeof(path), "%s/made.runs", cluster2_run_dir);
 	made = tally(path, &on_b);
 	/* Submitted at once: the argument is pending when A's worker is leased. */
 	by_ref.ref = &made;
@@ -185,7 +120,7 @@ FTEST(an_argument_made_on_one_node_is_pulled_by_rdma_to_the_other)
 	ferry_ref_drop(&echoed);
 	ferry_ref_drop(&made);
 	ferry_shutdown();
-	stop_cluster();
+	cluster2_stop();
 }
 
 FTEST(a_return_lost_with_its_node_is_made_again_on_the_other)
@@ -199,17 +134,8 @@ FTEST(a_return_lost_with_its_node_is_made_again_on_the_other)
 	pid_t bpid;
 
 	start_cluster();
-	soft.affinity_node = other_node(&bpid);
-	/* Until the driver's node has B's first load report, soft affinity runs here. */
-	for (int i = 0; i < 600; i++) {
-		struct ferry_ref probe = where(0, &soft);
-		struct ferry_node_id at = ran_on_within(&probe, GET_MS);
-
-		if (ferry_node_id_eq(&at, &soft.affinity_node))
-			break;
-		usleep(100 * 1000);
-	}
-	snprintf(path, sizeof(path), "%s/lost.runs", run_dir);
+	(void)cluster2_node_b(&soft, &bpid); /* B has run one: soft affinity finds it */
+	snprintf(path, sizeof(path), "%s/lost.runs", cluster2_run_dir);
 	r = tally(path, &soft);
 	/* Ready in B's store only: waited for, never got (a get would pull a copy here). */
 	ftest_assert_int_eq(ferry_wait(&r, 1, 1, GET_MS, &ready), 1);
@@ -222,5 +148,5 @@ FTEST(a_return_lost_with_its_node_is_made_again_on_the_other)
 	check_big(&r);
 	ferry_ref_drop(&r);
 	ferry_shutdown();
-	stop_cluster();
+	cluster2_stop();
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A two-node cluster for the node-death tests (test_node_death.c, test_actor_death.c), as a
+ * A two-node cluster for the node-death tests (test_node_death.c, test_actor_death.c) and the
+ * rdma suite's tasks (tests/rdma/test_rdma_tasks.c), as a
  * user starts one: `ferry start --head` and `ferry start --address` on loopback, a driver
  * joined to one of them, then the nodes' IDs and pids, the ferry-workers a node started, and a
  * ferry-sched when a test needs one. One cluster per test process at a time; a failed
@@ -60,9 +61,11 @@ static inline void cluster2_remove_run_dir(void)
 		fprintf(stderr, "%s not removed\n", cluster2_run_dir);
 }
 
-/* Start the head (@head_cpus CPUs) and a second node (@other_cpus), run directory
- * /tmp/@name-<pid>, and join the driver (ferry_init "auto"). */
-static inline void cluster2_start(const char *name, int head_cpus, int other_cpus)
+/* Start the head and a second node with `ferry start` options @head_opts and @other_opts
+ * (their addresses, resources, timeouts), run directory /tmp/@name-<pid>, and join the driver
+ * (ferry_init "auto"). */
+static inline void cluster2_start_opts(const char *name, const char *head_opts,
+				       const char *other_opts)
 {
 	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
 	static bool registered;
@@ -81,17 +84,25 @@ static inline void cluster2_start(const char *name, int head_cpus, int other_cpu
 		atexit(cluster2_stop);
 		registered = true;
 	}
-	snprintf(args, sizeof(args),
-		 "start --head --port 0 --ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20",
-		 head_cpus);
+	snprintf(args, sizeof(args), "start --head --port 0 %s", head_opts);
 	ftest_assert_int_eq(itest_ferry_cli(cluster2_run_dir, args), 0);
 	itest_cluster_address(cluster2_run_dir, addr, sizeof(addr));
-	snprintf(args, sizeof(args),
-		 "start --address %s --token-file %s/token --ip 127.0.0.1 --memory 64M "
-		 "--num-cpus %d --timeout 20",
-		 addr, cluster2_run_dir, other_cpus);
+	snprintf(args, sizeof(args), "start --address %s --token-file %s/token %s", addr,
+		 cluster2_run_dir, other_opts);
 	ftest_assert_int_eq(itest_ferry_cli(cluster2_run_dir, args), 0);
 	ftest_assert_ok(ferry_init(&o));
+}
+
+/* Two nodes on loopback: the head of @head_cpus CPUs, the other of @other_cpus. */
+static inline void cluster2_start(const char *name, int head_cpus, int other_cpus)
+{
+	char head[128], other[128];
+
+	snprintf(head, sizeof(head), "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20",
+		 head_cpus);
+	snprintf(other, sizeof(other), "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20",
+		 other_cpus);
+	cluster2_start_opts(name, head, other);
 }
 
 /* Node @index's ID (node.id; 1 the head) and pid (node.pid). */
