@@ -19,6 +19,7 @@
  * (max_queued_bytes) holds back a client that does not read and cuts it off after the stall
  * timeout.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include <ferry/gcs.h>
 
 #include "common/alloc.h"
+#include "common/hash.h"
 #include "common/conn.h"
 #include "common/hashmap.h"
 #include "common/log.h"
@@ -39,12 +41,16 @@
 #include "sched/policy.h"
 #include "sched/proto.h"
 #include "sched/server.h"
+#include "sched/uplink.h"
 
 #define COMP "sched"
 #define DEFAULT_MAX_QUEUED (4u << 20)
 #define DEFAULT_STALL_MS 10000u
 #define RESUBSCRIBE_MS 1000u
 #define CUSTOM_KINDS (FERRY__SCHED_KINDS - 4)
+#define MEMBERS_POLL_MS 500u /* a group reads its members from the KV */
+#define REPORT_MS 200u	     /* a group's summary to the global instances */
+#define FORWARDED 1	     /* place_one: the answer comes later */
 
 struct snode {
 	struct ferry_node_id id; /* the node */
@@ -52,6 +58,25 @@ struct snode {
 	bool dead;		 /* its child takes nothing more */
 	bool reported;		 /* its load reached us (until then its child is not alive) */
 	uint64_t seen_gen;	 /* the nodes-channel snapshot that last showed it */
+	bool member;		 /* a group's scheduler: one of its nodes */
+	bool grouped;		 /* global: under a group (its own child takes nothing) */
+	char *group;		 /* global: this entry is a group (its name), not a node */
+	struct ferry__sched_client *down; /* global: to that group's scheduler, or NULL */
+};
+
+/* An accepted connection; it outlives its close while forwarded requests still answer to it. */
+struct sconn {
+	struct ferry__sched_server *srv; /* owner */
+	struct ferry__conn *conn;	 /* NULL once closed */
+	unsigned refs;			 /* the connection + forwards in flight */
+};
+
+/* A request sent to another level; its answer goes back to the asker as it comes. */
+struct fwd {
+	struct sconn *sc;		 /* the asker */
+	uint64_t request_id;		 /* the asker's */
+	struct ferry__sched_client *via; /* the client it went through */
+	uint32_t fallback;		 /* a group's own choice when the global does not answer */
 };
 
 struct sub {
@@ -83,6 +108,20 @@ struct ferry__sched_server {
 	void *stop_arg;					    /* its argument */
 	uint64_t placed, refused;			    /* counters for the log */
 	uint64_t nodes_gen; /* whole-channel RESYNCs of the nodes channel so far */
+	char group[FERRY__SCHED_GROUP_NAME_MAX + 1];   /* a group's scheduler: the name; else "" */
+	char kv_ns[128];			       /* where instances of this level register */
+	struct ferry__sched_client *up;		       /* a group: to the global level */
+	struct ferry__sched_uplink *uplink;	       /* a group: reports to the global level */
+	struct ferry__loop_timer members_timer;	       /* a group: the KV read of its members */
+	struct ferry__loop_timer report_timer;	       /* a group: its summary, every REPORT_MS */
+	bool members_reading;			       /* a members read in flight */
+	uint64_t report_version;		       /* of the group's summaries */
+	uint64_t next_fwd_id;			       /* request IDs of forwards */
+	uint64_t forwarded;			       /* counters for the log */
+	struct ferry_node_id self;		       /* this instance (its ID) */
+	uint8_t listener_token[256];		       /* the cluster token (for the clients) */
+	size_t listener_token_len;		       /* its bytes */
+	struct ferry__sched_group_report group_report; /* decode space */
 };
 
 static void kv_register(struct ferry__sched_server *s);
@@ -152,7 +191,7 @@ static int node_index(struct ferry__sched_server *s, const struct ferry_node_id 
 {
 	uint32_t *slot = ferry__hashmap_get(&s->by_node, id->bytes);
 
-	if (slot && (!add || !s->nodes[*slot].dead)) {
+	if (slot && (!add || !s->nodes[*slot].dead || s->nodes[*slot].group)) {
 		*out = *slot;
 		return 0;
 	}
@@ -268,7 +307,8 @@ static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	if (ferry_gcs_event_node_load(ev, &load) < 0)
 		return;
 	if ((node_index(s, &load.id, false, &i) == 0 || node_index(s, &load.id, true, &i) == 0) &&
-	    !s->nodes[i].dead) {
+	    !s->nodes[i].dead && !s->nodes[i].grouped && !s->nodes[i].group &&
+	    (!s->group[0] || s->nodes[i].member)) {
 		load_convert(s, &load, &sl);
 		if (ferry__sched_child_report(s->level, i, &sl) == 0)
 			s->nodes[i].reported = true;
@@ -307,9 +347,9 @@ static void kv_register(struct ferry__sched_server *s)
 	}
 	snprintf(s->advertise, sizeof(s->advertise), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
 		 ferry__conn_server_port(s->listener));
-	ret = ferry_gcs_kv_put_async(s->gcs, FERRY__SCHED_KV_NS, sizeof(FERRY__SCHED_KV_NS) - 1,
-				     s->id_hex, strlen(s->id_hex), s->advertise,
-				     strlen(s->advertise), true, on_kv_put, s);
+	ret = ferry_gcs_kv_put_async(s->gcs, s->kv_ns, strlen(s->kv_ns), s->id_hex,
+				     strlen(s->id_hex), s->advertise, strlen(s->advertise), true,
+				     on_kv_put, s);
 	if (ret == 0)
 		s->registered = true;
 }
@@ -352,6 +392,283 @@ static void subscribe(struct sub *sub)
 		on_subscribed(sub, ret, NULL);
 }
 
+/* ---- the tree: a group's members and reports, the groups seen from the global level ---- */
+
+/* A group's entry at the global level is keyed like a node, by an ID made from its name. */
+static void group_id(const char *name, struct ferry_node_id *out)
+{
+	uint64_t h[2] = {ferry__hash_bytes(name, strlen(name), 0x67726f7570ull),
+			 ferry__hash_bytes(name, strlen(name), 0x74726565ull)};
+
+	memcpy(out->bytes, h, sizeof(out->bytes));
+}
+
+/* Global: a group's summary. Its members' own children take nothing from now on (the group
+ * places on them) and map to the group's child, so that their inputs count as the group's. */
+static int on_group_load(struct ferry__sched_server *s, const void *payload, size_t len)
+{
+	struct ferry__sched_group_report *g = &s->group_report;
+	struct ferry__sched_load load = {0};
+	struct ferry_node_id gid, id;
+	uint32_t gi, m;
+
+	if (ferry__sched_group_read(payload, len, g) < 0)
+		return -EPROTO;
+	group_id(g->group, &gid);
+	if (node_index(s, &gid, true, &gi) < 0)
+		return 0; /* -ENOMEM: the next report tries again */
+	if (!s->nodes[gi].group && !(s->nodes[gi].group = ferry__strdup(g->group)))
+		return 0;
+	load.version = g->version;
+	load.queue_len = g->queue_len;
+	load.mean_task_ns = g->mean_task_ns;
+	for (uint32_t r = 0; r < g->nres; r++) {
+		int k = kind_of(s, g->res_name[r], true);
+
+		if (k < 0)
+			continue;
+		load.total[k] = g->total[r];
+		load.avail[k] = g->avail[r];
+		load.total_max[k] = g->total_max[r];
+		load.avail_max[k] = g->avail_max[r];
+	}
+	if (ferry__sched_child_report(s->level, gi, &load) == 0)
+		s->nodes[gi].reported = true;
+	for (uint32_t i = 0; i < g->nmembers; i++) {
+		if (ferry__sched_group_member(payload, i, &id) < 0 ||
+		    node_index(s, &id, true, &m) < 0 || m == gi || s->nodes[m].group)
+			continue;
+		if (!s->nodes[m].grouped) {
+			s->nodes[m].grouped = true;
+			ferry__sched_child_dead(s->level, m);
+		}
+		ferry__sched_level_map_node(s->level, m, gi);
+	}
+	return 0;
+}
+
+static void on_member_subscribed(void *arg, int status, void *result)
+{
+	struct ferry__sched_server *s = arg;
+
+	ferry_gcs_free(result);
+	if (status < 0 && status != -ECANCELED)
+		FLOG_WARN(COMP, "group %s: following a member's load: %s", s->group,
+			  ferry_strerror(-status));
+}
+
+/* A group: node @hex is one of ours. Its load reports are followed from now on, key by key, so
+ * that the group sees its nodes' load and no other's. */
+static void member_add(struct ferry__sched_server *s, const void *hex, size_t size)
+{
+	char text[2 * sizeof(struct ferry_node_id) + 1];
+	struct ferry_node_id id;
+	uint32_t i;
+
+	if (size != sizeof(text) - 1)
+		return;
+	memcpy(text, hex, size);
+	text[size] = '\0';
+	if (ferry_id_from_hex(text, id.bytes, sizeof(id.bytes)) < 0 ||
+	    node_index(s, &id, true, &i) < 0 || s->nodes[i].member)
+		return;
+	s->nodes[i].member = true;
+	FLOG_INFO(COMP, "group %s: node %s joined", s->group, text);
+	if (ferry_gcs_subscribe_async(s->gcs, FERRY_GCS_CH_NODE_LOAD, id.bytes, sizeof(id.bytes),
+				      on_load_event, &s->subs[1], on_member_subscribed, s) < 0)
+		s->nodes[i].member = false; /* the next read tries again */
+}
+
+static void on_members(void *arg, int status, void *result)
+{
+	struct ferry__sched_server *s = arg;
+	struct ferry_gcs_bytes *keys = result;
+
+	s->members_reading = false;
+	for (int i = 0; i < status; i++)
+		member_add(s, keys[i].data, keys[i].size);
+	ferry_gcs_free(result);
+	if (status >= 0 || status == -ENOENT)
+		s->subs[1].ready = true; /* the members known: requests are answered */
+}
+
+static void on_members_timer(struct ferry__loop_timer *t, int status)
+{
+	struct ferry__sched_server *s = t->data;
+	char ns[128];
+
+	if (status != 0)
+		return;
+	snprintf(ns, sizeof(ns), "%s%s", FERRY__SCHED_MEMBER_KV_PREFIX, s->group);
+	if (!s->members_reading)
+		s->members_reading =
+			ferry_gcs_kv_keys_async(s->gcs, ns, strlen(ns), "", 0, on_members, s) == 0;
+	ferry__loop_timer_start(s->loop, t, MEMBERS_POLL_MS, 0, on_members_timer);
+}
+
+/* A group: its summary to every global instance, with its live members. */
+static void on_report_timer(struct ferry__loop_timer *t, int status)
+{
+	struct ferry__sched_server *s = t->data;
+	const char *names[FERRY__SCHED_KINDS] = {"CPU", "GPU", "memory", "object_store_memory"};
+	struct ferry__sched_load load;
+	struct ferry_node_id *members;
+	size_t n = 0;
+
+	if (status != 0)
+		return;
+	ferry__loop_timer_start(s->loop, t, REPORT_MS, 0, on_report_timer);
+	members = ferry__calloc(s->nnodes ? s->nnodes : 1, sizeof(*members));
+	if (!members)
+		return;
+	for (unsigned k = 0; k < s->ncustom; k++)
+		names[4 + k] = s->custom[k];
+	for (uint32_t i = 0; i < s->nnodes && n < FERRY__SCHED_GROUP_MEMBERS_MAX; i++)
+		if (s->nodes[i].member && !s->nodes[i].dead)
+			members[n++] = s->nodes[i].id;
+	ferry__sched_level_summary(s->level, ++s->report_version, &load);
+	if (ferry__sched_group_build(&s->fb, s->group, &load, names, members, n) == 0)
+		ferry__sched_uplink_send(s->uplink, FERRY__WIRE_MSG_SCHED_GROUP_LOAD,
+					 ferry__fb_builder_data(&s->fb),
+					 ferry__fb_builder_size(&s->fb));
+	ferry__free(members);
+}
+
+/* A group's scheduler: its client up, its report links, its members' and reports' timers. */
+static int group_start(struct ferry__sched_server *s, const void *token, size_t token_len)
+{
+	int ret = ferry__sched_client_new(s->loop, s->gcs, token, token_len, &s->self, &s->up);
+
+	if (ret == 0)
+		ret = ferry__sched_uplink_new(s->loop, s->gcs, token, token_len, &s->self,
+					      &s->uplink);
+	if (ret < 0)
+		return ret;
+	/* A restarted group scheduler's reports must win over its last life's. */
+	s->report_version = (uint64_t)ferry__loop_now_ms() << 16;
+	s->members_timer.data = s;
+	s->report_timer.data = s;
+	ferry__loop_timer_start(s->loop, &s->members_timer, 0, 0, on_members_timer);
+	ferry__loop_timer_start(s->loop, &s->report_timer, REPORT_MS, 0, on_report_timer);
+	return 0;
+}
+
+static bool group_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > FERRY__SCHED_GROUP_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
+			return false;
+	return true;
+}
+
+/* ---- forwarding between levels ---- */
+
+static void sconn_unref(struct sconn *sc)
+{
+	if (--sc->refs == 0)
+		ferry__free(sc);
+}
+
+/* One result, alone in its SchedPlaceReply (the asker matches it by request ID). */
+static void reply_one(struct ferry__sched_server *s, struct sconn *sc,
+		      const struct ferry__sched_result *r)
+{
+	int ret;
+
+	if (!sc->conn)
+		return; /* the asker left: it sends the request again elsewhere */
+	ret = ferry__sched_reply_build(&s->fb, r, 1);
+	if (ret == 0)
+		ret = ferry__conn_send(sc->conn, FERRY__WIRE_MSG_SCHED_PLACE_REPLY,
+				       ferry__fb_builder_data(&s->fb),
+				       ferry__fb_builder_size(&s->fb));
+	if (ret < 0) {
+		FLOG_PEER_WARN(COMP, ferry__conn_peer(sc->conn), "%s: reply not sent (%s), closing",
+			       ferry__conn_peer(sc->conn), ferry_strerror(-ret));
+		ferry__conn_close(sc->conn);
+	}
+}
+
+static void on_forwarded(void *arg, int status, const struct ferry_node_id *node,
+			 const char *node_address)
+{
+	struct fwd *f = arg;
+	struct ferry__sched_server *s = f->sc->srv;
+	struct ferry__sched_result r = {.request_id = f->request_id, .status = status};
+
+	if (status == 0) {
+		r.node = *node;
+		r.node_address = node_address;
+		r.hops = (uint8_t)ferry__sched_client_hops(f->via);
+	} else if (status != -ECANCELED && f->fallback != FERRY__SCHED_NO_CHILD) {
+		/* The global level did not answer: the group's own best node, where it queues. */
+		FLOG_INFO(COMP, "the level above: %s; placed in the group", ferry_strerror(status));
+		r.status = 0;
+		r.node = s->nodes[f->fallback].id;
+		r.node_address = s->nodes[f->fallback].address ? s->nodes[f->fallback].address : "";
+		r.hops = 1;
+	}
+	if (status != -ECANCELED)
+		reply_one(s, f->sc, &r);
+	sconn_unref(f->sc);
+	ferry__free(f);
+}
+
+/* @it as a request of our own to @via: 0 (answered later through on_forwarded) or -errno. */
+static int forward(struct ferry__sched_server *s, struct sconn *sc,
+		   const struct ferry__sched_item *it, struct ferry__sched_client *via,
+		   uint32_t fallback)
+{
+	struct ferry__res res[FERRY__SCHED_ITEM_RES_MAX];
+	struct ferry__sched_place_req q = {.res = res,
+					   .nres = it->nres,
+					   .strategy = it->strategy,
+					   .affinity = it->affinity,
+					   .soft = it->soft,
+					   .inputs = it->inputs,
+					   .ninputs = it->ninputs,
+					   .hops = (uint8_t)(it->hops + 1),
+					   .from_group = s->group[0] ? s->group : NULL};
+	struct fwd *f = ferry__malloc(sizeof(*f));
+	int ret;
+
+	if (!f)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < it->nres; i++) {
+		snprintf(res[i].name, sizeof(res[i].name), "%s", it->res_name[i]);
+		res[i].amount = it->res_amount[i];
+	}
+	*f = (struct fwd){.sc = sc, .request_id = it->request_id, .via = via, .fallback = fallback};
+	q.id = ++s->next_fwd_id;
+	ret = ferry__sched_client_place(via, &q, on_forwarded, f);
+	if (ret < 0) {
+		ferry__free(f);
+		return ret;
+	}
+	sc->refs++;
+	s->forwarded++;
+	return 0;
+}
+
+/* Global: the client to group entry @g's scheduler, made on first use. */
+static struct ferry__sched_client *group_client(struct ferry__sched_server *s, struct snode *g)
+{
+	char ns[128];
+
+	if (g->down)
+		return g->down;
+	snprintf(ns, sizeof(ns), "%s%s", FERRY__SCHED_GROUP_KV_PREFIX, g->group);
+	if (ferry__sched_client_new(s->loop, s->gcs, s->listener_token, s->listener_token_len,
+				    &s->self, &g->down) < 0)
+		return NULL;
+	ferry__sched_client_set_namespace(g->down, ns);
+	return g->down;
+}
+
 /* ---- requests ---- */
 
 /*
@@ -363,84 +680,137 @@ static void subscribe(struct sub *sub)
 static bool unreported(const struct ferry__sched_server *s)
 {
 	for (uint32_t i = 0; i < s->nnodes; i++)
-		if (!s->nodes[i].dead && !s->nodes[i].reported)
+		if (!s->nodes[i].dead && !s->nodes[i].reported && !s->nodes[i].grouped &&
+		    (!s->group[0] || s->nodes[i].member))
 			return true;
 	return false;
 }
 
-static int place_one(struct ferry__sched_server *s, const struct ferry__sched_item *it,
-		     struct ferry__sched_result *r)
+static int task_of(struct ferry__sched_server *s, const struct ferry__sched_item *it,
+		   struct ferry__sched_task *task, struct ferry__sched_input *inputs,
+		   uint32_t *locations)
 {
-	struct ferry__sched_input inputs[FERRY__SCHED_ITEM_INPUTS_MAX];
-	uint32_t locations[FERRY__SCHED_ITEM_INPUTS_MAX];
-	struct ferry__sched_task task = {0};
-	struct ferry__sched_decision d;
 	uint32_t idx;
-	int ret;
 
-	if (!s->subs[0].ready || !s->subs[1].ready)
-		return -EAGAIN;
-	task.ndemand = it->nres;
+	task->ndemand = it->nres;
 	for (uint32_t i = 0; i < it->nres; i++) {
 		int k = kind_of(s, it->res_name[i], false);
 
 		if (k < 0)
 			return -ENOSPC; /* no node ever reported that resource */
-		task.demand[i].kind = (uint32_t)k;
-		task.demand[i].amount = it->res_amount[i];
+		task->demand[i].kind = (uint32_t)k;
+		task->demand[i].amount = it->res_amount[i];
 	}
 	for (uint32_t i = 0; i < it->ninputs; i++) {
 		if (node_index(s, &it->inputs[i].node, false, &idx) < 0)
 			continue;
-		locations[task.ninputs] = idx;
-		inputs[task.ninputs].size_bytes = it->inputs[i].bytes;
-		inputs[task.ninputs].nlocations = 1;
-		inputs[task.ninputs].locations = &locations[task.ninputs];
-		task.ninputs++;
+		locations[task->ninputs] = idx;
+		inputs[task->ninputs].size_bytes = it->inputs[i].bytes;
+		inputs[task->ninputs].nlocations = 1;
+		inputs[task->ninputs].locations = &locations[task->ninputs];
+		task->ninputs++;
 	}
-	task.inputs = inputs;
-	task.strategy = (enum ferry__sched_strategy)it->strategy;
-	if (task.strategy == FERRY__SCHED_NODE_AFFINITY) {
-		task.affinity_soft = it->soft;
+	task->inputs = inputs;
+	task->strategy = (enum ferry__sched_strategy)it->strategy;
+	if (task->strategy == FERRY__SCHED_NODE_AFFINITY) {
+		task->affinity_soft = it->soft;
 		if (node_index(s, &it->affinity, false, &idx) == 0)
-			task.affinity_node = idx;
+			task->affinity_node = idx;
 		else if (it->soft)
-			task.strategy = FERRY__SCHED_DEFAULT;
+			task->strategy = FERRY__SCHED_DEFAULT;
 		else
-			return -EHOSTDOWN;
+			return -EHOSTUNREACH;
 	}
-	ret = ferry__sched_decide(s->level, &task, &d);
+	/* The group that sent it up: never back down to it. */
+	if (it->from_group[0] && !s->group[0]) {
+		struct ferry_node_id gid;
+
+		group_id(it->from_group, &gid);
+		if (node_index(s, &gid, false, &idx) == 0) {
+			task->exclude = true;
+			task->excluded_child = idx;
+		}
+	}
+	return 0;
+}
+
+/* A group's task that it cannot run now goes up once, from a node's ask only (hops 0). */
+static bool goes_up(const struct ferry__sched_server *s, const struct ferry__sched_item *it,
+		    int ret, const struct ferry__sched_decision *d)
+{
+	if (!s->group[0] || it->hops > 0 || !s->up)
+		return false;
+	return ret == -ENOSPC || ret == -EHOSTUNREACH || ret == -EAGAIN ||
+	       (ret == 0 && ferry__sched_forward_up(d));
+}
+
+/* 0 with *@r filled, FORWARDED, or -errno. */
+static int place_one(struct ferry__sched_server *s, struct sconn *sc,
+		     const struct ferry__sched_item *it, struct ferry__sched_result *r)
+{
+	struct ferry__sched_input inputs[FERRY__SCHED_ITEM_INPUTS_MAX];
+	uint32_t locations[FERRY__SCHED_ITEM_INPUTS_MAX];
+	struct ferry__sched_task task = {0};
+	struct ferry__sched_decision d = {.child = FERRY__SCHED_NO_CHILD};
+	struct snode *n;
+	int ret;
+
+	if (!s->subs[0].ready || !s->subs[1].ready)
+		ret = -EAGAIN;
+	else
+		ret = task_of(s, it, &task, inputs, locations);
+	if (ret == 0)
+		ret = ferry__sched_decide(s->level, &task, &d);
+	if (goes_up(s, it, ret, &d) &&
+	    forward(s, sc, it, s->up, ret == 0 ? d.child : FERRY__SCHED_NO_CHILD) == 0)
+		return FORWARDED;
 	if (ret == -EHOSTUNREACH)
 		return -EHOSTDOWN;
 	if (ret == -ENOSPC && unreported(s))
 		return -EAGAIN;
 	if (ret < 0)
 		return ret;
+	n = &s->nodes[d.child];
+	if (n->group) {
+		/* Down to that group's scheduler: the third hop at most (node, group, global). */
+		struct ferry__sched_client *down = group_client(s, n);
+
+		if (it->hops + 1 >= FERRY__SCHED_HOPS_MAX || !down ||
+		    forward(s, sc, it, down, FERRY__SCHED_NO_CHILD) < 0)
+			return -EAGAIN;
+		ferry__sched_commit(s->level, &task, &d);
+		return FORWARDED;
+	}
 	ferry__sched_commit(s->level, &task, &d);
-	r->node = s->nodes[d.child].id;
-	r->node_address = s->nodes[d.child].address ? s->nodes[d.child].address : "";
+	r->node = n->id;
+	r->node_address = n->address ? n->address : "";
+	r->hops = (uint8_t)(it->hops + 1);
 	return 0;
 }
 
-static void on_place(struct ferry__sched_server *s, struct ferry__conn *conn, const void *payload,
+static void on_place(struct ferry__sched_server *s, struct sconn *sc, const void *payload,
 		     size_t len)
 {
-	int n = ferry__sched_place_count(payload, len), ret = 0;
+	struct ferry__conn *conn = sc->conn;
+	int n = ferry__sched_place_count(payload, len), ret = 0, now = 0;
 
 	for (int i = 0; i < n; i++) {
-		struct ferry__sched_result *r = &s->results[i];
+		struct ferry__sched_result *r = &s->results[now];
 
 		memset(r, 0, sizeof(*r));
 		ret = ferry__sched_place_item(payload, (uint32_t)i, &s->item);
 		if (ret == -EPROTO)
 			break;
 		r->request_id = s->item.request_id;
-		r->status = ret < 0 ? ret : place_one(s, &s->item, r);
+		r->status = ret < 0 ? ret : place_one(s, sc, &s->item, r);
+		ret = 0;
+		if (r->status == FORWARDED)
+			continue; /* answered when the other level answers */
+		now++;
 		if (r->status == 0)
 			s->placed++;
 		else
 			s->refused++;
-		ret = 0;
 	}
 	if (n < 0 || ret < 0) {
 		FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: malformed SchedPlace, closing",
@@ -448,7 +818,9 @@ static void on_place(struct ferry__sched_server *s, struct ferry__conn *conn, co
 		ferry__conn_close(conn);
 		return;
 	}
-	ret = ferry__sched_reply_build(&s->fb, s->results, (size_t)n);
+	if (now == 0 && n > 0)
+		return;
+	ret = ferry__sched_reply_build(&s->fb, s->results, (size_t)now);
 	if (ret == 0)
 		ret = ferry__conn_send(conn, FERRY__WIRE_MSG_SCHED_PLACE_REPLY,
 				       ferry__fb_builder_data(&s->fb),
@@ -463,23 +835,32 @@ static void on_place(struct ferry__sched_server *s, struct ferry__conn *conn, co
 
 static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
 {
-	struct ferry__sched_server *s = ferry__conn_data(conn);
+	struct sconn *sc = ferry__conn_data(conn);
 
-	if (type != FERRY__WIRE_MSG_SCHED_PLACE) {
-		FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: unexpected %s, closing",
-			       ferry__conn_peer(conn), ferry__wire_message_name(type));
-		ferry__conn_close(conn);
+	if (type == FERRY__WIRE_MSG_SCHED_PLACE) {
+		on_place(sc->srv, sc, payload, len);
 		return;
 	}
-	on_place(s, conn, payload, len);
+	if (type == FERRY__WIRE_MSG_SCHED_GROUP_LOAD && !sc->srv->group[0] &&
+	    on_group_load(sc->srv, payload, len) == 0)
+		return;
+	FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: unexpected or malformed %s, closing",
+		       ferry__conn_peer(conn), ferry__wire_message_name(type));
+	ferry__conn_close(conn);
 }
 
 /* Must not touch the server: at loop destroy it may be gone. */
 static void on_close(struct ferry__conn *conn, int err)
 {
+	struct sconn *sc = ferry__conn_data(conn);
+
 	if (err && err != -ECONNRESET && err != -ECANCELED)
 		FLOG_DEBUG(COMP, "client %s closed: %s", ferry__conn_peer(conn),
 			   ferry_strerror(-err));
+	if (sc) {
+		sc->conn = NULL;
+		sconn_unref(sc);
+	}
 }
 
 static const struct ferry__conn_callbacks conn_cb = {
@@ -490,8 +871,17 @@ static const struct ferry__conn_callbacks conn_cb = {
 static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
 		      const void *handshake, size_t len)
 {
-	(void)server, (void)handshake, (void)len;
+	struct sconn *sc = ferry__malloc(sizeof(*sc));
+
+	(void)handshake, (void)len;
 	FLOG_DEBUG(COMP, "client %s", ferry__conn_peer(conn));
+	if (!sc) {
+		ferry__conn_set_callbacks(conn, &conn_cb, NULL);
+		ferry__conn_close(conn);
+		return;
+	}
+	*sc = (struct sconn){.srv = ferry__conn_server_data(server), .conn = conn, .refs = 1};
+	ferry__conn_set_callbacks(conn, &conn_cb, sc);
 }
 
 static void on_refused(struct ferry__conn_server *server, int err)
@@ -509,6 +899,7 @@ static int listen_port(struct ferry__sched_server *s, const struct ferry__sched_
 
 	ferry_id_random(id.bytes, sizeof(id.bytes));
 	ferry_id_to_hex(id.bytes, sizeof(id.bytes), s->id_hex, sizeof(s->id_hex));
+	s->self = id;
 	so.conn.cb = &conn_cb;
 	so.conn.data = s;
 	so.conn.max_message_bytes = FERRY__SCHED_FRAME_MAX;
@@ -533,12 +924,20 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	const char *addr;
 	int ret;
 
-	if (!loop || !o || !o->gcs_address || !o->token || !o->token_len || !out)
+	if (!loop || !o || !o->gcs_address || !o->token || !o->token_len ||
+	    o->token_len > sizeof(s->listener_token) || (o->group && !group_name_ok(o->group)) ||
+	    !out)
 		return -EINVAL;
 	s = ferry__calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->loop = loop;
+	memcpy(s->listener_token, o->token, o->token_len);
+	s->listener_token_len = o->token_len;
+	if (o->group)
+		snprintf(s->group, sizeof(s->group), "%s", o->group);
+	snprintf(s->kv_ns, sizeof(s->kv_ns), "%s%s",
+		 o->group ? FERRY__SCHED_GROUP_KV_PREFIX : FERRY__SCHED_KV_NS, s->group);
 	ferry__hashmap_init(&s->by_node, sizeof(struct ferry_node_id), sizeof(uint32_t));
 	ferry__fb_builder_init(&s->fb);
 	if (o->advertise)
@@ -563,14 +962,24 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	ret = ferry__gcs_client_connect_on(loop, &go, &s->gcs);
 	if (ret < 0)
 		goto err_listen;
+	if (s->group[0]) {
+		ret = group_start(s, o->token, o->token_len);
+		if (ret < 0)
+			goto err_group;
+	}
 	for (int i = 0; i < 2; i++) {
 		s->subs[i].srv = s;
 		s->subs[i].channel = i == 0 ? FERRY_GCS_CH_NODES : FERRY_GCS_CH_NODE_LOAD;
 		s->subs[i].retry.data = &s->subs[i];
-		subscribe(&s->subs[i]);
+		/* A group follows its members' load key by key (member_add). */
+		if (i == 0 || !s->group[0])
+			subscribe(&s->subs[i]);
 	}
 	*out = s;
 	return 0;
+err_group:
+	ferry__sched_client_free(s->up);
+	ferry_gcs_client_destroy(s->gcs);
 err_listen:
 	ferry__conn_server_close(s->listener);
 err_level:
@@ -607,13 +1016,13 @@ void ferry__sched_server_stop(struct ferry__sched_server *s, void (*done)(void *
 {
 	int ret = -ENOENT;
 
-	FLOG_INFO(COMP, "stopping: %llu tasks placed, %llu refused", (unsigned long long)s->placed,
-		  (unsigned long long)s->refused);
+	FLOG_INFO(COMP, "stopping: %llu tasks placed, %llu refused, %llu forwarded",
+		  (unsigned long long)s->placed, (unsigned long long)s->refused,
+		  (unsigned long long)s->forwarded);
 	s->stop_done = done;
 	s->stop_arg = arg;
 	if (s->registered)
-		ret = ferry_gcs_kv_delete_async(s->gcs, FERRY__SCHED_KV_NS,
-						sizeof(FERRY__SCHED_KV_NS) - 1, s->id_hex,
+		ret = ferry_gcs_kv_delete_async(s->gcs, s->kv_ns, strlen(s->kv_ns), s->id_hex,
 						strlen(s->id_hex), on_kv_delete, s);
 	if (ret < 0)
 		done(arg);
@@ -623,12 +1032,21 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 {
 	if (!s)
 		return;
+	/* The clients borrow the GCS client: they go first (forwards in flight: -ECANCELED). */
+	ferry__loop_timer_stop(&s->members_timer);
+	ferry__loop_timer_stop(&s->report_timer);
+	ferry__sched_client_free(s->up);
+	ferry__sched_uplink_free(s->uplink);
+	for (uint32_t i = 0; i < s->nnodes; i++)
+		ferry__sched_client_free(s->nodes[i].down);
 	ferry_gcs_client_destroy(s->gcs);
 	for (int i = 0; i < 2; i++)
 		ferry__loop_timer_stop(&s->subs[i].retry);
 	ferry__conn_server_close(s->listener);
-	for (uint32_t i = 0; i < s->nnodes; i++)
+	for (uint32_t i = 0; i < s->nnodes; i++) {
 		ferry__free(s->nodes[i].address);
+		ferry__free(s->nodes[i].group);
+	}
 	ferry__free(s->nodes);
 	ferry__sched_level_destroy(s->level);
 	ferry__free(s->results);
