@@ -12,6 +12,7 @@
  * one attempt at each; after a round without a reply, the client pauses, reads the KV again and
  * starts another; after `rounds` of them every waiting request gets -EHOSTUNREACH.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +318,18 @@ int ferry__sched_instance_parse(const void *value, size_t size, char *host, size
 	host[colon - text] = '\0';
 	*port_out = (uint16_t)port;
 	return 0;
+}
+
+bool ferry__sched_group_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
+			return false;
+	return true;
 }
 
 static void lookup_done(struct ferry__sched_client *c, int status)

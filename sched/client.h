@@ -129,6 +129,10 @@ int ferry__sched_client_set_namespace(struct ferry__sched_client *c, const char 
  * request reached (1: the one asked placed it; 0: an instance that does not tell). */
 unsigned ferry__sched_client_hops(const struct ferry__sched_client *c);
 
+/* ferry__sched_group_name_ok() - a group name: 1..63 bytes of [A-Za-z0-9_.-] (it is part of
+ * KV namespaces). */
+bool ferry__sched_group_name_ok(const char *name);
+
 /* ferry__sched_instance_parse() - an instance's KV value "host:port" ("[v6]:port" as
  * registered) into @host (NUL-terminated) and *@port. 0 or -EINVAL. */
 int ferry__sched_instance_parse(const void *value, size_t size, char *host, size_t host_size,

@@ -19,7 +19,6 @@
  * (max_queued_bytes) holds back a client that does not read and cuts it off after the stall
  * timeout.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -553,18 +552,6 @@ static int group_start(struct ferry__sched_server *s, const void *token, size_t 
 	return 0;
 }
 
-static bool group_name_ok(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n > FERRY__SCHED_GROUP_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
-			return false;
-	return true;
-}
-
 /* ---- forwarding between levels ---- */
 
 static void sconn_unref(struct sconn *sc)
@@ -925,8 +912,8 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	int ret;
 
 	if (!loop || !o || !o->gcs_address || !o->token || !o->token_len ||
-	    o->token_len > sizeof(s->listener_token) || (o->group && !group_name_ok(o->group)) ||
-	    !out)
+	    o->token_len > sizeof(s->listener_token) ||
+	    (o->group && !ferry__sched_group_name_ok(o->group)) || !out)
 		return -EINVAL;
 	s = ferry__calloc(1, sizeof(*s));
 	if (!s)
