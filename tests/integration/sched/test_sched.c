@@ -780,3 +780,41 @@ FTEST(tree_killed_global_instance_loses_no_forwarded_task)
 	}
 	tree_stop(&t);
 }
+
+FTEST(real_nodes_join_their_groups)
+{
+	static const char *const group_a[] = {"--group", "A", NULL};
+	static const char *const group_b[] = {"--group", "B", NULL};
+	struct gcs_proc gcs = gcs_start(0, NULL);
+	struct sched_proc global, sa, sb;
+	struct node_proc a, b;
+	int status;
+
+	/* ferry-node --group lists itself under its group; the group schedulers find them. */
+	a = node_start(gcs.port, "a", "--num-cpus 2 --group A");
+	b = node_start(gcs.port, "b", "--num-cpus 2 --num-gpus 1 --group B");
+	global = sched_start(gcs.port, token_file());
+	sa = sched_start_with(gcs.port, token_file(), group_a);
+	sb = sched_start_with(gcs.port, token_file(), group_b);
+	runner_init(gcs.port, TOKEN);
+	R.self = a.id;
+	ftest_assert_ok(ferry__sched_client_set_namespace(R.sc, FERRY__SCHED_GROUP_KV_PREFIX "A"));
+	tree_settle(1);
+	ftest_assert_true(same_node(&R.ans[1].node, &b.id));
+	ftest_assert_str_eq(R.ans[1].address, b.address);
+	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	ftest_assert_true(same_node(&R.ans[2].node, &a.id));
+	ftest_assert_uint_eq(R.ans[2].hops, 1);
+	/* Group B's scheduler dies: a GPU task is answered (no hang), with the error. */
+	sched_stop(&sb, SIGKILL);
+	ftest_assert_int_eq(place_one(3, &(struct req_spec){.res1 = "GPU", .amount1 = 1}),
+			    -EHOSTUNREACH);
+	runner_fini();
+	sched_stop(&sa, SIGTERM);
+	sched_stop(&global, SIGTERM);
+	kill(a.pid, SIGTERM);
+	kill(b.pid, SIGTERM);
+	waitpid(a.pid, &status, 0);
+	waitpid(b.pid, &status, 0);
+	gcs_stop(&gcs, SIGTERM);
+}
