@@ -50,6 +50,9 @@
 #define MEMBERS_POLL_MS 500u /* a group reads its members from the KV */
 #define REPORT_MS 200u	     /* a group's summary to the global instances */
 #define FORWARDED 1	     /* place_one: the answer comes later */
+/* Requests in flight to another level: a flood of asks beyond it is decided here (a group's
+ * own choice) or refused -EAGAIN, so that it cannot grow the daemon's memory without bound. */
+#define FORWARDS_MAX 65536u
 
 struct snode {
 	struct ferry_node_id id; /* the node */
@@ -625,6 +628,10 @@ static int forward(struct ferry__sched_server *s, struct sconn *sc,
 
 	if (!f)
 		return -ENOMEM;
+	if (ferry__sched_client_outstanding(via) >= FORWARDS_MAX) {
+		ferry__free(f);
+		return -EAGAIN;
+	}
 	for (uint32_t i = 0; i < it->nres; i++) {
 		snprintf(res[i].name, sizeof(res[i].name), "%s", it->res_name[i]);
 		res[i].amount = it->res_amount[i];
