@@ -53,6 +53,9 @@
 /* Requests in flight to another level: a flood of asks beyond it is decided here (a group's
  * own choice) or refused -EAGAIN, so that it cannot grow the daemon's memory without bound. */
 #define FORWARDS_MAX 65536u
+/* A group whose summaries stop this long takes nothing until it reports again (it reports
+ * every REPORT_MS): its scheduler is gone, and tasks sent down would only fail over retries. */
+#define GROUP_SILENT_MS 3000u
 
 struct snode {
 	struct ferry_node_id id; /* the node */
@@ -64,6 +67,7 @@ struct snode {
 	bool grouped;		 /* global: under a group (its own child takes nothing) */
 	char *group;		 /* global: this entry is a group (its name), not a node */
 	struct ferry__sched_client *down; /* global: to that group's scheduler, or NULL */
+	uint64_t report_ms;		  /* global, a group: when its last summary came */
 };
 
 /* An accepted connection; it outlives its close while forwarded requests still answer to it. */
@@ -116,6 +120,7 @@ struct ferry__sched_server {
 	struct ferry__sched_uplink *uplink;	       /* a group: reports to the global level */
 	struct ferry__loop_timer members_timer;	       /* a group: the KV read of its members */
 	struct ferry__loop_timer report_timer;	       /* a group: its summary, every REPORT_MS */
+	struct ferry__loop_timer silent_timer;	       /* global: groups that stopped reporting */
 	bool members_reading;			       /* a members read in flight */
 	uint64_t report_version;		       /* of the group's summaries */
 	uint64_t next_fwd_id;			       /* request IDs of forwards */
@@ -193,7 +198,7 @@ static int node_index(struct ferry__sched_server *s, const struct ferry_node_id 
 {
 	uint32_t *slot = ferry__hashmap_get(&s->by_node, id->bytes);
 
-	if (slot && (!add || !s->nodes[*slot].dead || s->nodes[*slot].group)) {
+	if (slot && (!add || !s->nodes[*slot].dead)) {
 		*out = *slot;
 		return 0;
 	}
@@ -436,6 +441,7 @@ static int on_group_load(struct ferry__sched_server *s, const void *payload, siz
 	}
 	if (ferry__sched_child_report(s->level, gi, &load) == 0)
 		s->nodes[gi].reported = true;
+	s->nodes[gi].report_ms = ferry__loop_now_ms();
 	for (uint32_t i = 0; i < g->nmembers; i++) {
 		if (ferry__sched_group_member(payload, i, &id) < 0 ||
 		    node_index(s, &id, true, &m) < 0 || m == gi || s->nodes[m].group)
@@ -457,6 +463,37 @@ static void on_member_subscribed(void *arg, int status, void *result)
 	if (status < 0 && status != -ECANCELED)
 		FLOG_WARN(COMP, "group %s: following a member's load: %s", s->group,
 			  ferry_strerror(-status));
+}
+
+/* Whether entry @i is still the one its ID maps to (a group that reports again after it was
+ * silent gets a new child and entry). */
+static bool current(const struct ferry__sched_server *s, uint32_t i)
+{
+	uint32_t *slot = ferry__hashmap_get(&s->by_node, s->nodes[i].id.bytes);
+
+	return slot && *slot == i;
+}
+
+/* Global: a group silent for GROUP_SILENT_MS takes nothing; its nodes are out of reach from
+ * here (a task only they could run is answered -EAGAIN, not -ENOSPC) until it reports again. */
+static void on_silent_timer(struct ferry__loop_timer *t, int status)
+{
+	struct ferry__sched_server *s = t->data;
+	uint64_t now = ferry__loop_now_ms();
+
+	if (status != 0)
+		return;
+	for (uint32_t i = 0; i < s->nnodes; i++) {
+		struct snode *n = &s->nodes[i];
+
+		if (!n->group || n->dead || now - n->report_ms < GROUP_SILENT_MS)
+			continue;
+		n->dead = true;
+		ferry__sched_child_dead(s->level, i);
+		FLOG_WARN(COMP, "group %s: no summary for %u ms, it takes nothing until it reports",
+			  n->group, GROUP_SILENT_MS);
+	}
+	ferry__loop_timer_start(s->loop, t, GROUP_SILENT_MS / 3, 0, on_silent_timer);
 }
 
 /* A group: node @hex is one of ours. Its load reports are followed from now on, key by key, so
@@ -674,8 +711,9 @@ static struct ferry__sched_client *group_client(struct ferry__sched_server *s, s
 static bool unreported(const struct ferry__sched_server *s)
 {
 	for (uint32_t i = 0; i < s->nnodes; i++)
-		if (!s->nodes[i].dead && !s->nodes[i].reported && !s->nodes[i].grouped &&
-		    (!s->group[0] || s->nodes[i].member))
+		if ((!s->nodes[i].dead && !s->nodes[i].reported && !s->nodes[i].grouped &&
+		     (!s->group[0] || s->nodes[i].member)) ||
+		    (s->nodes[i].group && s->nodes[i].dead && current(s, i)))
 			return true;
 	return false;
 }
@@ -960,6 +998,10 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 		ret = group_start(s, o->token, o->token_len);
 		if (ret < 0)
 			goto err_group;
+	} else {
+		s->silent_timer.data = s;
+		ferry__loop_timer_start(loop, &s->silent_timer, GROUP_SILENT_MS / 3, 0,
+					on_silent_timer);
 	}
 	for (int i = 0; i < 2; i++) {
 		s->subs[i].srv = s;
@@ -1029,6 +1071,7 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 	/* The clients borrow the GCS client: they go first (forwards in flight: -ECANCELED). */
 	ferry__loop_timer_stop(&s->members_timer);
 	ferry__loop_timer_stop(&s->report_timer);
+	ferry__loop_timer_stop(&s->silent_timer);
 	ferry__sched_client_free(s->up);
 	ferry__sched_uplink_free(s->uplink);
 	for (uint32_t i = 0; i < s->nnodes; i++)

@@ -805,10 +805,22 @@ FTEST(real_nodes_join_their_groups)
 	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
 	ftest_assert_true(same_node(&R.ans[2].node, &a.id));
 	ftest_assert_uint_eq(R.ans[2].hops, 1);
-	/* Group B's scheduler dies: a GPU task is answered (no hang), with the error. */
+	/* Group B's scheduler dies: a GPU task is answered (no hang), with the error; once B
+	 * has been silent for 3 s the global level says "again later" at once (only B's node
+	 * could run it: not -ENOSPC, which would leave the task infeasible); a new B scheduler
+	 * takes over. */
 	sched_stop(&sb, SIGKILL);
 	ftest_assert_int_eq(place_one(3, &(struct req_spec){.res1 = "GPU", .amount1 = 1}),
 			    -EHOSTUNREACH);
+	usleep(3500 * 1000);
+	R.answered = 0;
+	place(4, &(struct req_spec){.res1 = "GPU", .amount1 = 1});
+	run_until(1, 10000);
+	ftest_assert_int_eq(R.ans[4].status, -EAGAIN);
+	sb = sched_start_with(gcs.port, token_file(), group_b);
+	tree_settle(5);
+	ftest_assert_true(same_node(&R.ans[5].node, &b.id));
+	sched_stop(&sb, SIGTERM);
 	runner_fini();
 	sched_stop(&sa, SIGTERM);
 	sched_stop(&global, SIGTERM);
