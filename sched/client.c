@@ -47,7 +47,7 @@ struct pend {
 	struct ferry__sched_place_req req;		  /* pointers into res and inputs below */
 	struct ferry__res res[FERRY__SCHED_ITEM_RES_MAX]; /* copied */
 	struct ferry__sched_place_input *inputs;	  /* copied, ferry__malloc'd */
-	char from_group[64];				  /* copied */
+	char from_group[FERRY__SCHED_GROUP_NAME_MAX + 1]; /* copied */
 	uint64_t sent_ms;	  /* when it went out on the current connection */
 	bool sent;		  /* in the sent list (else unsent) */
 	struct pend *prev, *next; /* its list */
@@ -324,7 +324,7 @@ bool ferry__sched_group_name_ok(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
-	if (n == 0 || n > 63)
+	if (n == 0 || n > FERRY__SCHED_GROUP_NAME_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
@@ -652,8 +652,8 @@ static int check_req(const struct ferry__sched_place_req *req)
 {
 	if (req->nres > FERRY__SCHED_ITEM_RES_MAX || (req->nres && !req->res) ||
 	    (req->ninputs && !req->inputs) || req->strategy < FERRY__SCHED_DEFAULT ||
-	    req->strategy > FERRY__SCHED_NODE_AFFINITY || req->hops > 3 ||
-	    (req->from_group && strlen(req->from_group) > 63))
+	    req->strategy > FERRY__SCHED_NODE_AFFINITY || req->hops > FERRY__SCHED_HOPS_MAX ||
+	    (req->from_group && strlen(req->from_group) > FERRY__SCHED_GROUP_NAME_MAX))
 		return -EINVAL;
 	for (size_t i = 0; i < req->nres; i++)
 		if (req->res[i].amount <= 0 || !req->res[i].name[0] ||

@@ -40,6 +40,9 @@
 #define FERRY__SCHED_BATCH_MAX 4096
 #define FERRY__SCHED_ITEM_RES_MAX FERRY__SCHED_DEMAND_MAX
 #define FERRY__SCHED_ITEM_INPUTS_MAX FERRY__SCHED_INPUTS_MAX
+/* Most hops an item crosses (node -> group -> global -> group); a group name's longest. */
+#define FERRY__SCHED_HOPS_MAX 3
+#define FERRY__SCHED_GROUP_NAME_MAX 63
 
 struct ferry__loop;
 struct ferry_gcs_client;

@@ -23,9 +23,7 @@
 #define FERRY__SCHED_FRAME_MAX (4u << 20)
 /* Longest node address carried in a result (the GCS's own cap on addresses). */
 #define FERRY__SCHED_ADDRESS_MAX 1023
-/* Most hops an item crosses (node -> group -> global -> group); a group name's longest. */
-#define FERRY__SCHED_HOPS_MAX 3
-#define FERRY__SCHED_GROUP_NAME_MAX 63
+
 /* Most members one SchedGroupLoad lists. */
 #define FERRY__SCHED_GROUP_MEMBERS_MAX 65536
 
