@@ -29,7 +29,6 @@
 #include <ferry/gcs.h>
 
 #include "common/alloc.h"
-#include "common/hash.h"
 #include "common/conn.h"
 #include "common/hashmap.h"
 #include "common/log.h"
@@ -40,102 +39,18 @@
 #include "sched/policy.h"
 #include "sched/proto.h"
 #include "sched/server.h"
-#include "sched/uplink.h"
+#include "sched/server_int.h"
 
 #define COMP "sched"
 #define DEFAULT_MAX_QUEUED (4u << 20)
 #define DEFAULT_STALL_MS 10000u
 #define RESUBSCRIBE_MS 1000u
-#define CUSTOM_KINDS (FERRY__SCHED_KINDS - 4)
-#define MEMBERS_POLL_MS 500u /* a group reads its members from the KV */
-#define REPORT_MS 200u	     /* a group's summary to the global instances */
-#define FORWARDED 1	     /* place_one: the answer comes later */
-/* Requests in flight to another level: a flood of asks beyond it is decided here (a group's
- * own choice) or refused -EAGAIN, so that it cannot grow the daemon's memory without bound. */
-#define FORWARDS_MAX 65536u
-/* A group whose summaries stop this long takes nothing until it reports again (it reports
- * every REPORT_MS): its scheduler is gone, and tasks sent down would only fail over retries. */
-#define GROUP_SILENT_MS 3000u
-
-struct snode {
-	struct ferry_node_id id; /* the node */
-	char *address;		 /* as registered (ferry__malloc'd), or NULL until known */
-	bool dead;		 /* its child takes nothing more */
-	bool reported;		 /* its load reached us (until then its child is not alive) */
-	uint64_t seen_gen;	 /* the nodes-channel snapshot that last showed it */
-	bool member;		 /* a group's scheduler: one of its nodes */
-	bool grouped;		 /* global: under a group (its own child takes nothing) */
-	char *group;		 /* global: this entry is a group (its name), not a node */
-	struct ferry__sched_client *down; /* global: to that group's scheduler, or NULL */
-	uint64_t report_ms;		  /* global, a group: when its last summary came */
-};
-
-/* An accepted connection; it outlives its close while forwarded requests still answer to it. */
-struct sconn {
-	struct ferry__sched_server *srv; /* owner */
-	struct ferry__conn *conn;	 /* NULL once closed */
-	unsigned refs;			 /* the connection + forwards in flight */
-};
-
-/* A request sent to another level; its answer goes back to the asker as it comes. */
-struct fwd {
-	struct sconn *sc;		 /* the asker */
-	uint64_t request_id;		 /* the asker's */
-	struct ferry__sched_client *via; /* the client it went through */
-	uint32_t fallback;		 /* a group's own choice when the global does not answer */
-};
-
-struct sub {
-	struct ferry__sched_server *srv; /* owner */
-	enum ferry_gcs_channel channel;	 /* NODES or NODE_LOAD */
-	bool ready;			 /* its first snapshot ended */
-	struct ferry__loop_timer retry;	 /* resubscribe after a failure */
-};
-
-struct ferry__sched_server {
-	struct ferry__loop *loop;			    /* ours */
-	struct ferry_gcs_client *gcs;			    /* on loop */
-	struct ferry__conn_server *listener;		    /* the TCP port */
-	struct ferry__sched_level *level;		    /* one child per node */
-	struct ferry__hashmap by_node;			    /* node ID -> uint32_t index in nodes */
-	struct snode *nodes;				    /* index = child number */
-	uint32_t nnodes, cap_nodes;			    /* used, allocated */
-	char custom[CUSTOM_KINDS][FERRY__RES_NAME_MAX + 1]; /* custom kind 4 + i */
-	unsigned ncustom;				    /* used */
-	struct sub subs[2];				    /* NODES, NODE_LOAD */
-	struct ferry__fb_builder fb;			    /* replies */
-	struct ferry__sched_item item;			    /* decode space */
-	struct ferry__sched_result *results;		    /* BATCH_MAX of them */
-	char id_hex[2 * sizeof(struct ferry_node_id) + 1];  /* KV key */
-	char advertise[300];				    /* KV value: host:port */
-	const char *advertise_host;			    /* from the options, or NULL */
-	bool registered;				    /* the KV put went out */
-	void (*stop_done)(void *arg);			    /* ferry__sched_server_stop */
-	void *stop_arg;					    /* its argument */
-	uint64_t placed, refused;			    /* counters for the log */
-	uint64_t nodes_gen; /* whole-channel RESYNCs of the nodes channel so far */
-	char group[FERRY__SCHED_GROUP_NAME_MAX + 1];   /* a group's scheduler: the name; else "" */
-	char kv_ns[128];			       /* where instances of this level register */
-	struct ferry__sched_client *up;		       /* a group: to the global level */
-	struct ferry__sched_uplink *uplink;	       /* a group: reports to the global level */
-	struct ferry__loop_timer members_timer;	       /* a group: the KV read of its members */
-	struct ferry__loop_timer report_timer;	       /* a group: its summary, every REPORT_MS */
-	struct ferry__loop_timer silent_timer;	       /* global: groups that stopped reporting */
-	bool members_reading;			       /* a members read in flight */
-	uint64_t report_version;		       /* of the group's summaries */
-	uint64_t next_fwd_id;			       /* request IDs of forwards */
-	uint64_t forwarded;			       /* counters for the log */
-	struct ferry_node_id self;		       /* this instance (its ID) */
-	uint8_t listener_token[256];		       /* the cluster token (for the clients) */
-	size_t listener_token_len;		       /* its bytes */
-	struct ferry__sched_group_report group_report; /* decode space */
-};
 
 static void kv_register(struct ferry__sched_server *s);
 
 /* ---- the view ---- */
 
-static int kind_of(struct ferry__sched_server *s, const char *name, bool add)
+int ferry__sched_srv_kind_of(struct ferry__sched_server *s, const char *name, bool add)
 {
 	static const char *const standard[] = {"CPU", "GPU", "memory", "object_store_memory"};
 
@@ -193,8 +108,8 @@ static int node_new_child(struct ferry__sched_server *s, const struct ferry_node
  * The node's index (its child number). @add: a node not known, or known dead, gets a new child
  * (a record saying it is alive: a node re-registering with a restarted GCS). 0, -ENOENT, -ENOMEM.
  */
-static int node_index(struct ferry__sched_server *s, const struct ferry_node_id *id, bool add,
-		      uint32_t *out)
+int ferry__sched_srv_node_index(struct ferry__sched_server *s, const struct ferry_node_id *id,
+				bool add, uint32_t *out)
 {
 	uint32_t *slot = ferry__hashmap_get(&s->by_node, id->bytes);
 
@@ -253,7 +168,7 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	if ((ev->kind != FERRY_GCS_EVENT_DELTA && ev->kind != FERRY_GCS_EVENT_SNAPSHOT) ||
 	    ev->size == 0 || ferry_gcs_event_node(ev, &info) < 0)
 		return;
-	if (node_index(s, &info.id, info.state != FERRY_GCS_NODE_DEAD, &i) < 0)
+	if (ferry__sched_srv_node_index(s, &info.id, info.state != FERRY_GCS_NODE_DEAD, &i) < 0)
 		return;
 	s->nodes[i].seen_gen = s->nodes_gen;
 	if (info.address && (!s->nodes[i].address || strcmp(s->nodes[i].address, info.address))) {
@@ -276,7 +191,7 @@ static void load_convert(struct ferry__sched_server *s, const struct ferry_gcs_n
 	out->queue_len = in->queue_length;
 	out->mean_task_ns = in->mean_task_us * 1000;
 	for (uint32_t r = 0; r < in->nresources; r++) {
-		int k = kind_of(s, in->resources[r].name, true);
+		int k = ferry__sched_srv_kind_of(s, in->resources[r].name, true);
 		int64_t total = in->resources[r].total, avail = in->resources[r].available;
 
 		if (k < 0 || total < 0 || avail < 0)
@@ -288,7 +203,7 @@ static void load_convert(struct ferry__sched_server *s, const struct ferry_gcs_n
 	}
 }
 
-static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
+void ferry__sched_srv_on_load_event(void *arg, const struct ferry_gcs_event *ev)
 {
 	struct sub *sub = arg;
 	struct ferry__sched_server *s = sub->srv;
@@ -306,14 +221,15 @@ static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	if (ev->size == 0) { /* removed: the node died */
 		if (ev->key && ev->key_size == sizeof(id.bytes)) {
 			memcpy(id.bytes, ev->key, sizeof(id.bytes));
-			if (node_index(s, &id, false, &i) == 0)
+			if (ferry__sched_srv_node_index(s, &id, false, &i) == 0)
 				node_dead(s, i);
 		}
 		return;
 	}
 	if (ferry_gcs_event_node_load(ev, &load) < 0)
 		return;
-	if ((node_index(s, &load.id, false, &i) == 0 || node_index(s, &load.id, true, &i) == 0) &&
+	if ((ferry__sched_srv_node_index(s, &load.id, false, &i) == 0 ||
+	     ferry__sched_srv_node_index(s, &load.id, true, &i) == 0) &&
 	    !s->nodes[i].dead && !s->nodes[i].grouped && !s->nodes[i].group &&
 	    (!s->group[0] || s->nodes[i].member)) {
 		load_convert(s, &load, &sl);
@@ -390,314 +306,13 @@ static void on_subscribed(void *arg, int status, void *result)
 
 static void subscribe(struct sub *sub)
 {
-	int ret = ferry_gcs_subscribe_async(sub->srv->gcs, sub->channel, NULL, 0,
-					    sub->channel == FERRY_GCS_CH_NODES ? on_node_event
-									       : on_load_event,
-					    sub, on_subscribed, sub);
+	int ret = ferry_gcs_subscribe_async(
+		sub->srv->gcs, sub->channel, NULL, 0,
+		sub->channel == FERRY_GCS_CH_NODES ? on_node_event : ferry__sched_srv_on_load_event,
+		sub, on_subscribed, sub);
 
 	if (ret < 0)
 		on_subscribed(sub, ret, NULL);
-}
-
-/* ---- the tree: a group's members and reports, the groups seen from the global level ---- */
-
-/* A group's entry at the global level is keyed like a node, by an ID made from its name. */
-static void group_id(const char *name, struct ferry_node_id *out)
-{
-	uint64_t h[2] = {ferry__hash_bytes(name, strlen(name), 0x67726f7570ull),
-			 ferry__hash_bytes(name, strlen(name), 0x74726565ull)};
-
-	memcpy(out->bytes, h, sizeof(out->bytes));
-}
-
-/* Global: a group's summary. Its members' own children take nothing from now on (the group
- * places on them) and map to the group's child, so that their inputs count as the group's. */
-static int on_group_load(struct ferry__sched_server *s, const void *payload, size_t len)
-{
-	struct ferry__sched_group_report *g = &s->group_report;
-	struct ferry__sched_load load = {0};
-	struct ferry_node_id gid, id;
-	uint32_t gi, m;
-
-	if (ferry__sched_group_read(payload, len, g) < 0)
-		return -EPROTO;
-	group_id(g->group, &gid);
-	if (node_index(s, &gid, true, &gi) < 0)
-		return 0; /* -ENOMEM: the next report tries again */
-	if (!s->nodes[gi].group && !(s->nodes[gi].group = ferry__strdup(g->group)))
-		return 0;
-	load.version = g->version;
-	load.queue_len = g->queue_len;
-	load.mean_task_ns = g->mean_task_ns;
-	for (uint32_t r = 0; r < g->nres; r++) {
-		int k = kind_of(s, g->res_name[r], true);
-
-		if (k < 0)
-			continue;
-		load.total[k] = g->total[r];
-		load.avail[k] = g->avail[r];
-		load.total_max[k] = g->total_max[r];
-		load.avail_max[k] = g->avail_max[r];
-	}
-	if (ferry__sched_child_report(s->level, gi, &load) == 0)
-		s->nodes[gi].reported = true;
-	s->nodes[gi].report_ms = ferry__loop_now_ms();
-	for (uint32_t i = 0; i < g->nmembers; i++) {
-		if (ferry__sched_group_member(payload, i, &id) < 0 ||
-		    node_index(s, &id, true, &m) < 0 || m == gi || s->nodes[m].group)
-			continue;
-		if (!s->nodes[m].grouped) {
-			s->nodes[m].grouped = true;
-			ferry__sched_child_dead(s->level, m);
-		}
-		ferry__sched_level_map_node(s->level, m, gi);
-	}
-	return 0;
-}
-
-static void on_member_subscribed(void *arg, int status, void *result)
-{
-	struct ferry__sched_server *s = arg;
-
-	ferry_gcs_free(result);
-	if (status < 0 && status != -ECANCELED)
-		FLOG_WARN(COMP, "group %s: following a member's load: %s", s->group,
-			  ferry_strerror(-status));
-}
-
-/* Whether entry @i is still the one its ID maps to (a group that reports again after it was
- * silent gets a new child and entry). */
-static bool current(const struct ferry__sched_server *s, uint32_t i)
-{
-	uint32_t *slot = ferry__hashmap_get(&s->by_node, s->nodes[i].id.bytes);
-
-	return slot && *slot == i;
-}
-
-/* Global: a group silent for GROUP_SILENT_MS takes nothing; its nodes are out of reach from
- * here (a task only they could run is answered -EAGAIN, not -ENOSPC) until it reports again. */
-static void on_silent_timer(struct ferry__loop_timer *t, int status)
-{
-	struct ferry__sched_server *s = t->data;
-	uint64_t now = ferry__loop_now_ms();
-
-	if (status != 0)
-		return;
-	for (uint32_t i = 0; i < s->nnodes; i++) {
-		struct snode *n = &s->nodes[i];
-
-		if (!n->group || n->dead || now - n->report_ms < GROUP_SILENT_MS)
-			continue;
-		n->dead = true;
-		ferry__sched_child_dead(s->level, i);
-		FLOG_WARN(COMP, "group %s: no summary for %u ms, it takes nothing until it reports",
-			  n->group, GROUP_SILENT_MS);
-	}
-	ferry__loop_timer_start(s->loop, t, GROUP_SILENT_MS / 3, 0, on_silent_timer);
-}
-
-/* A group: node @hex is one of ours. Its load reports are followed from now on, key by key, so
- * that the group sees its nodes' load and no other's. */
-static void member_add(struct ferry__sched_server *s, const void *hex, size_t size)
-{
-	char text[2 * sizeof(struct ferry_node_id) + 1];
-	struct ferry_node_id id;
-	uint32_t i;
-
-	if (size != sizeof(text) - 1)
-		return;
-	memcpy(text, hex, size);
-	text[size] = '\0';
-	if (ferry_id_from_hex(text, id.bytes, sizeof(id.bytes)) < 0 ||
-	    node_index(s, &id, true, &i) < 0 || s->nodes[i].member)
-		return;
-	s->nodes[i].member = true;
-	FLOG_INFO(COMP, "group %s: node %s joined", s->group, text);
-	if (ferry_gcs_subscribe_async(s->gcs, FERRY_GCS_CH_NODE_LOAD, id.bytes, sizeof(id.bytes),
-				      on_load_event, &s->subs[1], on_member_subscribed, s) < 0)
-		s->nodes[i].member = false; /* the next read tries again */
-}
-
-static void on_members(void *arg, int status, void *result)
-{
-	struct ferry__sched_server *s = arg;
-	struct ferry_gcs_bytes *keys = result;
-
-	s->members_reading = false;
-	for (int i = 0; i < status; i++)
-		member_add(s, keys[i].data, keys[i].size);
-	ferry_gcs_free(result);
-	if (status >= 0 || status == -ENOENT)
-		s->subs[1].ready = true; /* the members known: requests are answered */
-}
-
-static void on_members_timer(struct ferry__loop_timer *t, int status)
-{
-	struct ferry__sched_server *s = t->data;
-	char ns[128];
-
-	if (status != 0)
-		return;
-	snprintf(ns, sizeof(ns), "%s%s", FERRY__SCHED_MEMBER_KV_PREFIX, s->group);
-	if (!s->members_reading)
-		s->members_reading =
-			ferry_gcs_kv_keys_async(s->gcs, ns, strlen(ns), "", 0, on_members, s) == 0;
-	ferry__loop_timer_start(s->loop, t, MEMBERS_POLL_MS, 0, on_members_timer);
-}
-
-/* A group: its summary to every global instance, with its live members. */
-static void on_report_timer(struct ferry__loop_timer *t, int status)
-{
-	struct ferry__sched_server *s = t->data;
-	const char *names[FERRY__SCHED_KINDS] = {"CPU", "GPU", "memory", "object_store_memory"};
-	struct ferry__sched_load load;
-	struct ferry_node_id *members;
-	size_t n = 0;
-
-	if (status != 0)
-		return;
-	ferry__loop_timer_start(s->loop, t, REPORT_MS, 0, on_report_timer);
-	members = ferry__calloc(s->nnodes ? s->nnodes : 1, sizeof(*members));
-	if (!members)
-		return;
-	for (unsigned k = 0; k < s->ncustom; k++)
-		names[4 + k] = s->custom[k];
-	for (uint32_t i = 0; i < s->nnodes && n < FERRY__SCHED_GROUP_MEMBERS_MAX; i++)
-		if (s->nodes[i].member && !s->nodes[i].dead)
-			members[n++] = s->nodes[i].id;
-	ferry__sched_level_summary(s->level, ++s->report_version, &load);
-	if (ferry__sched_group_build(&s->fb, s->group, &load, names, members, n) == 0)
-		ferry__sched_uplink_send(s->uplink, FERRY__WIRE_MSG_SCHED_GROUP_LOAD,
-					 ferry__fb_builder_data(&s->fb),
-					 ferry__fb_builder_size(&s->fb));
-	ferry__free(members);
-}
-
-/* A group's scheduler: its client up, its report links, its members' and reports' timers. */
-static int group_start(struct ferry__sched_server *s, const void *token, size_t token_len)
-{
-	int ret = ferry__sched_client_new(s->loop, s->gcs, token, token_len, &s->self, &s->up);
-
-	if (ret == 0)
-		ret = ferry__sched_uplink_new(s->loop, s->gcs, token, token_len, &s->self,
-					      &s->uplink);
-	if (ret < 0)
-		return ret;
-	/* A restarted group scheduler's reports must win over its last life's. */
-	s->report_version = (uint64_t)ferry__loop_now_ms() << 16;
-	s->members_timer.data = s;
-	s->report_timer.data = s;
-	ferry__loop_timer_start(s->loop, &s->members_timer, 0, 0, on_members_timer);
-	ferry__loop_timer_start(s->loop, &s->report_timer, REPORT_MS, 0, on_report_timer);
-	return 0;
-}
-
-/* ---- forwarding between levels ---- */
-
-static void sconn_unref(struct sconn *sc)
-{
-	if (--sc->refs == 0)
-		ferry__free(sc);
-}
-
-/* One result, alone in its SchedPlaceReply (the asker matches it by request ID). */
-static void reply_one(struct ferry__sched_server *s, struct sconn *sc,
-		      const struct ferry__sched_result *r)
-{
-	int ret;
-
-	if (!sc->conn)
-		return; /* the asker left: it sends the request again elsewhere */
-	ret = ferry__sched_reply_build(&s->fb, r, 1);
-	if (ret == 0)
-		ret = ferry__conn_send(sc->conn, FERRY__WIRE_MSG_SCHED_PLACE_REPLY,
-				       ferry__fb_builder_data(&s->fb),
-				       ferry__fb_builder_size(&s->fb));
-	if (ret < 0) {
-		FLOG_PEER_WARN(COMP, ferry__conn_peer(sc->conn), "%s: reply not sent (%s), closing",
-			       ferry__conn_peer(sc->conn), ferry_strerror(-ret));
-		ferry__conn_close(sc->conn);
-	}
-}
-
-static void on_forwarded(void *arg, int status, const struct ferry_node_id *node,
-			 const char *node_address)
-{
-	struct fwd *f = arg;
-	struct ferry__sched_server *s = f->sc->srv;
-	struct ferry__sched_result r = {.request_id = f->request_id, .status = status};
-
-	if (status == 0) {
-		r.node = *node;
-		r.node_address = node_address;
-		r.hops = (uint8_t)ferry__sched_client_hops(f->via);
-	} else if (status != -ECANCELED && f->fallback != FERRY__SCHED_NO_CHILD) {
-		/* The global level did not answer: the group's own best node, where it queues. */
-		FLOG_INFO(COMP, "the level above: %s; placed in the group", ferry_strerror(status));
-		r.status = 0;
-		r.node = s->nodes[f->fallback].id;
-		r.node_address = s->nodes[f->fallback].address ? s->nodes[f->fallback].address : "";
-		r.hops = 1;
-	}
-	if (status != -ECANCELED)
-		reply_one(s, f->sc, &r);
-	sconn_unref(f->sc);
-	ferry__free(f);
-}
-
-/* @it as a request of our own to @via: 0 (answered later through on_forwarded) or -errno. */
-static int forward(struct ferry__sched_server *s, struct sconn *sc,
-		   const struct ferry__sched_item *it, struct ferry__sched_client *via,
-		   uint32_t fallback)
-{
-	struct ferry__res res[FERRY__SCHED_ITEM_RES_MAX];
-	struct ferry__sched_place_req q = {.res = res,
-					   .nres = it->nres,
-					   .strategy = it->strategy,
-					   .affinity = it->affinity,
-					   .soft = it->soft,
-					   .inputs = it->inputs,
-					   .ninputs = it->ninputs,
-					   .hops = (uint8_t)(it->hops + 1),
-					   .from_group = s->group[0] ? s->group : NULL};
-	struct fwd *f = ferry__malloc(sizeof(*f));
-	int ret;
-
-	if (!f)
-		return -ENOMEM;
-	if (ferry__sched_client_outstanding(via) >= FORWARDS_MAX) {
-		ferry__free(f);
-		return -EAGAIN;
-	}
-	for (uint32_t i = 0; i < it->nres; i++) {
-		snprintf(res[i].name, sizeof(res[i].name), "%s", it->res_name[i]);
-		res[i].amount = it->res_amount[i];
-	}
-	*f = (struct fwd){.sc = sc, .request_id = it->request_id, .via = via, .fallback = fallback};
-	q.id = ++s->next_fwd_id;
-	ret = ferry__sched_client_place(via, &q, on_forwarded, f);
-	if (ret < 0) {
-		ferry__free(f);
-		return ret;
-	}
-	sc->refs++;
-	s->forwarded++;
-	return 0;
-}
-
-/* Global: the client to group entry @g's scheduler, made on first use. */
-static struct ferry__sched_client *group_client(struct ferry__sched_server *s, struct snode *g)
-{
-	char ns[128];
-
-	if (g->down)
-		return g->down;
-	snprintf(ns, sizeof(ns), "%s%s", FERRY__SCHED_GROUP_KV_PREFIX, g->group);
-	if (ferry__sched_client_new(s->loop, s->gcs, s->listener_token, s->listener_token_len,
-				    &s->self, &g->down) < 0)
-		return NULL;
-	ferry__sched_client_set_namespace(g->down, ns);
-	return g->down;
 }
 
 /* ---- requests ---- */
@@ -713,7 +328,7 @@ static bool unreported(const struct ferry__sched_server *s)
 	for (uint32_t i = 0; i < s->nnodes; i++)
 		if ((!s->nodes[i].dead && !s->nodes[i].reported && !s->nodes[i].grouped &&
 		     (!s->group[0] || s->nodes[i].member)) ||
-		    (s->nodes[i].group && s->nodes[i].dead && current(s, i)))
+		    (s->nodes[i].group && s->nodes[i].dead && ferry__sched_srv_current(s, i)))
 			return true;
 	return false;
 }
@@ -726,7 +341,7 @@ static int task_of(struct ferry__sched_server *s, const struct ferry__sched_item
 
 	task->ndemand = it->nres;
 	for (uint32_t i = 0; i < it->nres; i++) {
-		int k = kind_of(s, it->res_name[i], false);
+		int k = ferry__sched_srv_kind_of(s, it->res_name[i], false);
 
 		if (k < 0)
 			return -ENOSPC; /* no node ever reported that resource */
@@ -734,7 +349,7 @@ static int task_of(struct ferry__sched_server *s, const struct ferry__sched_item
 		task->demand[i].amount = it->res_amount[i];
 	}
 	for (uint32_t i = 0; i < it->ninputs; i++) {
-		if (node_index(s, &it->inputs[i].node, false, &idx) < 0)
+		if (ferry__sched_srv_node_index(s, &it->inputs[i].node, false, &idx) < 0)
 			continue;
 		locations[task->ninputs] = idx;
 		inputs[task->ninputs].size_bytes = it->inputs[i].bytes;
@@ -746,7 +361,7 @@ static int task_of(struct ferry__sched_server *s, const struct ferry__sched_item
 	task->strategy = (enum ferry__sched_strategy)it->strategy;
 	if (task->strategy == FERRY__SCHED_NODE_AFFINITY) {
 		task->affinity_soft = it->soft;
-		if (node_index(s, &it->affinity, false, &idx) == 0)
+		if (ferry__sched_srv_node_index(s, &it->affinity, false, &idx) == 0)
 			task->affinity_node = idx;
 		else if (it->soft)
 			task->strategy = FERRY__SCHED_DEFAULT;
@@ -757,8 +372,8 @@ static int task_of(struct ferry__sched_server *s, const struct ferry__sched_item
 	if (it->from_group[0] && !s->group[0]) {
 		struct ferry_node_id gid;
 
-		group_id(it->from_group, &gid);
-		if (node_index(s, &gid, false, &idx) == 0) {
+		ferry__sched_srv_group_id(it->from_group, &gid);
+		if (ferry__sched_srv_node_index(s, &gid, false, &idx) == 0) {
 			task->exclude = true;
 			task->excluded_child = idx;
 		}
@@ -794,7 +409,8 @@ static int place_one(struct ferry__sched_server *s, struct sconn *sc,
 	if (ret == 0)
 		ret = ferry__sched_decide(s->level, &task, &d);
 	if (goes_up(s, it, ret, &d) &&
-	    forward(s, sc, it, s->up, ret == 0 ? d.child : FERRY__SCHED_NO_CHILD) == 0)
+	    ferry__sched_srv_forward(s, sc, it, s->up,
+				     ret == 0 ? d.child : FERRY__SCHED_NO_CHILD) == 0)
 		return FORWARDED;
 	if (ret == -EHOSTUNREACH)
 		return -EHOSTDOWN;
@@ -805,10 +421,10 @@ static int place_one(struct ferry__sched_server *s, struct sconn *sc,
 	n = &s->nodes[d.child];
 	if (n->group) {
 		/* Down to that group's scheduler: the third hop at most (node, group, global). */
-		struct ferry__sched_client *down = group_client(s, n);
+		struct ferry__sched_client *down = ferry__sched_srv_group_client(s, n);
 
 		if (it->hops + 1 >= FERRY__SCHED_HOPS_MAX || !down ||
-		    forward(s, sc, it, down, FERRY__SCHED_NO_CHILD) < 0)
+		    ferry__sched_srv_forward(s, sc, it, down, FERRY__SCHED_NO_CHILD) < 0)
 			return -EAGAIN;
 		ferry__sched_commit(s->level, &task, &d);
 		return FORWARDED;
@@ -874,7 +490,7 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 		return;
 	}
 	if (type == FERRY__WIRE_MSG_SCHED_GROUP_LOAD && !sc->srv->group[0] &&
-	    on_group_load(sc->srv, payload, len) == 0)
+	    ferry__sched_srv_group_load(sc->srv, payload, len) == 0)
 		return;
 	FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: unexpected or malformed %s, closing",
 		       ferry__conn_peer(conn), ferry__wire_message_name(type));
@@ -891,7 +507,7 @@ static void on_close(struct ferry__conn *conn, int err)
 			   ferry_strerror(-err));
 	if (sc) {
 		sc->conn = NULL;
-		sconn_unref(sc);
+		ferry__sched_srv_sconn_unref(sc);
 	}
 }
 
@@ -995,13 +611,13 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	if (ret < 0)
 		goto err_listen;
 	if (s->group[0]) {
-		ret = group_start(s, o->token, o->token_len);
+		ret = ferry__sched_srv_group_start(s, o->token, o->token_len);
 		if (ret < 0)
 			goto err_group;
 	} else {
 		s->silent_timer.data = s;
 		ferry__loop_timer_start(loop, &s->silent_timer, GROUP_SILENT_MS / 3, 0,
-					on_silent_timer);
+					ferry__sched_srv_on_silent_timer);
 	}
 	for (int i = 0; i < 2; i++) {
 		s->subs[i].srv = s;
