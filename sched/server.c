@@ -409,8 +409,7 @@ static int place_one(struct ferry__sched_server *s, struct sconn *sc,
 	if (ret == 0)
 		ret = ferry__sched_decide(s->level, &task, &d);
 	if (goes_up(s, it, ret, &d) &&
-	    ferry__sched_srv_forward(s, sc, it, s->up,
-				     ret == 0 ? d.child : FERRY__SCHED_NO_CHILD) == 0)
+	    ferry__sched_srv_forward(s, sc, it, s->up, &task, ret == 0 ? &d : NULL) == 0)
 		return FORWARDED;
 	if (ret == -EHOSTUNREACH)
 		return -EHOSTDOWN;
@@ -424,7 +423,7 @@ static int place_one(struct ferry__sched_server *s, struct sconn *sc,
 		struct ferry__sched_client *down = ferry__sched_srv_group_client(s, n);
 
 		if (it->hops + 1 >= FERRY__SCHED_HOPS_MAX || !down ||
-		    ferry__sched_srv_forward(s, sc, it, down, FERRY__SCHED_NO_CHILD) < 0)
+		    ferry__sched_srv_forward(s, sc, it, down, &task, NULL) < 0)
 			return -EAGAIN;
 		ferry__sched_commit(s->level, &task, &d);
 		return FORWARDED;

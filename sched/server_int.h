@@ -60,7 +60,10 @@ struct fwd {
 	struct sconn *sc;		 /* the asker */
 	uint64_t request_id;		 /* the asker's */
 	struct ferry__sched_client *via; /* the client it went through */
-	uint32_t fallback;		 /* a group's own choice when the global does not answer */
+	bool has_fallback;		 /* a group's own choice when the global does not answer: */
+	struct ferry__sched_decision fallback; /* ... where it queues */
+	uint32_t ndemand;		       /* ... and what it takes there (commit) */
+	struct ferry__sched_amount demand[FERRY__SCHED_DEMAND_MAX]; /* ... */
 };
 
 struct sub {
@@ -125,11 +128,14 @@ void ferry__sched_srv_on_silent_timer(struct ferry__loop_timer *t, int status);
 /* server_tree.c, a group: its client up, report links and timers. 0 or -errno. */
 int ferry__sched_srv_group_start(struct ferry__sched_server *s, const void *token,
 				 size_t token_len);
-/* server_tree.c: @it sent to @via (answered to @sc later: 0), or -errno; a group's client to
- * group entry @g (made on first use, NULL on failure); an accepted connection let go. */
+/* server_tree.c: @it (@task as decided here) sent to @via (answered to @sc later: 0), or
+ * -errno; @fallback: this level's own decision, used when @via fails (NULL: its error is the
+ * answer). A group's client to group entry @g (made on first use, NULL on failure); an
+ * accepted connection let go. */
 int ferry__sched_srv_forward(struct ferry__sched_server *s, struct sconn *sc,
 			     const struct ferry__sched_item *it, struct ferry__sched_client *via,
-			     uint32_t fallback);
+			     const struct ferry__sched_task *task,
+			     const struct ferry__sched_decision *fallback);
 struct ferry__sched_client *ferry__sched_srv_group_client(struct ferry__sched_server *s,
 							  struct snode *g);
 void ferry__sched_srv_sconn_unref(struct sconn *sc);

@@ -249,12 +249,18 @@ static void on_forwarded(void *arg, int status, const struct ferry_node_id *node
 		r.node = *node;
 		r.node_address = node_address;
 		r.hops = (uint8_t)ferry__sched_client_hops(f->via);
-	} else if (status != -ECANCELED && f->fallback != FERRY__SCHED_NO_CHILD) {
-		/* The global level did not answer: the group's own best node, where it queues. */
+	} else if (status != -ECANCELED && f->has_fallback && !s->nodes[f->fallback.child].dead) {
+		/* The global level did not answer: the group's own best node, where it queues,
+		 * committed as any placement (a burst of them spreads). */
+		struct ferry__sched_task task = {.ndemand = f->ndemand};
+		const struct snode *n = &s->nodes[f->fallback.child];
+
+		memcpy(task.demand, f->demand, sizeof(task.demand));
+		ferry__sched_commit(s->level, &task, &f->fallback);
 		FLOG_INFO(COMP, "the level above: %s; placed in the group", ferry_strerror(status));
 		r.status = 0;
-		r.node = s->nodes[f->fallback].id;
-		r.node_address = s->nodes[f->fallback].address ? s->nodes[f->fallback].address : "";
+		r.node = n->id;
+		r.node_address = n->address ? n->address : "";
 		r.hops = 1;
 	}
 	if (status != -ECANCELED)
@@ -266,7 +272,8 @@ static void on_forwarded(void *arg, int status, const struct ferry_node_id *node
 /* @it as a request of our own to @via: 0 (answered later through on_forwarded) or -errno. */
 int ferry__sched_srv_forward(struct ferry__sched_server *s, struct sconn *sc,
 			     const struct ferry__sched_item *it, struct ferry__sched_client *via,
-			     uint32_t fallback)
+			     const struct ferry__sched_task *task,
+			     const struct ferry__sched_decision *fallback)
 {
 	struct ferry__res res[FERRY__SCHED_ITEM_RES_MAX];
 	struct ferry__sched_place_req q = {.res = res,
@@ -291,7 +298,13 @@ int ferry__sched_srv_forward(struct ferry__sched_server *s, struct sconn *sc,
 		snprintf(res[i].name, sizeof(res[i].name), "%s", it->res_name[i]);
 		res[i].amount = it->res_amount[i];
 	}
-	*f = (struct fwd){.sc = sc, .request_id = it->request_id, .via = via, .fallback = fallback};
+	*f = (struct fwd){.sc = sc, .request_id = it->request_id, .via = via};
+	if (fallback) {
+		f->has_fallback = true;
+		f->fallback = *fallback;
+		f->ndemand = task->ndemand;
+		memcpy(f->demand, task->demand, sizeof(f->demand));
+	}
 	q.id = ++s->next_fwd_id;
 	ret = ferry__sched_client_place(via, &q, on_forwarded, f);
 	if (ret < 0) {

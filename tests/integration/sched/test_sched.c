@@ -830,3 +830,24 @@ FTEST(real_nodes_join_their_groups)
 	waitpid(b.pid, &status, 0);
 	gcs_stop(&gcs, SIGTERM);
 }
+
+FTEST(tree_group_keeps_what_no_global_instance_answers)
+{
+	struct tree t;
+
+	tree_start(&t);
+	/* The only global instance leaves (and the KV): what A sends up comes back to A. */
+	sched_stop(&t.global[0], SIGTERM);
+	t.global[0].pid = 0;
+	for (uint64_t id = 1; id <= 4; id++) {
+		ftest_assert_int_eq(place_one(id, &(struct req_spec){.res1 = "CPU", .amount1 = 3}),
+				    0);
+		ftest_assert_true(in_group(&R.ans[id].node, t.a));
+		ftest_assert_uint_eq(R.ans[id].hops, 1);
+	}
+	/* Committed as placements: the queues even out over A's two nodes. */
+	ftest_assert_false(same_node(&R.ans[1].node, &R.ans[2].node) &&
+			   same_node(&R.ans[2].node, &R.ans[3].node) &&
+			   same_node(&R.ans[3].node, &R.ans[4].node));
+	tree_stop(&t);
+}
