@@ -87,7 +87,9 @@ struct ferry__node_opts {
 	/* The GCS declared this node dead (its ID never comes back): called once on the node's
 	 * loop thread after the log line; the daemon stops. NULL: the node only stops beating. */
 	void (*on_declared_dead)(void *arg);
-	void *dead_arg; /* for on_declared_dead */
+	void *dead_arg;		 /* for on_declared_dead */
+	const char *sched_group; /* --group: the scheduler group this node belongs to (its tasks
+				  * go to that group's ferry-sched); NULL: none */
 };
 
 /*

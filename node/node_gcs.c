@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <ferry/gcs.h>
@@ -13,6 +14,7 @@
 #include "common/util.h"
 #include "gcs/liveness.h"
 #include "node/node_int.h"
+#include "sched/client.h"
 #include "transport/objmgr.h"
 
 #define COMP "node"
@@ -245,6 +247,23 @@ static void start_beats(void *arg, int status)
 					      on_beat_timer);
 }
 
+/* --group: the group's scheduler finds its nodes under its member namespace (sched/server.h). */
+static int join_group(struct ferry__node *node)
+{
+	char ns[128], hex[2 * sizeof(node->id.bytes) + 1];
+	int ret;
+
+	if (!node->opts.sched_group)
+		return 0;
+	snprintf(ns, sizeof(ns), "%s%s", FERRY__SCHED_MEMBER_KV_PREFIX, node->opts.sched_group);
+	ferry_id_to_hex(node->id.bytes, sizeof(node->id.bytes), hex, sizeof(hex));
+	ret = ferry_gcs_kv_put(node->gcs, ns, strlen(ns), hex, strlen(hex), "", 0, true);
+	if (ret < 0)
+		FLOG_ERROR(COMP, "joining scheduler group %s: %s", node->opts.sched_group,
+			   ferry_strerror(-ret));
+	return ret < 0 ? ret : 0;
+}
+
 int ferry__node_register(struct ferry__node *node)
 {
 	struct ferry_gcs_node_info info = {0};
@@ -260,5 +279,8 @@ int ferry__node_register(struct ferry__node *node)
 		return ret;
 	}
 	ferry__node_check_addresses(node->gcs, &node->id, node->address);
+	ret = join_group(node);
+	if (ret < 0)
+		return ret;
 	return ferry__loop_post(node->loop, start_beats, node);
 }

@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "node/node_opts.h"
 #include "node/resources.h"
+#include "sched/client.h"
 #include "transport/objmgr.h"
 
 /* A port, 0..65535 (0: any). */
@@ -155,6 +156,9 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 		takes = parse_amount(a, v, a[6] == 'c' ? &o->num_cpus : &o->num_gpus) < 0
 				? "an amount >= 0, in steps of 1/10000"
 				: NULL;
+	else if (!strcmp(a, "--group"))
+		takes = ferry__sched_group_name_ok(v) ? (o->sched_group = v, NULL)
+						      : "1 to 63 of A-Z a-z 0-9 _ . -";
 	else if (!strcmp(a, "--resources"))
 		takes = parse_custom(v, &o->resources) < 0 ? "name=amount,... (see above)" : NULL;
 	else if (!strcmp(a, "--num-workers"))

@@ -81,6 +81,7 @@ struct rt_sched {
 	uint64_t placed_here;	  /* arrived placed (they never move again) */
 	uint64_t forwarded;	  /* answered "retry at" */
 	uint64_t affinity_failed; /* hard affinity to a node not alive */
+	char sched_ns[128];	  /* where the scheduler above registers (a group's, or global) */
 };
 
 /* One GCS question about one request (NODE_AFFINITY: is the node alive, has it room). */
@@ -410,6 +411,8 @@ static void place(struct rt_sched *s, struct rt_req *req)
 	if (!s->client)
 		r = ferry__sched_client_new(s->rt->loop, node->gcs, node->token,
 					    node->opts.token_len, &node->id, &s->client);
+	if (r == 0 && node->opts.sched_group)
+		r = ferry__sched_client_set_namespace(s->client, s->sched_ns);
 	if (r == 0 && !(a = ferry__calloc(1, sizeof(*a))))
 		r = -ENOMEM;
 	if (r < 0) {
@@ -475,9 +478,8 @@ static void up(struct rt_sched *s, struct rt_req *req)
 		req->next = s->waiting;
 		s->waiting = req;
 		if (!s->looking)
-			s->looking = ferry_gcs_kv_keys_async(gcs, FERRY__SCHED_KV_NS,
-							     sizeof(FERRY__SCHED_KV_NS) - 1, "", 0,
-							     on_instances, s) == 0;
+			s->looking = ferry_gcs_kv_keys_async(gcs, s->sched_ns, strlen(s->sched_ns),
+							     "", 0, on_instances, s) == 0;
 		if (!s->looking)
 			on_instances(s, -ENOMEM, NULL);
 	}
@@ -679,6 +681,9 @@ int ferry__rt_sched_init(struct ferry__node_rt *rt)
 	s->settle.data = s;
 	s->recheck_timer.data = s;
 	s->spill_queue = rt->node->opts.spill_queue;
+	snprintf(s->sched_ns, sizeof(s->sched_ns), "%s%s",
+		 rt->node->opts.sched_group ? FERRY__SCHED_GROUP_KV_PREFIX : FERRY__SCHED_KV_NS,
+		 rt->node->opts.sched_group ? rt->node->opts.sched_group : "");
 	if (!s->spill_queue)
 		s->spill_queue = cpus > 0 ? (uint32_t)((cpus + FERRY_GCS_RESOURCE_UNIT - 1) /
 						       FERRY_GCS_RESOURCE_UNIT)

@@ -12,6 +12,7 @@
  * one attempt at each; after a round without a reply, the client pauses, reads the KV again and
  * starts another; after `rounds` of them every waiting request gets -EHOSTUNREACH.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ struct pend {
 	struct ferry__sched_place_req req;		  /* pointers into res and inputs below */
 	struct ferry__res res[FERRY__SCHED_ITEM_RES_MAX]; /* copied */
 	struct ferry__sched_place_input *inputs;	  /* copied, ferry__malloc'd */
+	char from_group[FERRY__SCHED_GROUP_NAME_MAX + 1]; /* copied */
 	uint64_t sent_ms;	  /* when it went out on the current connection */
 	bool sent;		  /* in the sent list (else unsent) */
 	struct pend *prev, *next; /* its list */
@@ -92,6 +94,8 @@ struct ferry__sched_client {
 	unsigned retry_pause_ms;	     /* see set_timing */
 	unsigned rounds;		     /* see set_timing */
 	bool freeing;			     /* in ferry__sched_client_free(): no new requests */
+	char ns[128];			     /* the KV namespace of the instances */
+	unsigned hops;			     /* of the answer being delivered */
 };
 
 static void plist_push(struct plist *l, struct pend *p)
@@ -190,6 +194,7 @@ static void on_reply(struct ferry__sched_client *c, const void *payload, size_t 
 		slot = ferry__hashmap_get(&c->by_wire, &r.request_id);
 		if (!slot || !(*slot)->sent)
 			continue; /* a late or duplicate reply: answered already */
+		c->hops = r.hops;
 		pend_answer(c, *slot, r.status, r.status == 0 ? &r.node : NULL,
 			    r.status == 0 ? r.node_address : NULL);
 	}
@@ -289,6 +294,12 @@ static int dial(struct ferry__sched_client *c, const struct instance *in)
 
 static int parse_instance(const void *value, size_t size, struct instance *out)
 {
+	return ferry__sched_instance_parse(value, size, out->host, sizeof(out->host), &out->port);
+}
+
+int ferry__sched_instance_parse(const void *value, size_t size, char *host, size_t host_size,
+				uint16_t *port_out)
+{
 	char text[HOST_MAX + 8];
 	char *colon, *end;
 	unsigned long port;
@@ -298,15 +309,27 @@ static int parse_instance(const void *value, size_t size, struct instance *out)
 	memcpy(text, value, size);
 	text[size] = '\0';
 	colon = strrchr(text, ':');
-	if (!colon || colon == text || (size_t)(colon - text) >= sizeof(out->host))
+	if (!colon || colon == text || (size_t)(colon - text) >= host_size)
 		return -EINVAL;
 	port = strtoul(colon + 1, &end, 10);
 	if (*end || port == 0 || port > 65535)
 		return -EINVAL;
-	memcpy(out->host, text, (size_t)(colon - text));
-	out->host[colon - text] = '\0';
-	out->port = (uint16_t)port;
+	memcpy(host, text, (size_t)(colon - text));
+	host[colon - text] = '\0';
+	*port_out = (uint16_t)port;
 	return 0;
+}
+
+bool ferry__sched_group_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > FERRY__SCHED_GROUP_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
+			return false;
+	return true;
 }
 
 static void lookup_done(struct ferry__sched_client *c, int status)
@@ -362,7 +385,7 @@ static void on_keys(void *arg, int status, void *result)
 		return;
 	}
 	ret = ferry_gcs_kv_multi_get_async(
-		c->gcs, FERRY__SCHED_KV_NS, sizeof(FERRY__SCHED_KV_NS) - 1, keys,
+		c->gcs, c->ns, strlen(c->ns), keys,
 		(size_t)(status < INSTANCES_MAX ? status : INSTANCES_MAX), on_values, lk);
 	ferry_gcs_free(result);
 	if (ret < 0) {
@@ -386,8 +409,7 @@ static void start_lookup(struct ferry__sched_client *c)
 		return;
 	}
 	lk->c = c;
-	ret = ferry_gcs_kv_keys_async(c->gcs, FERRY__SCHED_KV_NS, sizeof(FERRY__SCHED_KV_NS) - 1,
-				      "", 0, on_keys, lk);
+	ret = ferry_gcs_kv_keys_async(c->gcs, c->ns, strlen(c->ns), "", 0, on_keys, lk);
 	if (ret < 0) {
 		ferry__free(lk);
 		FLOG_WARN(COMP, "reading the ferry-sched instances: %s", ferry_strerror(-ret));
@@ -565,6 +587,7 @@ int ferry__sched_client_new(struct ferry__loop *loop, struct ferry_gcs_client *g
 	c->reply_timeout_ms = DEFAULT_REPLY_TIMEOUT_MS;
 	c->retry_pause_ms = DEFAULT_RETRY_PAUSE_MS;
 	c->rounds = DEFAULT_ROUNDS;
+	snprintf(c->ns, sizeof(c->ns), "%s", FERRY__SCHED_KV_NS);
 	*out = c;
 	return 0;
 }
@@ -578,6 +601,19 @@ void ferry__sched_client_set_timing(struct ferry__sched_client *c, unsigned repl
 		c->retry_pause_ms = retry_pause_ms;
 	if (rounds)
 		c->rounds = rounds;
+}
+
+int ferry__sched_client_set_namespace(struct ferry__sched_client *c, const char *ns)
+{
+	if (!ns || !ns[0] || strlen(ns) >= sizeof(c->ns))
+		return -EINVAL;
+	snprintf(c->ns, sizeof(c->ns), "%s", ns);
+	return 0;
+}
+
+unsigned ferry__sched_client_hops(const struct ferry__sched_client *c)
+{
+	return c->hops;
 }
 
 size_t ferry__sched_client_outstanding(const struct ferry__sched_client *c)
@@ -606,6 +642,9 @@ static struct pend *pend_new(const struct ferry__sched_place_req *req)
 	p->req.res = p->res;
 	p->req.inputs = p->inputs;
 	p->req.ninputs = ninputs;
+	snprintf(p->from_group, sizeof(p->from_group), "%s",
+		 req->from_group ? req->from_group : "");
+	p->req.from_group = p->from_group;
 	return p;
 }
 
@@ -613,7 +652,8 @@ static int check_req(const struct ferry__sched_place_req *req)
 {
 	if (req->nres > FERRY__SCHED_ITEM_RES_MAX || (req->nres && !req->res) ||
 	    (req->ninputs && !req->inputs) || req->strategy < FERRY__SCHED_DEFAULT ||
-	    req->strategy > FERRY__SCHED_NODE_AFFINITY)
+	    req->strategy > FERRY__SCHED_NODE_AFFINITY || req->hops > FERRY__SCHED_HOPS_MAX ||
+	    (req->from_group && strlen(req->from_group) > FERRY__SCHED_GROUP_NAME_MAX))
 		return -EINVAL;
 	for (size_t i = 0; i < req->nres; i++)
 		if (req->res[i].amount <= 0 || !req->res[i].name[0] ||

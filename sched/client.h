@@ -31,11 +31,18 @@
 
 /* The GCS KV namespace where ferry-sched instances register (key: ID, value: "host:port"). */
 #define FERRY__SCHED_KV_NS "ferry:sched"
+/* A group's scheduler instances register under this prefix + the group's name; its nodes put
+ * their ID (hex, empty value) under FERRY__SCHED_MEMBER_KV_PREFIX + the name. */
+#define FERRY__SCHED_GROUP_KV_PREFIX "ferry:sched:group:"
+#define FERRY__SCHED_MEMBER_KV_PREFIX "ferry:sched:member:"
 /* Largest batch one SchedPlace carries (the server refuses more); resources and inputs per
  * item as the policy weighs them. */
 #define FERRY__SCHED_BATCH_MAX 4096
 #define FERRY__SCHED_ITEM_RES_MAX FERRY__SCHED_DEMAND_MAX
 #define FERRY__SCHED_ITEM_INPUTS_MAX FERRY__SCHED_INPUTS_MAX
+/* Most hops an item crosses (node -> group -> global -> group); a group name's longest. */
+#define FERRY__SCHED_HOPS_MAX 3
+#define FERRY__SCHED_GROUP_NAME_MAX 63
 
 struct ferry__loop;
 struct ferry_gcs_client;
@@ -56,7 +63,9 @@ struct ferry__sched_place_req {
 	struct ferry_node_id affinity; /* NODE_AFFINITY's node */
 	bool soft; /* NODE_AFFINITY: may go elsewhere when it cannot run there */
 	const struct ferry__sched_place_input *inputs; /* where its inputs are */
-	size_t ninputs; /* only the first FERRY__SCHED_ITEM_INPUTS_MAX are sent */
+	size_t ninputs;		/* only the first FERRY__SCHED_ITEM_INPUTS_MAX are sent */
+	uint8_t hops;		/* a scheduler forwarding it: the hops so far + 1; a node: 0 */
+	const char *from_group; /* a group sending it up: its name (<= 63 bytes); else NULL */
 };
 
 /*
@@ -111,6 +120,26 @@ void ferry__sched_client_free(struct ferry__sched_client *c);
  * Zeros keep the defaults (2000 ms, 200 ms, 3). */
 void ferry__sched_client_set_timing(struct ferry__sched_client *c, unsigned reply_timeout_ms,
 				    unsigned retry_pause_ms, unsigned rounds);
+
+/*
+ * ferry__sched_client_set_namespace() - find the instances under KV namespace @ns (copied, at
+ * most 127 bytes) instead of FERRY__SCHED_KV_NS: a node of a group asks its group's scheduler
+ * (FERRY__SCHED_GROUP_KV_PREFIX + name). Before the first request. 0 or -EINVAL.
+ */
+int ferry__sched_client_set_namespace(struct ferry__sched_client *c, const char *ns);
+
+/* ferry__sched_client_hops() - inside a place callback with status 0: the schedulers the
+ * request reached (1: the one asked placed it; 0: an instance that does not tell). */
+unsigned ferry__sched_client_hops(const struct ferry__sched_client *c);
+
+/* ferry__sched_group_name_ok() - a group name: 1..63 bytes of [A-Za-z0-9_.-] (it is part of
+ * KV namespaces). */
+bool ferry__sched_group_name_ok(const char *name);
+
+/* ferry__sched_instance_parse() - an instance's KV value "host:port" ("[v6]:port" as
+ * registered) into @host (NUL-terminated) and *@port. 0 or -EINVAL. */
+int ferry__sched_instance_parse(const void *value, size_t size, char *host, size_t host_size,
+				uint16_t *port);
 
 /* Requests waiting for their reply (tests, stats). */
 size_t ferry__sched_client_outstanding(const struct ferry__sched_client *c);

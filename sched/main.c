@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ferry-sched: the global scheduler process (sched/server.c). Parses the command line, reads
+ * ferry-sched: the global scheduler process, or with --group a group's (sched/server.c). Parses the command line, reads
  * the cluster token, runs the server on one io_uring loop until SIGINT or SIGTERM, then leaves
  * the GCS KV so that clients stop trying it.
  */
@@ -32,6 +32,8 @@ static void usage(FILE *to)
 		"                   [--advertise HOST] (address in the GCS KV; default: --ip,\n"
 		"                   or when that is a wildcard, this host's address to the GCS)\n"
 		"                   [--max-queued SIZE] [--stall-timeout-ms MS]\n"
+		"                   [--group NAME] (a group's scheduler: its nodes are those\n"
+		"                   started with --group NAME; forwards up to the global level)\n"
 		"       ferry-sched --help | --version\n");
 }
 
@@ -59,6 +61,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->o.host = v;
 		else if (!strcmp(f, "--advertise"))
 			a->o.advertise = v;
+		else if (!strcmp(f, "--group"))
+			a->o.group = v;
 		else if (!strcmp(f, "--port") && ferry__parse_u32(v, 65535, &n) == 0)
 			a->o.port = (uint16_t)n;
 		else if (!strcmp(f, "--max-queued") && ferry_parse_size(v, &size) == 0 && size)

@@ -582,10 +582,16 @@ static bool fits_now(const struct ferry__sched_level *l, uint32_t c,
 	return true;
 }
 
+/* A task a group sent up never goes back down to it: that would be a ping-pong. */
+static bool excluded(const struct ferry__sched_task *t, uint32_t c)
+{
+	return t->exclude && t->excluded_child == c;
+}
+
 static bool feasible(const struct ferry__sched_level *l, uint32_t c,
 		     const struct ferry__sched_task *t)
 {
-	if (!l->children[c].alive)
+	if (!l->children[c].alive || excluded(t, c))
 		return false;
 	for (uint32_t i = 0; i < t->ndemand; i++) {
 		uint32_t k = t->demand[i].kind;
@@ -741,7 +747,7 @@ static uint32_t pick_free(const struct ferry__sched_level *l, const struct ferry
 			for (uint32_t c = b->head[k]; c != FERRY__SCHED_NO_CHILD; c = b->next[c]) {
 				if (++*probes > FERRY__SCHED_PROBES)
 					return FERRY__SCHED_NO_CHILD;
-				if (!fits_now(l, c, t))
+				if (!fits_now(l, c, t) || excluded(t, c))
 					continue;
 				if (!up || share_after(l, c, t, kind) >= lo_pct)
 					return c;

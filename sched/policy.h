@@ -83,7 +83,9 @@ struct ferry__sched_task {
 	const struct ferry__sched_input *inputs;		    /* by ref arguments */
 	enum ferry__sched_strategy strategy;			    /* how to choose */
 	uint32_t affinity_node;					    /* NODE_AFFINITY's node */
-	bool affinity_soft; /* NODE_AFFINITY: may go elsewhere */
+	bool affinity_soft;	 /* NODE_AFFINITY: may go elsewhere */
+	bool exclude;		 /* never to excluded_child (the group that sent it up) */
+	uint32_t excluded_child; /* with exclude: a child this task must not go to */
 };
 
 /* A child's load report (a node's own, or a group's summary of its subtree). */

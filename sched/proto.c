@@ -81,6 +81,15 @@ int ferry__sched_place_item(const void *payload, uint32_t i, struct ferry__sched
 	ret = decode_resources(iv, out);
 	if (ret == -EPROTO)
 		return ret;
+	out->hops = ferry__wire_sched_place_item_hops(iv);
+	out->from_group = ferry__wire_sched_place_item_from_group(iv);
+	if (!out->from_group)
+		out->from_group = "";
+	else if (ferry__wire_sched_place_item_from_group_len(iv) > FERRY__SCHED_GROUP_NAME_MAX ||
+		 strlen(out->from_group) != ferry__wire_sched_place_item_from_group_len(iv))
+		return -EPROTO;
+	if (out->hops > FERRY__SCHED_HOPS_MAX)
+		return -EPROTO;
 	ninputs = ferry__wire_sched_place_item_inputs_count(iv);
 	if (ninputs > FERRY__SCHED_ITEM_INPUTS_MAX)
 		ninputs = FERRY__SCHED_ITEM_INPUTS_MAX;
@@ -153,6 +162,11 @@ static int item_fill(const struct ferry__sched_place_req *q, const struct ferry_
 	}
 	it->inputs = inputs;
 	it->inputs_count = ninputs;
+	if (q->hops > FERRY__SCHED_HOPS_MAX ||
+	    (q->from_group && strlen(q->from_group) > FERRY__SCHED_GROUP_NAME_MAX))
+		return -EINVAL;
+	it->hops = q->hops;
+	it->from_group = q->from_group && q->from_group[0] ? q->from_group : NULL;
 	return 0;
 }
 
@@ -205,6 +219,7 @@ int ferry__sched_reply_build(struct ferry__fb_builder *b, const struct ferry__sc
 		r[i].status = results[i].status;
 		memcpy(r[i].node.bytes, results[i].node.bytes, sizeof(r[i].node.bytes));
 		r[i].node_address = results[i].status == 0 ? results[i].node_address : NULL;
+		r[i].hops = results[i].hops;
 	}
 	m.items = r;
 	m.items_count = n;
@@ -237,6 +252,7 @@ int ferry__sched_reply_result(const void *payload, uint32_t i, struct ferry__sch
 	memset(out, 0, sizeof(*out));
 	out->request_id = ferry__wire_sched_place_result_request_id(rv);
 	out->status = ferry__wire_sched_place_result_status(rv);
+	out->hops = ferry__wire_sched_place_result_hops(rv);
 	if (out->status > 0 || out->status < -4095)
 		return -EPROTO;
 	if (out->status < 0)
@@ -250,4 +266,126 @@ int ferry__sched_reply_result(const void *payload, uint32_t i, struct ferry__sch
 		return -EPROTO;
 	out->node_address = addr;
 	return 0;
+}
+
+/* ---- SchedGroupLoad ---- */
+
+/* A name of 1..@max bytes with no NUL inside, or NULL. */
+static bool name_ok(const char *name, uint32_t len, uint32_t max)
+{
+	return name && len > 0 && len <= max && strlen(name) == len;
+}
+
+int ferry__sched_group_read(const void *payload, size_t len, struct ferry__sched_group_report *out)
+{
+	struct ferry__wire_sched_group_load_view v =
+		ferry__wire_sched_group_load_root_verified(payload);
+	uint32_t n = ferry__wire_sched_group_load_resources_count(v);
+
+	(void)len;
+	memset(out, 0, sizeof(*out));
+	out->group = ferry__wire_sched_group_load_group(v);
+	if (!name_ok(out->group, ferry__wire_sched_group_load_group_len(v),
+		     FERRY__SCHED_GROUP_NAME_MAX) ||
+	    n > FERRY__SCHED_KINDS)
+		return -EPROTO;
+	out->version = ferry__wire_sched_group_load_version(v);
+	out->queue_len = ferry__wire_sched_group_load_queue_length(v);
+	out->mean_task_ns = ferry__wire_sched_group_load_mean_task_ns(v);
+	out->nmembers = ferry__wire_sched_group_load_members_count(v);
+	if (out->nmembers > FERRY__SCHED_GROUP_MEMBERS_MAX)
+		return -EPROTO;
+	out->nres = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct ferry__wire_sched_group_resource_view r =
+			ferry__wire_sched_group_load_resources_at(v, i);
+
+		out->res_name[i] = ferry__wire_sched_group_resource_name(r);
+		if (!r.tab.buf ||
+		    !name_ok(out->res_name[i], ferry__wire_sched_group_resource_name_len(r),
+			     FERRY__RES_NAME_MAX))
+			return -EPROTO;
+		out->total[i] = ferry__wire_sched_group_resource_total(r);
+		out->avail[i] = ferry__wire_sched_group_resource_available(r);
+		out->total_max[i] = ferry__wire_sched_group_resource_total_max(r);
+		out->avail_max[i] = ferry__wire_sched_group_resource_available_max(r);
+		if (out->avail[i] < 0 || out->avail_max[i] < 0 || out->avail[i] > out->total[i] ||
+		    out->avail_max[i] > out->total_max[i] || out->total_max[i] > out->total[i])
+			return -EPROTO;
+	}
+	return 0;
+}
+
+int ferry__sched_group_member(const void *payload, uint32_t i, struct ferry_node_id *out)
+{
+	struct ferry__wire_sched_group_load_view v =
+		ferry__wire_sched_group_load_root_verified(payload);
+	struct ferry__wire_unique_id id;
+
+	if (i >= ferry__wire_sched_group_load_members_count(v))
+		return -EPROTO;
+	id = ferry__wire_sched_group_load_members_at(v, i);
+	memcpy(out->bytes, id.bytes, sizeof(out->bytes));
+	return 0;
+}
+
+int ferry__sched_group_check(const void *payload, size_t len)
+{
+	struct ferry__sched_group_report *r;
+	struct ferry_node_id id;
+	int ret;
+
+	if (ferry__wire_verify(FERRY__WIRE_MSG_SCHED_GROUP_LOAD, payload, len) < 0)
+		return -EPROTO;
+	r = ferry__malloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	ret = ferry__sched_group_read(payload, len, r);
+	for (uint32_t i = 0; ret == 0 && i < r->nmembers; i++)
+		ret = ferry__sched_group_member(payload, i, &id);
+	ferry__free(r);
+	return ret;
+}
+
+int ferry__sched_group_build(struct ferry__fb_builder *b, const char *group,
+			     const struct ferry__sched_load *load, const char *const *kind_name,
+			     const struct ferry_node_id *members, size_t n)
+{
+	struct ferry__wire_sched_group_load m = {0};
+	struct ferry__wire_sched_group_resource *res;
+	struct ferry__wire_unique_id *ids;
+	int ret = -ENOMEM;
+
+	if (!group || !group[0] || strlen(group) > FERRY__SCHED_GROUP_NAME_MAX ||
+	    n > FERRY__SCHED_GROUP_MEMBERS_MAX)
+		return -EINVAL;
+	res = ferry__calloc(FERRY__SCHED_KINDS, sizeof(*res));
+	ids = ferry__calloc(n ? n : 1, sizeof(*ids));
+	if (!res || !ids)
+		goto out;
+	for (uint32_t k = 0; k < FERRY__SCHED_KINDS; k++) {
+		if (!kind_name[k] || load->total[k] <= 0)
+			continue;
+		res[m.resources_count].name = kind_name[k];
+		res[m.resources_count].total = load->total[k];
+		res[m.resources_count].available = load->avail[k];
+		res[m.resources_count].total_max = load->total_max[k];
+		res[m.resources_count].available_max = load->avail_max[k];
+		m.resources_count++;
+	}
+	for (size_t i = 0; i < n; i++)
+		memcpy(ids[i].bytes, members[i].bytes, sizeof(ids[i].bytes));
+	m.group = group;
+	m.version = load->version;
+	m.resources = res;
+	m.queue_length = load->queue_len;
+	m.mean_task_ns = load->mean_task_ns;
+	m.members = ids;
+	m.members_count = n;
+	ret = ferry__wire_sched_group_load_build(b, &m);
+	ret = ret < 0 ? ret : 0;
+out:
+	ferry__free(ids);
+	ferry__free(res);
+	return ret;
 }

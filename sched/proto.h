@@ -24,6 +24,9 @@
 /* Longest node address carried in a result (the GCS's own cap on addresses). */
 #define FERRY__SCHED_ADDRESS_MAX 1023
 
+/* Most members one SchedGroupLoad lists. */
+#define FERRY__SCHED_GROUP_MEMBERS_MAX 65536
+
 /* One decoded SchedPlaceItem; names point into the payload (valid while it is). */
 struct ferry__sched_item {
 	uint64_t request_id;				 /* the client's */
@@ -34,6 +37,8 @@ struct ferry__sched_item {
 	uint8_t strategy;	       /* enum ferry__sched_strategy (<= NODE_AFFINITY) */
 	struct ferry_node_id affinity; /* NODE_AFFINITY's node */
 	bool soft;		       /* NODE_AFFINITY may go elsewhere */
+	uint8_t hops;		       /* forwards so far (<= FERRY__SCHED_HOPS_MAX) */
+	const char *from_group;	       /* the group that sent it up, "" when none */
 	uint32_t ninputs;	       /* <= FERRY__SCHED_ITEM_INPUTS_MAX */
 	struct ferry__sched_place_input inputs[FERRY__SCHED_ITEM_INPUTS_MAX]; /* holders, sizes */
 };
@@ -44,6 +49,22 @@ struct ferry__sched_result {
 	int32_t status;		   /* 0 or -errno */
 	struct ferry_node_id node; /* status 0: where */
 	const char *node_address;  /* status 0: its GCS address ("" when not known); else NULL */
+	uint8_t hops;		   /* schedulers the request reached (0: not told) */
+};
+
+/* A decoded SchedGroupLoad; names point into the payload (valid while it is). */
+struct ferry__sched_group_report {
+	const char *group;			  /* 1..GROUP_NAME_MAX bytes */
+	uint64_t version;			  /* newer wins */
+	uint32_t nres;				  /* <= FERRY__SCHED_KINDS */
+	const char *res_name[FERRY__SCHED_KINDS]; /* 1..63 bytes */
+	int64_t total[FERRY__SCHED_KINDS];	  /* sums, fixed point */
+	int64_t avail[FERRY__SCHED_KINDS];	  /* <= total */
+	int64_t total_max[FERRY__SCHED_KINDS];	  /* most on one node */
+	int64_t avail_max[FERRY__SCHED_KINDS];	  /* most free on one node */
+	uint32_t queue_len;			  /* summed */
+	uint64_t mean_task_ns;			  /* weighted by queue */
+	uint32_t nmembers;			  /* <= GROUP_MEMBERS_MAX */
 };
 
 /*
@@ -82,5 +103,24 @@ int ferry__sched_reply_build(struct ferry__fb_builder *b, const struct ferry__sc
  */
 int ferry__sched_reply_count(const void *payload, size_t len);
 int ferry__sched_reply_result(const void *payload, uint32_t i, struct ferry__sched_result *out);
+
+/*
+ * ferry__sched_group_read() - a verified SchedGroupLoad into *@out: 0, or -EPROTO (a name
+ * missing or over its cap, too many resources or members, a negative amount, free above total).
+ * ferry__sched_group_member() - its member @i (i < nmembers). 0 or -EPROTO.
+ * ferry__sched_group_check() - verify and read a whole SchedGroupLoad (the fuzz target's entry).
+ */
+int ferry__sched_group_read(const void *payload, size_t len, struct ferry__sched_group_report *out);
+int ferry__sched_group_member(const void *payload, uint32_t i, struct ferry_node_id *out);
+int ferry__sched_group_check(const void *payload, size_t len);
+
+/*
+ * ferry__sched_group_build() - a SchedGroupLoad of group @group with @load (kinds named by
+ * @kind_name[k], NULL for a kind with no name: skipped) and @members[0..@n) into @b.
+ * 0, -EINVAL (a name over its cap, too many members), -ENOMEM.
+ */
+int ferry__sched_group_build(struct ferry__fb_builder *b, const char *group,
+			     const struct ferry__sched_load *load, const char *const *kind_name,
+			     const struct ferry_node_id *members, size_t n);
 
 #endif

@@ -39,70 +39,12 @@
 #include "sched/policy.h"
 #include "sched/proto.h"
 #include "sched/server.h"
+#include "sched/server_int.h"
 
 #define COMP "sched"
 #define DEFAULT_MAX_QUEUED (4u << 20)
 #define DEFAULT_STALL_MS 10000u
 #define RESUBSCRIBE_MS 1000u
-#define CUSTOM_KINDS (FERRY__SCHED_KINDS - 4)
-
-/*
- * A placement the node's reports may not show yet. The first report after it may have been made
- * before the owner's lease request reached the node, and would free what the placement took:
- * the next request would go to the same node and wait there behind it (a SPREAD burst piled on
- * one node so). So a placement is applied again over the first newer report, and dropped at the
- * second, which the node made a beat or more later, after the grant. The oldest goes when
- * HELD_MAX are held.
- */
-#define HELD_MAX 16
-struct held {
-	struct ferry__sched_amount demand[FERRY__SCHED_DEMAND_MAX];
-	uint8_t ndemand; /* of demand */
-	uint8_t verdict; /* enum ferry__sched_verdict */
-	uint8_t reports; /* newer reports since */
-};
-
-struct snode {
-	struct ferry_node_id id; /* the node */
-	char *address;		 /* as registered (ferry__malloc'd), or NULL until known */
-	bool dead;		 /* its child takes nothing more */
-	bool reported;		 /* its load reached us (until then its child is not alive) */
-	uint64_t seen_gen;	 /* the nodes-channel snapshot that last showed it */
-	uint64_t version;	 /* of its last report applied */
-	struct held *held;	 /* HELD_MAX, allocated at its first placement; or NULL */
-	uint32_t nheld;		 /* used, oldest first */
-};
-
-struct sub {
-	struct ferry__sched_server *srv; /* owner */
-	enum ferry_gcs_channel channel;	 /* NODES or NODE_LOAD */
-	bool ready;			 /* its first snapshot ended */
-	struct ferry__loop_timer retry;	 /* resubscribe after a failure */
-};
-
-struct ferry__sched_server {
-	struct ferry__loop *loop;			    /* ours */
-	struct ferry_gcs_client *gcs;			    /* on loop */
-	struct ferry__conn_server *listener;		    /* the TCP port */
-	struct ferry__sched_level *level;		    /* one child per node */
-	struct ferry__hashmap by_node;			    /* node ID -> uint32_t index in nodes */
-	struct snode *nodes;				    /* index = child number */
-	uint32_t nnodes, cap_nodes;			    /* used, allocated */
-	char custom[CUSTOM_KINDS][FERRY__RES_NAME_MAX + 1]; /* custom kind 4 + i */
-	unsigned ncustom;				    /* used */
-	struct sub subs[2];				    /* NODES, NODE_LOAD */
-	struct ferry__fb_builder fb;			    /* replies */
-	struct ferry__sched_item item;			    /* decode space */
-	struct ferry__sched_result *results;		    /* BATCH_MAX of them */
-	char id_hex[2 * sizeof(struct ferry_node_id) + 1];  /* KV key */
-	char advertise[300];				    /* KV value: host:port */
-	const char *advertise_host;			    /* from the options, or NULL */
-	bool registered;				    /* the KV put went out */
-	void (*stop_done)(void *arg);			    /* ferry__sched_server_stop */
-	void *stop_arg;					    /* its argument */
-	uint64_t placed, refused;			    /* counters for the log */
-	uint64_t nodes_gen; /* whole-channel RESYNCs of the nodes channel so far */
-};
 
 static void kv_register(struct ferry__sched_server *s);
 
@@ -147,7 +89,7 @@ static void held_reapply(struct ferry__sched_server *s, uint32_t i)
 	n->nheld = keep;
 }
 
-static int kind_of(struct ferry__sched_server *s, const char *name, bool add)
+int ferry__sched_srv_kind_of(struct ferry__sched_server *s, const char *name, bool add)
 {
 	static const char *const standard[] = {"CPU", "GPU", "memory", "object_store_memory"};
 
@@ -205,8 +147,8 @@ static int node_new_child(struct ferry__sched_server *s, const struct ferry_node
  * The node's index (its child number). @add: a node not known, or known dead, gets a new child
  * (a record saying it is alive: a node re-registering with a restarted GCS). 0, -ENOENT, -ENOMEM.
  */
-static int node_index(struct ferry__sched_server *s, const struct ferry_node_id *id, bool add,
-		      uint32_t *out)
+int ferry__sched_srv_node_index(struct ferry__sched_server *s, const struct ferry_node_id *id,
+				bool add, uint32_t *out)
 {
 	uint32_t *slot = ferry__hashmap_get(&s->by_node, id->bytes);
 
@@ -265,7 +207,7 @@ static void on_node_event(void *arg, const struct ferry_gcs_event *ev)
 	if ((ev->kind != FERRY_GCS_EVENT_DELTA && ev->kind != FERRY_GCS_EVENT_SNAPSHOT) ||
 	    ev->size == 0 || ferry_gcs_event_node(ev, &info) < 0)
 		return;
-	if (node_index(s, &info.id, info.state != FERRY_GCS_NODE_DEAD, &i) < 0)
+	if (ferry__sched_srv_node_index(s, &info.id, info.state != FERRY_GCS_NODE_DEAD, &i) < 0)
 		return;
 	s->nodes[i].seen_gen = s->nodes_gen;
 	if (info.address && (!s->nodes[i].address || strcmp(s->nodes[i].address, info.address))) {
@@ -288,7 +230,7 @@ static void load_convert(struct ferry__sched_server *s, const struct ferry_gcs_n
 	out->queue_len = in->queue_length;
 	out->mean_task_ns = in->mean_task_us * 1000;
 	for (uint32_t r = 0; r < in->nresources; r++) {
-		int k = kind_of(s, in->resources[r].name, true);
+		int k = ferry__sched_srv_kind_of(s, in->resources[r].name, true);
 		int64_t total = in->resources[r].total, avail = in->resources[r].available;
 
 		if (k < 0 || total < 0 || avail < 0)
@@ -300,7 +242,7 @@ static void load_convert(struct ferry__sched_server *s, const struct ferry_gcs_n
 	}
 }
 
-static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
+void ferry__sched_srv_on_load_event(void *arg, const struct ferry_gcs_event *ev)
 {
 	struct sub *sub = arg;
 	struct ferry__sched_server *s = sub->srv;
@@ -318,15 +260,17 @@ static void on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	if (ev->size == 0) { /* removed: the node died */
 		if (ev->key && ev->key_size == sizeof(id.bytes)) {
 			memcpy(id.bytes, ev->key, sizeof(id.bytes));
-			if (node_index(s, &id, false, &i) == 0)
+			if (ferry__sched_srv_node_index(s, &id, false, &i) == 0)
 				node_dead(s, i);
 		}
 		return;
 	}
 	if (ferry_gcs_event_node_load(ev, &load) < 0)
 		return;
-	if ((node_index(s, &load.id, false, &i) == 0 || node_index(s, &load.id, true, &i) == 0) &&
-	    !s->nodes[i].dead) {
+	if ((ferry__sched_srv_node_index(s, &load.id, false, &i) == 0 ||
+	     ferry__sched_srv_node_index(s, &load.id, true, &i) == 0) &&
+	    !s->nodes[i].dead && !s->nodes[i].grouped && !s->nodes[i].group &&
+	    (!s->group[0] || s->nodes[i].member)) {
 		load_convert(s, &load, &sl);
 		if (ferry__sched_child_report(s->level, i, &sl) == 0) {
 			s->nodes[i].reported = true;
@@ -370,9 +314,9 @@ static void kv_register(struct ferry__sched_server *s)
 	}
 	snprintf(s->advertise, sizeof(s->advertise), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
 		 ferry__conn_server_port(s->listener));
-	ret = ferry_gcs_kv_put_async(s->gcs, FERRY__SCHED_KV_NS, sizeof(FERRY__SCHED_KV_NS) - 1,
-				     s->id_hex, strlen(s->id_hex), s->advertise,
-				     strlen(s->advertise), true, on_kv_put, s);
+	ret = ferry_gcs_kv_put_async(s->gcs, s->kv_ns, strlen(s->kv_ns), s->id_hex,
+				     strlen(s->id_hex), s->advertise, strlen(s->advertise), true,
+				     on_kv_put, s);
 	if (ret == 0)
 		s->registered = true;
 }
@@ -406,10 +350,10 @@ static void on_subscribed(void *arg, int status, void *result)
 
 static void subscribe(struct sub *sub)
 {
-	int ret = ferry_gcs_subscribe_async(sub->srv->gcs, sub->channel, NULL, 0,
-					    sub->channel == FERRY_GCS_CH_NODES ? on_node_event
-									       : on_load_event,
-					    sub, on_subscribed, sub);
+	int ret = ferry_gcs_subscribe_async(
+		sub->srv->gcs, sub->channel, NULL, 0,
+		sub->channel == FERRY_GCS_CH_NODES ? on_node_event : ferry__sched_srv_on_load_event,
+		sub, on_subscribed, sub);
 
 	if (ret < 0)
 		on_subscribed(sub, ret, NULL);
@@ -426,85 +370,139 @@ static void subscribe(struct sub *sub)
 static bool unreported(const struct ferry__sched_server *s)
 {
 	for (uint32_t i = 0; i < s->nnodes; i++)
-		if (!s->nodes[i].dead && !s->nodes[i].reported)
+		if ((!s->nodes[i].dead && !s->nodes[i].reported && !s->nodes[i].grouped &&
+		     (!s->group[0] || s->nodes[i].member)) ||
+		    (s->nodes[i].group && s->nodes[i].dead && ferry__sched_srv_current(s, i)))
 			return true;
 	return false;
 }
 
-static int place_one(struct ferry__sched_server *s, const struct ferry__sched_item *it,
-		     struct ferry__sched_result *r)
+static int task_of(struct ferry__sched_server *s, const struct ferry__sched_item *it,
+		   struct ferry__sched_task *task, struct ferry__sched_input *inputs,
+		   uint32_t *locations)
+{
+	uint32_t idx;
+
+	task->ndemand = it->nres;
+	for (uint32_t i = 0; i < it->nres; i++) {
+		int k = ferry__sched_srv_kind_of(s, it->res_name[i], false);
+
+		if (k < 0)
+			return -ENOSPC; /* no node ever reported that resource */
+		task->demand[i].kind = (uint32_t)k;
+		task->demand[i].amount = it->res_amount[i];
+	}
+	for (uint32_t i = 0; i < it->ninputs; i++) {
+		if (ferry__sched_srv_node_index(s, &it->inputs[i].node, false, &idx) < 0)
+			continue;
+		locations[task->ninputs] = idx;
+		inputs[task->ninputs].size_bytes = it->inputs[i].bytes;
+		inputs[task->ninputs].nlocations = 1;
+		inputs[task->ninputs].locations = &locations[task->ninputs];
+		task->ninputs++;
+	}
+	task->inputs = inputs;
+	task->strategy = (enum ferry__sched_strategy)it->strategy;
+	if (task->strategy == FERRY__SCHED_NODE_AFFINITY) {
+		task->affinity_soft = it->soft;
+		if (ferry__sched_srv_node_index(s, &it->affinity, false, &idx) == 0)
+			task->affinity_node = idx;
+		else if (it->soft)
+			task->strategy = FERRY__SCHED_DEFAULT;
+		else
+			return -EHOSTUNREACH;
+	}
+	/* The group that sent it up: never back down to it. */
+	if (it->from_group[0] && !s->group[0]) {
+		struct ferry_node_id gid;
+
+		ferry__sched_srv_group_id(it->from_group, &gid);
+		if (ferry__sched_srv_node_index(s, &gid, false, &idx) == 0) {
+			task->exclude = true;
+			task->excluded_child = idx;
+		}
+	}
+	return 0;
+}
+
+/* A group's task that it cannot run now goes up once, from a node's ask only (hops 0). */
+static bool goes_up(const struct ferry__sched_server *s, const struct ferry__sched_item *it,
+		    int ret, const struct ferry__sched_decision *d)
+{
+	if (!s->group[0] || it->hops > 0 || !s->up)
+		return false;
+	return ret == -ENOSPC || ret == -EHOSTUNREACH || ret == -EAGAIN ||
+	       (ret == 0 && ferry__sched_forward_up(d));
+}
+
+/* 0 with *@r filled, FORWARDED, or -errno. */
+static int place_one(struct ferry__sched_server *s, struct sconn *sc,
+		     const struct ferry__sched_item *it, struct ferry__sched_result *r)
 {
 	struct ferry__sched_input inputs[FERRY__SCHED_ITEM_INPUTS_MAX];
 	uint32_t locations[FERRY__SCHED_ITEM_INPUTS_MAX];
 	struct ferry__sched_task task = {0};
-	struct ferry__sched_decision d;
-	uint32_t idx;
+	struct ferry__sched_decision d = {.child = FERRY__SCHED_NO_CHILD};
+	struct snode *n;
 	int ret;
 
 	if (!s->subs[0].ready || !s->subs[1].ready)
-		return -EAGAIN;
-	task.ndemand = it->nres;
-	for (uint32_t i = 0; i < it->nres; i++) {
-		int k = kind_of(s, it->res_name[i], false);
-
-		if (k < 0)
-			return -ENOSPC; /* no node ever reported that resource */
-		task.demand[i].kind = (uint32_t)k;
-		task.demand[i].amount = it->res_amount[i];
-	}
-	for (uint32_t i = 0; i < it->ninputs; i++) {
-		if (node_index(s, &it->inputs[i].node, false, &idx) < 0)
-			continue;
-		locations[task.ninputs] = idx;
-		inputs[task.ninputs].size_bytes = it->inputs[i].bytes;
-		inputs[task.ninputs].nlocations = 1;
-		inputs[task.ninputs].locations = &locations[task.ninputs];
-		task.ninputs++;
-	}
-	task.inputs = inputs;
-	task.strategy = (enum ferry__sched_strategy)it->strategy;
-	if (task.strategy == FERRY__SCHED_NODE_AFFINITY) {
-		task.affinity_soft = it->soft;
-		if (node_index(s, &it->affinity, false, &idx) == 0)
-			task.affinity_node = idx;
-		else if (it->soft)
-			task.strategy = FERRY__SCHED_DEFAULT;
-		else
-			return -EHOSTDOWN;
-	}
-	ret = ferry__sched_decide(s->level, &task, &d);
+		ret = -EAGAIN;
+	else
+		ret = task_of(s, it, &task, inputs, locations);
+	if (ret == 0)
+		ret = ferry__sched_decide(s->level, &task, &d);
+	if (goes_up(s, it, ret, &d) &&
+	    ferry__sched_srv_forward(s, sc, it, s->up, &task, ret == 0 ? &d : NULL) == 0)
+		return FORWARDED;
 	if (ret == -EHOSTUNREACH)
 		return -EHOSTDOWN;
 	if (ret == -ENOSPC && unreported(s))
 		return -EAGAIN;
 	if (ret < 0)
 		return ret;
+	n = &s->nodes[d.child];
+	if (n->group) {
+		/* Down to that group's scheduler: the third hop at most (node, group, global). */
+		struct ferry__sched_client *down = ferry__sched_srv_group_client(s, n);
+
+		if (it->hops + 1 >= FERRY__SCHED_HOPS_MAX || !down ||
+		    ferry__sched_srv_forward(s, sc, it, down, &task, NULL) < 0)
+			return -EAGAIN;
+		ferry__sched_commit(s->level, &task, &d);
+		return FORWARDED;
+	}
 	ferry__sched_commit(s->level, &task, &d);
-	held_add(&s->nodes[d.child], &task, &d);
-	r->node = s->nodes[d.child].id;
-	r->node_address = s->nodes[d.child].address ? s->nodes[d.child].address : "";
+	held_add(n, &task, &d);
+	r->node = n->id;
+	r->node_address = n->address ? n->address : "";
+	r->hops = (uint8_t)(it->hops + 1);
 	return 0;
 }
 
-static void on_place(struct ferry__sched_server *s, struct ferry__conn *conn, const void *payload,
+static void on_place(struct ferry__sched_server *s, struct sconn *sc, const void *payload,
 		     size_t len)
 {
-	int n = ferry__sched_place_count(payload, len), ret = 0;
+	struct ferry__conn *conn = sc->conn;
+	int n = ferry__sched_place_count(payload, len), ret = 0, now = 0;
 
 	for (int i = 0; i < n; i++) {
-		struct ferry__sched_result *r = &s->results[i];
+		struct ferry__sched_result *r = &s->results[now];
 
 		memset(r, 0, sizeof(*r));
 		ret = ferry__sched_place_item(payload, (uint32_t)i, &s->item);
 		if (ret == -EPROTO)
 			break;
 		r->request_id = s->item.request_id;
-		r->status = ret < 0 ? ret : place_one(s, &s->item, r);
+		r->status = ret < 0 ? ret : place_one(s, sc, &s->item, r);
+		ret = 0;
+		if (r->status == FORWARDED)
+			continue; /* answered when the other level answers */
+		now++;
 		if (r->status == 0)
 			s->placed++;
 		else
 			s->refused++;
-		ret = 0;
 	}
 	if (n < 0 || ret < 0) {
 		FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: malformed SchedPlace, closing",
@@ -512,7 +510,9 @@ static void on_place(struct ferry__sched_server *s, struct ferry__conn *conn, co
 		ferry__conn_close(conn);
 		return;
 	}
-	ret = ferry__sched_reply_build(&s->fb, s->results, (size_t)n);
+	if (now == 0 && n > 0)
+		return;
+	ret = ferry__sched_reply_build(&s->fb, s->results, (size_t)now);
 	if (ret == 0)
 		ret = ferry__conn_send(conn, FERRY__WIRE_MSG_SCHED_PLACE_REPLY,
 				       ferry__fb_builder_data(&s->fb),
@@ -527,23 +527,32 @@ static void on_place(struct ferry__sched_server *s, struct ferry__conn *conn, co
 
 static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len)
 {
-	struct ferry__sched_server *s = ferry__conn_data(conn);
+	struct sconn *sc = ferry__conn_data(conn);
 
-	if (type != FERRY__WIRE_MSG_SCHED_PLACE) {
-		FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: unexpected %s, closing",
-			       ferry__conn_peer(conn), ferry__wire_message_name(type));
-		ferry__conn_close(conn);
+	if (type == FERRY__WIRE_MSG_SCHED_PLACE) {
+		on_place(sc->srv, sc, payload, len);
 		return;
 	}
-	on_place(s, conn, payload, len);
+	if (type == FERRY__WIRE_MSG_SCHED_GROUP_LOAD && !sc->srv->group[0] &&
+	    ferry__sched_srv_group_load(sc->srv, payload, len) == 0)
+		return;
+	FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: unexpected or malformed %s, closing",
+		       ferry__conn_peer(conn), ferry__wire_message_name(type));
+	ferry__conn_close(conn);
 }
 
 /* Must not touch the server: at loop destroy it may be gone. */
 static void on_close(struct ferry__conn *conn, int err)
 {
+	struct sconn *sc = ferry__conn_data(conn);
+
 	if (err && err != -ECONNRESET && err != -ECANCELED)
 		FLOG_DEBUG(COMP, "client %s closed: %s", ferry__conn_peer(conn),
 			   ferry_strerror(-err));
+	if (sc) {
+		sc->conn = NULL;
+		ferry__sched_srv_sconn_unref(sc);
+	}
 }
 
 static const struct ferry__conn_callbacks conn_cb = {
@@ -554,8 +563,17 @@ static const struct ferry__conn_callbacks conn_cb = {
 static void on_accept(struct ferry__conn_server *server, struct ferry__conn *conn,
 		      const void *handshake, size_t len)
 {
-	(void)server, (void)handshake, (void)len;
+	struct sconn *sc = ferry__malloc(sizeof(*sc));
+
+	(void)handshake, (void)len;
 	FLOG_DEBUG(COMP, "client %s", ferry__conn_peer(conn));
+	if (!sc) {
+		ferry__conn_set_callbacks(conn, &conn_cb, NULL);
+		ferry__conn_close(conn);
+		return;
+	}
+	*sc = (struct sconn){.srv = ferry__conn_server_data(server), .conn = conn, .refs = 1};
+	ferry__conn_set_callbacks(conn, &conn_cb, sc);
 }
 
 static void on_refused(struct ferry__conn_server *server, int err)
@@ -573,6 +591,7 @@ static int listen_port(struct ferry__sched_server *s, const struct ferry__sched_
 
 	ferry_id_random(id.bytes, sizeof(id.bytes));
 	ferry_id_to_hex(id.bytes, sizeof(id.bytes), s->id_hex, sizeof(s->id_hex));
+	s->self = id;
 	so.conn.cb = &conn_cb;
 	so.conn.data = s;
 	so.conn.max_message_bytes = FERRY__SCHED_FRAME_MAX;
@@ -597,12 +616,20 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	const char *addr;
 	int ret;
 
-	if (!loop || !o || !o->gcs_address || !o->token || !o->token_len || !out)
+	if (!loop || !o || !o->gcs_address || !o->token || !o->token_len ||
+	    o->token_len > sizeof(s->listener_token) ||
+	    (o->group && !ferry__sched_group_name_ok(o->group)) || !out)
 		return -EINVAL;
 	s = ferry__calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->loop = loop;
+	memcpy(s->listener_token, o->token, o->token_len);
+	s->listener_token_len = o->token_len;
+	if (o->group)
+		snprintf(s->group, sizeof(s->group), "%s", o->group);
+	snprintf(s->kv_ns, sizeof(s->kv_ns), "%s%s",
+		 o->group ? FERRY__SCHED_GROUP_KV_PREFIX : FERRY__SCHED_KV_NS, s->group);
 	ferry__hashmap_init(&s->by_node, sizeof(struct ferry_node_id), sizeof(uint32_t));
 	ferry__fb_builder_init(&s->fb);
 	if (o->advertise)
@@ -627,14 +654,28 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	ret = ferry__gcs_client_connect_on(loop, &go, &s->gcs);
 	if (ret < 0)
 		goto err_listen;
+	if (s->group[0]) {
+		ret = ferry__sched_srv_group_start(s, o->token, o->token_len);
+		if (ret < 0)
+			goto err_group;
+	} else {
+		s->silent_timer.data = s;
+		ferry__loop_timer_start(loop, &s->silent_timer, GROUP_SILENT_MS / 3, 0,
+					ferry__sched_srv_on_silent_timer);
+	}
 	for (int i = 0; i < 2; i++) {
 		s->subs[i].srv = s;
 		s->subs[i].channel = i == 0 ? FERRY_GCS_CH_NODES : FERRY_GCS_CH_NODE_LOAD;
 		s->subs[i].retry.data = &s->subs[i];
-		subscribe(&s->subs[i]);
+		/* A group follows its members' load key by key (member_add). */
+		if (i == 0 || !s->group[0])
+			subscribe(&s->subs[i]);
 	}
 	*out = s;
 	return 0;
+err_group:
+	ferry__sched_client_free(s->up);
+	ferry_gcs_client_destroy(s->gcs);
 err_listen:
 	ferry__conn_server_close(s->listener);
 err_level:
@@ -671,13 +712,13 @@ void ferry__sched_server_stop(struct ferry__sched_server *s, void (*done)(void *
 {
 	int ret = -ENOENT;
 
-	FLOG_INFO(COMP, "stopping: %llu tasks placed, %llu refused", (unsigned long long)s->placed,
-		  (unsigned long long)s->refused);
+	FLOG_INFO(COMP, "stopping: %llu tasks placed, %llu refused, %llu forwarded",
+		  (unsigned long long)s->placed, (unsigned long long)s->refused,
+		  (unsigned long long)s->forwarded);
 	s->stop_done = done;
 	s->stop_arg = arg;
 	if (s->registered)
-		ret = ferry_gcs_kv_delete_async(s->gcs, FERRY__SCHED_KV_NS,
-						sizeof(FERRY__SCHED_KV_NS) - 1, s->id_hex,
+		ret = ferry_gcs_kv_delete_async(s->gcs, s->kv_ns, strlen(s->kv_ns), s->id_hex,
 						strlen(s->id_hex), on_kv_delete, s);
 	if (ret < 0)
 		done(arg);
@@ -687,6 +728,14 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 {
 	if (!s)
 		return;
+	/* The clients borrow the GCS client: they go first (forwards in flight: -ECANCELED). */
+	ferry__loop_timer_stop(&s->members_timer);
+	ferry__loop_timer_stop(&s->report_timer);
+	ferry__loop_timer_stop(&s->silent_timer);
+	ferry__sched_client_free(s->up);
+	ferry__sched_uplink_free(s->uplink);
+	for (uint32_t i = 0; i < s->nnodes; i++)
+		ferry__sched_client_free(s->nodes[i].down);
 	ferry_gcs_client_destroy(s->gcs);
 	for (int i = 0; i < 2; i++)
 		ferry__loop_timer_stop(&s->subs[i].retry);
@@ -694,6 +743,7 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 	for (uint32_t i = 0; i < s->nnodes; i++) {
 		ferry__free(s->nodes[i].address);
 		ferry__free(s->nodes[i].held);
+		ferry__free(s->nodes[i].group);
 	}
 	ferry__free(s->nodes);
 	ferry__sched_level_destroy(s->level);

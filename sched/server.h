@@ -6,6 +6,17 @@
  * that takes the cluster token. Each instance registers itself in the GCS KV
  * (FERRY__SCHED_KV_NS, key its ID in hex, value "host:port") and removes itself on a clean stop.
  *
+ * The tree (issue 24): with opts.group, the instance is a group's scheduler. It registers under
+ * FERRY__SCHED_GROUP_KV_PREFIX + the name, takes as its nodes those listed under
+ * FERRY__SCHED_MEMBER_KV_PREFIX + the name (following only their load reports, key by key),
+ * places a node's task on one of them when one can run it now, else forwards it up to the
+ * global level (sched/client.h, hops 1, from_group its name), and every report period sends
+ * its summary (SchedGroupLoad) to every global instance (sched/uplink.h). A global instance
+ * takes each group as one child (its summed load; its members map to it for locality) in
+ * place of the group's nodes, and a task it places on a group goes down to that group's
+ * scheduler (hops 2), never back to the group that sent it up. A level that cannot get an
+ * answer from the other one answers with its own best choice, or the error.
+ *
  * Thread model: everything runs on the loop given at create.
  */
 #ifndef FERRY_SCHED_SERVER_H
@@ -28,6 +39,8 @@ struct ferry__sched_server_opts {
 	size_t token_len;	 /* its bytes */
 	size_t max_queued_bytes; /* a client's unsent replies before its requests wait; 0: 4 MiB */
 	unsigned stall_timeout_ms; /* a client over that for this long is cut off; 0: 10 s */
+	const char *group; /* NULL: the global level; else this group's scheduler (1..63 bytes
+			      of [A-Za-z0-9_.-]): see the tree below */
 };
 
 /*

@@ -103,6 +103,7 @@ struct sim {
 	/* measurements */
 	uint64_t decisions, decide_wall_ns, busy_slots, busy_95_ns, placed_local, with_input;
 	uint64_t max_hops, report_version;
+	uint64_t hops_sum; /* over the tasks run: levels passed */
 	double *decide_samples;
 	size_t nsamples, capsamples;
 	uint64_t lat_sum_ns, fetched; /* submit to finish, summed; tasks that fetched input */
@@ -213,6 +214,7 @@ static void run_task(struct sim *s, uint32_t n, uint32_t t)
 	}
 	if (tk->hops > s->max_hops)
 		s->max_hops = tk->hops;
+	s->hops_sum += tk->hops;
 	if (!s->busy_95_ns && s->busy_slots * 100 >= (uint64_t)s->nodes * s->slots * 95)
 		s->busy_95_ns = s->now;
 	push(s, s->now + fetch_ns + tk->dur_ns, EV_FINISH, t, 0);
@@ -270,8 +272,20 @@ static void level_decide(struct sim *s, int li, uint32_t t, bool from_above)
 
 	st.demand[0].kind = FERRY__SCHED_CPU;
 	st.demand[0].amount = SLOT(1);
+	/* At the global level a task from below came up from its submitter's group: never back
+	 * down to it (as ferry-sched's tree does), unless no other group could ever take it, where
+	 * that group keeps it (the group's own choice, ferry-sched's fallback). */
+	if (lv->parent < 0 && !from_above && s->fanout) {
+		st.exclude = true;
+		st.excluded_child = s->level[s->node[tk->submit_node].group].child_in_parent;
+	}
 	w0 = wall_ns();
 	ret = ferry__sched_decide(lv->pol, &st, &d);
+	if (ret == -ENOSPC && st.exclude) {
+		ret = 0;
+		d.child = st.excluded_child;
+		d.verdict = FERRY__SCHED_QUEUES;
+	}
 	if (ret == 0)
 		ferry__sched_commit(lv->pol, &st, &d);
 	w1 = wall_ns();
@@ -537,6 +551,8 @@ static void usage(FILE *f)
 		   "[--decide-only]\n"
 		   "         [--duration-ms D] [--input-bytes B] [--burst] [--hop-us H] "
 		   "[--report-ms R]\n"
+		   "         [--groups N] (N group levels under the global one: --fanout "
+		   "nodes/N)\n"
 		   "         [--gbps G] [--load-pct P] [--no-locality]\n"
 		   "  --burst: every task is submitted at time 0 from node 0 (else: spread "
 		   "over nodes\n"
@@ -595,19 +611,27 @@ int main(int argc, char **argv)
 			.hop_ns = 100000,
 			.report_ns = 100000000,
 			.bytes_per_ns = 10.0 / 8};
-	uint32_t ntasks = 100000;
+	uint32_t ntasks = 100000, groups = 0;
 	uint64_t dur_ns = 100000000, input_bytes = 100u << 20, v = 0;
 	double load_pct = 80;
 	bool burst = false, only = false, ok = true;
-	static const struct option longopts[] = {
-		{"nodes", 1, 0, 'n'},	    {"slots", 1, 0, 's'},
-		{"fanout", 1, 0, 'f'},	    {"tasks", 1, 0, 't'},
-		{"duration-ms", 1, 0, 'd'}, {"input-bytes", 1, 0, 'i'},
-		{"burst", 0, 0, 'b'},	    {"hop-us", 1, 0, 'h'},
-		{"report-ms", 1, 0, 'r'},   {"decide-only", 0, 0, 'o'},
-		{"gbps", 1, 0, 'g'},	    {"load-pct", 1, 0, 'l'},
-		{"no-locality", 0, 0, 'L'}, {"help", 0, 0, 'H'},
-		{"version", 0, 0, 'V'},	    {0, 0, 0, 0}};
+	static const struct option longopts[] = {{"nodes", 1, 0, 'n'},
+						 {"slots", 1, 0, 's'},
+						 {"fanout", 1, 0, 'f'},
+						 {"tasks", 1, 0, 't'},
+						 {"duration-ms", 1, 0, 'd'},
+						 {"input-bytes", 1, 0, 'i'},
+						 {"burst", 0, 0, 'b'},
+						 {"hop-us", 1, 0, 'h'},
+						 {"report-ms", 1, 0, 'r'},
+						 {"decide-only", 0, 0, 'o'},
+						 {"gbps", 1, 0, 'g'},
+						 {"load-pct", 1, 0, 'l'},
+						 {"no-locality", 0, 0, 'L'},
+						 {"help", 0, 0, 'H'},
+						 {"groups", 1, 0, 'G'},
+						 {"version", 0, 0, 'V'},
+						 {0, 0, 0, 0}};
 	int opt, idx = 0;
 
 	while (ok && (opt = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
@@ -625,6 +649,10 @@ int main(int argc, char **argv)
 		case 'f':
 			if ((ok = parse_num(name, optarg, 0, 10000000, &v)))
 				s.fanout = (uint32_t)v;
+			break;
+		case 'G':
+			if ((ok = parse_num(name, optarg, 1, 100000, &v)))
+				groups = (uint32_t)v;
 			break;
 		case 't':
 			if ((ok = parse_num(name, optarg, 1, (1u << 31) - 1, &v)))
@@ -681,6 +709,8 @@ int main(int argc, char **argv)
 	}
 	if (only)
 		return decide_only(s.nodes, s.slots, ntasks);
+	if (groups)
+		s.fanout = (s.nodes + groups - 1) / groups;
 	build(&s);
 	s.ntasks = ntasks;
 	s.task = calloc(ntasks, sizeof(*s.task));
@@ -715,14 +745,14 @@ int main(int argc, char **argv)
 	qsort(s.lat_samples, s.finished, sizeof(double), cmp_double);
 	printf("SIM nodes=%u slots=%u fanout=%u tasks=%u finished=%u burst=%d decisions=%llu "
 	       "decisions_per_s=%.0f decide_ns_p50=%.0f decide_ns_p99=%.0f busy_95_ms=%.3f "
-	       "local_fraction=%.4f max_hops=%llu lat_ms_mean=%.3f lat_ms_p50=%.3f "
+	       "local_fraction=%.4f max_hops=%llu hops_mean=%.3f lat_ms_mean=%.3f lat_ms_p50=%.3f "
 	       "lat_ms_p99=%.3f fetched_fraction=%.4f sim_s=%.3f wall_s=%.3f\n",
 	       s.nodes, s.slots, s.fanout, ntasks, s.finished, burst,
 	       (unsigned long long)s.decisions,
 	       s.decide_wall_ns ? (double)s.decisions * 1e9 / (double)s.decide_wall_ns : 0, p50,
 	       p99, s.busy_95_ns ? (double)s.busy_95_ns / 1e6 : -1.0,
 	       s.with_input ? (double)s.placed_local / (double)s.with_input : 0,
-	       (unsigned long long)s.max_hops,
+	       (unsigned long long)s.max_hops, s.finished ? (double)s.hops_sum / s.finished : 0,
 	       s.finished ? (double)s.lat_sum_ns / 1e6 / s.finished : 0,
 	       s.finished ? s.lat_samples[s.finished / 2] : 0,
 	       s.finished ? s.lat_samples[(uint64_t)s.finished * 99 / 100] : 0,

@@ -87,6 +87,8 @@ static const char usage_text[] =
 	"              [--num-workers N] (task workers kept started; default the CPUs, 0: on\n"
 	"              demand) [--max-workers M] (default 4 x CPUs) [--worker-idle-ms MS]\n"
 	"--head also starts a global scheduler (ferry-sched); --sched one more on this host\n"
+	"--sched-group NAME starts group NAME's scheduler here (ferry-sched --group NAME);\n"
+	"--group NAME puts this node in that group (its tasks go to that scheduler first)\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
 	"Run files (pids, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID; each\n"
 	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
@@ -97,6 +99,8 @@ struct opts {
 	bool block;		 /* start --address --block: stay until signalled, then stop it */
 	bool port_set;		 /* --port given */
 	bool sched;		 /* start --sched: one more ferry-sched here */
+	const char *sched_group; /* start --sched-group: a group's ferry-sched here */
+	const char *group;	 /* the node's group, passed through (--group) */
 	uint16_t port;		 /* GCS port (--head) */
 	const char *address;	 /* GCS HOST:PORT to join or ask */
 	const char *token_file;	 /* cluster token file */
@@ -325,7 +329,8 @@ static void node_argv(const struct opts *o, const char **argv, unsigned n, const
 				  {"--resources", o->resources},
 				  {"--num-workers", o->num_workers},
 				  {"--max-workers", o->max_workers},
-				  {"--worker-idle-ms", o->worker_idle_ms}};
+				  {"--worker-idle-ms", o->worker_idle_ms},
+				  {"--group", o->group}};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(pairs); i++) {
 		if (!pairs[i][1])
@@ -596,8 +601,11 @@ static int start_locked(const struct opts *o, struct start *s)
 	}
 	/* The cluster works without one (nodes keep their tasks): a failure is said, not undone. */
 	if ((o->head || o->sched) && ferry__cli_sched_start(s->cluster.address, s->cluster.token,
-							    o->ip, s->logs, o->timeout_s) < 0)
+							    o->ip, NULL, s->logs, o->timeout_s) < 0)
 		fprintf(stderr, "ferry: no global scheduler started; nodes keep their tasks\n");
+	if (o->sched_group && ferry__cli_sched_start(s->cluster.address, s->cluster.token, o->ip,
+						     o->sched_group, s->logs, o->timeout_s) < 0)
+		fprintf(stderr, "ferry: no scheduler for group %s started\n", o->sched_group);
 	return 0;
 }
 
@@ -1012,6 +1020,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"slurm", no_argument, NULL, 'L'},
 		{"block", no_argument, NULL, 'B'},
 		{"sched", no_argument, NULL, 'S'},
+		{"sched-group", required_argument, NULL, 'g'},
+		{"group", required_argument, NULL, 'r'},
 		{"port", required_argument, NULL, 'p'},
 		{"address", required_argument, NULL, 'a'},
 		{"token-file", required_argument, NULL, 't'},
@@ -1078,6 +1088,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'S':
 			o->sched = true;
+			break;
+		case 'g': /* the names are checked by ferry-sched and ferry-node */
+			o->sched_group = optarg;
+			break;
+		case 'r':
+			o->group = optarg;
 			break;
 		case 'p':
 		case 'w':
@@ -1219,7 +1235,8 @@ static int run(const char *cmd, const struct opts *o)
 	if ((strcmp(cmd, "start") &&
 	     (o->head || o->slurm || o->block || o->sched || o->memory || o->transport || o->ip ||
 	      o->shm || o->spin_us || o->num_cpus || o->num_gpus || o->resources ||
-	      o->num_workers || o->max_workers || o->worker_idle_ms)) ||
+	      o->num_workers || o->max_workers || o->worker_idle_ms || o->sched_group ||
+	      o->group)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;

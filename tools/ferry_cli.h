@@ -125,10 +125,11 @@ void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int c
 
 /* ---- global schedulers (ferry_sched_cli.c) ---- */
 
-/* Start one more ferry-sched from this run directory, listening on @ip (NULL: every address)
- * and logging into @logs. 0 or -errno (said why). */
+/* Start one more ferry-sched from this run directory, listening on @ip (NULL: every address),
+ * the scheduler of group @group (NULL: a global one), logging into @logs. 0 or -errno (said
+ * why). */
 int ferry__cli_sched_start(const char *gcs_address, const char *token_path, const char *ip,
-			   const char *logs, unsigned timeout_s);
+			   const char *group, const char *logs, unsigned timeout_s);
 /* Stop every ferry-sched started from here (each counted in *@stopped). 0 or -EBUSY. */
 int ferry__cli_sched_stop_all(unsigned timeout_s, int *stopped);
 

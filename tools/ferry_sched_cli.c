@@ -16,7 +16,7 @@
 #include "tools/ferry_cli.h"
 
 int ferry__cli_sched_start(const char *gcs_address, const char *token_path, const char *ip,
-			   const char *logs, unsigned timeout_s)
+			   const char *group, const char *logs, unsigned timeout_s)
 {
 	char bin[PATH_MAX], stem[32], line[256];
 	struct ferry__cli_daemon d;
@@ -41,7 +41,8 @@ int ferry__cli_sched_start(const char *gcs_address, const char *token_path, cons
 	snprintf(stem, sizeof(stem), "sched-%u", slot);
 	ferry__cli_daemon_paths(&d, "ferry-sched", ferry__cli_run_dir, stem, logs, stem);
 	const char *argv[] = {bin,	  "--gcs", gcs_address,		"--token-file",
-			      token_path, "--ip",  ip ? ip : "0.0.0.0", NULL};
+			      token_path, "--ip",  ip ? ip : "0.0.0.0", group ? "--group" : NULL,
+			      group,	  NULL};
 	ret = ferry__cli_daemon_spawn(&d, argv);
 	if (ret == 0)
 		ret = ferry__cli_daemon_wait_ready(&d, "listening on port", timeout_s, line,
@@ -50,7 +51,8 @@ int ferry__cli_sched_start(const char *gcs_address, const char *token_path, cons
 		return ret;
 	if (sscanf(line, "ferry-sched listening on port %u", &port) != 1)
 		port = 0;
-	printf("started ferry-sched pid %-7d port %u (log %s)\n", (int)d.pid, port, d.log_path);
+	printf("started ferry-sched%s%s pid %-7d port %u (log %s)\n", group ? " --group " : "",
+	       group ? group : "", (int)d.pid, port, d.log_path);
 	return 0;
 }
 

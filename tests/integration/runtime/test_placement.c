@@ -94,9 +94,12 @@ static void add_node(const char *extra)
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
 }
 
-/* @nodes nodes of one CPU each; the driver joins (through this host's first). */
-static void start_cluster(int nodes)
+/* @nodes nodes of one CPU each, the first started with @head_extra (the others with
+ * @node_extra); the driver joins (through this host's first). */
+static void start_cluster_with(int nodes, const char *head_extra, const char *node_extra)
 {
+	char args[512];
+
 	struct ferry_init_opts o = {.address = "auto", .code_path = getenv("FERRY_TEST_JOB")};
 
 	if (!o.code_path)
@@ -110,12 +113,18 @@ static void start_cluster(int nodes)
 	stopped = false;
 	atexit(remove_run_dir);
 	atexit(stop_cluster);
-	ftest_assert_int_eq(itest_ferry_cli(run_dir, "start --head --port 0 --ip 127.0.0.1 "
-						     "--memory 64M --num-cpus 1 --timeout 20"),
-			    0);
+	snprintf(args, sizeof(args),
+		 "start --head --port 0 --ip 127.0.0.1 --memory 64M --num-cpus 1 --timeout 20 %s",
+		 head_extra);
+	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
 	for (int i = 1; i < nodes; i++)
-		add_node("");
+		add_node(node_extra);
 	ftest_assert_ok(ferry_init(&o));
+}
+
+static void start_cluster(int nodes)
+{
+	start_cluster_with(nodes, "", "");
 }
 
 /* Node @index's ID (its node.id file). */
@@ -564,6 +573,37 @@ FTEST(an_infeasible_task_runs_once_a_node_that_can_joins)
 	joined = node_id(2);
 	n = ran_on(&r);
 	ftest_assert_true(ferry_node_id_eq(&n, &joined));
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/* The scheduler tree as an operator starts it: the head node in group A with A's scheduler
+ * (and the global one), the other node in group B with B's. A node of one CPU with no CPU
+ * free sends a lease up to A's scheduler, which has no room either and forwards it to the
+ * global level, which sends it down to B's: some of 8 tasks of 200 ms run on B's node. */
+FTEST(tasks_spill_through_the_group_schedulers)
+{
+	struct ferry_node_id other, self;
+	struct ferry_ref r[8];
+	unsigned elsewhere = 0;
+
+	start_cluster_with(2, "--group A --sched-group A", "--group B --sched-group B");
+	need_scheduler();
+	/* The groups' summaries reach the global level (its report links read the instances
+	 * every second, then report every 200 ms); before, tasks may only stay where they are. */
+	usleep(2000 * 1000);
+	self = ferry__rt.node;
+	other = other_node(NULL);
+	for (int i = 0; i < 8; i++)
+		r[i] = where(200, NULL);
+	for (int i = 0; i < 8; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		ftest_assert_true(ferry_node_id_eq(&n, &self) || ferry_node_id_eq(&n, &other));
+		elsewhere += ferry_node_id_eq(&n, &other);
+	}
+	ftest_log("%u of 8 ran in the other group", elsewhere);
+	ftest_assert_uint_ge(elsewhere, 1);
 	ferry_shutdown();
 	stop_cluster();
 }

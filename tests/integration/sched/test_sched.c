@@ -103,6 +103,7 @@ struct answer {
 	int status;		   /* -1000: not yet */
 	struct ferry_node_id node; /* status 0 */
 	char address[128];	   /* status 0 */
+	unsigned hops;		   /* status 0: schedulers the request reached */
 };
 
 struct runner {
@@ -154,6 +155,7 @@ static void on_placed(void *arg, int status, const struct ferry_node_id *node, c
 	if (status == 0) {
 		a->node = *node;
 		snprintf(a->address, sizeof(a->address), "%s", address);
+		a->hops = ferry__sched_client_hops(R.sc);
 	} else {
 		ftest_assert_ptr_null(node);
 	}
@@ -637,4 +639,215 @@ FTEST(gcs_restart_in_memory_registers_again)
 	ftest_assert_int_eq(place_until(2, &(struct req_spec){.res1 = "GPU", .amount1 = 1}, 0), 0);
 	ftest_assert_true(same_node(&R.ans[2].node, &fresh));
 	cluster_stop(&c);
+}
+
+/* ---- the tree: group schedulers under a replicated global level ---- */
+
+/* A GCS, global instances, groups A and B of two nodes each, and the client speaking for a1
+ * to its group's scheduler, as a node started with --group A does. */
+struct tree {
+	struct gcs_proc gcs;		    /* ferry-gcs */
+	struct ferry_gcs_client *admin;	    /* registers the nodes */
+	struct ferry_node_id a[2], b[2];    /* the groups' nodes */
+	struct sched_proc global[2];	    /* global instances (pid 0: not started) */
+	struct sched_proc group_a, group_b; /* the groups' schedulers */
+};
+
+static void member_put(struct ferry_gcs_client *admin, const char *group,
+		       const struct ferry_node_id *id)
+{
+	char ns[64], hex[2 * sizeof(id->bytes) + 1];
+
+	snprintf(ns, sizeof(ns), "%s%s", FERRY__SCHED_MEMBER_KV_PREFIX, group);
+	ferry_id_to_hex(id->bytes, sizeof(id->bytes), hex, sizeof(hex));
+	ftest_assert_int_ge(ferry_gcs_kv_put(admin, ns, strlen(ns), hex, strlen(hex), "", 0, true),
+			    0);
+}
+
+/* Group A: 4 CPUs on each node, a1 none free and a2 one; group B: 4 CPUs free on each, and
+ * a GPU on b2 that A does not have. */
+static void tree_start(struct tree *t)
+{
+	static const char *const group_a[] = {"--group", "A", NULL};
+	static const char *const group_b[] = {"--group", "B", NULL};
+
+	memset(t, 0, sizeof(*t));
+	t->gcs = gcs_start(0, long_deadline);
+	t->admin = client_for(&t->gcs, 1, TOKEN);
+	node_add(t->admin, &t->a[0], "ip=127.0.0.1;tcp=2001", 4, 0, 0);
+	node_add(t->admin, &t->a[1], "ip=127.0.0.1;tcp=2002", 4, 0, 1);
+	node_add(t->admin, &t->b[0], "ip=127.0.0.1;tcp=2003", 4, 0, 4);
+	node_add(t->admin, &t->b[1], "ip=127.0.0.1;tcp=2004", 4, 1, 4);
+	for (int i = 0; i < 2; i++) {
+		member_put(t->admin, "A", &t->a[i]);
+		member_put(t->admin, "B", &t->b[i]);
+	}
+	t->global[0] = sched_start(t->gcs.port, token_file());
+	t->group_a = sched_start_with(t->gcs.port, token_file(), group_a);
+	t->group_b = sched_start_with(t->gcs.port, token_file(), group_b);
+	runner_init(t->gcs.port, TOKEN);
+	R.self = t->a[0];
+	ftest_assert_ok(ferry__sched_client_set_namespace(R.sc, FERRY__SCHED_GROUP_KV_PREFIX "A"));
+}
+
+static void tree_stop(struct tree *t)
+{
+	runner_fini();
+	sched_stop(&t->group_a, SIGTERM);
+	sched_stop(&t->group_b, SIGTERM);
+	for (int i = 0; i < 2; i++)
+		if (t->global[i].pid)
+			sched_stop(&t->global[i], SIGTERM);
+	ferry_gcs_client_destroy(t->admin);
+	gcs_stop(&t->gcs, SIGTERM);
+}
+
+static bool in_group(const struct ferry_node_id *n, const struct ferry_node_id *group)
+{
+	return same_node(n, &group[0]) || same_node(n, &group[1]);
+}
+
+/*
+ * Group summaries reach the global level every 200 ms once the group's link to it is up (it
+ * reads the instances every second). Until then the global instance places on the nodes it
+ * sees itself (two hops): a GPU task, which only group B can run, is asked until it takes the
+ * tree's way (three hops), with a bound.
+ */
+static void tree_settle(uint64_t id)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		ftest_assert_int_eq(place_one(id, &(struct req_spec){.res1 = "GPU", .amount1 = 1}),
+				    0);
+		if (R.ans[id].hops == 3)
+			break;
+		usleep(100 * 1000);
+	}
+	ftest_assert_uint_eq(R.ans[id].hops, 3);
+}
+
+FTEST(tree_task_goes_up_and_lands_in_the_other_group)
+{
+	struct tree t;
+
+	tree_start(&t);
+	usleep(1500 * 1000);
+	tree_settle(100);
+	/* 1 CPU: a2 has it free, the group places it (one hop). */
+	ftest_assert_int_eq(place_one(1, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	ftest_assert_true(same_node(&R.ans[1].node, &t.a[1]));
+	ftest_assert_uint_eq(R.ans[1].hops, 1);
+	/* 3 CPUs: nothing free in A; up to the global, down to B (three hops). */
+	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "CPU", .amount1 = 3}), 0);
+	ftest_assert_true(in_group(&R.ans[2].node, t.b));
+	ftest_assert_uint_eq(R.ans[2].hops, 3);
+	/* A GPU only B has: the same way, to b2. */
+	ftest_assert_int_eq(place_one(3, &(struct req_spec){.res1 = "GPU", .amount1 = 1}), 0);
+	ftest_assert_true(same_node(&R.ans[3].node, &t.b[1]));
+	ftest_assert_uint_eq(R.ans[3].hops, 3);
+	/* 4 CPUs where B's nodes are full by now and A's queue: never back to A from above
+	 * (no ping-pong); the global places it in B (its queue) or A keeps it, within 3 hops. */
+	ftest_assert_int_eq(place_one(4, &(struct req_spec){.res1 = "CPU", .amount1 = 4}), 0);
+	ftest_assert_uint_le(R.ans[4].hops, 3);
+	tree_stop(&t);
+}
+
+FTEST(tree_killed_global_instance_loses_no_forwarded_task)
+{
+	struct tree t;
+	unsigned n = 40;
+
+	tree_start(&t);
+	usleep(1500 * 1000);
+	tree_settle(100);
+	/* Group A's link up is to the only instance; a second one starts and gets the reports. */
+	t.global[1] = sched_start(t.gcs.port, token_file());
+	usleep(2000 * 1000);
+	/* Tasks A cannot run now go up to the first instance, stopped, then killed. */
+	kill(t.global[0].pid, SIGSTOP);
+	R.answered = 0;
+	for (uint64_t id = 1; id <= n; id++)
+		place(id, &(struct req_spec){.res1 = "CPU", .amount1 = 2});
+	run_until(n, 500);
+	ftest_assert_uint_eq(R.answered, 0);
+	sched_stop(&t.global[0], SIGKILL);
+	t.global[0].pid = 0;
+	run_until(n, 30000);
+	ftest_assert_uint_eq(R.answered, n);
+	for (uint64_t id = 1; id <= n; id++) {
+		ftest_assert_int_eq(R.ans[id].status, 0);
+		ftest_assert_true(in_group(&R.ans[id].node, t.b));
+		ftest_assert_uint_eq(R.ans[id].hops, 3);
+	}
+	tree_stop(&t);
+}
+
+FTEST(real_nodes_join_their_groups)
+{
+	static const char *const group_a[] = {"--group", "A", NULL};
+	static const char *const group_b[] = {"--group", "B", NULL};
+	struct gcs_proc gcs = gcs_start(0, NULL);
+	struct sched_proc global, sa, sb;
+	struct node_proc a, b;
+	int status;
+
+	/* ferry-node --group lists itself under its group; the group schedulers find them. */
+	a = node_start(gcs.port, "a", "--num-cpus 2 --group A");
+	b = node_start(gcs.port, "b", "--num-cpus 2 --num-gpus 1 --group B");
+	global = sched_start(gcs.port, token_file());
+	sa = sched_start_with(gcs.port, token_file(), group_a);
+	sb = sched_start_with(gcs.port, token_file(), group_b);
+	runner_init(gcs.port, TOKEN);
+	R.self = a.id;
+	ftest_assert_ok(ferry__sched_client_set_namespace(R.sc, FERRY__SCHED_GROUP_KV_PREFIX "A"));
+	tree_settle(1);
+	ftest_assert_true(same_node(&R.ans[1].node, &b.id));
+	ftest_assert_str_eq(R.ans[1].address, b.address);
+	ftest_assert_int_eq(place_one(2, &(struct req_spec){.res1 = "CPU", .amount1 = 1}), 0);
+	ftest_assert_true(same_node(&R.ans[2].node, &a.id));
+	ftest_assert_uint_eq(R.ans[2].hops, 1);
+	/* Group B's scheduler dies: a GPU task is answered (no hang), with the error; once B
+	 * has been silent for 3 s the global level says "again later" at once (only B's node
+	 * could run it: not -ENOSPC, which would leave the task infeasible); a new B scheduler
+	 * takes over. */
+	sched_stop(&sb, SIGKILL);
+	ftest_assert_int_eq(place_one(3, &(struct req_spec){.res1 = "GPU", .amount1 = 1}),
+			    -EHOSTUNREACH);
+	usleep(3500 * 1000);
+	R.answered = 0;
+	place(4, &(struct req_spec){.res1 = "GPU", .amount1 = 1});
+	run_until(1, 10000);
+	ftest_assert_int_eq(R.ans[4].status, -EAGAIN);
+	sb = sched_start_with(gcs.port, token_file(), group_b);
+	tree_settle(5);
+	ftest_assert_true(same_node(&R.ans[5].node, &b.id));
+	sched_stop(&sb, SIGTERM);
+	runner_fini();
+	sched_stop(&sa, SIGTERM);
+	sched_stop(&global, SIGTERM);
+	kill(a.pid, SIGTERM);
+	kill(b.pid, SIGTERM);
+	waitpid(a.pid, &status, 0);
+	waitpid(b.pid, &status, 0);
+	gcs_stop(&gcs, SIGTERM);
+}
+
+FTEST(tree_group_keeps_what_no_global_instance_answers)
+{
+	struct tree t;
+
+	tree_start(&t);
+	/* The only global instance leaves (and the KV): what A sends up comes back to A. */
+	sched_stop(&t.global[0], SIGTERM);
+	t.global[0].pid = 0;
+	for (uint64_t id = 1; id <= 4; id++) {
+		ftest_assert_int_eq(place_one(id, &(struct req_spec){.res1 = "CPU", .amount1 = 3}),
+				    0);
+		ftest_assert_true(in_group(&R.ans[id].node, t.a));
+		ftest_assert_uint_eq(R.ans[id].hops, 1);
+	}
+	/* Committed as placements: the queues even out over A's two nodes. */
+	ftest_assert_false(same_node(&R.ans[1].node, &R.ans[2].node) &&
+			   same_node(&R.ans[2].node, &R.ans[3].node) &&
+			   same_node(&R.ans[3].node, &R.ans[4].node));
+	tree_stop(&t);
 }

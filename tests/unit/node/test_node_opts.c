@@ -207,3 +207,19 @@ FTEST(worker_pool_flags)
 	refused("--worker-idle-ms", "-5");
 	refused("--worker-exe", "");
 }
+
+FTEST(scheduler_group)
+{
+	const char *argv[] = {"ferry-node", "--gcs",   "a:1",	    "--token-file",
+			      "/t",	    "--group", "rack-1.b_2"};
+	struct ferry__node_opts o;
+	const char *token;
+
+	ftest_assert_ok(parse(ARGC(argv), argv, &o, &token));
+	ftest_assert_str_eq(o.sched_group, "rack-1.b_2");
+	/* The name is part of KV namespaces: no separators, not empty, at most 63 bytes. */
+	refused("--group", "");
+	refused("--group", "a:b");
+	refused("--group", "a b");
+	refused("--group", "0123456789012345678901234567890123456789012345678901234567890123");
+}

@@ -31,6 +31,12 @@ r = run("--nodes", "2000", "--fanout", "100", "--tasks", "40000", "--duration-ms
 check(r["finished"] == 40000, f"every task finished ({r['finished']:.0f})")
 check(r["max_hops"] <= 3, f"at most one trip up and one down ({r['max_hops']:.0f} levels)")
 check(r["local_fraction"] >= 0.95, f"tasks ran on their input's node ({r['local_fraction']:.3f})")
+# --groups: a burst from one node of group 0 out of 20 must spread over the other groups through
+# the global level (up, then down to another group: 3 levels), never beyond.
+r = run("--nodes", "2000", "--groups", "20", "--tasks", "40000", "--burst", "--duration-ms", "100")
+check(r["finished"] == 40000 and r["fanout"] == 100, f"groups: every task finished ({r['finished']:.0f})")
+check(r["max_hops"] == 3, f"groups: a task crosses at most 3 levels ({r['max_hops']:.0f})")
+check(r["hops_mean"] > 2.5, f"groups: most of the burst left its group ({r['hops_mean']:.2f})")
 # One level, the burst of issue 24 (80,000 tasks from one node on 360 nodes of 8 slots).
 r = run("--nodes", "360", "--tasks", "80000", "--burst", "--duration-ms", "1000")
 check(r["finished"] == 80000, f"every burst task finished ({r['finished']:.0f})")
@@ -51,7 +57,7 @@ check(off["lat_ms_mean"] >= 10 * on["lat_ms_mean"],
 check(off["lat_ms_p50"] >= 80, f"a 100 MB fetch at 10 Gb/s takes >= 80 ms ({off['lat_ms_p50']})")
 # Bad values are refused with a message naming the flag, never run (or spin).
 for args in (["--report-ms", "0"], ["--hop-us", "-1"], ["--nodes", "abc"], ["--fanout", "-3"],
-             ["--load-pct", "0"], ["--load-pct", "101"], ["--gbps", "0"], ["stray"]):
+             ["--load-pct", "0"], ["--load-pct", "101"], ["--gbps", "0"], ["--groups", "0"], ["stray"]):
     out = subprocess.run([sim, *args, "--tasks", "10"], capture_output=True, text=True,
                          timeout=30)
     check(out.returncode == 2 and "ferry-sched-sim:" in out.stderr,

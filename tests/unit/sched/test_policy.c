@@ -432,3 +432,45 @@ FTEST(allocation_failures_leave_the_level_usable)
 	ferry__sched_level_destroy(l);
 	ftest_assert_int_eq(ferry__alloc_live(), live);
 }
+
+FTEST(an_excluded_child_is_never_chosen)
+{
+	struct ferry__sched_level *l = level_of(3, 4, 0.5);
+	struct ferry__sched_task t = cpu_task(2);
+	struct ferry__sched_decision d;
+	struct ferry__sched_input in = {.size_bytes = 512u << 20, .nlocations = 1};
+	uint32_t holder = 0;
+
+	/* A large input on child 0 draws the task there, unless 0 sent it up. */
+	in.locations = &holder;
+	t.inputs = &in;
+	t.ninputs = 1;
+	ftest_assert_ok(ferry__sched_decide(l, &t, &d));
+	ftest_assert_uint_eq(d.child, 0);
+	t.exclude = true;
+	t.excluded_child = 0;
+	for (int i = 0; i < 8; i++)
+		ftest_assert_uint_ne(place(l, &t), 0);
+	/* All full now: the shortest queue, still not child 0 (its queue is the shortest). */
+	for (uint32_t i = 1; i < 3; i++) {
+		struct ferry__sched_load full = node_load(2, 4, 0, 0);
+
+		full.queue_len = 5;
+		ftest_assert_ok(ferry__sched_child_report(l, i, &full));
+	}
+	ftest_assert_ok(ferry__sched_decide(l, &t, &d));
+	ftest_assert_uint_ne(d.child, 0);
+	ftest_assert_int_eq(d.verdict, FERRY__SCHED_QUEUES);
+	/* Only the excluded child could ever run it: -ENOSPC (the sender keeps it). */
+	t.demand[0].amount = CPU(8);
+	{
+		struct ferry__sched_load big = node_load(3, 8, 8, 0);
+
+		ftest_assert_ok(ferry__sched_child_report(l, 0, &big));
+	}
+	ftest_assert_int_eq(ferry__sched_decide(l, &t, &d), -ENOSPC);
+	t.exclude = false;
+	ftest_assert_ok(ferry__sched_decide(l, &t, &d));
+	ftest_assert_uint_eq(d.child, 0);
+	ferry__sched_level_destroy(l);
+}

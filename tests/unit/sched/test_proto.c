@@ -199,3 +199,69 @@ FTEST(build_survives_every_allocation_failure)
 	ferry__alloc_fail_after(-1);
 	ftest_assert_ok(ret);
 }
+
+FTEST(tree_fields_and_group_load_round_trip)
+{
+	struct ferry__res res[1] = {{"CPU", 10000}};
+	struct ferry__sched_place_req q[2] = {
+		{.res = res, .nres = 1, .hops = 1, .from_group = "rack-1"},
+		{.res = res, .nres = 1},
+	};
+	const struct ferry__sched_place_req *items[2] = {&q[0], &q[1]};
+	uint64_t ids[2] = {1, 2};
+	struct ferry__sched_result r = {.request_id = 1, .node_address = "a", .hops = 3};
+	struct ferry__sched_load load = {.version = 9, .queue_len = 4, .mean_task_ns = 5};
+	const char *names[FERRY__SCHED_KINDS] = {"CPU", NULL, NULL, NULL, "tpu"};
+	struct ferry__sched_group_report g;
+	struct ferry__sched_item it;
+	struct ferry__sched_result out;
+	struct ferry_node_id origin = {{0}}, members[3], m;
+	const uint8_t *p;
+
+	ftest_assert_ok(ferry__sched_place_build(&B, &origin, items, ids, 2));
+	p = built();
+	ftest_assert_ok(ferry__sched_place_item(p, 0, &it));
+	ftest_assert_uint_eq(it.hops, 1);
+	ftest_assert_str_eq(it.from_group, "rack-1");
+	ftest_assert_ok(ferry__sched_place_item(p, 1, &it));
+	ftest_assert_uint_eq(it.hops, 0);
+	ftest_assert_str_eq(it.from_group, ""); /* absent, as an older sender's */
+	/* Over the hop bound, or a group name over its cap: refused at build. */
+	q[1].hops = FERRY__SCHED_HOPS_MAX + 1;
+	ftest_assert_int_eq(ferry__sched_place_build(&B, &origin, items, ids, 2), -EINVAL);
+	ftest_assert_ok(ferry__sched_reply_build(&B, &r, 1));
+	ftest_assert_ok(ferry__sched_reply_result(ferry__fb_builder_data(&B), 0, &out));
+	ftest_assert_uint_eq(out.hops, 3);
+
+	load.total[0] = 80000, load.avail[0] = 30000, load.total_max[0] = 40000;
+	load.avail_max[0] = 20000;
+	load.total[4] = load.avail[4] = load.total_max[4] = load.avail_max[4] = 10000;
+	for (int i = 0; i < 3; i++)
+		memset(members[i].bytes, 0x50 + i, sizeof(members[i].bytes));
+	ftest_assert_ok(ferry__sched_group_build(&B, "rack-1", &load, names, members, 3));
+	p = ferry__fb_builder_data(&B);
+	ftest_assert_ok(ferry__sched_group_check(p, ferry__fb_builder_size(&B)));
+	ftest_assert_ok(ferry__sched_group_read(p, ferry__fb_builder_size(&B), &g));
+	ftest_assert_str_eq(g.group, "rack-1");
+	ftest_assert_uint_eq(g.version, 9);
+	ftest_assert_uint_eq(g.nres, 2);
+	ftest_assert_str_eq(g.res_name[1], "tpu");
+	ftest_assert_int_eq(g.avail_max[0], 20000);
+	ftest_assert_uint_eq(g.queue_len, 4);
+	ftest_assert_uint_eq(g.nmembers, 3);
+	ftest_assert_ok(ferry__sched_group_member(p, 2, &m));
+	ftest_assert_true(!memcmp(m.bytes, members[2].bytes, 16));
+	ftest_assert_int_eq(ferry__sched_group_member(p, 3, &m), -EPROTO);
+	/* Free above total is a broken report; so is a name over its cap. */
+	load.avail[0] = 90000;
+	ftest_assert_ok(ferry__sched_group_build(&B, "rack-1", &load, names, members, 3));
+	ftest_assert_int_eq(
+		ferry__sched_group_check(ferry__fb_builder_data(&B), ferry__fb_builder_size(&B)),
+		-EPROTO);
+	ftest_assert_int_eq(
+		ferry__sched_group_build(
+			&B, "0123456789012345678901234567890123456789012345678901234567890123",
+			&load, names, members, 3),
+		-EINVAL);
+	ferry__fb_builder_fini(&B);
+}
