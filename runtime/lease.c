@@ -163,12 +163,28 @@ static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
 static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
 		  uint64_t *request_id);
 
-/* Ask our node, which decides where (node/rt_sched.c); a class of a placement group's bundle
- * asks that bundle's node (pg.c), placed there already. */
+/*
+ * The node holding most of a DEFAULT class's input bytes when that is not ours and we have its
+ * socket (an earlier placement there opened it), else NULL. Our node would only send such a
+ * request up (node/rt_sched.c: inputs clearly elsewhere, the same 1 MiB rule as set_locality),
+ * and the scheduler would place it by its inputs: asking that node's local scheduler directly
+ * saves two hops. Not placed: when it is busy it still asks the scheduler.
+ */
+static struct ferry__conn *input_node(const struct cls *c)
+{
+	if (c->key.strategy != FERRY_SCHED_DEFAULT || !c->key.locality_bytes ||
+	    ferry_node_id_eq(&c->key.locality, &ferry__rt.node))
+		return NULL;
+	return ferry__rt_nodes_find(&c->key.locality);
+}
+
+/* Ask our node, which decides where (node/rt_sched.c), or the node holding the class's inputs
+ * (input_node); a class of a placement group's bundle asks that bundle's node (pg.c), placed
+ * there already. */
 static int send_lease_request(struct cls *c)
 {
 	struct ferry__rt_pg_node *via = ferry__rt_pg_lease_node(&c->key);
-	struct ferry__conn *conn = via ? ferry__rt_pg_node_conn(via) : NULL;
+	struct ferry__conn *conn = via ? ferry__rt_pg_node_conn(via) : input_node(c);
 
 	if (via) {
 		if (!conn)
@@ -176,6 +192,11 @@ static int send_lease_request(struct cls *c)
 		c->request_node = conn;
 		c->request_placed = true;
 		return ask_on(conn, &c->key, true, &c->request_id);
+	}
+	if (conn) {
+		c->request_node = conn;
+		c->request_placed = false;
+		return ask_on(conn, &c->key, false, &c->request_id);
 	}
 	if (node_connect() < 0)
 		return -ECONNREFUSED;

@@ -7,7 +7,8 @@
  * forwards nothing (the nodes' counters at stop say so). Soft affinity to a full node, or to a
  * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
  * -EHOSTUNREACH naming it. With a scheduler (ferry-sched): tasks spill from a busy node to an
- * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. A task no node can run
+ * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. Later leases of such a
+ * class ask the input's node directly (no hop through the driver's node). A task no node can run
  * waits (a warning in the node's log, an error record of its job in the GCS) instead of
  * failing, and runs once a node that can joins. A node's load report carries the mean run
  * time of its tasks, as the owners measured them. The job is tests/unit/runtime/job_owner.c
@@ -382,6 +383,49 @@ FTEST(tasks_run_where_their_input_is)
 	ferry_ref_drop(&input);
 	ferry_shutdown();
 	stop_cluster();
+}
+
+/*
+ * Once the driver has a socket to A (the affinity lease that made the input opened it), each
+ * new lease of a class whose input is on A asks A's local scheduler directly: the driver's
+ * node forwards only the affinity request, and A runs the others as its own ("here"). The
+ * pause lets each round's lease go back (idle), so that every round asks anew.
+ */
+FTEST(a_lease_for_an_input_elsewhere_asks_its_node_directly)
+{
+	struct ferry_node_id a;
+	struct ferry_task_opts on_a;
+	struct ferry_ref input, r;
+	struct ferry_view v;
+	int64_t mib = 4, zero = 0;
+	struct ferry_arg big = {.data = &mib, .len = sizeof(mib)};
+	struct ferry_arg args[2] = {{.data = &zero, .len = sizeof(zero)}, {.ref = &input}};
+	unsigned h, p, fw;
+	int ai;
+
+	start_cluster(2);
+	a = other_node(&ai);
+	on_a = affinity(&a, false);
+	ftest_assert_ok(ferry_submit("big", &big, 1, &on_a, &input));
+	ftest_assert_ok(ferry_get(&input, GET_MS, &v));
+	ferry_release(&v);
+	usleep(100 * 1000); /* A's one CPU: its lease for big goes back (idle) first */
+	for (int i = 0; i < 4; i++) {
+		struct ferry_node_id n;
+
+		ftest_assert_ok(ferry_submit("where", args, 2, NULL, &r));
+		n = ran_on(&r);
+		ftest_assert_true(ferry_node_id_eq(&n, &a));
+		usleep(100 * 1000);
+	}
+	ferry_ref_drop(&input);
+	ferry_shutdown();
+	stop_cluster();
+	node_counters(3 - ai, &h, &p, &fw);
+	ftest_assert_uint_eq(fw, 1);
+	node_counters(ai, &h, &p, &fw);
+	ftest_assert_uint_ge(h, 4);
+	ftest_assert_uint_eq(fw, 0);
 }
 
 /* Whether @node's last load report shows @cpu CPUs free (in 1/FERRY_GCS_RESOURCE_UNIT). */
