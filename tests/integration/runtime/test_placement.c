@@ -8,7 +8,8 @@
  * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
  * -EHOSTUNREACH naming it. With a scheduler (ferry-sched): tasks spill from a busy node to an
  * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. Later leases of such a
- * class ask the input's node directly (no hop through the driver's node). A task no node can run
+ * class ask the input's node directly (no hop through the driver's node), and a burst of
+ * short SPREAD tasks is shared evenly. A task no node can run
  * waits (a warning in the node's log, an error record of its job in the GCS) instead of
  * failing, and runs once a node that can joins. A node's load report carries the mean run
  * time of its tasks, as the owners measured them. The job is tests/unit/runtime/job_owner.c
@@ -347,6 +348,35 @@ FTEST(spread_tasks_use_every_node)
 	ftest_assert_uint_eq(on_self + on_other, 6);
 	ftest_assert_uint_ge(on_self, 1);
 	ftest_assert_uint_ge(on_other, 1);
+	ferry_shutdown();
+	stop_cluster();
+}
+
+/*
+ * A burst of 400 no-op SPREAD tasks: the class asks for its leases at once, and a node too far
+ * ahead of the other waits, so each runs close to half (the lease asked first no longer runs
+ * most of the burst before the second one comes).
+ */
+FTEST(a_spread_burst_of_short_tasks_is_balanced)
+{
+	struct ferry_task_opts o = {.strategy = FERRY_SCHED_SPREAD};
+	struct ferry_node_id self;
+	struct ferry_ref r[400];
+	unsigned here = 0;
+
+	start_cluster(2);
+	need_scheduler();
+	self = ferry__rt.node;
+	for (int i = 0; i < 400; i++)
+		r[i] = where(0, &o);
+	for (int i = 0; i < 400; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		here += ferry_node_id_eq(&n, &self);
+	}
+	ftest_log("%u of 400 here", here);
+	ftest_assert_uint_ge(here, 185);
+	ftest_assert_uint_le(here, 215);
 	ferry_shutdown();
 	stop_cluster();
 }
