@@ -8,10 +8,11 @@
  * DESIGN
  * - Everything here runs on the loop thread; other threads reach it through posts
  *   (submit.c). Tasks are grouped in classes (job + resources, struct ferry__rt_class_key).
- *   A class with queued tasks asks the node for a lease (one request in flight at a time, up
- *   to MAX_LEASES leases), pushes up to depth() tasks to each leased worker without waiting
- *   (a worker runs its socket's tasks in order), and gives a lease back IDLE_RETURN_MS after
- *   its last reply when nothing of its class is queued.
+ *   A class with queued tasks asks the node for a lease (one request in flight at a time,
+ *   SPREAD one a queued task at once; up to MAX_LEASES leases; the node holding its inputs
+ *   when we have its socket), pushes up to depth() tasks to each leased worker without
+ *   waiting (a worker runs its socket's tasks in order), and gives a lease back
+ *   IDLE_RETURN_MS after its last reply when nothing of its class is queued.
  * - Each worker socket gets a ring pair beside it (runtime/ring.h): pushes and replies that fit
  *   a slot go through shared memory, in order with what takes the socket.
  * - A task that waits in a get (LeaseBlocked from the node) may wait for a task pushed behind
@@ -39,6 +40,7 @@
 #include "common/conn.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/util.h"
 #include "runtime/dial.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
@@ -50,9 +52,21 @@
 #define MAX_LEASES 8	      /* leases per class */
 #define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
 #define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
+/* A SPREAD node this many tasks of a burst ahead of the class's least waits for the others:
+ * SPREAD_AHEAD_MIN, or 1/SPREAD_AHEAD_DIV of the least (counts stay within ~5%; a node busy
+ * with a long task holds the others back only that far). */
+#define SPREAD_AHEAD_MIN 8
+#define SPREAD_AHEAD_DIV 20
 #define FRAME_MAX (64u << 20) /* runtime.fbs: the receiver's frame cap */
 
 struct cls;
+
+/* A LeaseRequest in flight. A class has one at a time, SPREAD up to MAX_LEASES (pump()). */
+struct lease_ask {
+	uint64_t id;		  /* its request ID, or 0: this slot is free */
+	struct ferry__conn *node; /* sent there */
+	bool placed;		  /* following a "retry at" */
+};
 
 struct lease {
 	struct lease *next;		       /* the class's leases */
@@ -72,7 +86,7 @@ struct lease {
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
 	uint32_t tasks_done;		       /* replies to its pushes */
-	uint64_t pushed;		       /* tasks pushed to it, ever (SPREAD balances them) */
+	uint64_t pushed;		       /* tasks of this burst pushed to it (SPREAD) */
 	uint64_t busy_us;		       /* ... the time their tasks ran */
 	uint64_t last_reply_us;		       /* when the last reply came */
 	char why[160];			       /* the worker's death, for errors */
@@ -86,9 +100,7 @@ struct cls {
 	size_t queued;				      /* how many */
 	struct lease *leases;			      /* granted */
 	size_t nleases;				      /* how many */
-	uint64_t request_id;			      /* a LeaseRequest in flight, or 0 */
-	struct ferry__conn *request_node;	      /* ... sent there */
-	bool request_placed;			      /* ... following a "retry at" */
+	struct lease_ask asks[MAX_LEASES];	      /* LeaseRequests in flight */
 	uint32_t tasks_done;			      /* replies so far, for depth() */
 	uint64_t busy_us;			      /* ... and their tasks' run time */
 	char first_name[FERRY_FUNCTION_NAME_MAX + 1]; /* for errors before any task ran */
@@ -163,25 +175,51 @@ static size_t parse_custom(const char *spec, char names[][FERRY__RT_CUSTOM_MAX],
 static int ask_on(struct ferry__conn *node, const struct ferry__rt_class_key *key, bool placed,
 		  uint64_t *request_id);
 
-/* Ask our node, which decides where (node/rt_sched.c); a class of a placement group's bundle
- * asks that bundle's node (pg.c), placed there already. */
-static int send_lease_request(struct cls *c)
+/*
+ * The node holding most of a DEFAULT class's input bytes when that is not ours and we have its
+ * socket (an earlier placement there opened it), else NULL. Our node would only send such a
+ * request up (node/rt_sched.c: inputs clearly elsewhere, the same 1 MiB rule as set_locality),
+ * and the scheduler would place it by its inputs: asking that node's local scheduler directly
+ * saves two hops. Not placed: when it is busy it still asks the scheduler.
+ */
+static struct ferry__conn *input_node(const struct cls *c)
+{
+	if (c->key.strategy != FERRY_SCHED_DEFAULT || !c->key.locality_bytes ||
+	    ferry_node_id_eq(&c->key.locality, &ferry__rt.node))
+		return NULL;
+	return ferry__rt_nodes_find(&c->key.locality);
+}
+
+/* Ask our node, which decides where (node/rt_sched.c), or the node holding the class's inputs
+ * (input_node); a class of a placement group's bundle asks that bundle's node (pg.c), placed
+ * there already. */
+static int send_lease_request(struct cls *c, struct lease_ask *a)
 {
 	struct ferry__rt_pg_node *via = ferry__rt_pg_lease_node(&c->key);
-	struct ferry__conn *conn = via ? ferry__rt_pg_node_conn(via) : NULL;
+	struct ferry__conn *conn = via ? ferry__rt_pg_node_conn(via) : input_node(c);
 
-	if (via) {
-		if (!conn)
-			return -ECONNREFUSED;
-		c->request_node = conn;
-		c->request_placed = true;
-		return ask_on(conn, &c->key, true, &c->request_id);
-	}
-	if (node_connect() < 0)
+	if (via && !conn)
 		return -ECONNREFUSED;
-	c->request_node = sub.node;
-	c->request_placed = false;
-	return ask_on(sub.node, &c->key, false, &c->request_id);
+	if (!conn && node_connect() < 0)
+		return -ECONNREFUSED;
+	a->node = conn ? conn : sub.node;
+	a->placed = via != NULL;
+	return ask_on(a->node, &c->key, a->placed, &a->id);
+}
+
+/* @c's LeaseRequests in flight, and a free slot into *@free (NULL when none is). */
+static size_t asks_in_flight(struct cls *c, struct lease_ask **free)
+{
+	size_t n = 0;
+
+	*free = NULL;
+	for (size_t i = 0; i < MAX_LEASES; i++) {
+		if (c->asks[i].id)
+			n++;
+		else if (!*free)
+			*free = &c->asks[i];
+	}
+	return n;
 }
 
 /* An actor's lease is asked as a task class's is (send_lease_request): of its bundle's node,
@@ -387,6 +425,15 @@ void ferry__rt_lease_enqueue(struct ferry__rt_task *t, bool front)
 		*c->queue_tail = t;
 		c->queue_tail = &t->next;
 	}
+	/* SPREAD balances each burst: a class with nothing queued or in flight starts anew. */
+	if (!c->queued && c->key.strategy == FERRY_SCHED_SPREAD) {
+		bool busy = false;
+
+		for (struct lease *l = c->leases; l; l = l->next)
+			busy = busy || l->ninflight;
+		for (struct lease *l = c->leases; l && !busy; l = l->next)
+			l->pushed = 0;
+	}
 	c->queued++;
 	if (!c->first_name[0])
 		snprintf(c->first_name, sizeof(c->first_name), "%s", t->name);
@@ -435,7 +482,7 @@ static int node_connect(void)
 static void fail_all_queued(int status, const char *what)
 {
 	for (struct cls *c = sub.classes; c; c = c->next) {
-		c->request_id = 0;
+		memset(c->asks, 0, sizeof(c->asks));
 		class_fail(c, status, what);
 	}
 }
@@ -471,11 +518,16 @@ static void remote_connect_reply(struct ferry__conn *conn, const void *payload)
 	ferry__conn_close(conn);
 }
 
-static struct cls *class_by_request(struct ferry__conn *node, uint64_t request_id)
+/* The class that sent @node request @request_id, and that request into *@ask. */
+static struct cls *class_by_request(struct ferry__conn *node, uint64_t request_id,
+				    struct lease_ask **ask)
 {
 	for (struct cls *c = sub.classes; c; c = c->next)
-		if (c->request_id && c->request_id == request_id && c->request_node == node)
-			return c;
+		for (size_t i = 0; request_id && i < MAX_LEASES; i++)
+			if (c->asks[i].id == request_id && c->asks[i].node == node) {
+				*ask = &c->asks[i];
+				return c;
+			}
 	return NULL;
 }
 
@@ -499,7 +551,7 @@ static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id
  * placed set, over a connection kept per node (nodes.c). A placed request is never forwarded
  * again, so a second "retry at" is the node's protocol error, not a reason to travel on.
  */
-static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
+static void retry_at(struct cls *c, struct lease_ask *a, struct ferry__wire_lease_grant_view v)
 {
 	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_retry_node(v);
 	const char *address = ferry__wire_lease_grant_retry_address(v);
@@ -510,7 +562,8 @@ static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
 
 	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
 	ferry_node_id_to_hex(&node, hex, sizeof(hex));
-	if (c->request_placed) {
+	if (a->placed) {
+		a->id = 0;
 		class_fail(c, -EPROTO, "a node forwarded a lease request that was placed on it");
 		return;
 	}
@@ -520,12 +573,12 @@ static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
 		ret = ferry__rt_send_connect(conn);
 	}
 	if (ret >= 0) {
-		c->request_node = conn;
-		c->request_placed = true;
-		ret = ask_on(conn, &c->key, true, &c->request_id);
+		a->node = conn;
+		a->placed = true;
+		ret = ask_on(conn, &c->key, true, &a->id);
 	}
 	if (ret < 0) {
-		c->request_id = 0;
+		a->id = 0;
 		snprintf(what, sizeof(what),
 			 "its lease was placed on node %s (%s), not reachable: %s", hex,
 			 address ? address : "no address", ferry_strerror(ret));
@@ -534,21 +587,22 @@ static void retry_at(struct cls *c, struct ferry__wire_lease_grant_view v)
 		 * rest runs on ours (placed: not forwarded to the dead one again). */
 		if (!(c->key.strategy == FERRY_SCHED_NODE_AFFINITY && !c->key.affinity_soft) &&
 		    node_connect() >= 0) {
-			c->request_node = sub.node;
-			if (ask_on(sub.node, &c->key, true, &c->request_id) >= 0)
+			a->node = sub.node;
+			if (ask_on(sub.node, &c->key, true, &a->id) >= 0)
 				return;
-			c->request_id = 0;
+			a->id = 0;
 		}
 		class_fail(c, -EHOSTUNREACH, what);
 		return;
 	}
-	FLOG_DEBUG(COMP, "lease request %" PRIu64 " placed on node %s", c->request_id, hex);
+	FLOG_DEBUG(COMP, "lease request %" PRIu64 " placed on node %s", a->id, hex);
 }
 
 static void on_grant(struct ferry__conn *node, const void *payload)
 {
 	struct ferry__wire_lease_grant_view v = ferry__wire_lease_grant_root_verified(payload);
-	struct cls *c = class_by_request(node, ferry__wire_lease_grant_request_id(v));
+	struct lease_ask *a = NULL;
+	struct cls *c = class_by_request(node, ferry__wire_lease_grant_request_id(v), &a);
 	int status = ferry__wire_lease_grant_status(v);
 	struct ferry__wire_unique_id wid = ferry__wire_lease_grant_worker_id(v);
 	const char *m = ferry__wire_lease_grant_message(v);
@@ -565,10 +619,10 @@ static void on_grant(struct ferry__conn *node, const void *payload)
 		return;
 	}
 	if (status == -EXDEV) {
-		retry_at(c, v);
+		retry_at(c, a, v);
 		return;
 	}
-	c->request_id = 0;
+	a->id = 0;
 	if (status < 0) {
 		FLOG_WARN(COMP, "lease refused: %s", m ? m : ferry_strerror(status));
 		class_fail(c, status, m ? m : ferry_strerror(status));
@@ -747,9 +801,14 @@ static void remote_closed(struct ferry__conn *conn, int err)
 			if (!l->conn)
 				lease_gone(l); /* waited for the revoke */
 		}
-		if (c->request_id && c->request_node == conn) {
-			c->request_id = 0;
-			c->request_placed = false;
+		bool lost = false;
+
+		for (size_t i = 0; i < MAX_LEASES; i++)
+			if (c->asks[i].id && c->asks[i].node == conn) {
+				c->asks[i].id = 0;
+				lost = true;
+			}
+		if (lost) {
 			FLOG_INFO(COMP, "a lease request's node closed (%s): asked again",
 				  ferry_strerror(err ? err : -ECONNRESET));
 			pump(c);
@@ -788,10 +847,12 @@ void ferry__rt_lease_conn_gone(const struct ferry__conn *conn)
 		for (struct lease *l = c->leases; l; l = l->next)
 			if (l->node == conn)
 				l->node = NULL;
-		if (c->request_node == conn) { /* its answer cannot come: asked again at need */
-			c->request_node = NULL;
-			c->request_id = 0;
-		}
+		for (size_t i = 0; i < MAX_LEASES; i++)
+			if (c->asks[i].node ==
+			    conn) { /* its answer cannot come: asked again at need */
+				c->asks[i].node = NULL;
+				c->asks[i].id = 0;
+			}
 	}
 }
 
@@ -959,27 +1020,34 @@ static uint64_t node_pushed(const struct cls *c, const struct lease *l)
 /*
  * SPREAD: the scheduler spread the class's leases over the nodes; its tasks are spread over
  * the nodes holding them, one in flight per lease, each to an idle lease of the node that has
- * had the fewest, so that every node runs as many (a lease that pipelined whatever came would
- * take nearly all of them). O(leases^2) a task, leases <= MAX_LEASES.
+ * had the fewest of this burst, so that every node runs as many (a lease that pipelined
+ * whatever came would take nearly all of them). A node whose tasks end sooner (short tasks
+ * on our own node, through shared memory) would still take more: one too far ahead of the
+ * least waits (SPREAD_AHEAD_MIN); a reply pumps again. O(leases^2) a task, leases <=
+ * MAX_LEASES.
  */
 static void pump_spread(struct cls *c)
 {
 	while (c->queued) {
 		struct lease *best = NULL;
-		uint64_t best_n = 0;
+		uint64_t best_n = 0, least = UINT64_MAX;
 
 		for (struct lease *l = c->leases; l; l = l->next) {
 			uint64_t n;
 
-			if (!usable(l) || l->ninflight)
+			if (!usable(l))
 				continue;
 			n = node_pushed(c, l);
+			least = n < least ? n : least;
+			if (l->ninflight)
+				continue;
 			if (!best || n < best_n) {
 				best = l;
 				best_n = n;
 			}
 		}
-		if (!best)
+		if (!best || best_n >= least + FERRY_MAX((uint64_t)SPREAD_AHEAD_MIN,
+							 least / SPREAD_AHEAD_DIV))
 			return;
 		push_or_fail(best, class_pop(c));
 	}
@@ -998,7 +1066,7 @@ static void pump(struct cls *c)
 		if (!usable(l))
 			continue;
 		open++;
-		while (c->queued && l->ninflight < most)
+		while (!spread && c->queued && l->ninflight < most)
 			push_or_fail(l, class_pop(c));
 		if (l->ninflight)
 			(void)ferry__loop_timer_stop(&l->idle);
@@ -1006,11 +1074,23 @@ static void pump(struct cls *c)
 			(void)ferry__loop_timer_start(ferry__rt.loop, &l->idle, IDLE_RETURN_MS, 0,
 						      idle_due);
 	}
-	/* Blocked leases do not count against the cap: their CPU is lent to the next one. */
-	if (!c->queued || c->request_id || open >= MAX_LEASES || sub.stopping)
-		return;
-	if (send_lease_request(c) < 0)
-		class_fail(c, -ECONNREFUSED, "cannot reach the node's runtime socket");
+	/* Blocked leases do not count against the cap: their CPU is lent to the next one.
+	 * SPREAD asks for its leases at once, not one after the other: the scheduler places each
+	 * on the emptiest node, and a burst of short tasks no longer ends on the first node's
+	 * lease before the others come. No more asks than queued tasks. */
+	for (;;) {
+		struct lease_ask *a;
+		size_t asking = asks_in_flight(c, &a);
+
+		if (!c->queued || sub.stopping || !a || asking >= (spread ? MAX_LEASES : 1) ||
+		    asking >= c->queued || open + asking >= MAX_LEASES)
+			return;
+		if (send_lease_request(c, a) < 0) {
+			a->id = 0;
+			class_fail(c, -ECONNREFUSED, "cannot reach the node's runtime socket");
+			return;
+		}
+	}
 }
 
 static struct ferry__rt_task *inflight_take(struct lease *l, const struct ferry_task_id *id)

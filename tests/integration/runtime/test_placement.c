@@ -7,7 +7,9 @@
  * forwards nothing (the nodes' counters at stop say so). Soft affinity to a full node, or to a
  * dead one, runs on the driver's node; hard affinity to a dead or unknown node fails with
  * -EHOSTUNREACH naming it. With a scheduler (ferry-sched): tasks spill from a busy node to an
- * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. A task no node can run
+ * idle one, run where their 4 MiB input is, and SPREAD uses both nodes. Later leases of such a
+ * class ask the input's node directly (no hop through the driver's node), and a burst of
+ * short SPREAD tasks is shared evenly. A task no node can run
  * waits (a warning in the node's log, an error record of its job in the GCS) instead of
  * failing, and runs once a node that can joins. A node's load report carries the mean run
  * time of its tasks, as the owners measured them. The job is tests/unit/runtime/job_owner.c
@@ -369,6 +371,35 @@ FTEST(spread_tasks_use_every_node)
 	stop_cluster();
 }
 
+/*
+ * A burst of 400 no-op SPREAD tasks: the class asks for its leases at once, and a node too far
+ * ahead of the other waits, so each runs close to half (the lease asked first no longer runs
+ * most of the burst before the second one comes).
+ */
+FTEST(a_spread_burst_of_short_tasks_is_balanced)
+{
+	struct ferry_task_opts o = {.strategy = FERRY_SCHED_SPREAD};
+	struct ferry_node_id self;
+	struct ferry_ref r[400];
+	unsigned here = 0;
+
+	start_cluster(2);
+	need_scheduler();
+	self = ferry__rt.node;
+	for (int i = 0; i < 400; i++)
+		r[i] = where(0, &o);
+	for (int i = 0; i < 400; i++) {
+		struct ferry_node_id n = ran_on(&r[i]);
+
+		here += ferry_node_id_eq(&n, &self);
+	}
+	ftest_log("%u of 400 here", here);
+	ftest_assert_uint_ge(here, 185);
+	ftest_assert_uint_le(here, 215);
+	ferry_shutdown();
+	stop_cluster();
+}
+
 /* A 4 MiB return made on node A; 20 tasks taking it, submitted from B: >= 95% run on A. */
 FTEST(tasks_run_where_their_input_is)
 {
@@ -401,6 +432,49 @@ FTEST(tasks_run_where_their_input_is)
 	ferry_ref_drop(&input);
 	ferry_shutdown();
 	stop_cluster();
+}
+
+/*
+ * Once the driver has a socket to A (the affinity lease that made the input opened it), each
+ * new lease of a class whose input is on A asks A's local scheduler directly: the driver's
+ * node forwards only the affinity request, and A runs the others as its own ("here"). The
+ * pause lets each round's lease go back (idle), so that every round asks anew.
+ */
+FTEST(a_lease_for_an_input_elsewhere_asks_its_node_directly)
+{
+	struct ferry_node_id a;
+	struct ferry_task_opts on_a;
+	struct ferry_ref input, r;
+	struct ferry_view v;
+	int64_t mib = 4, zero = 0;
+	struct ferry_arg big = {.data = &mib, .len = sizeof(mib)};
+	struct ferry_arg args[2] = {{.data = &zero, .len = sizeof(zero)}, {.ref = &input}};
+	unsigned h, p, fw;
+	int ai;
+
+	start_cluster(2);
+	a = other_node(&ai);
+	on_a = affinity(&a, false);
+	ftest_assert_ok(ferry_submit("big", &big, 1, &on_a, &input));
+	ftest_assert_ok(ferry_get(&input, GET_MS, &v));
+	ferry_release(&v);
+	usleep(100 * 1000); /* A's one CPU: its lease for big goes back (idle) first */
+	for (int i = 0; i < 4; i++) {
+		struct ferry_node_id n;
+
+		ftest_assert_ok(ferry_submit("where", args, 2, NULL, &r));
+		n = ran_on(&r);
+		ftest_assert_true(ferry_node_id_eq(&n, &a));
+		usleep(100 * 1000);
+	}
+	ferry_ref_drop(&input);
+	ferry_shutdown();
+	stop_cluster();
+	node_counters(3 - ai, &h, &p, &fw);
+	ftest_assert_uint_eq(fw, 1);
+	node_counters(ai, &h, &p, &fw);
+	ftest_assert_uint_ge(h, 4);
+	ftest_assert_uint_eq(fw, 0);
 }
 
 /* Whether @node's last load report shows @cpu CPUs free (in 1/FERRY_GCS_RESOURCE_UNIT). */
