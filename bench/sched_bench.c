@@ -18,6 +18,7 @@
  *       default or spread), then every result got: tasks per second, and the nodes used.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,14 +204,24 @@ static int burst(unsigned tasks, const struct ferry_task_opts *opts, const char 
 		ferry_ref_drop(&r[i]);
 	}
 	double secs = (now_us() - t0) / 1e6;
+	struct ferry_gcs_node_info *nodes = NULL;
+	int n = ferry_gcs_node_list(ferry__rt.gcs, &nodes), alive = 0;
+
+	for (int i = 0; i < n; i++)
+		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
+	ferry_gcs_free(nodes);
 	for (size_t i = 0; i < where.n; i++) {
 		most = where.count[i] > most ? where.count[i] : most;
 		least = where.count[i] < least ? where.count[i] : least;
 	}
-	printf("SCHED mode=%s tasks=%u tasks_per_s=%.0f nodes=%zu most=%llu least=%llu "
-	       "imbalance=%.4f\n",
-	       mode, tasks, tasks / secs, where.n, (unsigned long long)most,
-	       (unsigned long long)least, least ? (double)most / (double)least : 0.0);
+	/* A live node that ran none is the least: 0, and the imbalance is infinite (a row that
+	 * counted only the nodes used would hide it). */
+	if ((int)where.n < alive)
+		least = 0;
+	printf("SCHED mode=%s tasks=%u tasks_per_s=%.0f nodes=%zu cluster_nodes=%d most=%llu "
+	       "least=%llu imbalance=%.4f\n",
+	       mode, tasks, tasks / secs, where.n, alive, (unsigned long long)most,
+	       (unsigned long long)least, least ? (double)most / (double)least : INFINITY);
 	free(r);
 	return 0;
 }

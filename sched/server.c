@@ -50,45 +50,6 @@ static void kv_register(struct ferry__sched_server *s);
 
 /* ---- the view ---- */
 
-static void held_add(struct snode *n, const struct ferry__sched_task *task,
-		     const struct ferry__sched_decision *d)
-{
-	struct held *h;
-
-	if (!n->held && !(n->held = ferry__calloc(HELD_MAX, sizeof(*n->held))))
-		return; /* it goes unheld: at worst the old pile-up */
-	if (n->nheld == HELD_MAX) {
-		memmove(n->held, n->held + 1, (HELD_MAX - 1) * sizeof(*n->held));
-		n->nheld--;
-	}
-	h = &n->held[n->nheld++];
-	h->ndemand = (uint8_t)task->ndemand;
-	memcpy(h->demand, task->demand, task->ndemand * sizeof(h->demand[0]));
-	h->verdict = (uint8_t)d->verdict;
-	h->reports = 0;
-}
-
-/* A newer report of child @i replaced its estimate: the placements it may not show go back
- * on, those that a report already followed go. */
-static void held_reapply(struct ferry__sched_server *s, uint32_t i)
-{
-	struct snode *n = &s->nodes[i];
-	uint32_t keep = 0;
-
-	for (uint32_t j = 0; j < n->nheld; j++) {
-		struct held h = n->held[j];
-		struct ferry__sched_task task = {.ndemand = h.ndemand};
-		struct ferry__sched_decision d = {.child = i, .verdict = h.verdict};
-
-		if (h.reports++ >= 1)
-			continue;
-		memcpy(task.demand, h.demand, h.ndemand * sizeof(h.demand[0]));
-		ferry__sched_commit(s->level, &task, &d);
-		n->held[keep++] = h;
-	}
-	n->nheld = keep;
-}
-
 int ferry__sched_srv_kind_of(struct ferry__sched_server *s, const char *name, bool add)
 {
 	static const char *const standard[] = {"CPU", "GPU", "memory", "object_store_memory"};
@@ -272,13 +233,8 @@ void ferry__sched_srv_on_load_event(void *arg, const struct ferry_gcs_event *ev)
 	    !s->nodes[i].dead && !s->nodes[i].grouped && !s->nodes[i].group &&
 	    (!s->group[0] || s->nodes[i].member)) {
 		load_convert(s, &load, &sl);
-		if (ferry__sched_child_report(s->level, i, &sl) == 0) {
+		if (ferry__sched_child_report(s->level, i, &sl) == 0)
 			s->nodes[i].reported = true;
-			if (sl.version > s->nodes[i].version) { /* not an older one, ignored */
-				s->nodes[i].version = sl.version;
-				held_reapply(s, i);
-			}
-		}
 	}
 	ferry_gcs_free((void *)(uintptr_t)load.resources);
 }
@@ -473,7 +429,6 @@ static int place_one(struct ferry__sched_server *s, struct sconn *sc,
 		return FORWARDED;
 	}
 	ferry__sched_commit(s->level, &task, &d);
-	held_add(n, &task, &d);
 	r->node = n->id;
 	r->node_address = n->address ? n->address : "";
 	r->hops = (uint8_t)(it->hops + 1);
@@ -742,7 +697,6 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 	ferry__conn_server_close(s->listener);
 	for (uint32_t i = 0; i < s->nnodes; i++) {
 		ferry__free(s->nodes[i].address);
-		ferry__free(s->nodes[i].held);
 		ferry__free(s->nodes[i].group);
 	}
 	ferry__free(s->nodes);

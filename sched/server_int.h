@@ -35,22 +35,6 @@
  * every REPORT_MS): its scheduler is gone, and tasks sent down would only fail over retries. */
 #define GROUP_SILENT_MS 3000u
 
-/*
- * A placement the node's reports may not show yet. The first report after it may have been made
- * before the owner's lease request reached the node, and would free what the placement took:
- * the next request would go to the same node and wait there behind it (a SPREAD burst piled on
- * one node so). So a placement is applied again over the first newer report, and dropped at the
- * second, which the node made a beat or more later, after the grant (server.c, held_*). The
- * oldest goes when HELD_MAX are held.
- */
-#define HELD_MAX 16
-struct held {
-	struct ferry__sched_amount demand[FERRY__SCHED_DEMAND_MAX];
-	uint8_t ndemand; /* of demand */
-	uint8_t verdict; /* enum ferry__sched_verdict */
-	uint8_t reports; /* newer reports since */
-};
-
 struct snode {
 	struct ferry_node_id id; /* the node */
 	char *address;		 /* as registered (ferry__malloc'd), or NULL until known */
@@ -62,9 +46,6 @@ struct snode {
 	char *group;		 /* global: this entry is a group (its name), not a node */
 	struct ferry__sched_client *down; /* global: to that group's scheduler, or NULL */
 	uint64_t report_ms;		  /* global, a group: when its last summary came */
-	uint64_t version;		  /* a node: its last report applied */
-	struct held *held; /* a node: HELD_MAX, allocated at its first placement; or NULL */
-	uint32_t nheld;	   /* used, oldest first */
 };
 
 /* An accepted connection; it outlives its close while forwarded requests still answer to it. */

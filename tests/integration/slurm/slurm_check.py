@@ -5,8 +5,9 @@
 own port), and examples/slurm/ferry.sbatch runs as a user runs it:
 
 1. `sbatch --nodes=3 ferry.sbatch slurm_driver 3`: `ferry start --slurm` starts the head on the
-   job's first node and a ferry-node on each other by srun; the driver's SPREAD tasks run on all
-   three nodes; the job ends COMPLETED and no Ferry daemon of the job is left.
+   job's first node and a ferry-node on each other by srun; the driver runs a task on each of
+   the three nodes (NODE_AFFINITY); the job ends COMPLETED and no Ferry daemon of the job is
+   left.
 2. The same with a driver that then sleeps, cancelled with scancel once its tasks ran: the job
    ends CANCELLED, and no Ferry daemon of the job is left.
 
