@@ -128,9 +128,16 @@ void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, siz
 void ferry__rt_obj_unref(struct ferry__rt_obj *o);
 /* Free every entry (shutdown; the store's copies are deleted). */
 void ferry__rt_objects_clear(void);
+/* Shutdown, before the loop stops: the other nodes are told to free every object in a store. */
+void ferry__rt_objects_free_held(void);
 /* Lock held: wake every thread waiting for an object (`up` was cleared). */
 void ferry__rt_objects_wake_all(void);
 bool ferry__rt_is_self(const struct ferry_worker_id *owner);
+
+/* free.c: tell the other nodes this process's object @id is free (lock held; any thread). */
+void ferry__rt_free_queue(const struct ferry_object_id *id);
+/* Lock held, the loop gone: drop what was queued and never sent. */
+void ferry__rt_free_fini(void);
 
 /* code.c: store the job's library (@path, SHA-256 @hash) in the GCS unless it holds that hash
  * already. 0; -EFBIG (too large for the GCS), -EBADMSG (it changed meanwhile), the file's or
