@@ -2,16 +2,17 @@
 /*
  * Freeing an owner's objects on the other nodes (Ray's owners free every copy): when the last
  * count of an object in a store goes, its owner deletes its own node's copy at once
- * (objects.c), and this module tells the other nodes it has a connection to (nodes.c: where
- * its leases ran, so where its tasks made returns and pulled arguments) in one ObjectsFree per
- * node per loop pass; each deletes its copies, primary or pulled (node/rt_free.c). Without it
+ * (objects.c), and this module tells the other nodes it has a connection to (nodes.c, and
+ * pg.c for its placement groups: where its leases ran, so where its tasks made returns and
+ * pulled arguments) in one ObjectsFree per node per loop pass; each deletes its copies,
+ * primary or pulled (node/rt_free.c). Without it
  * a task's return made on another node stayed there as a primary nobody referenced, spilled
  * when the store filled, until the disk filled too (-ENOSPC).
  *
  * DESIGN: any thread queues an ID under rt.lock (the drop that forgot the object holds it) and
  * posts one flush to the loop; the flush, on the loop thread, takes the queue and sends. A
  * node the owner has no connection to (none opened, or closed) is not told: its pulled copies
- * stay evictable secondaries, and its primary stays until the owner's death is noticed.
+ * stay evictable secondaries; a primary there stays (spilled under pressure).
  */
 #include <errno.h>
 #include <string.h>
@@ -37,11 +38,16 @@ static void send_batch(const struct ferry_object_id *ids, size_t n)
 	struct ferry__fb_builder fb = {0};
 	struct ferry__wire_objects_free m = {.object_ids = ids, .object_ids_count = n};
 
-	if (ferry__wire_objects_free_build(&fb, &m) < 0)
+	if (ferry__wire_objects_free_build(&fb, &m) < 0) {
 		FLOG_WARN(COMP, "%zu objects not freed on the other nodes: out of memory", n);
-	else
+	} else {
 		ferry__rt_nodes_send_all(FERRY__WIRE_MSG_OBJECTS_FREE, ferry__fb_builder_data(&fb),
 					 ferry__fb_builder_size(&fb));
+		/* Placement groups' nodes, on sockets of their own (a node on both hears twice:
+		 * its second delete finds nothing). */
+		ferry__rt_pg_send_all(FERRY__WIRE_MSG_OBJECTS_FREE, ferry__fb_builder_data(&fb),
+				      ferry__fb_builder_size(&fb));
+	}
 	ferry__fb_builder_fini(&fb);
 }
 

@@ -232,6 +232,8 @@ struct ferry__rt_pg_node;
 struct ferry__conn;
 struct ferry__rt_pg_node *ferry__rt_pg_lease_node(const struct ferry__rt_class_key *key);
 struct ferry__conn *ferry__rt_pg_node_conn(struct ferry__rt_pg_node *n);
+/* Loop thread: queue message @type on every group node's socket this owner opened. */
+void ferry__rt_pg_send_all(uint16_t type, const void *payload, size_t len);
 /* @conn (a node's runtime socket) is closing: no lease or request refers to it after this. */
 struct ferry__conn;
 void ferry__rt_lease_conn_gone(const struct ferry__conn *conn);
