@@ -5,9 +5,9 @@
  * (objects.c), and this module tells the other nodes it has a connection to (nodes.c, and
  * pg.c for its placement groups: where its leases ran, so where its tasks made returns and
  * pulled arguments) in one ObjectsFree per node per loop pass; each deletes its copies,
- * primary or pulled (node/rt_free.c). Without it
- * a task's return made on another node stayed there as a primary nobody referenced, spilled
- * when the store filled, until the disk filled too (-ENOSPC).
+ * primary or pulled (node/rt_free.c). Without it a task's return made on another node stayed
+ * there as a primary nobody referenced, spilled when the store filled, until the disk filled
+ * too (-ENOSPC). ferry_shutdown sends what the owner still holds the same way.
  *
  * DESIGN: any thread queues an ID under rt.lock (the drop that forgot the object holds it) and
  * posts one flush to the loop; the flush, on the loop thread, takes the queue and sends. A
