@@ -6,7 +6,8 @@
  * every ref, must leave neither node holding them: no copy of the driver's left as a primary
  * (in memory or spilled), none pinned, and a create of most of each store succeeds without
  * spilling anything. Three ways: a task's return made on B and read on A (task and driver);
- * a ferry_put on A read by tasks on B; a put dropped while B's store is pulling it.
+ * a ferry_put on A read by tasks on B; a put dropped while B's store is pulling it. And a
+ * driver that shuts down still holding returns made on B leaves none there.
  * The job is tests/unit/runtime/job_owner.c (where, big, arg_len).
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_TEST_JOB.
  */
@@ -33,6 +34,7 @@
 #define PULL_GET_MS 3000
 
 static char run_dir[256];
+static struct ferry_worker_id driver; /* the driver's ID (kept past ferry_shutdown) */
 static bool stopped = true;
 
 static void stop_cluster(void)
@@ -77,6 +79,7 @@ static void start_cluster(void)
 		 addr, run_dir);
 	ftest_assert_int_eq(itest_ferry_cli(run_dir, args), 0);
 	ftest_assert_ok(ferry_init(&o));
+	driver = ferry__rt.self;
 }
 
 /* Node @index's ID (its node.id file). */
@@ -155,7 +158,7 @@ static size_t held(struct ferry_plasma_client *c)
 
 	ftest_assert_ok(ferry_plasma_client_list(c, true, &list, &count));
 	for (size_t i = 0; i < count; i++)
-		if (!memcmp(&list[i].owner, &ferry__rt.self, sizeof(list[i].owner)) &&
+		if (!memcmp(&list[i].owner, &driver, sizeof(list[i].owner)) &&
 		    (list[i].primary || list[i].pin_count > 0))
 			n++;
 	ferry_plasma_list_free(list);
@@ -306,4 +309,22 @@ FTEST(a_put_dropped_while_pulled_leaves_both_stores)
 	store_back(b_index == 1 ? 2 : 1);
 	store_back(b_index);
 	ferry_shutdown();
+}
+
+FTEST(a_driver_shut_down_holding_refs_leaves_no_copies)
+{
+	struct ferry_task_opts on_b;
+	struct ferry_ref made[3];
+	int b_index, ready;
+
+	start_cluster();
+	node_b(&b_index, &on_b);
+	for (int i = 0; i < 3; i++)
+		big_on(&on_b, &made[i]);
+	ftest_assert_int_eq(ferry_wait(made, 3, 3, GET_MS, &ready), 3);
+	/* Still held: ferry_shutdown frees them, on B too (B sees this process alive, so it does
+	 * not take them for a dead owner's). */
+	ferry_shutdown();
+	store_back(b_index);
+	store_back(b_index == 1 ? 2 : 1);
 }
