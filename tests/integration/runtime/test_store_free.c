@@ -315,13 +315,13 @@ FTEST(a_driver_shut_down_holding_refs_leaves_no_copies)
 {
 	struct ferry_task_opts on_b;
 	struct ferry_ref made[3];
-	int b_index, ready;
+	int b_index, ready[3];
 
 	start_cluster();
 	node_b(&b_index, &on_b);
 	for (int i = 0; i < 3; i++)
 		big_on(&on_b, &made[i]);
-	ftest_assert_int_eq(ferry_wait(made, 3, 3, GET_MS, &ready), 3);
+	ftest_assert_int_eq(ferry_wait(made, 3, 3, GET_MS, ready), 3);
 	/* Still held: ferry_shutdown frees them, on B too (B sees this process alive, so it does
 	 * not take them for a dead owner's). */
 	ferry_shutdown();
