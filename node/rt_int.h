@@ -196,6 +196,8 @@ void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, in
 /* A new connection to the runtime socket (Unix, or TCP past its handshake: rt_tcp.c). */
 void ferry__rt_accept(struct ferry__node_rt *rt, struct ferry__conn *conn, bool tcp);
 
+/* rt_free.c: delete from the store the objects an ObjectsFree of @p names that @p owns. */
+void ferry__rt_objects_free(struct rt_peer *p, const struct ferry__rt_msg *m);
 /* rt_owner.c: a peer whose process is gone (waiting up to @wait_ms for it to end); what a
  * dead owner leaves deleted (its objects in the store; a driver is also recorded dead in the
  * GCS). */

@@ -325,6 +325,9 @@ static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 	case FERRY__WIRE_MSG_BUNDLE_RETURN:
 		ferry__rt_bundle_message(p, m->type, &m->bundle);
 		break;
+	case FERRY__WIRE_MSG_OBJECTS_FREE:
+		ferry__rt_objects_free(p, m);
+		break;
 	default:
 		ferry__rt_peer_close(p, "RuntimeConnect sent twice");
 	}

@@ -315,6 +315,7 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_BUNDLE_COMMIT:
 	case FERRY__WIRE_MSG_BUNDLE_CANCEL:
 	case FERRY__WIRE_MSG_BUNDLE_RETURN:
+	case FERRY__WIRE_MSG_OBJECTS_FREE:
 		break;
 	default:
 		return fail(why, why_size, -EPROTO, "%s (type %u) is not a message for the node",
@@ -356,6 +357,10 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_BUNDLE_CANCEL:
 	case FERRY__WIRE_MSG_BUNDLE_RETURN:
 		return decode_bundle(type, payload, &out->bundle, why, why_size);
+	case FERRY__WIRE_MSG_OBJECTS_FREE:
+		out->free.v = ferry__wire_objects_free_root_verified(payload);
+		out->free.count = ferry__wire_objects_free_object_ids_count(out->free.v);
+		return 0;
 	default:
 		return decode_assign_reply(payload, &out->assign_reply, why, why_size);
 	}

@@ -127,6 +127,10 @@ struct ferry__rt_msg {
 		struct ferry__rt_assign_reply assign_reply; /* WORKER_ASSIGN_REPLY */
 		struct ferry__rt_blocked blocked;	    /* WORKER_BLOCKED */
 		struct ferry__rt_bundle_msg bundle;	    /* BUNDLE_PREPARE .. _RETURN */
+		struct {
+			struct ferry__wire_objects_free_view v; /* OBJECTS_FREE: its IDs */
+			uint32_t count;				/* how many */
+		} free;
 	};
 };
 

@@ -184,6 +184,16 @@ int ferry__plasma_server_get_on_loop(struct ferry__plasma_server *srv,
 int ferry__plasma_server_delete_owned(struct ferry__plasma_server *srv,
 				      const struct ferry_worker_id *owner);
 
+/*
+ * ferry__plasma_server_delete_if_owned() - delete sealed (or spilled) object @id if @owner owns
+ * it, as a client's delete would (a pinned one goes at its last release): a copy freed by its
+ * owner on another node. Loop thread only. Returns 0 (freed), 1 (pinned: freed at the last
+ * release), -ENOENT, -EBUSY (being created or deleted), -EPERM (another owner's).
+ */
+int ferry__plasma_server_delete_if_owned(struct ferry__plasma_server *srv,
+					 const struct ferry_object_id *id,
+					 const struct ferry_worker_id *owner);
+
 /* The store (tests only: touch it only while the server is not running). */
 struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
 

@@ -329,6 +329,25 @@ int ferry__plasma_server_delete_owned(struct ferry__plasma_server *srv,
 	return deleted;
 }
 
+int ferry__plasma_server_delete_if_owned(struct ferry__plasma_server *srv,
+					 const struct ferry_object_id *id,
+					 const struct ferry_worker_id *owner)
+{
+	struct ferry__plasma_object o;
+	struct ferry_worker_id who;
+	int state = ferry__plasma_index_find(srv->ix, id, &o);
+
+	if (state < 0)
+		return -ENOENT;
+	if (state != FERRY__PLASMA_SEALED && state != FERRY__PLASMA_SPILLED)
+		return -EBUSY;
+	/* The loop thread is the store's only writer: the entry keeps its generation here. */
+	who = ferry__plasma_index_owner_id(srv->ix, o.index);
+	if (memcmp(who.bytes, owner->bytes, sizeof(who.bytes)) != 0)
+		return -EPERM;
+	return ferry__plasma_store_object_delete(srv->store, id);
+}
+
 static uint8_t wire_state(int state)
 {
 	switch (state) {

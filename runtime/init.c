@@ -568,6 +568,7 @@ void ferry_shutdown(void)
 	}
 	ferry__rt.up = false;
 	ferry__rt_objects_wake_all();
+	ferry__rt_objects_free_held(); /* sent before the loop closes the nodes' sockets */
 	pthread_mutex_unlock(&ferry__rt.lock);
 	ferry__rt_node_watch_stop();
 	stop_loop();

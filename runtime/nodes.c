@@ -137,6 +137,12 @@ void ferry__rt_nodes_flush(void)
 		ferry__conn_flush(r->conn);
 }
 
+void ferry__rt_nodes_send_all(uint16_t type, const void *payload, size_t len)
+{
+	for (struct remote *r = remotes; r; r = r->next)
+		(void)ferry__conn_send(r->conn, type, payload, len); /* a closing one: on_close */
+}
+
 void ferry__rt_nodes_close_all(void)
 {
 	/* on_close comes later and forgets each (ferry__rt_nodes_forget). */

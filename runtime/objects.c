@@ -110,8 +110,10 @@ static void obj_free(struct ferry__rt_obj *o)
 static void obj_forget(struct ferry__rt_obj *o)
 {
 	ferry__hashmap_remove(&ferry__rt.objects, &o->id, NULL);
-	if (o->state == FERRY__RT_IN_STORE && ferry__rt.store)
+	if (o->state == FERRY__RT_IN_STORE && ferry__rt.store) {
 		(void)ferry_plasma_client_delete(ferry__rt.store, &o->id, 1, NULL);
+		ferry__rt_free_queue(&o->id); /* the other nodes' copies */
+	}
 	/* The objects whose refs it held (ferry_put_refs) lose its count. */
 	for (size_t i = 0; i < o->ncontained; i++) {
 		struct ferry__rt_obj *c = ferry__rt_obj_find(&o->contained[i]);
@@ -171,6 +173,20 @@ void ferry__rt_objects_clear(void)
 	}
 	ferry__hashmap_fini(&ferry__rt.objects);
 	ferry__hashmap_init(&ferry__rt.objects, sizeof(struct ferry_object_id), sizeof(void *));
+	ferry__rt_free_fini();
+}
+
+void ferry__rt_objects_free_held(void)
+{
+	size_t cursor = 0;
+	void *key, *value;
+
+	while (ferry__hashmap_next(&ferry__rt.objects, &cursor, &key, &value)) {
+		struct ferry__rt_obj *o = *(struct ferry__rt_obj **)value;
+
+		if (o->state == FERRY__RT_IN_STORE)
+			ferry__rt_free_queue(&o->id);
+	}
 }
 
 /* The next put's id and the store, or -ENOTCONN. */

@@ -1048,6 +1048,13 @@ struct ferry__conn *ferry__rt_pg_node_conn(struct ferry__rt_pg_node *n)
 	return dial_node(n) < 0 ? NULL : n->conn;
 }
 
+void ferry__rt_pg_send_all(uint16_t type, const void *payload, size_t len)
+{
+	for (struct ferry__rt_pg_node *n = pgs.nodes; n; n = n->next)
+		if (n->conn)
+			(void)ferry__conn_send(n->conn, type, payload, len);
+}
+
 /* ---- life ---- */
 
 void ferry__rt_pg_init(void)

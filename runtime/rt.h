@@ -128,9 +128,16 @@ void ferry__rt_obj_ready(struct ferry__rt_obj *o, uint8_t state, void *data, siz
 void ferry__rt_obj_unref(struct ferry__rt_obj *o);
 /* Free every entry (shutdown; the store's copies are deleted). */
 void ferry__rt_objects_clear(void);
+/* Shutdown, before the loop stops: the other nodes are told to free every object in a store. */
+void ferry__rt_objects_free_held(void);
 /* Lock held: wake every thread waiting for an object (`up` was cleared). */
 void ferry__rt_objects_wake_all(void);
 bool ferry__rt_is_self(const struct ferry_worker_id *owner);
+
+/* free.c: tell the other nodes this process's object @id is free (lock held; any thread). */
+void ferry__rt_free_queue(const struct ferry_object_id *id);
+/* Lock held, the loop gone: drop what was queued and never sent. */
+void ferry__rt_free_fini(void);
 
 /* code.c: store the job's library (@path, SHA-256 @hash) in the GCS unless it holds that hash
  * already. 0; -EFBIG (too large for the GCS), -EBADMSG (it changed meanwhile), the file's or
@@ -228,6 +235,8 @@ struct ferry__rt_pg_node;
 struct ferry__conn;
 struct ferry__rt_pg_node *ferry__rt_pg_lease_node(const struct ferry__rt_class_key *key);
 struct ferry__conn *ferry__rt_pg_node_conn(struct ferry__rt_pg_node *n);
+/* Loop thread: queue message @type on every group node's socket this owner opened. */
+void ferry__rt_pg_send_all(uint16_t type, const void *payload, size_t len);
 /* @conn (a node's runtime socket) is closing: no lease or request refers to it after this. */
 struct ferry__conn;
 void ferry__rt_lease_conn_gone(const struct ferry__conn *conn);

@@ -489,8 +489,10 @@ static bool set_returns(struct ferry__rt_task *t, int status, const char *messag
 		o = ferry__rt_obj_find(&id);
 		if (!o || o->state != FERRY__RT_PENDING) {
 			/* Dropped before it was ready: its store copy goes now. */
-			if (!o && in_store && ferry__rt.store)
+			if (!o && in_store && ferry__rt.store) {
 				(void)ferry_plasma_client_delete(ferry__rt.store, &id, 1, NULL);
+				ferry__rt_free_queue(&id);
+			}
 			continue;
 		}
 		if (status < 0) {

@@ -155,6 +155,8 @@ int ferry__rt_nodes_endpoint(const struct ferry__conn *conn, struct ferry__rt_en
 bool ferry__rt_nodes_forget(struct ferry__conn *conn);
 size_t ferry__rt_nodes_queued_bytes(void);
 void ferry__rt_nodes_flush(void);
+/* Queue the message @type (@payload, @len bytes) on every other node's connection. */
+void ferry__rt_nodes_send_all(uint16_t type, const void *payload, size_t len);
 void ferry__rt_nodes_close_all(void);
 void ferry__rt_nodes_fini(void);
 /* The connection to node @id's runtime socket, or NULL (nodes.c). */

@@ -10,7 +10,8 @@
  * Placement groups' bundles (node/rt_bundle.c): prepare, commit, cancel and return answered
  * (a bogus commit with an error), leases into a bundle granted from its reservation only and
  * without holding back the node's free set, released with their owner or at the prepare
- * deadline.
+ * deadline. ObjectsFree (node/rt_free.c) deletes the sender's objects from the store, a pinned
+ * one at its last release, and leaves another owner's alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include <ferry/gcs.h>
+#include <ferry/plasma.h>
 
 #include "cluster/embed.h"
 #include "common/util.h"
@@ -162,7 +164,10 @@ static bool worker_record(struct fx *f, const uint8_t id[16], struct ferry_gcs_w
 
 /* ---- a driver ---- */
 
-static int driver_connect_ex(struct fx *f, uint32_t version, int32_t pid, int *status)
+/* A driver's runtime socket: its RuntimeConnect's status in *@status, its random ID in *@id
+ * (NULL: not wanted). */
+static int driver_connect_ex(struct fx *f, uint32_t version, int32_t pid, int *status,
+			     struct ferry_worker_id *id)
 {
 	struct ferry__wire_runtime_connect m = {
 		.protocol_version = version, .kind = FERRY__WIRE_PEER_KIND_DRIVER, .pid = pid};
@@ -172,6 +177,8 @@ static int driver_connect_ex(struct fx *f, uint32_t version, int32_t pid, int *s
 	ftest_assert_int_ge(fd, 0);
 	ferry_id_random(m.id.bytes, sizeof(m.id.bytes));
 	ferry_id_random(m.job.bytes, sizeof(m.job.bytes));
+	if (id)
+		memcpy(id->bytes, m.id.bytes, sizeof(id->bytes));
 	ftest_assert_ok(rtp_send(fd, &f->fb, FERRY__WIRE_MSG_RUNTIME_CONNECT,
 				 ferry__wire_runtime_connect_build(&f->fb, &m)));
 	ftest_assert_ok(rtp_recv(fd, &fr, WAIT_MS));
@@ -184,8 +191,8 @@ static int driver_connect_ex(struct fx *f, uint32_t version, int32_t pid, int *s
 
 static int driver_connect(struct fx *f)
 {
-	int status,
-		fd = driver_connect_ex(f, FERRY_WIRE_PROTOCOL_VERSION, (int32_t)getpid(), &status);
+	int status, fd = driver_connect_ex(f, FERRY_WIRE_PROTOCOL_VERSION, (int32_t)getpid(),
+					   &status, NULL);
 
 	ftest_assert_int_eq(status, 0);
 	return fd;
@@ -561,11 +568,12 @@ FTEST(bad_runtime_connects_are_refused)
 	wait_workers(&f, true, 1);
 	ftest_assert_int_eq(count_workers(&f, true, &pid), 1);
 	ftest_log_capture_start();
-	fd = driver_connect_ex(&f, FERRY_WIRE_PROTOCOL_VERSION + 1, (int32_t)getpid(), &status);
+	fd = driver_connect_ex(&f, FERRY_WIRE_PROTOCOL_VERSION + 1, (int32_t)getpid(), &status,
+			       NULL);
 	ftest_assert_int_eq(status, -EPROTO);
 	ftest_assert_errno(rtp_recv(fd, &fr, WAIT_MS), -ECONNRESET); /* closed after */
 	close(fd);
-	fd = driver_connect_ex(&f, FERRY_WIRE_PROTOCOL_VERSION, 1, &status);
+	fd = driver_connect_ex(&f, FERRY_WIRE_PROTOCOL_VERSION, 1, &status, NULL);
 	ftest_assert_int_eq(status, -EACCES); /* a pid that is not the socket's */
 	close(fd);
 	ftest_assert_int_eq(impostor_connect(&f, pid), -EACCES);
@@ -877,5 +885,57 @@ FTEST(bundles_go_with_their_owner_and_uncommitted_ones_expire)
 	ftest_assert_int_eq(bundle_do(&f, fa, FERRY__WIRE_MSG_BUNDLE_COMMIT, 4, pg, 0, 0), -ENOENT);
 	close(fa);
 	close(fb);
+	fx_stop(&f);
+}
+
+/* A put of 1 MiB owned by @owner into @c's store; its ID. */
+static struct ferry_object_id put_owned_by(struct ferry_plasma_client *c,
+					   const struct ferry_worker_id *owner)
+{
+	static char data[1 << 20];
+	struct ferry_object_id id;
+
+	ferry_object_id_random(&id);
+	ftest_assert_ok(
+		ferry_plasma_client_put_owned(c, &id, data, sizeof(data), NULL, 0, 0, owner));
+	return id;
+}
+
+FTEST(objects_free_deletes_only_the_senders_objects)
+{
+	struct ferry_worker_id me, other;
+	struct ferry_object_id ids[4];
+	struct ferry_plasma_client *c;
+	struct ferry_plasma_view v;
+	struct fx f;
+	int fd, status, i;
+
+	fx_start(&f, 0, 1, "1");
+	fd = driver_connect_ex(&f, FERRY_WIRE_PROTOCOL_VERSION, (int32_t)getpid(), &status, &me);
+	ftest_assert_int_eq(status, 0);
+	ftest_assert_ok(ferry_plasma_client_connect(ferry__node_socket(f.node), NULL, &c));
+	ferry_id_random(other.bytes, sizeof(other.bytes));
+	ids[0] = put_owned_by(c, &me);
+	ids[1] = put_owned_by(c, &other);
+	ids[2] = put_owned_by(c, &me);	 /* pinned below: goes at its release */
+	ferry_object_id_random(&ids[3]); /* never in the store */
+	ftest_assert_ok(ferry_plasma_client_get(c, &ids[2], 1, 0, &v));
+	ftest_assert_ok(
+		rtp_send(fd, &f.fb, FERRY__WIRE_MSG_OBJECTS_FREE,
+			 ferry__wire_objects_free_build(
+				 &f.fb, &(struct ferry__wire_objects_free){
+						.object_ids = ids, .object_ids_count = 4})));
+	for (i = 0; i < (int)WAIT_MS / 10 && ferry_plasma_client_contains(c, &ids[0]); i++)
+		usleep(10 * 1000);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &ids[0]), 0);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &ids[1]), 1); /* another owner's */
+	ftest_assert_ok(ferry_plasma_client_release(c, &v));
+	for (i = 0; i < (int)WAIT_MS / 10 && ferry_plasma_client_contains(c, &ids[2]); i++)
+		usleep(10 * 1000);
+	ftest_assert_int_eq(ferry_plasma_client_contains(c, &ids[2]), 0);
+	/* No reply (ObjectsFree has none), and the sender's connection stays open. */
+	nothing_within(fd, QUIET_MS);
+	ferry_plasma_client_disconnect(c);
+	close(fd);
 	fx_stop(&f);
 }

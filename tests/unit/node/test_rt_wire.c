@@ -187,3 +187,22 @@ FTEST(other_messages_and_garbage)
 		-EPROTO);
 	ferry__fb_builder_fini(&fb);
 }
+
+FTEST(objects_free_decodes)
+{
+	struct ferry_object_id ids[2] = {{{1, 2}}, {{3}}};
+	struct ferry__wire_objects_free m = {.object_ids = ids, .object_ids_count = 2};
+	struct ferry_object_id second;
+	static const uint8_t junk[64] = {0xff, 0xff, 0xff, 0x7f};
+
+	ftest_assert_ok(
+		decode(FERRY__WIRE_MSG_OBJECTS_FREE, ferry__wire_objects_free_build(&fb, &m)));
+	ftest_assert_uint_eq(msg.free.count, 2);
+	second = ferry__wire_objects_free_object_ids_at(msg.free.v, 1);
+	ftest_assert_mem_eq(second.bytes, ids[1].bytes, sizeof(second.bytes));
+	/* Bytes that are no ObjectsFree. */
+	ftest_assert_errno(ferry__rt_decode(FERRY__WIRE_MSG_OBJECTS_FREE, junk, sizeof(junk), &msg,
+					    why, sizeof(why)),
+			   -EPROTO);
+	ferry__fb_builder_fini(&fb);
+}

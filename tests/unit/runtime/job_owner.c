@@ -282,6 +282,20 @@ FERRY_FUNCTION(big)
 	return 0;
 }
 
+/* arg_len(input): the byte length of its input (a ref pulled to its node when made
+ * elsewhere), as an int64: the store tests read a large object where it was not made. */
+FERRY_FUNCTION(arg_len)
+{
+	const void *p;
+	size_t n;
+	int64_t len;
+
+	if (ferry_task_arg(ctx, 0, &p, &n) < 0)
+		return ferry_task_error(ctx, "arg_len takes one argument");
+	len = (int64_t)n;
+	return ferry_task_return(ctx, 0, &len, sizeof(len));
+}
+
 /* big_tally(path, mib[, max_runs]): appends a line to the file @path (a test counts the runs),
  * returns mib MiB of a fixed pattern (byte i: i * 31 + 7, a test hashes it) in its node's
  * store; with max_runs, a run after that many fails instead (an error, not retried). */
