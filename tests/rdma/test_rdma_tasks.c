@@ -71,20 +71,6 @@ static void check_big(const struct ferry_ref *r)
 	ferry_release(&v);
 }
 
-static unsigned runs(const char *path)
-{
-	char line[16];
-	unsigned n = 0;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n++;
-	fclose(f);
-	return n;
-}
-
 /* big_tally(@path, MIB) with @o: its ref. */
 static struct ferry_ref tally(const char *path, const struct ferry_task_opts *o)
 {
@@ -116,7 +102,7 @@ FTEST(an_argument_made_on_one_node_is_pulled_by_rdma_to_the_other)
 	ftest_assert_ok(ferry_submit("echo", &by_ref, 1, &on_a, &echoed));
 	check_big(&echoed);
 	check_big(&made);
-	ftest_assert_uint_eq(runs(path), 1);
+	ftest_assert_uint_eq(cluster2_runs(path), 1);
 	ferry_ref_drop(&echoed);
 	ferry_ref_drop(&made);
 	ferry_shutdown();
@@ -139,10 +125,10 @@ FTEST(a_return_lost_with_its_node_is_made_again_on_the_other)
 	r = tally(path, &soft);
 	/* Ready in B's store only: waited for, never got (a get would pull a copy here). */
 	ftest_assert_int_eq(ferry_wait(&r, 1, 1, GET_MS, &ready), 1);
-	ftest_assert_uint_eq(runs(path), 1);
+	ftest_assert_uint_eq(cluster2_runs(path), 1);
 	ftest_assert_ok(kill(bpid, SIGKILL));
 	/* A bounded wait for the GCS to declare B dead and the driver to run the task again. */
-	for (int i = 0; i < 1200 && (n = runs(path)) < 2; i++)
+	for (int i = 0; i < 1200 && (n = cluster2_runs(path)) < 2; i++)
 		usleep(100 * 1000);
 	ftest_assert_uint_eq(n, 2);
 	check_big(&r);

@@ -26,6 +26,7 @@
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/procs.h"
+#include "tests/integration/runtime/run_dir.h"
 #include "tests/integration/runtime/where.h"
 
 static char cluster2_run_dir[256];
@@ -108,25 +109,23 @@ static inline void cluster2_start(const char *name, int head_cpus, int other_cpu
 /* Node @index's ID (node.id; 1 the head) and pid (node.pid). */
 static inline struct ferry_node_id cluster2_node(int index, pid_t *pid)
 {
-	struct ferry_node_id id;
-	char path[512], hex[64] = "";
-	FILE *f;
-	int p;
+	return run_dir_node(cluster2_run_dir, index, pid);
+}
 
-	snprintf(path, sizeof(path), "%s/node-%d/node.id", cluster2_run_dir, index);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
+/* Lines in @path (0: none yet): a task that appends one per run (job_owner.c's big_tally)
+ * counts its runs so. */
+static inline unsigned cluster2_runs(const char *path)
+{
+	char line[16];
+	unsigned n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n++;
 	fclose(f);
-	hex[strcspn(hex, "\n")] = 0;
-	ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
-	snprintf(path, sizeof(path), "%s/node-%d/node.pid", cluster2_run_dir, index);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	ftest_assert_int_eq(fscanf(f, "%d", &p), 1);
-	fclose(f);
-	*pid = p;
-	return id;
+	return n;
 }
 
 /* The node that is not @self (the driver's), and its pid. */
@@ -204,46 +203,10 @@ static inline struct ferry_node_id cluster2_node_b(struct ferry_task_opts *soft,
 	return b;
 }
 
-/* The ferry-sched instances registered in the GCS (ferry:sched). */
-static inline int cluster2_sched_instances(void)
-{
-	struct ferry_gcs_bytes *keys = NULL;
-	int n = ferry_gcs_kv_keys(ferry__rt.gcs, "ferry:sched", 11, "", 0, &keys);
-
-	ferry_gcs_free(keys);
-	return n;
-}
-
-/* A ferry-sched of the cluster registered in the GCS: the one `ferry start --head` started,
- * else one started here ($FERRY_SCHED_BIN), else the test skips (it needs one). */
+/* A ferry-sched of the cluster registered in the GCS (run_dir.h), started here if needed. */
 static inline void cluster2_need_scheduler(void)
 {
-	const char *bin = getenv("FERRY_SCHED_BIN");
-	char addr[256], token[512], line[256];
-	int n = cluster2_sched_instances();
-
-	if (n <= 0 && bin) {
-		itest_cluster_address(cluster2_run_dir, addr, sizeof(addr));
-		snprintf(token, sizeof(token), "%s/token", cluster2_run_dir);
-		cluster2_sched =
-			itest_spawn((const char *const[]){bin, "--gcs", addr, "--token-file", token,
-							  "--ip", "127.0.0.1", "--port", "0", NULL},
-				    line, sizeof(line));
-		ftest_log("ferry-sched: %s", line);
-	}
-	for (int i = 0; i < 200 && n <= 0 && (bin || i < 20); i++) {
-		usleep(50 * 1000);
-		n = cluster2_sched_instances();
-	}
-	if (n <= 0) {
-		ferry_shutdown();
-		cluster2_stop();
-		ftest_skip("no ferry-sched registered in the GCS, and FERRY_SCHED_BIN not set");
-	}
-	/* A scheduler that has just registered may not have the nodes' load reports yet (it
-	 * answers -EAGAIN, and the node keeps the request): give it their next reports. Not a
-	 * timing assert: without it the tests could only fail, not pass wrongly. */
-	usleep(1000 * 1000);
+	run_dir_need_scheduler(cluster2_run_dir, &cluster2_sched, cluster2_stop);
 }
 
 #endif

@@ -122,21 +122,6 @@ FTEST(tasks_on_a_cut_off_node_complete_elsewhere)
 	cluster2_stop();
 }
 
-/* Lines in @path (0: none yet). */
-static unsigned runs(const char *path)
-{
-	char line[16];
-	unsigned n = 0;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n++;
-	fclose(f);
-	return n;
-}
-
 static uint64_t fnv1a(const uint8_t *p, size_t n)
 {
 	uint64_t h = 1469598103934665603ull;
@@ -209,18 +194,18 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 	/* Ready, in B's store only: waited for, never got (a get would pull a copy here). */
 	ftest_assert_int_eq(ferry_wait(&r[1], 1, 1, GET_MS, &ready), 1);
 	ftest_assert_int_eq(ferry_wait(&r[2], 1, 1, GET_MS, &ready), 1);
-	ftest_assert_uint_eq(runs(path[0]), 1);
-	ftest_assert_uint_eq(runs(path[1]), 1);
+	ftest_assert_uint_eq(cluster2_runs(path[0]), 1);
+	ftest_assert_uint_eq(cluster2_runs(path[1]), 1);
 	ftest_assert_ok(kill(bpid, SIGKILL));
 	/* The driver hears of the death from the GCS and runs the task again: its second line. A
 	 * bounded wait for that event, not a timing assert. */
-	for (i = 0; i < 400 && (n = runs(path[1])) < 2; i++)
+	for (i = 0; i < 400 && (n = cluster2_runs(path[1])) < 2; i++)
 		usleep(50 * 1000);
 	ftest_assert_uint_eq(n, 2);
 	ftest_assert_ok(get_logged(&r[1], &v));
 	check_big(&v, size);
 	ferry_release(&v);
-	ftest_assert_uint_eq(runs(path[1]), 2);
+	ftest_assert_uint_eq(cluster2_runs(path[1]), 2);
 	ftest_assert_ok(get_logged(&r[2], &v));
 	check_big(&v, size);
 	ferry_release(&v);
@@ -228,7 +213,7 @@ FTEST(a_return_lost_with_its_node_is_made_again)
 	ftest_assert_ok(get_logged(&r[0], &v));
 	check_big(&v, size);
 	ferry_release(&v);
-	ftest_assert_uint_eq(runs(path[0]), 1);
+	ftest_assert_uint_eq(cluster2_runs(path[0]), 1);
 	for (i = 0; i < 3; i++)
 		ferry_ref_drop(&r[i]);
 	ferry_shutdown();
@@ -282,7 +267,7 @@ FTEST(gets_waiting_when_their_node_dies_are_woken)
 		args[0].len = strlen(path[i]);
 		ftest_assert_ok(ferry_submit("big_tally", args, 2 + (size_t)i, &soft, &g[i].ref));
 		ftest_assert_int_eq(ferry_wait(&g[i].ref, 1, 1, GET_MS, &ready), 1);
-		ftest_assert_uint_eq(runs(path[i]), 1);
+		ftest_assert_uint_eq(cluster2_runs(path[i]), 1);
 	}
 	cluster2_frozen = getpgid(bpid);
 	ftest_assert_true(cluster2_frozen > 1 && cluster2_frozen != getpgid(0));
@@ -302,10 +287,10 @@ FTEST(gets_waiting_when_their_node_dies_are_woken)
 	ftest_assert_ok(g[0].ret);
 	check_big(&g[0].v, (size_t)mib << 20);
 	ferry_release(&g[0].v);
-	ftest_assert_uint_eq(runs(path[0]), 2);
+	ftest_assert_uint_eq(cluster2_runs(path[0]), 2);
 	ftest_assert_true(g[1].ret < 0 && g[1].ret != -ETIMEDOUT);
 	ftest_assert_ptr_notnull(strstr(g[1].v.error, "run 2 of at most 1"));
-	ftest_assert_uint_eq(runs(path[1]), 2);
+	ftest_assert_uint_eq(cluster2_runs(path[1]), 2);
 	for (int i = 0; i < 2; i++)
 		ferry_ref_drop(&g[i].ref);
 	ferry_shutdown();

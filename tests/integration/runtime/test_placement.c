@@ -30,6 +30,7 @@
 
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/runtime/run_dir.h"
 #include "tests/integration/runtime/where.h"
 #include "tests/integration/procs.h"
 
@@ -133,18 +134,7 @@ static void start_cluster(int nodes)
 /* Node @index's ID (its node.id file). */
 static struct ferry_node_id node_id(int index)
 {
-	struct ferry_node_id id;
-	char path[512], hex[64] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, index);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
-	fclose(f);
-	hex[strcspn(hex, "\n")] = 0;
-	ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
-	return id;
+	return run_dir_node(run_dir, index, NULL);
 }
 
 /* The node that is not the driver's (of a two-node cluster), and its index. */
@@ -263,45 +253,10 @@ FTEST(hard_affinity_to_an_unknown_node_fails_naming_it)
 	stop_cluster();
 }
 
-static int sched_instances(void)
-{
-	struct ferry_gcs_bytes *keys = NULL;
-	int n = ferry_gcs_kv_keys(ferry__rt.gcs, "ferry:sched", 11, "", 0, &keys);
-
-	ferry_gcs_free(keys);
-	return n;
-}
-
-/* A ferry-sched of the cluster registered in the GCS: the one `ferry start --head` started,
- * else one started here ($FERRY_SCHED_BIN), else the test skips (it needs one). */
+/* A ferry-sched of the cluster registered in the GCS, started here if needed (run_dir.h). */
 static void need_scheduler(void)
 {
-	const char *bin = getenv("FERRY_SCHED_BIN");
-	char addr[256], token[512], line[256];
-	int n = sched_instances();
-
-	if (n <= 0 && bin) {
-		cluster_address(addr, sizeof(addr));
-		snprintf(token, sizeof(token), "%s/token", run_dir);
-		sched_pid =
-			itest_spawn((const char *const[]){bin, "--gcs", addr, "--token-file", token,
-							  "--ip", "127.0.0.1", "--port", "0", NULL},
-				    line, sizeof(line));
-		ftest_log("ferry-sched: %s", line);
-	}
-	for (int i = 0; i < 200 && n <= 0 && (bin || i < 20); i++) {
-		usleep(50 * 1000);
-		n = sched_instances();
-	}
-	if (n <= 0) {
-		ferry_shutdown();
-		stop_cluster();
-		ftest_skip("no ferry-sched registered in the GCS, and FERRY_SCHED_BIN not set");
-	}
-	/* A scheduler that has just registered may not have the nodes' load reports yet (it
-	 * answers -EAGAIN, and the node keeps the task): give it their next reports. Not a
-	 * timing assert: without it the tests could only fail, not pass wrongly. */
-	usleep(1000 * 1000);
+	run_dir_need_scheduler(run_dir, &sched_pid, stop_cluster);
 }
 
 /* A node with no CPU free sends a task's lease up: some of 8 tasks of 200 ms, submitted on a

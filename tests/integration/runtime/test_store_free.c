@@ -22,6 +22,7 @@
 #include "runtime/rt.h"
 #include "tests/harness/ftest.h"
 #include "tests/integration/procs.h"
+#include "tests/integration/runtime/run_dir.h"
 #include "tests/integration/runtime/where.h"
 
 #define GET_MS 30000
@@ -85,18 +86,7 @@ static void start_cluster(void)
 /* Node @index's ID (its node.id file). */
 static struct ferry_node_id node_id(int index)
 {
-	struct ferry_node_id id;
-	char path[512], hex[64] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, index);
-	f = fopen(path, "r");
-	ftest_assert_ptr_notnull(f);
-	ftest_assert_ptr_notnull(fgets(hex, sizeof(hex), f));
-	fclose(f);
-	hex[strcspn(hex, "\n")] = 0;
-	ftest_assert_ok(ferry_node_id_from_hex(hex, &id));
-	return id;
+	return run_dir_node(run_dir, index, NULL);
 }
 
 /* A client of node @index's store. */
