@@ -391,8 +391,10 @@ static void stop_loop(void)
 	ferry__loop_stop(ferry__rt.loop);
 	pthread_join(ferry__rt.loop_thread, NULL);
 	ferry__loop_destroy(ferry__rt.loop);
-	ferry__rt_sub_fini();
+	/* Before sub_fini: freeing an actor's queued tasks unrefs objects, which would post
+	 * their frees to the destroyed loop. */
 	ferry__rt.loop = NULL;
+	ferry__rt_sub_fini();
 }
 
 static void reset_ids(const struct ferry_init_opts *o)
