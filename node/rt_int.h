@@ -137,6 +137,7 @@ struct rt_worker {
 	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
 	struct rt_peer *lease_owner;		/* LEASED: the owner (NULL: gone, detached) */
 	uint64_t lease_id;			/* LEASED: the lease */
+	uint64_t leased_us;			/* LEASED: since (wall clock, the timeline) */
 	bool detached;				/* LEASED: hosts detached_actor (LeaseDetach) */
 	struct ferry_actor_id detached_actor;	/* ... which outlives the lease's owner */
 	struct rt_worker *prev, *next;		/* rt->workers */
@@ -176,6 +177,9 @@ struct ferry__node_rt {
 	uint32_t reqs;			   /* alive: queued, parked, leased, held */
 	uint32_t alive;			   /* workers not reaped; under node->lock (stop) */
 	pthread_cond_t reaped;		   /* alive went down (with node->lock) */
+	struct rt_event *events;	   /* the last leases that ended (rt_admin.c); NULL: none */
+	uint64_t nevents;		   /* written to it since the start */
+	uint64_t started_ms;		   /* the runtime's start (uptime) */
 };
 
 /* rt_srv.c */
@@ -191,6 +195,8 @@ int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req);
 void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
 				       const struct ferry__rt_blocked *b);
 void ferry__rt_peer_close(struct rt_peer *p, const char *why);
+/* Send what a ferry__wire_*_build into p->rt->fb made (@built: its result). 0 or -errno. */
+int ferry__rt_peer_send_built(struct rt_peer *p, uint16_t type, int built);
 void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, int status,
 				      const char *message);
 /* A new connection to the runtime socket (Unix, or TCP past its handshake: rt_tcp.c). */
@@ -203,6 +209,16 @@ void ferry__rt_objects_free(struct rt_peer *p, const struct ferry__rt_msg *m);
  * GCS). */
 bool ferry__rt_peer_exited(const struct rt_peer *p, int wait_ms);
 void ferry__rt_owner_gone(struct ferry__node_rt *rt, const struct ferry_worker_id *id, bool driver);
+
+/* rt_admin.c: answer an operator's query (NodeInfo, Timeline, PlasmaStats, PlasmaList). */
+void ferry__rt_admin_query(struct rt_peer *p, const struct ferry__rt_msg *m);
+/* A lease of @w ended (returned, revoked, its owner gone) after running @tasks tasks (0:
+ * unknown): one Lease event in the node's timeline. */
+void ferry__rt_admin_lease_ended(struct ferry__node_rt *rt, const struct rt_worker *w,
+				 uint32_t tasks, int status);
+void ferry__rt_admin_free(struct ferry__node_rt *rt);
+/* The wall clock in microseconds (CLOCK_REALTIME: nodes' timelines line up). */
+uint64_t ferry__rt_admin_now_us(void);
 
 /* rt_pool.c */
 int ferry__rt_pool_start(struct ferry__node_rt *rt);
@@ -220,7 +236,7 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 /* Whether @p holds a lease. */
 bool ferry__rt_lease_held(const struct rt_peer *p);
 /* @busy: its owner had tasks in flight on it (it shut down): the worker is ended. */
-void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy);
+void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy, uint32_t tasks);
 /* A returned lease ran @tasks tasks in @busy_us: into the node's mean task time. */
 void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint64_t busy_us);
 /* LeaseDetach: @p's lease outlives @p (rt_lease.c). */

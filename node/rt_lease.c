@@ -179,6 +179,7 @@ static void grant(struct rt_worker *w, struct rt_req *req)
 	w->req = req;
 	w->lease_owner = req->owner;
 	w->lease_id = ++rt->next_lease_id;
+	w->leased_us = ferry__rt_admin_now_us();
 	ferry__rt_peer_send_grant(req->owner, req->request_id, 0, NULL, w);
 }
 
@@ -432,12 +433,13 @@ void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint6
 	rt->mean_task_us = rt->mean_task_us ? (7 * rt->mean_task_us + mean) / 8 : mean;
 }
 
-void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy)
+void ferry__rt_lease_return(struct rt_peer *p, uint64_t lease_id, bool busy, uint32_t tasks)
 {
 	struct ferry__node_rt *rt = p->rt;
 
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state == W_LEASED && w->lease_id == lease_id && w->lease_owner == p) {
+			ferry__rt_admin_lease_ended(rt, w, tasks, 0);
 			release(w);
 			/* Still running tasks nobody will read (a task that never returns must
 			 * not keep the worker from the pool). */
@@ -522,6 +524,7 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 			/* A detached actor's: it stays, ownerless, until its worker exits. */
 			w->lease_owner = NULL;
 		} else if (w->state == W_LEASED && w->lease_owner == p) {
+			ferry__rt_admin_lease_ended(rt, w, 0, -ECONNRESET);
 			release(w);
 			/* Its owner died: what it runs has nobody to answer (rt_owner.c). */
 			if (p->died && !w->signal_sent)
@@ -563,6 +566,8 @@ void ferry__rt_lease_worker_gone(struct rt_worker *w, int term_signal, int exit_
 	w->req = NULL;
 	account(rt, req, +1);
 	unlend(w);
+	if (w->state == W_LEASED)
+		ferry__rt_admin_lease_ended(rt, w, 0, -EPIPE);
 	if (w->state == W_LEASED && w->lease_owner) {
 		snprintf(why, sizeof(why), "worker %d %s", (int)w->pid, message);
 		ferry__rt_peer_send_revoked(w->lease_owner, w, -EPIPE, term_signal, exit_status,

@@ -65,7 +65,7 @@ static void to_wire_id(struct ferry__wire_unique_id *out, const void *id)
 	memcpy(out->bytes, id, sizeof(out->bytes));
 }
 
-static int send_built(struct rt_peer *p, uint16_t type, int built)
+int ferry__rt_peer_send_built(struct rt_peer *p, uint16_t type, int built)
 {
 	struct ferry__fb_builder *fb = &p->rt->fb;
 	int r = built;
@@ -96,8 +96,8 @@ void ferry__rt_peer_send_grant(struct rt_peer *p, uint64_t request_id, int statu
 		g.worker_path = w->listen_path;
 		g.worker_port = w->listen_port;
 	}
-	(void)send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
-			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
+	(void)ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
+					ferry__wire_lease_grant_build(&p->rt->fb, &g));
 }
 
 void ferry__rt_peer_send_retry_at(struct rt_peer *p, uint64_t request_id,
@@ -109,8 +109,8 @@ void ferry__rt_peer_send_retry_at(struct rt_peer *p, uint64_t request_id,
 	g.message = message;
 	memcpy(g.retry_node.bytes, node->bytes, sizeof(g.retry_node.bytes));
 	g.retry_address = address;
-	(void)send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
-			 ferry__wire_lease_grant_build(&p->rt->fb, &g));
+	(void)ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_LEASE_GRANT,
+					ferry__wire_lease_grant_build(&p->rt->fb, &g));
 }
 
 void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, int status,
@@ -125,8 +125,8 @@ void ferry__rt_peer_send_revoked(struct rt_peer *p, const struct rt_worker *w, i
 	};
 
 	to_wire_id(&m.worker_id, &w->id);
-	(void)send_built(p, FERRY__WIRE_MSG_LEASE_REVOKED,
-			 ferry__wire_lease_revoked_build(&p->rt->fb, &m));
+	(void)ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_LEASE_REVOKED,
+					ferry__wire_lease_revoked_build(&p->rt->fb, &m));
 }
 
 void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
@@ -137,8 +137,8 @@ void ferry__rt_peer_send_lease_blocked(struct rt_peer *p, uint64_t lease_id,
 
 	memcpy(m.task_id.bytes, b->task.bytes, sizeof(m.task_id.bytes));
 
-	(void)send_built(p, FERRY__WIRE_MSG_LEASE_BLOCKED,
-			 ferry__wire_lease_blocked_build(&p->rt->fb, &m));
+	(void)ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_LEASE_BLOCKED,
+					ferry__wire_lease_blocked_build(&p->rt->fb, &m));
 }
 
 void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, int status,
@@ -147,8 +147,8 @@ void ferry__rt_peer_send_bundle_reply(struct rt_peer *p, uint64_t request_id, in
 	struct ferry__wire_bundle_reply m = {
 		.request_id = request_id, .status = status, .message = message};
 
-	(void)send_built(p, FERRY__WIRE_MSG_BUNDLE_REPLY,
-			 ferry__wire_bundle_reply_build(&p->rt->fb, &m));
+	(void)ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_BUNDLE_REPLY,
+					ferry__wire_bundle_reply_build(&p->rt->fb, &m));
 }
 
 int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req)
@@ -160,8 +160,8 @@ int ferry__rt_peer_send_assign(struct rt_peer *p, const struct rt_req *req)
 	};
 
 	to_wire_id(&m.job, &req->job);
-	return send_built(p, FERRY__WIRE_MSG_WORKER_ASSIGN,
-			  ferry__wire_worker_assign_build(&p->rt->fb, &m));
+	return ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_WORKER_ASSIGN,
+					 ferry__wire_worker_assign_build(&p->rt->fb, &m));
 }
 
 static void send_connect_reply(struct rt_peer *p, int status, const char *message)
@@ -171,8 +171,8 @@ static void send_connect_reply(struct rt_peer *p, int status, const char *messag
 
 	to_wire_id(&m.node_id, &node->id);
 	m.store_socket = node->socket_path;
-	(void)send_built(p, FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY,
-			 ferry__wire_runtime_connect_reply_build(&p->rt->fb, &m));
+	(void)ferry__rt_peer_send_built(p, FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY,
+					ferry__wire_runtime_connect_reply_build(&p->rt->fb, &m));
 }
 
 /* ---- peers ---- */
@@ -299,13 +299,26 @@ static void handle_connect(struct rt_peer *p, const struct ferry__rt_connect *c)
 
 static void dispatch(struct rt_peer *p, const struct ferry__rt_msg *m)
 {
+	bool query = m->type == FERRY__WIRE_MSG_NODE_INFO || m->type == FERRY__WIRE_MSG_TIMELINE ||
+		     m->type == FERRY__WIRE_MSG_PLASMA_STATS ||
+		     m->type == FERRY__WIRE_MSG_PLASMA_LIST;
+
+	/* An operator's tool only reads (rt_admin.c): nothing it sends changes the node. */
+	if (p->kind == FERRY__WIRE_PEER_KIND_CLI && !query) {
+		ferry__rt_peer_close(p, "a Cli peer sent a message that is not a query");
+		return;
+	}
+	if (query) {
+		ferry__rt_admin_query(p, m);
+		return;
+	}
 	switch (m->type) {
 	case FERRY__WIRE_MSG_LEASE_REQUEST:
 		ferry__rt_lease_request(p, &m->lease);
 		break;
 	case FERRY__WIRE_MSG_LEASE_RETURN:
 		ferry__rt_lease_task_times(p->rt, m->ret.tasks, m->ret.busy_us);
-		ferry__rt_lease_return(p, m->ret.lease_id, m->ret.busy);
+		ferry__rt_lease_return(p, m->ret.lease_id, m->ret.busy, m->ret.tasks);
 		break;
 	case FERRY__WIRE_MSG_LEASE_DETACH:
 		ferry__rt_lease_detach(p, &m->detach);
@@ -611,6 +624,7 @@ int ferry__node_rt_start(struct ferry__node *node)
 	rt->loop = node->loop;
 	rt->tick.data = rt;
 	rt->avail = node->total;
+	rt->started_ms = ferry__loop_now_ms();
 	ferry__fb_builder_init(&rt->fb);
 	ferry__cond_init_monotonic(&rt->reaped);
 	node->rt = rt;
@@ -693,6 +707,7 @@ void ferry__node_rt_free(struct ferry__node *node)
 	ferry__rt_code_free(rt);
 	ferry__rt_bundle_free_all(rt);
 	ferry__rt_sched_fini(rt);
+	ferry__rt_admin_free(rt);
 	if (rt->listening)
 		unlink(rt->path); /* the listener removes it at close; a loop destroyed first does not */
 	ferry__fb_builder_fini(&rt->fb);

@@ -63,8 +63,9 @@ static int decode_connect(const void *payload, struct ferry__rt_connect *c, char
 	c->secret_len = ferry__wire_runtime_connect_secret_count(v);
 	c->listen_path = ferry__wire_runtime_connect_listen_path(v);
 	c->listen_port = ferry__wire_runtime_connect_listen_port(v);
-	if (c->kind != FERRY__WIRE_PEER_KIND_DRIVER && c->kind != FERRY__WIRE_PEER_KIND_WORKER)
-		return fail(why, size, -EINVAL, "peer kind %u is neither Driver nor Worker",
+	if (c->kind != FERRY__WIRE_PEER_KIND_DRIVER && c->kind != FERRY__WIRE_PEER_KIND_WORKER &&
+	    c->kind != FERRY__WIRE_PEER_KIND_CLI)
+		return fail(why, size, -EINVAL, "peer kind %u is not Driver, Worker or Cli",
 			    c->kind);
 	if (ferry_id_is_nil(c->id.bytes, sizeof(c->id.bytes)))
 		return fail(why, size, -EINVAL, "no id");
@@ -316,6 +317,10 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_BUNDLE_CANCEL:
 	case FERRY__WIRE_MSG_BUNDLE_RETURN:
 	case FERRY__WIRE_MSG_OBJECTS_FREE:
+	case FERRY__WIRE_MSG_NODE_INFO:
+	case FERRY__WIRE_MSG_TIMELINE:
+	case FERRY__WIRE_MSG_PLASMA_STATS:
+	case FERRY__WIRE_MSG_PLASMA_LIST:
 		break;
 	default:
 		return fail(why, why_size, -EPROTO, "%s (type %u) is not a message for the node",
@@ -360,6 +365,30 @@ int ferry__rt_decode(uint16_t type, const void *payload, size_t len, struct ferr
 	case FERRY__WIRE_MSG_OBJECTS_FREE:
 		out->free.v = ferry__wire_objects_free_root_verified(payload);
 		out->free.count = ferry__wire_objects_free_object_ids_count(out->free.v);
+		return 0;
+	case FERRY__WIRE_MSG_NODE_INFO:
+		out->query.seq =
+			ferry__wire_node_info_seq(ferry__wire_node_info_root_verified(payload));
+		out->query.payload = payload;
+		return 0;
+	case FERRY__WIRE_MSG_TIMELINE: {
+		struct ferry__wire_timeline_view v = ferry__wire_timeline_root_verified(payload);
+
+		out->query.seq = ferry__wire_timeline_seq(v);
+		out->query.max = ferry__wire_timeline_max_events(v);
+		out->query.payload = payload;
+		return 0;
+	}
+	case FERRY__WIRE_MSG_PLASMA_STATS:
+		out->query.seq = ferry__wire_plasma_stats_seq(
+			ferry__wire_plasma_stats_root_verified(payload));
+		out->query.payload = payload;
+		return 0;
+	case FERRY__WIRE_MSG_PLASMA_LIST:
+		/* The store's list reads its fields itself (its bounds are its own). */
+		out->query.seq =
+			ferry__wire_plasma_list_seq(ferry__wire_plasma_list_root_verified(payload));
+		out->query.payload = payload;
 		return 0;
 	default:
 		return decode_assign_reply(payload, &out->assign_reply, why, why_size);

@@ -50,7 +50,7 @@ struct ferry__rt_input {
 /* RuntimeConnect. Pointers point into the payload (valid while it is). */
 struct ferry__rt_connect {
 	uint32_t protocol_version; /* must be FERRY_WIRE_PROTOCOL_VERSION (checked by the caller) */
-	uint8_t kind;		   /* FERRY__WIRE_PEER_KIND_DRIVER or _WORKER */
+	uint8_t kind;		   /* FERRY__WIRE_PEER_KIND_DRIVER, _WORKER or _CLI */
 	struct ferry_worker_id id; /* the driver's or worker's ID (not nil) */
 	const uint8_t *secret;	   /* workers: their secret; NULL: none */
 	size_t secret_len;	   /* its bytes, <= FERRY__RT_SECRET_BYTES */
@@ -131,6 +131,11 @@ struct ferry__rt_msg {
 			struct ferry__wire_objects_free_view v; /* OBJECTS_FREE: its IDs */
 			uint32_t count;				/* how many */
 		} free;
+		struct {
+			uint64_t seq;	     /* NODE_INFO, TIMELINE, PLASMA_STATS, PLASMA_LIST */
+			uint32_t max;	     /* TIMELINE: max_events (0: all kept) */
+			const void *payload; /* PLASMA_LIST: the request (verified) */
+		} query;
 	};
 };
 

@@ -194,6 +194,18 @@ int ferry__plasma_server_delete_if_owned(struct ferry__plasma_server *srv,
 					 const struct ferry_object_id *id,
 					 const struct ferry_worker_id *owner);
 
+/*
+ * ferry__plasma_server_list_reply(), ferry__plasma_server_stats_reply() - build into @fb the
+ * PlasmaListReply to a PlasmaList (@payload, verified) or the PlasmaStatsReply echoing @seq,
+ * as the store's socket answers them: for those who answer on another socket (the node's
+ * operator queries, node/rt_admin.c). Loop thread only. 0, or the builder's -errno.
+ */
+struct ferry__fb_builder;
+int ferry__plasma_server_list_reply(struct ferry__plasma_server *srv, struct ferry__fb_builder *fb,
+				    const void *payload);
+int ferry__plasma_server_stats_reply(struct ferry__plasma_server *srv, struct ferry__fb_builder *fb,
+				     uint64_t seq);
+
 /* The store (tests only: touch it only while the server is not running). */
 struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
 

@@ -511,7 +511,8 @@ static void fill_info(struct ferry__plasma_server *srv, const struct listed *l,
 	memcpy(info->owner_id.bytes, owner.bytes, sizeof(info->owner_id.bytes));
 }
 
-void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload)
+int ferry__plasma_server_list_reply(struct ferry__plasma_server *srv, struct ferry__fb_builder *fb,
+				    const void *payload)
 {
 	struct ferry__wire_plasma_list_view v = ferry__wire_plasma_list_root_verified(payload);
 	struct ferry__wire_plasma_list_reply m = {.seq = ferry__wire_plasma_list_seq(v)};
@@ -521,9 +522,10 @@ void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload)
 	struct listed *l = NULL;
 	bool more;
 	int64_t n;
+	int ret;
 
 	max = max ? FERRY_MIN(max, LIST_MAX_OBJECTS) : LIST_MAX_OBJECTS;
-	n = collect_listed(c->srv, &after, ferry__wire_plasma_list_include_unsealed(v), max, &l,
+	n = collect_listed(srv, &after, ferry__wire_plasma_list_include_unsealed(v), max, &l,
 			   &more);
 	if (n >= 0)
 		infos = ferry__calloc((uint64_t)n + 1, sizeof(*infos));
@@ -533,13 +535,19 @@ void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload)
 		m.objects_count = (uint64_t)n;
 		m.more = more;
 		for (size_t i = 0; i < m.objects_count; i++)
-			fill_info(c->srv, &l[i], &infos[i]);
+			fill_info(srv, &l[i], &infos[i]);
 		m.objects = infos;
 	}
-	ferry__plasma_send(c, FERRY__WIRE_MSG_PLASMA_LIST_REPLY,
-			   ferry__wire_plasma_list_reply_build(&c->srv->fb, &m));
+	ret = ferry__wire_plasma_list_reply_build(fb, &m);
 	ferry__free(infos);
 	ferry__free(l);
+	return ret;
+}
+
+void ferry__plasma_on_list(struct ferry__plasma_pclient *c, const void *payload)
+{
+	ferry__plasma_send(c, FERRY__WIRE_MSG_PLASMA_LIST_REPLY,
+			   ferry__plasma_server_list_reply(c->srv, &c->srv->fb, payload));
 }
 
 /* ---- stats ---- */
@@ -563,14 +571,14 @@ static void count_objects(struct ferry__plasma_server *srv,
 	}
 }
 
-void ferry__plasma_on_stats(struct ferry__plasma_pclient *c, const void *payload)
+int ferry__plasma_server_stats_reply(struct ferry__plasma_server *srv, struct ferry__fb_builder *fb,
+				     uint64_t seq)
 {
-	struct ferry__wire_plasma_stats_view v = ferry__wire_plasma_stats_root_verified(payload);
 	struct ferry_plasma_stats st;
-	struct ferry__wire_plasma_stats_reply m = {.seq = ferry__wire_plasma_stats_seq(v)};
+	struct ferry__wire_plasma_stats_reply m = {.seq = seq};
 
-	ferry__plasma_store_stats(c->srv->store, &st);
-	count_objects(c->srv, &m);
+	ferry__plasma_store_stats(srv->store, &st);
+	count_objects(srv, &m);
 	m.capacity_bytes = st.capacity_bytes;
 	m.used_bytes = st.allocated_bytes;
 	m.free_bytes = st.free_bytes;
@@ -599,6 +607,14 @@ void ferry__plasma_on_stats(struct ferry__plasma_pclient *c, const void *payload
 	m.spilled_total_bytes = st.spilled_total_bytes;
 	m.spill_files = st.spill_files;
 	m.spill_disk_bytes = st.spill_disk_bytes;
+	return ferry__wire_plasma_stats_reply_build(fb, &m);
+}
+
+void ferry__plasma_on_stats(struct ferry__plasma_pclient *c, const void *payload)
+{
+	struct ferry__wire_plasma_stats_view v = ferry__wire_plasma_stats_root_verified(payload);
+
 	ferry__plasma_send(c, FERRY__WIRE_MSG_PLASMA_STATS_REPLY,
-			   ferry__wire_plasma_stats_reply_build(&c->srv->fb, &m));
+			   ferry__plasma_server_stats_reply(c->srv, &c->srv->fb,
+							    ferry__wire_plasma_stats_seq(v)));
 }

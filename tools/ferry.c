@@ -56,6 +56,7 @@
 #include "node/node.h"
 #include "node/resources.h"
 #include "tools/ferry_cli.h"
+#include "tools/ferry_inspect.h"
 #include "transport/objmgr.h"
 
 #define DEFAULT_PORT 6380
@@ -72,9 +73,13 @@ static const char usage_text[] =
 	"                   [NODE OPTIONS]\n"
 	"       ferry start --slurm [--port P] [NODE OPTIONS]  (in a Slurm job: the head\n"
 	"                   here, a node on each other host of the job; see examples/slurm)\n"
-	"       ferry status [--address HOST:PORT] [--token-file F]\n"
-	"       ferry list nodes|workers|actors|placement-groups|jobs [--node ID] [--limit N]\n"
-	"                  [--json] [--address HOST:PORT] [--token-file F]\n"
+	"       ferry status [--json] [--address HOST:PORT] [--token-file F]\n"
+	"       ferry list nodes|objects|workers|actors|placement-groups|jobs [--node ID]\n"
+	"                  [--limit N] [--json] [--address HOST:PORT] [--token-file F]\n"
+	"       ferry memory [--node ID] [--limit N] [--json]  (what each store holds, who\n"
+	"                  pins it, where its copies are)\n"
+	"       ferry timeline [--node ID] [--limit N] [--output FILE]  (the last transfers\n"
+	"                  and leases as Chrome trace JSON: Perfetto, chrome://tracing)\n"
 	"       ferry stop\n"
 	"       ferry --help | --version\n"
 	"NODE OPTIONS: [--memory SIZE] (store size; default 30% of RAM, at most a quarter of the\n"
@@ -119,8 +124,9 @@ struct opts {
 	const char *what;	    /* list: nodes, workers, ... */
 	const char *node;	    /* list --node: an ID's hex prefix */
 	unsigned limit;		    /* list --limit */
-	bool json;		    /* list --json */
+	bool json;		    /* list, status, memory --json */
 	bool listing;		    /* the command is list: it takes the kind */
+	const char *output;	    /* timeline --output FILE */
 };
 
 /* What one start is doing: filled as it goes, undone by start_undo() if it fails. */
@@ -877,13 +883,14 @@ static void print_clashes(const struct ferry_gcs_node_info *nodes, int count)
 	}
 }
 
-/* For a node this host started and still runs, the store socket a local program connects to;
- * printed under its row. */
-static void print_local_socket(const struct ferry_gcs_node_info *n)
+/* For a node this host started and still runs, the store socket a local program connects to,
+ * into @out (else ""). */
+static void local_socket(const struct ferry_gcs_node_info *n, char *out, size_t size)
 {
 	char id[2 * sizeof(n->id) + 1], path[PATH_MAX], rec[64];
 	ssize_t len;
 
+	*out = '\0';
 	ferry_id_to_hex(&n->id, sizeof(n->id), id, sizeof(id));
 	for (unsigned i = 1; i <= FERRY_CLI_MAX_NODES; i++) {
 		snprintf(path, sizeof(path), "%s/node-%u/node.id", ferry__cli_run_dir, i);
@@ -897,10 +904,122 @@ static void print_local_socket(const struct ferry_gcs_node_info *n)
 		snprintf(path, sizeof(path), "%s/node-%u/node.pid", ferry__cli_run_dir, i);
 		if (!ferry__cli_pid_is(ferry__cli_read_pid(path), "ferry-node"))
 			return;
-		printf("  store socket (this host): %s/node-%u/store.sock\n", ferry__cli_run_dir,
-		       i);
+		snprintf(out, size, "%s/node-%u/store.sock", ferry__cli_run_dir, i);
 		return;
 	}
+}
+
+/* The store and transfer line under a node's row, from the node itself. */
+static void print_figures(const struct ferry__cli_figures *f)
+{
+	char used[32], cap[32], spilled[32], pulled[32], served[32];
+
+	if (f->status < 0) {
+		printf("  store: not read: %s\n", f->why);
+		return;
+	}
+	ferry__cli_size_text(f->used, used, sizeof(used));
+	ferry__cli_size_text(f->capacity, cap, sizeof(cap));
+	ferry__cli_size_text(f->spilled_bytes, spilled, sizeof(spilled));
+	ferry__cli_size_text(f->bytes_pulled, pulled, sizeof(pulled));
+	ferry__cli_size_text(f->bytes_served, served, sizeof(served));
+	printf("  store %s of %s used, %" PRIu64 " objects (%" PRIu64 " pinned, %" PRIu64
+	       " primary), %" PRIu64 " spilled (%s)\n",
+	       used, cap, f->objects, f->pinned, f->primary, f->spilled_objects, spilled);
+	printf("  transfers: %" PRIu64 " pulls in flight, %" PRIu64 " done (%s), %" PRIu64
+	       " failed; %" PRIu64 " served (%s)\n",
+	       f->pulls_in_flight, f->pulls_ok, pulled, f->pulls_failed, f->requests_served,
+	       served);
+}
+
+/* Per node a node's figures bound the wait: a node just gone must not cost the whole timeout. */
+#define FIGURES_TIMEOUT_S 5u
+
+static void json_u64(const char *name, uint64_t v, bool comma)
+{
+	printf("%s\"%s\": %" PRIu64, comma ? ", " : "", name, v);
+}
+
+static void print_status_json(const char *addr, const struct ferry_gcs_node_info *nodes, int n,
+			      const struct ferry_gcs_node_load *loads, int nloads,
+			      const struct ferry__cli_figures *figs)
+{
+	uint64_t used = 0, cap = 0, objects = 0, in_flight = 0;
+	int alive = 0;
+
+	printf("{\"gcs\": ");
+	ferry__cli_json_str(addr);
+	printf(", \"nodes\": [");
+	for (int i = 0; i < n; i++) {
+		const struct ferry_gcs_node_load *l =
+			ferry__cli_find_load(loads, nloads, &nodes[i].id);
+		const struct ferry__cli_figures *f = &figs[i];
+		char id[2 * sizeof(nodes[i].id) + 1], sock[PATH_MAX];
+
+		ferry_id_to_hex(&nodes[i].id, sizeof(nodes[i].id), id, sizeof(id));
+		printf("%s\n  {\"id\": \"%s\", \"state\": \"%s\", \"address\": ", i ? "," : "", id,
+		       state_name(nodes[i].state));
+		ferry__cli_json_str(nodes[i].address);
+		json_u64("store_capacity_bytes", nodes[i].store_capacity_bytes, true);
+		local_socket(&nodes[i], sock, sizeof(sock));
+		printf(", \"store_socket\": ");
+		ferry__cli_json_str(*sock ? sock : NULL);
+		if (l && nodes[i].state != FERRY_GCS_NODE_DEAD) {
+			printf(", \"resources\": [");
+			for (uint32_t r = 0; r < l->nresources; r++) {
+				printf("%s{\"name\": ", r ? ", " : "");
+				ferry__cli_json_str(l->resources[r].name);
+				printf(", \"total\": %g, \"available\": %g}",
+				       (double)l->resources[r].total / FERRY_GCS_RESOURCE_UNIT,
+				       (double)l->resources[r].available / FERRY_GCS_RESOURCE_UNIT);
+			}
+			printf("], \"queue_length\": %u, \"mean_task_us\": %" PRIu64
+			       ", \"workers\": {\"idle\": %u, \"leased\": %u, \"starting\": %u}",
+			       l->queue_length, l->mean_task_us, l->workers_idle, l->workers_leased,
+			       l->workers_starting);
+		}
+		if (nodes[i].state == FERRY_GCS_NODE_DEAD) {
+			printf("}");
+			continue;
+		}
+		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
+		if (f->status < 0) {
+			printf(", \"error\": ");
+			ferry__cli_json_str(f->why);
+			printf("}");
+			continue;
+		}
+		printf(", \"store\": {");
+		json_u64("capacity_bytes", f->capacity, false);
+		json_u64("used_bytes", f->used, true);
+		json_u64("objects", f->objects, true);
+		json_u64("pinned_objects", f->pinned, true);
+		json_u64("primary_objects", f->primary, true);
+		json_u64("spilled_objects", f->spilled_objects, true);
+		json_u64("spilled_bytes", f->spilled_bytes, true);
+		json_u64("evicted_objects", f->evicted_objects, true);
+		json_u64("evicted_bytes", f->evicted_bytes, true);
+		printf("}, \"transfers\": {");
+		json_u64("pulls_in_flight", f->pulls_in_flight, false);
+		json_u64("pulls_ok", f->pulls_ok, true);
+		json_u64("pulls_failed", f->pulls_failed, true);
+		json_u64("bytes_pulled", f->bytes_pulled, true);
+		json_u64("requests_served", f->requests_served, true);
+		json_u64("bytes_served", f->bytes_served, true);
+		printf("}");
+		json_u64("uptime_ms", f->uptime_ms, true);
+		printf("}");
+		used += f->used;
+		cap += f->capacity;
+		objects += f->objects;
+		in_flight += f->pulls_in_flight;
+	}
+	printf("%s], \"totals\": {\"nodes\": %d, \"alive\": %d", n ? "\n" : "", n, alive);
+	json_u64("store_used_bytes", used, true);
+	json_u64("store_capacity_bytes", cap, true);
+	json_u64("objects", objects, true);
+	json_u64("pulls_in_flight", in_flight, true);
+	printf("}}\n");
 }
 
 /* A client of the GCS status and list ask: --address and --token-file, else the run
@@ -930,12 +1049,50 @@ static int connect_asked(const struct opts *o, struct ferry_gcs_client **c, char
 	return ret;
 }
 
+/* The token file the asked cluster's nodes take: --token-file, else the run directory's. */
+static const char *token_asked(const struct opts *o, struct ferry__cli_cluster *here)
+{
+	ferry__cli_cluster_read(here);
+	return o->token_file ? o->token_file : here->token;
+}
+
+/* list objects, memory, timeline: read from the nodes the GCS lists. */
+static int cmd_inspect(const char *cmd, const struct opts *o)
+{
+	struct ferry_gcs_node_info *nodes = NULL;
+	struct ferry_gcs_client *c = NULL;
+	struct ferry__cli_cluster here;
+	const char *token = token_asked(o, &here);
+	char addr[256];
+	int ret = connect_asked(o, &c, addr, sizeof(addr)), n;
+
+	if (ret < 0)
+		return ret;
+	n = ferry_gcs_node_list(c, &nodes);
+	if (n < 0) {
+		ferry__cli_fail("listing nodes at %s failed: %s", addr, ferry_strerror(n));
+		ret = n;
+	} else if (!strcmp(cmd, "timeline")) {
+		ret = ferry__cli_timeline(nodes, n, token, o->timeout_s, o->node, o->limit,
+					  o->output);
+	} else {
+		ret = ferry__cli_objects(c, nodes, n, token, o->timeout_s, o->node, o->limit,
+					 o->json, !strcmp(cmd, "memory"));
+	}
+	ferry_gcs_free(nodes);
+	ferry_gcs_client_destroy(c);
+	return ret;
+}
+
 static int cmd_list(const struct opts *o)
 {
 	struct ferry_gcs_client *c = NULL;
 	char addr[256];
-	int ret = connect_asked(o, &c, addr, sizeof(addr));
+	int ret;
 
+	if (!strcmp(o->what, "objects"))
+		return cmd_inspect("list", o);
+	ret = connect_asked(o, &c, addr, sizeof(addr));
 	if (ret == 0)
 		ret = ferry__cli_list(c, o->what, o->node, o->limit, o->json);
 	ferry_gcs_client_destroy(c);
@@ -947,7 +1104,10 @@ static int cmd_status(const struct opts *o)
 	struct ferry_gcs_node_info *nodes = NULL;
 	struct ferry_gcs_node_load *loads = NULL;
 	struct ferry_gcs_client *c = NULL;
-	char addr[256];
+	struct ferry__cli_figures *figs = NULL;
+	struct ferry__cli_cluster here;
+	const char *token = token_asked(o, &here);
+	char addr[256], sock[PATH_MAX];
 	int ret, alive = 0, nloads;
 
 	ret = connect_asked(o, &c, addr, sizeof(addr));
@@ -962,6 +1122,24 @@ static int cmd_status(const struct opts *o)
 		return ret;
 	}
 	nloads = nloads < 0 ? 0 : nloads;
+	figs = calloc((size_t)ret + 1, sizeof(*figs));
+	if (!figs) {
+		ferry__cli_fail("out of memory");
+		ferry_gcs_free(nodes);
+		ferry_gcs_free(loads);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < ret; i++)
+		if (nodes[i].state != FERRY_GCS_NODE_DEAD)
+			ferry__cli_figures(nodes[i].address, token,
+					   FERRY_MIN(o->timeout_s, FIGURES_TIMEOUT_S), &figs[i]);
+	if (o->json) {
+		print_status_json(addr, nodes, ret, loads, nloads, figs);
+		free(figs);
+		ferry_gcs_free(nodes);
+		ferry_gcs_free(loads);
+		return 0;
+	}
 	printf("GCS %s\n%-12s  %-8s  %-22s  %-18s  %12s\n", addr, "NODE", "STATE", "ADDRESS",
 	       "TRANSPORTS", "STORE");
 	for (int i = 0; i < ret; i++) {
@@ -971,13 +1149,18 @@ static int cmd_status(const struct opts *o)
 		print_node(&nodes[i]);
 		if (l && nodes[i].state != FERRY_GCS_NODE_DEAD)
 			ferry__cli_print_load(l);
-		if (nodes[i].state != FERRY_GCS_NODE_DEAD)
-			print_local_socket(&nodes[i]);
+		if (nodes[i].state != FERRY_GCS_NODE_DEAD) {
+			print_figures(&figs[i]);
+			local_socket(&nodes[i], sock, sizeof(sock));
+			if (*sock)
+				printf("  store socket (this host): %s\n", sock);
+		}
 		alive += nodes[i].state == FERRY_GCS_NODE_ALIVE;
 	}
 	printf("%d node%s, %d alive\n", ret, ret == 1 ? "" : "s", alive);
 	ferry__cli_print_load_totals(loads, nloads, nodes, ret);
 	print_clashes(nodes, ret);
+	free(figs);
 	ferry_gcs_free(nodes);
 	ferry_gcs_free(loads);
 	return 0;
@@ -1040,6 +1223,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"json", no_argument, NULL, 'J'},
 		{"node", required_argument, NULL, 'N'},
 		{"limit", required_argument, NULL, 'Z'},
+		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -1064,6 +1248,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'J':
 			o->json = true;
+			break;
+		case 'o':
+			o->output = optarg;
 			break;
 		case 'N':
 			if (!*optarg || strspn(optarg, "0123456789abcdef") != strlen(optarg) ||
@@ -1214,9 +1401,17 @@ static int run(const char *cmd, const struct opts *o)
 			"start needs --head (a new cluster) or --address HOST:PORT (join one)");
 		return 2;
 	}
-	if (!strcmp(cmd, "list") != !!o->what || (strcmp(cmd, "list") && (o->node || o->limit))) {
-		ferry__cli_fail("list takes one of: nodes, workers, actors, placement-groups, jobs "
-				"(and --node ID, --limit N, --json)");
+	bool inspect = !strcmp(cmd, "list") || !strcmp(cmd, "memory") || !strcmp(cmd, "timeline");
+
+	if (!strcmp(cmd, "list") != !!o->what || (!inspect && (o->node || o->limit))) {
+		ferry__cli_fail("list takes one of: nodes, objects, workers, actors, "
+				"placement-groups, jobs (and --node ID, --limit N, --json)");
+		return 2;
+	}
+	if ((o->json &&
+	     (!strcmp(cmd, "timeline") || !strcmp(cmd, "stop") || !strcmp(cmd, "start"))) ||
+	    (o->output && strcmp(cmd, "timeline"))) {
+		ferry__cli_fail("%s is not an option of %s", o->json ? "--json" : "--output", cmd);
 		return 2;
 	}
 	if (o->what) {
@@ -1225,10 +1420,9 @@ static int run(const char *cmd, const struct opts *o)
 		while (*k && strcmp(*k, o->what))
 			k++;
 		if (!*k) {
-			ferry__cli_fail(
-				"cannot list %s: nodes, workers, actors, placement-groups or "
-				"jobs",
-				o->what);
+			ferry__cli_fail("cannot list %s: nodes, objects, workers, actors, "
+					"placement-groups or jobs",
+					o->what);
 			return 2;
 		}
 	}
@@ -1259,6 +1453,8 @@ static int run(const char *cmd, const struct opts *o)
 		ret = cmd_status(o);
 	else if (!strcmp(cmd, "list"))
 		ret = cmd_list(o);
+	else if (!strcmp(cmd, "memory") || !strcmp(cmd, "timeline"))
+		ret = cmd_inspect(cmd, o);
 	else
 		ret = cmd_stop(o);
 	fflush(stdout);
@@ -1280,7 +1476,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(cmd, "start") && strcmp(cmd, "status") && strcmp(cmd, "stop") &&
-	    strcmp(cmd, "list")) {
+	    strcmp(cmd, "list") && strcmp(cmd, "memory") && strcmp(cmd, "timeline")) {
 		if (*cmd)
 			ferry__cli_fail("unknown command: %s", cmd);
 		fputs(usage_text, stderr);

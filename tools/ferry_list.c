@@ -14,6 +14,7 @@
 #include <ferry/gcs.h>
 
 #include "tools/ferry_cli.h"
+#include "tools/ferry_inspect.h"
 
 struct out {
 	bool json;	    /* a JSON array instead of rows */
@@ -23,25 +24,6 @@ struct out {
 	char hex[2][40];    /* ID texts of the row being printed */
 	unsigned long skip; /* rows dropped by --limit */
 };
-
-/* @s as a JSON string (quoted), NULL as null. */
-static void json_str(const char *s)
-{
-	if (!s) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
 
 static const char *id_hex(const void *bytes, size_t n, char *buf, size_t size)
 {
@@ -119,7 +101,7 @@ static void list_nodes(struct out *o, const struct ferry_gcs_node_info *n, int c
 		       ", \"address\": ",
 		       o->hex[0], state, n[i].cpu, n[i].gpu, n[i].memory_bytes,
 		       n[i].store_capacity_bytes);
-		json_str(n[i].address);
+		ferry__cli_json_str(n[i].address);
 		putchar('}');
 	}
 }
@@ -145,13 +127,13 @@ static void list_workers(struct out *o, const struct ferry_gcs_worker_info *w, i
 			continue;
 		}
 		printf("\"id\": \"%s\", \"node\": \"%s\", \"job\": ", o->hex[0], o->hex[1]);
-		json_str(is_nil(w[i].job.bytes, sizeof(w[i].job.bytes)) ? NULL : job);
+		ferry__cli_json_str(is_nil(w[i].job.bytes, sizeof(w[i].job.bytes)) ? NULL : job);
 		printf(", \"pid\": %" PRIu32 ", \"state\": \"%s\", \"exit\": \"%s\", "
 		       "\"exit_message\": ",
 		       w[i].pid, state, exit_name(w[i].exit_type));
-		json_str(w[i].exit_message);
+		ferry__cli_json_str(w[i].exit_message);
 		printf(", \"address\": ");
-		json_str(w[i].address);
+		ferry__cli_json_str(w[i].address);
 		printf(", \"start_ms\": %" PRIu64 ", \"end_ms\": %" PRIu64 "}", w[i].start_ms,
 		       w[i].end_ms);
 	}
@@ -183,15 +165,15 @@ static void list_actors(struct out *o, const struct ferry_gcs_actor_info *a, int
 			continue;
 		}
 		printf("\"id\": \"%s\", \"name\": ", o->hex[0]);
-		json_str(a[i].name);
+		ferry__cli_json_str(a[i].name);
 		printf(", \"class\": ");
-		json_str(a[i].class_name);
+		ferry__cli_json_str(a[i].class_name);
 		printf(", \"state\": \"%s\", \"node\": ", state);
-		json_str(placed ? o->hex[1] : NULL);
+		ferry__cli_json_str(placed ? o->hex[1] : NULL);
 		printf(", \"num_restarts\": %" PRIu32 ", \"max_restarts\": %" PRId32
 		       ", \"death_cause\": \"%s\", \"death_message\": ",
 		       a[i].num_restarts, a[i].max_restarts, exit_name(a[i].death_cause));
-		json_str(a[i].death_message);
+		ferry__cli_json_str(a[i].death_message);
 		putchar('}');
 	}
 }
@@ -219,7 +201,7 @@ static void list_pgs(struct out *o, const struct ferry_gcs_pg_info *p, int count
 		id_hex(p[i].id.bytes, sizeof(p[i].id.bytes), o->hex[0], sizeof(o->hex[0]));
 		if (o->json) {
 			printf("\"id\": \"%s\", \"name\": ", o->hex[0]);
-			json_str(p[i].name);
+			ferry__cli_json_str(p[i].name);
 			printf(", \"strategy\": \"%s\", \"state\": \"%s\", \"bundles\": [",
 			       strategy, state);
 		} else {
@@ -239,7 +221,7 @@ static void list_pgs(struct out *o, const struct ferry_gcs_pg_info *p, int count
 			printf("%s{\"cpu\": %.4f, \"gpu\": %.4f, \"memory_bytes\": %.0f, "
 			       "\"node\": ",
 			       b ? ", " : "", bu->cpu, bu->gpu, bu->memory_bytes);
-			json_str(placed ? o->hex[1] : NULL);
+			ferry__cli_json_str(placed ? o->hex[1] : NULL);
 			putchar('}');
 		}
 		fputs(o->json ? "]}" : "\n", stdout);
@@ -267,14 +249,15 @@ static void list_jobs(struct out *o, const struct ferry_gcs_job_info *j, int cou
 		printf("\"id\": \"%s\", \"state\": \"%s\", \"driver_node\": \"%s\", "
 		       "\"driver_pid\": %" PRIu32 ", \"entrypoint\": ",
 		       o->hex[0], state, o->hex[1], j[i].driver_pid);
-		json_str(j[i].entrypoint);
+		ferry__cli_json_str(j[i].entrypoint);
 		printf(", \"start_ms\": %" PRIu64 ", \"end_ms\": %" PRIu64 "}", j[i].start_ms,
 		       j[i].end_ms);
 	}
 }
 
+/* objects: read from the nodes (ferry_inspect.c), the rest from the GCS here. */
 const char *const ferry__cli_list_kinds[] = {"nodes", "workers", "actors", "placement-groups",
-					     "jobs",  NULL};
+					     "jobs",  "objects", NULL};
 
 int ferry__cli_list(struct ferry_gcs_client *c, const char *what, const char *node, unsigned limit,
 		    bool json)

@@ -605,6 +605,46 @@ static void record_copy(struct ferry__objmgr *om, const struct ferry__objmgr_res
 		FLOG_WARN(COMP, "recording a pulled copy failed: %s", ferry_strerror(-r));
 }
 
+/* The ring is allocated at the first pull that ends, under om->lock: a store nobody pulls into
+ * holds none. Without memory the pull is not recorded (the timeline says dropped). */
+static void record_event(struct ferry__objmgr *om, const struct ferry__objmgr_result *res)
+{
+	struct ferry__objmgr_event *e;
+	struct timespec now;
+
+	if (!om->timeline)
+		om->timeline = ferry__calloc(FERRY__OBJMGR_TIMELINE, sizeof(*om->timeline));
+	if (!om->timeline)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	e = &om->timeline[om->timeline_ended++ % FERRY__OBJMGR_TIMELINE];
+	e->id = res->id;
+	e->source = res->source;
+	e->transport = res->transport;
+	e->status = res->status;
+	e->bytes = res->status == 0 ? res->bytes : 0;
+	e->micros = res->micros;
+	e->start_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u - res->micros;
+}
+
+size_t ferry__objmgr_timeline(struct ferry__objmgr *om, struct ferry__objmgr_event *out, size_t max,
+			      uint64_t *dropped)
+{
+	uint64_t first, kept;
+	size_t n;
+
+	pthread_mutex_lock(&om->lock);
+	kept = om->timeline ? FERRY_MIN(om->timeline_ended, (uint64_t)FERRY__OBJMGR_TIMELINE) : 0;
+	n = (size_t)FERRY_MIN(kept, (uint64_t)max);
+	first = om->timeline_ended - n;
+	for (size_t i = 0; i < n; i++)
+		out[i] = om->timeline[(first + i) % FERRY__OBJMGR_TIMELINE];
+	if (dropped)
+		*dropped = om->timeline_ended - kept;
+	pthread_mutex_unlock(&om->lock);
+	return n;
+}
+
 void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			  struct ferry__objmgr_result *res)
 {
@@ -613,6 +653,7 @@ void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p
 	res->micros = ferry__objmgr_now_us() - p->start_us;
 	pthread_mutex_lock(&om->lock);
 	(void)ferry__hashmap_remove(&om->pulls, &p->id, NULL);
+	record_event(om, res);
 	if (res->status == 0) {
 		om->stats.pulls_ok++;
 		om->stats.bytes_pulled += res->bytes;

@@ -129,6 +129,7 @@ struct ferry__objmgr_stats {
 	uint64_t pulls_failed;	     /* transfers that ended in an error */
 	uint64_t bytes_pulled;	     /* bytes of the sealed pulls */
 	uint64_t bytes_in_flight;    /* admitted and not done */
+	uint64_t pulls_in_flight;    /* transfers begun and not ended (the snapshot's) */
 	uint64_t requests_served;    /* PullRequests answered */
 	uint64_t requests_refused;   /* of those, answered with an error */
 	uint64_t bytes_served;	     /* data bytes sent */
@@ -147,6 +148,27 @@ struct ferry__objmgr_stats {
 	uint64_t location_events;    /* location events the location cache took */
 	uint64_t locations_followed; /* objects it follows now (keyed subscriptions) */
 };
+
+/* One pull that ended, for `ferry timeline` (the node's NodeInfo/Timeline, rt_admin.c). */
+struct ferry__objmgr_event {
+	struct ferry_object_id id;   /* the object */
+	struct ferry_node_id source; /* where its bytes came from (nil: it was local) */
+	unsigned transport;	     /* FERRY_GCS_TRANSPORT_* used; 0: it was local */
+	int status;		     /* 0 or -errno */
+	uint64_t bytes;		     /* moved, 0 when it failed */
+	uint64_t start_us;	     /* wall clock (CLOCK_REALTIME) microseconds */
+	uint64_t micros;	     /* from the request to the end */
+};
+
+/* Pulls kept for the timeline: a ring, the oldest overwritten (about 370 KiB once used). */
+#define FERRY__OBJMGR_TIMELINE 4096u
+
+/*
+ * ferry__objmgr_timeline() - the last (at most @max) pulls that ended, oldest first, into
+ * @out. Returns how many; *@dropped (if set): pulls that ended and are no longer kept.
+ */
+size_t ferry__objmgr_timeline(struct ferry__objmgr *om, struct ferry__objmgr_event *out, size_t max,
+			      uint64_t *dropped);
 
 /*
  * ferry__objmgr_create() - start the object manager: its loop thread (TCP server and pulls), or

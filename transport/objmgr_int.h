@@ -231,6 +231,9 @@ struct ferry__objmgr {
 	pthread_cond_t fast_cond;	       /* fast_pulls went to 0 */
 	struct ferry__loop_timer notices;      /* flushes the seal notices held back (fast path) */
 	struct ferry__objmgr_pull *parked;     /* waiting pulls between attempts (objmgr_wait.c) */
+	struct ferry__objmgr_event *timeline;  /* the last pulls that ended (a ring of
+						* FERRY__OBJMGR_TIMELINE); NULL: none yet */
+	uint64_t timeline_ended;	       /* pulls written to it since the start */
 };
 
 /* objmgr_serve.c: listen (on the loop, or before it runs). */

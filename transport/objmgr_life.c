@@ -25,6 +25,7 @@ void ferry__objmgr_get_stats(struct ferry__objmgr *om, struct ferry__objmgr_stat
 {
 	pthread_mutex_lock(&om->lock);
 	*out = om->stats;
+	out->pulls_in_flight = ferry__hashmap_count(&om->pulls);
 	pthread_mutex_unlock(&om->lock);
 	ferry__objmgr_locs_stats(om, out);
 }
@@ -397,5 +398,6 @@ void ferry__objmgr_destroy(struct ferry__objmgr *om)
 	pthread_cond_destroy(&om->admit_cond);
 	pthread_cond_destroy(&om->work_cond);
 	pthread_mutex_destroy(&om->lock);
+	ferry__free(om->timeline);
 	ferry__free(om);
 }

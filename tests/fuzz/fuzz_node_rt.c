@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target for the node's runtime-socket decoder (node/rt_wire.c): RuntimeConnect,
- * LeaseRequest, LeaseReturn, WorkerAssignReply, WorkerBlocked, LeaseDetach and the placement
- * groups' Bundle* payloads as any local process may send them, untrusted. The first byte picks
+ * LeaseRequest, LeaseReturn, WorkerAssignReply, WorkerBlocked, LeaseDetach, the placement
+ * groups' Bundle* payloads, ObjectsFree and an operator's queries (NodeInfo, Timeline,
+ * PlasmaStats, PlasmaList) as any local process may send them, untrusted. The first byte picks
  * the message type (its value modulo NTYPES), the rest is the payload.
  * The decoder must return 0 or one of its documented errors, and what it accepts must hold to
  * the ranges the pool and the lease code rely on (strings terminated and short enough, IDs not
@@ -23,14 +24,16 @@
 
 #include "fuzz_replay.h"
 
-#define NTYPES 11
+#define NTYPES 15
 static const uint16_t types[NTYPES] = {
 	FERRY__WIRE_MSG_RUNTIME_CONNECT, FERRY__WIRE_MSG_LEASE_REQUEST,
 	FERRY__WIRE_MSG_LEASE_RETURN,	 FERRY__WIRE_MSG_WORKER_ASSIGN_REPLY,
 	FERRY__WIRE_MSG_WORKER_BLOCKED,	 FERRY__WIRE_MSG_LEASE_DETACH,
 	FERRY__WIRE_MSG_BUNDLE_PREPARE,	 FERRY__WIRE_MSG_BUNDLE_COMMIT,
 	FERRY__WIRE_MSG_BUNDLE_CANCEL,	 FERRY__WIRE_MSG_BUNDLE_RETURN,
-	FERRY__WIRE_MSG_OBJECTS_FREE,
+	FERRY__WIRE_MSG_OBJECTS_FREE,	 FERRY__WIRE_MSG_NODE_INFO,
+	FERRY__WIRE_MSG_TIMELINE,	 FERRY__WIRE_MSG_PLASMA_STATS,
+	FERRY__WIRE_MSG_PLASMA_LIST,
 };
 
 static void check_string(const char *s, size_t max)
@@ -41,7 +44,8 @@ static void check_string(const char *s, size_t max)
 
 static void check_connect(const struct ferry__rt_connect *c)
 {
-	if (c->kind != FERRY__WIRE_PEER_KIND_DRIVER && c->kind != FERRY__WIRE_PEER_KIND_WORKER)
+	if (c->kind != FERRY__WIRE_PEER_KIND_DRIVER && c->kind != FERRY__WIRE_PEER_KIND_WORKER &&
+	    c->kind != FERRY__WIRE_PEER_KIND_CLI)
 		abort();
 	if (ferry_id_is_nil(c->id.bytes, sizeof(c->id.bytes)))
 		abort();
@@ -260,6 +264,23 @@ int fuzz_make_corpus(const char *dir)
 				    &b, &(struct ferry__wire_objects_free){.object_ids = ids,
 									   .object_ids_count = 3}));
 	}
+	/* An operator's tool (ferry status, list objects, timeline): a Cli peer and its queries. */
+	c = (struct ferry__wire_runtime_connect){.protocol_version = FERRY_WIRE_PROTOCOL_VERSION,
+						 .kind = FERRY__WIRE_PEER_KIND_CLI,
+						 .pid = 7};
+	memset(c.id.bytes, 0x44, sizeof(c.id.bytes));
+	bad |= seed(dir, "seed-connect-cli", 0, &b, ferry__wire_runtime_connect_build(&b, &c));
+	bad |= seed(dir, "seed-node-info", 11, &b,
+		    ferry__wire_node_info_build(&b, &(struct ferry__wire_node_info){.seq = 1}));
+	bad |= seed(dir, "seed-timeline", 12, &b,
+		    ferry__wire_timeline_build(
+			    &b, &(struct ferry__wire_timeline){.seq = 2, .max_events = 100}));
+	bad |= seed(
+		dir, "seed-plasma-stats", 13, &b,
+		ferry__wire_plasma_stats_build(&b, &(struct ferry__wire_plasma_stats){.seq = 3}));
+	bad |= seed(dir, "seed-plasma-list", 14, &b,
+		    ferry__wire_plasma_list_build(
+			    &b, &(struct ferry__wire_plasma_list){.seq = 4, .max_objects = 1000}));
 	ferry__fb_builder_fini(&b);
 	return bad;
 }

@@ -461,6 +461,121 @@ static void need_workers(void)
 	use_run_dir();
 }
 
+/* Run a shell command; its exit code, its output into @out. */
+__attribute__((format(printf, 3, 4))) static int sh(char *out, size_t size, const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int code;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	code = itest_popen_read(cmd, out, size);
+	ftest_log("$ %s -> %d\n%s", cmd, code, out);
+	return code;
+}
+
+/*
+ * What the stores hold, read from the nodes (issue 25): objects put on node 1 and pulled to
+ * node 2 (over TCP: --shm off) show as a primary and a secondary copy each, with the directory's locations; status
+ * counts them and the pulls; the pulls are in node 2's timeline (Chrome trace JSON that python
+ * parses); a node that is killed is named, not hidden.
+ */
+FTEST(cli_list_objects_memory_timeline)
+{
+	static char out[1 << 16];
+	const char *pg = getenv("FERRY_PUT_GET_BIN");
+	char token[300], ids[3][64], sock1[300], sock2[300], trace[300];
+	uint16_t port = free_port();
+
+	if (!getenv("FERRY_NODE_BIN") || !pg)
+		ftest_skip("FERRY_NODE_BIN or FERRY_PUT_GET_BIN not set");
+	cli_bin();
+	use_run_dir();
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
+				"--num-workers 0 --shm off",
+				port),
+			    0);
+	snprintf(token, sizeof(token), "%s/token", run_dir);
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --address 127.0.0.1:%u --token-file %s --ip 127.0.0.1 "
+				"--memory 64M --timeout 20 --num-workers 0 --shm off",
+				port, token),
+			    0);
+	snprintf(sock1, sizeof(sock1), "%s/node-1/store.sock", run_dir);
+	snprintf(sock2, sizeof(sock2), "%s/node-2/store.sock", run_dir);
+	for (int i = 0; i < 3; i++) {
+		ftest_assert_int_eq(sh(ids[i], sizeof(ids[i]), "'%s' new-id", pg), 0);
+		ids[i][strcspn(ids[i], "\n")] = '\0';
+		ftest_assert_int_eq(
+			sh(out, sizeof(out), "'%s' '%s' put %s hello-%d", pg, sock1, ids[i], i), 0);
+		ftest_assert_int_eq(
+			sh(out, sizeof(out), "'%s' '%s' get %s 10000", pg, sock2, ids[i]), 0);
+	}
+	ftest_assert_int_eq(cli(out, sizeof(out), "list objects"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "6 copies on 2 nodes"));
+	ftest_assert_int_eq(count(out, "  primary    sealed "), 3);
+	ftest_assert_int_eq(count(out, "  secondary  sealed "), 3);
+	for (int i = 0; i < 3; i++) {
+		char twelve[13];
+
+		snprintf(twelve, sizeof(twelve), "%.12s", ids[i]);
+		ftest_assert_int_eq(count(out, twelve), 2);
+	}
+	/* Both copies of each are in the directory: two node IDs in each row's last column. */
+	ftest_assert_int_ge(count(out, ","), 6);
+	ftest_assert_int_eq(cli(out, sizeof(out), "list objects --json --limit 2"), 0);
+	ftest_assert_int_eq(count(out, "\"object\": "), 2);
+	ftest_assert_int_eq(count(out, "\"locations\": [\""), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "memory"), 0);
+	ftest_assert_int_eq(count(out, ": 3 objects, 21 B"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "primary copies: 3, 21 B"));
+	ftest_assert_ptr_notnull(strstr(out, "total: 6 copies, 42 B"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
+	ftest_assert_int_eq(count(out, " of 64.0 MiB used, "), 2);
+	ftest_assert_ptr_notnull(strstr(out, "3 objects (0 pinned, 3 primary)"));
+	ftest_assert_ptr_notnull(strstr(out, "3 objects (0 pinned, 0 primary)"));
+	ftest_assert_ptr_notnull(strstr(out, "0 pulls in flight, 3 done"));
+	ftest_assert_ptr_notnull(strstr(out, "3 served"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --json"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "\"totals\": {\"nodes\": 2, \"alive\": 2"));
+	ftest_assert_ptr_notnull(strstr(out, "\"objects\": 6"));
+	snprintf(trace, sizeof(trace), "%s/trace.json", run_dir);
+	ftest_assert_int_eq(cli(out, sizeof(out), "timeline --output %s", trace), 0);
+	ftest_assert_ptr_notnull(strstr(out, "3 events of 2 nodes"));
+	ftest_assert_int_eq(sh(out, sizeof(out),
+			       "python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))"
+			       "[\"traceEvents\"]; p=[x for x in e if x.get(\"cat\")==\"pull\"]; "
+			       "print(len(p), sorted(set(x[\"args\"][\"bytes\"] for x in p)), "
+			       "all(x[\"dur\"]>0 and x[\"args\"][\"status\"]==0 for x in p))' %s",
+			       trace),
+			    0);
+	ftest_assert_str_eq(out, "3 [7] True\n");
+	ftest_assert_int_eq(cli(out, sizeof(out), "timeline --limit 1"), 0);
+	ftest_assert_int_eq(count(out, "\"cat\": \"pull\""), 1);
+	/* Misuse is a usage error; a node that is gone is named and fails the command. */
+	ftest_assert_int_eq(cli(out, sizeof(out), "memory --output x"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "timeline --json"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "list objects --node ffffffffffffffff"), 1);
+	ftest_assert_ptr_notnull(strstr(out, "no live node's ID starts with"));
+	{
+		pid_t node2 = pid_in("node-2/node.pid");
+
+		ftest_assert_ok(kill(node2, SIGKILL));
+		for (int i = 0; i < 250 && running(node2); i++)
+			usleep(20 * 1000);
+	}
+	ftest_assert_int_eq(cli(out, sizeof(out), "list objects --timeout 5"), 1);
+	ftest_assert_int_eq(count(out, "  primary    sealed "), 3);
+	/* Refused, or (its io_uring torn down after the process) accepted and closed. */
+	ftest_assert_int_eq(count(out, "ferry: node "), 1);
+	ftest_assert_true(strstr(out, "cannot connect to 127.0.0.1") ||
+			  strstr(out, "the node closed the connection"));
+	stop_all();
+}
+
 /* A head whose node prestarts a worker per CPU: status shows them idle once they connected,
  * none leased, none starting, no lease queued (the node's load report carries the counts). */
 FTEST(cli_status_shows_workers)
