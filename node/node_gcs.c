@@ -77,27 +77,35 @@ static void on_load_reply(void *arg, int status, void *result)
 		beat_failed(status);
 }
 
-/* Send the node's load (a heartbeat too). Called with node->lock held; drops it. Loop thread. */
-static void report_load(struct ferry__node *node)
+/* The node's load into @load (its resources into @res), a new version. With node->lock held. */
+static void fill_load(struct ferry__node *node, struct ferry_gcs_node_load *load,
+		      struct ferry_gcs_resource_load res[FERRY__RES_MAX])
 {
-	struct ferry_gcs_resource_load res[FERRY__RES_MAX];
-	struct ferry_gcs_node_load load = {0};
-	int ret;
-
 	for (uint32_t i = 0; i < node->total.count; i++)
 		res[i] = (struct ferry_gcs_resource_load){
 			node->total.items[i].name, node->total.items[i].amount,
 			ferry__res_set_get(&node->avail, node->total.items[i].name)};
-	load.id = node->id;
-	load.version = ++node->load_version;
-	load.queue_length = node->queue_length;
-	load.mean_task_us = node->mean_task_us;
-	load.workers_idle = node->workers[0];
-	load.workers_leased = node->workers[1];
-	load.workers_starting = node->workers[2];
-	load.nresources = node->total.count;
-	load.resources = res;
+	*load = (struct ferry_gcs_node_load){0};
+	load->id = node->id;
+	load->version = ++node->load_version;
+	load->queue_length = node->queue_length;
+	load->mean_task_us = node->mean_task_us;
+	load->workers_idle = node->workers[0];
+	load->workers_leased = node->workers[1];
+	load->workers_starting = node->workers[2];
+	load->nresources = node->total.count;
+	load->resources = res;
 	node->load_changed = false;
+}
+
+/* Send the node's load (a heartbeat too). Called with node->lock held; drops it. Loop thread. */
+static void report_load(struct ferry__node *node)
+{
+	struct ferry_gcs_resource_load res[FERRY__RES_MAX];
+	struct ferry_gcs_node_load load;
+	int ret;
+
+	fill_load(node, &load, res);
 	pthread_mutex_unlock(&node->lock);
 	/* The message is built before the call returns: @load may live on this stack. */
 	ret = ferry_gcs_node_report_load_async(node->gcs, &load, on_load_reply, node);
@@ -282,5 +290,24 @@ int ferry__node_register(struct ferry__node *node)
 	ret = join_group(node);
 	if (ret < 0)
 		return ret;
+	/* Its first load before it says ready: a scheduler that sees a node alive but without a
+	 * load report places nothing there, and a driver started at once after `ferry start`
+	 * would lease every worker it needs on the nodes that reported (a SPREAD burst then
+	 * never reaches this one). A failure only leaves it to the first beat. */
+	{
+		struct ferry_gcs_resource_load res[FERRY__RES_MAX];
+		struct ferry_gcs_node_load load;
+
+		pthread_mutex_lock(&node->lock);
+		fill_load(node, &load, res);
+		pthread_mutex_unlock(&node->lock);
+		ret = ferry_gcs_node_report_load(node->gcs, &load);
+		if (ret < 0) {
+			FLOG_WARN(COMP, "first load report failed: %s", ferry_strerror(-ret));
+			pthread_mutex_lock(&node->lock);
+			node->load_changed = true;
+			pthread_mutex_unlock(&node->lock);
+		}
+	}
 	return ferry__loop_post(node->loop, start_beats, node);
 }
