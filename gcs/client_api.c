@@ -411,6 +411,27 @@ int ferry_gcs_node_report_load(struct ferry_gcs_client *c, const struct ferry_gc
 			       ferry_gcs_node_report_load_async(c, load, ferry__gcs_sync_done, w));
 }
 
+int ferry_gcs_task_event_add_async(struct ferry_gcs_client *c, const struct ferry_gcs_task_event *e,
+				   ferry_gcs_done_fn cb, void *arg)
+{
+	struct ferry__gcs_op op = {.type = FERRY__GCS_OP_TASK_EVENT};
+	size_t len = e ? strnlen(e->name, sizeof(e->name)) : 0;
+
+	if (!c || !e || len > FERRY__GCS_TASK_NAME_MAX || e->state < FERRY_GCS_TASK_SUBMITTED ||
+	    e->state > FERRY_GCS_TASK_FAILED)
+		return -EINVAL;
+	op.task_event.task = e->task;
+	op.task_event.job = e->job;
+	op.task_event.attempt = e->attempt;
+	op.task_event.state = e->state;
+	op.task_event.node = e->node;
+	op.task_event.worker = e->worker;
+	op.task_event.time_ms = e->time_ms;
+	memcpy(op.task_event.name, e->name, len);
+	op.task_event.name[len] = '\0';
+	return ferry__gcs_apply_async(c, 0, &op, cb, arg);
+}
+
 /* ---- objects ---- */
 
 static unsigned object_shard(const struct ferry_gcs_client *c, const struct ferry_object_id *id)

@@ -425,6 +425,25 @@ static int list_async(struct ferry_gcs_client *c, enum ferry__gcs_table table,
 	return table_read(c, table, NULL, true, &a);
 }
 
+static void fill_task_event(const struct ferry__gcs_op *op, void *elem, char **pos, size_t *bytes)
+{
+	const struct ferry__gcs_task_event *e = &op->task_event;
+	struct ferry_gcs_task_event *x = elem;
+
+	(void)pos;
+	(void)bytes;
+	if (!x)
+		return;
+	x->task = e->task;
+	x->job = e->job;
+	x->attempt = e->attempt;
+	x->state = e->state;
+	x->node = e->node;
+	x->worker = e->worker;
+	x->time_ms = e->time_ms;
+	memcpy(x->name, e->name, sizeof(x->name));
+}
+
 /* A load report with its resources and their names moved into the list's area. */
 static void fill_load(const struct ferry__gcs_op *op, void *elem, char **pos, size_t *bytes)
 {
@@ -544,6 +563,8 @@ LIST_CALLS(actor, FERRY__GCS_T_ACTORS, FERRY__GCS_OP_RESTORE_ACTOR, fill_actor,
 LIST_CALLS(pg, FERRY__GCS_T_PGS, FERRY__GCS_OP_RESTORE_PG, fill_pg, struct ferry_gcs_pg_info)
 LIST_CALLS(node_load, FERRY__GCS_T_LOADS, FERRY__GCS_OP_NODE_LOAD, fill_load,
 	   struct ferry_gcs_node_load)
+LIST_CALLS(task_event, FERRY__GCS_T_TASK_EVENTS, FERRY__GCS_OP_TASK_EVENT, fill_task_event,
+	   struct ferry_gcs_task_event)
 GET_CALLS(actor, struct ferry_actor_id, FERRY__GCS_T_ACTORS, FERRY__GCS_OP_RESTORE_ACTOR,
 	  fill_actor, struct ferry_gcs_actor_info)
 GET_CALLS(pg, struct ferry_placement_group_id, FERRY__GCS_T_PGS, FERRY__GCS_OP_RESTORE_PG, fill_pg,

@@ -136,6 +136,7 @@ static void fill_task_event(const struct ferry__gcs_task_event *e,
 	TO_WIRE_ID(m->node, e->node);
 	TO_WIRE_ID(m->worker, e->worker);
 	m->time_ms = e->time_ms;
+	m->name = e->name[0] ? e->name : NULL;
 }
 
 static void fill_actor(const struct ferry_gcs_actor_info *a, struct ferry__wire_gcs_actor *m)
@@ -611,6 +612,16 @@ static int get_task_event(struct ferry__wire_gcs_record_view rv, struct ferry__g
 	FROM_WIRE_ID(e->node, ferry__wire_gcs_task_event_node(v));
 	FROM_WIRE_ID(e->worker, ferry__wire_gcs_task_event_worker(v));
 	e->time_ms = ferry__wire_gcs_task_event_time_ms(v);
+	e->name[0] = '\0';
+	if (ferry__wire_gcs_task_event_name(v)) {
+		uint32_t len = ferry__wire_gcs_task_event_name_len(v);
+		const char *name = ferry__wire_gcs_task_event_name(v);
+
+		if (len > FERRY__GCS_TASK_NAME_MAX || memchr(name, '\0', len))
+			return -EINVAL;
+		memcpy(e->name, name, len);
+		e->name[len] = '\0';
+	}
 	return 0;
 }
 

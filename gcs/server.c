@@ -37,6 +37,8 @@
 /* A node whose connection its peer closed is dead after the configured deadline /
  * CLOSE_GRACE_DIV unheard, whatever the cluster's size: it is a reconnect's time. */
 #define CLOSE_GRACE_DIV 5
+/* A task events listing: the newest this many (a reply of a few MiB at most). */
+#define TASK_EVENTS_LISTED 20000u
 
 /* ---- replies ---- */
 
@@ -217,6 +219,11 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 	} else if (op.type == FERRY__GCS_OP_NODE_LOAD) {
 		ret = ferry__gcs_srv_node_load(srv, &op.load, ferry__wire_gcs_request_op_data(v),
 					       ferry__wire_gcs_request_op_count(v));
+	} else if (op.type == FERRY__GCS_OP_TASK_EVENT) {
+		/* What a task did, for operators (ferry list tasks), as Ray keeps task events: in
+		 * memory (a bounded ring, the oldest dropped), never in the WAL, no publication. */
+		ret = ferry__gcs_task_event_add(ferry__gcs_state_tables(srv->state),
+						&op.task_event);
 	} else {
 		client = ferry__wire_gcs_request_client(v);
 		ret = ferry__gcs_state_apply_request(srv->state, client.bytes, seq, &op, &lsn);
@@ -312,6 +319,10 @@ static void handle_table_get(struct ferry__gcs_sconn *c, const void *payload)
 
 	if (ferry__wire_gcs_table_get_list(v) && table < FERRY__GCS_T_COUNT) {
 		ferry__gcs_srv_table_list(c, seq, (int)table);
+		return;
+	}
+	if (ferry__wire_gcs_table_get_list(v) && table == FERRY__GCS_T_TASK_EVENTS) {
+		ferry__gcs_srv_task_events(c, seq, TASK_EVENTS_LISTED);
 		return;
 	}
 	if (ferry__wire_gcs_table_get_list(v) && table == FERRY__GCS_T_LOADS) {

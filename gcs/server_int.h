@@ -96,6 +96,7 @@ void ferry__gcs_srv_kv_keys(struct ferry__gcs_sconn *c, uint64_t seq, struct fer
 int ferry__gcs_srv_kv_multi_get(struct ferry__gcs_sconn *c, uint64_t seq,
 				struct ferry__gcs_slice ns, struct ferry__gcs_slice list);
 void ferry__gcs_srv_table_list(struct ferry__gcs_sconn *c, uint64_t seq, int table);
+void ferry__gcs_srv_task_events(struct ferry__gcs_sconn *c, uint64_t seq, size_t max);
 /* A multi-get's key list is well-formed: 0 or -EPROTO (for the fuzz target). */
 int ferry__gcs_srv_key_list_check(struct ferry__gcs_slice list);
 /* A GcsObjectLookupBatch (reply sent). */

@@ -202,6 +202,29 @@ void ferry__gcs_srv_table_list(struct ferry__gcs_sconn *c, uint64_t seq, int tab
 	reply_list(c, seq, ret < 0 ? ret : count, &l);
 }
 
+/* The task events log, oldest first, at most the newest @max (0: all it keeps), each as a
+ * TaskEvent record: `ferry list tasks` reads it. */
+void ferry__gcs_srv_task_events(struct ferry__gcs_sconn *c, uint64_t seq, size_t max)
+{
+	struct ferry__gcs_tables *t = ferry__gcs_state_tables(c->srv->state);
+	size_t n = ferry__gcs_task_events_count(t), first = max && max < n ? n - max : 0;
+	struct list l = {0};
+	int ret = 0, count = 0;
+
+	for (size_t i = first; ret == 0 && i < n; i++) {
+		struct ferry__gcs_op op = {.type = FERRY__GCS_OP_TASK_EVENT};
+		size_t start = l.recs.size;
+		struct ferry__gcs_writer w = {&l.recs, 0};
+
+		op.task_event = *ferry__gcs_task_event_at(t, i);
+		ferry__gcs_op_encode(&op, &w);
+		ret = w.err ? w.err : list_add_rec(&l, start);
+		count++;
+	}
+	list_fix(&l);
+	reply_list(c, seq, ret < 0 ? ret : count, &l);
+}
+
 /* The IDs of one batch are at most what a reply can describe in a few MiB; more is a client's
  * bug, answered -E2BIG rather than a multi-MiB reply. */
 #define LOOKUP_BATCH_MAX 16384

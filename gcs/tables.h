@@ -132,14 +132,17 @@ struct ferry__gcs_pg_update {
 	const struct ferry_node_id *nodes;  /* CREATED: node of each bundle */
 };
 
+#define FERRY__GCS_TASK_NAME_MAX 64 /* a task event's function name, bytes */
+
 struct ferry__gcs_task_event {
-	struct ferry_task_id task;	 /* the task */
-	struct ferry_job_id job;	 /* its job */
-	uint32_t attempt;		 /* 0 first run, then retries */
-	enum ferry_gcs_task_state state; /* what happened */
-	struct ferry_node_id node;	 /* where, or nil */
-	struct ferry_worker_id worker;	 /* which worker, or nil */
-	uint64_t time_ms;		 /* when */
+	struct ferry_task_id task;		 /* the task */
+	struct ferry_job_id job;		 /* its job */
+	uint32_t attempt;			 /* 0 first run, then retries */
+	enum ferry_gcs_task_state state;	 /* what happened */
+	struct ferry_node_id node;		 /* where, or nil */
+	struct ferry_worker_id worker;		 /* which worker, or nil */
+	uint64_t time_ms;			 /* when */
+	char name[FERRY__GCS_TASK_NAME_MAX + 1]; /* its function, "" if unknown */
 };
 
 struct ferry__gcs_error {
@@ -156,8 +159,9 @@ enum ferry__gcs_table {
 	FERRY__GCS_T_WORKERS = 2,
 	FERRY__GCS_T_ACTORS = 3,
 	FERRY__GCS_T_PGS = 4,
-	FERRY__GCS_T_COUNT = 5,	 /* keyed tables; the logs below are separate */
-	FERRY__GCS_T_LOADS = 16, /* not a table: the server's node load reports (list only) */
+	FERRY__GCS_T_COUNT = 5,	       /* keyed tables; the logs below are separate */
+	FERRY__GCS_T_LOADS = 16,       /* not a table: the server's node load reports (list only) */
+	FERRY__GCS_T_TASK_EVENTS = 17, /* the task events log (list only, oldest first) */
 };
 
 /* Options; zeros are the defaults. */

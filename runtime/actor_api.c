@@ -253,6 +253,8 @@ int ferry_actor_call(struct ferry_actor *h, const char *method, const struct fer
 		return ret;
 	pthread_mutex_lock(&ferry__rt.lock);
 	ret = ferry__rt_task_register(t, returns);
+	if (ret == 0)
+		ferry__rt_tev_record(t, FERRY_GCS_TASK_SUBMITTED, NULL, NULL);
 	if (ret == 0 && !a->incoming_posted) {
 		if (ferry__loop_post(ferry__rt.loop, ferry__rt_actor_take_calls, a) == 0) {
 			a->incoming_posted = true;

@@ -43,6 +43,7 @@
 #include "runtime/registry.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
+#include "runtime/task.h"
 #include "transport/objmgr.h"
 
 #define COMP "runtime"
@@ -364,6 +365,7 @@ static int start_loop(void)
 	if (!ferry__rt.worker)
 		(void)ferry__loop_call(ferry__rt.loop, ferry__rt_sub_connect, NULL);
 	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_owner_srv_start, NULL);
+	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_tev_start, NULL);
 	return 0;
 err_sub:
 	ferry__rt_sub_fini();
@@ -383,6 +385,7 @@ static void loop_poll(int (*fn)(void *), void *arg, int tries)
 /* The loop ends its work (lease returns written, every socket's on_close run), then stops. */
 static void stop_loop(void)
 {
+	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_tev_stop, NULL);
 	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_owner_srv_stop, NULL);
 	(void)ferry__loop_call(ferry__rt.loop, ferry__rt_sub_stop, NULL);
 	loop_poll(ferry__rt_sub_close_node, NULL, STOP_FLUSH_TRIES);

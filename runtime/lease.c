@@ -965,6 +965,7 @@ static int push_one(struct lease *l, struct ferry__rt_task *t)
 		return ret;
 	t->next = NULL;
 	t->pushed_us = now_us();
+	ferry__rt_tev_record(t, FERRY_GCS_TASK_SCHEDULED, NULL, &l->worker);
 	l->pushed++;
 	*l->inflight_tail = t;
 	l->inflight_tail = &t->next;

@@ -259,6 +259,7 @@ static int queue_task(struct ferry__rt_task *t, struct ferry_ref *returns)
 
 	if (ret < 0)
 		return ret;
+	ferry__rt_tev_record(t, FERRY_GCS_TASK_SUBMITTED, NULL, NULL); /* its ID is set now */
 	/* Cannot be refused: `up` (checked under the lock) is cleared before the loop goes. */
 	(void)ferry__postq_push(&incoming, t);
 	return 0;
@@ -526,6 +527,7 @@ static bool set_returns(struct ferry__rt_task *t, int status, const char *messag
 
 void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *message)
 {
+	ferry__rt_tev_record(t, FERRY_GCS_TASK_FAILED, NULL, NULL);
 	(void)set_returns(t, status, message, NULL);
 	ferry__rt_task_free(t);
 }
@@ -549,17 +551,19 @@ int ferry__rt_task_reply(struct ferry__rt_task *t, struct ferry__wire_push_task_
 	char what[200], text[400];
 	const char *m;
 
+	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
 	if (status >= 0) {
+		ferry__rt_tev_record(t, FERRY_GCS_TASK_FINISHED, &node, NULL);
 		if (!set_returns(t, 0, NULL, &r))
 			ferry__rt_task_free(t);
 		return 0;
 	}
 	if (t->retry_exceptions && t->retries_left > 0) {
+		ferry__rt_tev_record(t, FERRY_GCS_TASK_FAILED, &node, NULL); /* this attempt */
 		t->retries_left--;
 		t->attempt++;
 		return 1;
 	}
-	memcpy(node.bytes, wid.bytes, sizeof(node.bytes));
 	m = ferry__wire_push_task_reply_message(r);
 	snprintf(what, sizeof(what), "%.*s",
 		 m ? (int)ferry__wire_push_task_reply_message_len(r) : 0, m ? m : "");

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ferry/gcs.h>
 #include <ferry/id.h>
 #include <ferry/runtime.h>
 
@@ -64,6 +65,14 @@ struct ferry__rt_task {
 	struct ferry__rt_arg *args;	/* them */
 	char name[];			/* the function, NUL-terminated */
 };
+
+/* task_events.c: step @state of @t for `ferry list tasks` (any thread; @node, @worker may be
+ * NULL); the flush timer started and stopped on the loop (ferry__loop_call). */
+void ferry__rt_tev_record(const struct ferry__rt_task *t, enum ferry_gcs_task_state state,
+			  const struct ferry_node_id *node, const struct ferry_worker_id *worker);
+int ferry__rt_tev_start(void *arg);
+int ferry__rt_tev_stop(void *arg);
+uint64_t ferry__rt_tev_dropped(void);
 
 /* submit.c, loop thread: the task's end. Frees @t. */
 void ferry__rt_task_fail(struct ferry__rt_task *t, int status, const char *message);

@@ -74,8 +74,9 @@ static const char usage_text[] =
 	"       ferry start --slurm [--port P] [NODE OPTIONS]  (in a Slurm job: the head\n"
 	"                   here, a node on each other host of the job; see examples/slurm)\n"
 	"       ferry status [--json] [--address HOST:PORT] [--token-file F]\n"
-	"       ferry list nodes|objects|workers|actors|placement-groups|jobs [--node ID]\n"
-	"                  [--limit N] [--json] [--address HOST:PORT] [--token-file F]\n"
+	"       ferry list nodes|objects|tasks|workers|actors|placement-groups|jobs\n"
+	"                  [--node ID] [--limit N] [--json] [--address HOST:PORT] [--token-file "
+	"F]\n"
 	"       ferry memory [--node ID] [--limit N] [--json]  (what each store holds, who\n"
 	"                  pins it, where its copies are)\n"
 	"       ferry timeline [--node ID] [--limit N] [--output FILE]  (the last transfers\n"
@@ -1404,7 +1405,7 @@ static int run(const char *cmd, const struct opts *o)
 	bool inspect = !strcmp(cmd, "list") || !strcmp(cmd, "memory") || !strcmp(cmd, "timeline");
 
 	if (!strcmp(cmd, "list") != !!o->what || (!inspect && (o->node || o->limit))) {
-		ferry__cli_fail("list takes one of: nodes, objects, workers, actors, "
+		ferry__cli_fail("list takes one of: nodes, objects, tasks, workers, actors, "
 				"placement-groups, jobs (and --node ID, --limit N, --json)");
 		return 2;
 	}
@@ -1420,7 +1421,7 @@ static int run(const char *cmd, const struct opts *o)
 		while (*k && strcmp(*k, o->what))
 			k++;
 		if (!*k) {
-			ferry__cli_fail("cannot list %s: nodes, objects, workers, actors, "
+			ferry__cli_fail("cannot list %s: nodes, objects, tasks, workers, actors, "
 					"placement-groups or jobs",
 					o->what);
 			return 2;

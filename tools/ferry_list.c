@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ferry/gcs.h>
 
+#include "common/util.h"
 #include "tools/ferry_cli.h"
 #include "tools/ferry_inspect.h"
 
@@ -255,9 +257,125 @@ static void list_jobs(struct out *o, const struct ferry_gcs_job_info *j, int cou
 	}
 }
 
+/* ---- tasks ---- */
+
+/* One task as its steps tell it: the last step's state, the node and worker of the latest
+ * steps that named one, when it was first heard of. */
+struct task_row {
+	const struct ferry_gcs_task_event *last;
+	struct ferry_node_id node;
+	struct ferry_worker_id worker;
+	uint64_t first_ms;
+};
+
+static int by_task_then_time(const void *a, const void *b)
+{
+	const struct ferry_gcs_task_event *x = *(const struct ferry_gcs_task_event *const *)a;
+	const struct ferry_gcs_task_event *y = *(const struct ferry_gcs_task_event *const *)b;
+	int c = memcmp(x->task.bytes, y->task.bytes, sizeof(x->task.bytes));
+
+	if (c)
+		return c;
+	if (x->time_ms != y->time_ms)
+		return x->time_ms < y->time_ms ? -1 : 1;
+	return x->state < y->state ? -1 : x->state > y->state; /* same ms: submit, sent, end */
+}
+
+static int by_first_seen(const void *a, const void *b)
+{
+	const struct task_row *x = a, *y = b;
+
+	return x->first_ms < y->first_ms ? -1 : x->first_ms > y->first_ms;
+}
+
+static const char *task_state(enum ferry_gcs_task_state s)
+{
+	static const char *const names[] = {"?",       "submitted", "scheduled",
+					    "running", "finished",  "failed"};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
+/* The steps the GCS keeps, one row per task, oldest first; --limit keeps the newest. */
+static int list_tasks(struct out *o, const struct ferry_gcs_task_event *ev, int n)
+{
+	const struct ferry_gcs_task_event **by = calloc((size_t)n + 1, sizeof(*by));
+	struct task_row *rows = calloc((size_t)n + 1, sizeof(*rows));
+	size_t nrows = 0, first = 0, matching = 0;
+	uint64_t now = ferry__wall_ms();
+
+	if (!by || !rows) {
+		free(by);
+		free(rows);
+		ferry__cli_fail("out of memory");
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++)
+		by[i] = &ev[i];
+	qsort(by, (size_t)n, sizeof(*by), by_task_then_time);
+	for (int i = 0; i < n; i++) {
+		struct task_row *r;
+
+		if (!i || memcmp(by[i]->task.bytes, by[i - 1]->task.bytes, sizeof(by[i]->task)))
+			rows[nrows++] = (struct task_row){.first_ms = by[i]->time_ms};
+		r = &rows[nrows - 1];
+		r->last = by[i];
+		if (!is_nil(by[i]->node.bytes, sizeof(by[i]->node.bytes)))
+			r->node = by[i]->node;
+		if (!is_nil(by[i]->worker.bytes, sizeof(by[i]->worker.bytes)))
+			r->worker = by[i]->worker;
+	}
+	qsort(rows, nrows, sizeof(*rows), by_first_seen);
+	/* --limit shows the newest tasks: the older matching ones are skipped (and counted). */
+	for (size_t i = 0; i < nrows; i++)
+		matching += node_matches(o, &rows[i].node);
+	if (o->limit && matching > o->limit) {
+		o->skip = matching - o->limit;
+		for (size_t left = o->skip; first < nrows && left; first++)
+			left -= node_matches(o, &rows[first].node);
+	}
+	o->limit = 0;
+	if (!o->json)
+		printf("%-32s  %-24s  %-9s  %3s  %-12s  %-12s  %s\n", "TASK", "FUNCTION", "STATE",
+		       "TRY", "NODE", "WORKER", "AGE");
+	for (size_t i = first; i < nrows; i++) {
+		const struct task_row *r = &rows[i];
+		const struct ferry_gcs_task_event *e = r->last;
+		bool no_node = is_nil(r->node.bytes, sizeof(r->node.bytes));
+		bool no_worker = is_nil(r->worker.bytes, sizeof(r->worker.bytes));
+		char job[40], node[40], worker[40];
+
+		if (!node_matches(o, &r->node) || !row(o))
+			continue;
+		id_hex(e->task.bytes, sizeof(e->task.bytes), o->hex[0], sizeof(o->hex[0]));
+		id_hex(e->job.bytes, sizeof(e->job.bytes), job, sizeof(job));
+		id_hex(r->node.bytes, sizeof(r->node.bytes), node, sizeof(node));
+		id_hex(r->worker.bytes, sizeof(r->worker.bytes), worker, sizeof(worker));
+		if (!o->json) {
+			printf("%-32s  %-24.24s  %-9s  %3u  %-12.12s  %-12.12s  %.1fs\n", o->hex[0],
+			       e->name[0] ? e->name : "-", task_state(e->state), e->attempt,
+			       no_node ? "-" : node, no_worker ? "-" : worker,
+			       now > r->first_ms ? (double)(now - r->first_ms) / 1000 : 0.0);
+			continue;
+		}
+		printf("\"task\": \"%s\", \"job\": \"%s\", \"function\": ", o->hex[0], job);
+		ferry__cli_json_str(e->name[0] ? e->name : NULL);
+		printf(", \"state\": \"%s\", \"attempt\": %u, \"node\": ", task_state(e->state),
+		       e->attempt);
+		ferry__cli_json_str(no_node ? NULL : node);
+		printf(", \"worker\": ");
+		ferry__cli_json_str(no_worker ? NULL : worker);
+		printf(", \"first_ms\": %" PRIu64 ", \"last_ms\": %" PRIu64 "}", r->first_ms,
+		       e->time_ms);
+	}
+	free(by);
+	free(rows);
+	return 0;
+}
+
 /* objects: read from the nodes (ferry_inspect.c), the rest from the GCS here. */
-const char *const ferry__cli_list_kinds[] = {"nodes", "workers", "actors", "placement-groups",
-					     "jobs",  "objects", NULL};
+const char *const ferry__cli_list_kinds[] = {"nodes",  "objects",	   "tasks", "workers",
+					     "actors", "placement-groups", "jobs",  NULL};
 
 int ferry__cli_list(struct ferry_gcs_client *c, const char *what, const char *node, unsigned limit,
 		    bool json)
@@ -276,6 +394,8 @@ int ferry__cli_list(struct ferry_gcs_client *c, const char *what, const char *no
 		n = ferry_gcs_pg_list(c, (struct ferry_gcs_pg_info **)&rows);
 	else if (!strcmp(what, "jobs"))
 		n = ferry_gcs_job_list(c, (struct ferry_gcs_job_info **)&rows);
+	else if (!strcmp(what, "tasks"))
+		n = ferry_gcs_task_event_list(c, (struct ferry_gcs_task_event **)&rows);
 	else
 		return -EINVAL;
 	if (n < 0) {
@@ -292,8 +412,14 @@ int ferry__cli_list(struct ferry_gcs_client *c, const char *what, const char *no
 		list_actors(&o, rows, n);
 	else if (!strcmp(what, "placement-groups"))
 		list_pgs(&o, rows, n);
+	else if (!strcmp(what, "tasks"))
+		n = list_tasks(&o, rows, n);
 	else
 		list_jobs(&o, rows, n);
+	if (n < 0) {
+		ferry_gcs_free(rows);
+		return n;
+	}
 	ferry_gcs_free(rows);
 	if (json)
 		fputs(o.rows ? "\n]\n" : "]\n", stdout);

@@ -337,6 +337,32 @@ FERRY_API int ferry_gcs_node_report_load(struct ferry_gcs_client *c,
 					 const struct ferry_gcs_node_load *load);
 FERRY_API int ferry_gcs_node_load_list(struct ferry_gcs_client *c,
 				       struct ferry_gcs_node_load **loads);
+/*
+ * A step of a task, for operators (`ferry list tasks`). The GCS keeps the last ones in memory
+ * (a ring: the oldest dropped first), never in its WAL, and publishes nothing: like a load
+ * report, not a record. The runtime sends its tasks' steps in batches (runtime/task_events.c).
+ * ferry_gcs_task_event_add_async(): 1 kept, -EINVAL (a nil task, an unknown state, a name
+ * over 64 bytes). ferry_gcs_task_event_list(): the newest 20,000 it keeps, oldest first: the
+ * count and *@events, one allocation (ferry_gcs_free).
+ */
+struct ferry_gcs_task_event {
+	struct ferry_task_id task;	 /* the task (not nil) */
+	struct ferry_job_id job;	 /* its job */
+	uint32_t attempt;		 /* 0 the first run, then each retry */
+	enum ferry_gcs_task_state state; /* the step */
+	struct ferry_node_id node;	 /* where it was sent or ran, or nil */
+	struct ferry_worker_id worker;	 /* which worker ran it, or nil */
+	uint64_t time_ms;		 /* when (wall clock, ms since the epoch) */
+	char name[65];			 /* its function, NUL-terminated; "" unknown */
+};
+FERRY_API int ferry_gcs_task_event_add_async(struct ferry_gcs_client *c,
+					     const struct ferry_gcs_task_event *e,
+					     ferry_gcs_done_fn cb, void *arg);
+FERRY_API int ferry_gcs_task_event_list(struct ferry_gcs_client *c,
+					struct ferry_gcs_task_event **events);
+FERRY_API int ferry_gcs_task_event_list_async(struct ferry_gcs_client *c, ferry_gcs_done_fn cb,
+					      void *arg);
+
 struct ferry_gcs_event;
 FERRY_API int ferry_gcs_event_node_load(const struct ferry_gcs_event *ev,
 					struct ferry_gcs_node_load *out);

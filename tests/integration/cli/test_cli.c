@@ -576,6 +576,52 @@ FTEST(cli_list_objects_memory_timeline)
 	stop_all();
 }
 
+/*
+ * ferry list tasks (issue 25): the README's tasks example run as a driver of the cluster; its
+ * 12 tasks are listed finished, by function, with the node and worker that ran them; --limit
+ * keeps the newest and says how many it left out; --json has every field.
+ */
+FTEST(cli_list_tasks)
+{
+	static char out[1 << 16];
+	const char *tasks = getenv("FERRY_TASKS_BIN");
+	char id[64] = "", path[300];
+	uint16_t port = free_port();
+	FILE *f;
+
+	need_workers();
+	if (!tasks)
+		ftest_skip("FERRY_TASKS_BIN not set");
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --ip 127.0.0.1 --memory 64M --timeout 20 "
+				"--num-cpus 2",
+				port),
+			    0);
+	ftest_assert_int_eq(sh(out, sizeof(out), "FERRY_RUN_DIR='%s' FERRY_ADDRESS=auto '%s' 2>&1",
+			       run_dir, tasks),
+			    0);
+	ftest_assert_ptr_notnull(strstr(out, "12 tasks"));
+	/* The driver sent its last steps as it shut down; the GCS keeps them in memory. */
+	ftest_assert_int_eq(cli(out, sizeof(out), "list tasks"), 0);
+	ftest_assert_int_eq(count(out, "  score  "), 12);
+	ftest_assert_int_eq(count(out, "  finished  "), 12);
+	snprintf(path, sizeof(path), "%s/node-1/node.id", run_dir);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_ptr_notnull(fgets(id, sizeof(id), f));
+	fclose(f);
+	id[12] = '\0';
+	ftest_assert_int_eq(count(out, id), 12); /* the node that ran each */
+	ftest_assert_int_eq(cli(out, sizeof(out), "list tasks --limit 5"), 0);
+	ftest_assert_int_eq(count(out, "  finished  "), 5);
+	ftest_assert_ptr_notnull(strstr(out, "(7 more: --limit 5)"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "list tasks --json --node %s", id), 0);
+	ftest_assert_int_eq(count(out, "\"function\": \"score\", \"state\": \"finished\""), 12);
+	ftest_assert_int_eq(cli(out, sizeof(out), "list tasks --node 0000"), 0);
+	ftest_assert_int_eq(count(out, "  finished  "), 0);
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+}
+
 /* A head whose node prestarts a worker per CPU: status shows them idle once they connected,
  * none leased, none starting, no lease queued (the node's load report carries the counts). */
 FTEST(cli_status_shows_workers)

@@ -125,6 +125,37 @@ static uint64_t dir_hash(const char *dir)
 	return h;
 }
 
+/* ferry_gcs_task_event_add_async(), waited for: its result. */
+struct tev_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned done;
+	int status;
+};
+
+static void tev_done(void *arg, int status, void *result)
+{
+	struct tev_wait *w = arg;
+
+	ferry_gcs_free(result);
+	pthread_mutex_lock(&w->lock);
+	w->status = status;
+	w->done = 1;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static int sync_task_event(struct ferry_gcs_client *c, const struct ferry_gcs_task_event *e)
+{
+	struct tev_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	int ret = ferry_gcs_task_event_add_async(c, e, tev_done, &w);
+
+	if (ret < 0)
+		return ret;
+	itest_counter_wait(&w.lock, &w.cond, &w.done, 1);
+	return w.status;
+}
+
 /* A load report of @id: CPU 2, tpu @tpu_avail of 4 (fixed point). */
 static int report(struct ferry_gcs_client *c, const struct ferry_node_id *id, uint64_t version,
 		  int64_t tpu_avail)
@@ -173,6 +204,58 @@ FTEST(heartbeats_touch_neither_the_wal_nor_the_nodes_channel)
 	ftest_assert_uint_eq(events_get(&e, &e.deltas), 1); /* the fence alone */
 	ftest_assert_uint_ne(dir_hash(wal), before);	    /* a registration is logged */
 	ferry_gcs_client_destroy(sub);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+}
+
+/* Task events (ferry list tasks) are kept in memory like load reports: listed oldest first
+ * with every field, never written to the WAL, gone after a restart; a bad one is refused. */
+FTEST(task_events_are_listed_and_never_logged)
+{
+	char wal[512];
+	const char *args[] = {"--wal", wal, NULL};
+	struct ferry_gcs_task_event e = {0}, *got = NULL;
+	struct gcs_proc p;
+	struct ferry_gcs_client *c;
+	uint64_t before;
+	int n;
+
+	snprintf(wal, sizeof(wal), "%s/wal", ftest_tmpdir());
+	p = gcs_start(0, args);
+	c = client_for(&p, 1, TOKEN);
+	before = dir_hash(wal);
+	for (uint32_t i = 0; i < 300; i++) {
+		memset(&e, 0, sizeof(e));
+		e.task.bytes[0] = (uint8_t)(1 + i % 100);
+		e.task.bytes[1] = 7;
+		e.job.bytes[0] = 9;
+		e.state = i < 100   ? FERRY_GCS_TASK_SUBMITTED
+			  : i < 200 ? FERRY_GCS_TASK_SCHEDULED
+				    : FERRY_GCS_TASK_FINISHED;
+		e.worker.bytes[3] = i >= 100 ? 5 : 0;
+		e.time_ms = 1000 + i;
+		snprintf(e.name, sizeof(e.name), "fn_%u", i % 100);
+		ftest_assert_int_eq(sync_task_event(c, &e), 1);
+	}
+	n = ferry_gcs_task_event_list(c, &got);
+	ftest_assert_int_eq(n, 300);
+	ftest_assert_uint_eq(got[0].time_ms, 1000);
+	ftest_assert_uint_eq(got[299].time_ms, 1299);
+	ftest_assert_int_eq(got[299].state, FERRY_GCS_TASK_FINISHED);
+	ftest_assert_str_eq(got[299].name, "fn_99");
+	ftest_assert_uint_eq(got[299].task.bytes[0], 100);
+	ftest_assert_uint_eq(got[299].worker.bytes[3], 5);
+	ftest_assert_uint_eq(got[299].job.bytes[0], 9);
+	ferry_gcs_free(got);
+	ftest_assert_uint_eq(dir_hash(wal), before);
+	/* An unknown state: refused by the client before it is sent. */
+	e.state = 9;
+	ftest_assert_errno(ferry_gcs_task_event_add_async(c, &e, NULL, NULL), -EINVAL);
+	gcs_stop(&p, SIGKILL);
+	p = gcs_start(p.port, args);
+	n = ferry_gcs_task_event_list(c, &got);
+	ftest_assert_int_eq(n, 0);
+	ferry_gcs_free(got);
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
 }
