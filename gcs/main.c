@@ -17,6 +17,7 @@
 #include <ferry/config.h>
 
 #include "common/log.h"
+#include "common/metrics_http.h"
 #include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -36,6 +37,7 @@ static void usage(FILE *to)
 		"                 [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		"                 [--frame-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                 [--max-handshaking N] (slow or hostile clients; 0 = default)\n"
+		"                 [--metrics-port P] (Prometheus GET /metrics on --host)\n"
 		"       ferry-gcs --help | --version\n",
 		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS);
 }
@@ -58,6 +60,7 @@ static bool flag_known(const char *a)
 		"--max-handshaking",
 		"--spin-us",
 		"--shard",
+		"--metrics-port",
 	};
 
 	for (size_t i = 0; i < FERRY_ARRAY_SIZE(flags); i++)
@@ -65,6 +68,8 @@ static bool flag_known(const char *a)
 			return true;
 	return false;
 }
+
+static uint16_t metrics_port; /* --metrics-port: GET /metrics there; 0: none */
 
 static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, unsigned *spin_us,
 		      const char **token_file)
@@ -94,6 +99,8 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 			o->shard0_address = v;
 		else if (!strcmp(a, "--host"))
 			o->host = v;
+		else if (!strcmp(a, "--metrics-port") && ferry__parse_u32(v, 65535, &n) == 0)
+			metrics_port = (uint16_t)n;
 		else if (!strcmp(a, "--node-deadline-ms") &&
 			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			o->node_deadline_ms = n;
@@ -145,6 +152,7 @@ static int run(const struct ferry__gcs_server_opts *opts, unsigned spin_us)
 	struct ferry__loop_opts lo = {.spin_us = spin_us};
 	struct ferry__loop_req sig_req = {0};
 	struct ferry__gcs_server *srv = NULL;
+	struct ferry__metrics_server *metrics = NULL;
 	struct ferry__loop *loop;
 	sigset_t mask;
 	int sfd, ret;
@@ -163,6 +171,17 @@ static int run(const struct ferry__gcs_server_opts *opts, unsigned spin_us)
 	ret = ferry__gcs_server_create(loop, opts, &srv);
 	if (ret < 0)
 		goto err_destroy_loop;
+	if (metrics_port) {
+		struct ferry__metrics_opts mo = {
+			.ip = opts->host, .port = metrics_port, .groups = FERRY__MG_GCS};
+
+		ret = ferry__metrics_server_start(loop, &mo, &metrics);
+		if (ret < 0)
+			goto err_destroy_loop;
+		printf("ferry-gcs metrics on http://%s:%u/metrics\n",
+		       opts->host && *opts->host ? opts->host : "0.0.0.0",
+		       ferry__metrics_server_port(metrics));
+	}
 	sig_req.data = loop;
 	ret = ferry__loop_poll(loop, &sig_req, sfd, POLLIN, false, on_signal);
 	if (ret == 0) {
@@ -171,6 +190,7 @@ static int run(const struct ferry__gcs_server_opts *opts, unsigned spin_us)
 		fflush(stdout);
 		ret = ferry__loop_run(loop);
 	}
+	ferry__metrics_server_stop(metrics); /* freed as the loop's end cancels its polls */
 err_destroy_loop:
 	ferry__loop_destroy(loop);
 	ferry__gcs_server_destroy(srv);

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/conn.h"
 #include "common/hashmap.h"
@@ -206,6 +207,12 @@ static int handle_request(struct ferry__gcs_sconn *c, const void *payload, size_
 		return ferry__gcs_srv_reply(c, seq, -ENOMEM, NULL, 0, 0) < 0 ? 0 : 0;
 	if (ret < 0)
 		return ret; /* malformed: the caller closes the connection */
+	ferry__metric_add(op.type == FERRY__GCS_OP_NODE_HEARTBEAT ? FERRY__MC_gcs_heartbeats
+			  : op.type == FERRY__GCS_OP_NODE_LOAD	  ? FERRY__MC_gcs_loads
+			  : op.type == FERRY__GCS_OP_TASK_EVENT	  ? FERRY__MC_gcs_task_events
+			  : op.type == FERRY__GCS_OP_LOG	  ? FERRY__MC_gcs_logs
+								  : FERRY__MC_gcs_mutations,
+			  1);
 	if (op.type == FERRY__GCS_OP_REQUEST_DONE) {
 		FLOG_WARN(COMP, "%s sent a server-internal record", ferry__conn_peer(c->conn));
 		ret = -EINVAL;
@@ -409,18 +416,23 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 		ret = handle_request(c, payload, len);
 		break;
 	case FERRY__WIRE_MSG_GCS_KV_GET:
+		ferry__metric_add(FERRY__MC_gcs_reads, 1);
 		ret = handle_kv_get(c, payload);
 		break;
 	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP:
+		ferry__metric_add(FERRY__MC_gcs_lookups, 1);
 		handle_lookup(c, payload);
 		break;
 	case FERRY__WIRE_MSG_GCS_TABLE_GET:
+		ferry__metric_add(FERRY__MC_gcs_reads, 1);
 		handle_table_get(c, payload);
 		break;
 	case FERRY__WIRE_MSG_GCS_OBJECT_LOOKUP_BATCH:
+		ferry__metric_add(FERRY__MC_gcs_lookups, 1);
 		ferry__gcs_srv_lookup_batch(c, payload);
 		break;
 	case FERRY__WIRE_MSG_GCS_SUBSCRIBE:
+		ferry__metric_add(FERRY__MC_gcs_subscribes, 1);
 		ret = ferry__gcs_srv_subscribe(c, payload);
 		break;
 	case FERRY__WIRE_MSG_GCS_UNSUBSCRIBE:

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -223,6 +224,8 @@ static int send_batch(struct ferry__gcs_sconn *c, const struct ferry__ps_batch *
 		ret = ferry__conn_send(c->conn, FERRY__WIRE_MSG_GCS_PUBLISH,
 				       ferry__fb_builder_data(&srv->fb),
 				       ferry__fb_builder_size(&srv->fb));
+	if (ret == 0)
+		ferry__metric_add(FERRY__MC_gcs_deliveries, b->count);
 	ferry__free(items);
 	return ret;
 }

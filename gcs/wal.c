@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -193,6 +194,8 @@ static int submit_head(struct ferry__wal *w)
 			    g->offset + g->written);
 	write->rw_flags = RWF_DSYNC;
 	io_uring_sqe_set_data64(write, TAG_GROUP_WRITE);
+	if (!g->written)
+		g->submitted_us = ferry__now_ns() / 1000u;
 	w->in_flight = true;
 	return submit_ring(w, 1);
 }
@@ -300,6 +303,9 @@ static void group_done(struct ferry__wal *w)
 
 	w->in_flight = false;
 	w->stats.groups++;
+	ferry__metric_add(FERRY__MC_gcs_wal_syncs, 1);
+	ferry__metric_observe_us(FERRY__MH_wal_sync_seconds,
+				 ferry__now_ns() / 1000u - g->submitted_us);
 	w->stats.bytes_written += g->buf.size;
 	w->queued_bytes -= g->buf.size;
 	if (g->last_lsn)

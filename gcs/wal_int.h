@@ -41,6 +41,7 @@ struct wal_group {
 	uint64_t last_lsn;	   /* LSN of the last frame, 0 if none */
 	uint32_t records;	   /* frames in it */
 	size_t written;		   /* bytes of buf written so far */
+	uint64_t submitted_us;	   /* its first write went to the kernel (the metrics) */
 	struct wal_group *next;	   /* queue order */
 };
 

@@ -42,6 +42,7 @@ static void usage(FILE *to)
 		    "                  [--num-cpus N] [--num-gpus N] [--resources NAME=N,...]\n"
 		    "                  [--num-workers N] [--max-workers M] [--worker-idle-ms MS]\n"
 		    "                  [--worker-exe PATH] [--spill-queue N] [--group NAME]\n"
+		    "                  [--metrics-port P] (Prometheus GET /metrics on --ip)\n"
 		    "  --group NAME    this node's scheduler group: what it cannot run goes to\n"
 		    "                  ferry-sched --group NAME (then up the tree)\n"
 		    "  --num-cpus N    CPUs to offer (fractions to 1/10000 allowed); default: the\n"
@@ -151,13 +152,17 @@ int main(int argc, char **argv)
 	ferry_node_id_to_hex(ferry__node_id(node), hex, sizeof(hex));
 	transports = ferry__objmgr_transports(ferry__node_objmgr(node));
 	device = ferry__objmgr_rdma_device(ferry__node_objmgr(node));
-	printf("ferry-node ready id=%s address=%s socket=%s transport=%s%s%s%s%s%s runtime=%s\n",
-	       hex, ferry__node_address(node), ferry__node_socket(node),
+	printf("ferry-node ready id=%s address=%s socket=%s transport=%s%s%s%s%s%s runtime=%s", hex,
+	       ferry__node_address(node), ferry__node_socket(node),
 	       opts.transport == FERRY__NODE_TRANSPORT_AUTO ? "auto:" : "",
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? "rdma(" : "", device ? device : "",
 	       transports & FERRY_GCS_TRANSPORT_RDMA ? ")+" : "", "tcp",
 	       transports & FERRY_GCS_TRANSPORT_SHM ? "+shm" : "",
 	       ferry__node_runtime_socket(node));
+	if (ferry__node_metrics_port(node))
+		printf(" metrics=http://%s:%u/metrics", ferry__node_ip(node),
+		       ferry__node_metrics_port(node));
+	printf("\n");
 	fflush(stdout);
 	pthread_kill(watch, SIGUSR1);
 	pthread_join(watch, NULL);

@@ -293,6 +293,8 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 		ret = ferry__node_register(node);
 	if (ret == 0)
 		ret = ferry__node_rt_start(node);
+	if (ret == 0)
+		ret = ferry__node_metrics_start(node);
 	if (ret < 0) {
 		ferry__node_stop(node); /* undoes what started: each part is NULL/0 otherwise */
 		return ret;
@@ -330,6 +332,7 @@ void ferry__node_stop(struct ferry__node *node)
 
 	if (!node)
 		return;
+	ferry__node_metrics_stop(node);
 	ferry__node_rt_shutdown(node); /* its workers' deaths still reach the GCS */
 	ferry__node_dir_drain(node);
 	ferry__objmgr_stop(node->om);

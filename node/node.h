@@ -56,7 +56,8 @@ struct ferry__node_opts {
 	uint16_t port;			      /* object manager port; 0: any free one */
 	uint16_t rdma_port;		      /* RDMA listen port; 0: any free one */
 	int rdma_busy_poll;		      /* 1: spin on the CQ while READs are in flight */
-	uint32_t spin_us; /* object manager busy poll window (objmgr.h); 0: off */
+	uint32_t spin_us;      /* object manager busy poll window (objmgr.h); 0: off */
+	uint16_t metrics_port; /* Prometheus GET /metrics on ip:port (node_metrics.c); 0: none */
 	enum ferry__node_objmgr_loop objmgr_loop; /* where the object manager serves (below) */
 	const char *socket_path;      /* store socket; NULL: a fresh one under $TMPDIR */
 	const char *spill_dir;	      /* spill primaries there; NULL: never */
@@ -111,6 +112,10 @@ int ferry__node_start(const struct ferry__node_opts *opts, struct ferry__node **
 struct ferry__res_set;
 void ferry__node_set_load(struct ferry__node *node, const struct ferry__res_set *avail,
 			  uint32_t queue_length, uint64_t mean_task_us);
+/* The port of the --metrics-port endpoint (0: none), and the address it and the rest serve on. */
+uint16_t ferry__node_metrics_port(const struct ferry__node *node);
+const char *ferry__node_ip(const struct ferry__node *node);
+
 /* ferry__node_set_workers() - the worker processes by state for the next load report. Any
  * thread. */
 void ferry__node_set_workers(struct ferry__node *node, uint32_t idle, uint32_t leased,

@@ -49,6 +49,7 @@ struct ferry__node {
 	char socket_path[108];		       /* the store's socket */
 	char address[FERRY__NODE_ADDR_MAX];    /* advertised */
 	char ip[FERRY__NET_IP_MAX];	       /* served on and advertised (node_addr.c) */
+	struct ferry__metrics_server *metrics; /* --metrics-port's endpoint, or NULL */
 	struct ferry_node_id id;	       /* this node */
 	struct ferry__plasma_server *store;    /* the embedded store */
 	struct ferry_gcs_client *gcs;	       /* GCS client, on loop */
@@ -118,6 +119,9 @@ int ferry__node_register(struct ferry__node *node);
  * runs), loop_gone (its thread joined, before it is destroyed: helper threads end), free
  * (after the loop is destroyed). */
 int ferry__node_rt_start(struct ferry__node *node);
+/* node_metrics.c: the --metrics-port endpoint on the node's loop. */
+int ferry__node_metrics_start(struct ferry__node *node);
+void ferry__node_metrics_stop(struct ferry__node *node);
 void ferry__node_rt_shutdown(struct ferry__node *node);
 void ferry__node_rt_loop_gone(struct ferry__node *node);
 void ferry__node_rt_free(struct ferry__node *node);

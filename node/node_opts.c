@@ -142,6 +142,9 @@ static int parse_one(const char *a, const char *v, struct ferry__node_opts *o,
 			takes = "auto, own or node";
 	else if (!strcmp(a, "--spin-us"))
 		return parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &o->spin_us, why, size);
+	else if (!strcmp(a, "--metrics-port"))
+		takes = parse_port(v, &o->metrics_port) < 0 ? "a port (0: no metrics endpoint)"
+							    : NULL;
 	else if (!strcmp(a, "--copy-batch-us"))
 		return parse_u32(v, FERRY__NODE_MAX_COPY_BATCH_US, &o->copy_batch_us, why, size);
 	else if (!strcmp(a, "--notice-hold-ms"))

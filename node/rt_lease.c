@@ -15,6 +15,7 @@
 
 #include <ferry/gcs.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "node/node_int.h"
@@ -180,6 +181,7 @@ static void grant(struct rt_worker *w, struct rt_req *req)
 	w->lease_owner = req->owner;
 	w->lease_id = ++rt->next_lease_id;
 	w->leased_us = ferry__rt_admin_now_us();
+	ferry__metric_add(FERRY__MC_leases_granted, 1);
 	ferry__rt_peer_send_grant(req->owner, req->request_id, 0, NULL, w);
 }
 
@@ -334,6 +336,7 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 	struct rt_req *req = NULL;
 	char why[192];
 	int status = 0;
+	ferry__metric_add(FERRY__MC_lease_requests, 1);
 
 	if (!rt->exe[0]) {
 		status = -ENOENT;
@@ -429,6 +432,7 @@ void ferry__rt_lease_task_times(struct ferry__node_rt *rt, uint32_t tasks, uint6
 
 	if (!tasks || busy_us / tasks > 3600ull * 1000 * 1000)
 		return; /* nothing ran, or over an hour per task: not a figure to keep */
+	ferry__metric_add(FERRY__MC_tasks_reported, tasks);
 	mean = busy_us / tasks;
 	rt->mean_task_us = rt->mean_task_us ? (7 * rt->mean_task_us + mean) / 8 : mean;
 }

@@ -35,6 +35,7 @@
 
 #include <ferry/gcs.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "node/node_int.h"
@@ -149,6 +150,7 @@ static void retry_at(struct rt_sched *s, struct rt_req *req, const struct ferry_
 
 	log_id(node, hex, sizeof(hex));
 	s->forwarded++;
+	ferry__metric_add(FERRY__MC_sched_forwards, 1);
 	FLOG_DEBUG(COMP, "runtime: lease request %llu of pid %d: retry at node %s (%s)",
 		   (unsigned long long)req->request_id, req->owner->pid, hex, why);
 	ferry__rt_peer_send_retry_at(req->owner, req->request_id, node, address, why);

@@ -206,6 +206,11 @@ int ferry__plasma_server_list_reply(struct ferry__plasma_server *srv, struct fer
 int ferry__plasma_server_stats_reply(struct ferry__plasma_server *srv, struct ferry__fb_builder *fb,
 				     uint64_t seq);
 
+/* The store's rows of a metrics scrape (common/metrics.h): bytes, objects, evictions, spills
+ * and restores. Loop thread only. */
+struct ferry__metric_buf;
+void ferry__plasma_server_metrics(struct ferry__plasma_server *srv, struct ferry__metric_buf *b);
+
 /* The store (tests only: touch it only while the server is not running). */
 struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
 

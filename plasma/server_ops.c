@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/metrics.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "plasma/server_int.h"
@@ -608,6 +609,31 @@ int ferry__plasma_server_stats_reply(struct ferry__plasma_server *srv, struct fe
 	m.spill_files = st.spill_files;
 	m.spill_disk_bytes = st.spill_disk_bytes;
 	return ferry__wire_plasma_stats_reply_build(fb, &m);
+}
+
+void ferry__plasma_server_metrics(struct ferry__plasma_server *srv, struct ferry__metric_buf *b)
+{
+	struct ferry_plasma_stats st;
+
+	ferry__plasma_store_stats(srv->store, &st);
+	ferry__metric_put(b, "ferry_store_capacity_bytes", "gauge", "The store's arena",
+			  (double)st.capacity_bytes);
+	ferry__metric_put(b, "ferry_store_used_bytes", "gauge", "Bytes allocated in the arena",
+			  (double)st.allocated_bytes);
+	ferry__metric_put(b, "ferry_store_objects", "gauge", "Objects held (sealed, spilled, made)",
+			  (double)st.objects);
+	ferry__metric_put(b, "ferry_store_clients", "gauge", "Clients connected",
+			  (double)st.clients);
+	ferry__metric_put(b, "ferry_store_evictions_total", "counter",
+			  "Secondary copies evicted for room", (double)st.evicted_objects);
+	ferry__metric_put(b, "ferry_store_evicted_bytes_total", "counter",
+			  "Bytes of the evicted copies", (double)st.evicted_bytes);
+	ferry__metric_put(b, "ferry_store_spilled_bytes", "gauge",
+			  "Bytes of primary copies on disk now", (double)st.spilled_bytes);
+	ferry__metric_put(b, "ferry_store_spilled_bytes_total", "counter",
+			  "Bytes written to disk by spilling", (double)st.spilled_total_bytes);
+	ferry__metric_put(b, "ferry_store_restored_bytes_total", "counter",
+			  "Bytes read back from disk", (double)st.restored_bytes);
 }
 
 void ferry__plasma_on_stats(struct ferry__plasma_pclient *c, const void *payload)

@@ -15,6 +15,7 @@
 
 #include <ferry/config.h>
 
+#include "common/metrics_http.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "common/token.h"
@@ -32,6 +33,7 @@ static void usage(FILE *to)
 		"                   [--advertise HOST] (address in the GCS KV; default: --ip,\n"
 		"                   or when that is a wildcard, this host's address to the GCS)\n"
 		"                   [--max-queued SIZE] [--stall-timeout-ms MS]\n"
+		"                   [--metrics-port P] (Prometheus GET /metrics on --ip)\n"
 		"                   [--group NAME] (a group's scheduler: its nodes are those\n"
 		"                   started with --group NAME; forwards up to the global level)\n"
 		"       ferry-sched --help | --version\n");
@@ -41,6 +43,8 @@ struct args {
 	struct ferry__sched_server_opts o; /* to the server */
 	const char *token_file;		   /* --token-file */
 };
+
+static uint16_t metrics_port; /* --metrics-port: GET /metrics there; 0: none */
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
@@ -65,6 +69,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->o.group = v;
 		else if (!strcmp(f, "--port") && ferry__parse_u32(v, 65535, &n) == 0)
 			a->o.port = (uint16_t)n;
+		else if (!strcmp(f, "--metrics-port") && ferry__parse_u32(v, 65535, &n) == 0)
+			metrics_port = (uint16_t)n;
 		else if (!strcmp(f, "--max-queued") && ferry_parse_size(v, &size) == 0 && size)
 			a->o.max_queued_bytes = (size_t)size;
 		else if (!strcmp(f, "--stall-timeout-ms") &&
@@ -120,6 +126,7 @@ static void on_signal(struct ferry__loop_req *req, int result)
 static int run(const struct ferry__sched_server_opts *opts)
 {
 	struct ferry__loop_req sig_req = {0};
+	struct ferry__metrics_server *metrics = NULL;
 	struct run r = {0};
 	sigset_t mask;
 	int sfd, ret;
@@ -138,6 +145,19 @@ static int run(const struct ferry__sched_server_opts *opts)
 	ret = ferry__sched_server_create(r.loop, opts, &r.srv);
 	if (ret < 0)
 		goto err_destroy_loop;
+	if (metrics_port) {
+		struct ferry__metrics_opts mo = {
+			.ip = opts->host, .port = metrics_port, .groups = FERRY__MG_SCHED};
+
+		ret = ferry__metrics_server_start(r.loop, &mo, &metrics);
+		if (ret < 0) {
+			ferry__sched_server_destroy(r.srv);
+			goto err_destroy_loop;
+		}
+		printf("ferry-sched metrics on http://%s:%u/metrics\n",
+		       opts->host && *opts->host ? opts->host : "0.0.0.0",
+		       ferry__metrics_server_port(metrics));
+	}
 	sig_req.data = &r;
 	ret = ferry__loop_poll(r.loop, &sig_req, sfd, POLLIN, false, on_signal);
 	if (ret == 0) {
@@ -147,6 +167,7 @@ static int run(const struct ferry__sched_server_opts *opts)
 		fflush(stdout);
 		ret = ferry__loop_run(r.loop);
 	}
+	ferry__metrics_server_stop(metrics); /* freed as the loop's end cancels its polls */
 	ferry__sched_server_destroy(r.srv);
 err_destroy_loop:
 	ferry__loop_destroy(r.loop);

@@ -28,6 +28,7 @@
 
 #include <ferry/gcs.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/conn.h"
 #include "common/hashmap.h"
@@ -458,6 +459,8 @@ static void on_place(struct ferry__sched_server *s, struct sconn *sc, const void
 			s->placed++;
 		else
 			s->refused++;
+		ferry__metric_add(
+			r->status == 0 ? FERRY__MC_sched_decisions : FERRY__MC_sched_refused, 1);
 	}
 	if (n < 0 || ret < 0) {
 		FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: malformed SchedPlace, closing",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/metrics.h"
 #include "common/alloc.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -313,6 +314,7 @@ int ferry__sched_srv_forward(struct ferry__sched_server *s, struct sconn *sc,
 	}
 	sc->refs++;
 	s->forwarded++;
+	ferry__metric_add(FERRY__MC_sched_forwards, 1);
 	return 0;
 }
 

@@ -95,6 +95,8 @@ static const char usage_text[] =
 	"--head also starts a global scheduler (ferry-sched); --sched one more on this host\n"
 	"--sched-group NAME starts group NAME's scheduler here (ferry-sched --group NAME);\n"
 	"--group NAME puts this node in that group (its tasks go to that scheduler first)\n"
+	"--metrics-port-base P: every daemon serves Prometheus GET /metrics: the GCS on P,\n"
+	"              ferry-sched K on P+K, node-N on P+10+N (on --ip)\n"
 	"common: [--timeout SECONDS] (start/status/stop deadline, default 30)\n"
 	"Run files (pids, token, stores) live in $FERRY_RUN_DIR, default /tmp/ferry-$UID; each\n"
 	"cluster's logs in its session_*/logs there (session_latest: the newest), kept by stop.\n";
@@ -253,6 +255,7 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 	char bin[PATH_MAX], port[16], line[256], ip[64], *addr = s->cluster.address;
 	struct ferry__cli_daemon d;
 	unsigned got;
+	char mport[8];
 	int ret;
 
 	ret = ferry__cli_find_program("ferry-gcs", "FERRY_GCS_BIN", bin, sizeof(bin));
@@ -260,6 +263,7 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 		return ret;
 	ferry__cli_daemon_paths(&d, "ferry-gcs", ferry__cli_run_dir, "gcs", s->logs, "gcs");
 	snprintf(port, sizeof(port), "%u", o->port);
+	snprintf(mport, sizeof(mport), "%u", ferry__cli_metrics_base);
 	const char *argv[] = {bin,
 			      "--port",
 			      port,
@@ -267,6 +271,8 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 			      token_path,
 			      "--host",
 			      o->ip ? o->ip : "0.0.0.0",
+			      ferry__cli_metrics_base ? "--metrics-port" : NULL,
+			      mport,
 			      NULL};
 	ret = ferry__cli_daemon_spawn(&d, argv);
 	s->gcs = d.pid;
@@ -280,6 +286,8 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 	advertised_ip(o, ip, sizeof(ip));
 	snprintf(addr, sizeof(s->cluster.address), "%s:%u", ip, got);
 	printf("started ferry-gcs   pid %-7d port %u (log %s)\n", (int)d.pid, got, d.log_path);
+	if (ferry__cli_metrics_base)
+		printf("  metrics: http://%s:%u/metrics\n", ip, ferry__cli_metrics_base);
 	return 0;
 }
 
@@ -374,6 +382,7 @@ static int start_node(const struct opts *o, struct start *s)
 	struct ferry__cli_daemon d;
 	unsigned index = 0;
 	bool is_default;
+	char mport[8];
 	int ret;
 
 	ret = ferry__cli_find_program("ferry-node", "FERRY_NODE_BIN", bin, sizeof(bin));
@@ -400,6 +409,16 @@ static int start_node(const struct opts *o, struct start *s)
 				"--port",
 				"0"};
 	node_argv(o, argv, 11, memory);
+	if (ferry__cli_metrics_base) {
+		size_t k = 11;
+
+		while (argv[k])
+			k++;
+		snprintf(mport, sizeof(mport), "%u", ferry__cli_metrics_base + 10u + index);
+		argv[k++] = "--metrics-port";
+		argv[k++] = mport;
+		argv[k] = NULL;
+	}
 	printf("starting ferry-node %s: store %.*f %s%s, pre-faulted before it is ready\n", stem,
 	       d.store_bytes < (1ull << 30) ? 0 : 1,
 	       (double)d.store_bytes / (d.store_bytes < (1ull << 30) ? (1u << 20) : (1u << 30)),
@@ -1225,6 +1244,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"node", required_argument, NULL, 'N'},
 		{"limit", required_argument, NULL, 'Z'},
 		{"output", required_argument, NULL, 'o'},
+		{"metrics-port-base", required_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -1252,6 +1272,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'o':
 			o->output = optarg;
+			break;
+		case 'P':
+			if (ferry__parse_u32(optarg, 65535 - 10 - FERRY_CLI_MAX_NODES, &v) < 0 ||
+			    v == 0) {
+				ferry__cli_fail("bad --metrics-port-base value: %s (1..%u)", optarg,
+						65535 - 10 - FERRY_CLI_MAX_NODES);
+				return -EINVAL;
+			}
+			ferry__cli_metrics_base = (uint16_t)v;
 			break;
 		case 'N':
 			if (!*optarg || strspn(optarg, "0123456789abcdef") != strlen(optarg) ||
@@ -1429,9 +1458,9 @@ static int run(const char *cmd, const struct opts *o)
 	}
 	if ((strcmp(cmd, "start") &&
 	     (o->head || o->slurm || o->block || o->sched || o->memory || o->transport || o->ip ||
-	      o->shm || o->spin_us || o->num_cpus || o->num_gpus || o->resources ||
-	      o->num_workers || o->max_workers || o->worker_idle_ms || o->sched_group ||
-	      o->group)) ||
+	      ferry__cli_metrics_base || o->shm || o->spin_us || o->num_cpus || o->num_gpus ||
+	      o->resources || o->num_workers || o->max_workers || o->worker_idle_ms ||
+	      o->sched_group || o->group)) ||
 	    (!strcmp(cmd, "stop") && (o->address || o->token_file))) {
 		ferry__cli_fail("option not valid for %s", cmd);
 		return 2;

@@ -17,6 +17,9 @@
 #define FERRY_CLI_MAX_NODES 64 /* node-N slots per run directory */
 #define FERRY_CLI_MAX_SCHEDS 8 /* sched-N slots per run directory */
 
+/* start --metrics-port-base: the GCS's metrics port, the others after it; 0: none. */
+extern uint16_t ferry__cli_metrics_base;
+
 /* $FERRY_RUN_DIR or /tmp/ferry-$UID, set by ferry__cli_run_dir_init(). */
 extern char ferry__cli_run_dir[PATH_MAX - 256];
 

@@ -15,6 +15,8 @@
 
 #include "tools/ferry_cli.h"
 
+uint16_t ferry__cli_metrics_base;
+
 int ferry__cli_sched_start(const char *gcs_address, const char *token_path, const char *ip,
 			   const char *group, const char *logs, unsigned timeout_s)
 {
@@ -40,9 +42,21 @@ int ferry__cli_sched_start(const char *gcs_address, const char *token_path, cons
 	}
 	snprintf(stem, sizeof(stem), "sched-%u", slot);
 	ferry__cli_daemon_paths(&d, "ferry-sched", ferry__cli_run_dir, stem, logs, stem);
-	const char *argv[] = {bin,	  "--gcs", gcs_address,		"--token-file",
-			      token_path, "--ip",  ip ? ip : "0.0.0.0", group ? "--group" : NULL,
-			      group,	  NULL};
+	char mport[8];
+	const char *argv[12] = {bin,	    "--gcs", gcs_address,	 "--token-file",
+				token_path, "--ip",  ip ? ip : "0.0.0.0"};
+	unsigned n = 7;
+
+	if (group) {
+		argv[n++] = "--group";
+		argv[n++] = group;
+	}
+	if (ferry__cli_metrics_base) { /* scheduler K on base + K */
+		snprintf(mport, sizeof(mport), "%u", ferry__cli_metrics_base + slot);
+		argv[n++] = "--metrics-port";
+		argv[n++] = mport;
+	}
+	argv[n] = NULL;
 	ret = ferry__cli_daemon_spawn(&d, argv);
 	if (ret == 0)
 		ret = ferry__cli_daemon_wait_ready(&d, "listening on port", timeout_s, line,
@@ -53,6 +67,9 @@ int ferry__cli_sched_start(const char *gcs_address, const char *token_path, cons
 		port = 0;
 	printf("started ferry-sched%s%s pid %-7d port %u (log %s)\n", group ? " --group " : "",
 	       group ? group : "", (int)d.pid, port, d.log_path);
+	if (ferry__cli_metrics_base)
+		printf("  metrics: http://%s:%u/metrics\n", ip ? ip : "0.0.0.0",
+		       ferry__cli_metrics_base + slot);
 	return 0;
 }
 

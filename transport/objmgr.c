@@ -50,6 +50,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "plasma/client_arena.h"
 #include "transport/objmgr_int.h"
@@ -645,12 +646,57 @@ size_t ferry__objmgr_timeline(struct ferry__objmgr *om, struct ferry__objmgr_eve
 	return n;
 }
 
+/* The pull's rows of the metrics (common/metrics.h): per transport, failures by reason. */
+static void count_pull(const struct ferry__objmgr_result *res)
+{
+	ferry__metric_observe_us(FERRY__MH_pull_seconds, res->micros);
+	if (res->status == 0) {
+		if (res->transport == FERRY_GCS_TRANSPORT_TCP) {
+			ferry__metric_add(FERRY__MC_pulls_tcp, 1);
+			ferry__metric_add(FERRY__MC_pull_bytes_tcp, res->bytes);
+		} else if (res->transport == FERRY_GCS_TRANSPORT_RDMA) {
+			ferry__metric_add(FERRY__MC_pulls_rdma, 1);
+			ferry__metric_add(FERRY__MC_pull_bytes_rdma, res->bytes);
+		} else if (res->transport == FERRY_GCS_TRANSPORT_SHM) {
+			ferry__metric_add(FERRY__MC_pulls_shm, 1);
+			ferry__metric_add(FERRY__MC_pull_bytes_shm, res->bytes);
+		}
+		return;
+	}
+	switch (res->status) {
+	case -ENOENT:
+		ferry__metric_add(FERRY__MC_pull_fail_missing, 1);
+		break;
+	case -ETIMEDOUT:
+		ferry__metric_add(FERRY__MC_pull_fail_timeout, 1);
+		break;
+	case -ENOSPC:
+	case -ENOMEM:
+		ferry__metric_add(FERRY__MC_pull_fail_space, 1);
+		break;
+	case -ECANCELED:
+		ferry__metric_add(FERRY__MC_pull_fail_canceled, 1);
+		break;
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -EPIPE:
+	case -EHOSTUNREACH:
+	case -EPROTO:
+	case -EIO:
+		ferry__metric_add(FERRY__MC_pull_fail_peer, 1);
+		break;
+	default:
+		ferry__metric_add(FERRY__MC_pull_fail_other, 1);
+	}
+}
+
 void ferry__objmgr_finish(struct ferry__objmgr *om, struct ferry__objmgr_pull *p,
 			  struct ferry__objmgr_result *res)
 {
 	struct ferry__objmgr_waiter *w;
 
 	res->micros = ferry__objmgr_now_us() - p->start_us;
+	count_pull(res);
 	pthread_mutex_lock(&om->lock);
 	(void)ferry__hashmap_remove(&om->pulls, &p->id, NULL);
 	record_event(om, res);
