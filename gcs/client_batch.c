@@ -228,6 +228,7 @@ int ferry_gcs_object_lookup_batch_async(struct ferry_gcs_client *c,
 					ferry_gcs_done_fn cb, void *arg)
 {
 	struct batch *b;
+	unsigned nparts;
 
 	if (!c || !ids || !cb || n == 0 || n > BATCH_MAX) {
 		FLOG_ERROR(COMP, "a batch lookup takes 1..%d object IDs", BATCH_MAX);
@@ -238,7 +239,11 @@ int ferry_gcs_object_lookup_batch_async(struct ferry_gcs_client *c,
 		return -ENOMEM;
 	b->cb = cb;
 	b->arg = arg;
-	for (unsigned i = 0; i < b->nparts; i++) {
+	/* The sender holds the batch too while it sends: the loop thread may answer (and finish)
+	 * every part sent so far before the next is. */
+	atomic_fetch_add(&b->left, 1);
+	nparts = b->nparts;
+	for (unsigned i = 0; i < nparts; i++) {
 		int ret = part_send(c, &b->parts[i], ids);
 
 		if (ret < 0 && i == 0) { /* nothing sent: the callback will never run */
@@ -248,6 +253,8 @@ int ferry_gcs_object_lookup_batch_async(struct ferry_gcs_client *c,
 		if (ret < 0) /* after the first: that part's IDs carry the error */
 			part_done(&b->parts[i], ret);
 	}
+	if (atomic_fetch_sub(&b->left, 1) == 1)
+		batch_finish(b);
 	return 0;
 }
 

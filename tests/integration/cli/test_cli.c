@@ -611,6 +611,11 @@ static int http_ask(uint16_t port, const char *req, size_t req_len, char *out, s
 	return (int)got;
 }
 
+static int ask_text(uint16_t port, const char *req, char *out, size_t size)
+{
+	return http_ask(port, req, strlen(req), out, size);
+}
+
 #define GET_METRICS "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
 
 /* The body of GET /metrics on @port into @out, checked by promtool (Debian's prometheus). */
@@ -620,7 +625,7 @@ static void scrape(uint16_t port, char *out, size_t size)
 	const char *body;
 	FILE *f;
 
-	ftest_assert_int_gt(http_ask(port, GET_METRICS, strlen(GET_METRICS), out, size), 0);
+	ftest_assert_int_gt(ask_text(port, GET_METRICS, out, size), 0);
 	ftest_assert_int_eq(strncmp(out, "HTTP/1.1 200 OK\r\n", 17), 0);
 	ftest_assert_ptr_notnull(strstr(out, "Content-Type: text/plain; version=0.0.4"));
 	body = strstr(out, "\r\n\r\n");
@@ -698,12 +703,11 @@ FTEST(cli_metrics_every_daemon)
 	scrape((uint16_t)(base + 1), out, sizeof(out));	    /* ferry-sched */
 	ftest_assert_true(row_value(out, "ferry_sched_decisions_total") >= 0);
 	/* Bad requests. */
-	ftest_assert_int_gt(http_ask(base, "GET /x HTTP/1.1\r\n\r\n", 19, out, sizeof(out)), 0);
+	ftest_assert_int_gt(ask_text(base, "GET /x HTTP/1.1\r\n\r\n", out, sizeof(out)), 0);
 	ftest_assert_int_eq(strncmp(out, "HTTP/1.1 404", 12), 0);
-	ftest_assert_int_gt(http_ask(base, "POST /metrics HTTP/1.1\r\n\r\n", 28, out, sizeof(out)),
-			    0);
+	ftest_assert_int_gt(ask_text(base, "POST /metrics HTTP/1.1\r\n\r\n", out, sizeof(out)), 0);
 	ftest_assert_int_eq(strncmp(out, "HTTP/1.1 405", 12), 0);
-	ftest_assert_int_gt(http_ask(base, "hello\r\n\r\n", 9, out, sizeof(out)), 0);
+	ftest_assert_int_gt(ask_text(base, "hello\r\n\r\n", out, sizeof(out)), 0);
 	ftest_assert_int_eq(strncmp(out, "HTTP/1.1 400", 12), 0);
 	memset(big, 'a', sizeof(big));
 	memcpy(big, "GET /metrics HTTP/1.1\r\nX: ", 26);
