@@ -21,10 +21,14 @@ inline uint64_t now_ns()
 }
 
 // Collects one duration per operation and publishes p50/p99 (microseconds) as counters, so the
-// compare script reads percentiles, not just Google Benchmark's mean.
+// compare script reads percentiles, not just Google Benchmark's mean; with cdf, more quantiles.
 class Latency
 {
       public:
+	// @cdf: publish the quantiles a CDF plot needs too, not only p50 and p99.
+	explicit Latency(bool cdf = false) : cdf_(cdf)
+	{
+	}
 	void reserve(size_t n)
 	{
 		samples_.reserve(n);
@@ -43,10 +47,21 @@ class Latency
 		};
 		state.counters["p50_us"] = at(0.50);
 		state.counters["p99_us"] = at(0.99);
+		if (!cdf_)
+			return;
+		// Enough points for bench/report's latency CDFs (the whole distribution would
+		// be too long a JSON), the tail's too.
+		state.counters["p1_us"] = at(0.01);
+		state.counters["p10_us"] = at(0.10);
+		state.counters["p25_us"] = at(0.25);
+		state.counters["p75_us"] = at(0.75);
+		state.counters["p90_us"] = at(0.90);
+		state.counters["p999_us"] = at(0.999);
 	}
 
       private:
 	std::vector<uint64_t> samples_;
+	bool cdf_;
 };
 
 } // namespace ferry_bench

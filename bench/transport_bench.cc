@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -49,15 +50,25 @@ constexpr int64_t MANY = 8; // objects in flight in the "many" runs
 const char TOKEN[] = "ferry-bench-transport";
 
 bool g_1gib = false; // --1gib: 1 GiB objects too (stores sized for them)
+// Two-host mode's object sizes: -s SIZE (one), -a (perftest's 2 B to 8 MiB), else empty (the
+// default set, remote_sizes()).
+std::vector<uint64_t> g_sizes;
 
 // FERRY_BENCH_STORE_MIB overrides: the soft-RoCE VM has 2 GiB for both stores and the kernel.
 uint64_t store_bytes()
 {
 	const char *env = getenv("FERRY_BENCH_STORE_MIB");
 
+	uint64_t want = 0;
+
 	if (env && atoi(env) > 0)
 		return (uint64_t)atoi(env) * MiB;
-	return g_1gib ? 2560 * MiB : 1152 * MiB;
+	// -s/-a: every size's objects in flight at once, and room beside them.
+	for (uint64_t size : g_sizes)
+		want += size * (uint64_t)MANY;
+	if (!g_sizes.empty() && !g_1gib)
+		return want + want / 4 + 128 * MiB;
+	return g_1gib ? 2560 * MiB + want : 1152 * MiB;
 }
 
 // FERRY_BENCH_OBJMGR_LOOP=own|node: where the nodes' object managers serve (ferry-node
@@ -221,7 +232,7 @@ void pull_loop(benchmark::State &state, ferry__embed_node *puller,
 	       const std::vector<ferry_object_id> &ids, uint64_t size, unsigned want_transport)
 {
 	std::vector<ferry__objmgr_result> res(ids.size());
-	ferry_bench::Latency lat;
+	ferry_bench::Latency lat(true);
 	bool checked = false;
 	unsigned used = 0; // transports the timed pulls took
 	ferry__objmgr_stats st0, st1;
@@ -433,7 +444,7 @@ void BM_transport_chain_pull(benchmark::State &state, unsigned transports, uint3
 {
 	const uint64_t size = (uint64_t)state.range(0);
 	std::vector<ferry_object_id> ids;
-	ferry_bench::Latency lat;
+	ferry_bench::Latency lat(true);
 	Chain chain;
 	ferry__objmgr_stats st0, st1;
 	Pair *p = pair_with_objects(state, transports, spin_us, size, kChain, ids);
@@ -492,7 +503,7 @@ void BM_transport_spin_pull(benchmark::State &state, unsigned transports, uint32
 				      ? FERRY_GCS_TRANSPORT_SHM
 				      : transports;
 	std::vector<ferry_object_id> ids;
-	ferry_bench::Latency lat;
+	ferry_bench::Latency lat(true);
 	ferry__objmgr_stats st0, st1;
 	ferry__objmgr_result res = {};
 	std::string error;
@@ -632,6 +643,14 @@ struct remote_args {
 	bool spin_given = false; // --spin-us was given (two-host mode only)
 	std::string token;
 	char server_ip[FERRY__NET_IP_MAX] = ""; // --server: --ip as an address
+	// perftest's flags: -d DEV [-i PORT] [-x GID] name the RDMA device, port and GID whose
+	// address this side's node serves on (rdma_cm binds by address); -s SIZE, -a.
+	const char *device = nullptr;
+	uint32_t ib_port = 0;
+	int gid = -1;
+	bool port_or_gid = false;	     // -i or -x given
+	char dev_ip[FERRY__NET_IP_MAX] = ""; // -d resolved: an address, or
+	char dev_iface[16] = "";	     // the interface that holds it
 };
 
 int read_token(remote_args &a)
@@ -648,10 +667,18 @@ int read_token(remote_args &a)
 	return 0;
 }
 
+// The sizes both sides of a two-host run use: -s, -a, or the local rows' set.
+std::vector<uint64_t> remote_sizes()
+{
+	if (!g_sizes.empty())
+		return g_sizes;
+	return {8, 4096, 65536, MiB, 64 * MiB};
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> remote_objects()
 {
 	std::vector<std::pair<uint64_t, uint64_t>> v; // (size, index)
-	for (uint64_t size : {uint64_t{8}, uint64_t{4096}, uint64_t{65536}, MiB, 64 * MiB})
+	for (uint64_t size : remote_sizes())
 		for (uint64_t i = 0; i < (uint64_t)MANY; i++)
 			v.emplace_back(size, i);
 	if (g_1gib)
@@ -685,6 +712,27 @@ int server_ip(remote_args &a)
 		"ferry-bench transport: --ip %s: neither an address nor an interface with one\n",
 		a.ip);
 	return -ENODEV;
+}
+
+// -d DEV [-i PORT] [-x GID]: the address this side serves on, as --ip, and RDMA unless
+// --transport said otherwise. 0, or -errno (said).
+int device_ip(remote_args &a)
+{
+	if (!a.device)
+		return 0;
+	int ret = ferry__net_rdma_addr("/sys", a.device, a.ib_port, a.gid, a.dev_ip,
+				       sizeof(a.dev_ip), a.dev_iface, sizeof(a.dev_iface));
+	if (ret < 0) {
+		fprintf(stderr, "ferry-bench transport: -d %s: %s\n", a.device,
+			ferry_strerror(ret));
+		return ret;
+	}
+	a.ip = a.dev_ip[0] ? a.dev_ip : a.dev_iface;
+	if (!a.transports)
+		a.transports = FERRY_GCS_TRANSPORT_RDMA;
+	fprintf(stderr, "ferry-bench transport: -d %s port %u GID %d: on %s %s\n", a.device,
+		a.ib_port ? a.ib_port : 1, a.gid, a.dev_ip[0] ? "address" : "interface", a.ip);
+	return 0;
 }
 
 int run_server(remote_args &a)
@@ -773,9 +821,42 @@ int run_client(remote_args &a)
 	// Where the pulls go out from; each row's label says which transport they took.
 	fprintf(stderr, "ferry-bench transport client (commit %s): node %s, spin %u us\n",
 		ferry__version_commit(), ferry__embed_node_address(g_remote_node), a.spin_us);
+	// A size the server does not hold would wait for ever in the timed loop: ask each once
+	// (a pull finds no location at once: -ENOENT) and say what to give both sides.
+	std::vector<uint64_t> want = remote_sizes();
+	if (g_1gib)
+		want.push_back(GiB);
+	for (uint64_t size : want) {
+		ferry_object_id id = object_id(size, 0);
+		ferry__objmgr_result res = {};
+		int ret = ferry__embed_pull_all(g_remote_node, &id, 1, &res);
+
+		if (ret == -ENOENT) {
+			fprintf(stderr,
+				"ferry-bench transport: the server holds no %llu B objects: give "
+				"both sides the same -s, -a and --1gib\n",
+				(unsigned long long)size);
+			ferry__embed_node_stop(g_remote_node);
+			return 2;
+		}
+		if (ret < 0) {
+			fprintf(stderr,
+				"ferry-bench transport: pulling a %llu B object from %s: %s\n",
+				(unsigned long long)size, a.client, ferry_strerror(ret));
+			ferry__embed_node_stop(g_remote_node);
+			return 1;
+		}
+		(void)ferry__embed_drop(g_remote_node, &id, 1);
+	}
 	auto *b =
 		benchmark::RegisterBenchmark("BM_transport_remote_pull", BM_transport_remote_pull);
-	sizes(b, g_1gib);
+	for (uint64_t size : remote_sizes()) {
+		b->Args({(int64_t)size, 1});
+		b->Args({(int64_t)size, MANY});
+	}
+	if (g_1gib)
+		b->Args({(int64_t)GiB, 1});
+	b->UseManualTime()->Unit(benchmark::kMicrosecond);
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	ferry__embed_node_stop(g_remote_node);
@@ -809,6 +890,33 @@ int parse_flag(remote_args &a, const std::string &f, const char *v)
 	else if (f == "--spin-us") {
 		ret = ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &a.spin_us);
 		a.spin_given = true;
+	} else if (f == "-d") {
+		a.device = v;
+	} else if (f == "-i") {
+		ret = ferry__parse_u32(v, 255, &a.ib_port);
+		ret = ret < 0 || a.ib_port == 0 ? -EINVAL : 0;
+		a.port_or_gid = true;
+	} else if (f == "-x") {
+		uint32_t g = 0;
+		ret = ferry__parse_u32(v, 255, &g);
+		a.gid = (int)g;
+		a.port_or_gid = true;
+	} else if (f == "-s") {
+		// Bytes, as perftest's -s, up to 1 GiB; or several, comma-separated.
+		std::string list = v;
+		g_sizes.clear();
+		for (size_t at = 0; ret == 0 && at <= list.size();) {
+			size_t end = list.find(',', at);
+			std::string one =
+				list.substr(at, end == std::string::npos ? end : end - at);
+			uint32_t size = 0;
+			ret = ferry__parse_u32(one.c_str(), (uint32_t)GiB, &size);
+			ret = ret < 0 || size == 0 ? -EINVAL : 0;
+			g_sizes.push_back(size);
+			at = end == std::string::npos ? list.size() + 1 : end + 1;
+		}
+		std::sort(g_sizes.begin(), g_sizes.end());
+		g_sizes.erase(std::unique(g_sizes.begin(), g_sizes.end()), g_sizes.end());
 	} else if ((a.transports = parse_transport(v)) == ~0u)
 		ret = -EINVAL;
 	if (ret < 0)
@@ -823,7 +931,8 @@ int parse_args(remote_args &a, int argc, char **argv, std::vector<char *> &rest)
 		std::string f = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
 		bool takes = f == "--client" || f == "--ip" || f == "--port" ||
-			     f == "--token-file" || f == "--transport" || f == "--spin-us";
+			     f == "--token-file" || f == "--transport" || f == "--spin-us" ||
+			     f == "-d" || f == "-i" || f == "-x" || f == "-s";
 
 		if (f == "--help" || f == "-h") {
 			ferry_bench_usage(stdout);
@@ -837,6 +946,9 @@ int parse_args(remote_args &a, int argc, char **argv, std::vector<char *> &rest)
 			return -EINVAL;
 		if (f == "--1gib")
 			g_1gib = true;
+		else if (f == "-a") // perftest: every power of two from 2 B to 8 MiB
+			for (uint64_t size = 2; size <= 8 * MiB; size *= 2)
+				g_sizes.push_back(size);
 		else if (f == "--server")
 			a.server = true;
 		else if (!takes)
@@ -845,6 +957,21 @@ int parse_args(remote_args &a, int argc, char **argv, std::vector<char *> &rest)
 	}
 	if (a.server && a.client) {
 		fprintf(stderr, "ferry-bench transport: --server or --client, not both\n");
+		return -EINVAL;
+	}
+	bool remote_only = a.device || a.port_or_gid || !g_sizes.empty();
+	if (remote_only && !a.server && !a.client) {
+		fprintf(stderr, "ferry-bench transport: -d, -i, -x, -s and -a are for "
+				"--server/--client (the local rows have their own sizes)\n");
+		return -EINVAL;
+	}
+	if (a.port_or_gid && !a.device) {
+		fprintf(stderr, "ferry-bench transport: -i and -x go with -d DEVICE\n");
+		return -EINVAL;
+	}
+	if (a.device && a.ip) {
+		fprintf(stderr, "ferry-bench transport: -d or --ip, not both (-d names the "
+				"address through the device's GID)\n");
 		return -EINVAL;
 	}
 	if (a.spin_given && !a.server && !a.client) {
@@ -881,7 +1008,7 @@ int ferry_bench_transport_main(int argc, char **argv)
 	if (ferry_bench_init(&argc, rest.data()) < 0)
 		return 2;
 	if (a.server || a.client) {
-		if (read_token(a) < 0 || (a.server && server_ip(a) < 0))
+		if (read_token(a) < 0 || device_ip(a) < 0 || (a.server && server_ip(a) < 0))
 			return 2;
 		return a.server ? run_server(a) : run_client(a);
 	}

@@ -85,6 +85,19 @@ bool ferry__net_if_rdma(const char *sysfs, const char *name);
 /* ferry__net_rdma_devices() - whether @sysfs lists any RDMA device (class/infiniband). */
 bool ferry__net_rdma_devices(const char *sysfs);
 
+/*
+ * ferry__net_rdma_addr() - what perftest's `-d DEV -i PORT -x GID` name, as an address Ferry
+ * can bind (rdma_cm picks the device by address): GID @gid (< 0: the first one that carries an
+ * address) of @port (0: 1) of RDMA device @dev under @sysfs. A RoCE v2 GID is the address
+ * itself (IPv4-mapped, or IPv6): it goes to @ip. Otherwise (RoCE v1, InfiniBand) the interface
+ * the GID belongs to goes to @iface (the GID table's ndevs/, or the IPoIB interface of the
+ * device), and the caller takes that interface's address. Returns 0, -ENODEV (no such device
+ * or port), -ENOENT (no such GID, or an empty one), -EADDRNOTAVAIL (no address and no
+ * interface), -EINVAL (a name with '/'); logged.
+ */
+int ferry__net_rdma_addr(const char *sysfs, const char *dev, unsigned port, int gid, char *ip,
+			 size_t ip_size, char *iface, size_t iface_size);
+
 /* ferry__net_ip_text() - the numeric host of @addr (IPv4-mapped IPv6 as IPv4) into @buf.
  * 0, or -EAFNOSUPPORT (not IP) / -ENOSPC. */
 int ferry__net_ip_text(const struct sockaddr *addr, char *buf, size_t size);

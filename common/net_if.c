@@ -210,3 +210,115 @@ int ferry__net_ifaces(const char *sysfs, struct ferry__net_iface *out, size_t ma
 	freeifaddrs(ifs);
 	return (int)n;
 }
+
+/*
+ * The address a GID carries: RoCE v2 GIDs are IPv4-mapped or global IPv6 addresses; a
+ * link-local or empty one (RoCE v1, InfiniBand's subnet prefix) carries none.
+ */
+static bool gid_ip(const char *text, char *ip, size_t size)
+{
+	struct in6_addr a;
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6};
+	size_t n = 0;
+
+	/* sysfs writes "fe80:0000:...": eight groups of four, which inet_pton takes as is. */
+	if (inet_pton(AF_INET6, text, &a) != 1)
+		return false;
+	for (size_t i = 0; i < sizeof(a.s6_addr); i++)
+		n += a.s6_addr[i] != 0;
+	if (!n || IN6_IS_ADDR_LINKLOCAL(&a))
+		return false;
+	sa.sin6_addr = a;
+	return ferry__net_ip_text((const struct sockaddr *)&sa, ip, size) == 0;
+}
+
+/* The IPoIB interface of device @dev (its PCI function's net/ entry), into @iface. */
+static bool device_netdev(const char *sysfs, const char *dev, char *iface, size_t size)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/class/infiniband/%s/device/net", sysfs, dev);
+	d = opendir(path);
+	while (d && !found && (e = readdir(d)))
+		if (e->d_name[0] != '.' && strlen(e->d_name) < size) {
+			snprintf(iface, size, "%s", e->d_name);
+			found = true;
+		}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/*
+ * GID @gid of @base (a port's directory): its address into @ip, else its interface.
+ * -ENOENT past the table, -ENODATA for an empty entry (tables have holes).
+ */
+static int one_gid(const char *base, int gid, char *ip, size_t ip_size, char *iface,
+		   size_t iface_size)
+{
+	char path[PATH_MAX], text[64];
+	struct in6_addr a;
+
+	snprintf(path, sizeof(path), "%s/gids/%d", base, gid);
+	if (!read_line(path, text, sizeof(text)))
+		return -ENOENT;
+	if (inet_pton(AF_INET6, text, &a) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a))
+		return -ENODATA;
+	if (gid_ip(text, ip, ip_size))
+		return 0;
+	snprintf(path, sizeof(path), "%s/gid_attrs/ndevs/%d", base, gid);
+	if (read_line(path, text, sizeof(text)) && strlen(text) < iface_size) {
+		if (!iface[0]) /* the first one found stays */
+			snprintf(iface, iface_size, "%s", text);
+		return 0;
+	}
+	return -EADDRNOTAVAIL;
+}
+
+int ferry__net_rdma_addr(const char *sysfs, const char *dev, unsigned port, int gid, char *ip,
+			 size_t ip_size, char *iface, size_t iface_size)
+{
+	char base[PATH_MAX];
+	struct stat st;
+	int ret = -EADDRNOTAVAIL;
+
+	ip[0] = iface[0] = '\0';
+	if (!dev || !*dev || strchr(dev, '/') || !strcmp(dev, ".") || !strcmp(dev, "..")) {
+		FLOG_ERROR(NET_LOG, "RDMA device name '%s' is not one", dev ? dev : "");
+		return -EINVAL;
+	}
+	snprintf(base, sizeof(base), "%s/class/infiniband/%s/ports/%u", sysfs, dev,
+		 port ? port : 1);
+	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		FLOG_ERROR(NET_LOG, "no RDMA device %s with a port %u (%s/class/infiniband)", dev,
+			   port ? port : 1, sysfs);
+		return -ENODEV;
+	}
+	if (gid >= 0) {
+		ret = one_gid(base, gid, ip, ip_size, iface, iface_size);
+		if (ret == -ENOENT || ret == -ENODATA) {
+			FLOG_ERROR(NET_LOG, "RDMA device %s port %u has no GID %d (%s)", dev,
+				   port ? port : 1, gid,
+				   ret == -ENODATA ? "an empty entry" : "beyond its table");
+			return -ENOENT;
+		}
+	} else {
+		/* perftest's default is GID 0; ours is the first GID that names an address,
+		 * as rdma_cm would reach the device through it. Entries past 255 are not read. */
+		for (int g = 0; g < 256 && !ip[0]; g++)
+			if (one_gid(base, g, ip, ip_size, iface, iface_size) == -ENOENT)
+				break;
+		ret = ip[0] || iface[0] ? 0 : -EADDRNOTAVAIL;
+	}
+	if (ret == -EADDRNOTAVAIL)
+		ret = device_netdev(sysfs, dev, iface, iface_size) ? 0 : -EADDRNOTAVAIL;
+	if (ret < 0)
+		FLOG_ERROR(NET_LOG,
+			   "RDMA device %s port %u: no GID with an address and no "
+			   "interface to take one from",
+			   dev, port ? port : 1);
+	return ret;
+}

@@ -5,6 +5,7 @@
  * RDMA interface; which addresses clash in one cluster).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +59,62 @@ FTEST(rdma_interfaces_from_sysfs)
 	ftest_assert_false(ferry__net_if_rdma("/nonexistent", "ib0"));
 	ftest_assert_true(ferry__net_rdma_devices(sys));
 	ftest_assert_false(ferry__net_rdma_devices("/nonexistent"));
+}
+
+/* perftest's -d/-i/-x as an address: a RoCE v2 GID is one, RoCE v1 and IB name an interface. */
+FTEST(rdma_gid_addresses)
+{
+	const char *sys = ftest_tmpdir();
+	char ip[FERRY__NET_IP_MAX], ifc[16];
+
+	put_file("class/infiniband/mlx5_0/ports/1/gids/0",
+		 "fe80:0000:0000:0000:0202:c9ff:fe00:0001\n"); /* RoCE v1 */
+	put_file("class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0", "enp1\n");
+	put_file("class/infiniband/mlx5_0/ports/1/gids/1",
+		 "0000:0000:0000:0000:0000:0000:0000:0000\n"); /* empty */
+	put_file("class/infiniband/mlx5_0/ports/1/gids/2",
+		 "0000:0000:0000:0000:0000:ffff:0a00:0002\n"); /* RoCE v2, 10.0.0.2 */
+	put_file("class/infiniband/mlx5_0/ports/1/gids/3",
+		 "fd00:0000:0000:0000:0000:0000:0000:0007\n"); /* RoCE v2, IPv6 */
+	put_file("class/infiniband/mlx5_1/ports/1/gids/0",
+		 "fe80:0000:0000:0000:0002:c903:0010:0001\n"); /* InfiniBand */
+	put_file("class/infiniband/mlx5_1/device/net/ib0/type", "32\n");
+
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 1, 2, ip, sizeof(ip), ifc, sizeof(ifc)), 0);
+	ftest_assert_str_eq(ip, "10.0.0.2");
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 0, 3, ip, sizeof(ip), ifc, sizeof(ifc)), 0);
+	ftest_assert_str_eq(ip, "fd00::7");
+	/* No -x: the first GID that carries an address. */
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 1, -1, ip, sizeof(ip), ifc, sizeof(ifc)), 0);
+	ftest_assert_str_eq(ip, "10.0.0.2");
+	/* GID 0 is RoCE v1: its interface, whose address the caller takes. */
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 1, 0, ip, sizeof(ip), ifc, sizeof(ifc)), 0);
+	ftest_assert_str_eq(ip, "");
+	ftest_assert_str_eq(ifc, "enp1");
+	/* InfiniBand: the device's IPoIB interface. */
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_1", 1, -1, ip, sizeof(ip), ifc, sizeof(ifc)), 0);
+	ftest_assert_str_eq(ifc, "ib0");
+	/* What is not there (an empty entry too), and names that are not names. */
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 1, 1, ip, sizeof(ip), ifc, sizeof(ifc)),
+		-ENOENT);
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 1, 9, ip, sizeof(ip), ifc, sizeof(ifc)),
+		-ENOENT);
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "mlx5_0", 2, -1, ip, sizeof(ip), ifc, sizeof(ifc)),
+		-ENODEV);
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "nosuch", 1, -1, ip, sizeof(ip), ifc, sizeof(ifc)),
+		-ENODEV);
+	ftest_assert_int_eq(
+		ferry__net_rdma_addr(sys, "../x", 1, -1, ip, sizeof(ip), ifc, sizeof(ifc)),
+		-EINVAL);
 }
 
 FTEST(ip_predicates)
