@@ -1008,7 +1008,7 @@ int ferry_bench_transport_main(int argc, char **argv)
 	if (ferry_bench_init(&argc, rest.data()) < 0)
 		return 2;
 	if (a.server || a.client) {
-		if (read_token(a) < 0 || device_ip(a) < 0 || (a.server && server_ip(a) < 0))
+		if (device_ip(a) < 0 || read_token(a) < 0 || (a.server && server_ip(a) < 0))
 			return 2;
 		return a.server ? run_server(a) : run_client(a);
 	}

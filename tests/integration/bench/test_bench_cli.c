@@ -44,9 +44,10 @@ __attribute__((format(printf, 5, 6))) static int bench(char *out, size_t out_siz
 
 FTEST(help_lists_own_flags)
 {
-	static const char *const flags[] = {"--spin-us", "--client",	      "--server",
-					    "--ip",	 "--token-file",      "--transport",
-					    "--1gib",	 "--benchmark_filter"};
+	static const char *const flags[] = {
+		"--spin-us",	"--client",    "--server", "--ip",
+		"--token-file", "--transport", "--1gib",   "--benchmark_filter",
+		"-d DEV",	"-x GID",      "-s SIZE",  "-a "};
 	char out[32768], err[4096];
 
 	ftest_assert_int_eq(bench(out, sizeof(out), err, sizeof(err), "--help"), 0);
@@ -89,4 +90,37 @@ FTEST(unknown_flags_refused)
 	ftest_assert_int_eq(bench(out, sizeof(out), err, sizeof(err),
 				  "transport --spin-us 10 --benchmark_filter=NOTHING"),
 			    2);
+}
+
+/* perftest's flags: for the two-host mode only, -i/-x with -d, sizes that are sizes. */
+FTEST(perftest_flags_refused_when_wrong)
+{
+	static const struct {
+		const char *args;
+		const char *says;
+	} cases[] = {
+		{"transport -s 8 --benchmark_filter=NOTHING", "are for --server/--client"},
+		{"transport -a --benchmark_filter=NOTHING", "are for --server/--client"},
+		{"transport --server --token-file /dev/null -x 1", "-i and -x go with -d"},
+		{"transport --server --token-file /dev/null -d rxe0 --ip 10.0.0.1", "-d or --ip"},
+		{"transport --server --token-file /dev/null -s 0", "bad value for -s"},
+		{"transport --server --token-file /dev/null -s 8,x", "bad value for -s"},
+		{"transport --server --token-file /dev/null -s 2147483648", "bad value for -s"},
+		{"transport --server --token-file /dev/null -i 0 -d rxe0", "bad value for -i"},
+		{"transport --server --token-file /dev/null -d", "-d needs a value"},
+	};
+	char out[8192], err[8192];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ftest_assert_int_eq(bench(out, sizeof(out), err, sizeof(err), "%s", cases[i].args),
+				    2);
+		if (!strstr(err, cases[i].says))
+			ftest__fail(__FILE__, __LINE__, "'%s' does not say '%s'", cases[i].args,
+				    cases[i].says);
+	}
+	/* A device this machine does not have: named, before anything starts. */
+	ftest_assert_int_eq(bench(out, sizeof(out), err, sizeof(err),
+				  "transport --server --token-file /dev/null -d nosuch_dev0"),
+			    2);
+	ftest_assert_ptr_notnull(strstr(err, "nosuch_dev0"));
 }
