@@ -168,6 +168,27 @@ def main(tmp):
     if left:
         fail(f"ferry-bench still running after the run: {left}")
 
+    # bench/report with the same two hosts: the transport section and the two-host plots.
+    report = Path(compare).with_name("report")
+    rdir = tmp / "report"
+    cmd = ["ip", "netns", "exec", ns[0], sys.executable, str(report), "--suites", "transport",
+           "--quick", "--out", str(rdir), "--build", build, "--hosts", f"{ip[0]},{ip[1]}",
+           f"--ssh-opts={ssh_opts}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    print(p.stdout[-1500:], p.stderr[-1500:])
+    if p.returncode != 0:
+        fail(f"bench/report --hosts exited {p.returncode}")
+    md = (rdir / "report.md").read_text()
+    if "RESULT transport hosts=" not in md:
+        fail("the report lacks the two-host RESULT line")
+    for png in ("hosts-bandwidth.png", "hosts-latency.png"):
+        if f"]({png})" not in md:
+            fail(f"the report does not show {png} (python3-matplotlib missing?)")
+        if (rdir / png).read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
+            fail(f"{png} is not a PNG")
+    if os.environ.get("FERRY_KEEP_REPORT"):
+        shutil.copytree(rdir, os.environ["FERRY_KEEP_REPORT"], dirs_exist_ok=True)
+
     # A build that is not on the hosts, and a host nobody answers on: said, not hung.
     p = run("--hosts", f"{ip[0]},{ip[1]}", "--remote-build", "/nonexistent", timeout=120)
     if p.returncode == 0 or "no /nonexistent/bench/ferry-bench on" not in p.stdout + p.stderr:
