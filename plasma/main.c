@@ -16,6 +16,9 @@
 
 #include <ferry/config.h>
 
+#include "common/metrics_http.h"
+#include "common/net.h"
+#include "common/util.h"
 #include "common/version.h"
 #include "plasma/server.h"
 #include "plasma/store.h"
@@ -27,6 +30,7 @@ static const char usage[] =
 	"                    [--connect-timeout-ms MS] [--max-connecting N] [--frame-timeout-ms "
 	"MS]\n"
 	"                    [--stall-timeout-ms MS] [--max-queued SIZE] [--log SPEC]\n"
+	"                    [--metrics-port P] [--metrics-ip ADDR]\n"
 	"  --socket PATH          Unix socket to serve (FERRY_PLASMA_SOCKET)\n"
 	"  --memory SIZE          arena size, e.g. 4G (FERRY_PLASMA_MEMORY; default 30% of RAM)\n"
 	"  --spill-dir DIR        where primaries spill under pressure (FERRY_SPILL_DIR)\n"
@@ -48,12 +52,17 @@ static const char usage[] =
 	"                         connection (default 30000)\n"
 	"  --max-queued SIZE      unsent replies past which a client's requests wait (default 8M)\n"
 	"  --log SPEC             log levels, e.g. info or warn,plasma=debug (FERRY_LOG)\n"
+	"  --metrics-port P       serve Prometheus GET /metrics there (bytes, objects, evictions,\n"
+	"                         spills and restores of the store)\n"
+	"  --metrics-ip ADDR      where the metrics port listens (default 0.0.0.0)\n"
 	"  --help, --version      this text, or the version and commit; nothing else is done\n";
 
 struct args {
 	struct ferry_config cfg;	       /* defaults and FERRY_* */
 	struct ferry__plasma_server_opts opts; /* what the server gets */
 	bool no_spill;			       /* --no-spill */
+	uint32_t metrics_port;		       /* --metrics-port; 0: none */
+	const char *metrics_ip;		       /* --metrics-ip; NULL: 0.0.0.0 */
 };
 
 static int parse_hugepages(const char *mode, enum ferry_plasma_hugepages *out)
@@ -142,6 +151,15 @@ static int parse_option(struct args *a, int opt, const char *arg)
 		return 0;
 	case 'l':
 		return ferry_log_configure(arg);
+	case 'M':
+		return ferry__parse_u32(arg, 65535, &a->metrics_port) < 0 || !a->metrics_port
+			       ? -EINVAL
+			       : 0;
+	case 'I':
+		if (!ferry__net_ip_valid(arg))
+			return -EINVAL;
+		a->metrics_ip = arg;
+		return 0;
 	default:
 		return parse_limit(a, opt, arg);
 	}
@@ -167,6 +185,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{"frame-timeout-ms", required_argument, NULL, 'F'},
 		{"stall-timeout-ms", required_argument, NULL, 'S'},
 		{"max-queued", required_argument, NULL, 'Q'},
+		{"metrics-port", required_argument, NULL, 'M'},
+		{"metrics-ip", required_argument, NULL, 'I'},
 		{"help", no_argument, NULL, 'H'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -196,10 +216,32 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return 0;
 }
 
+/* A scrape, on the store's loop: the store's rows. */
+static void collect(struct ferry__metric_buf *b, void *arg)
+{
+	ferry__plasma_server_metrics(arg, b);
+}
+
+static int start_metrics(struct ferry__plasma_server *srv, const struct args *a,
+			 struct ferry__metrics_server **out)
+{
+	struct ferry__metrics_opts mo = {.ip = a->metrics_ip,
+					 .port = (uint16_t)a->metrics_port,
+					 .collect = collect,
+					 .arg = srv};
+	int r = ferry__metrics_server_start(ferry__plasma_server_loop(srv), &mo, out);
+
+	if (r == 0)
+		printf("ferry-plasma: metrics on http://%s:%u/metrics\n",
+		       a->metrics_ip ? a->metrics_ip : "0.0.0.0", ferry__metrics_server_port(*out));
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = {0};
-	struct ferry__plasma_server *srv;
+	struct ferry__metrics_server *metrics = NULL;
+	struct ferry__plasma_server *srv = NULL;
 	sigset_t stop;
 	int sig, r;
 
@@ -221,9 +263,15 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	r = ferry__plasma_server_start_new(&a.opts, &srv);
+	r = ferry__plasma_server_create(&a.opts, &srv);
+	if (r == 0 && a.metrics_port) /* on the store's loop, before it runs */
+		r = start_metrics(srv, &a, &metrics);
+	if (r == 0)
+		r = ferry__plasma_server_start(srv);
 	if (r < 0) {
 		fprintf(stderr, "ferry-plasma: cannot start: %s\n", ferry_strerror(r));
+		ferry__metrics_server_stop(metrics);
+		ferry__plasma_server_destroy(srv);
 		return 1;
 	}
 	/* Readiness for whoever started us: the socket accepts connections from now on. */
@@ -234,6 +282,8 @@ int main(int argc, char **argv)
 	do
 		r = sigwait(&stop, &sig);
 	while (r == EINTR);
+	ferry__plasma_server_stop(srv); /* its loop's thread joined: the endpoint goes next */
+	ferry__metrics_server_stop(metrics);
 	ferry__plasma_server_destroy(srv);
 	return 0;
 }

@@ -588,3 +588,8 @@ struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_serv
 {
 	return srv->store;
 }
+
+struct ferry__loop *ferry__plasma_server_loop(struct ferry__plasma_server *srv)
+{
+	return srv->loop;
+}

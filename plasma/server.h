@@ -213,5 +213,7 @@ void ferry__plasma_server_metrics(struct ferry__plasma_server *srv, struct ferry
 
 /* The store (tests only: touch it only while the server is not running). */
 struct ferry__plasma_store *ferry__plasma_server_store(struct ferry__plasma_server *srv);
+/* The loop it serves on (its own, or the one it was given). */
+struct ferry__loop *ferry__plasma_server_loop(struct ferry__plasma_server *srv);
 
 #endif

@@ -339,9 +339,12 @@ FTEST(node_bad_values_are_named)
  * were a flag), exits 2 and shows its usage. */
 FTEST(plasma_bad_flags)
 {
-	static const char *const bad[][2] = {{"--memory abc", "bad value for --memory: abc"},
-					     {"--memory=5Q", "bad value for --memory: 5Q"},
-					     {"--max-clients 0", "bad value for --max-clients: 0"}};
+	static const char *const bad[][2] = {
+		{"--memory abc", "bad value for --memory: abc"},
+		{"--memory=5Q", "bad value for --memory: 5Q"},
+		{"--max-clients 0", "bad value for --max-clients: 0"},
+		{"--metrics-port 70000", "bad value for --metrics-port: 70000"},
+		{"--metrics-ip eth0", "bad value for --metrics-ip: eth0"}};
 	const char *bin = getenv("FERRY_PLASMA_BIN");
 	char cmd[1024], out[4096];
 
@@ -715,6 +718,60 @@ FTEST(cli_metrics_every_daemon)
 	ftest_assert_int_eq(strncmp(out, "HTTP/1.1 431", 12), 0);
 	close(idle);
 	stop_all();
+}
+
+/*
+ * ferry-plasma run alone serves its metrics too (--metrics-port): the store's rows, with the
+ * object a client put, accepted by promtool; its port line comes before it serves.
+ */
+static pid_t alone_pid;
+
+static void kill_alone(void)
+{
+	if (alone_pid > 0)
+		kill(alone_pid, SIGKILL);
+}
+
+FTEST(plasma_metrics_alone)
+{
+	static char out[1 << 16];
+	const char *bin = getenv("FERRY_PLASMA_BIN"), *pg = getenv("FERRY_PUT_GET_BIN");
+	char sock[300], port_s[16], id[64], line[512];
+	uint16_t port = free_port();
+	pid_t pid;
+
+	if (!bin || access(bin, X_OK) < 0 || !pg)
+		ftest_skip(
+			"ferry-plasma or put_get not built (FERRY_PLASMA_BIN, FERRY_PUT_GET_BIN)");
+	use_run_dir();
+	snprintf(sock, sizeof(sock), "%s/alone.sock", run_dir);
+	snprintf(port_s, sizeof(port_s), "%u", port);
+	{
+		const char *argv[] = {bin,
+				      "--socket",
+				      sock,
+				      "--memory",
+				      "32M",
+				      "--no-prefault",
+				      "--metrics-port",
+				      port_s,
+				      NULL};
+
+		pid = alone_pid = itest_spawn(argv, line, sizeof(line));
+		atexit(kill_alone); /* a failed assert exits: the store goes with it */
+	}
+	ftest_assert_int_gt(pid, 0);
+	ftest_assert_ptr_notnull(strstr(line, "metrics on http://0.0.0.0:"));
+	ftest_assert_int_eq(sh(id, sizeof(id), "'%s' new-id", pg), 0);
+	id[strcspn(id, "\n")] = '\0';
+	ftest_assert_int_eq(sh(out, sizeof(out), "'%s' '%s' put %s alone", pg, sock, id), 0);
+	scrape(port, out, sizeof(out));
+	ftest_assert_true(row_value(out, "ferry_store_objects") == 1);
+	ftest_assert_true(row_value(out, "ferry_store_capacity_bytes") == 32.0 * (1 << 20));
+	ftest_assert_true(!strstr(out, "ferry_transfer_")); /* a store alone moves nothing */
+	kill(pid, SIGTERM);
+	ftest_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	alone_pid = 0;
 }
 
 /*
