@@ -376,7 +376,7 @@ def two_hosts(args):
             return Missing(f"ib_read_bw ran no {size} B messages")
         return bw[size] * MiB / 1e6
 
-    rdma = transport == "rdma"
+    rdma, tcp = transport == "rdma", transport == "tcp"
     ip3_mb = ip3 * 1e3 if isinstance(ip3, float) else ip3
     rows = []
     for size in sizes:
@@ -400,11 +400,11 @@ def two_hosts(args):
                "largest_B": str(big), "smallest_B": str(small),
                "pull_largest_GBps": num(fig(big, 1, "MBps")) / 1e3,
                "pull_smallest_p50_us": num(fig(small, 1, "p50_us")),
-               "tcp_64MiB_GBps": num(fig(64 * MiB, 1, "MBps")) / 1e3 if not rdma else nan,
+               "tcp_64MiB_GBps": num(fig(64 * MiB, 1, "MBps")) / 1e3 if tcp else nan,
                "iperf3_GBps": num(ip3),
                "rdma_1MiB_MBps": num(fig(MiB, 1, "MBps")) * 1e6 / MiB if rdma else nan,
                "ib_read_bw_MBps": num(bw.get(MiB) if isinstance(bw, dict) else bw),
-               "tcp_small_p50_us": num(fig(8, 1, "p50_us")) if not rdma else nan,
+               "tcp_small_p50_us": num(fig(8, 1, "p50_us")) if tcp else nan,
                "ucx_tcp_rtt_us": num(ucx),
                "rdma_small_p50_us": num(fig(8, 1, "p50_us")) if rdma else nan,
                "ib_read_lat_us": num(lat)}

@@ -66,6 +66,38 @@ static void stop_all(void)
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", run_dir);
 }
+/* Whether @port can be bound on every address now. */
+static bool port_free(uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	ftest_assert_int_ge(fd, 0);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * The first of @span free ports in a row, below the ephemeral range (32768-60999 by default):
+ * a port in that range can be taken at any moment as the source port of another test's
+ * outgoing connection (the nodesim test makes a thousand), and the daemon's bind then fails.
+ */
+static uint16_t free_port_block(unsigned span)
+{
+	for (unsigned i = 0; i < 200; i++) {
+		uint16_t base = (uint16_t)(10000 + ((unsigned)getpid() * 7 + i * 131) % 1100 * 20);
+		unsigned k = 0;
+
+		while (k < span && port_free((uint16_t)(base + k)))
+			k++;
+		if (k == span)
+			return base;
+	}
+	ftest__fail(__FILE__, __LINE__, "no %u free ports in a row under 32000", span);
+	return 0;
+}
+
 static uint16_t free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -666,7 +698,7 @@ FTEST(cli_metrics_every_daemon)
 	static char out[1 << 17];
 	const char *pg = getenv("FERRY_PUT_GET_BIN");
 	char flag[64], url[64], id[64], sock1[300], sock2[300], big[10000];
-	uint16_t base = (uint16_t)(20000 + (getpid() % 2000) * 20);
+	uint16_t base = free_port_block(13); /* the GCS, ferry-sched, node-1, node-2 */
 	int idle;
 
 	snprintf(flag, sizeof(flag), "--metrics-port-base %u", base);

@@ -205,6 +205,28 @@ def submit(slurm, tmp, script, driver, args, name):
     return job, out.replace("%j", job)
 
 
+def bench_over_srun(slurm, compare, build):
+    """`bench/compare transport --hosts n1,n2 --launcher srun`: ferry-bench's server in a step
+    on n1, its client in one on n2 (one host here: their pulls go over shm), the RESULT line
+    names both, and no step or ferry-bench is left after it."""
+    p = subprocess.run([sys.executable, compare, "transport", "--hosts", "n1,n2", "--launcher",
+                        "srun", "--server-ip", "127.0.0.1", "-s", "8,65536", "--min-time",
+                        "0.01", "--build", build], env=slurm.env, capture_output=True,
+                       text=True, timeout=600)
+    print(f"bench over srun: exit {p.returncode}\n{p.stdout[-2500:]}{p.stderr[-1500:]}")
+    if p.returncode != 0 or "RESULT transport hosts=n1,n2 transport=shm" not in p.stdout:
+        fail("bench/compare --launcher srun did not run both ends")
+    end = time.time() + 60
+    while time.time() < end:
+        steps = slurm.run(["squeue", "-h"], check=False).stdout.strip()
+        procs = subprocess.run(["pgrep", "-f", "ferry-bench transport"], capture_output=True,
+                               text=True).stdout.strip()
+        if not steps and not procs:
+            return
+        time.sleep(0.5)
+    fail(f"left after the bench: jobs {steps!r}, ferry-bench pids {procs!r}")
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -256,6 +278,13 @@ def main():
         left = wait_no_daemons(job)
         if left:
             fail(f"Ferry processes of job {job} left after scancel: {left}")
+        # 3. bench/compare's two-host mode with srun as its launcher (plain builds: its
+        # ferry-bench runs in the Slurm steps, outside the sanitizers' environment).
+        compare, build = os.environ.get("FERRY_COMPARE"), os.environ.get("FERRY_BUILD")
+        if compare and build:
+            bench_over_srun(slurm, compare, build)
+        else:
+            print("bench over srun: not run in this build (FERRY_COMPARE unset: sanitizers)")
         ok = True
     finally:
         if not ok:
