@@ -303,7 +303,8 @@ static uint64_t dir_hash(const char *dir)
 FTEST(a_node_keeps_its_registration_across_a_restart_on_the_wal_and_beats_write_nothing)
 {
 	char wal[512];
-	const char *args[] = {"--wal", wal, "--node-deadline-ms", "400", NULL};
+	/* Long enough that a node reconnecting under a sanitizer build's load is not dead first. */
+	const char *args[] = {"--wal", wal, "--node-deadline-ms", "1000", NULL};
 	struct ferry_gcs_client *c;
 	struct node_proc n;
 	struct gcs_proc p;
@@ -313,13 +314,13 @@ FTEST(a_node_keeps_its_registration_across_a_restart_on_the_wal_and_beats_write_
 	p = gcs_start(0, args);
 	n = node_start(p.port);
 	gcs_stop(&p, SIGKILL);
-	usleep(600 * 1000); /* down for longer than the deadline */
+	usleep(1500 * 1000); /* down for longer than the deadline */
 	p = gcs_start(p.port, args);
 	c = client_for(&p, 1, TOKEN);
 	ftest_assert_int_eq(node_state(c, &n.id, n.address), FERRY_GCS_NODE_ALIVE); /* replayed */
-	usleep(500 * 1000); /* the node reconnects, resubscribes and reports its load again */
+	usleep(1000 * 1000); /* the node reconnects, resubscribes and reports its load again */
 	before = dir_hash(wal);
-	usleep(2000 * 1000); /* five deadlines, twenty beats */
+	usleep(5000 * 1000); /* five deadlines of beats */
 	ftest_assert_uint_eq(dir_hash(wal), before);
 	ftest_assert_int_eq(node_state(c, &n.id, n.address), FERRY_GCS_NODE_ALIVE);
 	ftest_assert_false(itest_log_has(n.log, "registered again"));
