@@ -21,18 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from itest import fail, skip  # noqa: E402
+
 compare, build = os.environ.get("FERRY_COMPARE"), os.environ.get("FERRY_BUILD")
 SSHD = "/usr/sbin/sshd"
-
-
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-def fail(why):
-    print(f"FAIL: {why}")
-    sys.exit(1)
 
 
 if not compare or not build:

@@ -11,15 +11,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from itest import fail, skip  # noqa: E402
+
 report, build = os.environ.get("FERRY_REPORT"), os.environ.get("FERRY_BUILD")
 if not report or not build:
-    print("SKIP: FERRY_REPORT / FERRY_BUILD not set")
-    sys.exit(77)
-
-
-def fail(why):
-    print(f"FAIL: {why}")
-    sys.exit(1)
+    skip("FERRY_REPORT / FERRY_BUILD not set")
 
 
 with tempfile.TemporaryDirectory(prefix="ferry-report-") as tmp:

@@ -21,20 +21,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from itest import fail, skip  # noqa: E402
 
 NODES = ("n1", "n2", "n3")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo",
             "scancel", "srun", "sbcast", "sacct")
-
-
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-def fail(why):
-    print(f"FAIL: {why}")
-    sys.exit(1)
 
 
 def free_ports(n):
