@@ -227,6 +227,40 @@ struct waiting_get {
 	atomic_bool done;     /* ... it returned */
 };
 
+/* Whether @r's object is held on @node only, by the object directory (its record may lag the
+ * task's answer a little: waited for, bounded). */
+static bool only_on(const struct ferry_ref *r, const struct ferry_node_id *node)
+{
+	for (int i = 0; i < 200; i++) {
+		struct ferry_gcs_object_info info = {0};
+		int ret = ferry_gcs_object_lookup(ferry__rt.gcs, &r->id, &info);
+		bool found = ret >= 0 && info.nlocations > 0;
+		bool on =
+			found && info.nlocations == 1 && ferry_node_id_eq(&info.locations[0], node);
+
+		ferry_gcs_free(info.locations);
+		if (found)
+			return on;
+		usleep(20 * 1000);
+	}
+	return false;
+}
+
+/* Whether the GCS holds @node alive. */
+static bool node_alive(const struct ferry_node_id *node)
+{
+	struct ferry_gcs_node_info *nodes = NULL;
+	int n = ferry_gcs_node_list(ferry__rt.gcs, &nodes);
+	bool alive = false;
+
+	ftest_assert_int_ge(n, 0);
+	for (int i = 0; i < n; i++)
+		if (ferry_node_id_eq(&nodes[i].id, node))
+			alive = nodes[i].state == FERRY_GCS_NODE_ALIVE;
+	ferry_gcs_free(nodes);
+	return alive;
+}
+
 static void *get_thread(void *arg)
 {
 	struct waiting_get *g = arg;
@@ -253,20 +287,33 @@ FTEST(gets_waiting_when_their_node_dies_are_woken)
 				    {.data = &mib, .len = sizeof(mib)},
 				    {.data = &max_runs, .len = sizeof(max_runs)}};
 	struct waiting_get g[2] = {{.ret = 1}, {.ret = 1}};
+	struct ferry_node_id b;
 	pthread_t thread[2];
 	pid_t bpid;
 	int ready = 0;
 
 	start_cluster(4);
-	(void)cluster2_node_b(&soft, &bpid);
+	b = cluster2_node_b(&soft, &bpid);
 	for (int i = 0; i < 2; i++) {
-		snprintf(path[i], sizeof(path[i]), "%s/big_tally-waiting-%d.runs", cluster2_run_dir,
-			 i);
-		unlink(path[i]);
-		args[0].data = path[i];
-		args[0].len = strlen(path[i]);
-		ftest_assert_ok(ferry_submit("big_tally", args, 2 + (size_t)i, &soft, &g[i].ref));
-		ftest_assert_int_eq(ferry_wait(&g[i].ref, 1, 1, GET_MS, &ready), 1);
+		/* Soft affinity may run it here when B's last report looked full (a loaded
+		 * sanitizer run): then its return is not only on B, and its get would not wait.
+		 * Such a try is dropped and made again, under a new tally. */
+		for (int tries = 0;; tries++) {
+			snprintf(path[i], sizeof(path[i]), "%s/big_tally-waiting-%d-%d.runs",
+				 cluster2_run_dir, i, tries);
+			unlink(path[i]);
+			args[0].data = path[i];
+			args[0].len = strlen(path[i]);
+			ftest_assert_ok(
+				ferry_submit("big_tally", args, 2 + (size_t)i, &soft, &g[i].ref));
+			ftest_assert_int_eq(ferry_wait(&g[i].ref, 1, 1, GET_MS, &ready), 1);
+			if (only_on(&g[i].ref, &b))
+				break;
+			ftest_log("return %d, try %d: not made on B only; again", i, tries + 1);
+			ftest_assert_int_lt(tries, 20);
+			ferry_ref_drop(&g[i].ref);
+			usleep(200 * 1000);
+		}
 		ftest_assert_uint_eq(cluster2_runs(path[i]), 1);
 	}
 	cluster2_frozen = getpgid(bpid);
@@ -277,7 +324,14 @@ FTEST(gets_waiting_when_their_node_dies_are_woken)
 	/* They wait: B holds the only copies and answers nothing. A pull cannot finish, so this
 	 * checks state, not speed. */
 	usleep(500 * 1000);
-	ftest_assert_false(atomic_load(&g[0].done) || atomic_load(&g[1].done));
+	/* Unless the GCS already declared B dead (B's beats can lag its deadline on a loaded
+	 * sanitizer run before it was stopped): then the gets were woken, rightly. */
+	if (atomic_load(&g[0].done) || atomic_load(&g[1].done)) {
+		for (int i = 0; i < 2; i++)
+			ftest_log("get %d ended while B was stopped: %s: %s", i,
+				  ferry_strerror(g[i].ret), g[i].v.error);
+		ftest_assert_false(node_alive(&b));
+	}
 	ftest_assert_ok(kill(-cluster2_frozen, SIGKILL));
 	cluster2_frozen = 0;
 	for (int i = 0; i < 2; i++) {
