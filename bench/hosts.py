@@ -21,11 +21,9 @@ import socket
 import subprocess
 import time
 
+from peer_output import PeerError, iperf3_gbps, ucx_row
+
 MiB = 1 << 20
-
-
-class Missing(Exception):
-    """A figure could not be had; the message says why (printed in the table)."""
 
 
 class Launcher:
@@ -46,17 +44,17 @@ class Launcher:
                 "sh", "-c", script]
 
     def run(self, host, cmd, stdin=None, timeout=120):
-        """@cmd (a list) on @host, to its end: its stdout, or Missing with its error."""
+        """@cmd (a list) on @host, to its end: its stdout, or PeerError with its error."""
         try:
             p = subprocess.run(self.argv(host, shlex.join(cmd)), input=stdin,
                                capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise Missing(f"{cmd[0]} on {host} did not end in {timeout} s")
+            raise PeerError(f"{cmd[0]} on {host} did not end in {timeout} s")
         except OSError as e:
-            raise Missing(f"cannot run {self.kind}: {e}")
+            raise PeerError(f"cannot run {self.kind}: {e}")
         if p.returncode != 0:
             tail = (p.stderr or p.stdout).strip().splitlines()[-2:]
-            raise Missing(f"{shlex.join(cmd)[:60]} on {host} exited {p.returncode}: "
+            raise PeerError(f"{shlex.join(cmd)[:60]} on {host} exited {p.returncode}: "
                           f"{' / '.join(tail) or 'no output'}")
         return p.stdout
 
@@ -86,7 +84,7 @@ def stop(proc, timeout=15):
 
 
 def wait_line(proc, pattern, timeout):
-    """The first stdout line of @proc matching @pattern (a regex), or Missing."""
+    """The first stdout line of @proc matching @pattern (a regex), or PeerError."""
     deadline = time.monotonic() + timeout
     seen = []
     while time.monotonic() < deadline:
@@ -111,7 +109,7 @@ def wait_line(proc, pattern, timeout):
         err = f"; it exited {proc.returncode}: {' / '.join(err) or 'no output'}"
     else:
         err = f"; nothing in {timeout} s" if time.monotonic() >= deadline else "; its output closed"
-    raise Missing(f"no '{pattern}' from it{err}" + (f" (said: {seen[-1]})" if seen else ""))
+    raise PeerError(f"no '{pattern}' from it{err}" + (f" (said: {seen[-1]})" if seen else ""))
 
 
 def address(host):
@@ -119,7 +117,7 @@ def address(host):
     try:
         return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
     except OSError as e:
-        raise Missing(f"cannot resolve {host}: {e}")
+        raise PeerError(f"cannot resolve {host}: {e}")
 
 
 def pair(value):
@@ -128,17 +126,6 @@ def pair(value):
         return None, None
     parts = str(value).split(",")
     return parts[0], parts[-1]
-
-
-def iperf3_gbps(out):
-    """iperf3 -J's received bandwidth, GB/s."""
-    try:
-        data = json.loads(out)
-    except ValueError as e:
-        raise Missing(f"iperf3's JSON is unreadable ({e})")
-    if data.get("error") or "sum_received" not in data.get("end", {}):
-        raise Missing(f"iperf3: {data.get('error') or 'no sum_received in its JSON'}")
-    return data["end"]["sum_received"]["bits_per_second"] / 8e9
 
 
 class Run:
@@ -168,7 +155,7 @@ class Run:
         for host in self.made_dir:
             try:
                 self.launch.run(host, ["rm", "-rf", self.dir], timeout=30)
-            except Missing:
+            except PeerError:
                 pass
 
     def setup(self):
@@ -177,9 +164,9 @@ class Run:
         for host in dict.fromkeys((self.a, self.b)):
             try:
                 self.launch.run(host, ["test", "-x", self.exe], timeout=60)
-            except Missing as e:
+            except PeerError as e:
                 if "exited 1" in str(e):
-                    raise Missing(f"no {self.exe} on {host}: build Ferry there at the same "
+                    raise PeerError(f"no {self.exe} on {host}: build Ferry there at the same "
                                   "path, or give --remote-build DIR")
                 raise
             script = f"umask 077 && mkdir -p {shlex.quote(self.dir)} && cat > {shlex.quote(self.token)}"
@@ -222,7 +209,7 @@ class Run:
         try:
             data = json.loads(out)
         except ValueError as e:
-            raise Missing(f"ferry-bench's JSON from {self.b} is unreadable ({e})")
+            raise PeerError(f"ferry-bench's JSON from {self.b} is unreadable ({e})")
         return {b["name"]: b for b in data["benchmarks"] if b.get("run_type") != "aggregate"}, \
             gcs.rsplit(":", 1)[0].strip("[]")
 
@@ -235,7 +222,7 @@ class Run:
             for _ in range(tries):
                 try:
                     return parse(self.launch.run(self.b, cmd_b, timeout=120))
-                except Missing as e:
+                except PeerError as e:
                     last = e
                     if p.poll() is not None:
                         break
@@ -248,8 +235,8 @@ class Run:
         for host in dict.fromkeys((self.a, self.b)):
             try:
                 self.launch.run(host, ["sh", "-c", f"command -v {tool}"], timeout=60)
-            except Missing:
-                raise Missing(f"{tool} not installed on {host}")
+            except PeerError:
+                raise PeerError(f"{tool} not installed on {host}")
 
     def rdma_device(self, side):
         """The device perftest uses on @side: -d, or the only one that host has."""
@@ -260,7 +247,7 @@ class Run:
         out = self.launch.run(host, ["sh", "-c", "ls /sys/class/infiniband 2>/dev/null || true"])
         devs = out.split()
         if len(devs) != 1:
-            raise Missing(f"{host} has {len(devs) or 'no'} RDMA devices"
+            raise PeerError(f"{host} has {len(devs) or 'no'} RDMA devices"
                           + (f" ({', '.join(devs)}): give -d" if devs else ""))
         return devs[0]
 
@@ -289,7 +276,7 @@ class Run:
                 if len(cols) >= 4 and cols[0].isdigit() and cols[1].isdigit():
                     got[int(cols[0])] = float(cols[3])
         if not got:
-            raise Missing("ib_read_bw printed no result")
+            raise PeerError("ib_read_bw printed no result")
         return got
 
     def ib_read_lat(self, ip, size):
@@ -303,7 +290,7 @@ class Run:
             cols = line.split()
             if len(cols) >= 5 and cols[0] == str(size):
                 return float(cols[4])  # t_typical[usec]: the median
-        raise Missing("ib_read_lat printed no result")
+        raise PeerError("ib_read_lat printed no result")
 
     def iperf3(self, ip):
         self.has("iperf3")
@@ -318,35 +305,31 @@ class Run:
         out = self.peer(["env", "UCX_TLS=tcp", "ucx_perftest", "-p", port],
                         ["env", "UCX_TLS=tcp", "ucx_perftest", ip, "-p", port, "-t", "tag_lat",
                          "-s", "8", "-n", "20000", "-w", "2000", "-f", "-v"])
-        lines = [l for l in out.strip().splitlines() if "," in l]
-        if len(lines) < 2:
-            raise Missing("ucx_perftest tag_lat printed no result")
-        row = dict(zip(lines[0].split(","), lines[-1].split(",")))
-        return 2 * float(row["50.0_percentile_lat"])
+        return 2 * ucx_row(out, "tag_lat")["50.0_percentile_lat"]
 
 
 def attempt(fn, *a):
-    """fn(*a), or the Missing that says why not."""
+    """fn(*a), or the PeerError that says why not."""
     try:
         return fn(*a)
-    except Missing as e:
+    except PeerError as e:
         return e
     except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
-        return Missing(str(e))
+        return PeerError(str(e))
 
 
 def two_hosts(args):
     """The rows, the RESULT figures and the raw results of one two-host run.
 
     rows: (measure, Ferry figure, peer name, peer figure, unit), a figure being a number or
-    a Missing. Ferry's own run failing is fatal (SystemExit naming why); a peer failing is not.
+    a PeerError. Ferry's own run failing is fatal (SystemExit naming why); a peer failing is not.
     """
     run = Run(args)
     try:
         try:
             run.setup()
             res, server_ip = run.ferry()
-        except Missing as e:
+        except PeerError as e:
             raise SystemExit(f"compare: two hosts {run.a},{run.b}: {e}")
         errors = [f"{n}: {b.get('error_message')}" for n, b in res.items() if b.get("error_occurred")]
         if errors:
@@ -364,16 +347,16 @@ def two_hosts(args):
     def fig(size, inflight, key):
         b = res.get(f"BM_transport_remote_pull/{size}/{inflight}/manual_time")
         if b is None:
-            return Missing(f"no {size} B / {inflight} row in the run")
+            return PeerError(f"no {size} B / {inflight} row in the run")
         if key == "MBps":
             return b.get("bytes_per_second", 0.0) / 1e6
         return b.get(key, 0.0)
 
     def bw_at(size):
-        if isinstance(bw, Missing):
+        if isinstance(bw, PeerError):
             return bw
         if size not in bw:
-            return Missing(f"ib_read_bw ran no {size} B messages")
+            return PeerError(f"ib_read_bw ran no {size} B messages")
         return bw[size] * MiB / 1e6
 
     rdma, tcp = transport == "rdma", transport == "tcp"

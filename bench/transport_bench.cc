@@ -58,17 +58,16 @@ std::vector<uint64_t> g_sizes;
 uint64_t store_bytes()
 {
 	const char *env = getenv("FERRY_BENCH_STORE_MIB");
-
 	uint64_t want = 0;
 
 	if (env && atoi(env) > 0)
 		return (uint64_t)atoi(env) * MiB;
+	if (g_sizes.empty())
+		return g_1gib ? 2560 * MiB : 1152 * MiB;
 	// -s/-a: every size's objects in flight at once, and room beside them.
 	for (uint64_t size : g_sizes)
 		want += size * (uint64_t)MANY;
-	if (!g_sizes.empty() && !g_1gib)
-		return want + want / 4 + 128 * MiB;
-	return g_1gib ? 2560 * MiB + want : 1152 * MiB;
+	return want + (g_1gib ? 2560 * MiB : want / 4 + 128 * MiB);
 }
 
 // FERRY_BENCH_OBJMGR_LOOP=own|node: where the nodes' object managers serve (ferry-node
@@ -569,11 +568,15 @@ void BM_transport_spin_pull(benchmark::State &state, unsigned transports, uint32
 				   nullptr);
 }
 
-void sizes(benchmark::internal::Benchmark *b, bool big)
+// The object sizes of the rows: the local ones', and a two-host run's unless -s/-a.
+const std::vector<uint64_t> kSizes = {8, 4096, 65536, MiB, 64 * MiB};
+
+// @list's sizes, one and MANY in flight, and 1 GiB alone when @big.
+void sizes(benchmark::internal::Benchmark *b, const std::vector<uint64_t> &list, bool big)
 {
-	for (int64_t size : {8l, 4096l, 65536l, (int64_t)MiB, (int64_t)(64 * MiB)}) {
-		b->Args({size, 1});
-		b->Args({size, MANY});
+	for (uint64_t size : list) {
+		b->Args({(int64_t)size, 1});
+		b->Args({(int64_t)size, MANY});
 	}
 	if (big)
 		b->Args({(int64_t)GiB, 1});
@@ -596,7 +599,7 @@ void register_local(bool big)
 		auto *b = benchmark::RegisterBenchmark(name.c_str(), BM_transport_pull,
 						       be.transports);
 		if (!big) {
-			sizes(b, false);
+			sizes(b, kSizes, false);
 		} else {
 			b->Args({(int64_t)GiB, 1})->UseManualTime()->Unit(benchmark::kMicrosecond);
 		}
@@ -668,11 +671,9 @@ int read_token(remote_args &a)
 }
 
 // The sizes both sides of a two-host run use: -s, -a, or the local rows' set.
-std::vector<uint64_t> remote_sizes()
+const std::vector<uint64_t> &remote_sizes()
 {
-	if (!g_sizes.empty())
-		return g_sizes;
-	return {8, 4096, 65536, MiB, 64 * MiB};
+	return g_sizes.empty() ? kSizes : g_sizes;
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> remote_objects()
@@ -810,6 +811,9 @@ int check_server_sizes(remote_args &a)
 	std::vector<uint64_t> want = remote_sizes();
 	int ret;
 
+	if (g_1gib)
+		want.push_back(GiB);
+
 	go.addresses = &addr;
 	go.naddresses = 1;
 	go.token = a.token.data();
@@ -820,8 +824,6 @@ int check_server_sizes(remote_args &a)
 			ferry_strerror(ret));
 		return ret;
 	}
-	if (g_1gib)
-		want.push_back(GiB);
 	for (uint64_t size : want) {
 		ferry_object_id id = object_id(size, 0);
 		ferry_gcs_object_info info = {};
@@ -874,13 +876,7 @@ int run_client(remote_args &a)
 	}
 	auto *b =
 		benchmark::RegisterBenchmark("BM_transport_remote_pull", BM_transport_remote_pull);
-	for (uint64_t size : remote_sizes()) {
-		b->Args({(int64_t)size, 1});
-		b->Args({(int64_t)size, MANY});
-	}
-	if (g_1gib)
-		b->Args({(int64_t)GiB, 1});
-	b->UseManualTime()->Unit(benchmark::kMicrosecond);
+	sizes(b, remote_sizes(), g_1gib);
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	ferry__embed_node_stop(g_remote_node);

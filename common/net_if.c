@@ -212,23 +212,15 @@ int ferry__net_ifaces(const char *sysfs, struct ferry__net_iface *out, size_t ma
 }
 
 /*
- * The address a GID carries: RoCE v2 GIDs are IPv4-mapped or global IPv6 addresses; a
- * link-local or empty one (RoCE v1, InfiniBand's subnet prefix) carries none.
+ * The address a (non-empty) GID carries: RoCE v2 GIDs are IPv4-mapped or global IPv6
+ * addresses; a link-local one (RoCE v1, InfiniBand's subnet prefix) carries none.
  */
-static bool gid_ip(const char *text, char *ip, size_t size)
+static bool gid_ip(const struct in6_addr *gid, char *ip, size_t size)
 {
-	struct in6_addr a;
-	struct sockaddr_in6 sa = {.sin6_family = AF_INET6};
-	size_t n = 0;
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = *gid};
 
-	/* sysfs writes "fe80:0000:...": eight groups of four, which inet_pton takes as is. */
-	if (inet_pton(AF_INET6, text, &a) != 1)
+	if (IN6_IS_ADDR_LINKLOCAL(gid))
 		return false;
-	for (size_t i = 0; i < sizeof(a.s6_addr); i++)
-		n += a.s6_addr[i] != 0;
-	if (!n || IN6_IS_ADDR_LINKLOCAL(&a))
-		return false;
-	sa.sin6_addr = a;
 	return ferry__net_ip_text((const struct sockaddr *)&sa, ip, size) == 0;
 }
 
@@ -265,9 +257,10 @@ static int one_gid(const char *base, int gid, char *ip, size_t ip_size, char *if
 	snprintf(path, sizeof(path), "%s/gids/%d", base, gid);
 	if (!read_line(path, text, sizeof(text)))
 		return -ENOENT;
-	if (inet_pton(AF_INET6, text, &a) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a))
+	/* sysfs writes "fe80:0000:...": eight groups of four, which inet_pton takes as is. */
+	if (inet_pton(AF_INET6, text, &a) != 1 || IN6_IS_ADDR_UNSPECIFIED(&a))
 		return -ENODATA;
-	if (gid_ip(text, ip, ip_size))
+	if (gid_ip(&a, ip, ip_size))
 		return 0;
 	snprintf(path, sizeof(path), "%s/gid_attrs/ndevs/%d", base, gid);
 	if (read_line(path, text, sizeof(text)) && strlen(text) < iface_size) {
