@@ -9,7 +9,10 @@
  *       input of SIZE bytes made on another node (hard NODE_AFFINITY), then a task that reads
  *       it, submitted from this node and timed from submit to its result; the input is
  *       dropped before the next. With FERRY_SCHED_LOCALITY=off in the environment the driver
- *       does not say where inputs are: the baseline.
+ *       does not say where inputs are: the baseline. Each timed task starts from the same
+ *       state, its class's lease given back (COLD_US): an input made in less than the
+ *       runtime's idle lease time (10 ms) would otherwise find the lease of the task before,
+ *       a larger one not, and the sizes would compare lease states, not placement.
  *   ferry-sched-bench JOB.so spread TASKS [US]     TASKS tasks with SPREAD, each taking US
  *       microseconds (0), submitted at once: how many ran on each node (the most over the
  *       least), after an unmeasured round of TASKS / 10 that gets the class its leases on the
@@ -30,6 +33,7 @@
 #include "runtime/rt.h"
 
 #define GET_MS 120000
+#define COLD_US 25000 /* past runtime/lease.c's IDLE_RETURN_MS: the class's lease went back */
 #define MAX_NODES 64
 
 static double now_us(void)
@@ -166,6 +170,7 @@ static int locality(uint64_t size, unsigned tasks)
 		ret = ferry_wait(&input, 1, 1, GET_MS, &ready);
 		if (ret != 1)
 			die("wait for the input", ret < 0 ? ret : -ETIMEDOUT);
+		nanosleep(&(struct timespec){.tv_nsec = COLD_US * 1000L}, NULL);
 		double t0 = now_us();
 		where = submit_where(&input, &(struct ferry_task_opts){0});
 		ran = node_of(&where);

@@ -136,6 +136,7 @@ struct rt_worker {
 	uint64_t idle_ms;			/* idle since */
 	struct rt_req *req;			/* ASSIGNING / LEASED: the request served */
 	struct rt_peer *lease_owner;		/* LEASED: the owner (NULL: gone, detached) */
+	struct ferry_worker_id last_owner;	/* IDLE: who held its last lease (find_idle) */
 	uint64_t lease_id;			/* LEASED: the lease */
 	uint64_t leased_us;			/* LEASED: since (wall clock, the timeline) */
 	bool detached;				/* LEASED: hosts detached_actor (LeaseDetach) */

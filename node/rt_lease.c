@@ -203,6 +203,8 @@ static void release(struct rt_worker *w)
 	unlend(w);
 	ferry__rt_req_free(w->req);
 	w->req = NULL;
+	if (w->lease_owner)
+		w->last_owner = w->lease_owner->id;
 	w->lease_owner = NULL;
 	w->lease_id = 0;
 	w->detached = false;
@@ -210,17 +212,27 @@ static void release(struct rt_worker *w)
 	w->idle_ms = ferry__loop_now_ms();
 }
 
-/* An idle worker: of @job (@assigned), or not assigned yet. */
+/*
+ * An idle worker: of @job (@assigned), or not assigned yet. Of those, the one whose last lease
+ * @owner held (the owner kept its socket to it: runtime/lease.c parks it), else the one idle
+ * for the shortest time: the others age towards the idle reaping.
+ */
 static struct rt_worker *find_idle(struct ferry__node_rt *rt, const struct ferry_job_id *job,
-				   bool assigned)
+				   bool assigned, const struct rt_peer *owner)
 {
+	struct rt_worker *best = NULL;
+
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state != W_IDLE || w->signal_sent || !w->peer || w->has_job != assigned)
 			continue;
-		if (!assigned || !memcmp(w->job.bytes, job->bytes, sizeof(job->bytes)))
+		if (assigned && memcmp(w->job.bytes, job->bytes, sizeof(job->bytes)))
+			continue;
+		if (owner && ferry_worker_id_eq(&w->last_owner, &owner->id))
 			return w;
+		if (!best || w->idle_ms > best->idle_ms)
+			best = w;
 	}
-	return NULL;
+	return best;
 }
 
 /* No free worker for @req: start one, or end an idle worker of another job to make room.
@@ -265,13 +277,13 @@ static int serve_one(struct ferry__node_rt *rt, struct rt_req *prev)
 	}
 	if (!fits(rt, req))
 		return -EAGAIN;
-	w = find_idle(rt, &req->job, true);
+	w = find_idle(rt, &req->job, true, req->owner);
 	if (w) {
 		account(rt, dequeue_after(rt, prev), -1);
 		grant(w, req);
 		return 0;
 	}
-	w = find_idle(rt, &req->job, false);
+	w = find_idle(rt, &req->job, false, NULL);
 	if (!w) {
 		make_worker(rt, req);
 		return -EBUSY;

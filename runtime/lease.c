@@ -13,6 +13,13 @@
  *   when we have its socket), pushes up to depth() tasks to each leased worker without
  *   waiting (a worker runs its socket's tasks in order), and gives a lease back
  *   IDLE_RETURN_MS after its last reply when nothing of its class is queued.
+ * - A given-back worker's socket is parked, not closed (up to PARKED_MAX, for PARK_MS): the
+ *   node grants an owner the worker it last leased to it when that one is idle
+ *   (node/rt_lease.c: find_idle), and the lease (any class of the job) then skips the dial,
+ *   RuntimeConnect and ring setup, three wake-ups of the worker on the way to the first task
+ *   (Ray keeps its worker clients the same way).
+ *   Only a lease none of whose tasks waited is parked: a worker that numbered a wait bounces
+ *   its socket's pushes until the recall (below), which a new lease would not know to send.
  * - Each worker socket gets a ring pair beside it (runtime/ring.h): pushes and replies that fit
  *   a slot go through shared memory, in order with what takes the socket.
  * - A task that waits in a get (LeaseBlocked from the node) may wait for a task pushed behind
@@ -52,6 +59,8 @@
 #define MAX_LEASES 8	      /* leases per class */
 #define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
 #define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
+#define PARK_MS 2000	      /* a given-back worker's socket is kept this long (park) */
+#define PARKED_MAX 16	      /* ... this many at most (the oldest goes first) */
 /* A SPREAD node this many tasks of a burst ahead of the class's least waits for the others:
  * SPREAD_AHEAD_MIN, or 1/SPREAD_AHEAD_DIV of the least (counts stay within ~5%; a node busy
  * with a long task holds the others back only that far). */
@@ -85,6 +94,7 @@ struct lease {
 	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
+	bool parked;			       /* given back, socket kept (sub.parked; cls NULL) */
 	uint32_t tasks_done;		       /* replies to its pushes */
 	uint64_t pushed;		       /* tasks of this burst pushed to it (SPREAD) */
 	uint64_t busy_us;		       /* ... the time their tasks ran */
@@ -113,11 +123,14 @@ struct ferry__rt_sub {
 	struct cls *classes;		   /* every class seen */
 	uint64_t next_request;		   /* LeaseRequest ids */
 	unsigned open_conns;		   /* sockets whose on_close has not come */
+	struct lease *parked;		   /* given back, sockets kept (newest first) */
+	unsigned nparked;		   /* how many */
 	bool stopping;			   /* shutdown began */
 	struct ferry__fb_builder fb;	   /* messages are built here */
 };
 
 static struct ferry__rt_sub sub;
+static uint64_t leases_dialled, leases_reused; /* ferry__rt_lease_counts() */
 
 static void pump(struct cls *c);
 static void lease_gone(struct lease *l);
@@ -904,24 +917,89 @@ void ferry__rt_worker_endpoint_at(const struct ferry__rt_endpoint *node, const c
 	}
 }
 
-static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id,
-		      const struct ferry__wire_unique_id *wid, const char *path, uint16_t port)
+/* Take parked @l off the parked list (its timer stopped). */
+static void unlink_parked(struct lease *l)
 {
-	struct lease *l = ferry__calloc(1, sizeof(*l));
-	struct ferry__conn_opts o = {.cb = &worker_cb, .max_message_bytes = FRAME_MAX};
+	for (struct lease **pp = &sub.parked; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	if (!l->closing)
+		sub.nparked--;
+	(void)ferry__loop_timer_stop(&l->idle);
+}
+
+/* Close parked @l's socket. It stays listed (closing, not counted) until worker_on_close
+ * frees it, or ferry__rt_sub_fini if the loop ends first. */
+static void drop_parked(struct lease *l)
+{
+	if (l->closing)
+		return;
+	(void)ferry__loop_timer_stop(&l->idle);
+	l->closing = true;
+	sub.nparked--;
+	ferry__conn_close(l->conn);
+}
+
+/* The parked lease of worker @wid, taken off the parked list, or NULL. */
+static struct lease *unpark(const struct ferry__wire_unique_id *wid)
+{
+	for (struct lease *l = sub.parked; l; l = l->next)
+		if (!l->closing && !memcmp(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes))) {
+			unlink_parked(l);
+			return l;
+		}
+	return NULL;
+}
+
+static void park_due(struct ferry__loop_timer *timer, int status)
+{
+	if (status >= 0)
+		drop_parked(timer->data);
+}
+
+/* Given back: keep its socket for the worker's next lease, or close it. */
+static void park(struct lease *l)
+{
+	struct cls *c = l->cls;
+	struct lease **pp;
+
+	if (l->recalled || l->blocked || l->ninflight || !l->conn || sub.stopping ||
+	    ferry__loop_timer_start(ferry__rt.loop, &l->idle, PARK_MS, 0, park_due) < 0) {
+		l->closing = true;
+		ferry__conn_close(l->conn); /* lease_gone() follows */
+		return;
+	}
+	for (pp = &c->leases; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			c->nleases--;
+			break;
+		}
+	l->parked = true;
+	l->cls = NULL;
+	l->node = NULL;
+	l->next = sub.parked;
+	sub.parked = l;
+	if (++sub.nparked > PARKED_MAX) { /* the oldest goes */
+		struct lease *oldest = NULL;
+
+		for (struct lease *p = sub.parked; p; p = p->next)
+			if (!p->closing)
+				oldest = p;
+		drop_parked(oldest);
+	}
+	pump(c);
+}
+
+/* A new socket to the leased worker into @l (RuntimeConnect sent, a ring offered). */
+static int lease_dial(struct lease *l, struct ferry__conn *node, const char *path, uint16_t port)
+{
+	struct ferry__conn_opts o = {.cb = &worker_cb, .max_message_bytes = FRAME_MAX, .data = l};
 	struct ferry__rt_endpoint node_ep, ep;
 	int ret;
 
-	if (!l)
-		return -ENOMEM;
-	l->cls = c;
-	l->node = node;
-	l->lease_id = lease_id;
-	memcpy(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes));
-	l->inflight_tail = &l->inflight;
-	l->idle.data = l;
-	l->revoke.data = l;
-	o.data = l;
 	/* The worker listens where the node that granted it does: ours, or one placed on. */
 	if (node == sub.node || ferry__rt_nodes_endpoint(node, &node_ep) < 0)
 		node_ep = sub.node_ep;
@@ -929,13 +1007,43 @@ static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id
 	ret = ferry__rt_dial(ferry__rt.loop, &ep, &o, &l->conn);
 	if (ret < 0) {
 		FLOG_ERROR(COMP, "leased worker %s: %s", path, ferry_strerror(ret));
-		ferry__free(l);
 		return ret;
 	}
 	sub.open_conns++;
+	__atomic_fetch_add(&leases_dialled, 1, __ATOMIC_RELAXED);
 	(void)ferry__rt_send_connect(l->conn);	  /* a failure shows as the socket's close */
 	if (ferry__rt_ring_enabled() && ret == 0) /* rings are shared memory: Unix only */
 		(void)ferry__rt_ring_offer(ferry__rt.loop, l->conn, worker_on_message, &l->ring);
+	return 0;
+}
+
+static int lease_open(struct cls *c, struct ferry__conn *node, uint64_t lease_id,
+		      const struct ferry__wire_unique_id *wid, const char *path, uint16_t port)
+{
+	struct lease *l = unpark(wid);
+	int ret;
+
+	if (l) { /* its socket is open and greeted, its ring set up */
+		struct ferry__conn *conn = l->conn;
+		struct ferry__rt_ring *ring = l->ring;
+
+		memset(l, 0, sizeof(*l));
+		l->conn = conn;
+		l->ring = ring;
+		__atomic_fetch_add(&leases_reused, 1, __ATOMIC_RELAXED);
+	} else if (!(l = ferry__calloc(1, sizeof(*l)))) {
+		return -ENOMEM;
+	} else if ((ret = lease_dial(l, node, path, port)) < 0) {
+		ferry__free(l);
+		return ret;
+	}
+	l->cls = c;
+	l->node = node;
+	l->lease_id = lease_id;
+	memcpy(l->worker.bytes, wid->bytes, sizeof(l->worker.bytes));
+	l->inflight_tail = &l->inflight;
+	l->idle.data = l;
+	l->revoke.data = l;
 	l->next = c->leases;
 	c->leases = l;
 	c->nleases++;
@@ -948,9 +1056,8 @@ static void idle_due(struct ferry__loop_timer *timer, int status)
 
 	if (status < 0 || l->ninflight || l->cls->queued || !l->conn)
 		return;
-	l->closing = true;
 	send_lease_return(l);
-	ferry__conn_close(l->conn); /* lease_gone() follows */
+	park(l);
 }
 
 static int push_one(struct lease *l, struct ferry__rt_task *t)
@@ -1157,6 +1264,13 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 
 	if (!ferry__rt_ring_on_socket(l->ring, conn, type))
 		return;
+	if (l->parked && type != FERRY__WIRE_MSG_RING_SETUP_REPLY &&
+	    type != FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
+		FLOG_WARN(COMP, "a worker sent %s with no lease: closing its socket",
+			  ferry__wire_message_name(type));
+		ferry__conn_close(conn);
+		return;
+	}
 	if (type == FERRY__WIRE_MSG_RING_SETUP_REPLY) {
 		(void)ferry__rt_ring_setup_reply(&l->ring, payload, len);
 	} else if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
@@ -1221,6 +1335,11 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	l->ring = NULL;
 	l->conn = NULL;
 	sub.open_conns--;
+	if (l->parked) { /* closed by us (drop_parked) or by the worker's end */
+		unlink_parked(l);
+		ferry__free(l);
+		return;
+	}
 	/* No node (it died first): no LeaseRevoked will come. */
 	if (!l->ninflight || l->revoked || sub.stopping || err == -ECANCELED || !l->node) {
 		lease_gone(l);
@@ -1297,6 +1416,8 @@ int ferry__rt_sub_stop(void *arg)
 			if (l->conn)
 				ferry__conn_close(l->conn);
 		}
+	for (struct lease *l = sub.parked; l; l = l->next)
+		drop_parked(l);
 	if (sub.node)
 		ferry__conn_flush(sub.node);
 	ferry__rt_nodes_flush();
@@ -1323,6 +1444,12 @@ int ferry__rt_sub_open_conns(void *arg)
 	return (int)(sub.open_conns + ferry__rt_actor_open_conns() + ferry__rt_pg_open_conns());
 }
 
+void ferry__rt_lease_counts(uint64_t *dialled, uint64_t *reused)
+{
+	*dialled = __atomic_load_n(&leases_dialled, __ATOMIC_RELAXED);
+	*reused = __atomic_load_n(&leases_reused, __ATOMIC_RELAXED);
+}
+
 const struct ferry_node_id *ferry__rt_sub_node_id(void)
 {
 	return &sub.node_id;
@@ -1341,6 +1468,12 @@ void ferry__rt_sub_fini(void)
 			ferry__free(l);
 		}
 		ferry__free(c);
+	}
+	while (sub.parked) {
+		struct lease *l = sub.parked;
+
+		sub.parked = l->next;
+		ferry__free(l);
 	}
 	ferry__rt_nodes_fini();
 	ferry__fb_builder_fini(&sub.fb);

@@ -184,6 +184,9 @@ void ferry__rt_block_reset(void);
 void ferry__rt_sub_object_ready(void);
 /* The node this driver's node socket answered for (nil before). */
 const struct ferry_node_id *ferry__rt_sub_node_id(void);
+/* Leases opened on a new socket to their worker, and on a parked one (lease.c: park) since
+ * the process started (tests, diagnostics). Any thread. */
+void ferry__rt_lease_counts(uint64_t *dialled, uint64_t *reused);
 /* Follow node deaths (a driver), and stop before the loop goes (node_watch.c). */
 int ferry__rt_node_watch_start(void);
 void ferry__rt_node_watch_stop(void);

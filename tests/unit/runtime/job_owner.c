@@ -266,6 +266,14 @@ FERRY_FUNCTION(where)
 	return ferry_task_return(ctx, 0, &node, sizeof(node));
 }
 
+/* worker_pid() -> the int64 pid of the worker that ran it. */
+FERRY_FUNCTION(worker_pid)
+{
+	int64_t pid = getpid();
+
+	return ferry_task_return(ctx, 0, &pid, sizeof(pid));
+}
+
 /* big(mib): a return of mib MiB (in the store of the node that ran it). */
 FERRY_FUNCTION(big)
 {

@@ -7,6 +7,7 @@
  * FERRY_TEST_JOB (the library). */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,41 @@ FTEST(tasks_take_the_ring_unless_it_is_off)
 		ftest_assert_uint_eq(ring1 - ring0, 0);
 	else
 		ftest_assert_uint_ge(ring1 - ring0, 10); /* some wait on the large one or a setup */
+	ferry_shutdown();
+}
+
+static int64_t worker_pid(void)
+{
+	struct ferry_ref r;
+
+	ftest_assert_ok(ferry_submit("worker_pid", NULL, 0, NULL, &r));
+	return get_int64(&r);
+}
+
+/* A lease given back when idle keeps its socket (runtime/lease.c: park): the next lease, which
+ * the node gives to the same worker, takes it instead of a new one. A worker that dies while
+ * parked closes it, and the lease after that connects anew to another worker. */
+FTEST(a_lease_after_idle_takes_the_parked_socket)
+{
+	uint64_t d0, r0, d1, r1, d2, r2;
+	int64_t pid;
+
+	init_job();
+	pid = worker_pid();
+	usleep(60 * 1000); /* past the idle return (10 ms): given back, parked */
+	ferry__rt_lease_counts(&d0, &r0);
+	ftest_assert_int_eq(worker_pid(), pid); /* the node's choice: its last owner's */
+	ferry__rt_lease_counts(&d1, &r1);
+	ftest_log("dialled %llu, reused %llu", (unsigned long long)d1, (unsigned long long)r1);
+	ftest_assert_uint_eq(d1, d0);
+	ftest_assert_uint_eq(r1, r0 + 1);
+	usleep(60 * 1000);
+	ftest_assert_int_eq(kill((pid_t)pid, SIGKILL), 0);
+	usleep(500 * 1000); /* its node and the parked socket see it end */
+	ftest_assert_int_ne(worker_pid(), pid);
+	ferry__rt_lease_counts(&d2, &r2);
+	ftest_assert_uint_eq(d2, d1 + 1);
+	ftest_assert_uint_eq(r2, r1);
 	ferry_shutdown();
 }
 
