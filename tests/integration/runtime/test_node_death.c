@@ -38,6 +38,18 @@ static void start_cluster(int cpus)
 	cluster2_start("ferry-node-death", cpus ? cpus : 1, cpus ? cpus : 2);
 }
 
+/* The same, with pulls between the two nodes over TCP, as between hosts (--shm off): over
+ * shm a node whose store client is already connected reads the other store's shared index,
+ * which needs nothing of that store's process, so a stopped node's objects stay readable. */
+static void start_cluster_no_shm(int cpus)
+{
+	char opts[160];
+
+	snprintf(opts, sizeof(opts),
+		 "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20 --shm off", cpus);
+	cluster2_start_opts("ferry-node-death", opts, opts);
+}
+
 /* The node a where() ran on; it must have succeeded. */
 static struct ferry_node_id ran_on(struct ferry_ref *r)
 {
@@ -276,7 +288,8 @@ static void *get_thread(void *arg)
  * again (lineage): one has the same bytes, its task ran twice; the other's task fails when run
  * again (max_runs 1), and its get has that error, not its 30 s deadline's -ETIMEDOUT (a get
  * that went on waiting in the store would see the first's new copy sealed there, never the
- * second's error). */
+ * second's error). The nodes pull over TCP (start_cluster_no_shm): B must answer for its bytes
+ * to move. */
 FTEST(gets_waiting_when_their_node_dies_are_woken)
 {
 	struct ferry_task_opts soft = {.strategy = FERRY_SCHED_NODE_AFFINITY,
@@ -292,7 +305,7 @@ FTEST(gets_waiting_when_their_node_dies_are_woken)
 	pid_t bpid;
 	int ready = 0;
 
-	start_cluster(4);
+	start_cluster_no_shm(4);
 	b = cluster2_node_b(&soft, &bpid);
 	for (int i = 0; i < 2; i++) {
 		/* Soft affinity may run it here when B's last report looked full (a loaded
