@@ -11,8 +11,9 @@
  *       dropped before the next. With FERRY_SCHED_LOCALITY=off in the environment the driver
  *       does not say where inputs are: the baseline. Each timed task starts from the same
  *       state, its class's lease given back (COLD_US): an input made in less than the
- *       runtime's idle lease time (10 ms) would otherwise find the lease of the task before,
- *       a larger one not, and the sizes would compare lease states, not placement.
+ *       runtime's idle lease time (FERRY__RT_LEASE_IDLE_MS) would otherwise find the lease
+ *       of the task before, a larger one not, and the sizes would compare lease states, not
+ *       placement.
  *   ferry-sched-bench JOB.so spread TASKS [US]     TASKS tasks with SPREAD, each taking US
  *       microseconds (0), submitted at once: how many ran on each node (the most over the
  *       least), after an unmeasured round of TASKS / 10 that gets the class its leases on the
@@ -33,7 +34,8 @@
 #include "runtime/rt.h"
 
 #define GET_MS 120000
-#define COLD_US 25000 /* past runtime/lease.c's IDLE_RETURN_MS: the class's lease went back */
+/* Well past the runtime's idle lease time: the class's lease has gone back. */
+#define COLD_US (FERRY__RT_LEASE_IDLE_MS * 2500)
 #define MAX_NODES 64
 
 static double now_us(void)

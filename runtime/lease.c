@@ -12,7 +12,7 @@
  *   SPREAD one a queued task at once; up to MAX_LEASES leases; the node holding its inputs
  *   when we have its socket), pushes up to depth() tasks to each leased worker without
  *   waiting (a worker runs its socket's tasks in order), and gives a lease back
- *   IDLE_RETURN_MS after its last reply when nothing of its class is queued.
+ *   FERRY__RT_LEASE_IDLE_MS after its last reply when nothing of its class is queued.
  * - A given-back worker's socket is parked, not closed (up to PARKED_MAX, for PARK_MS): the
  *   node grants an owner the worker it last leased to it when that one is idle
  *   (node/rt_lease.c: find_idle), and the lease (any class of the job) then skips the dial,
@@ -57,7 +57,6 @@
 #define PIPELINE 16	      /* tasks in flight per leased worker, at most */
 #define PIPELINE_WORK_US 2000 /* ... about this much work: see depth() */
 #define MAX_LEASES 8	      /* leases per class */
-#define IDLE_RETURN_MS 10     /* a lease with nothing to do goes back after this */
 #define REVOKE_WAIT_MS 1000   /* how long a dead worker's tasks wait for the reason */
 #define PARK_MS 2000	      /* a given-back worker's socket is kept this long (park) */
 #define PARKED_MAX 16	      /* ... this many at most (the oldest goes first) */
@@ -79,7 +78,7 @@ struct lease_ask {
 
 struct lease {
 	struct lease *next;		       /* the class's leases */
-	struct cls *cls;		       /* its class */
+	struct cls *cls;		       /* its class; NULL: parked (sub.parked) */
 	uint64_t lease_id;		       /* the node's */
 	struct ferry__conn *node;	       /* the node that granted it (NULL: closed) */
 	struct ferry_worker_id worker;	       /* the leased worker */
@@ -88,13 +87,12 @@ struct lease {
 	struct ferry__rt_task *inflight;       /* pushed, not answered (oldest first) */
 	struct ferry__rt_task **inflight_tail; /* append here */
 	uint32_t ninflight;		       /* how many */
-	struct ferry__loop_timer idle;	       /* IDLE_RETURN_MS */
+	struct ferry__loop_timer idle;	       /* FERRY__RT_LEASE_IDLE_MS */
 	struct ferry__loop_timer revoke;       /* REVOKE_WAIT_MS */
 	bool revoked;			       /* LeaseRevoked came */
 	bool blocked;			       /* its task waits (LeaseBlocked): no pushes */
 	uint64_t recalled;		       /* the last wait whose tasks came back */
 	bool closing;			       /* given back or revoked: no more pushes */
-	bool parked;			       /* given back, socket kept (sub.parked; cls NULL) */
 	uint32_t tasks_done;		       /* replies to its pushes */
 	uint64_t pushed;		       /* tasks of this burst pushed to it (SPREAD) */
 	uint64_t busy_us;		       /* ... the time their tasks ran */
@@ -917,6 +915,17 @@ void ferry__rt_worker_endpoint_at(const struct ferry__rt_endpoint *node, const c
 	}
 }
 
+/* Take @l off its class's leases. */
+static void class_unlink(struct cls *c, struct lease *l)
+{
+	for (struct lease **pp = &c->leases; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			c->nleases--;
+			break;
+		}
+}
+
 /* Take parked @l off the parked list (its timer stopped). */
 static void unlink_parked(struct lease *l)
 {
@@ -963,7 +972,6 @@ static void park_due(struct ferry__loop_timer *timer, int status)
 static void park(struct lease *l)
 {
 	struct cls *c = l->cls;
-	struct lease **pp;
 
 	if (l->recalled || l->blocked || l->ninflight || !l->conn || sub.stopping ||
 	    ferry__loop_timer_start(ferry__rt.loop, &l->idle, PARK_MS, 0, park_due) < 0) {
@@ -971,14 +979,8 @@ static void park(struct lease *l)
 		ferry__conn_close(l->conn); /* lease_gone() follows */
 		return;
 	}
-	for (pp = &c->leases; *pp; pp = &(*pp)->next)
-		if (*pp == l) {
-			*pp = l->next;
-			c->nleases--;
-			break;
-		}
-	l->parked = true;
-	l->cls = NULL;
+	class_unlink(c, l);
+	l->cls = NULL; /* parked */
 	l->node = NULL;
 	l->next = sub.parked;
 	sub.parked = l;
@@ -1179,8 +1181,8 @@ static void pump(struct cls *c)
 		if (l->ninflight)
 			(void)ferry__loop_timer_stop(&l->idle);
 		else if (!c->queued)
-			(void)ferry__loop_timer_start(ferry__rt.loop, &l->idle, IDLE_RETURN_MS, 0,
-						      idle_due);
+			(void)ferry__loop_timer_start(ferry__rt.loop, &l->idle,
+						      FERRY__RT_LEASE_IDLE_MS, 0, idle_due);
 	}
 	/* Blocked leases do not count against the cap: their CPU is lent to the next one.
 	 * SPREAD asks for its leases at once, not one after the other: the scheduler places each
@@ -1264,8 +1266,7 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 
 	if (!ferry__rt_ring_on_socket(l->ring, conn, type))
 		return;
-	if (l->parked && type != FERRY__WIRE_MSG_RING_SETUP_REPLY &&
-	    type != FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
+	if (!l->cls && type != FERRY__WIRE_MSG_RING_SETUP_REPLY) { /* parked */
 		FLOG_WARN(COMP, "a worker sent %s with no lease: closing its socket",
 			  ferry__wire_message_name(type));
 		ferry__conn_close(conn);
@@ -1275,13 +1276,7 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 		(void)ferry__rt_ring_setup_reply(&l->ring, payload, len);
 	} else if (type == FERRY__WIRE_MSG_PUSH_TASK_REPLY) {
 		on_push_reply(l, payload);
-	} else if (type == FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY) {
-		struct ferry__wire_runtime_connect_reply_view v =
-			ferry__wire_runtime_connect_reply_root_verified(payload);
-
-		if (ferry__wire_runtime_connect_reply_status(v) < 0)
-			ferry__conn_close(conn);
-	} else {
+	} else { /* a worker greets an owner without a reply (runtime/worker.c) */
 		FLOG_WARN(COMP, "a worker sent an unexpected %s", ferry__wire_message_name(type));
 	}
 }
@@ -1291,7 +1286,6 @@ static void lease_gone(struct lease *l)
 {
 	struct cls *c = l->cls;
 	struct ferry__rt_task *t;
-	struct lease **pp;
 
 	(void)ferry__loop_timer_stop(&l->idle);
 	(void)ferry__loop_timer_stop(&l->revoke);
@@ -1309,12 +1303,7 @@ static void lease_gone(struct lease *l)
 					  sizeof(text));
 		ferry__rt_task_fail(t, sub.stopping ? -ECANCELED : -EPIPE, text);
 	}
-	for (pp = &c->leases; *pp; pp = &(*pp)->next)
-		if (*pp == l) {
-			*pp = l->next;
-			c->nleases--;
-			break;
-		}
+	class_unlink(c, l);
 	ferry__free(l);
 	pump(c);
 }
@@ -1335,7 +1324,7 @@ static void worker_on_close(struct ferry__conn *conn, int err)
 	l->ring = NULL;
 	l->conn = NULL;
 	sub.open_conns--;
-	if (l->parked) { /* closed by us (drop_parked) or by the worker's end */
+	if (!l->cls) { /* parked; closed by us (drop_parked) or by the worker's end */
 		unlink_parked(l);
 		ferry__free(l);
 		return;

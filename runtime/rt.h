@@ -184,6 +184,8 @@ void ferry__rt_block_reset(void);
 void ferry__rt_sub_object_ready(void);
 /* The node this driver's node socket answered for (nil before). */
 const struct ferry_node_id *ferry__rt_sub_node_id(void);
+/* A lease with nothing to do goes back to its node after this (lease.c). */
+#define FERRY__RT_LEASE_IDLE_MS 10
 /* Leases opened on a new socket to their worker, and on a parked one (lease.c: park) since
  * the process started (tests, diagnostics). Any thread. */
 void ferry__rt_lease_counts(uint64_t *dialled, uint64_t *reused);
