@@ -94,16 +94,23 @@ static inline void cluster2_start_opts(const char *name, const char *head_opts,
 	ftest_assert_ok(ferry_init(&o));
 }
 
-/* Two nodes on loopback: the head of @head_cpus CPUs, the other of @other_cpus. */
+/* Two nodes on loopback: the head of @head_cpus CPUs, the other of @other_cpus, both with the
+ * `ferry start` options @extra too ("" for none). */
+static inline void cluster2_start_extra(const char *name, int head_cpus, int other_cpus,
+					const char *extra)
+{
+	char head[256], other[256];
+
+	snprintf(head, sizeof(head), "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20 %s",
+		 head_cpus, extra);
+	snprintf(other, sizeof(other), "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20 %s",
+		 other_cpus, extra);
+	cluster2_start_opts(name, head, other);
+}
+
 static inline void cluster2_start(const char *name, int head_cpus, int other_cpus)
 {
-	char head[128], other[128];
-
-	snprintf(head, sizeof(head), "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20",
-		 head_cpus);
-	snprintf(other, sizeof(other), "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20",
-		 other_cpus);
-	cluster2_start_opts(name, head, other);
+	cluster2_start_extra(name, head_cpus, other_cpus, "");
 }
 
 /* Node @index's ID (node.id; 1 the head) and pid (node.pid). */

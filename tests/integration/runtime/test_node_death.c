@@ -43,11 +43,7 @@ static void start_cluster(int cpus)
  * which needs nothing of that store's process, so a stopped node's objects stay readable. */
 static void start_cluster_no_shm(int cpus)
 {
-	char opts[160];
-
-	snprintf(opts, sizeof(opts),
-		 "--ip 127.0.0.1 --memory 64M --num-cpus %d --timeout 20 --shm off", cpus);
-	cluster2_start_opts("ferry-node-death", opts, opts);
+	cluster2_start_extra("ferry-node-death", cpus, cpus, "--shm off");
 }
 
 /* The node a where() ran on; it must have succeeded. */
