@@ -475,6 +475,11 @@ int ferry__loop_inject(struct ferry__loop *loop, const struct ferry__loop_fault 
 	return 0;
 }
 
+void ferry__loop_spin_give_way(struct ferry__loop *loop)
+{
+	atomic_store_explicit(&loop->spin_gives_way, true, memory_order_relaxed);
+}
+
 unsigned ferry__loop_spin_us(const struct ferry__loop *loop)
 {
 	return (unsigned)(loop->spin_ns / 1000u);
@@ -630,6 +635,24 @@ bool ferry__spin_waiter_enter(void)
 	return true;
 }
 
+bool ferry__spin_spare_enter(void)
+{
+	unsigned limit = ferry__spin_cpus();
+	unsigned n = atomic_load_explicit(&spinners, memory_order_relaxed);
+
+	do {
+		if (n + 1 >= limit)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&spinners, &n, n + 1, memory_order_relaxed,
+							memory_order_relaxed));
+	return true;
+}
+
+bool ferry__spin_full(void)
+{
+	return atomic_load_explicit(&spinners, memory_order_relaxed) >= ferry__spin_cpus();
+}
+
 bool ferry__spin_crowded(void)
 {
 	return atomic_load_explicit(&spinners, memory_order_relaxed) > ferry__spin_cpus();
@@ -725,9 +748,14 @@ static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 	uint64_t now = ferry__now_ns(), end = loop->last_busy_ns + loop->spin_ns;
 	bool busy = false;
 
+	bool gives_way = atomic_load_explicit(&loop->spin_gives_way, memory_order_relaxed);
+
 	if (wait_ns != UINT64_MAX && now + wait_ns < end)
 		end = now + wait_ns;
-	ferry__spin_loop_enter();
+	if (!gives_way)
+		ferry__spin_loop_enter();
+	else if (now >= end || !ferry__spin_spare_enter())
+		return false;
 	while (now < end) {
 		*ret = io_uring_submit_and_get_events(&loop->ring);
 		if (loop->poller && enter_ok(*ret) && loop->poller(loop->poller_arg, false) > 0) {
@@ -741,6 +769,8 @@ static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 			busy = true;
 			break;
 		}
+		if (gives_way && ferry__spin_full())
+			break;
 		sched_yield();
 		now = ferry__now_ns();
 	}

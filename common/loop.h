@@ -115,6 +115,11 @@ struct ferry__loop_opts {
  */
 bool ferry__spin_waiter_enter(void);
 bool ferry__spin_crowded(void);
+/* ferry__spin_spare_enter() - count the caller in only if a CPU stays free beside it: for a
+ * loop that gives way (ferry__loop_spin_give_way). ferry__spin_full() - as many spinners as
+ * CPUs: such a loop leaves. */
+bool ferry__spin_spare_enter(void);
+bool ferry__spin_full(void);
 void ferry__spin_loop_enter(void);
 void ferry__spin_leave(void);
 unsigned ferry__spin_cpus(void);
@@ -238,6 +243,15 @@ void ferry__loop_set_poller(struct ferry__loop *loop, int (*poll)(void *arg, boo
 
 /* ferry__loop_spin_us() - the loop's busy-poll window (opts.spin_us), 0 if it always sleeps. */
 unsigned ferry__loop_spin_us(const struct ferry__loop *loop);
+/*
+ * ferry__loop_spin_give_way() - from now on @loop spins only while a CPU of the process stays
+ * free beside it, and stops as soon as none does: for a loop whose spin shortens its own
+ * replies but which is not on the data path, such as a node's loop when the object manager
+ * has a loop of its own: on 2 CPUs, that loop spinning after each seal notice or GCS reply
+ * held one of the two CPUs the object manager's loop and the caller waiting for a pull needed
+ * (measured in bench/results-2026-11-29.md). Any thread.
+ */
+void ferry__loop_spin_give_way(struct ferry__loop *loop);
 
 /* ferry__loop_now_ms() - the monotonic clock in milliseconds, as timers see it. */
 uint64_t ferry__loop_now_ms(void);

@@ -57,6 +57,7 @@ struct ferry__loop {
 	atomic_bool awake;			       /* in run and not asleep in the kernel */
 	atomic_bool posted;			       /* a post may wait in the queue */
 	uint64_t spin_ns;			       /* busy-poll window, 0 = off */
+	atomic_bool spin_gives_way;		       /* ferry__loop_spin_give_way() */
 	uint64_t last_busy_ns;			       /* when a pass last had completions */
 	uint64_t spins;				       /* passes that found work by polling */
 	int (*poller)(void *arg, bool sleeping);       /* ferry__loop_set_poller() */

@@ -239,6 +239,8 @@ static int start_objmgr(struct ferry__node *node)
 	     !(oo.transports & FERRY_GCS_TRANSPORT_RDMA))) {
 		oo.loop = node->loop; /* one loop for the node's sockets */
 		oo.store_server = node->store;
+	} else {
+		ferry__loop_spin_give_way(node->loop); /* the pulls' CPUs come first */
 	}
 	oo.notice_hold_ms = node->opts.notice_hold_ms;
 	oo.max_queued_bytes = node->opts.max_queued_bytes;

@@ -789,6 +789,51 @@ FTEST(waiters_spin_only_on_cpus_the_loops_leave)
 	ferry__loop_destroy(r.loop);
 }
 
+/* A loop that gives way (ferry__loop_spin_give_way) spins only while a CPU stays free beside
+ * it: it leaves its window as soon as the spinners fill the CPUs, and does not start one when a
+ * single CPU is left, where a loop that does not give way stays counted for its whole window. */
+FTEST(a_loop_that_gives_way_spins_only_beside_a_free_cpu)
+{
+	struct ferry__loop_opts opts = {.spin_us = 300000};
+	struct spin_run r = {0};
+	unsigned cpus = ferry__spin_cpus(), n;
+	pthread_t t;
+
+	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
+	ferry__loop_spin_give_way(r.loop);
+	t = start_loop_thread(r.loop, &r.cpu);
+	ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
+	while (atomic_load(&r.posts_run) == 0)
+		sched_yield();
+	usleep(20 * 1000); /* inside its 300 ms window */
+	n = waiters_that_fit();
+	/* Spinning on 2 CPUs or more (one free beside it), never on 1. */
+	ftest_assert_uint_eq(n, cpus >= 2 ? cpus - 1 : cpus);
+	if (cpus >= 2) { /* the waiters took the free CPU: it leaves, though its window runs */
+		ftest_assert_true(ferry__spin_full());
+		usleep(20 * 1000);
+		waiters_leave(n);
+		n = waiters_that_fit();
+		ftest_assert_uint_eq(n, cpus);
+	}
+	waiters_leave(n);
+	/* A post while only one CPU is left: served, and no spin begins. */
+	for (n = 0; cpus >= 2 && n < cpus - 1; n++)
+		ftest_assert_true(ferry__spin_waiter_enter());
+	ftest_assert_false(ferry__spin_spare_enter());
+	ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
+	while (atomic_load(&r.posts_run) == 1)
+		sched_yield();
+	usleep(20 * 1000);
+	waiters_leave(n);
+	n = waiters_that_fit();
+	waiters_leave(n);
+	ftest_assert_uint_eq(n, cpus);
+	ferry__loop_stop(r.loop);
+	pthread_join(t, NULL);
+	ferry__loop_destroy(r.loop);
+}
+
 struct pingpong {
 	struct ferry__loop *loop; /* runs on its own thread, sleeping between posts */
 	atomic_int done[2];	  /* posts run, per poster */
