@@ -322,8 +322,11 @@ static void enqueue(struct creq *r)
 	if (r->sub && r->sub->unsub) { /* forgotten at once: never delivered nor resubscribed */
 		r->removed = ferry__gcs_client_subs_remove(c, s->index, r->sub) > 0;
 	} else if (r->sub) { /* remembered at once, so a reconnect resubscribes it */
-		r->sub->next = c->subs;
-		c->subs = r->sub;
+		if (ferry__gcs_client_sub_list(c, r->sub) < 0) {
+			FLOG_ERROR(COMP, "no memory to list a subscription");
+			creq_complete(r, -ENOMEM, NULL, 0, 0);
+			return;
+		}
 		r->sub_listed = true;
 	}
 	r->deadline.data = r;
@@ -688,6 +691,7 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 	int ret;
 
 	c->nshards = (unsigned)o->naddresses;
+	ferry__gcs_client_scopes_init(c);
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
 	c->reconnect_ms = o->reconnect_ms ? o->reconnect_ms : 100;
 	atomic_init(&c->next_seq, 1);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "common/fb.h"
+#include "common/hashmap.h"
 #include "common/loop.h"
 #include "common/wire.h"
 #include "gcs/client.h"
@@ -26,15 +27,18 @@
 /* A subscription (loop). With unsub set it is no subscription but the scope of an unsubscribe
  * request on its way to the loop. */
 struct ferry__gcs_csub {
-	struct ferry__gcs_csub *next; /* client's list */
-	uint8_t channel;	      /* enum ferry_gcs_channel */
-	uint8_t key_size;	      /* 0: whole channel */
-	uint8_t key[20];	      /* the key */
-	bool unsub;		      /* an unsubscribe's scope (never in the list) */
-	bool dead;		      /* unsubscribed while events were delivered: freed after */
-	uint64_t shard_mask;	      /* shards it is subscribed on */
-	ferry_gcs_event_fn fn;	      /* the user's callback */
-	void *arg;		      /* for fn */
+	struct ferry__gcs_csub *next;	   /* client's list */
+	struct ferry__gcs_csub **pprev;	   /* ... the link to it there */
+	struct ferry__gcs_csub *same;	   /* the next of the same scope (client's scope index) */
+	struct ferry__gcs_csub *dead_next; /* the client's dead list (unsubscribed in a delivery) */
+	uint8_t channel;		   /* enum ferry_gcs_channel */
+	uint8_t key_size;		   /* 0: whole channel */
+	uint8_t key[20];		   /* the key */
+	bool unsub;			   /* an unsubscribe's scope (never in the list) */
+	bool dead;	       /* unsubscribed while events were delivered: freed after */
+	uint64_t shard_mask;   /* shards it is subscribed on */
+	ferry_gcs_event_fn fn; /* the user's callback */
+	void *arg;	       /* for fn */
 };
 
 /* A request waiting for its reply (loop once posted). */
@@ -90,6 +94,8 @@ struct ferry_gcs_client {
 	atomic_uint_fast64_t next_seq;	     /* request seqs */
 	struct ferry__wire_unique_id id;     /* random: the server deduplicates (id, seq) */
 	struct ferry__gcs_csub *subs;	     /* loop: subscriptions */
+	struct ferry__hashmap scopes;	     /* loop: scope (struct csub_scope) -> its subs */
+	struct ferry__gcs_csub *dead;	     /* loop: marked dead during a delivery, to free */
 	struct ferry__fb_builder fb;	     /* loop: resubscribe messages */
 	uint8_t token[FERRY__GCS_TOKEN_MAX]; /* cluster token */
 	size_t token_len;		     /* its bytes */
@@ -145,6 +151,10 @@ unsigned ferry__gcs_client_subs_remove(struct ferry_gcs_client *c, unsigned shar
 
 /* gcs/client_api.c, loop thread: deliver a verified GcsPublish from @s. */
 void ferry__gcs_client_deliver(struct shard *s, const void *payload);
+/* The scope index, empty (client_init). */
+void ferry__gcs_client_scopes_init(struct ferry_gcs_client *c);
+/* Loop thread: @sub joins the client's list and scope index. 0, or -ENOMEM (not listed). */
+int ferry__gcs_client_sub_list(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub);
 /* Remove @sub (subscribe refused) from the client's list and free it. */
 void ferry__gcs_client_sub_drop(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub);
 void ferry__gcs_client_subs_free(struct ferry_gcs_client *c);

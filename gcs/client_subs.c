@@ -215,12 +215,84 @@ int ferry_gcs_unsubscribe(struct ferry_gcs_client *c, enum ferry_gcs_channel cha
 
 /* ---- the list (loop thread) ---- */
 
-/* Unlink @sub and free it, or only mark it dead while a delivery walks the list. A pending
- * subscribe request that still names it forgets it. */
-static void sub_remove(struct ferry_gcs_client *c, struct ferry__gcs_csub **link)
-{
-	struct ferry__gcs_csub *sub = *link;
+/* The scope index's key: a subscription's channel and key, zero-padded. Deliveries find the
+ * subscriptions of an event's key and of its whole channel by two lookups: a node follows up
+ * to thousands of objects (transport/objmgr_locs.c), and walking them all with a key compare
+ * for every event and every unsubscribe cost its loop as much as the pull it served. */
+struct csub_scope {
+	uint8_t channel;
+	uint8_t key_size;
+	uint8_t key[20];
+};
 
+static struct csub_scope scope_key(uint8_t channel, const void *key, size_t key_size)
+{
+	struct csub_scope k;
+
+	memset(&k, 0, sizeof(k));
+	k.channel = channel;
+	k.key_size = (uint8_t)key_size;
+	if (key_size)
+		memcpy(k.key, key, key_size);
+	return k;
+}
+
+void ferry__gcs_client_scopes_init(struct ferry_gcs_client *c)
+{
+	ferry__hashmap_init(&c->scopes, sizeof(struct csub_scope),
+			    sizeof(struct ferry__gcs_csub *));
+}
+
+int ferry__gcs_client_sub_list(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
+{
+	struct csub_scope k = scope_key(sub->channel, sub->key, sub->key_size);
+	void *slot;
+	int ret = ferry__hashmap_put(&c->scopes, &k, &slot);
+
+	if (ret < 0)
+		return ret;
+	sub->same = *(struct ferry__gcs_csub **)slot;
+	*(struct ferry__gcs_csub **)slot = sub;
+	sub->next = c->subs;
+	if (c->subs)
+		c->subs->pprev = &sub->next;
+	sub->pprev = &c->subs;
+	c->subs = sub;
+	return 0;
+}
+
+/* The first subscription of scope @k, or NULL. */
+static struct ferry__gcs_csub *scope_first(const struct ferry_gcs_client *c,
+					   const struct csub_scope *k)
+{
+	struct ferry__gcs_csub **slot = ferry__hashmap_get(&c->scopes, k);
+
+	return slot ? *slot : NULL;
+}
+
+/* Take @sub out of the list and the index, and free it. */
+static void sub_free(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
+{
+	struct csub_scope k = scope_key(sub->channel, sub->key, sub->key_size);
+	struct ferry__gcs_csub **slot = ferry__hashmap_get(&c->scopes, &k);
+
+	*sub->pprev = sub->next;
+	if (sub->next)
+		sub->next->pprev = sub->pprev;
+	for (struct ferry__gcs_csub **pp = slot; pp && *pp; pp = &(*pp)->same)
+		if (*pp == sub) {
+			*pp = sub->same;
+			break;
+		}
+	if (slot && !*slot)
+		(void)ferry__hashmap_remove(&c->scopes, &k, NULL);
+	ferry__free(sub);
+}
+
+/* Free @sub, or only mark it dead while a delivery walks the subscriptions. A pending
+ * subscribe request that still names it forgets it. */
+static void sub_remove(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
+{
 	for (unsigned i = 0; i < c->nshards; i++)
 		for (struct creq *r = c->shards[i].head; r; r = r->next)
 			if (r->sub == sub) {
@@ -229,41 +301,32 @@ static void sub_remove(struct ferry_gcs_client *c, struct ferry__gcs_csub **link
 			}
 	if (c->delivering) {
 		sub->dead = true;
+		sub->dead_next = c->dead;
+		c->dead = sub;
 		return;
 	}
-	*link = sub->next;
-	ferry__free(sub);
+	sub_free(c, sub);
 }
 
 void ferry__gcs_client_sub_drop(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
 {
-	for (struct ferry__gcs_csub **p = &c->subs; *p; p = &(*p)->next) {
-		if (*p == sub) {
-			sub_remove(c, p);
-			return;
-		}
-	}
+	if (!sub->dead)
+		sub_remove(c, sub);
 }
 
 unsigned ferry__gcs_client_subs_remove(struct ferry_gcs_client *c, unsigned shard,
 				       const struct ferry__gcs_csub *scope)
 {
-	struct ferry__gcs_csub **p = &c->subs;
+	struct csub_scope k = scope_key(scope->channel, scope->key, scope->key_size);
+	struct ferry__gcs_csub *sub = scope_first(c, &k), *next;
 	unsigned n = 0;
 
-	while (*p) {
-		struct ferry__gcs_csub *sub = *p;
-
-		if (!sub->dead && (sub->shard_mask & (1ull << shard)) &&
-		    sub->channel == scope->channel && sub->key_size == scope->key_size &&
-		    !memcmp(sub->key, scope->key, scope->key_size)) {
+	for (; sub; sub = next) {
+		next = sub->same; /* before sub_remove frees it */
+		if (!sub->dead && (sub->shard_mask & (1ull << shard))) {
 			n++;
-			sub_remove(c, p);
-			if (*p == sub) /* only marked */
-				p = &sub->next;
-			continue;
+			sub_remove(c, sub);
 		}
-		p = &sub->next;
 	}
 	return n;
 }
@@ -277,22 +340,18 @@ void ferry__gcs_client_subs_free(struct ferry_gcs_client *c)
 		ferry__free(s);
 	}
 	c->subs = NULL;
+	c->dead = NULL;
+	ferry__hashmap_fini(&c->scopes);
 }
 
 /* After a delivery: free what its callbacks unsubscribed. */
 static void subs_sweep(struct ferry_gcs_client *c)
 {
-	struct ferry__gcs_csub **p = &c->subs;
+	while (c->dead) {
+		struct ferry__gcs_csub *sub = c->dead;
 
-	while (*p) {
-		struct ferry__gcs_csub *sub = *p;
-
-		if (sub->dead) {
-			*p = sub->next;
-			ferry__free(sub);
-		} else {
-			p = &sub->next;
-		}
+		c->dead = sub->dead_next;
+		sub_free(c, sub);
 	}
 }
 
@@ -304,6 +363,31 @@ static bool sub_matches(const struct ferry__gcs_csub *sub, unsigned shard,
 	if (!sub->key_size || !ev->key_size)
 		return true;
 	return sub->key_size == ev->key_size && !memcmp(sub->key, ev->key, ev->key_size);
+}
+
+/* The subscriptions @ev goes to: a keyed event to those of its key and those of its whole
+ * channel (two lookups), an event without a key to every one of its channel. */
+static void deliver_event(struct ferry_gcs_client *c, unsigned shard,
+			  const struct ferry_gcs_event *ev)
+{
+	struct csub_scope k;
+
+	if (!ev->key_size) {
+		for (struct ferry__gcs_csub *sub = c->subs; sub; sub = sub->next)
+			if (sub_matches(sub, shard, ev))
+				sub->fn(sub->arg, ev);
+		return;
+	}
+	if (ev->key_size <= sizeof(k.key)) { /* no subscription has a longer key */
+		k = scope_key((uint8_t)ev->channel, ev->key, ev->key_size);
+		for (struct ferry__gcs_csub *sub = scope_first(c, &k); sub; sub = sub->same)
+			if (sub_matches(sub, shard, ev))
+				sub->fn(sub->arg, ev);
+	}
+	k = scope_key((uint8_t)ev->channel, NULL, 0);
+	for (struct ferry__gcs_csub *sub = scope_first(c, &k); sub; sub = sub->same)
+		if (sub_matches(sub, shard, ev))
+			sub->fn(sub->arg, ev);
 }
 
 void ferry__gcs_client_deliver(struct shard *s, const void *payload)
@@ -326,9 +410,7 @@ void ferry__gcs_client_deliver(struct shard *s, const void *payload)
 		ev.data = ferry__wire_gcs_pub_item_data_data(it);
 		ev.size = ferry__wire_gcs_pub_item_data_count(it);
 		ev.client = c;
-		for (struct ferry__gcs_csub *sub = c->subs; sub; sub = sub->next)
-			if (sub_matches(sub, s->index, &ev))
-				sub->fn(sub->arg, &ev);
+		deliver_event(c, s->index, &ev);
 	}
 	if (--c->delivering == 0)
 		subs_sweep(c);
