@@ -50,6 +50,7 @@
 #include <ferry/plasma.h>
 
 #include "common/loop.h"
+#include "common/net.h"
 #include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -84,7 +85,7 @@ static const char usage_text[] =
 	"       ferry stop\n"
 	"       ferry --help | --version\n"
 	"NODE OPTIONS: [--memory SIZE] (store size; default 30% of RAM, at most a quarter of the\n"
-	"              available memory and 4G) [--transport rdma|tcp|auto] [--ip ADDR]\n"
+	"              available memory and 4G) [--transport rdma|tcp|auto] [--ip ADDR|IFACE]\n"
 	"              [--spin-us US] (busy poll for latency: ferry-node --spin-us)\n"
 	"              [--shm on|off] (off: pulls between nodes on one host take the\n"
 	"              network transport, as between hosts)\n"
@@ -231,13 +232,31 @@ static int cmd_stop(const struct opts *o)
 
 /* ---- start ---- */
 
-/* The address other hosts should use: --ip, else the first non-loopback IPv4, else loopback. */
-static void advertised_ip(const struct opts *o, char *buf, size_t size)
+/* --ip for the GCS and ferry-sched, which listen on an address or host name: an interface name
+ * (ib0, as the nodes take it: node/node_addr.c) becomes its first address (IPv4 first);
+ * anything else goes as given; none is every address. */
+static void listen_ip(const struct opts *o, char *buf, size_t size)
+{
+	struct ferry__net_iface ifs[64];
+	int n = o->ip ? ferry__net_ifaces("/sys", ifs, 64) : 0;
+
+	snprintf(buf, size, "%s", o->ip ? o->ip : "0.0.0.0");
+	for (int i = 0; i < n; i++)
+		if (!strcmp(ifs[i].name, o->ip)) {
+			snprintf(buf, size, "%s", ifs[i].ip);
+			return;
+		}
+}
+
+/* The address other hosts should use: --ip (@head, as listen_ip() made it), else the first
+ * non-loopback IPv4, else loopback. */
+static void advertised_ip(const char *head, char *buf, size_t size)
 {
 	struct ifaddrs *ifs, *i;
+	bool given = strcmp(head, "0.0.0.0") != 0;
 
-	snprintf(buf, size, "%s", o->ip && strcmp(o->ip, "0.0.0.0") ? o->ip : "127.0.0.1");
-	if ((o->ip && strcmp(o->ip, "0.0.0.0")) || getifaddrs(&ifs) < 0)
+	snprintf(buf, size, "%s", given ? head : "127.0.0.1");
+	if (given || getifaddrs(&ifs) < 0)
 		return;
 	for (i = ifs; i; i = i->ifa_next) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)(void *)i->ifa_addr;
@@ -252,7 +271,7 @@ static void advertised_ip(const struct opts *o, char *buf, size_t size)
 
 static int start_gcs(const struct opts *o, struct start *s, const char *token_path)
 {
-	char bin[PATH_MAX], port[16], line[256], ip[64], *addr = s->cluster.address;
+	char bin[PATH_MAX], port[16], line[256], ip[64], host[64], *addr = s->cluster.address;
 	struct ferry__cli_daemon d;
 	unsigned got;
 	char mport[8];
@@ -264,16 +283,11 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 	ferry__cli_daemon_paths(&d, "ferry-gcs", ferry__cli_run_dir, "gcs", s->logs, "gcs");
 	snprintf(port, sizeof(port), "%u", o->port);
 	snprintf(mport, sizeof(mport), "%u", ferry__cli_metrics_base);
-	const char *argv[] = {bin,
-			      "--port",
-			      port,
-			      "--token-file",
-			      token_path,
-			      "--host",
-			      o->ip ? o->ip : "0.0.0.0",
-			      ferry__cli_metrics_base ? "--metrics-port" : NULL,
-			      mport,
-			      NULL};
+	listen_ip(o, host, sizeof(host));
+	const char *argv[] = {
+		bin,	    "--port", port, "--token-file",
+		token_path, "--host", host, ferry__cli_metrics_base ? "--metrics-port" : NULL,
+		mport,	    NULL};
 	ret = ferry__cli_daemon_spawn(&d, argv);
 	s->gcs = d.pid;
 	if (ret == 0)
@@ -283,7 +297,7 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 		return ret;
 	if (sscanf(line, "ferry-gcs listening on port %u", &got) != 1)
 		got = o->port;
-	advertised_ip(o, ip, sizeof(ip));
+	advertised_ip(host, ip, sizeof(ip));
 	snprintf(addr, sizeof(s->cluster.address), "%s:%u", ip, got);
 	printf("started ferry-gcs   pid %-7d port %u (log %s)\n", (int)d.pid, got, d.log_path);
 	if (ferry__cli_metrics_base)
@@ -600,6 +614,7 @@ static void start_undo(const struct opts *o, struct start *s)
 
 static int start_locked(const struct opts *o, struct start *s)
 {
+	char ip[64];
 	struct ferry__cli_cluster here;
 	struct ferry__cli_live live;
 	int ret;
@@ -626,11 +641,14 @@ static int start_locked(const struct opts *o, struct start *s)
 		return ret;
 	}
 	/* The cluster works without one (nodes keep their tasks): a failure is said, not undone. */
-	if ((o->head || o->sched) && ferry__cli_sched_start(s->cluster.address, s->cluster.token,
-							    o->ip, NULL, s->logs, o->timeout_s) < 0)
+	listen_ip(o, ip, sizeof(ip));
+	if ((o->head || o->sched) &&
+	    ferry__cli_sched_start(s->cluster.address, s->cluster.token, o->ip ? ip : NULL, NULL,
+				   s->logs, o->timeout_s) < 0)
 		fprintf(stderr, "ferry: no global scheduler started; nodes keep their tasks\n");
-	if (o->sched_group && ferry__cli_sched_start(s->cluster.address, s->cluster.token, o->ip,
-						     o->sched_group, s->logs, o->timeout_s) < 0)
+	if (o->sched_group &&
+	    ferry__cli_sched_start(s->cluster.address, s->cluster.token, o->ip ? ip : NULL,
+				   o->sched_group, s->logs, o->timeout_s) < 0)
 		fprintf(stderr, "ferry: no scheduler for group %s started\n", o->sched_group);
 	return 0;
 }

@@ -1006,6 +1006,23 @@ FTEST(cli_second_head_leaves_cluster)
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
 }
 
+/* `--ip IFACE` on the head (the README's `--ip ib0`): the GCS and ferry-sched listen on the
+ * interface's address, which the cluster file and the nodes' joins then use. */
+FTEST(cli_head_ip_takes_an_interface_name)
+{
+	char out[8192];
+
+	need_node();
+	use_run_dir();
+	ftest_assert_int_eq(
+		cli(out, sizeof(out), "start --head --port 0 --ip lo --memory 64M --timeout 20"),
+		0);
+	ftest_assert_ptr_notnull(strstr(out, "started ferry-sched"));
+	ftest_assert_ptr_notnull(strstr(out, "cluster address 127.0.0.1:"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
+	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+}
+
 static char parent_dir[200];
 
 static void remove_parent_dir(void)
