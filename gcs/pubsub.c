@@ -303,9 +303,12 @@ static bool history_covers(const struct ferry__ps *ps, const struct channel *ch,
 
 /* ---- subscribers: queue ---- */
 
+/* Tell the owner once that a drain has something. Not when nothing is pending (a key subscribed
+ * under the subscriber's whole-channel scope needs no snapshot): the owner would not drain, and
+ * `notified` would stay set, silencing every later delta. */
 static void notify_ready(struct ferry__ps_sub *sub)
 {
-	if (sub->notified)
+	if (sub->notified || !ferry__ps_pending(sub))
 		return;
 	sub->notified = true;
 	if (sub->opts.ready)

@@ -548,18 +548,20 @@ FTEST(unsubscribe_stops_delivery)
 	gcs_stop(&p, SIGTERM);
 }
 
-/* A keyed event reaches every subscription of its key and no other; two subscriptions of one
- * scope both hear it, and an unsubscribe of the scope ends both (the client finds them through
- * its scope index, not by walking its list). */
-FTEST(events_reach_every_subscription_of_their_key)
+/* A keyed event reaches every subscription of its key and of its whole channel, and no other;
+ * two subscriptions of one key both hear it, and an unsubscribe of the key ends both (the
+ * client finds them through its scope index, not by walking its list). The whole channel is
+ * subscribed first: keys subscribed under it once left the connection deaf to the channel. */
+FTEST(events_reach_every_subscription_of_their_key_and_channel)
 {
 	struct gcs_proc p = gcs_start(0, NULL);
 	struct ferry_gcs_client *pub = client_opts(&p, 1, 5000), *sub = client_opts(&p, 1, 5000);
-	struct lines a1 = LINES_INIT, a2 = LINES_INIT, kept = LINES_INIT;
+	struct lines wide = LINES_INIT, a1 = LINES_INIT, a2 = LINES_INIT, kept = LINES_INIT;
 	struct ferry_job_id a, b;
 
 	memset(&a, 0xa1, sizeof(a));
 	memset(&b, 0xb2, sizeof(b));
+	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, NULL, 0, on_line, &wide));
 	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes),
 					    on_line, &a1));
 	ftest_assert_ok(ferry_gcs_subscribe(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes),
@@ -570,12 +572,14 @@ FTEST(events_reach_every_subscription_of_their_key)
 	ftest_assert_uint_eq(lines_get(&a1), 1);
 	ftest_assert_uint_eq(lines_get(&a2), 1);
 	ftest_assert_uint_eq(lines_get(&kept), 1);
+	lines_wait(&wide, 2);
 	ftest_assert_ok(ferry_gcs_unsubscribe(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes)));
 	publish_pair(pub, &a, &b, &kept);
 	publish_pair(pub, &a, &b, &kept);
 	ftest_assert_uint_eq(lines_get(&a1), 1);
 	ftest_assert_uint_eq(lines_get(&a2), 1);
 	ftest_assert_uint_eq(lines_get(&kept), 3);
+	lines_wait(&wide, 6);
 	ferry_gcs_client_destroy(sub);
 	ferry_gcs_client_destroy(pub);
 	gcs_stop(&p, SIGTERM);

@@ -161,6 +161,33 @@ FTEST(whole_channel_and_key_scopes)
 	ferry__ps_destroy(ps);
 }
 
+/* A key subscribed under the same subscriber's whole-channel scope needs no snapshot (the whole
+ * scope's deltas cover it), so nothing is pending and its owner drains nothing; the next delta
+ * must still make the subscriber ready. A ready fired for that subscribe left it marked as
+ * notified with nothing to drain, and it heard nothing of the channel again. */
+FTEST(a_key_under_a_whole_scope_still_hears_the_next_delta)
+{
+	struct ferry__ps *ps = new_ps(0, 0);
+	struct ferry__ps_sub *sub = new_sub(ps, 0);
+	struct ferry__ps_batch b;
+	uint8_t k3 = 3, keys[4];
+	int before;
+
+	ftest_assert_int_eq(ferry__ps_subscribe(sub, CH, NULL, 0, FERRY__PS_WANT_SNAPSHOT), 1);
+	ftest_assert_int_eq(ferry__ps_drain(sub, &b), 2); /* RESYNC, SNAPSHOT_END: nothing yet */
+	ferry__ps_batch_release(&b);
+	ftest_assert_int_eq(ferry__ps_subscribe(sub, CH, &k3, 1, FERRY__PS_WANT_SNAPSHOT), 1);
+	ftest_assert_false(ferry__ps_pending(sub)); /* as the server does: no drain */
+	before = readies;
+	publish(ps, 3);
+	ftest_assert_int_gt(readies, before);
+	ftest_assert_true(ferry__ps_pending(sub));
+	ftest_assert_int_eq(drain_keys(sub, keys, 4), 1);
+	ftest_assert_uint_eq(keys[0], 3);
+	ferry__ps_sub_destroy(sub);
+	ferry__ps_destroy(ps);
+}
+
 /* Past its bound a subscriber's queue is dropped; its next drain is RESYNC + snapshot, and the
  * engine never holds more than the bound for it. */
 FTEST(slow_subscriber_resyncs)
