@@ -622,30 +622,27 @@ unsigned ferry__spin_cpus(void)
 	return n;
 }
 
-bool ferry__spin_waiter_enter(void)
+/* Count the caller in if the spinners stay at most @limit with it: true, else false. */
+static bool spin_enter_within(unsigned limit)
 {
-	unsigned limit = ferry__spin_cpus();
 	unsigned n = atomic_load_explicit(&spinners, memory_order_relaxed);
 
 	do {
-		if (n >= limit)
+		if (n + 1 > limit)
 			return false;
 	} while (!atomic_compare_exchange_weak_explicit(&spinners, &n, n + 1, memory_order_relaxed,
 							memory_order_relaxed));
 	return true;
 }
 
+bool ferry__spin_waiter_enter(void)
+{
+	return spin_enter_within(ferry__spin_cpus());
+}
+
 bool ferry__spin_spare_enter(void)
 {
-	unsigned limit = ferry__spin_cpus();
-	unsigned n = atomic_load_explicit(&spinners, memory_order_relaxed);
-
-	do {
-		if (n + 1 >= limit)
-			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&spinners, &n, n + 1, memory_order_relaxed,
-							memory_order_relaxed));
-	return true;
+	return spin_enter_within(ferry__spin_cpus() - 1);
 }
 
 bool ferry__spin_full(void)
@@ -746,9 +743,8 @@ void ferry__spin_leave(void)
 static bool spin(struct ferry__loop *loop, uint64_t wait_ns, int *ret)
 {
 	uint64_t now = ferry__now_ns(), end = loop->last_busy_ns + loop->spin_ns;
-	bool busy = false;
-
 	bool gives_way = atomic_load_explicit(&loop->spin_gives_way, memory_order_relaxed);
+	bool busy = false;
 
 	if (wait_ns != UINT64_MAX && now + wait_ns < end)
 		end = now + wait_ns;

@@ -752,6 +752,18 @@ FTEST(crowded_waiters_take_the_side_measured_faster)
 	ftest_assert_uint_eq(crowded_spins(4 * FERRY__SPIN_EXPLORE), 4); /* under 2x apart */
 }
 
+/* @r's loop on its thread, 20 ms into the spin window that one served post opened. */
+static pthread_t start_spinning(struct spin_run *r)
+{
+	pthread_t t = start_loop_thread(r->loop, &r->cpu);
+
+	ftest_assert_ok(ferry__loop_post(r->loop, on_spin_post, r));
+	while (atomic_load(&r->posts_run) == 0)
+		sched_yield();
+	usleep(20 * 1000); /* inside its 300 ms window */
+	return t;
+}
+
 /* No more busy pollers than CPUs: waiters fill what the spinning loops leave, and a loop that
  * starts spinning makes the set crowded (a waiter leaves). A real loop counts while in its
  * spin window and not once it sleeps. */
@@ -772,11 +784,7 @@ FTEST(waiters_spin_only_on_cpus_the_loops_leave)
 	waiters_leave(n);
 
 	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
-	t = start_loop_thread(r.loop, &r.cpu);
-	ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
-	while (atomic_load(&r.posts_run) == 0)
-		sched_yield();
-	usleep(20 * 1000); /* inside its 300 ms window */
+	t = start_spinning(&r);
 	n = waiters_that_fit();
 	waiters_leave(n);
 	ftest_assert_uint_eq(n, cpus - 1);
@@ -801,11 +809,7 @@ FTEST(a_loop_that_gives_way_spins_only_beside_a_free_cpu)
 
 	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
 	ferry__loop_spin_give_way(r.loop);
-	t = start_loop_thread(r.loop, &r.cpu);
-	ftest_assert_ok(ferry__loop_post(r.loop, on_spin_post, &r));
-	while (atomic_load(&r.posts_run) == 0)
-		sched_yield();
-	usleep(20 * 1000); /* inside its 300 ms window */
+	t = start_spinning(&r);
 	n = waiters_that_fit();
 	/* Spinning on 2 CPUs or more (one free beside it), never on 1. */
 	ftest_assert_uint_eq(n, cpus >= 2 ? cpus - 1 : cpus);
