@@ -790,6 +790,7 @@ void ferry__conn_begin(struct ferry__conn *conn, bool handshake)
 {
 	int ret;
 
+	conn->stream_up = true;
 	conn->state = handshake ? CONN_HANDSHAKE : CONN_OPEN;
 	ret = ferry__conn_rx_arm(conn);
 	if (ret == 0 && handshake)
@@ -983,6 +984,13 @@ int ferry__conn_local_addr(const struct ferry__conn *conn, struct sockaddr_stora
 bool ferry__conn_rx_paused(const struct ferry__conn *conn)
 {
 	return conn->rx_paused;
+}
+
+enum ferry__conn_progress ferry__conn_progress(const struct ferry__conn *conn)
+{
+	if (conn->framed)
+		return FERRY__CONN_FRAMED;
+	return conn->stream_up ? FERRY__CONN_STREAM : FERRY__CONN_NO_STREAM;
 }
 
 bool ferry__conn_is_open(const struct ferry__conn *conn)

@@ -186,6 +186,16 @@ bool ferry__conn_rx_paused(const struct ferry__conn *conn);
  * messages that came another way (runtime/ring_conn.c). */
 bool ferry__conn_is_open(const struct ferry__conn *conn);
 
+/* How far the peer got, for saying why a connection that never came up failed: a stream that
+ * came up but never carried a well-formed frame reached something that is not a Ferry peer
+ * (another service on that port), or one that did not answer. */
+enum ferry__conn_progress {
+	FERRY__CONN_NO_STREAM = 0, /* the socket never connected */
+	FERRY__CONN_STREAM = 1,	   /* connected (or accepted); no verified frame from the peer */
+	FERRY__CONN_FRAMED = 2,	   /* the peer sent at least one verified frame */
+};
+enum ferry__conn_progress ferry__conn_progress(const struct ferry__conn *conn);
+
 /* ---- server ---- */
 
 /* Server options; zeros are defaults except the callbacks. */

@@ -75,6 +75,8 @@ struct ferry__conn {
 	int close_err;				/* what on_close reports */
 	bool client_handshake;			/* we sent a Handshake and expect its reply */
 	bool notify_connect;			/* the timer's next run calls on_connect */
+	bool stream_up;				/* the socket connected (or was accepted) */
+	bool framed;				/* a verified frame came from the peer */
 	char peer[80];				/* for logs */
 	uint32_t max_message;			/* largest payload in either direction */
 	size_t zc_min;				/* smallest payload sent with SEND_ZC */

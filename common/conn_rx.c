@@ -154,6 +154,7 @@ static int rx_deliver(struct ferry__conn *conn)
 			rx_close_msg_fds(conn);
 			return -EPROTO;
 		}
+		conn->framed = true;
 		rx_dispatch(conn, &f);
 		rx_close_msg_fds(conn);
 	}

@@ -216,6 +216,7 @@ static void on_close(struct ferry__conn *conn, int err)
 	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, ferry_strerror(-err));
 	pthread_mutex_lock(&c->lock);
 	s->last_error = err;
+	s->progress = ferry__conn_progress(conn);
 	pthread_mutex_unlock(&c->lock);
 	if (err == -EACCES || err == -EPROTO) {
 		pthread_mutex_lock(&c->lock);
@@ -685,6 +686,53 @@ static int wait_connected(struct ferry_gcs_client *c)
 	return ret;
 }
 
+/* Loop thread: how far each shard's attempt in progress got (the handshake deadline of a
+ * connection that came up runs past the connect's: it is still open when the wait ends). */
+static int note_progress(void *arg)
+{
+	struct ferry_gcs_client *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->nshards; i++) {
+		struct shard *s = &c->shards[i];
+
+		if (s->conn && !s->connected)
+			s->progress = ferry__conn_progress(s->conn);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* A connect that failed against a server that took the TCP connection says whether that server
+ * is a Ferry GCS at all: a bare "Protocol error" or "Timed out" does not tell a wrong port (an
+ * HTTP server, a database) from a GCS that is slow or of another version. */
+static void say_why_not_connected(struct ferry_gcs_client *c, int err)
+{
+	if (err != -EPROTO && err != -ETIMEDOUT)
+		return;
+	if (err == -ETIMEDOUT)
+		(void)ferry__loop_call(c->loop, note_progress, c);
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->nshards; i++) {
+		const struct shard *s = &c->shards[i];
+
+		if (s->ever_connected || s->progress != FERRY__CONN_STREAM)
+			continue;
+		if (err == -EPROTO && s->last_error == -EPROTO)
+			FLOG_ERROR(COMP,
+				   "the server at %s:%u is not a Ferry GCS (its reply is not a "
+				   "Ferry frame)",
+				   s->host, s->port);
+		else if (err == -ETIMEDOUT)
+			FLOG_ERROR(COMP,
+				   "the server at %s:%u accepted the connection but did not answer "
+				   "the handshake in %u ms: not a Ferry GCS, or one too busy to "
+				   "answer",
+				   s->host, s->port, c->timeout_ms);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client_opts *o,
 		       struct ferry__loop *loop)
 {
@@ -799,6 +847,7 @@ int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
 	c->thread_started = true;
 	ret = wait_connected(c);
 	if (ret < 0) {
+		say_why_not_connected(c, ret);
 		ferry_gcs_client_destroy(c);
 		return ret;
 	}

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
+#include "common/conn.h"
 #include "common/fb.h"
 #include "common/hashmap.h"
 #include "common/loop.h"
@@ -67,6 +68,7 @@ struct shard {
 	bool connected;				 /* loop: handshake done */
 	bool ever_connected;			 /* lock: connected at least once */
 	int last_error;				 /* lock: why the last attempt closed, -errno */
+	enum ferry__conn_progress progress;	 /* lock: how far the last attempt got */
 	struct sockaddr_storage local;		 /* lock: our end of the last connection */
 	socklen_t local_len;			 /* lock: its length; 0 before the first */
 	struct ferry__loop_timer reconnect;	 /* loop: next attempt */

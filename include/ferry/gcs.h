@@ -159,7 +159,10 @@ struct ferry_gcs_client_opts {
  * missed messages or sends RESYNC + a snapshot). Returns 0 and *@out; -EINVAL (bad options,
  * logged), -EACCES (token refused), -ETIMEDOUT (a shard was not reachable in time),
  * -ECONNREFUSED / -EHOSTUNREACH / -ENETUNREACH (the same, every attempt until the timeout was
- * refused or had no route: nothing listens there), -ENOMEM.
+ * refused or had no route: nothing listens there), -EPROTO (a shard's reply is not a Ferry
+ * frame, or a GCS of another protocol version refused us), -ENOMEM. A server that took the
+ * connection and then sent something that is not a Ferry frame, or nothing, is logged as
+ * "not a Ferry GCS".
  */
 FERRY_API int ferry_gcs_client_connect(const struct ferry_gcs_client_opts *opts,
 				       struct ferry_gcs_client **out);

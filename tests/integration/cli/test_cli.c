@@ -1130,6 +1130,86 @@ FTEST(cli_refused_said_at_once)
 	ftest_assert_ptr_notnull(strstr(out, "connection refused"));
 }
 
+/* A listener on loopback (its port into *@port) that is not a Ferry GCS: with @reply, a child
+ * answers every connection with it and closes; without, nobody ever accepts (the kernel still
+ * completes each connection: the client sees a server that stays silent). The child's pid, or
+ * 0; the listening fd into *@fd. */
+static pid_t foreign_server(const char *reply, int *fd, uint16_t *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	pid_t pid;
+
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	ftest_assert_int_ge(*fd, 0);
+	ftest_assert_ok(bind(*fd, (struct sockaddr *)&a, sizeof(a)));
+	ftest_assert_ok(listen(*fd, 16));
+	ftest_assert_ok(getsockname(*fd, (struct sockaddr *)&a, &len));
+	*port = ntohs(a.sin_port);
+	if (!reply)
+		return 0;
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		for (;;) {
+			int c = accept(*fd, NULL, NULL);
+
+			if (c < 0)
+				_exit(1);
+			if (write(c, reply, strlen(reply)) < 0)
+				_exit(1);
+			close(c);
+		}
+	}
+	return pid;
+}
+
+/* A GCS address where another kind of server answers (an HTTP server) or where a server takes
+ * the connection and never answers: status and a join say that it is not a Ferry GCS, not just
+ * "Protocol error" or "Timed out". */
+FTEST(cli_gcs_address_that_is_not_a_gcs_says_so)
+{
+	char out[8192], expect[128];
+	const char *token;
+	uint16_t port;
+	pid_t http;
+	int fd;
+
+	use_run_dir();
+	token = itest_token_file("secret");
+	http = foreign_server("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", &fd, &port);
+	close(fd);
+	snprintf(expect, sizeof(expect),
+		 "the server at 127.0.0.1:%u is not a Ferry GCS (its reply is not a Ferry frame)",
+		 port);
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"status --address 127.0.0.1:%u --token-file %s --timeout 5", port,
+				token),
+			    1);
+	ftest_assert_ptr_notnull(strstr(out, expect));
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --address 127.0.0.1:%u --token-file %s --memory 64M "
+				"--timeout 5",
+				port, token),
+			    1);
+	ftest_assert_ptr_notnull(strstr(out, expect));
+	ftest_assert_int_eq(file_exists("node-1"), 0);
+	kill(http, SIGKILL);
+	waitpid(http, NULL, 0);
+
+	foreign_server(NULL, &fd, &port);
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"status --address 127.0.0.1:%u --token-file %s --timeout 1", port,
+				token),
+			    1);
+	snprintf(expect, sizeof(expect),
+		 "the server at 127.0.0.1:%u accepted the connection but did not answer the "
+		 "handshake in 1000 ms",
+		 port);
+	ftest_assert_ptr_notnull(strstr(out, expect));
+	close(fd);
+}
+
 /* A name that does not resolve (.invalid never does): one line, saying so. */
 FTEST(cli_unresolvable_one_line)
 {
