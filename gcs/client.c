@@ -279,7 +279,7 @@ static void start_connect(struct shard *s)
 	hs.protocol_version = FERRY_WIRE_PROTOCOL_VERSION;
 	hs.token = c->token;
 	hs.token_count = c->token_len;
-	hs.peer_kind = FERRY__WIRE_PEER_KIND_DRIVER;
+	hs.peer_kind = c->kind;
 	hs.pid = (int32_t)getpid();
 	hs.name = "gcs-client";
 	co.cb = &conn_cb;
@@ -750,6 +750,7 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 	ferry__cond_init_monotonic(&c->cond);
 	memcpy(c->token, o->token, o->token_len);
 	c->token_len = o->token_len;
+	c->kind = (uint8_t)o->kind;
 	for (unsigned i = 0; i < c->nshards; i++) {
 		struct shard *s = &c->shards[i];
 
@@ -784,6 +785,27 @@ static void note_loop_thread(void *arg, int status)
 	client_unref(c);
 }
 
+/* The public kinds are the wire's PeerKind values; a GCS or a store is no client kind. */
+_Static_assert((int)FERRY_GCS_CLIENT_DRIVER == (int)FERRY__WIRE_PEER_KIND_DRIVER &&
+		       (int)FERRY_GCS_CLIENT_WORKER == (int)FERRY__WIRE_PEER_KIND_WORKER &&
+		       (int)FERRY_GCS_CLIENT_NODE == (int)FERRY__WIRE_PEER_KIND_NODE &&
+		       (int)FERRY_GCS_CLIENT_CLI == (int)FERRY__WIRE_PEER_KIND_CLI &&
+		       (int)FERRY_GCS_CLIENT_SCHEDULER == (int)FERRY__WIRE_PEER_KIND_SCHEDULER,
+	       "enum ferry_gcs_client_kind follows schema/common.fbs PeerKind");
+
+static bool kind_ok(enum ferry_gcs_client_kind kind)
+{
+	switch (kind) {
+	case FERRY_GCS_CLIENT_DRIVER:
+	case FERRY_GCS_CLIENT_WORKER:
+	case FERRY_GCS_CLIENT_NODE:
+	case FERRY_GCS_CLIENT_CLI:
+	case FERRY_GCS_CLIENT_SCHEDULER:
+		return true;
+	}
+	return false;
+}
+
 static int client_new(const struct ferry_gcs_client_opts *opts, struct ferry__loop *loop,
 		      struct ferry_gcs_client **out)
 {
@@ -793,6 +815,10 @@ static int client_new(const struct ferry_gcs_client_opts *opts, struct ferry__lo
 	if (!opts || !opts->addresses || !opts->naddresses || opts->naddresses > 64 ||
 	    !opts->token || !opts->token_len || opts->token_len > FERRY__GCS_TOKEN_MAX) {
 		FLOG_ERROR(COMP, "client options need 1-64 shard addresses and a token");
+		return -EINVAL;
+	}
+	if (!kind_ok(opts->kind)) {
+		FLOG_ERROR(COMP, "client options: unknown client kind %d", (int)opts->kind);
 		return -EINVAL;
 	}
 	c = ferry__calloc(1, sizeof(*c) + opts->naddresses * sizeof(struct shard));

@@ -101,6 +101,7 @@ struct ferry_gcs_client {
 	struct ferry__fb_builder fb;	     /* loop: resubscribe messages */
 	uint8_t token[FERRY__GCS_TOKEN_MAX]; /* cluster token */
 	size_t token_len;		     /* its bytes */
+	uint8_t kind;			     /* FERRY__WIRE_PEER_KIND_*: what we say we are */
 	unsigned nshards;		     /* length of shards */
 	struct shard shards[];		     /* one per GCS shard */
 };

@@ -184,6 +184,7 @@ static int start_loop_and_gcs(struct ferry__node *node)
 	go.naddresses = 1;
 	go.token = node->token;
 	go.token_len = node->opts.token_len;
+	go.kind = FERRY_GCS_CLIENT_NODE;
 	ret = ferry__gcs_client_connect_on(node->loop, &go, &node->gcs);
 	if (ret < 0)
 		return ret;

@@ -609,6 +609,7 @@ int ferry__sched_server_create(struct ferry__loop *loop, const struct ferry__sch
 	go.naddresses = 1;
 	go.token = o->token;
 	go.token_len = o->token_len;
+	go.kind = FERRY_GCS_CLIENT_SCHEDULER;
 	ret = ferry__gcs_client_connect_on(loop, &go, &s->gcs);
 	if (ret < 0)
 		goto err_listen;

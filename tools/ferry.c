@@ -494,6 +494,7 @@ static int gcs_connect(const char *address, const char *token_path, pid_t local_
 	co.naddresses = 1;
 	co.token = token;
 	co.timeout_ms = timeout_s * 1000u;
+	co.kind = FERRY_GCS_CLIENT_CLI;
 	ret = ferry_gcs_client_connect(&co, out);
 	if (ret == -EACCES)
 		ferry__cli_fail(

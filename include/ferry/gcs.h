@@ -143,13 +143,24 @@ static inline uint32_t ferry_gcs_object_shard(const struct ferry_object_id *id, 
 struct ferry_gcs_client;
 
 /* Client options; zeros are defaults except addresses and token. */
+/* What a GCS client is: its handshake says so, and the GCS names it so in its logs ("a wrong
+ * cluster token from a Cli"). The values are the wire's PeerKind (schema/common.fbs). */
+enum ferry_gcs_client_kind {
+	FERRY_GCS_CLIENT_DRIVER = 0,	/* a driver, or any program (the default) */
+	FERRY_GCS_CLIENT_WORKER = 1,	/* a worker process */
+	FERRY_GCS_CLIENT_NODE = 2,	/* a node daemon */
+	FERRY_GCS_CLIENT_CLI = 6,	/* the ferry command and other operator tools */
+	FERRY_GCS_CLIENT_SCHEDULER = 7, /* a scheduler (ferry-sched) */
+};
+
 struct ferry_gcs_client_opts {
-	const char *const *addresses; /* "host:port" of each shard, shard 0 first */
-	size_t naddresses;	      /* shards, >= 1 */
-	const void *token;	      /* cluster token (copied) */
-	size_t token_len;	      /* its bytes, > 0 */
-	unsigned timeout_ms;	      /* connect and blocking calls; 0 = 10 s */
-	unsigned reconnect_ms;	      /* wait between reconnect attempts; 0 = 100 ms */
+	const char *const *addresses;	 /* "host:port" of each shard, shard 0 first */
+	size_t naddresses;		 /* shards, >= 1 */
+	const void *token;		 /* cluster token (copied) */
+	size_t token_len;		 /* its bytes, > 0 */
+	unsigned timeout_ms;		 /* connect and blocking calls; 0 = 10 s */
+	unsigned reconnect_ms;		 /* wait between reconnect attempts; 0 = 100 ms */
+	enum ferry_gcs_client_kind kind; /* what this client is; 0: a driver */
 };
 
 /*

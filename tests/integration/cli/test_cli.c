@@ -1084,6 +1084,13 @@ FTEST(cli_failed_join_leaves_cluster)
 	expect_unchanged(token, cluster);
 	ftest_assert_int_eq(file_exists("node-2"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "refused the token"));
+	/* The GCS names who it refused: the CLI, not a driver. */
+	{
+		static char log[1 << 16];
+
+		slurp("session_latest/logs/gcs.log", log, sizeof(log));
+		ftest_assert_ptr_notnull(strstr(log, "wrong cluster token from a Cli (pid"));
+	}
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
 }
