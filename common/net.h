@@ -75,6 +75,11 @@ struct ferry__net_iface {
  */
 int ferry__net_ifaces(const char *sysfs, struct ferry__net_iface *out, size_t max);
 
+/* ferry__net_iface_named() - the first address of interface @name among @ifs[0..@n) (IPv4
+ * before IPv6, as ferry__net_ifaces() orders them): what `--ip ib0` means. NULL if none. */
+const struct ferry__net_iface *ferry__net_iface_named(const struct ferry__net_iface *ifs, size_t n,
+						      const char *name);
+
 /*
  * ferry__net_if_rdma() - whether an RDMA device serves interface @name, as @sysfs shows it: an
  * InfiniBand link (IPoIB, type 32), a NIC whose device has an infiniband/ entry (RoCE, iWARP),

@@ -315,3 +315,12 @@ int ferry__net_rdma_addr(const char *sysfs, const char *dev, unsigned port, int 
 			   dev, port ? port : 1);
 	return ret;
 }
+
+const struct ferry__net_iface *ferry__net_iface_named(const struct ferry__net_iface *ifs, size_t n,
+						      const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(ifs[i].name, name))
+			return &ifs[i];
+	return NULL;
+}

@@ -41,17 +41,6 @@ static const struct ferry__net_iface *iface_of(const struct ferry__net_iface *if
 	return NULL;
 }
 
-/* The first address of interface @name (IPv4 before IPv6: ferry__net_ifaces() orders them so),
- * or NULL. */
-static const struct ferry__net_iface *iface_named(const struct ferry__net_iface *ifs, size_t n,
-						  const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(ifs[i].name, name))
-			return &ifs[i];
-	return NULL;
-}
-
 /* The first address of an interface that is up and carries RDMA, or NULL. */
 static const struct ferry__net_iface *iface_rdma(const struct ferry__net_iface *ifs, size_t n)
 {
@@ -72,7 +61,7 @@ static int pick_given(const char *opt_ip, const struct ferry__net_iface *ifs, si
 		snprintf(out->why, sizeof(out->why), "--ip");
 		return 0;
 	}
-	f = iface_named(ifs, n, opt_ip);
+	f = ferry__net_iface_named(ifs, n, opt_ip);
 	if (!f) {
 		FLOG_ERROR(COMP, "--ip %s: neither an IP address nor an interface that has one",
 			   opt_ip);

@@ -139,6 +139,7 @@ struct start {
 	char new_token[PATH_MAX];	   /* a token made by this start, not yet installed */
 	char logs[PATH_MAX];		   /* the session's log directory */
 	char node_dir[PATH_MAX - 32];	   /* the node-N directory of the node it started */
+	char listen_ip[64];		   /* where the GCS and ferry-sched listen: listen_ip() */
 	pid_t gcs;			   /* a GCS this start spawned */
 };
 
@@ -237,15 +238,13 @@ static int cmd_stop(const struct opts *o)
  * anything else goes as given; none is every address. */
 static void listen_ip(const struct opts *o, char *buf, size_t size)
 {
+	const struct ferry__net_iface *f = NULL;
 	struct ferry__net_iface ifs[64];
-	int n = o->ip ? ferry__net_ifaces("/sys", ifs, 64) : 0;
+	int n;
 
-	snprintf(buf, size, "%s", o->ip ? o->ip : "0.0.0.0");
-	for (int i = 0; i < n; i++)
-		if (!strcmp(ifs[i].name, o->ip)) {
-			snprintf(buf, size, "%s", ifs[i].ip);
-			return;
-		}
+	if (o->ip && (n = ferry__net_ifaces("/sys", ifs, 64)) > 0)
+		f = ferry__net_iface_named(ifs, (size_t)n, o->ip);
+	snprintf(buf, size, "%s", f ? f->ip : o->ip ? o->ip : "0.0.0.0");
 }
 
 /* The address other hosts should use: --ip (@head, as listen_ip() made it), else the first
@@ -271,7 +270,8 @@ static void advertised_ip(const char *head, char *buf, size_t size)
 
 static int start_gcs(const struct opts *o, struct start *s, const char *token_path)
 {
-	char bin[PATH_MAX], port[16], line[256], ip[64], host[64], *addr = s->cluster.address;
+	char bin[PATH_MAX], port[16], line[256], ip[64], *addr = s->cluster.address;
+	const char *host = s->listen_ip;
 	struct ferry__cli_daemon d;
 	unsigned got;
 	char mport[8];
@@ -283,7 +283,6 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 	ferry__cli_daemon_paths(&d, "ferry-gcs", ferry__cli_run_dir, "gcs", s->logs, "gcs");
 	snprintf(port, sizeof(port), "%u", o->port);
 	snprintf(mport, sizeof(mport), "%u", ferry__cli_metrics_base);
-	listen_ip(o, host, sizeof(host));
 	const char *argv[] = {
 		bin,	    "--port", port, "--token-file",
 		token_path, "--host", host, ferry__cli_metrics_base ? "--metrics-port" : NULL,
@@ -615,11 +614,12 @@ static void start_undo(const struct opts *o, struct start *s)
 
 static int start_locked(const struct opts *o, struct start *s)
 {
-	char ip[64];
+	const char *ip = o->ip ? s->listen_ip : NULL;
 	struct ferry__cli_cluster here;
 	struct ferry__cli_live live;
 	int ret;
 
+	listen_ip(o, s->listen_ip, sizeof(s->listen_ip));
 	ferry__cli_run_live(&live);
 	ferry__cli_cluster_read(&here);
 	ret = o->head ? head_allowed(&live) : 0;
@@ -642,14 +642,11 @@ static int start_locked(const struct opts *o, struct start *s)
 		return ret;
 	}
 	/* The cluster works without one (nodes keep their tasks): a failure is said, not undone. */
-	listen_ip(o, ip, sizeof(ip));
-	if ((o->head || o->sched) &&
-	    ferry__cli_sched_start(s->cluster.address, s->cluster.token, o->ip ? ip : NULL, NULL,
-				   s->logs, o->timeout_s) < 0)
+	if ((o->head || o->sched) && ferry__cli_sched_start(s->cluster.address, s->cluster.token,
+							    ip, NULL, s->logs, o->timeout_s) < 0)
 		fprintf(stderr, "ferry: no global scheduler started; nodes keep their tasks\n");
-	if (o->sched_group &&
-	    ferry__cli_sched_start(s->cluster.address, s->cluster.token, o->ip ? ip : NULL,
-				   o->sched_group, s->logs, o->timeout_s) < 0)
+	if (o->sched_group && ferry__cli_sched_start(s->cluster.address, s->cluster.token, ip,
+						     o->sched_group, s->logs, o->timeout_s) < 0)
 		fprintf(stderr, "ferry: no scheduler for group %s started\n", o->sched_group);
 	return 0;
 }

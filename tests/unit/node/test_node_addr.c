@@ -203,6 +203,10 @@ FTEST(pick_given_address_or_interface)
 	ftest_assert_str_eq(p.ip, "127.0.0.1");
 	ftest_assert_errno(ferry__node_pick_ip("wlan9", "192.168.1.5", true, host, NHOST, &p),
 			   -ENODEV);
+	/* The helper the CLI's --ip for the GCS and ferry-sched shares. */
+	ftest_assert_str_eq(ferry__net_iface_named(host, NHOST, "eth0")->ip, "192.168.1.5");
+	ftest_assert_ptr_null(ferry__net_iface_named(host, NHOST, "wlan9"));
+	ftest_assert_ptr_null(ferry__net_iface_named(host, 0, "lo"));
 }
 
 FTEST(pick_route_to_the_gcs)
