@@ -17,10 +17,12 @@
  * - A cluster is never damaged by a command that fails or is refused: start and stop hold the
  *   run directory's lock; `start --head` is refused while a GCS or a node started here still
  *   runs (a GCS that died leaves nodes holding its token: they are named, and `ferry stop`
- *   comes first; a new GCS with a new token would orphan them silently); the new token goes to
- *   a temporary file, and `token` and `cluster` are replaced (rename) only once the GCS and
- *   its node are ready. `start --address` checks first that the GCS answers and takes the
- *   token, writes `cluster` only on success and only where no live cluster has one.
+ *   comes first; a new GCS with a new token would orphan them silently); the new token is
+ *   written to a temporary file and renamed to `token` before the daemons start (they are
+ *   given that final path), the `token` it replaced kept aside as token.old-PID and put back
+ *   if the start fails; `cluster` is written only once the GCS and its node are ready.
+ *   `start --address` checks first that the GCS answers and takes the token, writes
+ *   `cluster` only on success and only where no live cluster has one.
  * - Daemons are started with a double fork and setsid (no controlling terminal, parent init).
  *   start waits for the ready line with a deadline, watching that the process is still alive
  *   and showing a node's store pre-faulting; a daemon that fails prints why and its log's end.
@@ -137,6 +139,8 @@ struct opts {
 struct start {
 	struct ferry__cli_cluster cluster; /* what the cluster file will say */
 	char new_token[PATH_MAX];	   /* a token made by this start, not yet installed */
+	char old_token[PATH_MAX];	   /* the `token` it replaced, kept until it succeeds */
+	bool token_installed;		   /* this start replaced `token`: undo puts it back */
 	char logs[PATH_MAX];		   /* the session's log directory */
 	char node_dir[PATH_MAX - 32];	   /* the node-N directory of the node it started */
 	char listen_ip[64];		   /* where the GCS and ferry-sched listen: listen_ip() */
@@ -410,17 +414,10 @@ static int start_node(const struct opts *o, struct start *s)
 	snprintf(sock, sizeof(sock), "%s/store.sock", dir);
 	snprintf(spill, sizeof(spill), "%s/spill", dir);
 	/* --port 0: a free port, several nodes may share this host. */
-	const char *argv[48] = {bin,
-				"--gcs",
-				s->cluster.address,
-				"--token-file",
-				*s->new_token ? s->new_token : s->cluster.token,
-				"--socket",
-				sock,
-				"--spill-dir",
-				spill,
-				"--port",
-				"0"};
+	const char *argv[48] = {
+		bin,	    "--gcs", s->cluster.address, "--token-file", s->cluster.token,
+		"--socket", sock,    "--spill-dir",	 spill,		 "--port",
+		"0"};
 	node_argv(o, argv, 11, memory);
 	if (ferry__cli_metrics_base) {
 		size_t k = 11;
@@ -553,13 +550,23 @@ static int start_head(const struct opts *o, struct start *s)
 	if (ret < 0)
 		return ret;
 	ferry__cli_session_logs(s->cluster.session, s->logs, sizeof(s->logs));
-	if (o->token_file)
+	if (o->token_file) {
 		ret = token_path_abs(o->token_file, s->cluster.token);
-	else
-		ret = ferry__cli_token_make(s->new_token, sizeof(s->new_token));
+		return ret < 0 ? ret : start_gcs(o, s, s->cluster.token);
+	}
+	/* The daemons are given the final path, which outlives this start (ps shows it, and a
+	 * daemon restarted by hand with the same command line finds its token there), so the new
+	 * token is in place before they start; a failed start puts the old one back. */
+	ret = ferry__cli_token_make(s->new_token, sizeof(s->new_token));
+	if (ret == 0)
+		ret = ferry__cli_token_install(s->new_token, s->cluster.token,
+					       sizeof(s->cluster.token), s->old_token,
+					       sizeof(s->old_token));
 	if (ret < 0)
 		return ret;
-	return start_gcs(o, s, o->token_file ? s->cluster.token : s->new_token);
+	*s->new_token = '\0';
+	s->token_installed = true;
+	return start_gcs(o, s, s->cluster.token);
 }
 
 /* --address: the token, a GCS that answers and takes it, and the session to log into. */
@@ -597,7 +604,7 @@ static int start_joiner(const struct opts *o, struct start *s, const struct ferr
 	return 0;
 }
 
-/* A head that failed: stop the GCS it started; nothing else of it was written. */
+/* A head that failed: stop the GCS it started, put back the token it replaced. */
 static void start_undo(const struct opts *o, struct start *s)
 {
 	char path[PATH_MAX];
@@ -610,6 +617,8 @@ static void start_undo(const struct opts *o, struct start *s)
 	}
 	if (*s->new_token)
 		unlink(s->new_token);
+	if (s->token_installed)
+		ferry__cli_token_restore(s->cluster.token, s->old_token);
 }
 
 static int start_locked(const struct opts *o, struct start *s)
@@ -627,12 +636,8 @@ static int start_locked(const struct opts *o, struct start *s)
 		ret = o->head ? start_head(o, s) : start_joiner(o, s, &live, &here);
 	if (ret == 0)
 		ret = start_node(o, s);
-	if (ret == 0 && *s->new_token)
-		ret = ferry__cli_token_install(s->new_token, s->cluster.token,
-					       sizeof(s->cluster.token));
 	if (ret < 0)
 		return ret;
-	*s->new_token = '\0';
 	/* A node joining the live cluster of this directory leaves its cluster file alone. */
 	if (o->head || !(live.gcs_alive || live.nodes_alive) || !*here.address)
 		ret = ferry__cli_cluster_write(&s->cluster);
@@ -641,6 +646,9 @@ static int start_locked(const struct opts *o, struct start *s)
 				ferry_strerror(-ret));
 		return ret;
 	}
+	if (s->token_installed && *s->old_token)
+		unlink(s->old_token);
+	s->token_installed = false;
 	/* The cluster works without one (nodes keep their tasks): a failure is said, not undone. */
 	if ((o->head || o->sched) && ferry__cli_sched_start(s->cluster.address, s->cluster.token,
 							    ip, NULL, s->logs, o->timeout_s) < 0)

@@ -53,8 +53,14 @@ int ferry__cli_cluster_write(const struct ferry__cli_cluster *c);
 
 /* A new random token in a temporary file of the run directory; its path into @path. */
 int ferry__cli_token_make(char *path, size_t size);
-/* The temporary token becomes the run directory's `token`; its path into @final. */
-int ferry__cli_token_install(const char *tmp_path, char *final, size_t size);
+/* The temporary token becomes the run directory's `token` (a rename: never seen half written);
+ * its path into @final. A `token` that was there is kept as @old (a hard link; "" when there was
+ * none) for ferry__cli_token_restore(); the caller unlinks @old once the start succeeded. On an
+ * error (said) nothing changed. */
+int ferry__cli_token_install(const char *tmp_path, char *final, size_t size, char *old,
+			     size_t old_size);
+/* A start that failed: @final (`token`) goes back to @old, or is removed if @old is "". */
+void ferry__cli_token_restore(const char *final, const char *old);
 
 /* A new session_DATE_TIME_PID/logs directory, `session_latest` pointing at it. */
 int ferry__cli_session_create(char *name, size_t size);

@@ -203,8 +203,8 @@ int ferry__cli_token_make(char *path, size_t size)
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
 	strcat(hex, "\n");
-	/* Not `token` yet: that one may belong to a cluster, and is replaced only once this start
-	 * has succeeded (ferry__cli_token_install). */
+	/* Written beside `token` and renamed over it (ferry__cli_token_install): a reader never
+	 * sees a token half written. */
 	snprintf(path, size, "%s/token.new-%d", ferry__cli_run_dir, (int)getpid());
 	if (ferry__cli_write_file(path, hex, 0600) < 0) {
 		ferry__cli_fail("cannot write %s: %s", path, ferry_strerror(errno));
@@ -213,15 +213,43 @@ int ferry__cli_token_make(char *path, size_t size)
 	return 0;
 }
 
-int ferry__cli_token_install(const char *tmp_path, char *final, size_t size)
+int ferry__cli_token_install(const char *tmp_path, char *final, size_t size, char *old,
+			     size_t old_size)
 {
+	int err;
+
 	snprintf(final, size, "%s/token", ferry__cli_run_dir);
+	snprintf(old, old_size, "%s/token.old-%d", ferry__cli_run_dir, (int)getpid());
+	unlink(old);
+	if (link(final, old) < 0) {
+		if (errno != ENOENT) {
+			err = errno;
+			ferry__cli_fail("cannot keep %s as %s: %s", final, old,
+					ferry_strerror(err));
+			return -err;
+		}
+		*old = '\0'; /* no token before this one */
+	}
 	if (rename(tmp_path, final) < 0) {
-		ferry__cli_fail("cannot rename %s to %s: %s", tmp_path, final,
-				ferry_strerror(errno));
-		return -errno;
+		err = errno;
+		ferry__cli_fail("cannot rename %s to %s: %s", tmp_path, final, ferry_strerror(err));
+		if (*old)
+			unlink(old);
+		*old = '\0';
+		return -err;
 	}
 	return 0;
+}
+
+void ferry__cli_token_restore(const char *final, const char *old)
+{
+	if (!*old) {
+		unlink(final);
+		return;
+	}
+	if (rename(old, final) < 0)
+		ferry__cli_fail("cannot put the previous token %s back as %s: %s", old, final,
+				ferry_strerror(errno));
 }
 
 /* ---- sessions ---- */

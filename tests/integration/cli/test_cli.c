@@ -11,6 +11,7 @@
  * FERRY_WORKER_EXE (the node's workers), FERRY_PLASMA_BIN, FERRY_DEMO_BIN,
  * FERRY_CLUSTER_DEMO_BIN.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -168,6 +169,28 @@ static void use_run_dir(void)
 	ftest_assert_ptr_notnull(mkdtemp(run_dir));
 	atexit(stop_all);
 }
+/* Whether @pid was started with @flag @value (its /proc cmdline: the arguments NUL-separated). */
+static bool started_with(pid_t pid, const char *flag, const char *value)
+{
+	char path[64], buf[8192];
+	size_t n, next;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t i = 0; i < n; i = next) {
+		next = i + strlen(buf + i) + 1;
+		if (!strcmp(buf + i, flag) && next < n && !strcmp(buf + next, value))
+			return true;
+	}
+	return false;
+}
+
 FTEST(cli_head_node_status_stop)
 {
 	char out[8192], token[512], expect[128];
@@ -203,6 +226,10 @@ FTEST(cli_head_node_status_stop)
 	node2 = pid_in("node-2/node.pid");
 	sched = pid_in("sched-1.pid");
 	ftest_assert_true(running(gcs) && running(node1) && running(node2) && running(sched));
+	/* Every daemon was given the token's final path (not a temporary name that is gone). */
+	ftest_assert_true(started_with(gcs, "--token-file", token));
+	ftest_assert_true(started_with(node1, "--token-file", token));
+	ftest_assert_true(started_with(sched, "--token-file", token));
 
 	ftest_assert_int_eq(cli(out, sizeof(out), "status"), 0);
 	ftest_assert_int_eq(count(out, " alive "), 2);
@@ -1004,6 +1031,44 @@ FTEST(cli_second_head_leaves_cluster)
 	expect_unchanged(token, cluster);
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+}
+
+/* A head start that fails after its new token was put in place (the GCS cannot listen on its
+ * port) puts the token that was there back, and leaves no temporary token file. */
+FTEST(cli_failed_head_puts_the_token_back)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	char out[8192], now[256], path[512];
+	socklen_t len = sizeof(a);
+	struct dirent *e;
+	DIR *d;
+	FILE *f;
+	int fd;
+
+	need_node();
+	use_run_dir();
+	snprintf(path, sizeof(path), "%s/token", run_dir);
+	f = fopen(path, "w");
+	ftest_assert_ptr_notnull(f);
+	fputs("the token of before\n", f);
+	fclose(f);
+	fd = socket(AF_INET, SOCK_STREAM, 0); /* the port taken, on every address */
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_ok(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	ftest_assert_ok(listen(fd, 4));
+	ftest_assert_ok(getsockname(fd, (struct sockaddr *)&a, &len));
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --memory 64M --timeout 10",
+				ntohs(a.sin_port)),
+			    1);
+	close(fd);
+	slurp("token", now, sizeof(now));
+	ftest_assert_str_eq(now, "the token of before\n");
+	d = opendir(run_dir);
+	ftest_assert_ptr_notnull(d);
+	while ((e = readdir(d)))
+		ftest_assert_false(!strncmp(e->d_name, "token.", 6));
+	closedir(d);
 }
 
 /* `--ip IFACE` on the head (the README's `--ip ib0`): the GCS and ferry-sched listen on the
