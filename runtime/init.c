@@ -4,7 +4,8 @@
  * cluster (cluster/cluster.h) starts inside this process; with "host:port" (a GCS) or "auto"
  * (the GCS the run directory $FERRY_RUN_DIR, default /tmp/ferry-$UID, names) the driver joins
  * that cluster through the node on its own host, found in the GCS's nodes table (alive, an
- * address of this host, its store socket here). Either way the job's code is stored in the GCS
+ * address of this host, its store socket here; of several, the one ferry_init_opts.node or
+ * $FERRY_NODE names, else the first, said in the log). Either way the job's code is stored in the GCS
  * by content hash (runtime/code.c), the job is registered (jobs table, and the driver in the
  * workers table, so that a borrower can tell that it died), and one loop thread serves the
  * runtime's sockets.
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -245,46 +247,162 @@ static int node_score(const struct ferry_gcs_node_info *n, const struct ferry__n
 	return *boot && !strcmp(a->host, boot) ? 2 : 1;
 }
 
-/* The node on this host, from the GCS's nodes table (as on a multi-host cluster, where the
- * node a driver must use is the one of its own host): its store socket and ID. */
-static int find_node(const char *gcs)
+/* The nodes of this host, from the GCS's nodes table (as on a multi-host cluster, where the
+ * node a driver must use is the one of its own host), and the one chosen. */
+struct local_nodes {
+	struct ferry_gcs_node_info *all; /* the table */
+	int n;				 /* its rows */
+	int *fit;			 /* rows that fit (node_score() > 0) */
+	int nfit;			 /* entries in fit */
+	char (*socks)[PATH_MAX];	 /* each row's store socket ("" if it does not fit) */
+};
+
+/* Does node @n, whose store socket is @sock, match @want: its ID's hex or a prefix of it (any
+ * case), or the path of its store socket (the same file under another name, too)? */
+static bool node_matches(const struct ferry_gcs_node_info *n, const char *sock, const char *want)
+{
+	char hex[2 * sizeof(n->id) + 1];
+	struct stat a, b;
+
+	if (strchr(want, '/'))
+		return !strcmp(sock, want) || (stat(sock, &a) == 0 && stat(want, &b) == 0 &&
+					       a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+	ferry_id_to_hex(&n->id, sizeof(n->id), hex, sizeof(hex));
+	return strlen(want) <= strlen(hex) && !strncasecmp(hex, want, strlen(want));
+}
+
+/* The candidates, for a log line: "ID (store PATH), ...". */
+static void list_candidates(const struct local_nodes *l, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	snprintf(buf, size, "%s", l->nfit ? "" : "none");
+	for (int k = 0; k < l->nfit && used < size; k++) {
+		const struct ferry_gcs_node_info *n = &l->all[l->fit[k]];
+		char hex[2 * sizeof(n->id) + 1];
+		int w;
+
+		ferry_id_to_hex(&n->id, sizeof(n->id), hex, sizeof(hex));
+		w = snprintf(buf + used, size - used, "%s%s (store %s)", k ? ", " : "", hex,
+			     l->socks[l->fit[k]]);
+		used += w > 0 ? (size_t)w : 0;
+	}
+}
+
+/* Row of the node @want names among the candidates: -ENOENT none, -EINVAL several; logged. */
+static int pick_wanted(const struct local_nodes *l, const char *want, const char *gcs)
+{
+	char names[1024];
+	int found = -1, matches = 0;
+
+	for (int k = 0; k < l->nfit; k++)
+		if (node_matches(&l->all[l->fit[k]], l->socks[l->fit[k]], want)) {
+			found = l->fit[k];
+			matches++;
+		}
+	if (matches == 1)
+		return found;
+	list_candidates(l, names, sizeof(names));
+	FLOG_ERROR(COMP,
+		   "node '%s' (FERRY_NODE or ferry_init_opts.node) %s of the cluster at %s that "
+		   "runs on this host; they are: %s",
+		   want,
+		   matches ? "is an ambiguous prefix: it matches several nodes"
+			   : "matches no live node",
+		   gcs, names);
+	return matches ? -EINVAL : -ENOENT;
+}
+
+/* Row of the best fit when none was asked for; when several fit, say which and how to choose. */
+static int pick_best(const struct local_nodes *l, const int *scores)
+{
+	char names[1024], hex[2 * sizeof(struct ferry_node_id) + 1];
+	int best = l->fit[0];
+
+	for (int k = 1; k < l->nfit; k++)
+		if (scores[l->fit[k]] > scores[best])
+			best = l->fit[k];
+	if (l->nfit > 1) {
+		list_candidates(l, names, sizeof(names));
+		ferry_id_to_hex(&l->all[best].id, sizeof(l->all[best].id), hex, sizeof(hex));
+		FLOG_WARN(COMP,
+			  "%d nodes of the cluster run on this host; joining %s (store %s). "
+			  "Choose one with FERRY_NODE or ferry_init_opts.node: its ID, a unique "
+			  "prefix of it, or its store socket (`ferry status` lists them): %s",
+			  l->nfit, hex, l->socks[best], names);
+	}
+	return best;
+}
+
+/* Fill @l from the GCS: every row, and those that fit as "the node on this host". */
+static int list_local_nodes(const char *gcs, struct local_nodes *l, int **scores)
 {
 	struct ferry__net_iface ifs[MAX_IFACES];
-	struct ferry_gcs_node_info *nodes = NULL;
 	struct ferry__node_addr a;
 	char boot[48] = "";
-	int n, nifs, best = 0;
+	int nifs;
 
-	n = ferry_gcs_node_list(ferry__rt.gcs, &nodes);
-	if (n < 0) {
+	l->n = ferry_gcs_node_list(ferry__rt.gcs, &l->all);
+	if (l->n < 0) {
 		FLOG_ERROR(COMP, "cannot list the nodes of the GCS at %s: %s", gcs,
-			   ferry_strerror(n));
-		return n;
+			   ferry_strerror(l->n));
+		return l->n;
 	}
+	l->fit = ferry__calloc((size_t)l->n + 1, sizeof(*l->fit));
+	l->socks = ferry__calloc((size_t)l->n + 1, sizeof(*l->socks));
+	*scores = ferry__calloc((size_t)l->n + 1, sizeof(**scores));
+	if (!l->fit || !l->socks || !*scores)
+		return -ENOMEM;
 	nifs = ferry__net_ifaces("/sys", ifs, MAX_IFACES);
 	nifs = nifs < 0 ? 0 : nifs;
 	if (ferry__host_boot_id(boot, sizeof(boot)) < 0)
 		boot[0] = 0;
-	for (int i = 0; i < n; i++) {
-		int score = node_score(&nodes[i], ifs, nifs, boot, &a);
-
-		if (score <= best)
+	for (int i = 0; i < l->n; i++) {
+		(*scores)[i] = node_score(&l->all[i], ifs, nifs, boot, &a);
+		if (!(*scores)[i])
 			continue;
-		best = score;
-		snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s", a.shm_path);
-		snprintf(ferry__rt.node_address, sizeof(ferry__rt.node_address), "%s",
-			 nodes[i].address);
-		ferry__rt.node = nodes[i].id;
+		snprintf(l->socks[i], sizeof(l->socks[i]), "%s", a.shm_path);
+		l->fit[l->nfit++] = i;
 	}
-	ferry_gcs_free(nodes);
-	if (best)
-		return 0;
-	FLOG_ERROR(COMP,
-		   "no node of the cluster at %s runs on this host: none of its %d nodes is alive "
-		   "with an address of this host and a store socket here (`ferry start --address "
-		   "%s` starts one)",
-		   gcs, n, gcs);
-	return -ENOENT;
+	return 0;
+}
+
+/* The node this driver joins: @want's (an ID, a prefix of one, or a store socket), else the
+ * node on this host (the best fit). Its store socket, address and ID into ferry__rt. */
+static int find_node(const char *gcs, const char *want)
+{
+	struct local_nodes l = {0};
+	int *scores = NULL, row, ret;
+
+	ret = list_local_nodes(gcs, &l, &scores);
+	if (ret < 0)
+		goto out;
+	if (want) {
+		row = ret = pick_wanted(&l, want, gcs);
+	} else if (l.nfit) {
+		row = pick_best(&l, scores);
+	} else {
+		FLOG_ERROR(COMP,
+			   "no node of the cluster at %s runs on this host: none of its %d nodes "
+			   "is alive with an address of this host and a store socket here (`ferry "
+			   "start --address %s` starts one)",
+			   gcs, l.n, gcs);
+		row = ret = -ENOENT;
+	}
+	if (row >= 0) {
+		snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s",
+			 l.socks[row]);
+		snprintf(ferry__rt.node_address, sizeof(ferry__rt.node_address), "%s",
+			 l.all[row].address);
+		ferry__rt.node = l.all[row].id;
+		ret = 0;
+	}
+out:
+	ferry__free(scores);
+	ferry__free(l.socks);
+	ferry__free(l.fit);
+	ferry_gcs_free(l.all);
+	return ret;
 }
 
 static int connect_gcs(const struct where *w)
@@ -416,7 +534,7 @@ static void reset_ids(const struct ferry_init_opts *o)
 /* Join or start the cluster, connect to it, store the job's code in its GCS. */
 static int attach(const struct ferry_init_opts *o)
 {
-	const char *address = o->address;
+	const char *address = o->address, *node = o->node;
 	struct where w = {0};
 	int ret;
 
@@ -425,6 +543,10 @@ static int attach(const struct ferry_init_opts *o)
 		if (address && !*address)
 			address = NULL;
 	}
+	if (!node)
+		node = getenv("FERRY_NODE");
+	if (node && !*node)
+		node = NULL;
 	ret = address ? join(address, &w) : start_local(o, &w);
 	if (ret < 0)
 		goto err_cluster;
@@ -433,7 +555,7 @@ static int attach(const struct ferry_init_opts *o)
 		ret = ferry__rt_dial_setup(w.token, w.token_len); /* runtime/dial.h */
 	if (ret < 0)
 		goto err_cluster;
-	ret = address ? find_node(w.gcs) : 0;
+	ret = address ? find_node(w.gcs, node) : 0;
 	if (ret == 0)
 		ret = connect_store();
 	if (ret < 0)

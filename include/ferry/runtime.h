@@ -119,6 +119,12 @@ struct ferry_init_opts {
 				* through the node on this host, found in the GCS's nodes
 				* table; the token is $FERRY_TOKEN_FILE's, else the one the
 				* run directory names */
+	const char *node;      /* joining a host that runs several nodes: the one to join, by
+				* its ID (hex, as `ferry status` shows it, or a unique prefix)
+				* or its store socket's path; NULL: $FERRY_NODE, else the first
+				* that fits (logged, with the others). Naming no live node of
+				* this host is -ENOENT, an ambiguous prefix -EINVAL (both log
+				* the candidates). The local cluster ignores it */
 	const char *code_path; /* the job's shared library (its FERRY_FUNCTIONs), stored in the
 				* GCS by content hash for nodes whose host lacks it; NULL:
 				* $FERRY_CODE; neither: this process only puts and gets */
@@ -130,7 +136,8 @@ struct ferry_init_opts {
 
 /* ferry_init() - join a cluster (or start the local one) as a driver of a new job. 0, -EALREADY,
  * -EEXIST (a function name registered twice), -ENOENT (code_path; or no node of the cluster
- * runs on this host), -EFBIG (code_path larger than the GCS stores: 256 MiB), or the
+ * runs on this host, or none that opts.node names), -EINVAL (opts.node is a prefix of several
+ * nodes' IDs), -EFBIG (code_path larger than the GCS stores: 256 MiB), or the
  * cluster's -errno (-ETIMEDOUT, -ECONNREFUSED: the GCS does not answer; -EACCES: the token);
  * each logged. Thread-safe; every call below needs it first (else -ENOTCONN). */
 FERRY_API int ferry_init(const struct ferry_init_opts *opts);

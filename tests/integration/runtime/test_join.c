@@ -5,9 +5,11 @@
  * found in the GCS's nodes table, also when it advertises a non-loopback address of this host.
  * The driver's job is in the GCS's jobs table; put and get go through that node's store; with
  * no cluster there, "auto" fails with -ENOENT and says why, as do a GCS with no node on this
- * host and a GCS that does not answer. The job's code in the GCS: a library removed from its
- * path before the first submit still runs (the node fetches it by hash), a corrupted cache copy
- * is fetched again, and a hash the GCS does not have fails the task with -ENOENT naming it.
+ * host and a GCS that does not answer. On a host of two nodes, FERRY_NODE or opts.node picks
+ * one (an ID's prefix, a store socket); a name of neither fails listing them. The job's code
+ * in the GCS: a library removed from its path before the first submit still runs (the node
+ * fetches it by hash), a corrupted cache copy is fetched again, and a hash the GCS does not
+ * have fails the task with -ENOENT naming it.
  * Environment (meson.build): FERRY_CLI_BIN, FERRY_NODE_BIN, FERRY_GCS_BIN, FERRY_WORKER_EXE,
  * FERRY_TEST_JOB (job_owner's library: add).
  */
@@ -193,6 +195,109 @@ FTEST(init_by_address_of_a_gcs_that_does_not_answer_says_so)
 	ftest_assert_int_lt(ret, 0);
 	ftest_assert_true(strstr(ftest_log_captured(), "cannot reach the GCS at 127.0.0.1:1") !=
 			  NULL);
+}
+
+/* ---- a host that runs two nodes ---- */
+
+/* The head (node-1) and a second node of its cluster on this host (node-2). */
+static void start_two_nodes(void)
+{
+	char addr[256];
+
+	start_head();
+	itest_cluster_address(run_dir, addr, sizeof(addr));
+	ftest_assert_int_eq(cli("start --address %s --token-file %s/token --ip 127.0.0.1 "
+				"--memory 64M --timeout 20",
+				addr, run_dir),
+			    0);
+}
+
+/* Node-@index's ID in hex, as `ferry start` recorded it from the node's ready line. */
+static void node_hex(int index, char hex[64])
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/node-%d/node.id", run_dir, index);
+	f = fopen(path, "r");
+	ftest_assert_ptr_notnull(f);
+	ftest_assert_ptr_notnull(fgets(hex, 64, f));
+	fclose(f);
+	hex[strcspn(hex, "\n")] = '\0';
+	ftest_assert_uint_eq(strlen(hex), 32);
+}
+
+static void assert_joined(const char *hex)
+{
+	char got[64];
+
+	ferry_id_to_hex(&ferry__rt.node, sizeof(ferry__rt.node), got, sizeof(got));
+	ftest_assert_str_eq(got, hex);
+}
+
+/* FERRY_ADDRESS=auto on a host of two nodes: either may be chosen, by $FERRY_NODE or
+ * ferry_init_opts.node (an ID's prefix as `ferry status` shows it, or a store socket); without
+ * one the driver joins one and says which and how to choose; a name of no node here, or a
+ * prefix of both, fails naming both. */
+FTEST(init_on_a_host_of_two_nodes_joins_the_one_named)
+{
+	struct ferry_init_opts o = {.address = "auto"};
+	char id1[64], id2[64], prefix[13], sock[512];
+	size_t common = 0;
+
+	start_two_nodes();
+	node_hex(1, id1);
+	node_hex(2, id2);
+	unsetenv("FERRY_NODE");
+	ftest_log_capture_start();
+	ftest_assert_ok(ferry_init(&o));
+	ftest_log_capture_stop();
+	ftest_assert_true(strstr(ftest_log_captured(), "2 nodes of the cluster run on this host") !=
+			  NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), "FERRY_NODE") != NULL);
+	ferry_shutdown();
+
+	/* $FERRY_NODE: node-2 by the 12 digits `ferry status` shows, in capitals as well. */
+	snprintf(prefix, sizeof(prefix), "%.12s", id2);
+	for (char *p = prefix; *p; p++)
+		*p = (char)(*p >= 'a' && *p <= 'f' ? *p - 'a' + 'A' : *p);
+	setenv("FERRY_NODE", prefix, 1);
+	ftest_assert_ok(ferry_init(&o));
+	assert_joined(id2);
+	put_get_and_job();
+	ferry_shutdown();
+
+	/* opts.node comes before $FERRY_NODE: node-1 by its store socket. */
+	snprintf(sock, sizeof(sock), "%s/node-1/store.sock", run_dir);
+	o.node = sock;
+	ftest_assert_ok(ferry_init(&o));
+	assert_joined(id1);
+	ferry_shutdown();
+
+	/* No such node here: -ENOENT, naming the candidates. */
+	o.node = "0123456789abcdef0123456789abcdef0";
+	ftest_log_capture_start();
+	ftest_assert_errno(ferry_init(&o), -ENOENT);
+	ftest_log_capture_stop();
+	ftest_assert_true(strstr(ftest_log_captured(), "matches no live node") != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), id1) != NULL);
+	ftest_assert_true(strstr(ftest_log_captured(), id2) != NULL);
+
+	/* A prefix of both IDs (when they share one: they are random): -EINVAL. */
+	while (id1[common] == id2[common])
+		common++;
+	if (common) {
+		snprintf(prefix, sizeof(prefix), "%.*s", (int)common, id1);
+		o.node = prefix;
+		ftest_log_capture_start();
+		ftest_assert_errno(ferry_init(&o), -EINVAL);
+		ftest_log_capture_stop();
+		ftest_assert_true(strstr(ftest_log_captured(), "ambiguous") != NULL);
+	} else {
+		ftest_log("the two IDs share no first digit: no ambiguous prefix to try");
+	}
+	unsetenv("FERRY_NODE");
+	cli("stop --timeout 5");
 }
 
 /* ---- the job's code in the GCS ---- */
