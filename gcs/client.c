@@ -106,6 +106,7 @@ static void creq_complete(struct creq *r, int status, const void *value, size_t 
 
 	(void)ferry__loop_timer_stop(&r->deadline);
 	if (r->sub && r->sub_listed) { /* a refused subscription must not linger */
+		r->sub->req = NULL;
 		if (status < 0)
 			ferry__gcs_client_sub_drop(r->shard->client, r->sub);
 	} else if (r->sub) { /* not in the list: never reached the loop, or an unsubscribe */
@@ -329,6 +330,7 @@ static void enqueue(struct creq *r)
 			return;
 		}
 		r->sub_listed = true;
+		r->sub->req = r; /* an unsubscribe before the reply unlinks it from r */
 	}
 	r->deadline.data = r;
 	if (ferry__loop_timer_start(c->loop, &r->deadline,

@@ -25,6 +25,8 @@
 #define FERRY__GCS_TOKEN_MAX 4096
 #define FERRY__GCS_HOST_MAX 256
 
+struct creq;
+
 /* A subscription (loop). With unsub set it is no subscription but the scope of an unsubscribe
  * request on its way to the loop. */
 struct ferry__gcs_csub {
@@ -32,6 +34,7 @@ struct ferry__gcs_csub {
 	struct ferry__gcs_csub **pprev;	   /* ... the link to it there */
 	struct ferry__gcs_csub *same;	   /* the next of the same scope (client's scope index) */
 	struct ferry__gcs_csub *dead_next; /* the client's dead list (unsubscribed in a delivery) */
+	struct creq *req;		   /* the subscribe that listed it, until it completes */
 	uint8_t channel;		   /* enum ferry_gcs_channel */
 	uint8_t key_size;		   /* 0: whole channel */
 	uint8_t key[20];		   /* the key */

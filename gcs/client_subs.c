@@ -289,16 +289,16 @@ static void sub_free(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
 	ferry__free(sub);
 }
 
-/* Free @sub, or only mark it dead while a delivery walks the subscriptions. A pending
- * subscribe request that still names it forgets it. */
+/* Free @sub, or only mark it dead while a delivery walks the subscriptions. Its subscribe, if
+ * still pending, forgets it (through sub->req, which creq_complete clears: no walk of every
+ * shard's pending requests per unsubscribe). */
 static void sub_remove(struct ferry_gcs_client *c, struct ferry__gcs_csub *sub)
 {
-	for (unsigned i = 0; i < c->nshards; i++)
-		for (struct creq *r = c->shards[i].head; r; r = r->next)
-			if (r->sub == sub) {
-				r->sub = NULL;
-				r->sub_listed = false;
-			}
+	if (sub->req) {
+		sub->req->sub = NULL;
+		sub->req->sub_listed = false;
+		sub->req = NULL;
+	}
 	if (c->delivering) {
 		sub->dead = true;
 		sub->dead_next = c->dead;
@@ -365,6 +365,17 @@ static bool sub_matches(const struct ferry__gcs_csub *sub, unsigned shard,
 	return sub->key_size == ev->key_size && !memcmp(sub->key, ev->key, ev->key_size);
 }
 
+/* @ev to each matching subscription of the chain from @sub, following the client's list
+ * (@by_scope false) or the scope index's chain (true). A callback that unsubscribes only marks
+ * a subscription dead (c->delivering), so the walk's next link stays valid. */
+static void deliver_chain(struct ferry__gcs_csub *sub, bool by_scope, unsigned shard,
+			  const struct ferry_gcs_event *ev)
+{
+	for (; sub; sub = by_scope ? sub->same : sub->next)
+		if (sub_matches(sub, shard, ev))
+			sub->fn(sub->arg, ev);
+}
+
 /* The subscriptions @ev goes to: a keyed event to those of its key and those of its whole
  * channel (two lookups), an event without a key to every one of its channel. */
 static void deliver_event(struct ferry_gcs_client *c, unsigned shard,
@@ -373,21 +384,15 @@ static void deliver_event(struct ferry_gcs_client *c, unsigned shard,
 	struct csub_scope k;
 
 	if (!ev->key_size) {
-		for (struct ferry__gcs_csub *sub = c->subs; sub; sub = sub->next)
-			if (sub_matches(sub, shard, ev))
-				sub->fn(sub->arg, ev);
+		deliver_chain(c->subs, false, shard, ev);
 		return;
 	}
 	if (ev->key_size <= sizeof(k.key)) { /* no subscription has a longer key */
 		k = scope_key((uint8_t)ev->channel, ev->key, ev->key_size);
-		for (struct ferry__gcs_csub *sub = scope_first(c, &k); sub; sub = sub->same)
-			if (sub_matches(sub, shard, ev))
-				sub->fn(sub->arg, ev);
+		deliver_chain(scope_first(c, &k), true, shard, ev);
 	}
 	k = scope_key((uint8_t)ev->channel, NULL, 0);
-	for (struct ferry__gcs_csub *sub = scope_first(c, &k); sub; sub = sub->same)
-		if (sub_matches(sub, shard, ev))
-			sub->fn(sub->arg, ev);
+	deliver_chain(scope_first(c, &k), true, shard, ev);
 }
 
 void ferry__gcs_client_deliver(struct shard *s, const void *payload)

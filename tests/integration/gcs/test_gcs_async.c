@@ -626,6 +626,60 @@ FTEST(unsubscribe_during_a_reconnect)
 	gcs_stop(&p, SIGTERM);
 }
 
+/* Unsubscribed while its subscribe waits for the GCS (down): the subscribe's completion, when
+ * the GCS is back, finds the subscription already gone and touches nothing of it (the client
+ * unlinked the request from it at the unsubscribe); nothing is delivered to it. A subscribe
+ * that fails first (its deadline) leaves nothing for a later unsubscribe to find. */
+FTEST(unsubscribe_while_its_subscribe_is_pending)
+{
+	struct gcs_proc p = gcs_start(0, NULL);
+	struct ferry_gcs_client *sub = client_opts(&p, 1, 20000), *pub;
+	struct lines gone = LINES_INIT, kept = LINES_INIT;
+	struct tally t = tally_make();
+	struct done d[3] = {{.t = &t}, {.t = &t}, {.t = &t}};
+	struct ferry_job_id a, b;
+
+	memset(&a, 0xa1, sizeof(a));
+	memset(&b, 0xb2, sizeof(b));
+	gcs_stop(&p, SIGKILL);
+	ftest_assert_ok(ferry_gcs_subscribe_async(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes),
+						  on_line, &gone, on_done, &d[0]));
+	ftest_assert_ok(ferry_gcs_unsubscribe_async(sub, FERRY_GCS_CH_LOGS, a.bytes,
+						    sizeof(a.bytes), on_done, &d[1]));
+	ftest_assert_ok(ferry_gcs_subscribe_async(sub, FERRY_GCS_CH_LOGS, b.bytes, sizeof(b.bytes),
+						  on_line, &kept, on_done, &d[2]));
+	p = gcs_start(p.port, NULL);
+	tally_wait(&t, 3);
+	for (int i = 0; i < 3; i++) {
+		ftest_assert_uint_eq(d[i].calls, 1);
+		ftest_assert_int_eq(d[i].status, 0);
+	}
+	pub = client_opts(&p, 1, 5000);
+	publish_pair(pub, &a, &b, &kept);
+	publish_pair(pub, &a, &b, &kept);
+	ftest_assert_uint_eq(lines_get(&gone), 0);
+	ferry_gcs_client_destroy(pub);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
+
+	/* The subscribe fails first: its deadline passes with the GCS down. */
+	p = gcs_start(0, NULL);
+	sub = client_opts(&p, 1, 1000);
+	gcs_stop(&p, SIGKILL);
+	t = tally_make();
+	d[0] = (struct done){.t = &t};
+	d[1] = (struct done){.t = &t};
+	ftest_assert_ok(ferry_gcs_subscribe_async(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes),
+						  on_line, &gone, on_done, &d[0]));
+	tally_wait(&t, 1);
+	ftest_assert_errno(d[0].status, -ETIMEDOUT);
+	p = gcs_start(p.port, NULL);
+	ftest_assert_errno(ferry_gcs_unsubscribe(sub, FERRY_GCS_CH_LOGS, a.bytes, sizeof(a.bytes)),
+			   -ENOENT);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(&p, SIGTERM);
+}
+
 /* Unsubscribed from inside its own event callback: the rest of that batch and everything after
  * skip it, and the delivery walking the list survives the removal. */
 struct self_unsub {
