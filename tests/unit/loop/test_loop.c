@@ -712,6 +712,15 @@ static void waiters_leave(unsigned n)
 		ferry__spin_leave();
 }
 
+/* How many waiters could spin now (counted in, then let go at once). */
+static unsigned spinners_free(void)
+{
+	unsigned n = waiters_that_fit();
+
+	waiters_leave(n);
+	return n;
+}
+
 /* Picks made in a row: how many said spin. */
 static unsigned crowded_spins(unsigned picks)
 {
@@ -785,13 +794,9 @@ FTEST(waiters_spin_only_on_cpus_the_loops_leave)
 
 	ftest_assert_ok(ferry__loop_create(&opts, &r.loop));
 	t = start_spinning(&r);
-	n = waiters_that_fit();
-	waiters_leave(n);
-	ftest_assert_uint_eq(n, cpus - 1);
+	ftest_assert_uint_eq(spinners_free(), cpus - 1);
 	usleep(500 * 1000); /* the window has passed: it sleeps */
-	n = waiters_that_fit();
-	waiters_leave(n);
-	ftest_assert_uint_eq(n, cpus);
+	ftest_assert_uint_eq(spinners_free(), cpus);
 	ferry__loop_stop(r.loop);
 	pthread_join(t, NULL);
 	ferry__loop_destroy(r.loop);
@@ -830,9 +835,7 @@ FTEST(a_loop_that_gives_way_spins_only_beside_a_free_cpu)
 		sched_yield();
 	usleep(20 * 1000);
 	waiters_leave(n);
-	n = waiters_that_fit();
-	waiters_leave(n);
-	ftest_assert_uint_eq(n, cpus);
+	ftest_assert_uint_eq(spinners_free(), cpus);
 	ferry__loop_stop(r.loop);
 	pthread_join(t, NULL);
 	ferry__loop_destroy(r.loop);
