@@ -515,11 +515,8 @@ int ferry__ps_subscribe(struct ferry__ps_sub *sub, enum ferry_gcs_channel channe
 	ik = make_ikey(channel, key, key_size);
 	if (ferry__hashmap_get(&sub->scopes, &ik))
 		return 0;
-	if (ferry__hashmap_count(&sub->scopes) >= sub->opts.max_subscriptions) {
-		FLOG_WARN("gcs", "pubsub: subscriber %p: subscription limit %zu reached",
-			  (void *)sub, sub->opts.max_subscriptions);
-		return -ENOSPC;
-	}
+	if (ferry__hashmap_count(&sub->scopes) >= sub->opts.max_subscriptions)
+		return -ENOSPC; /* logged by the server, which names the peer (once) */
 	s = ferry__calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -150,7 +150,7 @@ void ferry__ps_sub_destroy(struct ferry__ps_sub *sub);
  * ferry__ps_subscribe() - add the scope (@channel, @key) (@key NULL/@key_size 0: the whole
  * channel). Messages published from now on that match are queued; with FERRY__PS_WANT_SNAPSHOT
  * the next drain starts the scope with RESYNC + snapshot. Returns 1 added, 0 already subscribed,
- * -EINVAL, -ENOSPC (subscription limit, logged), -ENOMEM.
+ * -EINVAL, -ENOSPC (subscription limit; not logged: the caller names the peer), -ENOMEM.
  */
 int ferry__ps_subscribe(struct ferry__ps_sub *sub, enum ferry_gcs_channel channel, const void *key,
 			size_t key_size, unsigned flags);

@@ -26,6 +26,7 @@ struct ferry__gcs_sconn {
 	struct ferry__gcs_sconn *next; /* server's list of connections */
 	struct ferry_node_id node;     /* the node whose beats it carries, if has_node */
 	bool has_node;		       /* it registered or beat for a node */
+	bool sub_limit_logged;	       /* its subscription limit was logged (once) */
 	/* Drain lists: a subscriber with something to send is on srv->drain (or, held back by a
 	 * full socket, on srv->drain_held), so a drain visits only those, never every connection. */
 	struct ferry__gcs_sconn **dlist; /* the list it is on, NULL: none */

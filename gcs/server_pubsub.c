@@ -372,6 +372,20 @@ static int sub_get(struct ferry__gcs_sconn *c, struct ferry__ps_sub **out)
 	return 0;
 }
 
+/* A connection at its subscription limit: its subscribes get -ENOSPC, the log one line per
+ * connection (a peer that floods past the limit must not flood the log as well). */
+static void sub_limit_log(struct ferry__gcs_sconn *c)
+{
+	struct ferry__ps_sub_stats st;
+
+	if (c->sub_limit_logged)
+		return;
+	c->sub_limit_logged = true;
+	ferry__ps_sub_stats(c->sub, &st);
+	FLOG_WARN(COMP, "%s holds %zu subscriptions, its limit: its further subscribes are refused",
+		  ferry__conn_peer(c->conn), st.subscriptions);
+}
+
 int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload)
 {
 	struct ferry__wire_gcs_subscribe_view v = ferry__wire_gcs_subscribe_root_verified(payload);
@@ -392,6 +406,8 @@ int ferry__gcs_srv_subscribe(struct ferry__gcs_sconn *c, const void *payload)
 	if (ret == 0)
 		ret = ferry__ps_subscribe(sub, channel, key, key_size,
 					  resume ? 0 : FERRY__PS_WANT_SNAPSHOT);
+	if (ret == -ENOSPC)
+		sub_limit_log(c);
 	if (ret >= 0 && resume)
 		ret = ferry__ps_resume(sub, channel, ferry__wire_gcs_subscribe_epoch(v),
 				       ferry__wire_gcs_subscribe_last_seq(v));

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A real ferry-gcs against peers that do not play along: a client that pipelines big KV gets
- * and never reads, a flood of connections announcing huge handshakes, and a restart on the same
- * port right after a SIGKILL. Memory is the server process's RSS; deadlines are set small. */
+ * and never reads, one that floods subscribes past its cap, a flood of connections announcing
+ * huge handshakes, and a restart on the same port right after a SIGKILL. Memory is the server
+ * process's RSS; deadlines are set small. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 
 #include "common/util.h"
 #include "common/wire.h"
@@ -170,6 +172,191 @@ FTEST(subscriber_that_never_reads_is_dropped)
 	close(fd);
 	ftest_assert_ok(ferry_gcs_log_publish(pub, &job, "after", 5));
 	ferry_gcs_client_destroy(pub);
+	gcs_stop(&p, SIGTERM);
+}
+
+/* ---- a subscription flood ---- */
+
+#define SUB_CAP 10000	 /* ferry-gcs's subscriptions per connection (server.h default) */
+#define FLOOD_KEYS 10100 /* keys a flooder asks for: 101 past the cap with its whole scope */
+#define FLOOD_CHUNK 500	 /* requests sent before their replies are read */
+
+/* A raw connection that pipelines subscribes and unsubscribes in chunks (so neither side's
+ * socket fills while the other waits), counting its replies by status. */
+struct flood {
+	int fd;
+	struct ferry__frame_parser parser;
+	uint64_t seq;	 /* last request's */
+	uint8_t *out;	 /* the chunk's frames */
+	size_t len;	 /* ... their bytes */
+	unsigned queued; /* ... how many */
+	unsigned ok;	 /* replies 0 */
+	unsigned nospc;	 /* -ENOSPC */
+	unsigned noent;	 /* -ENOENT */
+	unsigned other;	 /* anything else */
+};
+
+/* The next GcsReply's status; publishes to the flooder's own scopes are skipped. */
+static int flood_reply(struct flood *f)
+{
+	struct ferry__frame fr;
+
+	for (;;) {
+		uint8_t *space;
+		size_t size;
+		ssize_t n;
+
+		while (ferry__frame_parser_next(&f->parser, &fr) == 1)
+			if (fr.type == FERRY__WIRE_MSG_GCS_REPLY)
+				return ferry__wire_gcs_reply_status(
+					ferry__wire_gcs_reply_root_verified(fr.payload));
+		ftest_assert_ok(ferry__frame_parser_space(&f->parser, &space, &size));
+		n = read(f->fd, space, size);
+		ftest_assert_int_gt(n, 0);
+		ferry__frame_parser_commit(&f->parser, (size_t)n);
+	}
+}
+
+static void flood_flush(struct flood *f)
+{
+	for (size_t done = 0; done < f->len;) {
+		ssize_t w = write(f->fd, f->out + done, f->len - done);
+
+		ftest_assert_int_gt(w, 0);
+		done += (size_t)w;
+	}
+	f->len = 0;
+	for (; f->queued; f->queued--) {
+		int status = flood_reply(f);
+
+		if (status == 0)
+			f->ok++;
+		else if (status == -ENOSPC)
+			f->nospc++;
+		else if (status == -ENOENT)
+			f->noent++;
+		else
+			f->other++;
+	}
+}
+
+/* Subscribe (or unsubscribe) the logs channel's key @key, or the whole channel (@key 0). */
+static void flood_add(struct flood *f, bool unsub, uint32_t key)
+{
+	struct ferry__fb_builder b = {0};
+	const uint8_t *k = key ? (const uint8_t *)&key : NULL;
+	size_t klen = key ? sizeof(key) : 0, size;
+	uint16_t type;
+	uint8_t *frame;
+
+	if (unsub) {
+		struct ferry__wire_gcs_unsubscribe m = {
+			.seq = ++f->seq, .channel = FERRY_GCS_CH_LOGS, .key = k, .key_count = klen};
+
+		type = FERRY__WIRE_MSG_GCS_UNSUBSCRIBE;
+		ftest_assert_ok(ferry__wire_gcs_unsubscribe_build(&b, &m));
+	} else {
+		struct ferry__wire_gcs_subscribe m = {
+			.seq = ++f->seq, .channel = FERRY_GCS_CH_LOGS, .key = k, .key_count = klen};
+
+		type = FERRY__WIRE_MSG_GCS_SUBSCRIBE;
+		ftest_assert_ok(ferry__wire_gcs_subscribe_build(&b, &m));
+	}
+	ftest_assert_ok(ferry__frame_pack(type, ferry__fb_builder_data(&b),
+					  ferry__fb_builder_size(&b), &frame, &size));
+	ferry__fb_builder_fini(&b);
+	f->out = realloc(f->out, f->len + size);
+	ftest_assert_ptr_notnull(f->out);
+	memcpy(f->out + f->len, frame, size);
+	f->len += size;
+	ferry__free(frame);
+	if (++f->queued == FLOOD_CHUNK)
+		flood_flush(f);
+}
+
+/* Keys @first..@last, subscribed or unsubscribed. */
+static void flood_keys(struct flood *f, bool unsub, uint32_t first, uint32_t last)
+{
+	for (uint32_t k = first; k <= last; k++)
+		flood_add(f, unsub, k);
+	flood_flush(f);
+}
+
+static void flood_counts_expect(struct flood *f, unsigned ok, unsigned nospc, unsigned noent)
+{
+	ftest_assert_uint_eq(f->ok, ok);
+	ftest_assert_uint_eq(f->nospc, nospc);
+	ftest_assert_uint_eq(f->noent, noent);
+	ftest_assert_uint_eq(f->other, 0);
+	f->ok = f->nospc = f->noent = 0;
+}
+
+static void on_log_line(void *arg, const struct ferry_gcs_event *ev)
+{
+	if (ev->kind == FERRY_GCS_EVENT_DELTA)
+		atomic_fetch_add((atomic_uint *)arg, 1);
+}
+
+/*
+ * One connection subscribes the whole logs channel, then keys of it past its subscription cap,
+ * the same scopes again, and unsubscribes them all; three rounds. The cap holds under the
+ * whole scope (keys count whatever covers them): each round gets exactly SUB_CAP in, the rest
+ * -ENOSPC (logged once per connection, not per refusal), and all back once unsubscribed. The
+ * server's memory at the cap does not grow from round to round, and another client gets KV
+ * service and log lines all along.
+ */
+FTEST(a_subscription_flood_under_a_whole_scope_is_capped)
+{
+	struct gcs_proc p = (itest_asan_small_quarantine(), gcs_start(0, NULL));
+	struct ferry_gcs_client *c = client_for(&p, 1, TOKEN);
+	struct timeval tv = {20, 0};
+	struct flood f = {0};
+	struct ferry_job_id job;
+	atomic_uint heard = 0;
+	long base, at_cap[3];
+	void *v;
+	size_t n;
+
+	memset(&job, 9, sizeof(job));
+	ftest_assert_ok(ferry_gcs_subscribe(c, FERRY_GCS_CH_LOGS, job.bytes, sizeof(job.bytes),
+					    on_log_line, &heard));
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, NULL, 0, "k", 1, "v", 1, false), 1);
+	base = rss_kib(p.pid);
+	f.fd = raw_connect(p.port);
+	ftest_assert_ok(setsockopt(f.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	ferry__frame_parser_init(&f.parser, 0);
+	raw_send_handshake(f.fd);
+	for (int round = 0; round < 3; round++) {
+		flood_add(&f, false, 0);
+		flood_keys(&f, false, 1, FLOOD_KEYS);
+		flood_counts_expect(&f, SUB_CAP, FLOOD_KEYS + 1 - SUB_CAP, 0);
+		at_cap[round] = rss_kib(p.pid);
+		flood_add(&f, false, 0); /* already there: 0, nothing new */
+		flood_keys(&f, false, 1, 100);
+		flood_counts_expect(&f, 101, 0, 0);
+		/* Served while the flooder sits at its cap. */
+		ftest_assert_ok(ferry_gcs_kv_get(c, NULL, 0, "k", 1, &v, &n));
+		ftest_assert_uint_eq(n, 1);
+		ferry_gcs_free(v);
+		ftest_assert_ok(ferry_gcs_log_publish(c, &job, "x", 1));
+		for (int i = 0; i < 2000 && atomic_load(&heard) < (unsigned)round + 1; i++)
+			usleep(5000);
+		ftest_assert_uint_eq(atomic_load(&heard), round + 1);
+		flood_keys(&f, true, 1, FLOOD_KEYS);
+		flood_add(&f, true, 0);
+		flood_flush(&f);
+		flood_counts_expect(&f, SUB_CAP, 0, FLOOD_KEYS + 1 - SUB_CAP);
+	}
+	ftest_log("RSS %ld KiB before, at the cap %ld, %ld, %ld", base, at_cap[0], at_cap[1],
+		  at_cap[2]);
+	/* 10,000 scopes are a few MiB; refused ones cost nothing, so later rounds add nothing. */
+	ftest_assert_int_lt(at_cap[0] - base, 16 * 1024 * ITEST_RSS_SCALE);
+	ftest_assert_int_lt(at_cap[2] - at_cap[0], 4 * 1024 * ITEST_RSS_SCALE);
+	ferry__frame_parser_fini(&f.parser);
+	free(f.out);
+	close(f.fd);
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, NULL, 0, "k2", 2, "v", 1, false), 1);
+	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
 }
 
