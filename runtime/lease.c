@@ -1267,9 +1267,10 @@ static void worker_on_message(struct ferry__conn *conn, uint16_t type, const voi
 	if (!ferry__rt_ring_on_socket(l->ring, conn, type))
 		return;
 	if (!l->cls && type != FERRY__WIRE_MSG_RING_SETUP_REPLY) { /* parked */
-		FLOG_WARN(COMP, "a worker sent %s with no lease: closing its socket",
-			  ferry__wire_message_name(type));
-		ferry__conn_close(conn);
+		FLOG_WARN(COMP, "worker %s sent %s with no lease: closing its socket",
+			  ferry__conn_peer(conn), ferry__wire_message_name(type));
+		/* Closing, so no lease takes it before its on_close frees it (unpark). */
+		drop_parked(l);
 		return;
 	}
 	if (type == FERRY__WIRE_MSG_RING_SETUP_REPLY) {

@@ -8,15 +8,19 @@
  * (test_owner_death.c); lend, lend_pending, pass_on and stash lend and borrow refs
  * (test_borrow.c); in_bundle logs where and how many ran at once (test_pg.c); where and big
  * place tasks (test_placement.c); the actor class Spot says where it runs
- * (test_actor_death.c).
+ * (test_actor_death.c); poke_owner misbehaves on its owner's parked socket (test_submit.c).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <ferry/runtime.h>
@@ -272,6 +276,84 @@ FERRY_FUNCTION(worker_pid)
 	int64_t pid = getpid();
 
 	return ferry_task_return(ctx, 0, &pid, sizeof(pid));
+}
+
+/* The sockets an owner dialled to this worker: accepted on a listener with a path (the
+ * worker's connection to its node was dialled, so its own end has none), into @fds. */
+static int owner_sockets(int *fds, int max)
+{
+	int n = 0;
+
+	for (int fd = 3; fd < 1024 && n < max; fd++) {
+		struct sockaddr_un sa;
+		socklen_t len = sizeof(sa);
+		int listening = 0;
+		socklen_t optlen = sizeof(listening);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &optlen) < 0 || listening)
+			continue;
+		if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || sa.sun_family != AF_UNIX ||
+		    len <= offsetof(struct sockaddr_un, sun_path) || !sa.sun_path[0])
+			continue;
+		fds[n++] = fd;
+	}
+	return n;
+}
+
+struct poke {
+	int fd;		  /* the owner's socket */
+	int64_t kind;	  /* 0: send bytes, 1: send garbage, 2: shut the socket down */
+	int64_t delay_ms; /* after the task returned */
+	size_t len;	  /* bytes (kind 0) */
+	uint8_t bytes[];  /* ... */
+};
+
+static void *poke_later(void *arg)
+{
+	static const uint8_t garbage[64] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	struct poke *p = arg;
+
+	usleep((useconds_t)p->delay_ms * 1000);
+	if (p->kind == 0)
+		(void)!write(p->fd, p->bytes, p->len);
+	else if (p->kind == 1)
+		(void)!write(p->fd, garbage, sizeof(garbage));
+	else
+		shutdown(p->fd, SHUT_RDWR);
+	free(p);
+	return NULL;
+}
+
+/* poke_owner(kind, delay_ms[, bytes]) -> the int64 count of owner sockets found (the test
+ * wants 1). delay_ms after it returned, when the owner has given the lease back and parked
+ * the socket, the worker misbehaves on it behind its runtime's back: it sends @bytes (kind 0,
+ * a frame the test built), garbage (1), or shuts the socket down (2). */
+FERRY_FUNCTION(poke_owner)
+{
+	int64_t kind, delay_ms, found;
+	const void *bytes = NULL;
+	size_t len = 0;
+	struct poke *p;
+	pthread_t t;
+	int fds[4];
+
+	if (int64_arg(ctx, 0, &kind) < 0 || int64_arg(ctx, 1, &delay_ms) < 0 ||
+	    (kind == 0 && ferry_task_arg(ctx, 2, &bytes, &len) < 0))
+		return ferry_task_error(ctx, "poke_owner takes kind, delay_ms[, bytes]");
+	found = owner_sockets(fds, 4);
+	if (found == 1 && (p = malloc(sizeof(*p) + len))) {
+		p->fd = fds[0];
+		p->kind = kind;
+		p->delay_ms = delay_ms;
+		p->len = len;
+		if (len)
+			memcpy(p->bytes, bytes, len);
+		if (pthread_create(&t, NULL, poke_later, p) == 0)
+			pthread_detach(t);
+		else
+			free(p);
+	}
+	return ferry_task_return(ctx, 0, &found, sizeof(found));
 }
 
 /* big(mib): a return of mib MiB (in the store of the node that ran it). */

@@ -18,6 +18,9 @@
 #include <ferry/ferry.h>
 
 #include "common/alloc.h"
+#include "common/fb.h"
+#include "common/frame.h"
+#include "common/wire.h"
 #include "ftest.h"
 #include "runtime/ring.h"
 #include "runtime/rt.h"
@@ -318,6 +321,70 @@ FTEST(a_lease_after_idle_takes_the_parked_socket)
 	ftest_assert_uint_eq(d2, d1 + 1);
 	ftest_assert_uint_eq(r2, r1);
 	ferry_shutdown();
+}
+
+static atomic_uint no_lease_lines; /* "... with no lease: closing its socket" */
+
+static void count_no_lease(void *arg, enum ferry_log_level level, const char *component,
+			   const char *msg)
+{
+	(void)arg;
+	if (strstr(msg, "with no lease"))
+		atomic_fetch_add(&no_lease_lines, 1);
+	fprintf(stderr, "%s: %s\n", component, msg);
+	(void)level;
+}
+
+/* A PushTaskReply frame for no task in flight: what a worker has no business sending to a
+ * socket its lease was given back on. */
+static uint8_t *stray_reply(size_t *size)
+{
+	struct ferry__wire_push_task_reply m = {.status = 0};
+	struct ferry__fb_builder b = {0};
+	uint8_t *frame;
+
+	ftest_assert_ok(ferry__wire_push_task_reply_build(&b, &m));
+	ftest_assert_ok(ferry__frame_pack(FERRY__WIRE_MSG_PUSH_TASK_REPLY,
+					  ferry__fb_builder_data(&b), ferry__fb_builder_size(&b),
+					  &frame, size));
+	ferry__fb_builder_fini(&b);
+	return frame;
+}
+
+/* A worker that, its lease given back and its socket parked (lease.c: park), sends a message
+ * on that socket, sends garbage, or shuts it down: the owner logs it and closes the socket
+ * (the message, once), frees the parked lease, and the worker's next lease dials anew. */
+FTEST(a_worker_that_misbehaves_on_a_parked_socket_loses_it)
+{
+	size_t frame_size;
+	uint8_t *frame = stray_reply(&frame_size);
+
+	ferry_log_set_handler(count_no_lease, NULL);
+	init_job();
+	for (int64_t kind = 0; kind < 3; kind++) {
+		int64_t delay_ms = 200;
+		struct ferry_arg args[3] = {{.data = &kind, .len = sizeof(kind)},
+					    {.data = &delay_ms, .len = sizeof(delay_ms)},
+					    {.data = frame, .len = frame_size}};
+		uint64_t d0, r0, d1, r1;
+		struct ferry_ref r;
+
+		ftest_assert_ok(ferry_submit("poke_owner", args, kind == 0 ? 3 : 2, NULL, &r));
+		ftest_assert_int_eq(get_int64(&r), 1); /* the worker found our socket */
+		usleep(600 * 1000); /* parked after 10 ms idle, poked at 200 ms, closed */
+		ferry__rt_lease_counts(&d0, &r0);
+		(void)worker_pid();
+		ferry__rt_lease_counts(&d1, &r1);
+		ftest_log("kind %d: dialled %llu, reused %llu", (int)kind,
+			  (unsigned long long)(d1 - d0), (unsigned long long)(r1 - r0));
+		ftest_assert_uint_eq(d1, d0 + 1);
+		ftest_assert_uint_eq(r1, r0);
+		usleep(60 * 1000); /* given back and parked again before the next round */
+	}
+	ftest_assert_uint_eq(atomic_load(&no_lease_lines), 1);
+	ferry_shutdown();
+	ferry_log_set_handler(NULL, NULL);
+	ferry__free(frame);
 }
 
 /* Several threads each get their own tasks' results: each wakes for its own objects (a get
