@@ -2,11 +2,13 @@
 /* Socket plumbing: resolution, listening sockets, tuning (see net.h). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <stdbool.h>
 #include <sys/un.h>
@@ -221,4 +223,40 @@ void ferry__net_describe(const struct sockaddr *addr, socklen_t len, char *buf, 
 		snprintf(buf, size, "(family %d)", addr->sa_family);
 		break;
 	}
+}
+
+long ferry__net_raise_fd_limit(const char *who, unsigned long want)
+{
+	struct rlimit rl;
+	rlim_t was;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		int err = -errno;
+
+		FLOG_WARN(NET_LOG, "%s: cannot read the open-file limit: %s", who,
+			  ferry_strerror(err));
+		return err;
+	}
+	was = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			int err = -errno;
+
+			FLOG_WARN(NET_LOG,
+				  "%s: cannot raise the open-file limit from %llu to %llu: %s", who,
+				  (unsigned long long)was, (unsigned long long)rl.rlim_max,
+				  ferry_strerror(err));
+			return err;
+		}
+		FLOG_INFO(NET_LOG, "%s: open-file limit raised from %llu to %llu", who,
+			  (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want)
+		FLOG_WARN(NET_LOG,
+			  "%s: the open-file limit is %llu, under the %lu this daemon may need "
+			  "(connections past it are refused); raise the hard limit (ulimit -Hn, "
+			  "systemd LimitNOFILE=)",
+			  who, (unsigned long long)rl.rlim_cur, want);
+	return rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX : (long)rl.rlim_cur;
 }

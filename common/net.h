@@ -46,6 +46,16 @@ int ferry__net_listen_retry(const struct sockaddr *addr, socklen_t len, int back
 /* ferry__net_local_port() - the port @fd is bound to, or -errno. */
 int ferry__net_local_port(int fd);
 
+/*
+ * ferry__net_raise_fd_limit() - raise this process's open-file limit (RLIMIT_NOFILE) from its
+ * soft value to its hard one, as a daemon serving many connections must: many systems start
+ * processes at 1,024, which a GCS reaches at about a thousand nodes and drivers, and then every
+ * accept fails (EMFILE) until someone leaves. @want: the descriptors @who expects to need; a hard
+ * limit below it is logged as a warning saying how to raise it. Returns the soft limit now in
+ * force, or -errno (logged).
+ */
+long ferry__net_raise_fd_limit(const char *who, unsigned long want);
+
 /* ferry__net_tune() - per-connection options: TCP_NODELAY on TCP (control messages are small
  * and latency bound). Failures are logged and ignored. */
 void ferry__net_tune(int fd);

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/metrics_http.h"
+#include "common/net.h"
 #include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -25,6 +26,9 @@
 
 #define COMP "gcs"
 #define DEFAULT_BIND_RETRY_MS 5000u
+/* Descriptors the GCS may need: one connection per node (the design scales to 10,000), driver,
+ * worker that talks to it, scheduler and CLI. */
+#define GCS_WANT_FDS 16384ul
 
 static void usage(FILE *to)
 {
@@ -213,6 +217,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	(void)ferry__net_raise_fd_limit("ferry-gcs", GCS_WANT_FDS);
 	ret = ferry__token_read(token_file, token, sizeof(token));
 	if (ret < 0)
 		return 1;

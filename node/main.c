@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/net.h"
 #include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -29,6 +30,8 @@
 #include "transport/objmgr.h"
 
 #define COMP "node"
+/* Descriptors a node may need: its store clients and workers (several sockets each), peers. */
+#define NODE_WANT_FDS 4096ul
 
 static void usage(FILE *to)
 {
@@ -120,6 +123,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	(void)ferry__net_raise_fd_limit("ferry-node", NODE_WANT_FDS);
 	ret = ferry__token_read(token_file, token, sizeof(token));
 	if (ret < 0)
 		return 1;

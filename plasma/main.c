@@ -256,6 +256,8 @@ int main(int argc, char **argv)
 		ferry__version_print("ferry-plasma");
 	if (r > 0)
 		return 0;
+	/* Each store client is a socket (and a process may hold several). */
+	(void)ferry__net_raise_fd_limit("ferry-plasma", 4096ul);
 	/* Blocked in every thread (the loop's inherits the mask): main takes them in sigwait. */
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);

@@ -18,6 +18,7 @@
 #include "common/metrics_http.h"
 #include "common/log.h"
 #include "common/loop.h"
+#include "common/net.h"
 #include "common/token.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -25,6 +26,8 @@
 
 #define COMP "sched"
 #define STOP_TIMEOUT_MS 3000u /* leaving the KV: at most this long, then exit anyway */
+/* Descriptors a scheduler may need: a connection per node that forwards to it (10,000). */
+#define SCHED_WANT_FDS 16384ul
 
 static void usage(FILE *to)
 {
@@ -188,6 +191,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	(void)ferry__net_raise_fd_limit("ferry-sched", SCHED_WANT_FDS);
 	ret = ferry__token_read(a.token_file, token, sizeof(token));
 	if (ret < 0)
 		return 1;

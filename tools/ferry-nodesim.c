@@ -35,6 +35,7 @@
  * - Phases, each on the same tick: connect, settle, steady (measure), kill (one node every
  *   --kill-gap-ms), drain (until every killed node was seen dead, or a timeout), report.
  */
+#include "common/net.h"
 #include "tools/nodesim.h"
 
 /* ---- sending ---- */
@@ -596,21 +597,6 @@ static void on_tick(struct ferry__loop_timer *t, int status)
 	}
 }
 
-static void raise_nofile(uint32_t nodes)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	if (rl.rlim_cur < (rlim_t)nodes + 64)
-		FLOG_WARN(COMP, "RLIMIT_NOFILE is %llu: %u nodes will not all connect",
-			  (unsigned long long)rl.rlim_cur, nodes);
-}
-
 static int sim_init(struct sim *sim)
 {
 	struct ferry__loop_opts lo = {.queue_depth = 4096};
@@ -680,7 +666,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	raise_nofile(sim.o.nodes);
+	(void)ferry__net_raise_fd_limit("ferry-nodesim", (unsigned long)sim.o.nodes + 64ul);
 	ret = sim_init(&sim);
 	if (ret == 0) {
 		enter(&sim, PH_JOIN);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1031,6 +1032,49 @@ FTEST(cli_second_head_leaves_cluster)
 	expect_unchanged(token, cluster);
 	ftest_assert_int_eq(cli(out, sizeof(out), "status --timeout 20"), 0);
 	ftest_assert_ptr_notnull(strstr(out, "1 node, 1 alive"));
+}
+
+/* @pid's open-file limit (soft) from /proc/PID/limits, or 0. */
+static unsigned long fd_limit_of(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long soft = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Max open files", 14) && sscanf(line + 14, "%lu", &soft) != 1)
+			soft = 0;
+	fclose(f);
+	return soft;
+}
+
+/* Started with a low soft open-file limit (1,024 is common) under a higher hard one, every
+ * daemon raises its own to the hard limit: at the soft one a GCS stops accepting (EMFILE) at
+ * about a thousand nodes. */
+FTEST(daemons_raise_their_open_file_limit)
+{
+	char out[8192], token[1024], cluster[1024], log[65536];
+	struct rlimit was, low;
+
+	ftest_assert_ok(getrlimit(RLIMIT_NOFILE, &was));
+	if (was.rlim_max != RLIM_INFINITY && was.rlim_max <= 512)
+		ftest_skip("the hard open-file limit is 512 or less: nothing to raise to");
+	low = (struct rlimit){.rlim_cur = 256, .rlim_max = was.rlim_max};
+	ftest_assert_ok(setrlimit(RLIMIT_NOFILE, &low)); /* the daemons inherit it */
+	setenv("FERRY_LOG", "net=info", 1);		 /* and say so at info */
+	start_head(token, cluster, sizeof(token));
+	unsetenv("FERRY_LOG");
+	ftest_assert_ok(setrlimit(RLIMIT_NOFILE, &was));
+	ftest_assert_uint_eq(fd_limit_of(pid_in("gcs.pid")), was.rlim_max);
+	ftest_assert_uint_eq(fd_limit_of(pid_in("node-1/node.pid")), was.rlim_max);
+	ftest_assert_uint_eq(fd_limit_of(pid_in("sched-1.pid")), was.rlim_max);
+	slurp("session_latest/logs/gcs.log", log, sizeof(log));
+	ftest_assert_ptr_notnull(strstr(log, "open-file limit raised from 256 to"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
 }
 
 /* A head start that fails after its new token was put in place (the GCS cannot listen on its
