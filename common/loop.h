@@ -137,8 +137,8 @@ unsigned ferry__spin_cpus(void);
  *
  * ferry__spin_crowded_pick() - true: spin through this crowded wait; false: sleep.
  * ferry__spin_crowded_report() - how long the wait (from the request to its result) took on
- * side @spun; both sides' running (geometric) means decide the pick.
- * ferry__spin_crowded_avg() - a side's running geometric mean in ns (within ~6%), 0 before its
+ * side @spun; both sides' typical waits (a running median of each, loop.c) decide the pick.
+ * ferry__spin_crowded_avg() - a side's typical wait in ns (within ~6%), 0 before its
  * first report.
  */
 #define FERRY__SPIN_EXPLORE 16
