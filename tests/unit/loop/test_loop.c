@@ -828,11 +828,18 @@ FTEST(a_loop_that_gives_way_spins_only_beside_a_free_cpu)
 	n = waiters_that_fit();
 	/* Spinning on 2 CPUs or more (one free beside it), never on 1. */
 	ftest_assert_uint_eq(n, cpus >= 2 ? cpus - 1 : cpus);
-	if (cpus >= 2) { /* the waiters took the free CPU: it leaves, though its window runs */
-		ftest_assert_true(ferry__spin_full());
-		usleep(20 * 1000);
+	if (cpus >= 2) {
+		/* The waiters took the free CPU: it leaves at once, though its window (300 ms,
+		 * 20 ms gone) runs on; a loop that does not give way would hold its count to the
+		 * end. It may leave before a check of the full count could see it, so the test
+		 * waits for the count to drop, for less than the window. */
+		uint64_t until = ferry__now_ns() + 200 * 1000000ull;
+
+		while (ferry__spin_full() && ferry__now_ns() < until)
+			sched_yield();
+		ftest_assert_false(ferry__spin_full());
 		waiters_leave(n);
-		n = waiters_that_fit();
+		n = waiters_that_fit(); /* and it did not come back */
 		ftest_assert_uint_eq(n, cpus);
 	}
 	waiters_leave(n);
