@@ -137,14 +137,12 @@ struct opts {
 
 /* What one start is doing: filled as it goes, undone by start_undo() if it fails. */
 struct start {
-	struct ferry__cli_cluster cluster; /* what the cluster file will say */
-	char new_token[PATH_MAX];	   /* a token made by this start, not yet installed */
-	char old_token[PATH_MAX];	   /* the `token` it replaced, kept until it succeeds */
-	bool token_installed;		   /* this start replaced `token`: undo puts it back */
-	char logs[PATH_MAX];		   /* the session's log directory */
-	char node_dir[PATH_MAX - 32];	   /* the node-N directory of the node it started */
-	char listen_ip[64];		   /* where the GCS and ferry-sched listen: listen_ip() */
-	pid_t gcs;			   /* a GCS this start spawned */
+	struct ferry__cli_cluster cluster;  /* what the cluster file will say */
+	struct ferry__cli_token_swap token; /* the `token` it replaced: undo puts it back */
+	char logs[PATH_MAX];		    /* the session's log directory */
+	char node_dir[PATH_MAX - 32];	    /* the node-N directory of the node it started */
+	char listen_ip[64];		    /* where the GCS and ferry-sched listen: listen_ip() */
+	pid_t gcs;			    /* a GCS this start spawned */
 };
 
 /* ---- stop ---- */
@@ -557,16 +555,8 @@ static int start_head(const struct opts *o, struct start *s)
 	/* The daemons are given the final path, which outlives this start (ps shows it, and a
 	 * daemon restarted by hand with the same command line finds its token there), so the new
 	 * token is in place before they start; a failed start puts the old one back. */
-	ret = ferry__cli_token_make(s->new_token, sizeof(s->new_token));
-	if (ret == 0)
-		ret = ferry__cli_token_install(s->new_token, s->cluster.token,
-					       sizeof(s->cluster.token), s->old_token,
-					       sizeof(s->old_token));
-	if (ret < 0)
-		return ret;
-	*s->new_token = '\0';
-	s->token_installed = true;
-	return start_gcs(o, s, s->cluster.token);
+	ret = ferry__cli_token_swap(&s->token, s->cluster.token, sizeof(s->cluster.token));
+	return ret < 0 ? ret : start_gcs(o, s, s->cluster.token);
 }
 
 /* --address: the token, a GCS that answers and takes it, and the session to log into. */
@@ -615,10 +605,7 @@ static void start_undo(const struct opts *o, struct start *s)
 		snprintf(path, sizeof(path), "%s/gcs.pid", ferry__cli_run_dir);
 		unlink(path);
 	}
-	if (*s->new_token)
-		unlink(s->new_token);
-	if (s->token_installed)
-		ferry__cli_token_restore(s->cluster.token, s->old_token);
+	ferry__cli_token_swap_undo(&s->token);
 }
 
 static int start_locked(const struct opts *o, struct start *s)
@@ -646,9 +633,7 @@ static int start_locked(const struct opts *o, struct start *s)
 				ferry_strerror(-ret));
 		return ret;
 	}
-	if (s->token_installed && *s->old_token)
-		unlink(s->old_token);
-	s->token_installed = false;
+	ferry__cli_token_swap_done(&s->token);
 	/* The cluster works without one (nodes keep their tasks): a failure is said, not undone. */
 	if ((o->head || o->sched) && ferry__cli_sched_start(s->cluster.address, s->cluster.token,
 							    ip, NULL, s->logs, o->timeout_s) < 0)

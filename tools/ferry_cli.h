@@ -51,16 +51,20 @@ struct ferry__cli_cluster {
 int ferry__cli_cluster_read(struct ferry__cli_cluster *c);
 int ferry__cli_cluster_write(const struct ferry__cli_cluster *c);
 
-/* A new random token in a temporary file of the run directory; its path into @path. */
-int ferry__cli_token_make(char *path, size_t size);
-/* The temporary token becomes the run directory's `token` (a rename: never seen half written);
- * its path into @final. A `token` that was there is kept as @old (a hard link; "" when there was
- * none) for ferry__cli_token_restore(); the caller unlinks @old once the start succeeded. On an
- * error (said) nothing changed. */
-int ferry__cli_token_install(const char *tmp_path, char *final, size_t size, char *old,
-			     size_t old_size);
-/* A start that failed: @final (`token`) goes back to @old, or is removed if @old is "". */
-void ferry__cli_token_restore(const char *final, const char *old);
+/* A start's replacement of the run directory's `token` by a new one, until the start ends. A
+ * zeroed one has replaced nothing: its undo and done do nothing. */
+struct ferry__cli_token_swap {
+	bool swapped;	     /* `token` is the new one: undo puts @kept back, done drops it */
+	char kept[PATH_MAX]; /* the `token` replaced, kept as token.old-PID ("": none was there) */
+};
+/* A new random token becomes the run directory's `token` (written beside it and renamed: never
+ * seen half written); its path into @final. The `token` that was there is kept (a hard link)
+ * until ferry__cli_token_swap_undo() or _done(). On an error (said) nothing changed. */
+int ferry__cli_token_swap(struct ferry__cli_token_swap *swap, char *final, size_t size);
+/* The start failed: `token` goes back to what it was (removed if there was none). */
+void ferry__cli_token_swap_undo(struct ferry__cli_token_swap *swap);
+/* The start succeeded: the replaced token is dropped. */
+void ferry__cli_token_swap_done(struct ferry__cli_token_swap *swap);
 
 /* A new session_DATE_TIME_PID/logs directory, `session_latest` pointing at it. */
 int ferry__cli_session_create(char *name, size_t size);

@@ -191,7 +191,8 @@ int ferry__cli_cluster_write(const struct ferry__cli_cluster *c)
 	return ferry__cli_write_file(path, buf, 0600);
 }
 
-int ferry__cli_token_make(char *path, size_t size)
+/* A new random token in token.new-PID beside `token`; its path into @path. */
+static int token_make(char *path, size_t size)
 {
 	unsigned char raw[32];
 	char hex[2 * sizeof(raw) + 2];
@@ -203,8 +204,6 @@ int ferry__cli_token_make(char *path, size_t size)
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
 	strcat(hex, "\n");
-	/* Written beside `token` and renamed over it (ferry__cli_token_install): a reader never
-	 * sees a token half written. */
 	snprintf(path, size, "%s/token.new-%d", ferry__cli_run_dir, (int)getpid());
 	if (ferry__cli_write_file(path, hex, 0600) < 0) {
 		ferry__cli_fail("cannot write %s: %s", path, ferry_strerror(errno));
@@ -213,43 +212,70 @@ int ferry__cli_token_make(char *path, size_t size)
 	return 0;
 }
 
-int ferry__cli_token_install(const char *tmp_path, char *final, size_t size, char *old,
-			     size_t old_size)
+/* @tmp_path becomes @final, the `token` there kept as swap->kept first. */
+static int token_install(struct ferry__cli_token_swap *swap, const char *tmp_path,
+			 const char *final)
 {
 	int err;
 
-	snprintf(final, size, "%s/token", ferry__cli_run_dir);
-	snprintf(old, old_size, "%s/token.old-%d", ferry__cli_run_dir, (int)getpid());
-	unlink(old);
-	if (link(final, old) < 0) {
-		if (errno != ENOENT) {
-			err = errno;
-			ferry__cli_fail("cannot keep %s as %s: %s", final, old,
+	snprintf(swap->kept, sizeof(swap->kept), "%s/token.old-%d", ferry__cli_run_dir,
+		 (int)getpid());
+	unlink(swap->kept);
+	if (link(final, swap->kept) < 0) {
+		err = errno;
+		if (err != ENOENT) {
+			ferry__cli_fail("cannot keep %s as %s: %s", final, swap->kept,
 					ferry_strerror(err));
 			return -err;
 		}
-		*old = '\0'; /* no token before this one */
+		*swap->kept = '\0'; /* no token before this one */
 	}
 	if (rename(tmp_path, final) < 0) {
 		err = errno;
 		ferry__cli_fail("cannot rename %s to %s: %s", tmp_path, final, ferry_strerror(err));
-		if (*old)
-			unlink(old);
-		*old = '\0';
+		if (*swap->kept)
+			unlink(swap->kept);
 		return -err;
 	}
+	swap->swapped = true;
 	return 0;
 }
 
-void ferry__cli_token_restore(const char *final, const char *old)
+int ferry__cli_token_swap(struct ferry__cli_token_swap *swap, char *final, size_t size)
 {
-	if (!*old) {
-		unlink(final);
+	char tmp[PATH_MAX];
+	int ret;
+
+	ret = token_make(tmp, sizeof(tmp));
+	if (ret < 0)
+		return ret;
+	snprintf(final, size, "%s/token", ferry__cli_run_dir);
+	ret = token_install(swap, tmp, final);
+	if (ret < 0)
+		unlink(tmp);
+	return ret;
+}
+
+void ferry__cli_token_swap_undo(struct ferry__cli_token_swap *swap)
+{
+	char final[PATH_MAX];
+
+	if (!swap->swapped)
 		return;
-	}
-	if (rename(old, final) < 0)
-		ferry__cli_fail("cannot put the previous token %s back as %s: %s", old, final,
-				ferry_strerror(errno));
+	swap->swapped = false;
+	snprintf(final, sizeof(final), "%s/token", ferry__cli_run_dir);
+	if (!*swap->kept)
+		unlink(final);
+	else if (rename(swap->kept, final) < 0)
+		ferry__cli_fail("cannot put the previous token %s back as %s: %s", swap->kept,
+				final, ferry_strerror(errno));
+}
+
+void ferry__cli_token_swap_done(struct ferry__cli_token_swap *swap)
+{
+	if (swap->swapped && *swap->kept)
+		unlink(swap->kept);
+	swap->swapped = false;
 }
 
 /* ---- sessions ---- */
