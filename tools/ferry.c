@@ -20,7 +20,9 @@
  *   comes first; a new GCS with a new token would orphan them silently); the new token is
  *   written to a temporary file and renamed to `token` before the daemons start (they are
  *   given that final path), the `token` it replaced kept aside as token.old-PID and put back
- *   if the start fails; `cluster` is written only once the GCS and its node are ready.
+ *   if the start fails (a start killed before its end leaves that file: stop and the next
+ *   start --head remove it once PID no longer runs); `cluster` is written only once the GCS
+ *   and its node are ready.
  *   `start --address` checks first that the GCS answers and takes the token, writes
  *   `cluster` only on success and only where no live cluster has one.
  * - Daemons are started with a double fork and setsid (no controlling terminal, parent init).
@@ -209,6 +211,7 @@ static int stop_all(unsigned timeout_s)
 		snprintf(path, sizeof(path), "%s/%s", ferry__cli_run_dir, *f);
 		unlink(path); /* token: only ever the generated one lives here */
 	}
+	ferry__cli_reap_kept_tokens();
 	if (!stopped)
 		printf("nothing was running from %s\n", ferry__cli_run_dir);
 	snprintf(path, sizeof(path), "%s/session_latest", ferry__cli_run_dir);
@@ -544,6 +547,7 @@ static int start_head(const struct opts *o, struct start *s)
 	int ret;
 
 	ferry__cli_reap_stale_nodes(); /* head_allowed: none of them runs */
+	ferry__cli_reap_kept_tokens();
 	ret = ferry__cli_session_create(s->cluster.session, sizeof(s->cluster.session));
 	if (ret < 0)
 		return ret;

@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,4 +412,33 @@ void ferry__cli_reap_stale_nodes(void)
 		if (access(dir, F_OK) == 0 && !ferry__cli_pid_is(pid, "ferry-node"))
 			ferry__cli_remove_node_dir(dir);
 	}
+}
+
+void ferry__cli_reap_kept_tokens(void)
+{
+	static const char prefix[] = "token.old-";
+	char path[PATH_MAX], *end;
+	struct dirent *e;
+	DIR *d = opendir(ferry__cli_run_dir);
+	long pid;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		pid = strtol(e->d_name + strlen(prefix), &end, 10);
+		if (end == e->d_name + strlen(prefix) || *end || pid <= 0 || pid > INT_MAX)
+			continue;
+		/* Only a start that is gone: one still running may be between its swap and its
+		 * end (a pid taken again by another process keeps the file, harmlessly). */
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", ferry__cli_run_dir, e->d_name);
+		if (unlink(path) == 0)
+			printf("removed %s: the token that ferry start --head (pid %ld) replaced, "
+			       "left when that start was interrupted\n",
+			       e->d_name, pid);
+	}
+	closedir(d);
 }

@@ -1115,6 +1115,64 @@ FTEST(cli_failed_head_puts_the_token_back)
 	closedir(d);
 }
 
+/* A token.old-PID as a `ferry start --head` killed between its token swap and its end leaves
+ * it, for a start that is gone (the pid of a child that exited and was reaped) and one for a
+ * start still running (this test's own pid); the names into @dead and @live. */
+static void plant_kept_tokens(char *dead, char *live, size_t size)
+{
+	char path[512];
+	pid_t pid = fork();
+	FILE *f;
+
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	ftest_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	snprintf(dead, size, "token.old-%d", (int)pid);
+	snprintf(live, size, "token.old-%d", (int)getpid());
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", run_dir, i ? live : dead);
+		f = fopen(path, "w");
+		ftest_assert_ptr_notnull(f);
+		fputs("a token replaced\n", f);
+		fclose(f);
+	}
+}
+
+/* `ferry stop` removes the token kept aside by a start that was killed, never the one of a
+ * start that still runs, and says so. */
+FTEST(cli_stop_removes_tokens_of_interrupted_starts)
+{
+	char out[4096], dead[64], live[64], said[128];
+
+	cli_bin();
+	use_run_dir();
+	plant_kept_tokens(dead, live, sizeof(dead));
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+	ftest_assert_false(file_exists(dead));
+	ftest_assert_true(file_exists(live));
+	snprintf(said, sizeof(said), "removed %s: ", dead);
+	ftest_assert_ptr_notnull(strstr(out, said));
+	ftest_assert_ptr_null(strstr(out, live));
+}
+
+/* So does the next `ferry start --head`. */
+FTEST(cli_head_removes_tokens_of_interrupted_starts)
+{
+	char out[8192], dead[64], live[64], said[128];
+
+	need_node();
+	use_run_dir();
+	plant_kept_tokens(dead, live, sizeof(dead));
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port 0 --ip 127.0.0.1 --memory 64M --timeout 20"),
+			    0);
+	ftest_assert_false(file_exists(dead));
+	ftest_assert_true(file_exists(live));
+	snprintf(said, sizeof(said), "removed %s: ", dead);
+	ftest_assert_ptr_notnull(strstr(out, said));
+}
+
 /* `--ip IFACE` on the head (the README's `--ip ib0`): the GCS and ferry-sched listen on the
  * interface's address, which the cluster file and the nodes' joins then use. */
 FTEST(cli_head_ip_takes_an_interface_name)
