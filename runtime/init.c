@@ -252,10 +252,19 @@ static int node_score(const struct ferry_gcs_node_info *n, const struct ferry__n
 struct local_nodes {
 	struct ferry_gcs_node_info *all; /* the table */
 	int n;				 /* its rows */
-	int *fit;			 /* rows that fit (node_score() > 0) */
-	int nfit;			 /* entries in fit */
-	char (*socks)[PATH_MAX];	 /* each row's store socket ("" if it does not fit) */
+	int *score;			 /* each row's node_score(): 0, it does not fit */
+	int nfit;			 /* rows that fit */
 };
+
+/* The store socket of node @n, a row that fits (node_score() parsed its address), in @a. */
+static const char *store_socket(const struct ferry_gcs_node_info *n, struct ferry__node_addr *a)
+{
+	const char *text = n->address ? n->address : "";
+
+	if (ferry__node_addr_parse(text, strlen(text), a) < 0)
+		a->shm_path[0] = '\0';
+	return a->shm_path;
+}
 
 /* Does node @n, whose store socket is @sock, match @want: its ID's hex or a prefix of it (any
  * case), or the path of its store socket (the same file under another name, too)? */
@@ -274,17 +283,20 @@ static bool node_matches(const struct ferry_gcs_node_info *n, const char *sock, 
 /* The candidates, for a log line: "ID (store PATH), ...". */
 static void list_candidates(const struct local_nodes *l, char *buf, size_t size)
 {
+	struct ferry__node_addr a;
 	size_t used = 0;
 
 	snprintf(buf, size, "%s", l->nfit ? "" : "none");
-	for (int k = 0; k < l->nfit && used < size; k++) {
-		const struct ferry_gcs_node_info *n = &l->all[l->fit[k]];
+	for (int i = 0; i < l->n && used < size; i++) {
+		const struct ferry_gcs_node_info *n = &l->all[i];
 		char hex[2 * sizeof(n->id) + 1];
 		int w;
 
+		if (!l->score[i])
+			continue;
 		ferry_id_to_hex(&n->id, sizeof(n->id), hex, sizeof(hex));
-		w = snprintf(buf + used, size - used, "%s%s (store %s)", k ? ", " : "", hex,
-			     l->socks[l->fit[k]]);
+		w = snprintf(buf + used, size - used, "%s%s (store %s)", used ? ", " : "", hex,
+			     store_socket(n, &a));
 		used += w > 0 ? (size_t)w : 0;
 	}
 }
@@ -292,12 +304,13 @@ static void list_candidates(const struct local_nodes *l, char *buf, size_t size)
 /* Row of the node @want names among the candidates: -ENOENT none, -EINVAL several; logged. */
 static int pick_wanted(const struct local_nodes *l, const char *want, const char *gcs)
 {
+	struct ferry__node_addr a;
 	char names[1024];
 	int found = -1, matches = 0;
 
-	for (int k = 0; k < l->nfit; k++)
-		if (node_matches(&l->all[l->fit[k]], l->socks[l->fit[k]], want)) {
-			found = l->fit[k];
+	for (int i = 0; i < l->n; i++)
+		if (l->score[i] && node_matches(&l->all[i], store_socket(&l->all[i], &a), want)) {
+			found = i;
 			matches++;
 		}
 	if (matches == 1)
@@ -313,15 +326,17 @@ static int pick_wanted(const struct local_nodes *l, const char *want, const char
 	return matches ? -EINVAL : -ENOENT;
 }
 
-/* Row of the best fit when none was asked for; when several fit, say which and how to choose. */
-static int pick_best(const struct local_nodes *l, const int *scores)
+/* Row of the best fit (the first of the highest score; one fits at least) when none was asked
+ * for; when several fit, say which and how to choose. */
+static int pick_best(const struct local_nodes *l)
 {
 	char names[1024], hex[2 * sizeof(struct ferry_node_id) + 1];
-	int best = l->fit[0];
+	struct ferry__node_addr a;
+	int best = -1;
 
-	for (int k = 1; k < l->nfit; k++)
-		if (scores[l->fit[k]] > scores[best])
-			best = l->fit[k];
+	for (int i = 0; i < l->n; i++)
+		if (l->score[i] && (best < 0 || l->score[i] > l->score[best]))
+			best = i;
 	if (l->nfit > 1) {
 		list_candidates(l, names, sizeof(names));
 		ferry_id_to_hex(&l->all[best].id, sizeof(l->all[best].id), hex, sizeof(hex));
@@ -329,13 +344,13 @@ static int pick_best(const struct local_nodes *l, const int *scores)
 			  "%d nodes of the cluster run on this host; joining %s (store %s). "
 			  "Choose one with FERRY_NODE or ferry_init_opts.node: its ID, a unique "
 			  "prefix of it, or its store socket (`ferry status` lists them): %s",
-			  l->nfit, hex, l->socks[best], names);
+			  l->nfit, hex, store_socket(&l->all[best], &a), names);
 	}
 	return best;
 }
 
-/* Fill @l from the GCS: every row, and those that fit as "the node on this host". */
-static int list_local_nodes(const char *gcs, struct local_nodes *l, int **scores)
+/* Fill @l from the GCS: every row, and how well each fits as "the node on this host". */
+static int list_local_nodes(const char *gcs, struct local_nodes *l)
 {
 	struct ferry__net_iface ifs[MAX_IFACES];
 	struct ferry__node_addr a;
@@ -348,21 +363,16 @@ static int list_local_nodes(const char *gcs, struct local_nodes *l, int **scores
 			   ferry_strerror(l->n));
 		return l->n;
 	}
-	l->fit = ferry__calloc((size_t)l->n + 1, sizeof(*l->fit));
-	l->socks = ferry__calloc((size_t)l->n + 1, sizeof(*l->socks));
-	*scores = ferry__calloc((size_t)l->n + 1, sizeof(**scores));
-	if (!l->fit || !l->socks || !*scores)
+	l->score = ferry__calloc((size_t)l->n + 1, sizeof(*l->score));
+	if (!l->score)
 		return -ENOMEM;
 	nifs = ferry__net_ifaces("/sys", ifs, MAX_IFACES);
 	nifs = nifs < 0 ? 0 : nifs;
 	if (ferry__host_boot_id(boot, sizeof(boot)) < 0)
 		boot[0] = 0;
 	for (int i = 0; i < l->n; i++) {
-		(*scores)[i] = node_score(&l->all[i], ifs, nifs, boot, &a);
-		if (!(*scores)[i])
-			continue;
-		snprintf(l->socks[i], sizeof(l->socks[i]), "%s", a.shm_path);
-		l->fit[l->nfit++] = i;
+		l->score[i] = node_score(&l->all[i], ifs, nifs, boot, &a);
+		l->nfit += l->score[i] > 0;
 	}
 	return 0;
 }
@@ -372,15 +382,16 @@ static int list_local_nodes(const char *gcs, struct local_nodes *l, int **scores
 static int find_node(const char *gcs, const char *want)
 {
 	struct local_nodes l = {0};
-	int *scores = NULL, row, ret;
+	struct ferry__node_addr a;
+	int row, ret;
 
-	ret = list_local_nodes(gcs, &l, &scores);
+	ret = list_local_nodes(gcs, &l);
 	if (ret < 0)
 		goto out;
 	if (want) {
 		row = ret = pick_wanted(&l, want, gcs);
 	} else if (l.nfit) {
-		row = pick_best(&l, scores);
+		row = pick_best(&l);
 	} else {
 		FLOG_ERROR(COMP,
 			   "no node of the cluster at %s runs on this host: none of its %d nodes "
@@ -391,16 +402,14 @@ static int find_node(const char *gcs, const char *want)
 	}
 	if (row >= 0) {
 		snprintf(ferry__rt.store_socket, sizeof(ferry__rt.store_socket), "%s",
-			 l.socks[row]);
+			 store_socket(&l.all[row], &a));
 		snprintf(ferry__rt.node_address, sizeof(ferry__rt.node_address), "%s",
 			 l.all[row].address);
 		ferry__rt.node = l.all[row].id;
 		ret = 0;
 	}
 out:
-	ferry__free(scores);
-	ferry__free(l.socks);
-	ferry__free(l.fit);
+	ferry__free(l.score);
 	ferry_gcs_free(l.all);
 	return ret;
 }
