@@ -84,8 +84,8 @@ void ferry__cli_run_live(struct ferry__cli_live *live);
  * between claiming one and writing its pid). */
 void ferry__cli_reap_stale_nodes(void);
 void ferry__cli_remove_node_dir(const char *dir);
-/* Remove the token.old-PID files (ferry__cli_token_swap()) of starts that were killed before
- * they ended: those whose PID no longer runs, each said on stdout. */
+/* Remove the token.old-PID and token.new-PID files (ferry__cli_token_swap()) of starts that were
+ * killed before they ended: those whose PID no longer runs, each said on stdout. */
 void ferry__cli_reap_kept_tokens(void);
 
 /* ---- daemons (ferry_daemon.c) ---- */

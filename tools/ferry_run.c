@@ -416,7 +416,12 @@ void ferry__cli_reap_stale_nodes(void)
 
 void ferry__cli_reap_kept_tokens(void)
 {
-	static const char prefix[] = "token.old-";
+	/* What a start --head killed midway leaves: the token it replaced, kept to be put back,
+	 * and the new one it had not yet renamed into place. Both are secrets. */
+	static const char *const kinds[][2] = {
+		{"token.old-", "replaced"},
+		{"token.new-", "was installing"},
+	};
 	char path[PATH_MAX], *end;
 	struct dirent *e;
 	DIR *d = opendir(ferry__cli_run_dir);
@@ -425,10 +430,15 @@ void ferry__cli_reap_kept_tokens(void)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)))
+		size_t k = 0, len;
+
+		while (k < 2 && strncmp(e->d_name, kinds[k][0], strlen(kinds[k][0])))
+			k++;
+		if (k == 2)
 			continue;
-		pid = strtol(e->d_name + strlen(prefix), &end, 10);
-		if (end == e->d_name + strlen(prefix) || *end || pid <= 0 || pid > INT_MAX)
+		len = strlen(kinds[k][0]);
+		pid = strtol(e->d_name + len, &end, 10);
+		if (end == e->d_name + len || *end || pid <= 0 || pid > INT_MAX)
 			continue;
 		/* Only a start that is gone: one still running may be between its swap and its
 		 * end (a pid taken again by another process keeps the file, harmlessly). */
@@ -436,9 +446,9 @@ void ferry__cli_reap_kept_tokens(void)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", ferry__cli_run_dir, e->d_name);
 		if (unlink(path) == 0)
-			printf("removed %s: the token that ferry start --head (pid %ld) replaced, "
-			       "left when that start was interrupted\n",
-			       e->d_name, pid);
+			printf("removed %s: the token that ferry start --head (pid %ld) %s, left "
+			       "when that start was interrupted\n",
+			       e->d_name, pid, kinds[k][1]);
 	}
 	closedir(d);
 }

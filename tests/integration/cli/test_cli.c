@@ -1118,7 +1118,7 @@ FTEST(cli_failed_head_puts_the_token_back)
 /* A token.old-PID as a `ferry start --head` killed between its token swap and its end leaves
  * it, for a start that is gone (the pid of a child that exited and was reaped) and one for a
  * start still running (this test's own pid); the names into @dead and @live. */
-static void plant_kept_tokens(char *dead, char *live, size_t size)
+static void plant_kept_tokens(const char *kind, char *dead, char *live, size_t size)
 {
 	char path[512];
 	pid_t pid = fork();
@@ -1128,27 +1128,26 @@ static void plant_kept_tokens(char *dead, char *live, size_t size)
 	if (pid == 0)
 		_exit(0);
 	ftest_assert_int_eq(waitpid(pid, NULL, 0), pid);
-	snprintf(dead, size, "token.old-%d", (int)pid);
-	snprintf(live, size, "token.old-%d", (int)getpid());
+	snprintf(dead, size, "token.%s-%d", kind, (int)pid);
+	snprintf(live, size, "token.%s-%d", kind, (int)getpid());
 	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "%s/%s", run_dir, i ? live : dead);
 		f = fopen(path, "w");
 		ftest_assert_ptr_notnull(f);
-		fputs("a token replaced\n", f);
+		fputs("a token\n", f);
 		fclose(f);
 	}
 }
 
-/* `ferry stop` removes the token kept aside by a start that was killed, never the one of a
- * start that still runs, and says so. */
-FTEST(cli_stop_removes_tokens_of_interrupted_starts)
-{
-	char out[4096], dead[64], live[64], said[128];
+/* Each of the two kinds of token file a start leaves when killed: the one it replaced (old) and
+ * the one it had not yet installed (new). */
+static const char *const token_kinds[] = {"old", "new"};
 
-	cli_bin();
-	use_run_dir();
-	plant_kept_tokens(dead, live, sizeof(dead));
-	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+/* Only @dead is gone, and the output says so. */
+static void assert_reaped(const char *out, const char *dead, const char *live)
+{
+	char said[128];
+
 	ftest_assert_false(file_exists(dead));
 	ftest_assert_true(file_exists(live));
 	snprintf(said, sizeof(said), "removed %s: ", dead);
@@ -1156,21 +1155,35 @@ FTEST(cli_stop_removes_tokens_of_interrupted_starts)
 	ftest_assert_ptr_null(strstr(out, live));
 }
 
+/* `ferry stop` removes the tokens a start that was killed left, never those of a start that
+ * still runs, and says so. */
+FTEST(cli_stop_removes_tokens_of_interrupted_starts)
+{
+	char out[4096], dead[2][64], live[2][64];
+
+	cli_bin();
+	use_run_dir();
+	for (int k = 0; k < 2; k++)
+		plant_kept_tokens(token_kinds[k], dead[k], live[k], sizeof(dead[k]));
+	ftest_assert_int_eq(cli(out, sizeof(out), "stop"), 0);
+	for (int k = 0; k < 2; k++)
+		assert_reaped(out, dead[k], live[k]);
+}
+
 /* So does the next `ferry start --head`. */
 FTEST(cli_head_removes_tokens_of_interrupted_starts)
 {
-	char out[8192], dead[64], live[64], said[128];
+	char out[8192], dead[2][64], live[2][64];
 
 	need_node();
 	use_run_dir();
-	plant_kept_tokens(dead, live, sizeof(dead));
+	for (int k = 0; k < 2; k++)
+		plant_kept_tokens(token_kinds[k], dead[k], live[k], sizeof(dead[k]));
 	ftest_assert_int_eq(cli(out, sizeof(out),
 				"start --head --port 0 --ip 127.0.0.1 --memory 64M --timeout 20"),
 			    0);
-	ftest_assert_false(file_exists(dead));
-	ftest_assert_true(file_exists(live));
-	snprintf(said, sizeof(said), "removed %s: ", dead);
-	ftest_assert_ptr_notnull(strstr(out, said));
+	for (int k = 0; k < 2; k++)
+		assert_reaped(out, dead[k], live[k]);
 }
 
 /* `--ip IFACE` on the head (the README's `--ip ib0`): the GCS and ferry-sched listen on the
