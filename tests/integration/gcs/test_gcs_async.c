@@ -585,6 +585,21 @@ FTEST(events_reach_every_subscription_of_their_key_and_channel)
 	gcs_stop(&p, SIGTERM);
 }
 
+/* The end of the unsubscribe-while-down tests: two pairs published and no line of @gone's job
+ * heard, then both clients destroyed and the GCS stopped. */
+static void publish_and_end(struct gcs_proc *p, struct ferry_gcs_client *pub,
+			    struct ferry_gcs_client *sub, const struct ferry_job_id *gone,
+			    const struct ferry_job_id *kept, struct lines *gone_lines,
+			    struct lines *kept_lines)
+{
+	publish_pair(pub, gone, kept, kept_lines);
+	publish_pair(pub, gone, kept, kept_lines);
+	ftest_assert_uint_eq(lines_get(gone_lines), 0);
+	ferry_gcs_client_destroy(pub);
+	ferry_gcs_client_destroy(sub);
+	gcs_stop(p, SIGTERM);
+}
+
 /* Unsubscribed while the GCS is down: the reconnect does not renew it. */
 FTEST(unsubscribe_during_a_reconnect)
 {
@@ -618,12 +633,7 @@ FTEST(unsubscribe_during_a_reconnect)
 		usleep(10 * 1000);
 	}
 	ftest_assert_uint_gt(lines_get(&kept), 0);
-	publish_pair(pub, &a, &b, &kept);
-	publish_pair(pub, &a, &b, &kept);
-	ftest_assert_uint_eq(lines_get(&gone), 0);
-	ferry_gcs_client_destroy(pub);
-	ferry_gcs_client_destroy(sub);
-	gcs_stop(&p, SIGTERM);
+	publish_and_end(&p, pub, sub, &a, &b, &gone, &kept);
 }
 
 /* Unsubscribed while its subscribe waits for the GCS (down): the subscribe's completion, when
@@ -655,12 +665,7 @@ FTEST(unsubscribe_while_its_subscribe_is_pending)
 		ftest_assert_int_eq(d[i].status, 0);
 	}
 	pub = client_opts(&p, 1, 5000);
-	publish_pair(pub, &a, &b, &kept);
-	publish_pair(pub, &a, &b, &kept);
-	ftest_assert_uint_eq(lines_get(&gone), 0);
-	ferry_gcs_client_destroy(pub);
-	ferry_gcs_client_destroy(sub);
-	gcs_stop(&p, SIGTERM);
+	publish_and_end(&p, pub, sub, &a, &b, &gone, &kept);
 
 	/* The subscribe fails first: its deadline passes with the GCS down. */
 	p = gcs_start(0, NULL);
