@@ -94,6 +94,19 @@ void ftest_log(const char *fmt, ...)
 	fflush(stdout);
 }
 
+void ftest__write_all(const char *file, int line, int fd, const void *buf, size_t size)
+{
+	for (size_t done = 0; done < size;) {
+		ssize_t n = write(fd, (const char *)buf + done, size - done);
+
+		if (n <= 0)
+			ftest__fail(file, line, "write of %zu bytes to fd %d: %zd after %zu (%s)",
+				    size, fd, n, done,
+				    n < 0 ? ferry_strerror(errno) : "nothing written");
+		done += (size_t)n;
+	}
+}
+
 void ftest_allow_leaks(void)
 {
 	leaks_allowed = 1;

@@ -56,6 +56,11 @@ void ftest_log_capture_start(void);
 void ftest_log_capture_stop(void);
 const char *ftest_log_captured(void);
 
+/* Write all @size bytes of @buf to @fd (a blocking socket or pipe), resuming short writes; a
+ * write that fails or writes nothing fails the test at the caller's line. */
+#define ftest_write_all(fd, buf, size) ftest__write_all(__FILE__, __LINE__, fd, buf, size)
+void ftest__write_all(const char *file, int line, int fd, const void *buf, size_t size);
+
 #define FTEST(name)                                                      \
 	static void name(void);                                          \
 	__attribute__((constructor)) static void ftest__reg_##name(void) \

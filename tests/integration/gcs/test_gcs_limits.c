@@ -219,12 +219,7 @@ static int flood_reply(struct flood *f)
 
 static void flood_flush(struct flood *f)
 {
-	for (size_t done = 0; done < f->len;) {
-		ssize_t w = write(f->fd, f->out + done, f->len - done);
-
-		ftest_assert_int_gt(w, 0);
-		done += (size_t)w;
-	}
+	ftest_write_all(f->fd, f->out, f->len);
 	f->len = 0;
 	for (; f->queued; f->queued--) {
 		int status = flood_reply(f);

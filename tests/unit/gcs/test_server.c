@@ -338,12 +338,7 @@ static void raw_queue(struct raw *w, uint16_t type)
 
 static void raw_flush(struct raw *w)
 {
-	for (size_t done = 0; done < w->out_size;) {
-		ssize_t n = write(w->fd, w->out + done, w->out_size - done);
-
-		ftest_assert_int_gt(n, 0);
-		done += (size_t)n;
-	}
+	ftest_write_all(w->fd, w->out, w->out_size);
 	w->out_size = 0;
 }
 
