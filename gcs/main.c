@@ -29,6 +29,9 @@
 /* Descriptors the GCS may need: one connection per node (the design scales to 10,000), driver,
  * worker that talks to it, scheduler and CLI. */
 #define GCS_WANT_FDS 16384ul
+/* Largest count the count flags take (--max-subscriptions): a bound against a typo, far past
+ * any real need. */
+#define GCS_MAX_COUNT (1u << 24)
 
 static void usage(FILE *to)
 {
@@ -41,9 +44,11 @@ static void usage(FILE *to)
 		"                 [--max-queued SIZE] [--stall-timeout-ms MS]\n"
 		"                 [--frame-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                 [--max-handshaking N] (slow or hostile clients; 0 = default)\n"
+		"                 [--max-subscriptions N] (per connection, 1..%u, default %u)\n"
 		"                 [--metrics-port P] (Prometheus GET /metrics on --host)\n"
 		"       ferry-gcs --help | --version\n",
-		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS);
+		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS, GCS_MAX_COUNT,
+		FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS);
 }
 
 /* Is @a one of the flags parse_args() takes (each with a value)? */
@@ -62,6 +67,7 @@ static bool flag_known(const char *a)
 		"--frame-timeout-ms",
 		"--handshake-timeout-ms",
 		"--max-handshaking",
+		"--max-subscriptions",
 		"--spin-us",
 		"--shard",
 		"--metrics-port",
@@ -71,6 +77,16 @@ static bool flag_known(const char *a)
 		if (!strcmp(a, flags[i]))
 			return true;
 	return false;
+}
+
+/* A count from 1 to GCS_MAX_COUNT into *@out, or -EINVAL with the reason on stderr. */
+static int parse_count(const char *flag, const char *v, uint32_t *out)
+{
+	if (ferry__parse_u32(v, GCS_MAX_COUNT, out) == 0 && *out > 0)
+		return 0;
+	fprintf(stderr, "ferry-gcs: bad argument %s '%s': a count from 1 to %u\n", flag, v,
+		GCS_MAX_COUNT);
+	return -EINVAL;
 }
 
 static uint16_t metrics_port; /* --metrics-port: GET /metrics there; 0: none */
@@ -124,8 +140,12 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 		else if (!strcmp(a, "--max-handshaking") &&
 			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			o->max_handshaking = n;
-		else if (!strcmp(a, "--spin-us") &&
-			 ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &n) == 0)
+		else if (!strcmp(a, "--max-subscriptions")) {
+			if (parse_count(a, v, &n) < 0)
+				return -EINVAL;
+			o->max_subscriptions = n;
+		} else if (!strcmp(a, "--spin-us") &&
+			   ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &n) == 0)
 			*spin_us = n;
 		else if (!strcmp(a, "--shard") &&
 			 sscanf(v, "%u/%u", &o->shard_index, &o->shard_count) == 2)

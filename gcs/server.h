@@ -17,6 +17,8 @@
 #include "gcs/codec.h"
 
 #define FERRY__GCS_DEFAULT_DEADLINE_MS 1000 /* a node silent this long is dead */
+/* Subscriptions one connection may hold; past it a subscribe gets -ENOSPC. */
+#define FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS 10000u
 
 /* Options; zeros are the defaults except the token. */
 struct ferry__gcs_server_opts {
@@ -29,7 +31,7 @@ struct ferry__gcs_server_opts {
 	uint32_t shard_count;	    /* shards in all, 0 = 1 */
 	uint32_t node_deadline_ms;  /* 0 = FERRY__GCS_DEFAULT_DEADLINE_MS */
 	uint32_t max_message_bytes; /* largest request, 0 = 4 MiB */
-	size_t max_subscriptions;   /* per connection, 0 = 10000 */
+	size_t max_subscriptions;   /* per connection, 0 = FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS */
 	size_t max_buffered_bytes;  /* per connection (pub/sub queue and socket), 0 = 8 MiB */
 	const char *shard0_address; /* shards > 0: "host:port" of shard 0, whose node deaths drop
 				       copies here too; NULL = not followed */

@@ -382,7 +382,9 @@ static void sub_limit_log(struct ferry__gcs_sconn *c)
 		return;
 	c->sub_limit_logged = true;
 	ferry__ps_sub_stats(c->sub, &st);
-	FLOG_WARN(COMP, "%s holds %zu subscriptions, its limit: its further subscribes are refused",
+	FLOG_WARN(COMP,
+		  "%s holds %zu subscriptions, its limit (--max-subscriptions): its further "
+		  "subscribes are refused",
 		  ferry__conn_peer(c->conn), st.subscriptions);
 }
 
@@ -441,7 +443,8 @@ int ferry__gcs_srv_pubsub_init(struct ferry__gcs_server *srv)
 {
 	struct ferry__ps_opts po = {0};
 
-	po.max_subscriptions = srv->opts.max_subscriptions;
+	po.max_subscriptions = srv->opts.max_subscriptions ? srv->opts.max_subscriptions
+							   : FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS;
 	po.max_buffered_bytes = srv->opts.max_buffered_bytes;
 	po.snapshot = on_snapshot;
 	po.snapshot_arg = srv;

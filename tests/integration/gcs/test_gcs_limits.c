@@ -410,3 +410,68 @@ FTEST(restart_right_after_sigkill_binds_the_same_port)
 	}
 	gcs_stop(&p, SIGTERM);
 }
+
+/* ---- limits set on the command line ---- */
+
+/* ferry-gcs refuses @flag @value before it starts anything: exit 2, the flag and the reason
+ * named. */
+static void flag_refused(const char *flag, const char *value, const char *reason)
+{
+	const char *bin = getenv("FERRY_GCS_BIN");
+	char cmd[1024], out[2048];
+	int code;
+
+	if (!bin)
+		ftest_skip("FERRY_GCS_BIN not set");
+	/* timeout: a value taken by mistake starts a server that would never exit. */
+	snprintf(cmd, sizeof(cmd), "timeout 10 '%s' --port 0 --token-file '%s' %s '%s' 2>&1", bin,
+		 token_file(), flag, value);
+	code = itest_popen_read(cmd, out, sizeof(out));
+	ftest_log("%s '%s' -> %d: %s", flag, value, code, out);
+	ftest_assert_int_eq(code, 2);
+	ftest_assert_ptr_notnull(strstr(out, flag));
+	ftest_assert_ptr_notnull(strstr(out, reason));
+}
+
+static void subscribe_job(struct ferry_gcs_client *c, uint8_t job_byte, int expected)
+{
+	struct ferry_job_id job;
+
+	memset(&job, job_byte, sizeof(job));
+	ftest_assert_errno(ferry_gcs_subscribe(c, FERRY_GCS_CH_LOGS, job.bytes, sizeof(job.bytes),
+					       on_log_line, NULL),
+			   expected);
+}
+
+/*
+ * ferry-gcs --max-subscriptions 3: a connection's fourth scope gets -ENOSPC while another
+ * connection still has its own three, and an unsubscribe makes room again. Values that are not
+ * a count from 1 up are refused with the reason.
+ */
+FTEST(max_subscriptions_flag_caps_each_connection)
+{
+	const char *const extra[] = {"--max-subscriptions", "3", NULL};
+	struct gcs_proc p = gcs_start(0, extra);
+	struct ferry_gcs_client *c = client_for(&p, 1, TOKEN), *other = client_for(&p, 1, TOKEN);
+	struct ferry_job_id first;
+
+	for (uint8_t k = 1; k <= 3; k++)
+		subscribe_job(c, k, 0);
+	subscribe_job(c, 4, -ENOSPC);
+	subscribe_job(c, 5, -ENOSPC);
+	for (uint8_t k = 1; k <= 3; k++)
+		subscribe_job(other, k, 0);
+	memset(&first, 1, sizeof(first));
+	ftest_assert_ok(
+		ferry_gcs_unsubscribe(c, FERRY_GCS_CH_LOGS, first.bytes, sizeof(first.bytes)));
+	subscribe_job(c, 4, 0);
+	subscribe_job(c, 5, -ENOSPC);
+	ferry_gcs_client_destroy(other);
+	ferry_gcs_client_destroy(c);
+	gcs_stop(&p, SIGTERM);
+
+	flag_refused("--max-subscriptions", "0", "a count from 1 to");
+	flag_refused("--max-subscriptions", "-1", "a count from 1 to");
+	flag_refused("--max-subscriptions", "many", "a count from 1 to");
+	flag_refused("--max-subscriptions", "16777217", "a count from 1 to");
+}
