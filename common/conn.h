@@ -216,6 +216,14 @@ struct ferry__conn_server_opts {
 	 * FERRY_WIRE_PROTOCOL_VERSION. Returns 0, or -EACCES / -EPROTO to refuse.
 	 */
 	int (*check_handshake)(struct ferry__conn_server *server, const void *payload, size_t len);
+	/*
+	 * Optional: admit a connection whose Handshake passed, before its HandshakeReply. Returns
+	 * 0, or a -errno (-EUSERS: the server holds as many clients as it may) that refuses it as
+	 * a wrong token is refused: the HandshakeReply carries it (the client's connection closes
+	 * with it), then the connection closes and on_refused reports it. The server logs nothing
+	 * of its own about such a refusal: the hook does, rate-limited as it sees fit.
+	 */
+	int (*admit)(struct ferry__conn_server *server, struct ferry__conn *conn);
 	void *data;				/* ferry__conn_server_data() */
 	const void *token;			/* cluster token a Handshake must carry (copied) */
 	size_t token_len;			/* its bytes */

@@ -11,6 +11,8 @@
  * HandshakeReply with status 0 is queued, the connection leaves the list, gets the server's
  * connection callbacks and goes to on_accept. Refused: a HandshakeReply carrying the error is
  * flushed, then the connection closes and on_refused reports why; the server keeps serving.
+ * A connection that passed may still be refused by the user's admit hook (a server at its
+ * client limit), the same way.
  * Before the Handshake passed, a connection's frames are capped at handshake_max_bytes (a
  * larger header is refused before anything is allocated for it) and at most max_handshaking
  * connections wait at once: a new one past that closes the oldest (-EBUSY). Warnings about a
@@ -161,6 +163,14 @@ void ferry__conn_server_handshake(struct ferry__conn *conn, uint16_t type, const
 		ret = ferry__wire_check_handshake(payload, len, server->token,
 						  server->opts.token_len,
 						  FERRY_WIRE_PROTOCOL_VERSION);
+	}
+	if (ret == 0 && server->opts.admit) {
+		ret = server->opts.admit(server, conn);
+		if (ret < 0) { /* logged by the hook */
+			(void)send_reply(server, conn, ret);
+			ferry__conn_flush_close(conn, ret);
+			return;
+		}
 	}
 	if (ret == 0)
 		ret = send_reply(server, conn, 0);

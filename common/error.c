@@ -29,6 +29,8 @@ const char *ferry_strerror(int err)
 		return "Connection reset (peer gone)";
 	case ETIMEDOUT:
 		return "Timed out (the deadline passed)";
+	case EUSERS: /* a server (GCS, store) holds as many clients as it may */
+		return "Too many users (the server is at its client limit)";
 	default:
 		break;
 	}

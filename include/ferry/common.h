@@ -26,7 +26,7 @@ extern "C" {
  * Errors: every int-returning function returns 0 on success, a documented count >0, or a
  * negative errno. Domain errors map onto errno (see style.md): -ENOENT no such object,
  * -EEXIST, -ENOSPC store full, -ETIMEDOUT, -ECANCELED, -ECONNRESET peer gone, -EPROTO
- * malformed message, -EACCES bad token, -EOPNOTSUPP.
+ * malformed message, -EACCES bad token, -EUSERS a server at its client limit, -EOPNOTSUPP.
  */
 
 /* ferry_strerror() - describe a return value. @err may be negative (-errno) or positive.

@@ -16,6 +16,7 @@ FTEST(domain_meanings_either_sign)
 	ftest_assert_ptr_notnull(strstr(ferry_strerror(-ECONNRESET), "peer gone"));
 	ftest_assert_ptr_notnull(strstr(ferry_strerror(-ETIMEDOUT), "deadline"));
 	ftest_assert_ptr_notnull(strstr(ferry_strerror(-EPROTO), "malformed"));
+	ftest_assert_ptr_notnull(strstr(ferry_strerror(-EUSERS), "client limit"));
 	ftest_assert_str_eq(ferry_strerror(-ENOENT), "No such file or directory");
 	ftest_assert_str_eq(ferry_strerror(1 << 20), "Unknown error");
 }
