@@ -215,11 +215,17 @@ static void on_close(struct ferry__conn *conn, int err)
 		return;
 	}
 	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, ferry_strerror(-err));
+	if (err == -EUSERS && s->last_error != -EUSERS) /* once, not at every retry */
+		FLOG_WARN(COMP,
+			  "the GCS at %s:%u (shard %u) refused us: it holds as many clients as it "
+			  "may (ferry-gcs --max-clients)%s",
+			  s->host, s->port, s->index,
+			  s->ever_connected ? "; retrying until one leaves" : "");
 	pthread_mutex_lock(&c->lock);
 	s->last_error = err;
 	s->progress = ferry__conn_progress(conn);
 	pthread_mutex_unlock(&c->lock);
-	if (err == -EACCES || err == -EPROTO) {
+	if (err == -EACCES || err == -EPROTO || err == -EUSERS) {
 		pthread_mutex_lock(&c->lock);
 		refused = !s->ever_connected;
 		if (refused)

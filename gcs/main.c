@@ -16,6 +16,7 @@
 
 #include <ferry/config.h>
 
+#include "common/conn.h"
 #include "common/log.h"
 #include "common/metrics_http.h"
 #include "common/net.h"
@@ -29,8 +30,8 @@
 /* Descriptors the GCS may need: one connection per node (the design scales to 10,000), driver,
  * worker that talks to it, scheduler and CLI. */
 #define GCS_WANT_FDS 16384ul
-/* Largest count the count flags take (--max-subscriptions): a bound against a typo, far past
- * any real need. */
+/* Largest count the count flags take (--max-subscriptions, --max-clients): a bound against a
+ * typo, far past any real need. */
 #define GCS_MAX_COUNT (1u << 24)
 
 static void usage(FILE *to)
@@ -45,10 +46,13 @@ static void usage(FILE *to)
 		"                 [--frame-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                 [--max-handshaking N] (slow or hostile clients; 0 = default)\n"
 		"                 [--max-subscriptions N] (per connection, 1..%u, default %u)\n"
+		"                 [--max-clients N] (connections at once, 1..%u; default: the\n"
+		"                 hard open-file limit less %u; one more gets Too many users)\n"
 		"                 [--metrics-port P] (Prometheus GET /metrics on --host)\n"
 		"       ferry-gcs --help | --version\n",
 		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS, GCS_MAX_COUNT,
-		FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS);
+		FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS, GCS_MAX_COUNT,
+		FERRY__GCS_FD_RESERVE + FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
 }
 
 /* Is @a one of the flags parse_args() takes (each with a value)? */
@@ -68,6 +72,7 @@ static bool flag_known(const char *a)
 		"--handshake-timeout-ms",
 		"--max-handshaking",
 		"--max-subscriptions",
+		"--max-clients",
 		"--spin-us",
 		"--shard",
 		"--metrics-port",
@@ -144,6 +149,10 @@ static int parse_args(int argc, char **argv, struct ferry__gcs_server_opts *o, u
 			if (parse_count(a, v, &n) < 0)
 				return -EINVAL;
 			o->max_subscriptions = n;
+		} else if (!strcmp(a, "--max-clients")) {
+			if (parse_count(a, v, &n) < 0)
+				return -EINVAL;
+			o->max_clients = n;
 		} else if (!strcmp(a, "--spin-us") &&
 			   ferry__parse_u32(v, FERRY_LOOP_MAX_SPIN_US, &n) == 0)
 			*spin_us = n;

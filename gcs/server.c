@@ -8,7 +8,9 @@
  *   engine. Connections are accepted only after the token handshake (common/conn.h refuses a
  *   wrong token with -EACCES and closes); every frame is verified by the connection layer, and
  *   a GcsRequest's record is decoded by the WAL's own decoder: anything malformed closes that
- *   connection with -EPROTO and the server carries on.
+ *   connection with -EPROTO and the server carries on. At most max_clients connections are
+ *   past their handshake at once (by default what the open-file limit leaves room for): one
+ *   more is refused in its HandshakeReply (-EUSERS), so accept never meets EMFILE.
  * - Writes: decode, apply (the change callback publishes at once), then reply when durable.
  *   With a WAL, replies wait in a FIFO ordered by LSN; a flush runs once per loop pass (a 0 ms
  *   timer: group commit) and the durable callback releases the replies the log has caught up with.
@@ -21,8 +23,10 @@
  *   object locations, lost objects) is logged and published like any other change.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/metrics.h"
 #include "common/alloc.h"
@@ -40,6 +44,9 @@
 #define CLOSE_GRACE_DIV 5
 /* A task events listing: the newest this many (a reply of a few MiB at most). */
 #define TASK_EVENTS_LISTED 20000u
+/* At the client limit, one line per this long at most: a flood of refusals is counted in the
+ * next line, not logged one by one. */
+#define FULL_LOG_MS 10000u
 
 /* ---- replies ---- */
 
@@ -464,6 +471,7 @@ static void on_close(struct ferry__conn *conn, int err)
 	for (size_t i = srv->held_head; i < srv->held_count; i++)
 		if (srv->held[i].conn == c)
 			srv->held[i].conn = NULL;
+	srv->nclients--;
 	if (c->has_node && err == -ECONNRESET)
 		node_conn_lost(c);
 	ferry__ps_sub_destroy(c->sub);
@@ -497,6 +505,7 @@ static void on_accept(struct ferry__conn_server *cs, struct ferry__conn *conn, c
 	}
 	c->srv = srv;
 	c->conn = conn;
+	srv->nclients++;
 	c->next = srv->conns;
 	if (srv->conns)
 		srv->conns->prev = c;
@@ -515,6 +524,34 @@ static const struct ferry__conn_callbacks early_cb = {
 	.on_message = on_message,
 	.on_close = on_close_early,
 };
+
+/*
+ * A client whose handshake passed, when as many are connected as max_clients allows, is
+ * refused in its HandshakeReply (-EUSERS: its connect fails with that, not a reset), so the
+ * descriptors of accepted clients stay under the open-file limit and accept never meets
+ * EMFILE, which would lock out every newcomer, a node that reconnects included. Connections
+ * still in their handshake are capped apart (max_handshaking). One line per FULL_LOG_MS.
+ */
+static int admit(struct ferry__conn_server *cs, struct ferry__conn *conn)
+{
+	struct ferry__gcs_server *srv = ferry__conn_server_data(cs);
+	uint64_t now;
+
+	if (srv->nclients < srv->max_clients)
+		return 0;
+	srv->full_refused++;
+	now = ferry__now_ms();
+	if (srv->full_logged_ms && now - srv->full_logged_ms < FULL_LOG_MS)
+		return -EUSERS;
+	FLOG_WARN(COMP,
+		  "%u clients connected, the limit (--max-clients %u): refusing new connections "
+		  "(%s the latest; %llu refused since the last such line)",
+		  srv->nclients, srv->max_clients, ferry__conn_peer(conn),
+		  (unsigned long long)srv->full_refused);
+	srv->full_logged_ms = now;
+	srv->full_refused = 0;
+	return -EUSERS;
+}
 
 static void on_refused(struct ferry__conn_server *cs, int err)
 {
@@ -610,6 +647,36 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 
 /* ---- setup ---- */
 
+unsigned ferry__gcs_fd_room(unsigned max_handshaking)
+{
+	rlim_t reserve =
+		FERRY__GCS_FD_RESERVE +
+		(max_handshaking ? max_handshaking : FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return UINT_MAX;
+	if (rl.rlim_cur < 2 * reserve)
+		return rl.rlim_cur / 2 ? (unsigned)(rl.rlim_cur / 2) : 1;
+	return rl.rlim_cur - reserve > UINT_MAX ? UINT_MAX : (unsigned)(rl.rlim_cur - reserve);
+}
+
+/* The client limit: as configured, else what the open-file limit leaves room for. A configured
+ * one past that room is kept (the operator may know the reserve is smaller), with a warning:
+ * past the room, accept may meet EMFILE (retried every 100 ms; existing clients are served). */
+static void size_max_clients(struct ferry__gcs_server *srv)
+{
+	unsigned room = ferry__gcs_fd_room(srv->opts.max_handshaking);
+
+	srv->max_clients = srv->opts.max_clients ? srv->opts.max_clients : room;
+	if (srv->max_clients > room)
+		FLOG_WARN(COMP,
+			  "--max-clients %u is past the %u clients the open-file limit leaves room "
+			  "for: new connections may fail with EMFILE before the limit; raise the "
+			  "hard limit (ulimit -Hn, systemd LimitNOFILE=)",
+			  srv->max_clients, room);
+}
+
 static int check_opts(const struct ferry__gcs_server_opts *o)
 {
 	if (!o || !o->token || !o->token_len) {
@@ -659,6 +726,7 @@ static int start_io(struct ferry__gcs_server *srv)
 	co.bind_retry_ms = srv->opts.bind_retry_ms;
 	co.on_accept = on_accept;
 	co.on_refused = on_refused;
+	co.admit = admit;
 	co.data = srv;
 	co.token = srv->opts.token;
 	co.token_len = srv->opts.token_len;
@@ -707,6 +775,7 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 	if (srv->opts.node_deadline_ms < 10)
 		srv->opts.node_deadline_ms = 10;
 	srv->deadline_ms = srv->opts.node_deadline_ms;
+	size_max_clients(srv);
 	srv->flush.data = srv;
 	ferry__hashmap_init(&srv->last_seen, sizeof(struct ferry_node_id), sizeof(uint64_t));
 	ferry__gcs_srv_load_init(srv);
@@ -723,9 +792,10 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 	if (ret < 0)
 		goto err_io;
 	ferry__gcs_srv_peer_start(srv);
-	FLOG_INFO(COMP, "serving on port %u (shard %u/%u%s)", ferry__gcs_server_port(srv),
-		  opts->shard_index, opts->shard_count ? opts->shard_count : 1,
-		  opts->wal_dir ? ", with a WAL" : ", in memory");
+	FLOG_INFO(COMP, "serving on port %u (shard %u/%u%s, at most %u clients)",
+		  ferry__gcs_server_port(srv), opts->shard_index,
+		  opts->shard_count ? opts->shard_count : 1,
+		  opts->wal_dir ? ", with a WAL" : ", in memory", srv->max_clients);
 	*out = srv;
 	return 0;
 
@@ -743,6 +813,11 @@ err_free:
 uint16_t ferry__gcs_server_port(const struct ferry__gcs_server *srv)
 {
 	return srv->listener ? ferry__conn_server_port(srv->listener) : 0;
+}
+
+unsigned ferry__gcs_server_max_clients(const struct ferry__gcs_server *srv)
+{
+	return srv->max_clients;
 }
 
 void ferry__gcs_server_destroy(struct ferry__gcs_server *srv)

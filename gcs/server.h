@@ -42,6 +42,8 @@ struct ferry__gcs_server_opts {
 	unsigned handshake_timeout_ms; /* a connection without its Handshake this long */
 	unsigned max_handshaking;      /* connections in their handshake at once */
 	unsigned bind_retry_ms;	       /* retry a bind that finds the port in use */
+	unsigned max_clients;	       /* connections past their handshake at once; one more is
+					  refused (-EUSERS); 0 = ferry__gcs_fd_room() */
 };
 
 /*
@@ -58,6 +60,20 @@ struct ferry__gcs_server_opts {
 
 struct ferry__gcs_server;
 
+/* Descriptors kept besides clients and handshakes: stdio, the loop, the WAL's files and ring,
+ * listening sockets, the metrics endpoint and its clients, shard 0's connection, refused
+ * connections still flushing their reply. */
+#define FERRY__GCS_FD_RESERVE 64u
+
+/*
+ * ferry__gcs_fd_room() - the clients this process's open-file limit (RLIMIT_NOFILE, as it is
+ * now: ferry-gcs raises it first) leaves room for: the limit less FERRY__GCS_FD_RESERVE and a
+ * descriptor per connection that may wait for its handshake (@max_handshaking, 0 = the
+ * connection server's default). The default of max_clients, so that accept never meets EMFILE;
+ * half the limit when it is too low for the reserve, UINT_MAX when there is none.
+ */
+unsigned ferry__gcs_fd_room(unsigned max_handshaking);
+
 /*
  * ferry__gcs_server_create() - open the state (restoring @opts->wal_dir) and listen. Returns 0,
  * -EINVAL (bad options, logged), -ENOMEM, -EADDRINUSE, or the WAL's error.
@@ -65,6 +81,8 @@ struct ferry__gcs_server;
 int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_server_opts *opts,
 			     struct ferry__gcs_server **out);
 uint16_t ferry__gcs_server_port(const struct ferry__gcs_server *srv);
+/* The client limit in force (opts.max_clients, or its default). */
+unsigned ferry__gcs_server_max_clients(const struct ferry__gcs_server *srv);
 
 /*
  * ferry__gcs_server_destroy() - close every connection and free the server. Connections close

@@ -475,3 +475,94 @@ FTEST(max_subscriptions_flag_caps_each_connection)
 	flag_refused("--max-subscriptions", "many", "a count from 1 to");
 	flag_refused("--max-subscriptions", "16777217", "a count from 1 to");
 }
+
+/* A client of @p with @token; its connect's result, *@out set on success, *@ms its time. */
+static int try_client(const struct gcs_proc *p, const char *token, struct ferry_gcs_client **out,
+		      uint64_t *ms)
+{
+	char addr[64];
+	const char *list[1] = {addr};
+	struct ferry_gcs_client_opts o = {0};
+	uint64_t start = ferry__now_ms();
+	int ret;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p->port);
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = token;
+	o.token_len = strlen(token);
+	o.timeout_ms = 5000;
+	ret = ferry_gcs_client_connect(&o, out);
+	*ms = ferry__now_ms() - start;
+	return ret;
+}
+
+/* A KV round trip through @c. */
+static void kv_served(struct ferry_gcs_client *c)
+{
+	void *v;
+	size_t n;
+
+	ftest_assert_ok(ferry_gcs_kv_put(c, NULL, 0, "k", 1, "v", 1, true));
+	ftest_assert_ok(ferry_gcs_kv_get(c, NULL, 0, "k", 1, &v, &n));
+	ftest_assert_uint_eq(n, 1);
+	ferry_gcs_free(v);
+}
+
+/* A newcomer gets in once the server has seen a client leave (its close is asynchronous). */
+static struct ferry_gcs_client *client_once_room(const struct gcs_proc *p)
+{
+	struct ferry_gcs_client *c = NULL;
+	uint64_t ms;
+	int ret = -EUSERS;
+
+	for (int i = 0; i < 100 && ret == -EUSERS; i++) {
+		ret = try_client(p, TOKEN, &c, &ms);
+		if (ret == -EUSERS)
+			usleep(20 * 1000);
+	}
+	ftest_assert_ok(ret);
+	return c;
+}
+
+/*
+ * ferry-gcs --max-clients 4 and six clients: the two extra ones are refused at once (-EUSERS,
+ * well before their 5 s connect timeout, and the client says why), while the four are served;
+ * a wrong token is still told so when the server is full. Once two leave, two newcomers get in
+ * and a third is refused again. Values that are not a count from 1 up are refused.
+ */
+FTEST(max_clients_flag_refuses_the_extra_clients)
+{
+	const char *const extra[] = {"--max-clients", "4", NULL};
+	struct gcs_proc p = gcs_start(0, extra);
+	struct ferry_gcs_client *in[4], *late = NULL;
+	uint64_t ms;
+
+	for (int i = 0; i < 4; i++)
+		in[i] = client_for(&p, 1, TOKEN);
+	ftest_log_capture_start();
+	for (int i = 0; i < 2; i++) {
+		ftest_assert_errno(try_client(&p, TOKEN, &late, &ms), -EUSERS);
+		ftest_log("refused in %llu ms", (unsigned long long)ms);
+		ftest_assert_uint_lt(ms, 2000);
+	}
+	ftest_assert_ptr_notnull(strstr(ftest_log_captured(), "ferry-gcs --max-clients"));
+	ftest_log_capture_stop();
+	ftest_assert_errno(try_client(&p, "not-the-token", &late, &ms), -EACCES);
+	for (int i = 0; i < 4; i++)
+		kv_served(in[i]);
+	ferry_gcs_client_destroy(in[0]);
+	ferry_gcs_client_destroy(in[1]);
+	in[0] = client_once_room(&p);
+	in[1] = client_once_room(&p);
+	ftest_assert_errno(try_client(&p, TOKEN, &late, &ms), -EUSERS);
+	for (int i = 0; i < 4; i++) {
+		kv_served(in[i]);
+		ferry_gcs_client_destroy(in[i]);
+	}
+	gcs_stop(&p, SIGTERM);
+
+	flag_refused("--max-clients", "0", "a count from 1 to");
+	flag_refused("--max-clients", "lots", "a count from 1 to");
+	flag_refused("--max-clients", "", "a count from 1 to");
+}

@@ -4,12 +4,13 @@
  * the client; a long pipelined burst whose replies span several send chunks, with large
  * (unpacked) replies between small (packed) ones, comes back complete and in order; lookups and
  * object events carry where each copy lies; a keyed snapshot ends with a marker, also when
- * empty; a malformed multi-get closes only that connection;
- * every allocation failure of server creation unwinds.
+ * empty; a malformed multi-get closes only that connection; clients past the limit are refused
+ * with one log line; every allocation failure of server creation unwinds.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -18,6 +19,7 @@
 #include <ferry/gcs.h>
 
 #include "common/alloc.h"
+#include "common/conn.h"
 #include "common/frame.h"
 #include "common/wire.h"
 #include "ftest.h"
@@ -40,15 +42,22 @@ static void *run_loop(void *arg)
 	return NULL;
 }
 
-static void start(struct running *r)
+/* A server with at most @max_clients clients (0: its default). */
+static void start_with(struct running *r, unsigned max_clients)
 {
 	struct ferry__gcs_server_opts o = {0};
 
+	o.max_clients = max_clients;
 	o.token = TOKEN;
 	o.token_len = strlen(TOKEN);
 	ftest_assert_ok(ferry__loop_create(NULL, &r->loop));
 	ftest_assert_ok(ferry__gcs_server_create(r->loop, &o, &r->srv));
 	ftest_assert_ok(pthread_create(&r->thread, NULL, run_loop, r->loop));
+}
+
+static void start(struct running *r)
+{
+	start_with(r, 0);
 }
 
 static void stop(struct running *r)
@@ -59,12 +68,11 @@ static void stop(struct running *r)
 	ferry__gcs_server_destroy(r->srv);
 }
 
-static struct ferry_gcs_client *connect_client(struct running *r)
+static int try_connect(struct running *r, struct ferry_gcs_client **c)
 {
 	char addr[64];
 	const char *list[1] = {addr};
 	struct ferry_gcs_client_opts o = {0};
-	struct ferry_gcs_client *c;
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ferry__gcs_server_port(r->srv));
 	o.addresses = list;
@@ -72,7 +80,14 @@ static struct ferry_gcs_client *connect_client(struct running *r)
 	o.token = TOKEN;
 	o.token_len = strlen(TOKEN);
 	o.timeout_ms = 5000;
-	ftest_assert_ok(ferry_gcs_client_connect(&o, &c));
+	return ferry_gcs_client_connect(&o, c);
+}
+
+static struct ferry_gcs_client *connect_client(struct running *r)
+{
+	struct ferry_gcs_client *c = NULL;
+
+	ftest_assert_ok(try_connect(r, &c));
 	return c;
 }
 
@@ -474,4 +489,39 @@ FTEST(server_create_allocation_failures)
 		ferry__loop_destroy(loop);
 		ferry__gcs_server_destroy(srv);
 	}
+}
+
+/*
+ * The default client limit is what the open-file limit leaves room for. A server at its limit
+ * refuses each newcomer (-EUSERS) with one log line per window, not one per refusal: a
+ * reconnect storm must not flood the log.
+ */
+FTEST(clients_past_the_limit_are_refused_in_one_line)
+{
+	struct ferry_gcs_client *c, *extra = NULL;
+	struct rlimit rl;
+	struct running r;
+	const char *at;
+	int lines = 0;
+
+	start(&r);
+	ftest_assert_ok(getrlimit(RLIMIT_NOFILE, &rl));
+	ftest_assert_uint_eq(ferry__gcs_server_max_clients(r.srv), ferry__gcs_fd_room(0));
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= 1024)
+		ftest_assert_uint_eq(ferry__gcs_fd_room(0),
+				     rl.rlim_cur - FERRY__GCS_FD_RESERVE -
+					     FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
+	stop(&r);
+	start_with(&r, 1);
+	c = connect_client(&r);
+	ftest_log_capture_start();
+	for (int i = 0; i < 5; i++)
+		ftest_assert_errno(try_connect(&r, &extra), -EUSERS);
+	for (at = ftest_log_captured(); (at = strstr(at, "refusing new connections")); at++)
+		lines++;
+	ftest_log_capture_stop();
+	ftest_assert_int_eq(lines, 1);
+	ftest_assert_int_eq(ferry_gcs_kv_put(c, NULL, 0, "k", 1, "v", 1, false), 1);
+	ferry_gcs_client_destroy(c);
+	stop(&r);
 }
