@@ -670,7 +670,7 @@ bool ferry__spin_crowded(void)
 #define FERRY__SPIN_MEDIAN_STEP 64u /* 1/16 of an octave: 4.4% */
 /* The crowded waiters' choice between sleeping [0] and spinning [1] (see the comment above). */
 struct spin_choice {
-	atomic_uint_fast64_t lg[2]; /* running mean of log2(wait), 0 = none yet */
+	atomic_uint_fast64_t lg[2]; /* running median of log2(wait), 0 = none yet */
 	atomic_uint samples[2];	    /* waits counted in, up to 8 */
 	atomic_uint picks;	    /* choices made */
 };

@@ -922,6 +922,22 @@ static int spin_until_zero(const struct ferry__objmgr *om, const atomic_size_t *
 	return counted ? -1 : 1;
 }
 
+/*
+ * Does this wait say what a crowded waiter's choice costs (ferry__spin_crowded_report)? The
+ * choice is a wake-up against the loops' slowdown, a few microseconds either way, so only a
+ * wait made of small transfers shows it: every result moved bytes (none was local or failed)
+ * and none took more than one inline round trip. A 64 MiB pull's wait (milliseconds, swinging
+ * with the copy) would only blur the figure the 8 B pulls of the same process are chosen by.
+ */
+static bool measures_hand_off(const struct ferry__objmgr_result *results, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		if (results[i].status || !results[i].transport ||
+		    results[i].bytes > FERRY__OBJMGR_INLINE_BYTES)
+			return false;
+	return count > 0;
+}
+
 int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_id *ids,
 			   size_t count, struct ferry__objmgr_result *results)
 {
@@ -955,7 +971,7 @@ int ferry__objmgr_pull_all(struct ferry__objmgr *om, const struct ferry_object_i
 	while (w.remaining)
 		pthread_cond_wait(&w.done, &w.lock);
 	pthread_mutex_unlock(&w.lock);
-	if (crowded >= 0)
+	if (crowded >= 0 && measures_hand_off(results, count))
 		ferry__spin_crowded_report(crowded, ferry__now_ns() - start);
 	ferry__free(slots);
 	for (size_t i = 0; i < count && !first; i++)

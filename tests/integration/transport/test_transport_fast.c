@@ -6,6 +6,7 @@
  * the path it means was taken, so a fast path that silently stopped applying fails here.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -80,6 +81,60 @@ FTEST(fast_small_pull_ends_on_the_loop)
 FTEST(fast_small_pull_with_busy_poll)
 {
 	small_pulls_end_on_the_loop(2000);
+}
+
+/* Only this CPU for the process and the threads it starts from now on: with the nodes' loops
+ * spinning, a pull's waiter finds no CPU left and waits crowded (ferry__spin_crowded_pick). */
+static void run_on_one_cpu(void)
+{
+	cpu_set_t all, one;
+
+	ftest_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	CPU_ZERO(&one);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &all)) {
+			CPU_SET(cpu, &one);
+			break;
+		}
+	ftest_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	ftest_assert_uint_eq(ferry__spin_cpus(), 1); /* read here first, as the loops will */
+}
+
+/* The crowded waiter's figures, which choose between sleeping and spinning for the next
+ * pulls, are fed by small pulls' waits only: 1 MiB pulls waited crowded leave them as they
+ * were, 8 B ones move them. Fails if every wait reports (the 1 MiB waits move a figure). */
+FTEST(crowded_waits_are_measured_by_small_pulls_only)
+{
+	struct tt_cluster t;
+	struct ferry__node *a, *b;
+	struct ferry_gcs_client *c;
+	struct ferry_object_id id;
+	uint64_t slept, spun;
+
+	run_on_one_cpu();
+	tt_node_spin_us = 200000; /* long windows: the loops spin through the test's waits too */
+	t = tt_cluster_start(2, 64, true, 0);
+	tt_node_spin_us = 0;
+	a = t.node[0], b = t.node[1];
+	c = tt_cluster_client(&t);
+	tt_warm_cache(ferry__node_objmgr(b), ferry__node_socket(a), c); /* a small pull: reports */
+	for (uint64_t size = 1u << 20, round = 0; round < 2; round++, size = 8) {
+		bool moved = false;
+
+		slept = ferry__spin_crowded_avg(false), spun = ferry__spin_crowded_avg(true);
+		/* 20 large pulls; small ones until one waited crowded (should a loop have slept
+		 * through a pull, its waiter had the CPU to itself), 500 at most. */
+		for (int i = 0; i < (size > 8 ? 20 : 500) && !(size == 8 && moved); i++) {
+			ferry_object_id_random(&id);
+			tt_put(ferry__node_socket(a), &id, size, 5);
+			ftest_assert_uint_eq(tt_pull_cached(c, a, b, &id).res.transport,
+					     FERRY_GCS_TRANSPORT_TCP);
+			moved = ferry__spin_crowded_avg(false) != slept ||
+				ferry__spin_crowded_avg(true) != spun;
+		}
+		ftest_assert_int_eq(moved, size == 8);
+	}
+	tt_cluster_stop(&t);
 }
 
 /* In a node (whose store has hooks, so every seal is reported) the loop's copy's seal notice
