@@ -27,7 +27,11 @@ void ferry__sched_srv_group_id(const char *name, struct ferry_node_id *out)
 }
 
 /* Global: a group's summary. Its members' own children take nothing from now on (the group
- * places on them) and map to the group's child, so that their inputs count as the group's. */
+ * places on them) and map to the group's child, so that their inputs count as the group's.
+ * A member is a node the GCS told us of: an ID we do not know is skipped (a summary comes
+ * every REPORT_MS, so a node that joins is mapped by the next one). Taken as it came, a
+ * summary of 65,536 made-up IDs made 65,536 new children: each 1 MiB frame grew the daemon
+ * by tens of MiB, without bound. */
 int ferry__sched_srv_group_load(struct ferry__sched_server *s, const void *payload, size_t len)
 {
 	struct ferry__sched_group_report *g = &s->group_report;
@@ -60,7 +64,7 @@ int ferry__sched_srv_group_load(struct ferry__sched_server *s, const void *paylo
 	s->nodes[gi].report_ms = ferry__loop_now_ms();
 	for (uint32_t i = 0; i < g->nmembers; i++) {
 		if (ferry__sched_group_member(payload, i, &id) < 0 ||
-		    ferry__sched_srv_node_index(s, &id, true, &m) < 0 || m == gi ||
+		    ferry__sched_srv_node_index(s, &id, false, &m) < 0 || m == gi ||
 		    s->nodes[m].group)
 			continue;
 		if (!s->nodes[m].grouped) {

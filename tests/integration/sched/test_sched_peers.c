@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ferry-sched against peers that do not play along: a holder of the cluster token that sends
+ * forged group summaries (members no GCS knows, a new group name each time) or opens
+ * connections by the hundred. Memory is the scheduler process's RSS; service is a SchedPlace
+ * answered on another connection.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <ferry/gcs.h>
+
+#include "common/frame.h"
+#include "common/wire.h"
+#include "sched/client.h"
+#include "sched/proto.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/gcs/gcs_procs.h"
+#include "tests/integration/procs.h"
+#include "tests/integration/sched/sched_procs.h"
+
+#define UNIT FERRY_GCS_RESOURCE_UNIT
+
+static const char *const long_deadline[] = {"--node-deadline-ms", "600000", NULL};
+
+struct cluster {
+	struct gcs_proc gcs;		/* ferry-gcs */
+	struct ferry_gcs_client *admin; /* registers the node */
+	struct ferry_node_id node;	/* a CPU node, 4 CPUs free */
+	struct sched_proc sched;	/* ferry-sched, the global level */
+};
+
+static void cluster_start(struct cluster *c, const char *const *sched_extra)
+{
+	struct ferry_gcs_node_info info = {0};
+	struct ferry_gcs_resource_load res = {
+		.name = "CPU", .total = 4 * UNIT, .available = 4 * UNIT};
+	struct ferry_gcs_node_load load = {.version = 1, .nresources = 1, .resources = &res};
+
+	itest_asan_small_quarantine();
+	c->gcs = gcs_start(0, long_deadline);
+	c->admin = client_for(&c->gcs, 1, TOKEN);
+	ferry_id_random(c->node.bytes, sizeof(c->node.bytes));
+	info.id = c->node;
+	info.address = "ip=127.0.0.1;tcp=1001";
+	info.cpu = 4;
+	info.state = FERRY_GCS_NODE_ALIVE;
+	ftest_assert_int_ge(ferry_gcs_node_register(c->admin, &info), 0);
+	load.id = c->node;
+	ftest_assert_int_eq(ferry_gcs_node_report_load(c->admin, &load), 1);
+	c->sched = sched_start_with(c->gcs.port, token_file(), sched_extra);
+}
+
+static void cluster_stop(struct cluster *c)
+{
+	sched_stop(&c->sched, SIGTERM);
+	ferry_gcs_client_destroy(c->admin);
+	gcs_stop(&c->gcs, SIGTERM);
+}
+
+static long rss_kib(pid_t pid)
+{
+	long kib = itest_rss_kib(pid);
+
+	ftest_assert_int_gt(kib, 0);
+	return kib;
+}
+
+/* Read one whole frame from blocking @fd into @buf: its type, or -1 at EOF or an error. */
+static int read_frame(int fd, uint8_t *buf, size_t size, size_t *len)
+{
+	struct ferry__frame_header h;
+	size_t got = 0;
+
+	while (got < FERRY_FRAME_HEADER_SIZE) {
+		ssize_t r = read(fd, buf + got, FERRY_FRAME_HEADER_SIZE - got);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	ftest_assert_ok(ferry__frame_header_decode(buf, (uint32_t)size, &h));
+	for (got = 0; got < h.length;) {
+		ssize_t r = read(fd, buf + got, h.length - got);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	*len = h.length;
+	return h.type;
+}
+
+/* A connection past its handshake (the reply read), blocking, with a 10 s receive guard. */
+static int open_peer(uint16_t port)
+{
+	struct timeval tv = {.tv_sec = 10};
+	static uint8_t buf[4096];
+	size_t len;
+	int fd = raw_connect(port);
+
+	ftest_assert_ok(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	raw_send_handshake(fd);
+	ftest_assert_int_eq(read_frame(fd, buf, sizeof(buf), &len),
+			    FERRY__WIRE_MSG_HANDSHAKE_REPLY);
+	return fd;
+}
+
+/* One CPU asked for on @fd: the reply's status (retried while the view is partial). */
+static int place_raw(int fd)
+{
+	struct ferry__res cpu = {"CPU", UNIT};
+	struct ferry__sched_place_req q = {.res = &cpu, .nres = 1};
+	const struct ferry__sched_place_req *items[] = {&q};
+	struct ferry_node_id origin = {{7}};
+	struct ferry__sched_result r = {.status = -1000};
+	struct ferry__fb_builder b = {0};
+	static uint8_t buf[1 << 16];
+	uint64_t id = 1;
+	size_t len;
+
+	for (int tries = 0; tries < 100; tries++, id++) {
+		ftest_assert_ok(ferry__sched_place_build(&b, &origin, items, &id, 1));
+		raw_send(fd, FERRY__WIRE_MSG_SCHED_PLACE, ferry__fb_builder_data(&b),
+			 ferry__fb_builder_size(&b));
+		ftest_assert_int_eq(read_frame(fd, buf, sizeof(buf), &len),
+				    FERRY__WIRE_MSG_SCHED_PLACE_REPLY);
+		ftest_assert_ok(ferry__wire_verify(FERRY__WIRE_MSG_SCHED_PLACE_REPLY, buf, len));
+		ftest_assert_int_eq(ferry__sched_reply_count(buf, len), 1);
+		ftest_assert_ok(ferry__sched_reply_result(buf, 0, &r));
+		if (r.status != -EAGAIN)
+			break;
+		usleep(50 * 1000);
+	}
+	ferry__fb_builder_fini(&b);
+	return r.status;
+}
+
+/* A SchedGroupLoad for group @name with no resources and @n members with random IDs. */
+static void send_group(int fd, const char *name, size_t n)
+{
+	static struct ferry_node_id members[FERRY__SCHED_GROUP_MEMBERS_MAX];
+	const char *names[FERRY__SCHED_KINDS] = {"CPU"};
+	struct ferry__sched_load load = {.version = 1};
+	struct ferry__fb_builder b = {0};
+
+	for (size_t i = 0; i < n; i++)
+		ferry_id_random(members[i].bytes, sizeof(members[i].bytes));
+	ftest_assert_ok(ferry__sched_group_build(&b, name, &load, names, members, n));
+	raw_send(fd, FERRY__WIRE_MSG_SCHED_GROUP_LOAD, ferry__fb_builder_data(&b),
+		 ferry__fb_builder_size(&b));
+	ferry__fb_builder_fini(&b);
+}
+
+/*
+ * A summary's members are nodes the GCS knows: 32 forged summaries of 65,536 members each, no
+ * two alike, do not give the global level two million entries (each a child of its level).
+ */
+FTEST(group_members_no_gcs_knows_take_no_memory)
+{
+	struct cluster c;
+	long base, after;
+	int fd;
+
+	cluster_start(&c, NULL);
+	fd = open_peer(c.sched.port);
+	ftest_assert_int_eq(place_raw(fd), 0);
+	base = rss_kib(c.sched.pid);
+	for (int i = 0; i < 32; i++)
+		send_group(fd, "forged", FERRY__SCHED_GROUP_MEMBERS_MAX);
+	/* Answered after the summaries, on the same connection: they were all read. */
+	ftest_assert_int_eq(place_raw(fd), 0);
+	after = rss_kib(c.sched.pid);
+	ftest_log("RSS %ld KiB before, %ld after 32 summaries of 65,536 members", base, after);
+	ftest_assert_int_lt(after - base, 16 * 1024 * ITEST_RSS_SCALE);
+	close(fd);
+	cluster_stop(&c);
+}
