@@ -532,6 +532,15 @@ int ferry__sched_child_dead(struct ferry__sched_level *l, uint32_t child)
 	return relist(l, child);
 }
 
+int ferry__sched_child_revive(struct ferry__sched_level *l, uint32_t child)
+{
+	if (child >= l->nchildren)
+		return -EINVAL;
+	if (!l->children[child].alive)
+		l->cold[child].version = 0;
+	return 0;
+}
+
 int ferry__sched_level_map_node(struct ferry__sched_level *l, uint32_t node, uint32_t child)
 {
 	if (child >= l->nchildren || node == FERRY__SCHED_NO_CHILD)

@@ -146,6 +146,13 @@ int ferry__sched_child_report(struct ferry__sched_level *l, uint32_t child,
 int ferry__sched_child_dead(struct ferry__sched_level *l, uint32_t child);
 
 /*
+ * ferry__sched_child_revive() - a dead @child takes its next report as a first one, and lives
+ * again from it (a group scheduler that went silent and came back: its child, and the nodes
+ * mapped to it, stay the same). A child alive is left as it is. 0 or -EINVAL.
+ */
+int ferry__sched_child_revive(struct ferry__sched_level *l, uint32_t child);
+
+/*
  * ferry__sched_level_map_node() - node number @node lies under @child, so an input held on
  * @node is local to @child. Node numbers are dense small integers given by the caller (the GCS's
  * node index). 0, -EINVAL (no such child), -ENOMEM.

@@ -492,7 +492,7 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 		return;
 	}
 	if (type == FERRY__WIRE_MSG_SCHED_GROUP_LOAD && !sc->srv->group[0] &&
-	    ferry__sched_srv_group_load(sc->srv, payload, len) == 0)
+	    ferry__sched_srv_group_load(sc->srv, ferry__conn_peer(conn), payload, len) == 0)
 		return;
 	FLOG_PEER_WARN(COMP, ferry__conn_peer(conn), "%s: unexpected or malformed %s, closing",
 		       ferry__conn_peer(conn), ferry__wire_message_name(type));

@@ -34,6 +34,9 @@
 /* A group whose summaries stop this long takes nothing until it reports again (it reports
  * every REPORT_MS): its scheduler is gone, and tasks sent down would only fail over retries. */
 #define GROUP_SILENT_MS 3000u
+/* Groups the global level keeps apart: a summary naming one more is ignored, so that a peer
+ * inventing names cannot grow the daemon without bound (each is a child of the level). */
+#define GROUPS_MAX 1024u
 
 struct snode {
 	struct ferry_node_id id; /* the node */
@@ -106,6 +109,7 @@ struct ferry__sched_server {
 	uint64_t report_version;		       /* of the group's summaries */
 	uint64_t next_fwd_id;			       /* request IDs of forwards */
 	uint64_t forwarded;			       /* counters for the log */
+	uint32_t ngroups;			       /* global: group entries (<= GROUPS_MAX) */
 	struct ferry_node_id self;		       /* this instance (its ID) */
 	uint8_t listener_token[256];		       /* the cluster token (for the clients) */
 	size_t listener_token_len;		       /* its bytes */
@@ -119,10 +123,11 @@ int ferry__sched_srv_node_index(struct ferry__sched_server *s, const struct ferr
 /* server.c: a NODE_LOAD event (@arg: the load subscription, &s->subs[1]). */
 void ferry__sched_srv_on_load_event(void *arg, const struct ferry_gcs_event *ev);
 
-/* server_tree.c, global level: a group's entry ID; its summary (0, -EPROTO); whether entry
+/* server_tree.c, global level: a group's entry ID; its summary from @peer (0, -EPROTO); whether entry
  * @i is the current one of its ID; the timer that finds silent groups (data: the server). */
 void ferry__sched_srv_group_id(const char *name, struct ferry_node_id *out);
-int ferry__sched_srv_group_load(struct ferry__sched_server *s, const void *payload, size_t len);
+int ferry__sched_srv_group_load(struct ferry__sched_server *s, const char *peer,
+				const void *payload, size_t len);
 bool ferry__sched_srv_current(const struct ferry__sched_server *s, uint32_t i);
 void ferry__sched_srv_on_silent_timer(struct ferry__loop_timer *t, int status);
 /* server_tree.c, a group: its client up, report links and timers. 0 or -errno. */

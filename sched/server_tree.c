@@ -26,26 +26,64 @@ void ferry__sched_srv_group_id(const char *name, struct ferry_node_id *out)
 	memcpy(out->bytes, h, sizeof(out->bytes));
 }
 
+/*
+ * Global: group @name's entry. A name not seen yet gets one while fewer than GROUPS_MAX exist;
+ * a group that went silent (dead) and reports again gets its own back, its child revived, so
+ * that restarts, or a peer cycling names through silence, take no new memory. 0, -ENOSPC
+ * (logged, rate-limited per @peer), -ENOMEM.
+ */
+static int group_entry(struct ferry__sched_server *s, const char *name, const char *peer,
+		       uint32_t *out)
+{
+	struct ferry_node_id gid;
+	uint32_t gi;
+	int ret;
+
+	ferry__sched_srv_group_id(name, &gid);
+	if (ferry__sched_srv_node_index(s, &gid, false, &gi) == 0 && s->nodes[gi].group) {
+		if (s->nodes[gi].dead) {
+			s->nodes[gi].dead = false;
+			ferry__sched_child_revive(s->level, gi);
+			FLOG_INFO(COMP, "group %s reports again", name);
+		}
+		*out = gi;
+		return 0;
+	}
+	if (s->ngroups >= GROUPS_MAX) {
+		FLOG_PEER_WARN(COMP, peer,
+			       "%s: a summary of group %s ignored: %u groups known, the most this "
+			       "level keeps",
+			       peer, name, GROUPS_MAX);
+		return -ENOSPC;
+	}
+	ret = ferry__sched_srv_node_index(s, &gid, true, &gi);
+	if (ret == 0 && !(s->nodes[gi].group = ferry__strdup(name)))
+		ret = -ENOMEM; /* the entry stays, a child that takes nothing; found again next time */
+	if (ret < 0)
+		return ret;
+	s->ngroups++;
+	*out = gi;
+	return 0;
+}
+
 /* Global: a group's summary. Its members' own children take nothing from now on (the group
  * places on them) and map to the group's child, so that their inputs count as the group's.
  * A member is a node the GCS told us of: an ID we do not know is skipped (a summary comes
  * every REPORT_MS, so a node that joins is mapped by the next one). Taken as it came, a
  * summary of 65,536 made-up IDs made 65,536 new children: each 1 MiB frame grew the daemon
  * by tens of MiB, without bound. */
-int ferry__sched_srv_group_load(struct ferry__sched_server *s, const void *payload, size_t len)
+int ferry__sched_srv_group_load(struct ferry__sched_server *s, const char *peer,
+				const void *payload, size_t len)
 {
 	struct ferry__sched_group_report *g = &s->group_report;
 	struct ferry__sched_load load = {0};
-	struct ferry_node_id gid, id;
+	struct ferry_node_id id;
 	uint32_t gi, m;
 
 	if (ferry__sched_group_read(payload, len, g) < 0)
 		return -EPROTO;
-	ferry__sched_srv_group_id(g->group, &gid);
-	if (ferry__sched_srv_node_index(s, &gid, true, &gi) < 0)
-		return 0; /* -ENOMEM: the next report tries again */
-	if (!s->nodes[gi].group && !(s->nodes[gi].group = ferry__strdup(g->group)))
-		return 0;
+	if (group_entry(s, g->group, peer, &gi) < 0)
+		return 0; /* -ENOMEM: the next report tries again; -ENOSPC: logged */
 	load.version = g->version;
 	load.queue_len = g->queue_len;
 	load.mean_task_ns = g->mean_task_ns;
@@ -87,7 +125,7 @@ static void on_member_subscribed(void *arg, int status, void *result)
 }
 
 /* Whether entry @i is still the one its ID maps to (a group that reports again after it was
- * silent gets a new child and entry). */
+ * silent gets its entry back; a node that comes back after its death, a new one). */
 bool ferry__sched_srv_current(const struct ferry__sched_server *s, uint32_t i)
 {
 	uint32_t *slot = ferry__hashmap_get(&s->by_node, s->nodes[i].id.bytes);

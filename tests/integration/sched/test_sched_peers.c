@@ -183,3 +183,29 @@ FTEST(group_members_no_gcs_knows_take_no_memory)
 	close(fd);
 	cluster_stop(&c);
 }
+/*
+ * Group names are capped: 100,000 summaries, each naming a new group, leave the scheduler's
+ * memory bounded, one line in its log, and a node's request answered.
+ */
+FTEST(new_group_names_past_the_cap_are_ignored)
+{
+	struct cluster c;
+	long base, after;
+	char name[32];
+	int fd;
+
+	cluster_start(&c, NULL);
+	fd = open_peer(c.sched.port);
+	ftest_assert_int_eq(place_raw(fd), 0);
+	base = rss_kib(c.sched.pid);
+	for (int i = 0; i < 100000; i++) {
+		snprintf(name, sizeof(name), "g%d", i);
+		send_group(fd, name, 0);
+	}
+	ftest_assert_int_eq(place_raw(fd), 0);
+	after = rss_kib(c.sched.pid);
+	ftest_log("RSS %ld KiB before, %ld after 100,000 group names", base, after);
+	ftest_assert_int_lt(after - base, 16 * 1024 * ITEST_RSS_SCALE);
+	close(fd);
+	cluster_stop(&c);
+}

@@ -313,6 +313,28 @@ FTEST(dead_children_take_nothing_and_stale_reports_are_ignored)
 	ferry__sched_level_destroy(l);
 }
 
+/* A revived child (a group scheduler back from silence) lives again from its next report, on
+ * the same child number; a revive of a live child changes nothing. */
+FTEST(a_revived_child_takes_tasks_again)
+{
+	struct ferry__sched_level *l = level_of(1, 4, 0.5);
+	struct ferry__sched_load back = node_load(9, 4, 4, 0);
+	struct ferry__sched_task t = cpu_task(1);
+	struct ferry__sched_decision d;
+
+	ftest_assert_ok(ferry__sched_child_revive(l, 0));
+	ftest_assert_int_eq(view(l, 0).avail[FERRY__SCHED_CPU], CPU(4));
+	ftest_assert_ok(ferry__sched_child_dead(l, 0));
+	ftest_assert_errno(ferry__sched_decide(l, &t, &d), -ENOSPC);
+	ftest_assert_ok(ferry__sched_child_revive(l, 0));
+	ftest_assert_errno(ferry__sched_decide(l, &t, &d), -ENOSPC); /* until it reports */
+	ftest_assert_ok(ferry__sched_child_report(l, 0, &back));
+	ftest_assert_ok(ferry__sched_decide(l, &t, &d));
+	ftest_assert_uint_eq(d.child, 0);
+	ftest_assert_errno(ferry__sched_child_revive(l, 1), -EINVAL);
+	ferry__sched_level_destroy(l);
+}
+
 FTEST(bad_reports_and_tasks_are_refused)
 {
 	struct ferry__sched_level *l = level_of(1, 4, 0.5);
