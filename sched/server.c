@@ -36,6 +36,7 @@
 #include "common/net.h"
 #include "common/wire.h"
 #include "gcs/client.h"
+#include "gcs/server.h"
 #include "sched/client.h"
 #include "sched/policy.h"
 #include "sched/proto.h"
@@ -46,6 +47,7 @@
 #define DEFAULT_MAX_QUEUED (4u << 20)
 #define DEFAULT_STALL_MS 10000u
 #define RESUBSCRIBE_MS 1000u
+#define FULL_LOG_MS 10000u /* one "too many clients" line per this, with a count */
 
 static void kv_register(struct ferry__sched_server *s);
 
@@ -499,7 +501,7 @@ static void on_message(struct ferry__conn *conn, uint16_t type, const void *payl
 	ferry__conn_close(conn);
 }
 
-/* Must not touch the server: at loop destroy it may be gone. */
+/* At loop destroy the server may be gone: its destroy left sc->srv NULL then. */
 static void on_close(struct ferry__conn *conn, int err)
 {
 	struct sconn *sc = ferry__conn_data(conn);
@@ -508,6 +510,15 @@ static void on_close(struct ferry__conn *conn, int err)
 		FLOG_DEBUG(COMP, "client %s closed: %s", ferry__conn_peer(conn),
 			   ferry_strerror(-err));
 	if (sc) {
+		if (sc->srv) {
+			if (sc->prev)
+				sc->prev->next = sc->next;
+			else
+				sc->srv->clients = sc->next;
+			if (sc->next)
+				sc->next->prev = sc->prev;
+			sc->srv->nclients--;
+		}
 		sc->conn = NULL;
 		ferry__sched_srv_sconn_unref(sc);
 	}
@@ -531,7 +542,39 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 		return;
 	}
 	*sc = (struct sconn){.srv = ferry__conn_server_data(server), .conn = conn, .refs = 1};
+	sc->next = sc->srv->clients;
+	if (sc->next)
+		sc->next->prev = sc;
+	sc->srv->clients = sc;
+	sc->srv->nclients++;
 	ferry__conn_set_callbacks(conn, &conn_cb, sc);
+}
+
+/*
+ * A client whose handshake passed, when max_clients are connected, is refused in its
+ * HandshakeReply (-EUSERS: its connect fails with that, not a reset), so that accepted
+ * connections stay under the open-file limit: a token holder that opened them until accept
+ * met EMFILE locked out every newcomer, nodes included, for as long as it held them.
+ * Connections in their handshake are capped apart (max_handshaking). One line per FULL_LOG_MS.
+ */
+static int admit(struct ferry__conn_server *server, struct ferry__conn *conn)
+{
+	struct ferry__sched_server *s = ferry__conn_server_data(server);
+	uint64_t now;
+
+	if (s->nclients < s->max_clients)
+		return 0;
+	s->full_refused++;
+	now = ferry__loop_now_ms();
+	if (s->full_logged_ms && now - s->full_logged_ms < FULL_LOG_MS)
+		return -EUSERS;
+	FLOG_WARN(COMP,
+		  "%u clients connected, as many as the open-file limit leaves room for: refusing "
+		  "new connections (%s the latest; %llu refused since the last such line)",
+		  s->nclients, ferry__conn_peer(conn), (unsigned long long)s->full_refused);
+	s->full_logged_ms = now;
+	s->full_refused = 0;
+	return -EUSERS;
 }
 
 static void on_refused(struct ferry__conn_server *server, int err)
@@ -557,6 +600,8 @@ static int listen_port(struct ferry__sched_server *s, const struct ferry__sched_
 	so.conn.stall_timeout_ms = o->stall_timeout_ms ? o->stall_timeout_ms : DEFAULT_STALL_MS;
 	so.on_accept = on_accept;
 	so.on_refused = on_refused;
+	so.admit = admit;
+	s->max_clients = ferry__gcs_fd_room(0);
 	so.data = s;
 	so.token = o->token;
 	so.token_len = o->token_len;
@@ -708,5 +753,8 @@ void ferry__sched_server_destroy(struct ferry__sched_server *s)
 	ferry__free(s->results);
 	ferry__hashmap_fini(&s->by_node);
 	ferry__fb_builder_fini(&s->fb);
+	/* Accepted connections outlive the listener until the loop goes: they forget us. */
+	for (struct sconn *sc = s->clients; sc; sc = sc->next)
+		sc->srv = NULL;
 	ferry__free(s);
 }

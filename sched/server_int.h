@@ -56,6 +56,7 @@ struct sconn {
 	struct ferry__sched_server *srv; /* owner */
 	struct ferry__conn *conn;	 /* NULL once closed */
 	unsigned refs;			 /* the connection + forwards in flight */
+	struct sconn *prev, *next;	 /* srv->clients, while its connection is open */
 };
 
 /* A request sent to another level; its answer goes back to the asker as it comes. */
@@ -110,6 +111,11 @@ struct ferry__sched_server {
 	uint64_t next_fwd_id;			       /* request IDs of forwards */
 	uint64_t forwarded;			       /* counters for the log */
 	uint32_t ngroups;			       /* global: group entries (<= GROUPS_MAX) */
+	struct sconn *clients;			       /* open connections past their handshake */
+	unsigned nclients;			       /* in that list */
+	unsigned max_clients;			       /* past it a handshake is refused */
+	uint64_t full_logged_ms;		       /* the last "too many clients" line */
+	uint64_t full_refused;			       /* refusals since that line */
 	struct ferry_node_id self;		       /* this instance (its ID) */
 	uint8_t listener_token[256];		       /* the cluster token (for the clients) */
 	size_t listener_token_len;		       /* its bytes */

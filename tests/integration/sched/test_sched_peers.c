@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -207,5 +206,69 @@ FTEST(new_group_names_past_the_cap_are_ignored)
 	ftest_log("RSS %ld KiB before, %ld after 100,000 group names", base, after);
 	ftest_assert_int_lt(after - base, 16 * 1024 * ITEST_RSS_SCALE);
 	close(fd);
+	cluster_stop(&c);
+}
+
+/* ferry-sched with an open-file limit of 256, soft and hard (it cannot raise it). */
+static struct sched_proc sched_start_low_fds(uint16_t gcs_port)
+{
+	const char *bin = getenv("FERRY_SCHED_BIN");
+	char cmd[1024], line[160];
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct sched_proc p = {0};
+
+	if (!bin)
+		ftest_skip("FERRY_SCHED_BIN not set");
+	snprintf(cmd, sizeof(cmd),
+		 "ulimit -n 256 && exec %s --gcs 127.0.0.1:%u --token-file %s --ip 127.0.0.1 "
+		 "--port 0",
+		 bin, gcs_port, token_file());
+	p.pid = itest_spawn(argv, line, sizeof(line));
+	ftest_assert_int_eq(sscanf(line, "ferry-sched listening on port %hu", &p.port), 1);
+	return p;
+}
+
+/*
+ * A token holder that opens 400 connections to a scheduler whose open-file limit is 256 and
+ * keeps them: past what the limit leaves room for, a handshake is refused with -EUSERS, so
+ * accept never meets EMFILE (which left every newcomer, nodes included, unanswered), and once
+ * some of them leave a node gets in and is served.
+ */
+FTEST(a_connection_flood_does_not_lock_nodes_out)
+{
+	struct timeval tv = {.tv_sec = 10};
+	static uint8_t buf[4096];
+	struct cluster c;
+	int fds[400], refused = 0, fd;
+	size_t len;
+
+	cluster_start(&c, NULL);
+	sched_stop(&c.sched, SIGTERM);
+	c.sched = sched_start_low_fds(c.gcs.port);
+	for (int i = 0; i < 400; i++) {
+		struct ferry__wire_handshake_reply_view v;
+
+		fds[i] = raw_connect(c.sched.port);
+		ftest_assert_ok(setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+		raw_send_handshake(fds[i]);
+		/* Each is answered, admitted or refused: none waits behind a full table. */
+		ftest_assert_int_eq(read_frame(fds[i], buf, sizeof(buf), &len),
+				    FERRY__WIRE_MSG_HANDSHAKE_REPLY);
+		ftest_assert_ok(ferry__wire_verify(FERRY__WIRE_MSG_HANDSHAKE_REPLY, buf, len));
+		v = ferry__wire_handshake_reply_root_verified(buf);
+		if (ferry__wire_handshake_reply_status(v) == -EUSERS)
+			refused++;
+	}
+	ftest_log("%d of 400 connections refused", refused);
+	ftest_assert_int_gt(refused, 0);
+	/* One of those admitted stays; the others leave and a newcomer gets in. */
+	for (int i = 0; i < 400 - refused - 1; i++)
+		close(fds[i]);
+	usleep(200 * 1000);
+	fd = open_peer(c.sched.port);
+	ftest_assert_int_eq(place_raw(fd), 0);
+	close(fd);
+	for (int i = 400 - refused - 1; i < 400; i++)
+		close(fds[i]);
 	cluster_stop(&c);
 }
