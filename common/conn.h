@@ -82,6 +82,19 @@ struct ferry__conn_opts {
 #define FERRY_CONN_SERVER_DEFAULT_FRAME_TIMEOUT_MS 30000u
 #define FERRY_CONN_SERVER_DEFAULT_HANDSHAKE_MAX_BYTES (16u << 10)
 #define FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING 64u
+/* Descriptors a server keeps besides its clients and handshakes: stdio, its loop, files and
+ * rings (a WAL's), listening sockets, a metrics endpoint and its clients, connections to other
+ * servers, refused connections still flushing their reply. */
+#define FERRY_CONN_SERVER_FD_RESERVE 64u
+/*
+ * ferry__conn_server_fd_room() - the clients this process's open-file limit (RLIMIT_NOFILE, as
+ * it is now: the daemons raise it first) leaves room for: the limit less
+ * FERRY_CONN_SERVER_FD_RESERVE and a descriptor per connection that may wait for its handshake
+ * (@max_handshaking, 0 = FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING). A server's default client
+ * limit, so that accept never meets EMFILE (ferry-gcs --max-clients, ferry-sched); half the
+ * limit when it is too low for the reserve, UINT_MAX when there is none.
+ */
+unsigned ferry__conn_server_fd_room(unsigned max_handshaking);
 
 /*
  * ferry__conn_connect_tcp() / ferry__conn_connect_unix() - start connecting. Returns 0 and sets

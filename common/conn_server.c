@@ -21,7 +21,9 @@
  * once the accept completed and the list is empty (connections report to it until then).
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -396,4 +398,18 @@ uint16_t ferry__conn_server_port(const struct ferry__conn_server *server)
 void *ferry__conn_server_data(const struct ferry__conn_server *server)
 {
 	return server->opts.data;
+}
+
+unsigned ferry__conn_server_fd_room(unsigned max_handshaking)
+{
+	rlim_t reserve =
+		FERRY_CONN_SERVER_FD_RESERVE +
+		(max_handshaking ? max_handshaking : FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return UINT_MAX;
+	if (rl.rlim_cur < 2 * reserve)
+		return rl.rlim_cur / 2 ? (unsigned)(rl.rlim_cur / 2) : 1;
+	return rl.rlim_cur - reserve > UINT_MAX ? UINT_MAX : (unsigned)(rl.rlim_cur - reserve);
 }

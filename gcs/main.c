@@ -52,7 +52,7 @@ static void usage(FILE *to)
 		"       ferry-gcs --help | --version\n",
 		FERRY_GCS_SPIN_US, DEFAULT_BIND_RETRY_MS, GCS_MAX_COUNT,
 		FERRY__GCS_DEFAULT_MAX_SUBSCRIPTIONS, GCS_MAX_COUNT,
-		FERRY__GCS_FD_RESERVE + FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
+		FERRY_CONN_SERVER_FD_RESERVE + FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
 }
 
 /* Is @a one of the flags parse_args() takes (each with a value)? */

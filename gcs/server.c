@@ -23,10 +23,8 @@
  *   object locations, lost objects) is logged and published like any other change.
  */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "common/metrics.h"
 #include "common/alloc.h"
@@ -647,26 +645,12 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 
 /* ---- setup ---- */
 
-unsigned ferry__gcs_fd_room(unsigned max_handshaking)
-{
-	rlim_t reserve =
-		FERRY__GCS_FD_RESERVE +
-		(max_handshaking ? max_handshaking : FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return UINT_MAX;
-	if (rl.rlim_cur < 2 * reserve)
-		return rl.rlim_cur / 2 ? (unsigned)(rl.rlim_cur / 2) : 1;
-	return rl.rlim_cur - reserve > UINT_MAX ? UINT_MAX : (unsigned)(rl.rlim_cur - reserve);
-}
-
 /* The client limit: as configured, else what the open-file limit leaves room for. A configured
  * one past that room is kept (the operator may know the reserve is smaller), with a warning:
  * past the room, accept may meet EMFILE (retried every 100 ms; existing clients are served). */
 static void size_max_clients(struct ferry__gcs_server *srv)
 {
-	unsigned room = ferry__gcs_fd_room(srv->opts.max_handshaking);
+	unsigned room = ferry__conn_server_fd_room(srv->opts.max_handshaking);
 
 	srv->max_clients = srv->opts.max_clients ? srv->opts.max_clients : room;
 	if (srv->max_clients > room)

@@ -43,7 +43,7 @@ struct ferry__gcs_server_opts {
 	unsigned max_handshaking;      /* connections in their handshake at once */
 	unsigned bind_retry_ms;	       /* retry a bind that finds the port in use */
 	unsigned max_clients;	       /* connections past their handshake at once; one more is
-					  refused (-EUSERS); 0 = ferry__gcs_fd_room() */
+					  refused (-EUSERS); 0 = ferry__conn_server_fd_room() */
 };
 
 /*
@@ -59,20 +59,6 @@ struct ferry__gcs_server_opts {
 #define FERRY_GCS_SPIN_US 30u
 
 struct ferry__gcs_server;
-
-/* Descriptors kept besides clients and handshakes: stdio, the loop, the WAL's files and ring,
- * listening sockets, the metrics endpoint and its clients, shard 0's connection, refused
- * connections still flushing their reply. */
-#define FERRY__GCS_FD_RESERVE 64u
-
-/*
- * ferry__gcs_fd_room() - the clients this process's open-file limit (RLIMIT_NOFILE, as it is
- * now: ferry-gcs raises it first) leaves room for: the limit less FERRY__GCS_FD_RESERVE and a
- * descriptor per connection that may wait for its handshake (@max_handshaking, 0 = the
- * connection server's default). The default of max_clients, so that accept never meets EMFILE;
- * half the limit when it is too low for the reserve, UINT_MAX when there is none.
- */
-unsigned ferry__gcs_fd_room(unsigned max_handshaking);
 
 /*
  * ferry__gcs_server_create() - open the state (restoring @opts->wal_dir) and listen. Returns 0,

@@ -36,7 +36,6 @@
 #include "common/net.h"
 #include "common/wire.h"
 #include "gcs/client.h"
-#include "gcs/server.h"
 #include "sched/client.h"
 #include "sched/policy.h"
 #include "sched/proto.h"
@@ -601,7 +600,7 @@ static int listen_port(struct ferry__sched_server *s, const struct ferry__sched_
 	so.on_accept = on_accept;
 	so.on_refused = on_refused;
 	so.admit = admit;
-	s->max_clients = ferry__gcs_fd_room(0);
+	s->max_clients = ferry__conn_server_fd_room(0);
 	so.data = s;
 	so.token = o->token;
 	so.token_len = o->token_len;

@@ -506,10 +506,10 @@ FTEST(clients_past_the_limit_are_refused_in_one_line)
 
 	start(&r);
 	ftest_assert_ok(getrlimit(RLIMIT_NOFILE, &rl));
-	ftest_assert_uint_eq(ferry__gcs_server_max_clients(r.srv), ferry__gcs_fd_room(0));
+	ftest_assert_uint_eq(ferry__gcs_server_max_clients(r.srv), ferry__conn_server_fd_room(0));
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= 1024)
-		ftest_assert_uint_eq(ferry__gcs_fd_room(0),
-				     rl.rlim_cur - FERRY__GCS_FD_RESERVE -
+		ftest_assert_uint_eq(ferry__conn_server_fd_room(0),
+				     rl.rlim_cur - FERRY_CONN_SERVER_FD_RESERVE -
 					     FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
 	stop(&r);
 	start_with(&r, 1);
