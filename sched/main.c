@@ -17,6 +17,7 @@
 
 #include "common/metrics_http.h"
 #include "common/log.h"
+#include "common/conn.h"
 #include "common/loop.h"
 #include "common/net.h"
 #include "common/token.h"
@@ -28,6 +29,8 @@
 #define STOP_TIMEOUT_MS 3000u /* leaving the KV: at most this long, then exit anyway */
 /* Descriptors a scheduler may need: a connection per node that forwards to it (10,000). */
 #define SCHED_WANT_FDS 16384ul
+/* The largest --max-clients: a bound against a typo, as ferry-gcs has (far past any need). */
+#define SCHED_MAX_CLIENTS (1u << 24)
 
 static void usage(FILE *to)
 {
@@ -36,10 +39,14 @@ static void usage(FILE *to)
 		"                   [--advertise HOST] (address in the GCS KV; default: --ip,\n"
 		"                   or when that is a wildcard, this host's address to the GCS)\n"
 		"                   [--max-queued SIZE] [--stall-timeout-ms MS]\n"
+		"                   [--max-clients N] (connections at once, 1..%u; default: the\n"
+		"                   hard open-file limit less %u; one more gets Too many users)\n"
 		"                   [--metrics-port P] (Prometheus GET /metrics on --ip)\n"
 		"                   [--group NAME] (a group's scheduler: its nodes are those\n"
 		"                   started with --group NAME; forwards up to the global level)\n"
-		"       ferry-sched --help | --version\n");
+		"       ferry-sched --help | --version\n",
+		SCHED_MAX_CLIENTS,
+		FERRY_CONN_SERVER_FD_RESERVE + FERRY_CONN_SERVER_DEFAULT_MAX_HANDSHAKING);
 }
 
 struct args {
@@ -79,7 +86,17 @@ static int parse_args(int argc, char **argv, struct args *a)
 		else if (!strcmp(f, "--stall-timeout-ms") &&
 			 ferry__parse_u32(v, UINT32_MAX, &n) == 0)
 			a->o.stall_timeout_ms = n;
-		else {
+		else if (!strcmp(f, "--max-clients")) {
+			if (ferry__parse_u32(v, SCHED_MAX_CLIENTS, &n) < 0 || !n) {
+				fprintf(stderr,
+					"ferry-sched: bad argument --max-clients '%s': a count "
+					"from 1 "
+					"to %u\n",
+					v, SCHED_MAX_CLIENTS);
+				return -EINVAL;
+			}
+			a->o.max_clients = n;
+		} else {
 			fprintf(stderr, "ferry-sched: bad argument %s %s\n", f, v);
 			return -EINVAL;
 		}

@@ -568,9 +568,10 @@ static int admit(struct ferry__conn_server *server, struct ferry__conn *conn)
 	if (s->full_logged_ms && now - s->full_logged_ms < FULL_LOG_MS)
 		return -EUSERS;
 	FLOG_WARN(COMP,
-		  "%u clients connected, as many as the open-file limit leaves room for: refusing "
-		  "new connections (%s the latest; %llu refused since the last such line)",
-		  s->nclients, ferry__conn_peer(conn), (unsigned long long)s->full_refused);
+		  "%u clients connected, the limit (--max-clients %u): refusing new connections "
+		  "(%s the latest; %llu refused since the last such line)",
+		  s->nclients, s->max_clients, ferry__conn_peer(conn),
+		  (unsigned long long)s->full_refused);
 	s->full_logged_ms = now;
 	s->full_refused = 0;
 	return -EUSERS;
@@ -600,7 +601,14 @@ static int listen_port(struct ferry__sched_server *s, const struct ferry__sched_
 	so.on_accept = on_accept;
 	so.on_refused = on_refused;
 	so.admit = admit;
-	s->max_clients = ferry__conn_server_fd_room(0);
+	s->max_clients = o->max_clients ? o->max_clients : ferry__conn_server_fd_room(0);
+	if (s->max_clients > ferry__conn_server_fd_room(0))
+		FLOG_WARN(COMP,
+			  "--max-clients %u is past the %u clients the open-file limit leaves room "
+			  "for: new connections may fail with EMFILE before the limit; raise the "
+			  "hard "
+			  "limit (ulimit -Hn, systemd LimitNOFILE=)",
+			  s->max_clients, ferry__conn_server_fd_room(0));
 	so.data = s;
 	so.token = o->token;
 	so.token_len = o->token_len;

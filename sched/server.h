@@ -39,8 +39,11 @@ struct ferry__sched_server_opts {
 	size_t token_len;	 /* its bytes */
 	size_t max_queued_bytes; /* a client's unsent replies before its requests wait; 0: 4 MiB */
 	unsigned stall_timeout_ms; /* a client over that for this long is cut off; 0: 10 s */
-	const char *group; /* NULL: the global level; else this group's scheduler (1..63 bytes
+	const char *group;    /* NULL: the global level; else this group's scheduler (1..63 bytes
 			      of [A-Za-z0-9_.-]): see the tree below */
+	unsigned max_clients; /* connections past their handshake at once; one more is refused
+				 (-EUSERS); 0: what the open-file limit leaves room for
+				 (ferry__conn_server_fd_room) */
 };
 
 /*

@@ -9,9 +9,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ferry/gcs.h>
@@ -210,6 +212,7 @@ FTEST(new_group_names_past_the_cap_are_ignored)
 }
 
 /* ferry-sched with an open-file limit of 256, soft and hard (it cannot raise it). */
+/* A ferry-sched whose open-file limit is 256 (sh's ulimit, soft and hard). */
 static struct sched_proc sched_start_low_fds(uint16_t gcs_port)
 {
 	const char *bin = getenv("FERRY_SCHED_BIN");
@@ -228,6 +231,24 @@ static struct sched_proc sched_start_low_fds(uint16_t gcs_port)
 	return p;
 }
 
+/* A handshake on a new connection to @port: its reply's status (0 admitted, -EUSERS, ...). */
+static int handshake_status(uint16_t port, int *fd)
+{
+	struct timeval tv = {.tv_sec = 10};
+	static uint8_t buf[4096];
+	struct ferry__wire_handshake_reply_view v;
+	size_t len;
+
+	*fd = raw_connect(port);
+	ftest_assert_ok(setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+	raw_send_handshake(*fd);
+	ftest_assert_int_eq(read_frame(*fd, buf, sizeof(buf), &len),
+			    FERRY__WIRE_MSG_HANDSHAKE_REPLY);
+	ftest_assert_ok(ferry__wire_verify(FERRY__WIRE_MSG_HANDSHAKE_REPLY, buf, len));
+	v = ferry__wire_handshake_reply_root_verified(buf);
+	return ferry__wire_handshake_reply_status(v);
+}
+
 /*
  * A token holder that opens 400 connections to a scheduler whose open-file limit is 256 and
  * keeps them: past what the limit leaves room for, a handshake is refused with -EUSERS, so
@@ -236,29 +257,15 @@ static struct sched_proc sched_start_low_fds(uint16_t gcs_port)
  */
 FTEST(a_connection_flood_does_not_lock_nodes_out)
 {
-	struct timeval tv = {.tv_sec = 10};
-	static uint8_t buf[4096];
 	struct cluster c;
 	int fds[400], refused = 0, fd;
-	size_t len;
 
 	cluster_start(&c, NULL);
 	sched_stop(&c.sched, SIGTERM);
 	c.sched = sched_start_low_fds(c.gcs.port);
-	for (int i = 0; i < 400; i++) {
-		struct ferry__wire_handshake_reply_view v;
-
-		fds[i] = raw_connect(c.sched.port);
-		ftest_assert_ok(setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
-		raw_send_handshake(fds[i]);
-		/* Each is answered, admitted or refused: none waits behind a full table. */
-		ftest_assert_int_eq(read_frame(fds[i], buf, sizeof(buf), &len),
-				    FERRY__WIRE_MSG_HANDSHAKE_REPLY);
-		ftest_assert_ok(ferry__wire_verify(FERRY__WIRE_MSG_HANDSHAKE_REPLY, buf, len));
-		v = ferry__wire_handshake_reply_root_verified(buf);
-		if (ferry__wire_handshake_reply_status(v) == -EUSERS)
-			refused++;
-	}
+	/* Each is answered, admitted or refused: none waits behind a full table. */
+	for (int i = 0; i < 400; i++)
+		refused += handshake_status(c.sched.port, &fds[i]) == -EUSERS;
 	ftest_log("%d of 400 connections refused", refused);
 	ftest_assert_int_gt(refused, 0);
 	/* One of those admitted stays; the others leave and a newcomer gets in. */
@@ -271,4 +278,35 @@ FTEST(a_connection_flood_does_not_lock_nodes_out)
 	for (int i = 400 - refused - 1; i < 400; i++)
 		close(fds[i]);
 	cluster_stop(&c);
+}
+
+/* `ferry-sched --max-clients 3`: the fourth and fifth connections are refused (-EUSERS), the
+ * three in are served; one leaves and a newcomer gets in. A bad value is refused at start. */
+FTEST(max_clients_flag_refuses_the_extra_clients)
+{
+	const char *bin = getenv("FERRY_SCHED_BIN");
+	const char *extra[] = {"--max-clients", "3", NULL};
+	char cmd[1024];
+	struct cluster c;
+	int fds[5], fd;
+
+	cluster_start(&c, NULL);
+	sched_stop(&c.sched, SIGTERM);
+	c.sched = sched_start_with(c.gcs.port, token_file(), extra);
+	for (int i = 0; i < 5; i++)
+		ftest_assert_int_eq(handshake_status(c.sched.port, &fds[i]), i < 3 ? 0 : -EUSERS);
+	close(fds[0]);
+	usleep(200 * 1000);
+	fd = open_peer(c.sched.port);
+	ftest_assert_int_eq(place_raw(fd), 0);
+	close(fd);
+	for (int i = 1; i < 5; i++)
+		close(fds[i]);
+	cluster_stop(&c);
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "%s --gcs 127.0.0.1:1 --token-file %s --max-clients %s >/dev/null 2>&1",
+			 bin, token_file(), i ? "lots" : "0");
+		ftest_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+	}
 }
