@@ -27,8 +27,12 @@ struct rt_worker;
 struct rt_code;
 struct rt_bundle;
 
-/* Connections at once on the runtime socket; a new one past it is closed (logged). */
+/* Drivers and CLIs connected at once, RT_MAX_TCP_PEERS of them over TCP (remote owners): a
+ * RuntimeConnect past either is refused -EUSERS. The node's own workers (two connections each)
+ * count apart, so that no flood of drivers keeps the pool from starting workers, and the TCP
+ * share leaves local drivers room whatever remote token holders do. */
 #define RT_MAX_PEERS 1024u
+#define RT_MAX_TCP_PEERS (RT_MAX_PEERS / 4u * 3u)
 /* Connections at once that have not sent RuntimeConnect yet (the oldest makes room). */
 #define RT_MAX_CONNECTING 64u
 /* Unsent bytes to one peer before its requests wait (conn.h's backpressure). */
@@ -66,6 +70,7 @@ struct rt_peer {
 	struct rt_worker *owner_of;  /* a worker's owner line (its tasks submit): that worker */
 	uint64_t accepted_ms;	     /* when accepted (the connect deadline) */
 	uint64_t refused_ms;	     /* its RuntimeConnect was refused then: closing; 0: not */
+	bool counted;		     /* in rt->ndrivers (and rt->ntcp if tcp) */
 	struct rt_peer *prev, *next; /* rt->peers */
 	/* Closed holding leases: its pidfd is polled for a moment (rt_srv.c on_close). */
 	struct ferry__loop_req dying_poll;    /* POLLIN on pidfd: it ended */
@@ -157,6 +162,10 @@ struct ferry__node_rt {
 	uint32_t nworkers;		   /* in the list */
 	struct rt_peer *peers;		   /* every connection */
 	uint32_t npeers;		   /* in the list */
+	uint32_t ndrivers;		   /* of them connected, not the node's workers */
+	uint32_t ntcp;			   /* of those, over TCP */
+	uint64_t full_logged_ms;	   /* the last "too many drivers" line */
+	uint64_t full_refused;		   /* refused since */
 	struct rt_req *queue, *queue_tail; /* waiting lease requests, FIFO */
 	uint32_t queued;		   /* in the queue */
 	struct ferry__res_set avail;	   /* free now (taken by leases) */

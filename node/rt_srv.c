@@ -18,8 +18,10 @@
  *   started, with the ID and the random secret the node put in its environment. A refusal is
  *   answered (RuntimeConnectReply with status and reason), logged, and the connection closed
  *   once that reply is out (or after a second).
- * - Bounds: at most RT_MAX_PEERS connections (a new one past it is closed), RT_MAX_CONNECTING of
- *   them before their RuntimeConnect (a new one closes the oldest of those); each may queue
+ * - Bounds: at most RT_MAX_PEERS drivers and CLIs connected, RT_MAX_TCP_PEERS of them over TCP
+ *   (past either a RuntimeConnect is refused -EUSERS, one line per 10 s); the node's own
+ *   workers count apart, so a flood of drivers cannot lock the pool out. RT_MAX_CONNECTING
+ *   connections before their RuntimeConnect (a new one closes the oldest of those); each may queue
  *   RT_MAX_QUEUED_BYTES unsent before its requests wait (conn.h backpressure), and a peer that
  *   never reads is closed after the conn's stall timeout; at most RT_MAX_QUEUED_REQUESTS lease
  *   requests wait per node.
@@ -49,6 +51,8 @@
 #define DYING_WAIT_MS 50 /* a closed owner that held leases: its end is awaited this long */
 /* A refused peer is closed once its reply is out, or after this. */
 #define REFUSED_LINGER_MS 1000u
+/* At most one line per this about connections refused for the caps (with a count). */
+#define FULL_LOG_MS 10000u
 
 static void on_message(struct ferry__conn *conn, uint16_t type, const void *payload, size_t len);
 static void on_close(struct ferry__conn *conn, int err);
@@ -190,14 +194,64 @@ void ferry__rt_peer_close(struct rt_peer *p, const char *why)
 		ferry__conn_close(p->conn);
 }
 
-/* Refuse a RuntimeConnect: answer why, log it, close once the answer is out. */
-static void refuse(struct rt_peer *p, int status, const char *why)
+/* Answer a RuntimeConnect with a refusal; the connection closes once the answer is out. */
+static void answer_refusal(struct rt_peer *p, int status, const char *why)
 {
-	FLOG_WARN(COMP, "runtime: refused a connection (pid %d): %s", p->pid, why);
 	p->refused_ms = ferry__loop_now_ms();
 	send_connect_reply(p, status, why);
 	if (p->conn)
 		ferry__conn_flush(p->conn);
+}
+
+/* Refuse a RuntimeConnect: answer why, log it, close once the answer is out. */
+static void refuse(struct rt_peer *p, int status, const char *why)
+{
+	FLOG_WARN(COMP, "runtime: refused a connection (pid %d): %s", p->pid, why);
+	answer_refusal(p, status, why);
+}
+
+/*
+ * A driver or CLI past RT_MAX_PEERS connected (RT_MAX_TCP_PEERS over TCP) is refused -EUSERS
+ * in its RuntimeConnectReply. The node's own workers are not counted (check_worker vouched for
+ * them), so a token holder that opens connections as drivers cannot keep the pool from
+ * starting workers, nor, from other hosts, lock local drivers out. One line per FULL_LOG_MS.
+ */
+static int admit(struct rt_peer *p)
+{
+	struct ferry__node_rt *rt = p->rt;
+	bool full = rt->ndrivers >= RT_MAX_PEERS || (p->tcp && rt->ntcp >= RT_MAX_TCP_PEERS);
+	char why[128], who[96];
+	uint64_t now;
+
+	if (!full) {
+		p->counted = true;
+		rt->ndrivers++;
+		rt->ntcp += p->tcp;
+		return 0;
+	}
+	if (p->tcp && rt->ntcp >= RT_MAX_TCP_PEERS)
+		snprintf(why, sizeof(why), "%u peers connected over TCP, the most the node takes",
+			 rt->ntcp);
+	else
+		snprintf(why, sizeof(why), "%u drivers connected, the most the node takes",
+			 rt->ndrivers);
+	answer_refusal(p, -EUSERS, why);
+	rt->full_refused++;
+	now = ferry__loop_now_ms();
+	if (rt->full_logged_ms && now - rt->full_logged_ms < FULL_LOG_MS)
+		return -EUSERS;
+	if (p->tcp && p->conn)
+		snprintf(who, sizeof(who), "at %s", ferry__conn_peer(p->conn));
+	else
+		snprintf(who, sizeof(who), "pid %d", p->pid);
+	FLOG_WARN(COMP,
+		  "runtime: refusing a %s (%s): %s (%llu refused since the last such line; the "
+		  "node's own workers are still admitted)",
+		  p->kind == FERRY__WIRE_PEER_KIND_CLI ? "CLI" : "driver", who, why,
+		  (unsigned long long)rt->full_refused);
+	rt->full_logged_ms = now;
+	rt->full_refused = 0;
+	return -EUSERS;
 }
 
 /* The peer's credentials: its uid must be the node's (or root), its pid the one it names. */
@@ -284,6 +338,8 @@ static void handle_connect(struct rt_peer *p, const struct ferry__rt_connect *c)
 		refuse(p, r, why);
 		return;
 	}
+	if (c->kind != FERRY__WIRE_PEER_KIND_WORKER && admit(p) < 0)
+		return;
 	p->connected = true;
 	ferry__conn_set_frame_max(p->conn, 0);
 	send_connect_reply(p, 0, NULL);
@@ -394,6 +450,10 @@ static void peer_gone(struct rt_peer *p)
 	if (p->died && p->kind == FERRY__WIRE_PEER_KIND_DRIVER)
 		ferry__rt_owner_gone(rt, &p->id, true);
 	close_pidfd(p);
+	if (p->counted) {
+		rt->ndrivers--;
+		rt->ntcp -= p->tcp;
+	}
 	if (p->owner_of)
 		p->owner_of->owner_peer = NULL;
 	if (p->worker) {
@@ -474,15 +534,16 @@ static void on_close(struct ferry__conn *conn, int err)
 	peer_gone(p);
 }
 
-/* At most RT_MAX_CONNECTING connections wait for their RuntimeConnect: a new one past it closes
- * the oldest, so that a flood of silent connections cannot lock drivers and workers out. */
+/* At most RT_MAX_CONNECTING connections wait for their RuntimeConnect, or for their refusal to
+ * go out: a new one past it closes the oldest, so that a flood of silent (or refused)
+ * connections cannot lock drivers and workers out nor hold memory without bound. */
 static void make_room(struct ferry__node_rt *rt)
 {
 	struct rt_peer *oldest = NULL;
 	unsigned n = 0;
 
 	for (struct rt_peer *p = rt->peers; p; p = p->next) {
-		if (p->conn && !p->connected && !p->refused_ms) {
+		if (p->conn && !p->connected) {
 			n++;
 			oldest = p; /* the list is newest first */
 		}
@@ -502,14 +563,17 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 
 void ferry__rt_accept(struct ferry__node_rt *rt, struct ferry__conn *conn, bool tcp)
 {
+	/* Drivers, those waiting for RuntimeConnect and two per worker (admit, make_room): only
+	 * connections already closing can take the list past it, and only for a moment. */
+	uint32_t most = RT_MAX_PEERS + RT_MAX_CONNECTING + 2 * rt->nworkers;
 	struct rt_peer *p;
 
-	if (rt->npeers >= RT_MAX_PEERS || rt->stopping) {
+	if (rt->npeers >= most || rt->stopping) {
 		if (!rt->stopping)
-			FLOG_WARN(COMP,
-				  "runtime: %u connections, the most the node takes: "
-				  "closing a new one",
-				  rt->npeers);
+			FLOG_PEER_WARN(COMP, ferry__conn_peer(conn),
+				       "runtime: %u connections, the most the node takes now: "
+				       "closing %s",
+				       rt->npeers, ferry__conn_peer(conn));
 		ferry__conn_close(conn);
 		return;
 	}

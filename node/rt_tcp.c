@@ -11,7 +11,8 @@
  * - The handshake is common/conn_server.c's: a wrong token or none in time closes the
  *   connection with one rate-limited line per peer, and at most max_handshaking connections
  *   wait for theirs (a new one closes the oldest), so a flood holds a bounded amount of memory.
- *   Past it, rt_srv.c's own bounds apply (RT_MAX_PEERS, RT_MAX_CONNECTING).
+ *   Past it, rt_srv.c's own bounds apply (RT_MAX_TCP_PEERS of its RT_MAX_PEERS drivers,
+ *   RT_MAX_CONNECTING).
  * - Everything runs on the node's loop.
  */
 #include <errno.h>

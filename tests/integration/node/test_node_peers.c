@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node's runtime socket against peers that hold the cluster token and flood it (node/rt_srv.c):
+ * drivers from other hosts that fill its connections leave room for the node's own workers and
+ * for local drivers, and the extra ones are refused -EUSERS with one log line. A real GCS and a
+ * node in this process whose workers are fake_worker processes (built beside this test).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cluster/embed.h"
+#include "common/util.h"
+#include "node/node.h"
+#include "plasma/store.h"
+#include "tests/harness/ftest.h"
+#include "tests/integration/node/rt_peer.h"
+#include "transport/objmgr.h"
+
+/* A hang guard for what must come (a reply, a grant), far above an honest wait. */
+#define WAIT_MS 20000u
+/* node/rt_int.h: drivers and CLIs connected at once, and of them over TCP. */
+#define MAX_PEERS 1024
+#define MAX_TCP_PEERS 768
+/* Connections the flood tries past the TCP share before it gives up looking for a refusal. */
+#define FLOOD_SLACK 300
+/* Refused after the share is full: all answered, one line logged for them. */
+#define EXTRA 16
+
+static const char token[] = "node-peers-test-token";
+
+struct fx {
+	struct ferry__embed_gcs *gcs;
+	struct ferry__node *node;
+	struct ferry__node_addr addr; /* the node's, with its runtime TCP port */
+	struct ferry__fb_builder fb;
+	char exe[4096];
+};
+
+static void find_fake_worker(char *out, size_t size)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	ftest_assert_int_gt(n, 0);
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	ftest_assert_ptr_notnull(slash);
+	*slash = '\0';
+	ftest_assert_int_lt(snprintf(out, size, "%s/fake_worker", self), (int)size);
+	ftest_assert_int_eq(access(out, X_OK), 0);
+}
+
+/* A GCS and a node with no prestarted worker, at most 2, offering 2 CPUs. */
+static void fx_start(struct fx *f)
+{
+	struct ferry__node_opts o = {0};
+	char gcs[64], sock[256];
+	const char *text;
+
+	memset(f, 0, sizeof(*f));
+	find_fake_worker(f->exe, sizeof(f->exe));
+	ftest_assert_ok(ferry__embed_gcs_start("127.0.0.1", 0, token, sizeof(token) - 1, &f->gcs));
+	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", ferry__embed_gcs_port(f->gcs));
+	snprintf(sock, sizeof(sock), "%s/node.sock", ftest_tmpdir());
+	o.gcs_address = gcs;
+	o.token = token;
+	o.token_len = sizeof(token) - 1;
+	o.memory_bytes = 64ull << 20;
+	o.transport = FERRY__NODE_TRANSPORT_TCP;
+	o.ip = "127.0.0.1";
+	o.socket_path = sock;
+	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
+	o.num_cpus = "2";
+	o.worker_exe = f->exe;
+	o.num_workers = -1;
+	o.max_workers = 2;
+	ftest_assert_ok(ferry__node_start(&o, &f->node));
+	text = ferry__node_address(f->node);
+	ftest_assert_ok(ferry__node_addr_parse(text, strlen(text), &f->addr));
+	ftest_assert_uint_ne(f->addr.rt_port, 0);
+}
+
+static void fx_stop(struct fx *f)
+{
+	ferry__node_stop(f->node);
+	ferry__embed_gcs_stop(f->gcs);
+	ferry__fb_builder_fini(&f->fb);
+}
+
+/* Send a RuntimeConnect of @kind on @fd: the reply's status, or the error reading it. */
+static int runtime_connect(struct fx *f, int fd, uint8_t kind)
+{
+	struct ferry__wire_runtime_connect m = {.protocol_version = FERRY_WIRE_PROTOCOL_VERSION,
+						.kind = kind,
+						.pid = (int32_t)getpid()};
+	struct rtp_frame fr;
+	int r;
+
+	ferry_id_random(m.id.bytes, sizeof(m.id.bytes));
+	ferry_id_random(m.job.bytes, sizeof(m.job.bytes));
+	if (kind == FERRY__WIRE_PEER_KIND_WORKER)
+		m.listen_path = "/nonexistent/worker.sock";
+	r = rtp_send(fd, &f->fb, FERRY__WIRE_MSG_RUNTIME_CONNECT,
+		     ferry__wire_runtime_connect_build(&f->fb, &m));
+	if (r == 0)
+		r = rtp_recv(fd, &fr, WAIT_MS);
+	if (r < 0)
+		return r;
+	ftest_assert_int_eq(fr.type, FERRY__WIRE_MSG_RUNTIME_CONNECT_REPLY);
+	r = ferry__wire_runtime_connect_reply_status(
+		ferry__wire_runtime_connect_reply_root_verified(fr.payload));
+	rtp_frame_free(&fr);
+	return r;
+}
+
+/* A driver on another host: TCP to the node's runtime port, the token's Handshake, then
+ * RuntimeConnect. The socket, its RuntimeConnect's status (or the error reading a reply) in
+ * *@status. */
+static int tcp_driver(struct fx *f, int *status)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(f->addr.rt_port)};
+	struct ferry__wire_handshake hs = {.protocol_version = FERRY_WIRE_PROTOCOL_VERSION,
+					   .token = (const uint8_t *)token,
+					   .token_count = sizeof(token) - 1,
+					   .peer_kind = FERRY__WIRE_PEER_KIND_DRIVER,
+					   .pid = (int32_t)getpid(),
+					   .name = "flood"};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct rtp_frame fr;
+
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_int_eq(inet_pton(AF_INET, f->addr.ip, &sin.sin_addr), 1);
+	ftest_assert_ok(connect(fd, (struct sockaddr *)&sin, sizeof(sin)));
+	ftest_assert_ok(rtp_send(fd, &f->fb, FERRY__WIRE_MSG_HANDSHAKE,
+				 ferry__wire_handshake_build(&f->fb, &hs)));
+	*status = rtp_recv(fd, &fr, WAIT_MS);
+	if (*status < 0)
+		return fd;
+	ftest_assert_int_eq(fr.type, FERRY__WIRE_MSG_HANDSHAKE_REPLY);
+	ftest_assert_int_eq(ferry__wire_handshake_reply_status(
+				    ferry__wire_handshake_reply_root_verified(fr.payload)),
+			    0);
+	rtp_frame_free(&fr);
+	*status = runtime_connect(f, fd, FERRY__WIRE_PEER_KIND_DRIVER);
+	return fd;
+}
+
+static void request_lease(struct fx *f, int fd, uint64_t request_id)
+{
+	struct ferry__wire_runtime_resource cpu = {.name = "CPU", .amount = 1.0};
+	struct ferry__wire_lease_request m = {
+		.request_id = request_id, .resources = &cpu, .resources_count = 1};
+
+	ferry_id_random(m.job.bytes, sizeof(m.job.bytes));
+	ftest_assert_ok(rtp_send(fd, &f->fb, FERRY__WIRE_MSG_LEASE_REQUEST,
+				 ferry__wire_lease_request_build(&f->fb, &m)));
+}
+
+/* The status of the LeaseGrant answering @request_id. */
+static int grant_status(int fd, uint64_t request_id)
+{
+	struct ferry__wire_lease_grant_view v;
+	struct rtp_frame fr;
+	int status;
+
+	ftest_assert_ok(rtp_recv(fd, &fr, WAIT_MS));
+	ftest_assert_int_eq(fr.type, FERRY__WIRE_MSG_LEASE_GRANT);
+	v = ferry__wire_lease_grant_root_verified(fr.payload);
+	ftest_assert_uint_eq(ferry__wire_lease_grant_request_id(v), request_id);
+	status = ferry__wire_lease_grant_status(v);
+	rtp_frame_free(&fr);
+	return status;
+}
+
+static unsigned count_of(const char *text, const char *what)
+{
+	unsigned n = 0;
+
+	for (const char *s = strstr(text, what); s; s = strstr(s + 1, what))
+		n++;
+	return n;
+}
+
+/* Remote token holders fill the node's runtime connections as drivers: past the TCP share they
+ * are refused -EUSERS (one line for all), and a local driver still connects, and the node still
+ * starts a worker that connects and serves a lease. Before, the 1,024th connection of any kind
+ * was closed unanswered: the node's new workers, and local drivers, were locked out. */
+FTEST(remote_drivers_cannot_lock_the_pool_out)
+{
+	static int fds[MAX_PEERS + FLOOD_SLACK];
+	int nfds = 0, admitted = 0, status = 0, first_refusal, fd, impostor;
+	struct fx f;
+
+	fx_start(&f);
+	ftest_log_capture_start();
+	/* Until the first one not admitted (before: closed unanswered, -ECONNRESET). */
+	while (status == 0 && nfds < MAX_PEERS + FLOOD_SLACK - EXTRA) {
+		fds[nfds++] = tcp_driver(&f, &status);
+		admitted += status == 0;
+	}
+	first_refusal = status;
+	for (int i = 0; i < EXTRA; i++) {
+		fds[nfds++] = tcp_driver(&f, &status);
+		ftest_assert_int_eq(status, first_refusal);
+	}
+	/* A local driver has room, and a worker the node did not start gets none of its own. */
+	fd = rtp_connect(ferry__node_runtime_socket(f.node));
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_int_eq(runtime_connect(&f, fd, FERRY__WIRE_PEER_KIND_DRIVER), 0);
+	impostor = rtp_connect(ferry__node_runtime_socket(f.node));
+	ftest_assert_int_ge(impostor, 0);
+	ftest_assert_int_eq(runtime_connect(&f, impostor, FERRY__WIRE_PEER_KIND_WORKER), -EACCES);
+	close(impostor);
+	/* The node starts a worker (none runs yet) and it connects: a lease is granted to both a
+	 * remote driver and the local one. */
+	request_lease(&f, fds[0], 1);
+	ftest_assert_int_eq(grant_status(fds[0], 1), 0);
+	request_lease(&f, fd, 2);
+	ftest_assert_int_eq(grant_status(fd, 2), 0);
+	ftest_log_capture_stop();
+	/* The remote ones past the TCP share were refused, answered why, with one line. */
+	ftest_assert_int_eq(first_refusal, -EUSERS);
+	ftest_assert_int_eq(admitted, MAX_TCP_PEERS);
+	ftest_assert_uint_eq(count_of(ftest_log_captured(), "connected over TCP, the most"), 1);
+	ftest_assert_ptr_notnull(strstr(ftest_log_captured(), "refusing a driver (at 127.0.0.1:"));
+	close(fd);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	fx_stop(&f);
+}
