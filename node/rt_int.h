@@ -39,8 +39,11 @@ struct rt_bundle;
 #define RT_MAX_QUEUED_BYTES (1u << 20)
 /* A connection must send RuntimeConnect within this, a started worker connect within this. */
 #define RT_CONNECT_TIMEOUT_MS 10000u
-/* Lease requests waiting at one node; past it a request is answered -ENOSPC. */
+/* Lease requests waiting at one node; past it a request is answered -ENOSPC. One connection's
+ * alive at once (queued, parked, held by the local scheduler, leased) are at most
+ * RT_MAX_PEER_REQUESTS, so that one driver cannot fill the queue for every other. */
 #define RT_MAX_QUEUED_REQUESTS 100000u
+#define RT_MAX_PEER_REQUESTS (RT_MAX_QUEUED_REQUESTS / 2u)
 /* Stop: SIGTERM, then SIGKILL after this. */
 #define RT_KILL_GRACE_MS 2000u
 /* A worker that died before it registered holds back the next start this long, doubled for each
@@ -71,6 +74,7 @@ struct rt_peer {
 	uint64_t accepted_ms;	     /* when accepted (the connect deadline) */
 	uint64_t refused_ms;	     /* its RuntimeConnect was refused then: closing; 0: not */
 	bool counted;		     /* in rt->ndrivers (and rt->ntcp if tcp) */
+	uint32_t reqs;		     /* its lease requests alive (rt_req.owner) */
 	struct rt_peer *prev, *next; /* rt->peers */
 	/* Closed holding leases: its pidfd is polled for a moment (rt_srv.c on_close). */
 	struct ferry__loop_req dying_poll;    /* POLLIN on pidfd: it ended */

@@ -30,6 +30,10 @@ void ferry__rt_req_free(struct rt_req *req)
 {
 	if (req)
 		req->rt->reqs--;
+	/* An owner that left was cleared from its requests (their owner NULL) before it is freed;
+	 * its count goes with it. */
+	if (req && req->owner)
+		req->owner->reqs--;
 	ferry__free(req);
 }
 
@@ -48,6 +52,7 @@ struct rt_req *ferry__rt_req_new(struct rt_peer *p, const struct ferry__rt_lease
 	req->rt = p->rt;
 	p->rt->reqs++;
 	req->owner = p;
+	p->reqs++;
 	req->request_id = q->request_id;
 	req->job = q->job;
 	req->nres = q->nres;
@@ -356,6 +361,12 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 	} else if (!ferry_id_is_nil(q->pg.bytes, sizeof(q->pg.bytes)) &&
 		   (status = ferry__rt_bundle_check(rt, q, why, sizeof(why))) < 0) {
 		/* a bundle that is not here, or too small: answered below */
+	} else if (p->reqs >= RT_MAX_PEER_REQUESTS) {
+		status = -ENOSPC;
+		snprintf(why, sizeof(why),
+			 "%u lease requests of this connection wait at this node, the most one "
+			 "connection may have (of the node's %u)",
+			 p->reqs, RT_MAX_QUEUED_REQUESTS);
 	} else if (rt->reqs >= RT_MAX_QUEUED_REQUESTS + rt->nworkers) {
 		/* Every request alive counts: queued, parked for code, and those the local
 		 * scheduler holds (infeasible, or waiting for an answer), so that a flood of
@@ -368,8 +379,10 @@ void ferry__rt_lease_request(struct rt_peer *p, const struct ferry__rt_lease_req
 		snprintf(why, sizeof(why), "no memory for the lease request");
 	}
 	if (status < 0) {
-		FLOG_WARN(COMP, "runtime: lease request %llu of pid %d refused: %s",
-			  (unsigned long long)q->request_id, p->pid, why);
+		/* Rate-limited: a peer past its share may send thousands more at once. */
+		FLOG_PEER_WARN(COMP, p->conn ? ferry__conn_peer(p->conn) : "a runtime peer",
+			       "runtime: lease request %llu of pid %d refused: %s",
+			       (unsigned long long)q->request_id, p->pid, why);
 		ferry__rt_peer_send_grant(p, q->request_id, status, why, NULL);
 		return;
 	}

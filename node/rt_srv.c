@@ -24,7 +24,7 @@
  *   connections before their RuntimeConnect (a new one closes the oldest of those); each may queue
  *   RT_MAX_QUEUED_BYTES unsent before its requests wait (conn.h backpressure), and a peer that
  *   never reads is closed after the conn's stall timeout; at most RT_MAX_QUEUED_REQUESTS lease
- *   requests wait per node.
+ *   requests wait per node, RT_MAX_PEER_REQUESTS of them one connection's (past it -ENOSPC).
  * - Stop (ferry__node_rt_shutdown, from the stopping thread while the loop runs): on the loop the
  *   listener and every connection close, the queue is dropped, and every worker gets SIGTERM; the
  *   tick sends SIGKILL to those alive after RT_KILL_GRACE_MS; the stopping thread waits until all

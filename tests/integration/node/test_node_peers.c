@@ -2,12 +2,14 @@
 /*
  * The node's runtime socket against peers that hold the cluster token and flood it (node/rt_srv.c):
  * drivers from other hosts that fill its connections leave room for the node's own workers and
- * for local drivers, and the extra ones are refused -EUSERS with one log line. A real GCS and a
+ * for local drivers, and the extra ones are refused -EUSERS with one log line; one driver's lease
+ * requests take at most half the node's queue, so others' still wait their turn. A real GCS and a
  * node in this process whose workers are fake_worker processes (built beside this test).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,11 @@
 #define FLOOD_SLACK 300
 /* Refused after the share is full: all answered, one line logged for them. */
 #define EXTRA 16
+/* node/rt_int.h: lease requests alive at one node, and of one connection. */
+#define QUEUE_MAX 100000u
+#define PEER_SHARE 50000u
+/* A connection that has sent nothing more for this long has been answered all it will be. */
+#define QUIET_MS 1000
 
 static const char token[] = "node-peers-test-token";
 
@@ -58,8 +65,8 @@ static void find_fake_worker(char *out, size_t size)
 	ftest_assert_int_eq(access(out, X_OK), 0);
 }
 
-/* A GCS and a node with no prestarted worker, at most 2, offering 2 CPUs. */
-static void fx_start(struct fx *f)
+/* A GCS and a node with no prestarted worker, at most @max_workers, offering @cpus CPUs. */
+static void fx_start(struct fx *f, const char *cpus, uint32_t max_workers)
 {
 	struct ferry__node_opts o = {0};
 	char gcs[64], sock[256];
@@ -78,10 +85,10 @@ static void fx_start(struct fx *f)
 	o.ip = "127.0.0.1";
 	o.socket_path = sock;
 	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
-	o.num_cpus = "2";
+	o.num_cpus = cpus;
 	o.worker_exe = f->exe;
 	o.num_workers = -1;
-	o.max_workers = 2;
+	o.max_workers = max_workers;
 	ftest_assert_ok(ferry__node_start(&o, &f->node));
 	text = ferry__node_address(f->node);
 	ftest_assert_ok(ferry__node_addr_parse(text, strlen(text), &f->addr));
@@ -153,11 +160,14 @@ static int tcp_driver(struct fx *f, int *status)
 	return fd;
 }
 
-static void request_lease(struct fx *f, int fd, uint64_t request_id)
+/* A request for 1 CPU; @placed: it follows a placement, so it waits here (never forwarded). */
+static void request_lease(struct fx *f, int fd, uint64_t request_id, bool placed)
 {
 	struct ferry__wire_runtime_resource cpu = {.name = "CPU", .amount = 1.0};
-	struct ferry__wire_lease_request m = {
-		.request_id = request_id, .resources = &cpu, .resources_count = 1};
+	struct ferry__wire_lease_request m = {.request_id = request_id,
+					      .resources = &cpu,
+					      .resources_count = 1,
+					      .placed = placed};
 
 	ferry_id_random(m.job.bytes, sizeof(m.job.bytes));
 	ftest_assert_ok(rtp_send(fd, &f->fb, FERRY__WIRE_MSG_LEASE_REQUEST,
@@ -199,7 +209,7 @@ FTEST(remote_drivers_cannot_lock_the_pool_out)
 	int nfds = 0, admitted = 0, status = 0, first_refusal, fd, impostor;
 	struct fx f;
 
-	fx_start(&f);
+	fx_start(&f, "2", 2);
 	ftest_log_capture_start();
 	/* Until the first one not admitted (before: closed unanswered, -ECONNRESET). */
 	while (status == 0 && nfds < MAX_PEERS + FLOOD_SLACK - EXTRA) {
@@ -221,9 +231,9 @@ FTEST(remote_drivers_cannot_lock_the_pool_out)
 	close(impostor);
 	/* The node starts a worker (none runs yet) and it connects: a lease is granted to both a
 	 * remote driver and the local one. */
-	request_lease(&f, fds[0], 1);
+	request_lease(&f, fds[0], 1, false);
 	ftest_assert_int_eq(grant_status(fds[0], 1), 0);
-	request_lease(&f, fd, 2);
+	request_lease(&f, fd, 2, false);
 	ftest_assert_int_eq(grant_status(fd, 2), 0);
 	ftest_log_capture_stop();
 	/* The remote ones past the TCP share were refused, answered why, with one line. */
@@ -234,5 +244,76 @@ FTEST(remote_drivers_cannot_lock_the_pool_out)
 	close(fd);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
+	fx_stop(&f);
+}
+
+static int local_driver(struct fx *f)
+{
+	int fd = rtp_connect(ferry__node_runtime_socket(f->node));
+
+	ftest_assert_int_ge(fd, 0);
+	ftest_assert_int_eq(runtime_connect(f, fd, FERRY__WIRE_PEER_KIND_DRIVER), 0);
+	return fd;
+}
+
+struct tally {
+	uint32_t granted; /* status 0 */
+	uint32_t full;	  /* -ENOSPC */
+	uint32_t other;	  /* anything else */
+};
+
+/* Read the LeaseGrants @fd has for us, waiting up to @wait_ms for each next one. */
+static void drain(int fd, struct tally *t, int wait_ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	struct rtp_frame fr;
+	int status;
+
+	while (poll(&pfd, 1, wait_ms) == 1) {
+		ftest_assert_ok(rtp_recv(fd, &fr, WAIT_MS));
+		ftest_assert_int_eq(fr.type, FERRY__WIRE_MSG_LEASE_GRANT);
+		status = ferry__wire_lease_grant_status(
+			ferry__wire_lease_grant_root_verified(fr.payload));
+		rtp_frame_free(&fr);
+		if (status == 0)
+			t->granted++;
+		else if (status == -ENOSPC)
+			t->full++;
+		else
+			t->other++;
+	}
+}
+
+/* One driver sends more lease requests than the node's whole queue holds: past its share it is
+ * refused -ENOSPC (rate-limited lines), and another driver's request still waits its turn.
+ * Before, the one driver filled all 100,000 places and the other was refused -ENOSPC. */
+FTEST(one_driver_cannot_fill_the_lease_queue)
+{
+	const uint32_t sent = QUEUE_MAX + EXTRA;
+	struct tally t = {0};
+	struct rtp_frame fr;
+	struct fx f;
+	int a, b;
+
+	fx_start(&f, "1", 1); /* one lease at a time: every other request waits */
+	a = local_driver(&f);
+	b = local_driver(&f);
+	ftest_log_capture_start();
+	for (uint32_t id = 1; id <= sent; id++) {
+		request_lease(&f, a, id, true);
+		if (id % 256 == 0)
+			drain(a, &t, 0); /* neither side waits on a full socket */
+	}
+	drain(a, &t, QUIET_MS);
+	request_lease(&f, b, 1, true);
+	ftest_assert_errno(rtp_recv(b, &fr, 300), -ETIMEDOUT); /* waits: not refused */
+	ftest_log_capture_stop();
+	ftest_assert_uint_eq(t.full, sent - PEER_SHARE);
+	ftest_assert_uint_eq(t.granted, 1);
+	ftest_assert_uint_eq(t.other, 0);
+	ftest_assert_uint_le(count_of(ftest_log_captured(), "the most one connection may have"), 6);
+	ftest_assert_uint_ge(count_of(ftest_log_captured(), "the most one connection may have"), 1);
+	close(a);
+	close(b);
 	fx_stop(&f);
 }
