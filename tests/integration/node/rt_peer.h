@@ -134,4 +134,24 @@ static inline int rtp_recv(int fd, struct rtp_frame *f, unsigned timeout_ms)
 	return r;
 }
 
+/* The fake worker's path (built beside the test binaries) into @out: 0, or -errno (-ENOENT:
+ * not there or not executable, -ENAMETOOLONG). */
+static inline int rtp_fake_worker_path(char *out, size_t size)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -errno;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if (snprintf(out, size, "%s/fake_worker", self) >= (int)size)
+		return -ENAMETOOLONG;
+	return access(out, X_OK) < 0 ? -errno : 0;
+}
+
 #endif

@@ -53,21 +53,6 @@ struct fx {
 	char exe[4096];
 };
 
-static void find_fake_worker(char *out, size_t size)
-{
-	char self[4096];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash;
-
-	ftest_assert_int_gt(n, 0);
-	self[n] = '\0';
-	slash = strrchr(self, '/');
-	ftest_assert_ptr_notnull(slash);
-	*slash = '\0';
-	ftest_assert_int_lt(snprintf(out, size, "%s/fake_worker", self), (int)size);
-	ftest_assert_int_eq(access(out, X_OK), 0);
-}
-
 /* A GCS, a node with @num_workers prestarted (< 0: none), at most @max, offering @cpus CPUs. */
 static void fx_start(struct fx *f, int32_t num_workers, uint32_t max, const char *cpus)
 {
@@ -80,7 +65,7 @@ static void fx_start(struct fx *f, int32_t num_workers, uint32_t max, const char
 	if (fx_exe)
 		snprintf(f->exe, sizeof(f->exe), "%s", fx_exe);
 	else
-		find_fake_worker(f->exe, sizeof(f->exe));
+		ftest_assert_ok(rtp_fake_worker_path(f->exe, sizeof(f->exe)));
 	ftest_assert_ok(ferry__embed_gcs_start("127.0.0.1", 0, token, sizeof(token) - 1, &f->gcs));
 	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", ferry__embed_gcs_port(f->gcs));
 	snprintf(sock, sizeof(sock), "%s/node.sock", ftest_tmpdir());
