@@ -22,6 +22,7 @@
 #include "node/node.h"
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/node/node_fx.h"
 #include "tests/integration/node/rt_peer.h"
 #include "transport/objmgr.h"
 
@@ -53,25 +54,14 @@ struct fx {
 /* A GCS and a node with no prestarted worker, at most @max_workers, offering @cpus CPUs. */
 static void fx_start(struct fx *f, const char *cpus, uint32_t max_workers)
 {
-	struct ferry__node_opts o = {0};
-	char gcs[64], sock[256];
+	struct ferry__node_opts o;
+	struct node_fx_strings s;
 	const char *text;
 
 	memset(f, 0, sizeof(*f));
 	ftest_assert_ok(rtp_fake_worker_path(f->exe, sizeof(f->exe)));
-	ftest_assert_ok(ferry__embed_gcs_start("127.0.0.1", 0, token, sizeof(token) - 1, &f->gcs));
-	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", ferry__embed_gcs_port(f->gcs));
-	snprintf(sock, sizeof(sock), "%s/node.sock", ftest_tmpdir());
-	o.gcs_address = gcs;
-	o.token = token;
-	o.token_len = sizeof(token) - 1;
-	o.memory_bytes = 64ull << 20;
-	o.transport = FERRY__NODE_TRANSPORT_TCP;
-	o.ip = "127.0.0.1";
-	o.socket_path = sock;
-	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
+	node_fx_begin(&o, &s, &f->gcs, token, f->exe);
 	o.num_cpus = cpus;
-	o.worker_exe = f->exe;
 	o.num_workers = -1;
 	o.max_workers = max_workers;
 	ftest_assert_ok(ferry__node_start(&o, &f->node));

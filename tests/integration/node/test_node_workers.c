@@ -32,6 +32,7 @@
 #include "node/node.h"
 #include "plasma/store.h"
 #include "tests/harness/ftest.h"
+#include "tests/integration/node/node_fx.h"
 #include "tests/integration/node/rt_peer.h"
 
 /* A hang guard for what must come (a worker registering, a grant), far above an honest wait. */
@@ -56,29 +57,18 @@ struct fx {
 /* A GCS, a node with @num_workers prestarted (< 0: none), at most @max, offering @cpus CPUs. */
 static void fx_start(struct fx *f, int32_t num_workers, uint32_t max, const char *cpus)
 {
-	struct ferry__node_opts o = {0};
+	struct ferry__node_opts o;
 	struct ferry_gcs_client_opts go = {0};
-	char gcs[64], sock[256];
-	const char *addrs[1] = {gcs};
+	struct node_fx_strings s;
+	const char *addrs[1] = {s.gcs};
 
 	memset(f, 0, sizeof(*f));
 	if (fx_exe)
 		snprintf(f->exe, sizeof(f->exe), "%s", fx_exe);
 	else
 		ftest_assert_ok(rtp_fake_worker_path(f->exe, sizeof(f->exe)));
-	ftest_assert_ok(ferry__embed_gcs_start("127.0.0.1", 0, token, sizeof(token) - 1, &f->gcs));
-	snprintf(gcs, sizeof(gcs), "127.0.0.1:%u", ferry__embed_gcs_port(f->gcs));
-	snprintf(sock, sizeof(sock), "%s/node.sock", ftest_tmpdir());
-	o.gcs_address = gcs;
-	o.token = token;
-	o.token_len = sizeof(token) - 1;
-	o.memory_bytes = 64ull << 20;
-	o.transport = FERRY__NODE_TRANSPORT_TCP;
-	o.ip = "127.0.0.1";
-	o.socket_path = sock;
-	o.store_flags = FERRY__PLASMA_STORE_NO_PREFAULT;
+	node_fx_begin(&o, &s, &f->gcs, token, f->exe);
 	o.num_cpus = cpus;
-	o.worker_exe = f->exe;
 	o.num_workers = num_workers;
 	o.max_workers = max;
 	o.worker_idle_ms = fx_idle_ms;
@@ -86,7 +76,7 @@ static void fx_start(struct fx *f, int32_t num_workers, uint32_t max, const char
 	go.addresses = addrs;
 	go.naddresses = 1;
 	go.token = token;
-	go.token_len = sizeof(token) - 1;
+	go.token_len = strlen(token);
 	ftest_assert_ok(ferry_gcs_client_connect(&go, &f->gc));
 }
 
