@@ -97,6 +97,30 @@ struct ferry__conn_opts {
 unsigned ferry__conn_server_fd_room(unsigned max_handshaking);
 
 /*
+ * A server's client limit (ferry-gcs and ferry-sched --max-clients). A client whose handshake
+ * passed, when as many are connected as the limit allows, is refused in its HandshakeReply
+ * (-EUSERS: its connect fails with that, not a reset), so the descriptors of accepted clients
+ * stay under the open-file limit and accept never meets EMFILE, which would lock out every
+ * newcomer, a node that reconnects included; connections still in their handshake are capped
+ * apart (max_handshaking). The server counts its clients in and out (clients); loop thread.
+ */
+struct ferry__conn_client_cap {
+	unsigned clients;   /* accepted and not yet closed: the server counts them */
+	unsigned max;	    /* past it a handshake is refused */
+	uint64_t logged_ms; /* the last "at the limit" line, 0: never */
+	uint64_t refused;   /* refused since that line */
+};
+/* The limit: @configured, else (0) ferry__conn_server_fd_room(@max_handshaking); a configured
+ * one past that room is kept (the operator may know the reserve is smaller), with a warning
+ * under @comp: past the room, accept may meet EMFILE. */
+void ferry__conn_client_cap_init(struct ferry__conn_client_cap *cap, unsigned configured,
+				 unsigned max_handshaking, const char *comp);
+/* For an admit hook: 0, or -EUSERS at the limit, with one line per 10 s under @comp naming the
+ * limit, @peer (the latest refused) and how many were refused since the last line. */
+int ferry__conn_client_cap_admit(struct ferry__conn_client_cap *cap, const char *peer,
+				 const char *comp);
+
+/*
  * ferry__conn_connect_tcp() / ferry__conn_connect_unix() - start connecting. Returns 0 and sets
  * *@out: on_connect or on_close follows. Messages sent before the connection is up are queued.
  * Returns -EINVAL (bad options), -ENOMEM, or a resolution/socket error; no callback then.

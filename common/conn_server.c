@@ -31,6 +31,7 @@
 #include "common/conn_int.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/util.h"
 
 #define ACCEPT_RETRY_MS 100u
 
@@ -412,4 +413,41 @@ unsigned ferry__conn_server_fd_room(unsigned max_handshaking)
 	if (rl.rlim_cur < 2 * reserve)
 		return rl.rlim_cur / 2 ? (unsigned)(rl.rlim_cur / 2) : 1;
 	return rl.rlim_cur - reserve > UINT_MAX ? UINT_MAX : (unsigned)(rl.rlim_cur - reserve);
+}
+
+void ferry__conn_client_cap_init(struct ferry__conn_client_cap *cap, unsigned configured,
+				 unsigned max_handshaking, const char *comp)
+{
+	unsigned room = ferry__conn_server_fd_room(max_handshaking);
+
+	*cap = (struct ferry__conn_client_cap){.max = configured ? configured : room};
+	if (cap->max > room)
+		FLOG_WARN(comp,
+			  "--max-clients %u is past the %u clients the open-file limit leaves room "
+			  "for: new connections may fail with EMFILE before the limit; raise the "
+			  "hard limit (ulimit -Hn, systemd LimitNOFILE=)",
+			  cap->max, room);
+}
+
+/* At the limit, one line per this at most: a flood of refusals is counted in the next line. */
+#define CLIENT_CAP_LOG_MS 10000u
+
+int ferry__conn_client_cap_admit(struct ferry__conn_client_cap *cap, const char *peer,
+				 const char *comp)
+{
+	uint64_t now;
+
+	if (cap->clients < cap->max)
+		return 0;
+	cap->refused++;
+	now = ferry__now_ms();
+	if (cap->logged_ms && now - cap->logged_ms < CLIENT_CAP_LOG_MS)
+		return -EUSERS;
+	FLOG_WARN(comp,
+		  "%u clients connected, the limit (--max-clients %u): refusing new connections "
+		  "(%s the latest; %llu refused since the last such line)",
+		  cap->clients, cap->max, peer, (unsigned long long)cap->refused);
+	cap->logged_ms = now;
+	cap->refused = 0;
+	return -EUSERS;
 }

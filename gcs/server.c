@@ -42,9 +42,6 @@
 #define CLOSE_GRACE_DIV 5
 /* A task events listing: the newest this many (a reply of a few MiB at most). */
 #define TASK_EVENTS_LISTED 20000u
-/* At the client limit, one line per this long at most: a flood of refusals is counted in the
- * next line, not logged one by one. */
-#define FULL_LOG_MS 10000u
 
 /* ---- replies ---- */
 
@@ -469,7 +466,7 @@ static void on_close(struct ferry__conn *conn, int err)
 	for (size_t i = srv->held_head; i < srv->held_count; i++)
 		if (srv->held[i].conn == c)
 			srv->held[i].conn = NULL;
-	srv->nclients--;
+	srv->cap.clients--;
 	if (c->has_node && err == -ECONNRESET)
 		node_conn_lost(c);
 	ferry__ps_sub_destroy(c->sub);
@@ -503,7 +500,7 @@ static void on_accept(struct ferry__conn_server *cs, struct ferry__conn *conn, c
 	}
 	c->srv = srv;
 	c->conn = conn;
-	srv->nclients++;
+	srv->cap.clients++;
 	c->next = srv->conns;
 	if (srv->conns)
 		srv->conns->prev = c;
@@ -523,32 +520,12 @@ static const struct ferry__conn_callbacks early_cb = {
 	.on_close = on_close_early,
 };
 
-/*
- * A client whose handshake passed, when as many are connected as max_clients allows, is
- * refused in its HandshakeReply (-EUSERS: its connect fails with that, not a reset), so the
- * descriptors of accepted clients stay under the open-file limit and accept never meets
- * EMFILE, which would lock out every newcomer, a node that reconnects included. Connections
- * still in their handshake are capped apart (max_handshaking). One line per FULL_LOG_MS.
- */
+/* A client past the limit is refused in its handshake (see struct ferry__conn_client_cap). */
 static int admit(struct ferry__conn_server *cs, struct ferry__conn *conn)
 {
 	struct ferry__gcs_server *srv = ferry__conn_server_data(cs);
-	uint64_t now;
 
-	if (srv->nclients < srv->max_clients)
-		return 0;
-	srv->full_refused++;
-	now = ferry__now_ms();
-	if (srv->full_logged_ms && now - srv->full_logged_ms < FULL_LOG_MS)
-		return -EUSERS;
-	FLOG_WARN(COMP,
-		  "%u clients connected, the limit (--max-clients %u): refusing new connections "
-		  "(%s the latest; %llu refused since the last such line)",
-		  srv->nclients, srv->max_clients, ferry__conn_peer(conn),
-		  (unsigned long long)srv->full_refused);
-	srv->full_logged_ms = now;
-	srv->full_refused = 0;
-	return -EUSERS;
+	return ferry__conn_client_cap_admit(&srv->cap, ferry__conn_peer(conn), COMP);
 }
 
 static void on_refused(struct ferry__conn_server *cs, int err)
@@ -644,22 +621,6 @@ static void on_liveness(struct ferry__loop_timer *timer, int status)
 }
 
 /* ---- setup ---- */
-
-/* The client limit: as configured, else what the open-file limit leaves room for. A configured
- * one past that room is kept (the operator may know the reserve is smaller), with a warning:
- * past the room, accept may meet EMFILE (retried every 100 ms; existing clients are served). */
-static void size_max_clients(struct ferry__gcs_server *srv)
-{
-	unsigned room = ferry__conn_server_fd_room(srv->opts.max_handshaking);
-
-	srv->max_clients = srv->opts.max_clients ? srv->opts.max_clients : room;
-	if (srv->max_clients > room)
-		FLOG_WARN(COMP,
-			  "--max-clients %u is past the %u clients the open-file limit leaves room "
-			  "for: new connections may fail with EMFILE before the limit; raise the "
-			  "hard limit (ulimit -Hn, systemd LimitNOFILE=)",
-			  srv->max_clients, room);
-}
 
 static int check_opts(const struct ferry__gcs_server_opts *o)
 {
@@ -759,7 +720,8 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 	if (srv->opts.node_deadline_ms < 10)
 		srv->opts.node_deadline_ms = 10;
 	srv->deadline_ms = srv->opts.node_deadline_ms;
-	size_max_clients(srv);
+	ferry__conn_client_cap_init(&srv->cap, srv->opts.max_clients, srv->opts.max_handshaking,
+				    COMP);
 	srv->flush.data = srv;
 	ferry__hashmap_init(&srv->last_seen, sizeof(struct ferry_node_id), sizeof(uint64_t));
 	ferry__gcs_srv_load_init(srv);
@@ -779,7 +741,7 @@ int ferry__gcs_server_create(struct ferry__loop *loop, const struct ferry__gcs_s
 	FLOG_INFO(COMP, "serving on port %u (shard %u/%u%s, at most %u clients)",
 		  ferry__gcs_server_port(srv), opts->shard_index,
 		  opts->shard_count ? opts->shard_count : 1,
-		  opts->wal_dir ? ", with a WAL" : ", in memory", srv->max_clients);
+		  opts->wal_dir ? ", with a WAL" : ", in memory", srv->cap.max);
 	*out = srv;
 	return 0;
 
@@ -801,7 +763,7 @@ uint16_t ferry__gcs_server_port(const struct ferry__gcs_server *srv)
 
 unsigned ferry__gcs_server_max_clients(const struct ferry__gcs_server *srv)
 {
-	return srv->max_clients;
+	return srv->cap.max;
 }
 
 void ferry__gcs_server_destroy(struct ferry__gcs_server *srv)

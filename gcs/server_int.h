@@ -49,10 +49,7 @@ struct ferry__gcs_server {
 	struct ferry__ps *ps;		      /* pub/sub engine */
 	struct ferry__conn_server *listener;  /* accepting socket */
 	struct ferry__gcs_sconn *conns;	      /* every accepted connection */
-	unsigned nclients;		      /* ... how many */
-	unsigned max_clients;		      /* past it a handshake is refused (-EUSERS) */
-	uint64_t full_logged_ms;	      /* when the limit was last logged, 0: never */
-	uint64_t full_refused;		      /* refused at the limit since that line */
+	struct ferry__conn_client_cap cap;    /* ... how many, and the limit */
 	struct ferry__gcs_sconn *drain;	      /* subscribers to drain in this pass */
 	struct ferry__gcs_sconn *drain_held;  /* ... held back by a full socket: retried */
 	struct ferry__loop_req wal_req;	      /* poll on the WAL's event fd */

@@ -46,7 +46,6 @@
 #define DEFAULT_MAX_QUEUED (4u << 20)
 #define DEFAULT_STALL_MS 10000u
 #define RESUBSCRIBE_MS 1000u
-#define FULL_LOG_MS 10000u /* one "too many clients" line per this, with a count */
 
 static void kv_register(struct ferry__sched_server *s);
 
@@ -516,7 +515,7 @@ static void on_close(struct ferry__conn *conn, int err)
 				sc->srv->clients = sc->next;
 			if (sc->next)
 				sc->next->prev = sc->prev;
-			sc->srv->nclients--;
+			sc->srv->cap.clients--;
 		}
 		sc->conn = NULL;
 		ferry__sched_srv_sconn_unref(sc);
@@ -545,36 +544,16 @@ static void on_accept(struct ferry__conn_server *server, struct ferry__conn *con
 	if (sc->next)
 		sc->next->prev = sc;
 	sc->srv->clients = sc;
-	sc->srv->nclients++;
+	sc->srv->cap.clients++;
 	ferry__conn_set_callbacks(conn, &conn_cb, sc);
 }
 
-/*
- * A client whose handshake passed, when max_clients are connected, is refused in its
- * HandshakeReply (-EUSERS: its connect fails with that, not a reset), so that accepted
- * connections stay under the open-file limit: a token holder that opened them until accept
- * met EMFILE locked out every newcomer, nodes included, for as long as it held them.
- * Connections in their handshake are capped apart (max_handshaking). One line per FULL_LOG_MS.
- */
+/* A client past the limit is refused in its handshake (see struct ferry__conn_client_cap). */
 static int admit(struct ferry__conn_server *server, struct ferry__conn *conn)
 {
 	struct ferry__sched_server *s = ferry__conn_server_data(server);
-	uint64_t now;
 
-	if (s->nclients < s->max_clients)
-		return 0;
-	s->full_refused++;
-	now = ferry__loop_now_ms();
-	if (s->full_logged_ms && now - s->full_logged_ms < FULL_LOG_MS)
-		return -EUSERS;
-	FLOG_WARN(COMP,
-		  "%u clients connected, the limit (--max-clients %u): refusing new connections "
-		  "(%s the latest; %llu refused since the last such line)",
-		  s->nclients, s->max_clients, ferry__conn_peer(conn),
-		  (unsigned long long)s->full_refused);
-	s->full_logged_ms = now;
-	s->full_refused = 0;
-	return -EUSERS;
+	return ferry__conn_client_cap_admit(&s->cap, ferry__conn_peer(conn), COMP);
 }
 
 static void on_refused(struct ferry__conn_server *server, int err)
@@ -601,14 +580,7 @@ static int listen_port(struct ferry__sched_server *s, const struct ferry__sched_
 	so.on_accept = on_accept;
 	so.on_refused = on_refused;
 	so.admit = admit;
-	s->max_clients = o->max_clients ? o->max_clients : ferry__conn_server_fd_room(0);
-	if (s->max_clients > ferry__conn_server_fd_room(0))
-		FLOG_WARN(COMP,
-			  "--max-clients %u is past the %u clients the open-file limit leaves room "
-			  "for: new connections may fail with EMFILE before the limit; raise the "
-			  "hard "
-			  "limit (ulimit -Hn, systemd LimitNOFILE=)",
-			  s->max_clients, ferry__conn_server_fd_room(0));
+	ferry__conn_client_cap_init(&s->cap, o->max_clients, 0, COMP);
 	so.data = s;
 	so.token = o->token;
 	so.token_len = o->token_len;

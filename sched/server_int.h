@@ -112,10 +112,7 @@ struct ferry__sched_server {
 	uint64_t forwarded;			       /* counters for the log */
 	uint32_t ngroups;			       /* global: group entries (<= GROUPS_MAX) */
 	struct sconn *clients;			       /* open connections past their handshake */
-	unsigned nclients;			       /* in that list */
-	unsigned max_clients;			       /* past it a handshake is refused */
-	uint64_t full_logged_ms;		       /* the last "too many clients" line */
-	uint64_t full_refused;			       /* refusals since that line */
+	struct ferry__conn_client_cap cap;	       /* how many in that list, and the limit */
 	struct ferry_node_id self;		       /* this instance (its ID) */
 	uint8_t listener_token[256];		       /* the cluster token (for the clients) */
 	size_t listener_token_len;		       /* its bytes */
