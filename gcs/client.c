@@ -38,6 +38,7 @@
 #include "common/cond.h"
 #include "common/conn.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/util.h"
 #include "common/wire.h"
 #include "gcs/client_int.h"
@@ -297,9 +298,16 @@ static void start_connect(struct shard *s)
 	if (ret == 0)
 		atomic_fetch_add(&c->refs, 1); /* until on_close */
 	if (ret < 0) {
+		bool again;
+
 		s->conn = NULL;
-		FLOG_WARN(COMP, "connecting to shard %u failed: %s", s->index,
-			  ferry_strerror(-ret));
+		pthread_mutex_lock(&c->lock);
+		again = s->last_error == ret;
+		s->last_error = ret; /* what a connect that runs out of time reports */
+		pthread_mutex_unlock(&c->lock);
+		if (!again) /* once per cause, not every reconnect_ms */
+			FLOG_WARN(COMP, "connecting to shard %u (%s:%u) failed: %s; retrying",
+				  s->index, s->host, s->port, ferry_strerror(-ret));
 		ferry__loop_timer_start(c->loop, &s->reconnect, c->reconnect_ms, 0,
 					on_reconnect_timer);
 	}
@@ -744,6 +752,8 @@ static void say_why_not_connected(struct ferry_gcs_client *c, int err)
 static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client_opts *o,
 		       struct ferry__loop *loop)
 {
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
 	int ret;
 
 	c->nshards = (unsigned)o->naddresses;
@@ -771,6 +781,12 @@ static int client_init(struct ferry_gcs_client *c, const struct ferry_gcs_client
 				   o->addresses[i] ? o->addresses[i] : "(null)");
 			return ret;
 		}
+		/* A name that does not resolve now is a typo far more often than a DNS entry yet
+		 * to come: refused at once (net.c logs the name), not retried until the timeout
+		 * with a line per attempt and "timed out" at the end. */
+		ret = ferry__net_resolve(s->host, s->port, &addr, &addr_len);
+		if (ret < 0)
+			return ret;
 	}
 	c->own_loop = loop == NULL;
 	if (loop) { /* its thread is learnt on its first pass: until then, calls post */

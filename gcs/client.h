@@ -46,7 +46,8 @@ typedef void (*ferry__gcs_reply_fn)(void *arg, const struct ferry__gcs_reply *re
  * callback then runs on the thread that runs @loop (noted on its first pass), and
  * ferry_gcs_client_destroy() must be called there too. Returns at once: the shards are
  * connected in the background and requests made meanwhile wait for their shard (up to their
- * deadline). 0 and *@out, -EINVAL (bad options, logged), -ENOMEM.
+ * deadline). 0 and *@out, -EINVAL (bad options, logged), -EHOSTUNREACH (a shard's host name
+ * does not resolve, logged), -ENOMEM.
  */
 int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gcs_client_opts *opts,
 				 struct ferry_gcs_client **out);

@@ -168,7 +168,8 @@ struct ferry_gcs_client_opts {
  * on it reconnects on its own when a connection drops, resends the requests not answered yet,
  * and resubscribes (resuming from the last sequence number it delivered: the server replays the
  * missed messages or sends RESYNC + a snapshot). Returns 0 and *@out; -EINVAL (bad options,
- * logged), -EACCES (token refused), -EUSERS (a shard holds as many clients as it may: ferry-gcs
+ * logged), -EHOSTUNREACH at once (a shard's host name does not resolve; logged), -EACCES (token
+ * refused), -EUSERS (a shard holds as many clients as it may: ferry-gcs
  * --max-clients; logged), -ETIMEDOUT (a shard was not reachable in time),
  * -ECONNREFUSED / -EHOSTUNREACH / -ENETUNREACH (the same, every attempt until the timeout was
  * refused or had no route: nothing listens there), -EPROTO (a shard's reply is not a Ferry

@@ -318,6 +318,29 @@ FTEST(nothing_listening_is_connection_refused_not_timed_out)
 	ftest_assert_ptr_null(c);
 }
 
+/* A host name that does not resolve (.invalid never does) fails the connect at once, saying
+ * so in one line: not a line per retry for the whole timeout and then "timed out". */
+FTEST(a_name_that_does_not_resolve_fails_at_once_in_one_line)
+{
+	struct ferry_gcs_client_opts o = {0};
+	struct ferry_gcs_client *c = NULL;
+	const char *list[1] = {"no-such-host.invalid:6380"}, *log, *first;
+
+	o.addresses = list;
+	o.naddresses = 1;
+	o.token = TOKEN;
+	o.token_len = strlen(TOKEN);
+	o.timeout_ms = 60000; /* the test's own timeout ends first if the connect waits for it */
+	ftest_log_capture_start();
+	ftest_assert_errno(ferry_gcs_client_connect(&o, &c), -EHOSTUNREACH);
+	ftest_log_capture_stop();
+	ftest_assert_ptr_null(c);
+	log = ftest_log_captured();
+	first = strstr(log, "cannot resolve 'no-such-host.invalid'");
+	ftest_assert_ptr_notnull(first);
+	ftest_assert_ptr_null(strstr(first + 1, "cannot resolve"));
+}
+
 /* Read until EOF (the server closed us); fails the test after 10 s. */
 static void expect_closed(int fd)
 {
