@@ -171,7 +171,8 @@ static void on_connect(struct ferry__conn *conn)
 
 	s->connected = true;
 	if (s->ever_connected)
-		FLOG_INFO(COMP, "shard %u reconnected", s->index);
+		FLOG_WARN(COMP, "reconnected to the GCS at %s:%u (shard %u)", s->host, s->port,
+			  s->index);
 	resubscribe(s);
 	for (struct creq *r = s->head; r; r = r->next)
 		shard_send(s, r);
@@ -207,7 +208,7 @@ static void on_close(struct ferry__conn *conn, int err)
 {
 	struct shard *s = ferry__conn_data(conn);
 	struct ferry_gcs_client *c = s->client;
-	bool refused = false;
+	bool refused = false, was_connected = s->connected;
 
 	s->conn = NULL;
 	s->connected = false;
@@ -215,7 +216,13 @@ static void on_close(struct ferry__conn *conn, int err)
 		client_unref(c); /* the connection's reference: may free c */
 		return;
 	}
-	FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, ferry_strerror(-err));
+	/* A lost GCS is worth a warning (a daemon's log was silent about it at the default
+	 * level); the attempts that follow fail quietly, and the reconnect says it is back. */
+	if (was_connected)
+		FLOG_WARN(COMP, "lost the GCS at %s:%u (shard %u): %s; reconnecting", s->host,
+			  s->port, s->index, ferry_strerror(-err));
+	else
+		FLOG_INFO(COMP, "shard %u connection closed: %s", s->index, ferry_strerror(-err));
 	if (err == -EUSERS && s->last_error != -EUSERS) /* once, not at every retry */
 		FLOG_WARN(COMP,
 			  "the GCS at %s:%u (shard %u) refused us: it holds as many clients as it "

@@ -332,6 +332,7 @@ FTEST(a_node_keeps_its_registration_across_a_restart_on_the_wal_and_beats_write_
 FTEST(a_node_registers_again_after_an_in_memory_gcs_restart_and_exits_once_declared_dead)
 {
 	struct ferry_gcs_client *c;
+	char gcs[64];
 	struct node_proc n;
 	struct gcs_proc p = gcs_start(0, NULL);
 
@@ -342,6 +343,10 @@ FTEST(a_node_registers_again_after_an_in_memory_gcs_restart_and_exits_once_decla
 	/* Same ID, same address (node_state checks it). */
 	ftest_assert_int_eq(wait_state(c, &n, FERRY_GCS_NODE_ALIVE), FERRY_GCS_NODE_ALIVE);
 	ftest_assert_true(itest_log_has(n.log, "registered again with the same ID and address"));
+	/* The loss and the return are said at the default level, naming the GCS. */
+	snprintf(gcs, sizeof(gcs), "lost the GCS at 127.0.0.1:%u", p.port);
+	ftest_assert_true(itest_log_has(n.log, gcs));
+	ftest_assert_true(itest_log_has(n.log, "reconnected to the GCS at 127.0.0.1"));
 	/* Declared dead: its next beat learns it, and it exits, saying why. */
 	ftest_assert_int_eq(ferry_gcs_node_unregister(c, &n.id), 1);
 	ftest_assert_int_eq(wait_exit(n.pid), 3);
