@@ -675,6 +675,31 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+/* Lock held. Why a shard that never answered failed its attempts, when they were refused or
+ * had no route (nothing listens there): more use to whoever ran out of time than "timed out".
+ * 0 when no shard is in that state. */
+static int unreached_why(const struct ferry_gcs_client *c)
+{
+	for (unsigned i = 0; i < c->nshards; i++) {
+		int e = c->shards[i].last_error;
+
+		if (!c->shards[i].ever_connected &&
+		    (e == -ECONNREFUSED || e == -EHOSTUNREACH || e == -ENETUNREACH))
+			return e;
+	}
+	return 0;
+}
+
+int ferry__gcs_client_unreached_why(struct ferry_gcs_client *c)
+{
+	int ret;
+
+	pthread_mutex_lock(&c->lock);
+	ret = unreached_why(c);
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
 /* Wait until every shard connected once, one refused us, or the timeout (CLOCK_MONOTONIC). */
 static int wait_connected(struct ferry_gcs_client *c)
 {
@@ -695,14 +720,8 @@ static int wait_connected(struct ferry_gcs_client *c)
 			break;
 		}
 	}
-	/* Out of time with a shard that never answered: say why its attempts failed when they
-	 * were refused or had no route (nothing listens there), rather than "timed out". */
-	for (unsigned i = 0; ret == -ETIMEDOUT && i < c->nshards; i++) {
-		int e = c->shards[i].last_error;
-		if (!c->shards[i].ever_connected &&
-		    (e == -ECONNREFUSED || e == -EHOSTUNREACH || e == -ENETUNREACH))
-			ret = e;
-	}
+	if (ret == -ETIMEDOUT && unreached_why(c) < 0)
+		ret = unreached_why(c);
 	if (ret == 0)
 		ret = c->connect_error;
 	pthread_mutex_unlock(&c->lock);

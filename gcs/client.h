@@ -53,6 +53,13 @@ int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gc
 				 struct ferry_gcs_client **out);
 
 /*
+ * ferry__gcs_client_unreached_why() - for a caller of ferry__gcs_client_connect_on() whose
+ * first request timed out: -ECONNREFUSED, -EHOSTUNREACH or -ENETUNREACH when a shard that never
+ * answered had its last attempt refused or unrouted (nothing listens there), else 0. Any thread.
+ */
+int ferry__gcs_client_unreached_why(struct ferry_gcs_client *c);
+
+/*
  * ferry__gcs_client_send() - the one request path: send @payload (a built message of @type
  * carrying @seq; ownership taken, ferry__malloc'd, freed on every path) to @shard, and call
  * @fn(@arg, reply) on the loop thread exactly once: with the reply, -ETIMEDOUT at the client's

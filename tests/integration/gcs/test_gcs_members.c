@@ -355,3 +355,30 @@ FTEST(a_node_registers_again_after_an_in_memory_gcs_restart_and_exits_once_decla
 	ferry_gcs_client_destroy(c);
 	gcs_stop(&p, SIGTERM);
 }
+
+/* A node started against a port nothing listens on fails (within the GCS client's 10 s) saying
+ * the connection was refused and what that means: it said "Timed out". */
+FTEST(a_node_without_a_gcs_says_the_connection_was_refused)
+{
+	const char *bin = getenv("FERRY_NODE_BIN");
+	struct gcs_proc p = gcs_start(0, NULL);
+	char cmd[2048], log[512], line[256], first[256];
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	uint16_t port = p.port;
+	pid_t pid;
+
+	if (!bin)
+		ftest_skip("FERRY_NODE_BIN not set (run through meson test)");
+	gcs_stop(&p, SIGTERM); /* its port is free now: nothing listens there */
+	snprintf(log, sizeof(log), "%s/node.log", ftest_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s --gcs 127.0.0.1:%u --token-file %s --ip 127.0.0.1 --memory 32M "
+		 "--transport tcp --socket %s/store.sock 2>%s",
+		 bin, port, token_file(), ftest_tmpdir(), log);
+	pid = itest_spawn(argv, first, sizeof(first)); /* no ready line: "" */
+	ftest_assert_int_eq(wait_exit(pid), 1);
+	snprintf(line, sizeof(line), "GCS 127.0.0.1:%u not reached: Connection refused", port);
+	ftest_assert_true(itest_log_has(log, line));
+	ftest_assert_true(itest_log_has(log, "nothing listens there"));
+	ftest_assert_false(itest_log_has(log, "Timed out"));
+}
