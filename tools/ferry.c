@@ -252,9 +252,8 @@ static void listen_ip(const struct opts *o, char *buf, size_t size)
 	snprintf(buf, size, "%s", f ? f->ip : o->ip ? o->ip : "0.0.0.0");
 }
 
-/* The address other hosts should use: --ip (@head, as listen_ip() made it), else the first
- * non-loopback IPv4, else loopback. */
-static void advertised_ip(const char *head, char *buf, size_t size)
+/* ferry_cli.h */
+void ferry__cli_advertised_ip(const char *head, char *buf, size_t size)
 {
 	struct ifaddrs *ifs, *i;
 	bool given = strcmp(head, "0.0.0.0") != 0;
@@ -301,7 +300,7 @@ static int start_gcs(const struct opts *o, struct start *s, const char *token_pa
 		return ret;
 	if (sscanf(line, "ferry-gcs listening on port %u", &got) != 1)
 		got = o->port;
-	advertised_ip(host, ip, sizeof(ip));
+	ferry__cli_advertised_ip(host, ip, sizeof(ip));
 	snprintf(addr, sizeof(s->cluster.address), "%s:%u", ip, got);
 	printf("started ferry-gcs   pid %-7d port %u (log %s)\n", (int)d.pid, got, d.log_path);
 	if (ferry__cli_metrics_base)

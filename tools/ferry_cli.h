@@ -139,6 +139,11 @@ struct ferry_gcs_node_info;
 void ferry__cli_print_load_totals(const struct ferry_gcs_node_load *loads, int count,
 				  const struct ferry_gcs_node_info *nodes, int nnodes);
 
+/* The address other hosts should use to reach a daemon of this host listening on @head (an
+ * address, or "0.0.0.0": every one): @head itself, else the first non-loopback IPv4, else
+ * loopback. In ferry.c. */
+void ferry__cli_advertised_ip(const char *head, char *buf, size_t size);
+
 /* ---- global schedulers (ferry_sched_cli.c) ---- */
 
 /* Start one more ferry-sched from this run directory, listening on @ip (NULL: every address),

@@ -67,9 +67,12 @@ int ferry__cli_sched_start(const char *gcs_address, const char *token_path, cons
 		port = 0;
 	printf("started ferry-sched%s%s pid %-7d port %u (log %s)\n", group ? " --group " : "",
 	       group ? group : "", (int)d.pid, port, d.log_path);
-	if (ferry__cli_metrics_base)
-		printf("  metrics: http://%s:%u/metrics\n", ip ? ip : "0.0.0.0",
-		       ferry__cli_metrics_base + slot);
+	if (ferry__cli_metrics_base) { /* a URL to use, as the GCS's line gives: not 0.0.0.0 */
+		char url_ip[64];
+
+		ferry__cli_advertised_ip(ip ? ip : "0.0.0.0", url_ip, sizeof(url_ip));
+		printf("  metrics: http://%s:%u/metrics\n", url_ip, ferry__cli_metrics_base + slot);
+	}
 	return 0;
 }
 

@@ -781,6 +781,35 @@ FTEST(cli_metrics_every_daemon)
 }
 
 /*
+ * A head started without --ip listens on every address; each metrics URL it prints is one to
+ * use, the scheduler's on the same host as the GCS's: ferry-sched's said http://0.0.0.0:P+1.
+ */
+FTEST(cli_metrics_urls_without_ip_name_this_host)
+{
+	static char out[1 << 16];
+	char host[64] = "", url[128];
+	uint16_t base = free_port_block(12); /* the GCS, ferry-sched, node-1 */
+	const char *gcs_url;
+
+	if (!getenv("FERRY_NODE_BIN"))
+		ftest_skip("FERRY_NODE_BIN not set");
+	cli_bin();
+	use_run_dir();
+	ftest_assert_int_eq(cli(out, sizeof(out),
+				"start --head --port %u --memory 64M --timeout 20 --num-workers 0 "
+				"--metrics-port-base %u",
+				free_port(), base),
+			    0);
+	ftest_assert_ptr_null(strstr(out, "http://0.0.0.0"));
+	gcs_url = strstr(out, "  metrics: http://");
+	ftest_assert_ptr_notnull(gcs_url);
+	ftest_assert_int_eq(sscanf(gcs_url, "  metrics: http://%63[^:]:", host), 1);
+	snprintf(url, sizeof(url), "  metrics: http://%s:%u/metrics", host, base + 1);
+	ftest_assert_ptr_notnull(strstr(out, url));
+	stop_all();
+}
+
+/*
  * ferry-plasma run alone serves its metrics too (--metrics-port): the store's rows, with the
  * object a client put, accepted by promtool; its port line comes before it serves.
  */
