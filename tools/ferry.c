@@ -34,6 +34,7 @@
  * - stop signals nodes first, then the GCS: SIGTERM, wait up to --timeout, then SIGKILL. A pid
  *   is signalled only while /proc says it is still the program we started (pids get reused).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ifaddrs.h>
@@ -1227,6 +1228,21 @@ static int parse_resource_flag(int c, const char *v, struct opts *o)
 	return 0;
 }
 
+/* --address: HOST:PORT with a host and a port 1-65535 (a bad port is a bad flag, exit 2, as a
+ * missing colon is; it used to pass here and fail later with exit 1). */
+static bool address_ok(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	unsigned long port;
+	char *end;
+
+	if (!colon || colon == a || !isdigit((unsigned char)colon[1]))
+		return false;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	return !*end && !errno && port >= 1 && port <= 65535;
+}
+
 /* 0, 1 for --help, 2 for --version, or -EINVAL (said why). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -1339,8 +1355,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				o->timeout_s = (unsigned)v;
 			break;
 		case 'a':
-			if (!strchr(optarg, ':')) {
-				ferry__cli_fail("--address wants HOST:PORT, got %s", optarg);
+			if (!address_ok(optarg)) {
+				ferry__cli_fail(
+					"--address wants HOST:PORT (a port 1-65535), got %s",
+					optarg);
 				return -EINVAL;
 			}
 			o->address = optarg;

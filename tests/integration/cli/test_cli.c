@@ -957,6 +957,10 @@ FTEST(cli_bad_flags)
 	ftest_assert_ptr_notnull(strstr(out, "--shm is on or off"));
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --port 70000"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --address nocolon"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "start --address 127.0.0.1:abc"), 2);
+	ftest_assert_ptr_notnull(strstr(out, "--address wants HOST:PORT"));
+	ftest_assert_int_eq(cli(out, sizeof(out), "status --address 127.0.0.1:70000"), 2);
+	ftest_assert_int_eq(cli(out, sizeof(out), "list nodes --address :6380"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --memory lots"), 2);
 	ftest_assert_int_eq(cli(out, sizeof(out), "start --head --spin-us 2000000"), 2);
 	ftest_assert_ptr_notnull(strstr(out, "bad --spin-us value"));
