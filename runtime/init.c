@@ -19,6 +19,7 @@
  *   and the driver dead in the GCS; then the store client, the GCS client and the local
  *   cluster go. Nothing of the runtime (thread, fd, socket file) is left.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -302,14 +303,33 @@ static void list_candidates(const struct local_nodes *l, char *buf, size_t size)
 }
 
 /* Row of the node @want names among the candidates: -ENOENT none, -EINVAL several; logged. */
+/* "node-N", the name `ferry start` prints and gives the node's directory in the run directory:
+ * that directory's store socket into @sock. False for anything else. */
+static bool run_dir_node(const char *want, char *sock, size_t size)
+{
+	char run_dir[PATH_MAX];
+	unsigned long index;
+	char *end;
+
+	if (strncmp(want, "node-", 5) || !isdigit((unsigned char)want[5]))
+		return false;
+	index = strtoul(want + 5, &end, 10);
+	if (*end || index == 0 || index > 1000000)
+		return false;
+	ferry__run_dir_default(run_dir, sizeof(run_dir));
+	snprintf(sock, size, "%.*s/node-%lu/store.sock", PATH_MAX - 64, run_dir, index);
+	return true;
+}
+
 static int pick_wanted(const struct local_nodes *l, const char *want, const char *gcs)
 {
 	struct ferry__node_addr a;
-	char names[1024];
+	char names[1024], sock[PATH_MAX];
+	const char *match = run_dir_node(want, sock, sizeof(sock)) ? sock : want;
 	int found = -1, matches = 0;
 
 	for (int i = 0; i < l->n; i++)
-		if (l->score[i] && node_matches(&l->all[i], store_socket(&l->all[i], &a), want)) {
+		if (l->score[i] && node_matches(&l->all[i], store_socket(&l->all[i], &a), match)) {
 			found = i;
 			matches++;
 		}

@@ -120,8 +120,9 @@ struct ferry_init_opts {
 				* table; the token is $FERRY_TOKEN_FILE's, else the one the
 				* run directory names */
 	const char *node;      /* joining a host that runs several nodes: the one to join, by
-				* its ID (hex, as `ferry status` shows it, or a unique prefix)
-				* or its store socket's path; NULL: $FERRY_NODE, else the first
+				* its ID (hex, as `ferry status` shows it, or a unique prefix),
+				* its store socket's path, or "node-N" (the name `ferry start`
+				* gave it in the run directory); NULL: $FERRY_NODE, else the first
 				* that fits (logged, with the others). Naming no live node of
 				* this host is -ENOENT, an ambiguous prefix -EINVAL (both log
 				* the candidates). The local cluster ignores it */

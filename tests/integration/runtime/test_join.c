@@ -236,9 +236,9 @@ static void assert_joined(const char *hex)
 }
 
 /* FERRY_ADDRESS=auto on a host of two nodes: either may be chosen, by $FERRY_NODE or
- * ferry_init_opts.node (an ID's prefix as `ferry status` shows it, or a store socket); without
- * one the driver joins one and says which and how to choose; a name of no node here, or a
- * prefix of both, fails naming both. */
+ * ferry_init_opts.node (an ID's prefix as `ferry status` shows it, a store socket, or node-N as
+ * `ferry start` names it); without one the driver joins one and says which and how to choose;
+ * a name of no node here, or a prefix of both, fails naming both. */
 FTEST(init_on_a_host_of_two_nodes_joins_the_one_named)
 {
 	struct ferry_init_opts o = {.address = "auto"};
@@ -267,6 +267,17 @@ FTEST(init_on_a_host_of_two_nodes_joins_the_one_named)
 	put_get_and_job();
 	ferry_shutdown();
 
+	/* By the name `ferry start` printed for it (its directory in the run directory). */
+	setenv("FERRY_NODE", "node-2", 1);
+	ftest_assert_ok(ferry_init(&o));
+	assert_joined(id2);
+	ferry_shutdown();
+	setenv("FERRY_NODE", "node-1", 1);
+	ftest_assert_ok(ferry_init(&o));
+	assert_joined(id1);
+	ferry_shutdown();
+	setenv("FERRY_NODE", prefix, 1);
+
 	/* opts.node comes before $FERRY_NODE: node-1 by its store socket. */
 	snprintf(sock, sizeof(sock), "%s/node-1/store.sock", run_dir);
 	o.node = sock;
@@ -275,6 +286,8 @@ FTEST(init_on_a_host_of_two_nodes_joins_the_one_named)
 	ferry_shutdown();
 
 	/* No such node here: -ENOENT, naming the candidates. */
+	o.node = "node-3";
+	ftest_assert_errno(ferry_init(&o), -ENOENT);
 	o.node = "0123456789abcdef0123456789abcdef0";
 	ftest_log_capture_start();
 	ftest_assert_errno(ferry_init(&o), -ENOENT);
