@@ -61,9 +61,35 @@ report:
 	_exit(127);
 }
 
+/* SIGINT (a Ctrl-C), SIGTERM and SIGHUP: held from a start's first daemon on, so that the start
+ * sees them in ferry__cli_daemon_wait_ready() and stops what it started, rather than dying
+ * between its daemons' starts and leaving them running with no cluster file. */
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+}
+
+/* The held stop signal waiting to be read, or 0. */
+static int stop_signal_pending(void)
+{
+	sigset_t set, pending;
+
+	stop_signals(&set);
+	if (sigpending(&pending) < 0)
+		return 0;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&set, sig) && sigismember(&pending, sig))
+			return sig;
+	return 0;
+}
+
 /*
  * ferry__cli_daemon_spawn() - start @argv as a daemon: double fork, setsid, cwd /. Writes
- * d->pid and its pid file.
+ * d->pid and its pid file. From then on this process holds SIGINT, SIGTERM and SIGHUP (the
+ * daemon does not: its mask is cleared).
  * Returns 0 or -errno (exec failures included: the exec's errno comes back over a CLOEXEC
  * pipe that closes silently on success).
  */
@@ -71,8 +97,11 @@ int ferry__cli_daemon_spawn(struct ferry__cli_daemon *d, const char *const argv[
 {
 	int pfd[2], status = 0, e = 0;
 	pid_t child, pid = 0;
+	sigset_t stop;
 	char buf[32];
 
+	stop_signals(&stop);
+	sigprocmask(SIG_BLOCK, &stop, NULL);
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return -errno;
 	child = fork();
@@ -81,6 +110,7 @@ int ferry__cli_daemon_spawn(struct ferry__cli_daemon *d, const char *const argv[
 		goto err_close_pipe;
 	}
 	if (child == 0) {
+		sigprocmask(SIG_UNBLOCK, &stop, NULL); /* setsid: no terminal's Ctrl-C reaches it */
 		setsid();
 		if (chdir("/") < 0)
 			_exit(1);
@@ -275,12 +305,16 @@ int ferry__cli_daemon_wait_ready(const struct ferry__cli_daemon *d, const char *
 {
 	uint64_t deadline = ferry__now_ms() + (uint64_t)timeout_s * 1000u;
 	unsigned shown = 0;
-	int ret = 0;
+	int ret = 0, sig = 0;
 
 	while (!find_line(d->out_path, marker, line, size)) {
 		show_progress(d, &shown);
 		if (!ferry__cli_pid_is(d->pid, d->name)) {
 			ret = -ECHILD;
+			break;
+		}
+		if ((sig = stop_signal_pending())) {
+			ret = -EINTR;
 			break;
 		}
 		if (ferry__now_ms() >= deadline) {
@@ -292,6 +326,12 @@ int ferry__cli_daemon_wait_ready(const struct ferry__cli_daemon *d, const char *
 	if (shown && isatty(STDOUT_FILENO))
 		printf("\n");
 	fflush(stdout);
+	if (ret == -EINTR) {
+		ferry__cli_fail("%s while %s (pid %d) was starting: stopping what this start "
+				"started",
+				strsignal(sig), d->name, (int)d->pid);
+		return ret;
+	}
 	if (ret == -ECHILD)
 		ferry__cli_fail("%s (pid %d) exited before it was ready", d->name, (int)d->pid);
 	else if (ret == -ETIMEDOUT)

@@ -1005,6 +1005,55 @@ static void need_node(void)
 		ftest_skip("ferry-node not built (FERRY_NODE_BIN)");
 }
 
+/*
+ * A Ctrl-C (SIGINT) of `ferry start --head` while its node starts stops what the start started:
+ * it used to kill the command only, leaving the GCS and the node running with no cluster file,
+ * so `status` said no cluster was started and a new head was refused. The node pre-faults a
+ * 4 GiB store (seconds, as in node_stopped_while_starting_exits_at_once); the signal comes at
+ * its first progress line.
+ */
+FTEST(cli_start_interrupted_stops_what_it_started)
+{
+	char log[512], cmd[2048];
+	pid_t pid, gcs, node;
+	int status;
+
+	need_node();
+	use_run_dir();
+	snprintf(log, sizeof(log), "%s/start.out", ftest_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "FERRY_RUN_DIR='%s' exec '%s' start --head --port %u --ip 127.0.0.1 --memory 4G "
+		 "--num-workers 0 --timeout 60 >'%s' 2>&1",
+		 run_dir, cli_bin(), free_port(), log);
+	pid = fork();
+	ftest_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000 && !itest_log_has(log, "pre-faulting the store"); i++)
+		usleep(10 * 1000);
+	ftest_assert_true(itest_log_has(log, "pre-faulting the store"));
+	gcs = pid_in("gcs.pid");
+	node = pid_in("node-1/node.pid");
+	ftest_assert_ok(kill(pid, SIGINT));
+	ftest_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ftest_assert_true(WIFEXITED(status));
+	ftest_assert_int_eq(WEXITSTATUS(status), 1);
+	ftest_assert_true(itest_log_has(log, "Interrupt while ferry-node"));
+	ftest_assert_true(itest_log_has(log, "stopping the GCS again"));
+	/* A process whose cmdline is gone is not ferry-node any more to `ferry`: the exit of one
+	 * that mapped 4 GiB may still be tearing the mapping down for a moment. */
+	for (int i = 0; i < 500 && (running(gcs) || running(node)); i++)
+		usleep(10 * 1000);
+	ftest_assert_false(running(gcs));
+	ftest_assert_false(running(node));
+	ftest_assert_false(file_exists("gcs.pid"));
+	ftest_assert_false(file_exists("node-1"));
+	ftest_assert_false(file_exists("cluster"));
+}
+
 /* The whole of run_dir/@name into @buf (NUL-terminated); its length. */
 static size_t slurp(const char *name, char *buf, size_t size)
 {
