@@ -550,8 +550,11 @@ void ferry__rt_lease_peer_gone(struct rt_peer *p)
 	ferry__rt_sched_peer_gone(rt, p);
 	for (struct rt_worker *w = rt->workers; w; w = w->next) {
 		if (w->state == W_LEASED && w->lease_owner == p && w->detached) {
-			/* A detached actor's: it stays, ownerless, until its worker exits. */
+			/* A detached actor's: it stays, ownerless, until its worker exits (its
+			 * request, freed then, must not count against the gone peer). */
 			w->lease_owner = NULL;
+			if (w->req && w->req->owner == p)
+				w->req->owner = NULL;
 		} else if (w->state == W_LEASED && w->lease_owner == p) {
 			ferry__rt_admin_lease_ended(rt, w, 0, -ECONNRESET);
 			release(w);
