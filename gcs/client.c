@@ -675,29 +675,27 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-/* Lock held. Why a shard that never answered failed its attempts, when they were refused or
- * had no route (nothing listens there): more use to whoever ran out of time than "timed out".
- * 0 when no shard is in that state. */
-static int unreached_why(const struct ferry_gcs_client *c)
+/* Lock held. @err, unless it is -ETIMEDOUT and a shard that never answered had its attempts
+ * refused or unrouted (nothing listens there): then that, of more use to whoever ran out of
+ * time than "timed out". */
+static int unreached_why(const struct ferry_gcs_client *c, int err)
 {
-	for (unsigned i = 0; i < c->nshards; i++) {
+	for (unsigned i = 0; err == -ETIMEDOUT && i < c->nshards; i++) {
 		int e = c->shards[i].last_error;
 
 		if (!c->shards[i].ever_connected &&
 		    (e == -ECONNREFUSED || e == -EHOSTUNREACH || e == -ENETUNREACH))
 			return e;
 	}
-	return 0;
+	return err;
 }
 
-int ferry__gcs_client_unreached_why(struct ferry_gcs_client *c)
+int ferry__gcs_client_unreached_why(struct ferry_gcs_client *c, int err)
 {
-	int ret;
-
 	pthread_mutex_lock(&c->lock);
-	ret = unreached_why(c);
+	err = unreached_why(c, err);
 	pthread_mutex_unlock(&c->lock);
-	return ret;
+	return err;
 }
 
 /* Wait until every shard connected once, one refused us, or the timeout (CLOCK_MONOTONIC). */
@@ -720,8 +718,7 @@ static int wait_connected(struct ferry_gcs_client *c)
 			break;
 		}
 	}
-	if (ret == -ETIMEDOUT && unreached_why(c) < 0)
-		ret = unreached_why(c);
+	ret = unreached_why(c, ret);
 	if (ret == 0)
 		ret = c->connect_error;
 	pthread_mutex_unlock(&c->lock);

@@ -54,10 +54,11 @@ int ferry__gcs_client_connect_on(struct ferry__loop *loop, const struct ferry_gc
 
 /*
  * ferry__gcs_client_unreached_why() - for a caller of ferry__gcs_client_connect_on() whose
- * first request timed out: -ECONNREFUSED, -EHOSTUNREACH or -ENETUNREACH when a shard that never
- * answered had its last attempt refused or unrouted (nothing listens there), else 0. Any thread.
+ * first request failed with @err: @err, unless it is -ETIMEDOUT and a shard that never answered
+ * had its last attempt refused or unrouted (nothing listens there): then -ECONNREFUSED,
+ * -EHOSTUNREACH or -ENETUNREACH. Any thread.
  */
-int ferry__gcs_client_unreached_why(struct ferry_gcs_client *c);
+int ferry__gcs_client_unreached_why(struct ferry_gcs_client *c, int err);
 
 /*
  * ferry__gcs_client_send() - the one request path: send @payload (a built message of @type

@@ -196,8 +196,7 @@ static int start_loop_and_gcs(struct ferry__node *node)
 	node->loop_live = true;
 	pthread_mutex_unlock(&node->lock);
 	ret = ferry_gcs_kv_exists(node->gcs, "ferry", 5, "node", 4);
-	if (ret == -ETIMEDOUT && ferry__gcs_client_unreached_why(node->gcs) < 0)
-		ret = ferry__gcs_client_unreached_why(node->gcs); /* refused: not "timed out" */
+	ret = ferry__gcs_client_unreached_why(node->gcs, ret); /* refused: not "timed out" */
 	if (ret < 0)
 		FLOG_ERROR(COMP, "GCS %s not reached: %s%s", node->opts.gcs_address,
 			   ferry_strerror(ret),

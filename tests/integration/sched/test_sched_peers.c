@@ -211,7 +211,6 @@ FTEST(new_group_names_past_the_cap_are_ignored)
 	cluster_stop(&c);
 }
 
-/* ferry-sched with an open-file limit of 256, soft and hard (it cannot raise it). */
 /* A ferry-sched whose open-file limit is 256 (sh's ulimit, soft and hard). */
 static struct sched_proc sched_start_low_fds(uint16_t gcs_port)
 {
